@@ -1,0 +1,156 @@
+"""The forecaster contract: batched context windows in, sample paths out.
+
+Every model (baseline, Toto, Kronos) takes a :class:`ContextBatch` of ``B`` windows and returns a
+:class:`Forecast` whose ``samples`` are ``[B, fields, num_samples, horizon]`` absolute prices. Batched by
+design: a backtest forecasts all of its windows in one call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence, runtime_checkable
+
+import numpy as np
+import pandas as pd
+
+from marketcast.forecast.aggregate import aggregate, quantile
+
+INPUT_FIELDS = ("open", "high", "low", "close", "volume")
+OUTPUT_FIELDS = ("close", "high", "low", "open")
+
+
+@dataclass(frozen=True)
+class ContextBatch:
+    """``B`` context windows of equal length ``T`` (shorter windows are left-padded and masked).
+
+    values:     float64 ``[B, T, 5]`` in :data:`INPUT_FIELDS` order (volume 0 when unknown).
+    mask:       bool ``[B, T]``; False marks left padding. Padded values repeat the first real bar.
+    timestamps: ``datetime64[ns]`` ``[B, T]`` (UTC, naive) or None.
+    future_timestamps: ``datetime64[ns]`` ``[B, horizon]`` or None (models that need them extrapolate).
+    """
+
+    values: np.ndarray
+    mask: np.ndarray
+    timestamps: np.ndarray | None = None
+    future_timestamps: np.ndarray | None = None
+
+    @property
+    def batch_size(self) -> int:
+        return self.values.shape[0]
+
+    @property
+    def length(self) -> int:
+        return self.values.shape[1]
+
+    def field(self, name: str) -> np.ndarray:
+        """``[B, T]`` values of one input field."""
+        return self.values[:, :, INPUT_FIELDS.index(name)]
+
+    def last_close(self) -> np.ndarray:
+        """``[B]`` close of the last bar of each window (the decision bar)."""
+        return self.values[:, -1, INPUT_FIELDS.index("close")]
+
+
+@dataclass
+class Forecast:
+    """Sample paths ``[B, len(fields), num_samples, horizon]`` of absolute prices, plus run metadata.
+
+    ``meta`` records what actually ran: ``model``, ``num_samples_used``, ``samples_per_batch_used``,
+    ``compile_mode``, ``compiled`` (bool), ``fallback_reason`` and model-specific entries.
+    """
+
+    samples: np.ndarray
+    fields: tuple[str, ...] = OUTPUT_FIELDS[:3]
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.samples.ndim != 4 or self.samples.shape[1] != len(self.fields):
+            raise ValueError(
+                f"samples must be [B, {len(self.fields)} fields, S, H], got shape {self.samples.shape}"
+            )
+
+    @property
+    def batch_size(self) -> int:
+        return self.samples.shape[0]
+
+    @property
+    def num_samples(self) -> int:
+        return self.samples.shape[2]
+
+    @property
+    def horizon(self) -> int:
+        return self.samples.shape[3]
+
+    def field(self, name: str) -> np.ndarray:
+        """``[B, S, H]`` sample paths of one field."""
+        if name not in self.fields:
+            raise KeyError(f"forecast has fields {self.fields}, not {name!r}")
+        return self.samples[:, self.fields.index(name)]
+
+    def quantile(self, q: float, name: str = "close") -> np.ndarray:
+        """``[B, H]`` quantile ``q`` in [0, 1] over samples."""
+        return quantile(self.field(name), q)
+
+    def aggregate(self, spec: str, name: str = "close") -> np.ndarray:
+        """``[B, H]`` point forecast by an aggregation spec (``median``, ``trimmed_mean_10``, ...)."""
+        return aggregate(self.field(name), spec)
+
+    def take(self, index) -> "Forecast":
+        """A forecast for a subset of the batch (same metadata)."""
+        return Forecast(self.samples[index], self.fields, dict(self.meta))
+
+
+@runtime_checkable
+class Forecaster(Protocol):
+    """Anything that turns a batch of context windows into sample paths."""
+
+    name: str
+    fields: tuple[str, ...]
+
+    def forecast(self, batch: ContextBatch, horizon: int, num_samples: int, seed: int = 0) -> Forecast: ...
+
+
+def make_batch(
+    frame: pd.DataFrame,
+    ends: Sequence[int],
+    context: int,
+    horizon: int | None = None,
+) -> ContextBatch:
+    """Windows of ``frame`` ending at (and including) row positions ``ends``, each ``context`` bars long.
+
+    A window that starts before row 0 is left-padded with its first real bar and masked. Nothing after
+    ``end`` is read, so a decision made from window ``end`` cannot see the future. ``future_timestamps``
+    are extrapolated from the median bar spacing of each window (never read from the frame).
+    """
+    ends = np.asarray(ends, dtype=np.int64)
+    if len(ends) == 0:
+        raise ValueError("make_batch needs at least one window end")
+    if context < 1:
+        raise ValueError(f"context must be >= 1, got {context}")
+    n = len(frame)
+    if ends.min() < 0 or ends.max() >= n:
+        raise ValueError(f"window ends must lie in [0, {n - 1}], got {ends.min()}..{ends.max()}")
+    cols = [c for c in INPUT_FIELDS if c in frame.columns]
+    data = frame[cols].to_numpy(dtype=np.float64)
+    if "volume" not in frame.columns:
+        data = np.concatenate([data, np.zeros((n, 1))], axis=1)
+    index = pd.DatetimeIndex(frame.index)
+    if index.tz is not None:
+        index = index.tz_convert("UTC").tz_localize(None)
+    stamps = index.to_numpy("datetime64[ns]")
+
+    offsets = np.arange(context) - (context - 1)  # [-context+1 .. 0]
+    rows = ends[:, None] + offsets[None, :]  # [B, T]
+    mask = rows >= 0
+    first = np.maximum(ends - context + 1, 0)
+    rows = np.where(mask, rows, first[:, None])
+    values = data[rows]
+    timestamps = stamps[rows]
+    future = None
+    if horizon is not None:
+        future = np.empty((len(ends), horizon), dtype="datetime64[ns]")
+        for i, (row, start) in enumerate(zip(ends, first)):
+            span = stamps[start : row + 1]
+            step = np.median(np.diff(span)) if len(span) > 1 else np.timedelta64(1, "D")
+            future[i] = stamps[row] + step * np.arange(1, horizon + 1)
+    return ContextBatch(values=values, mask=mask, timestamps=timestamps, future_timestamps=future)

@@ -1,0 +1,5 @@
+"""``marketcast trade ...``."""
+
+import typer
+
+app = typer.Typer(no_args_is_help=True)
