@@ -12,9 +12,11 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import torch
+
+from marketcast.compile.cache import load_artifacts, save_artifacts
 
 log = logging.getLogger("marketcast.compile")
 
@@ -55,12 +57,16 @@ class GuardedCompile:
         name: str = "model",
         fullgraph: bool = True,
         dynamic: bool = False,
+        cache_key: Mapping | None = None,
     ) -> None:
         self.fn = fn
         self.name = name
         self.stats = CompileStats(mode=mode)
         self._compiled = None
+        self._cache_key = dict(cache_key, mode=mode, backend=backend) if cache_key is not None else None
         if mode is not None:
+            if self._cache_key is not None:
+                self.stats.extra["cache_loaded"] = load_artifacts(self._cache_key)
             options = {"mode": mode} if backend == "inductor" else {}
             self._compiled = torch.compile(fn, backend=backend, fullgraph=fullgraph, dynamic=dynamic, **options)
 
@@ -70,8 +76,14 @@ class GuardedCompile:
         return self._compiled is not None and self.stats.fallback_reason is None
 
     def seal(self) -> None:
-        """Warm-up is over: from now on a recompile is an error (and triggers the eager fallback)."""
+        """Warm-up is over: from now on a recompile is an error (and triggers the eager fallback).
+
+        The compiled artifacts are saved then (when a ``cache_key`` was given) for the next process.
+        """
         self.stats.sealed = True
+        if self.active and self.stats.compiled and self._cache_key is not None:
+            path = save_artifacts(self._cache_key)
+            self.stats.extra["cache_saved"] = str(path) if path else None
 
     def fall_back(self, reason: str) -> None:
         if self.stats.fallback_reason is None:
