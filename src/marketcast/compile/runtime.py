@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -21,17 +22,98 @@ from marketcast.compile.cache import load_artifacts, save_artifacts
 log = logging.getLogger("marketcast.compile")
 
 
-def recompile_count() -> int:
-    """Recompilations dynamo has recorded in this process (all frames)."""
+class _CompileEvents:
+    """Every dynamo compile start in this process, from ``torch._dynamo.callback_handler``.
+
+    torch 2.13 keeps no ``counters["recompiles"]`` entry (it was removed), so recompiles are counted here:
+    a compile whose id is ``frame/attempt`` with attempt > 0 recompiles an already compiled frame.
+    """
+
+    def __init__(self) -> None:
+        self.compiles = 0
+        self.recompiles = 0
+
+    def _on_start(self, args) -> None:
+        from torch._dynamo.callback import CallbackTrigger
+
+        if getattr(args, "callback_trigger", None) is not CallbackTrigger.DYNAMO:
+            return
+        self.compiles += 1
+        attempt = str(getattr(args, "compile_id", "")).split("/")[-1]
+        if attempt.isdigit() and int(attempt) > 0:
+            self.recompiles += 1
+
+    def install(self) -> bool:
+        """(Re-)register the hook; ``torch._dynamo.reset()`` clears all callbacks, so this is called often."""
+        try:
+            from torch._dynamo.callback import callback_handler
+        except Exception:  # a torch without the hook: counters only
+            return False
+        if self._on_start not in callback_handler.start_callbacks:
+            callback_handler.register_start_callback(self._on_start)
+        return True
+
+
+COMPILE_EVENTS = _CompileEvents()
+COMPILE_EVENTS.install()
+
+
+def _counter(group: str, match: str | None = None) -> int:
     from torch._dynamo.utils import counters
 
-    return int(sum(counters["recompiles"].values())) if "recompiles" in counters else 0
+    if group not in counters:
+        return 0
+    return int(sum(v for k, v in counters[group].items() if match is None or match in str(k)))
+
+
+def recompile_count() -> int:
+    """Recompilations of already compiled frames in this process (all frames)."""
+    COMPILE_EVENTS.install()
+    return max(COMPILE_EVENTS.recompiles, _counter("recompiles"))
+
+
+def compile_count() -> int:
+    """Dynamo frame compilations (first compiles and recompiles) seen in this process."""
+    COMPILE_EVENTS.install()
+    return COMPILE_EVENTS.compiles
 
 
 def graph_break_count() -> int:
-    from torch._dynamo.utils import counters
+    """Graph breaks dynamo has recorded in this process."""
+    return _counter("graph_break")
 
-    return int(sum(counters["graph_break"].values())) if "graph_break" in counters else 0
+
+def recompile_limit_hits() -> int:
+    """Times a frame hit ``config.recompile_limit`` (dynamo then runs that frame eagerly)."""
+    return _counter("unimplemented", "recompile limit")
+
+
+def cudagraph_skip_count() -> int:
+    """Graphs inductor compiled without CUDA graphs (``skipping cudagraphs due to ...``)."""
+    return _counter("inductor", "cudagraph_skips")
+
+
+def counters_snapshot() -> dict[str, int]:
+    """The compile counters the stress harness diffs around a run."""
+    return {
+        "compiles": compile_count(),
+        "recompiles": recompile_count(),
+        "graph_breaks": graph_break_count(),
+        "recompile_limit_hits": recompile_limit_hits(),
+        "cudagraph_skips": cudagraph_skip_count(),
+    }
+
+
+def counters_delta(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str, int]:
+    return {k: int(after[k]) - int(before.get(k, 0)) for k in after}
+
+
+def apply_dynamo_settings(recompile_limit: int | None) -> None:
+    """Apply ``TORCHDYNAMO_RECOMPILE_LIMIT`` from the settings (None keeps torch's default)."""
+    if recompile_limit is not None:
+        import torch._dynamo.config as dynamo_config
+
+        dynamo_config.recompile_limit = int(recompile_limit)
 
 
 @dataclass
@@ -42,6 +124,11 @@ class CompileStats:
     fallback_reason: str | None = None
     calls: int = 0
     eager_calls: int = 0
+    compiles: int = 0  # dynamo compiles seen during this wrapper's calls (warm-up included)
+    recompiles: int = 0  # recompiles seen during this wrapper's calls
+    recompiles_after_seal: int = 0  # includes recompiles the fail_on_recompile stance refused
+    warmup_s: float = 0.0  # wall time of the calls before seal() (compile included)
+    cache_load_s: float = 0.0
     extra: dict = field(default_factory=dict)
 
 
@@ -66,7 +153,9 @@ class GuardedCompile:
         self._cache_key = dict(cache_key, mode=mode, backend=backend) if cache_key is not None else None
         if mode is not None:
             if self._cache_key is not None:
+                t0 = time.perf_counter()
                 self.stats.extra["cache_loaded"] = load_artifacts(self._cache_key)
+                self.stats.cache_load_s = time.perf_counter() - t0
             options = {"mode": mode} if backend == "inductor" else {}
             self._compiled = torch.compile(fn, backend=backend, fullgraph=fullgraph, dynamic=dynamic, **options)
 
@@ -95,14 +184,65 @@ class GuardedCompile:
         if not self.active:
             self.stats.eager_calls += 1
             return self.fn(*args, **kwargs)
-        stance = torch.compiler.set_stance("fail_on_recompile") if self.stats.sealed else contextlib.nullcontext()
+        sealed = self.stats.sealed
+        stance = torch.compiler.set_stance("fail_on_recompile") if sealed else contextlib.nullcontext()
+        compiles0, recompiles0 = compile_count(), recompile_count()
+        t0 = time.perf_counter()
         try:
             with stance:
                 out = self._compiled(*args, **kwargs)
         except Exception as exc:  # compile errors, recompiles after sealing, CUDA-graph failures
+            self._count(compiles0, recompiles0, sealed, t0)
+            if sealed and "recompile" in str(exc).lower():
+                self.stats.recompiles_after_seal += 1  # refused by the stance: still a recompile attempt
             first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             self.fall_back(f"{type(exc).__name__}: {first_line[:300]}")
             self.stats.eager_calls += 1
             return self.fn(*args, **kwargs)
+        self._count(compiles0, recompiles0, sealed, t0)
         self.stats.compiled = True
         return out
+
+    def _count(self, compiles0: int, recompiles0: int, sealed: bool, t0: float) -> None:
+        self.stats.compiles += COMPILE_EVENTS.compiles - compiles0
+        new_recompiles = recompile_count() - recompiles0
+        self.stats.recompiles += new_recompiles
+        if sealed:
+            self.stats.recompiles_after_seal += new_recompiles
+        else:
+            self.stats.warmup_s += time.perf_counter() - t0
+
+
+def find_guards(obj: Any, depth: int = 2) -> list[GuardedCompile]:
+    """The :class:`GuardedCompile` wrappers a forecaster holds (attributes, lists and dicts, ``depth`` deep).
+
+    A forecaster may also expose them explicitly as ``compile_guards``; that wins when present.
+    """
+    explicit = getattr(obj, "compile_guards", None)
+    if explicit is not None:
+        return list(explicit() if callable(explicit) else explicit)
+    found: list[GuardedCompile] = []
+    seen: set[int] = set()
+
+    def walk(value: Any, level: int) -> None:
+        if id(value) in seen:
+            return
+        seen.add(id(value))
+        if isinstance(value, GuardedCompile):
+            found.append(value)
+            return
+        if level > depth or isinstance(value, (str, bytes, int, float, torch.Tensor, torch.nn.Module)):
+            return
+        if isinstance(value, dict):
+            children = list(value.values())
+        elif isinstance(value, (list, tuple, set)):
+            children = list(value)
+        elif hasattr(value, "__dict__"):
+            children = list(vars(value).values())
+        else:
+            return
+        for child in children:
+            walk(child, level + 1)
+
+    walk(obj, 0)
+    return found

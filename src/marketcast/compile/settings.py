@@ -96,8 +96,54 @@ class CompileSettings:
         return mode
 
 
+DEFAULT_DESCRIPTIONS = {
+    "TOTO_DISABLE_COMPILE": "unset (auto: compile on CUDA only)",
+    "TOTO_COMPILE": "unset (auto: compile on CUDA only)",
+    "TOTO_COMPILE_MODE": "default",
+    "TOTO_COMPILE_BACKEND": "inductor",
+    "KRONOS_COMPILE": "unset (auto: compile on CUDA only)",
+    "KRONOS_COMPILE_MODE": "reduce-overhead",
+    "TORCHDYNAMO_RECOMPILE_LIMIT": "unset (torch default, 8)",
+    "MARKETCAST_COMPILE_CACHE_DIR": "~/.cache/marketcast/compile",
+}
+
+
+@dataclass(frozen=True)
+class SettingSource:
+    """One key as ``status`` shows it: the value in effect, where it came from, and a shadowed file value."""
+
+    key: str
+    value: str
+    source: str  # "env" | "file" | "default"
+    shadowed_file_value: str | None = None  # set when the environment overrides a different file value
+
+
+def describe_sources(env: Mapping[str, str] | None = None, path: str | Path = ENV_FILE) -> list[SettingSource]:
+    """Per raw key: effective value and origin (env > file > default), without validating values.
+
+    Kept separate from :func:`load_settings` so ``status`` can still show where a bad value came from.
+    """
+    env = os.environ if env is None else env
+    file_values = read_env_file(path)
+    rows = []
+    for key in KEYS:
+        in_file = file_values.get(key)
+        if key in env and env[key] != "":
+            shadow = in_file if in_file is not None and in_file != env[key] else None
+            rows.append(SettingSource(key, env[key], "env", shadow))
+        elif in_file is not None:
+            rows.append(SettingSource(key, in_file, "file"))
+        else:
+            rows.append(SettingSource(key, DEFAULT_DESCRIPTIONS[key], "default"))
+    return rows
+
+
 def load_settings(env: Mapping[str, str] | None = None, path: str | Path = ENV_FILE) -> CompileSettings:
-    """Merge defaults < ``.env.compile`` < environment; bad values raise :class:`ConfigError`."""
+    """Merge defaults < ``.env.compile`` < environment; bad values raise :class:`ConfigError`.
+
+    Toto's switch has two spellings: ``TOTO_DISABLE_COMPILE=1`` always wins (the safe side); with
+    ``TOTO_DISABLE_COMPILE=0`` an explicit ``TOTO_COMPILE`` decides, else compile is on.
+    """
     env = os.environ if env is None else env
     file_values = read_env_file(path)
     raw: dict[str, tuple[str, str]] = {}
