@@ -1,0 +1,71 @@
+"""What a strategy decides at bar t for bar t+1, and what it cost.
+
+One vocabulary for the backtest and the live loop: a :class:`Decision` is settled against bar t+1 by
+:func:`marketcast.backtest.fills.settle` in the backtest and by the paper broker in trading, with the same
+rules, so a replay reproduces the backtest's fills.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from marketcast.data.asset import DEFAULT_FEE
+
+LONG, FLAT, SHORT = 1, 0, -1
+
+
+class Bar(NamedTuple):
+    open: float
+    high: float
+    low: float
+    close: float
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Fee per side plus half the quoted spread per side, both as fractions of the traded price."""
+
+    fee: float
+    spread: float = 0.0
+
+    @property
+    def per_side(self) -> float:
+        return self.fee + self.spread / 2.0
+
+    @classmethod
+    def for_asset(cls, asset_class: str, fee: float | None = None, spread: float = 0.0) -> "Costs":
+        return cls(DEFAULT_FEE[asset_class] if fee is None else fee, spread)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A position for bar t+1: ``side`` (+1 long, -1 short, 0 flat), entered at the open (market) or at
+    ``entry_limit``; closed at ``take_profit`` if bar t+1 trades through it, else at bar t+1's close."""
+
+    side: int = FLAT
+    entry_limit: float | None = None
+    take_profit: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.side not in (LONG, FLAT, SHORT):
+            raise ValueError(f"side must be -1, 0 or 1, got {self.side}")
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """The outcome of one decision on bar t+1; returns are fractions of the entry price."""
+
+    filled: bool
+    entry_price: float | None = None
+    exit_price: float | None = None
+    exit_reason: str | None = None  # "take_profit" | "close"
+    gross_return: float = 0.0
+    fees: float = 0.0
+
+    @property
+    def net_return(self) -> float:
+        return self.gross_return - self.fees
+
+
+NO_FILL = Settlement(filled=False)
