@@ -36,7 +36,8 @@ def test_forced_recompile_after_seal_falls_back_to_eager_once(caplog):
             z = guard(torch.randn(6, 8))
     assert not guard.active
     assert guard.stats.fallback_reason.startswith("RuntimeError: Detected recompile")
-    assert guard.stats.recompiles_after_seal == 1  # the refused attempt; the next call never tried
+    assert guard.stats.refused_recompiles == 1  # the next call never tried: it ran eager
+    assert guard.stats.recompiles_after_seal == 0
     assert guard.stats.eager_calls == 2 and guard.stats.calls == 4
     assert recompile_count() == before  # nothing was actually recompiled
     assert y.shape == (5, 8) and z.shape == (6, 8)

@@ -126,7 +126,8 @@ class CompileStats:
     eager_calls: int = 0
     compiles: int = 0  # dynamo compiles seen during this wrapper's calls (warm-up included)
     recompiles: int = 0  # recompiles seen during this wrapper's calls
-    recompiles_after_seal: int = 0  # includes recompiles the fail_on_recompile stance refused
+    recompiles_after_seal: int = 0  # recompiles that happened after seal() (only outside the stance)
+    refused_recompiles: int = 0  # recompiles the fail_on_recompile stance refused (each triggers the fallback)
     warmup_s: float = 0.0  # wall time of the calls before seal() (compile included)
     cache_load_s: float = 0.0
     extra: dict = field(default_factory=dict)
@@ -194,7 +195,7 @@ class GuardedCompile:
         except Exception as exc:  # compile errors, recompiles after sealing, CUDA-graph failures
             self._count(compiles0, recompiles0, sealed, t0)
             if sealed and "recompile" in str(exc).lower():
-                self.stats.recompiles_after_seal += 1  # refused by the stance: still a recompile attempt
+                self.stats.refused_recompiles += 1
             first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             self.fall_back(f"{type(exc).__name__}: {first_line[:300]}")
             self.stats.eager_calls += 1
