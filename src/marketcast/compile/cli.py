@@ -1,5 +1,251 @@
-"""``marketcast compile ...``."""
+"""``marketcast compile ...``: enable | disable | mode | status | check | analyze | compare.
+
+Bad input raises :class:`~marketcast.errors.ConfigError` before anything is written; the root CLI turns it
+into one line on stderr and exit code 2. ``check --mode production-check`` exits 1 when the configured mode
+fails its verdict.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
 
 import typer
+from rich.table import Table
+
+from marketcast.compile.settings import ENV_FILE, MODES
+from marketcast.console import console, err_console
+from marketcast.errors import ConfigError
 
 app = typer.Typer(no_args_is_help=True)
+
+ENV_FILE_OPT = typer.Option(Path(ENV_FILE), "--env-file", help="The settings file to edit or read.")
+MODEL_OPT = typer.Option("toto", "--model", "-m", help="toto | kronos | all")
+
+
+def _print_switch(updates: dict[str, str], path: Path) -> None:
+    from marketcast.compile.settings import describe_sources
+
+    console.print(f"{path}: " + ", ".join(f"{k}={v}" for k, v in updates.items()), highlight=False)
+    for row in describe_sources(path=path):
+        if row.key in updates and row.source == "env" and row.value != updates[row.key]:
+            err_console.print(f"[yellow]note:[/yellow] {row.key}={row.value} in the environment overrides the file",
+                              highlight=False)
+
+
+@app.command()
+def enable(model: str = MODEL_OPT, env_file: Path = ENV_FILE_OPT) -> None:
+    """Turn torch.compile on (TOTO_COMPILE=1 and TOTO_DISABLE_COMPILE=0; KRONOS_COMPILE=1)."""
+    from marketcast.compile.toggle import set_enabled
+
+    _print_switch(set_enabled(env_file, model, True), env_file)
+
+
+@app.command()
+def disable(model: str = MODEL_OPT, env_file: Path = ENV_FILE_OPT) -> None:
+    """Turn torch.compile off (TOTO_COMPILE=0 and TOTO_DISABLE_COMPILE=1; KRONOS_COMPILE=0)."""
+    from marketcast.compile.toggle import set_enabled
+
+    _print_switch(set_enabled(env_file, model, False), env_file)
+
+
+@app.command("mode")
+def set_mode_cmd(
+    mode: str = typer.Argument(..., help=" | ".join(MODES)),
+    model: str = MODEL_OPT,
+    env_file: Path = ENV_FILE_OPT,
+) -> None:
+    """Select the compile mode (TOTO_COMPILE_MODE / KRONOS_COMPILE_MODE); other lines are kept."""
+    from marketcast.compile.toggle import set_mode
+
+    _print_switch(set_mode(env_file, model, mode), env_file)
+
+
+@app.command()
+def status(env_file: Path = ENV_FILE_OPT, device: str = typer.Option("cpu", "--device")) -> None:
+    """Effective settings and where each came from (env, file, default)."""
+    from marketcast.compile.settings import describe_sources, load_settings
+
+    table = Table(title=f"compile settings ({env_file}{'' if env_file.exists() else ', absent'})")
+    for col in ("key", "value", "source", "note"):
+        table.add_column(col)
+    for row in describe_sources(path=env_file):
+        note = f"file has {row.shadowed_file_value}" if row.shadowed_file_value is not None else ""
+        table.add_row(row.key, row.value, row.source, note)
+    console.print(table)
+    settings = load_settings(path=env_file)  # raises ConfigError on a bad value, after showing where it is
+    for model in ("toto", "kronos"):
+        mode = settings.mode_for(model, device)
+        console.print(f"{model} on {device}: {'eager' if mode is None else 'compiled, mode ' + mode}",
+                      highlight=False)
+
+
+def _parse_modes(text: Optional[str], device: str) -> list[str]:
+    if text is None:
+        return ["default", "reduce-overhead"] if device.startswith("cuda") else ["default"]
+    modes = [m.strip() for m in text.split(",") if m.strip()]
+    for m in modes:
+        if m not in MODES:
+            raise ConfigError(f"--modes: unknown compile mode {m!r}; use one of {', '.join(MODES)}")
+    return list(dict.fromkeys(modes))
+
+
+@app.command()
+def check(
+    model: str = typer.Option(..., "--model", "-m", help="toto | kronos | baseline"),
+    mode: str = typer.Option("quick", "--mode", help="quick (3) | full (10) | production-check (20 iterations)"),
+    iterations: Optional[int] = typer.Option(None, "--iterations", min=1, help="Override the mode's count."),
+    modes: Optional[str] = typer.Option(None, "--modes", help="Compile modes to test, comma separated "
+                                        "(default: 'default' on CPU, 'default,reduce-overhead' on CUDA)."),
+    symbols: str = typer.Option("SP500,NASDAQ", "--symbols", help="Comma separated."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Folder with <SYMBOL>.csv/.parquet."),
+    weights: Optional[str] = typer.Option(None, "--weights", help="Checkpoint folder, hub id, or 'random'."),
+    device: str = typer.Option("cpu", "--device"),
+    dtype: str = typer.Option("float32", "--dtype"),
+    context: int = typer.Option(512, "--context", min=8),
+    horizon: int = typer.Option(8, "--horizon", min=1),
+    samples: int = typer.Option(64, "--samples", min=1),
+    batch: int = typer.Option(2, "--batch", min=1, help="Windows per forecast call."),
+    seed: int = typer.Option(0, "--seed"),
+    output_dir: Path = typer.Option(Path("out/compile_check"), "--output-dir"),
+    apply: bool = typer.Option(False, "--apply", help="Write the recommended mode into --env-file."),
+    env_file: Path = ENV_FILE_OPT,
+) -> None:
+    """Stress test eager vs compile modes on real bars; writes compile_check.json/.md, prints verdicts."""
+    from marketcast.compile.check import CHECK_ITERATIONS, CheckPlan, run_check
+    from marketcast.compile.report import summary_rows, write_report
+    from marketcast.compile.settings import load_settings
+    from marketcast.data import load_symbol
+    from marketcast.forecast.registry import MODEL_NAMES, load_forecaster
+
+    if model not in MODEL_NAMES:
+        raise ConfigError(f"--model {model!r}: choose one of {', '.join(MODEL_NAMES)}")
+    if mode not in CHECK_ITERATIONS:
+        raise ConfigError(f"--mode {mode!r}: choose one of {', '.join(CHECK_ITERATIONS)}")
+    if apply and model == "baseline":
+        raise ConfigError("--apply: the baseline has no compile setting to write; use --model toto or kronos")
+    settings = load_settings(path=env_file)
+    compile_modes = _parse_modes(modes, device)
+    configured = settings.mode_for(model, device) if model != "baseline" else None
+    note = None
+    if model == "baseline":
+        compile_modes = []
+        note = "baseline runs numpy only (no torch module): compile modes are not applicable, eager measured alone"
+    elif configured is not None and configured not in compile_modes:
+        compile_modes.append(configured)  # always measure what production runs now
+    names = [s.strip() for s in symbols.split(",") if s.strip()]
+    if not names:
+        raise ConfigError("--symbols: give at least one symbol")
+    plan = CheckPlan(iterations=iterations or CHECK_ITERATIONS[mode], context=context, horizon=horizon,
+                     num_samples=samples, batch=batch, seed=seed)
+    min_rows = plan.iterations * plan.batch * plan.horizon + plan.horizon + 2
+    bars = {n.upper(): load_symbol(n, data_dir=data_dir, min_rows=min_rows) for n in names}
+
+    def factory(compile_mode: Optional[str]):
+        return load_forecaster(model, weights=weights, device=device, dtype=dtype,
+                               compile=compile_mode or "eager", seed=seed)
+
+    with console.status("compile check") as spinner:
+        report = run_check(
+            factory, compile_modes, bars, plan, model=model, weights=weights, device=device, check_mode=mode,
+            configured_mode=configured, compile_note=note, progress=lambda msg: spinner.update(msg),
+        )
+    json_path, md_path = write_report(report, output_dir)
+
+    rows = summary_rows(report)
+    table = Table(title=f"compile check: {model} ({mode}, {plan.iterations} iterations, {device})")
+    for col in rows[0]:
+        table.add_column(col, justify="left" if col in ("mode", "verdict") else "right")
+    for r in rows:
+        table.add_row(*r.values())
+    console.print(table)
+    for m in report["modes"]:
+        why = f" - failed: {', '.join(m['failed_checks'])}" if m["failed_checks"] else ""
+        colour = {"PASS": "green", "FAIL": "red"}.get(m["verdict"], "yellow")
+        console.print(f"[{colour}]{m['verdict']}[/{colour}] {m['mode']}{why}", highlight=False)
+        if m.get("fallback_reason"):
+            console.print(f"  fell back to eager: {m['fallback_reason']}", highlight=False)
+    for n in report["notes"]:
+        console.print(f"note: {n}", highlight=False)
+    console.print(f"recommended: {report['recommended_mode']}; configured: {report['configured_mode']} "
+                  f"({'OK' if report['production_ok'] else 'NOT OK'}); wrote {json_path} and {md_path}",
+                  highlight=False)
+    if apply:
+        from marketcast.compile.toggle import set_enabled, set_mode
+
+        if report["recommended_mode"] == "eager":
+            updates = set_enabled(env_file, model, False)
+        else:
+            updates = {**set_enabled(env_file, model, True), **set_mode(env_file, model, report["recommended_mode"])}
+        _print_switch(updates, env_file)
+    if mode == "production-check" and not report["production_ok"]:
+        raise typer.Exit(1)
+
+
+@app.command()
+def analyze(
+    logfile: Path = typer.Argument(..., help="Output of TORCH_LOGS=recompiles (stderr) to explain."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
+) -> None:
+    """Group recompiles, recompile-limit hits, graph breaks and CUDA-graph skips; suggest a fix per cause."""
+    from marketcast.compile.analyze import FIXES, analyze_file
+
+    result = analyze_file(logfile)
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    totals = result.totals()
+    console.print(f"{logfile}: {result.lines} lines; " + ", ".join(f"{k} {v}" for k, v in totals.items()),
+                  highlight=False)
+    if not result.groups:
+        console.print("no recompiles, graph breaks or CUDA-graph skips found "
+                      "(was the log captured with TORCH_LOGS=recompiles?)")
+        return
+    table = Table(title="grouped by frame and guard")
+    for col in ("kind", "function", "location", "guard / reason", "count", "cause"):
+        table.add_column(col, overflow="fold")
+    for g in result.groups:
+        count = f"{g.count} ({g.instances} inst.)" if g.kind == "cudagraph_skip" else str(g.count)
+        kind = f"{g.kind} ({g.limit})" if g.limit else g.kind
+        table.add_row(kind, g.function or "", g.location or "", g.pattern, count, g.cause)
+    console.print(table)
+    console.print("fixes:")
+    for cause, n in result.causes().items():
+        console.print(f"- {cause} ({n}): {FIXES[cause]}", highlight=False)
+
+
+@app.command()
+def compare(
+    a: Path = typer.Argument(..., help="Backtest JSON (e.g. eager)."),
+    b: Path = typer.Argument(..., help="Backtest JSON (e.g. compiled)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Compare two backtest JSONs per symbol and strategy: return delta > 0.05 FAIL, > 0.01 WARN."""
+    from marketcast.compile.compare import compare_files
+
+    result = compare_files(a, b)
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+    else:
+        table = Table(title=f"{a.name} vs {b.name}")
+        for col in ("symbol", "strategy", "return A", "return B", "Δ return", "Δ sharpe", "status"):
+            table.add_column(col, justify="left" if col in ("symbol", "strategy", "status") else "right")
+        for r in result["rows"]:
+            colour = {"PASS": "green", "WARN": "yellow", "FAIL": "red"}[r["status"]]
+            table.add_row(r["symbol"], r["strategy"], _num(r["return_a"]), _num(r["return_b"]),
+                          _num(r["return_delta"]), _num(r["sharpe_delta"]), f"[{colour}]{r['status']}[/{colour}]")
+        console.print(table)
+        for sym, metrics in result["metric_deltas"].items():
+            if metrics:
+                console.print(f"{sym} metric deltas (B - A): "
+                              + ", ".join(f"{k} {_num(v)}" for k, v in metrics.items()), highlight=False)
+        for n in result["notes"]:
+            console.print(f"note: {n}", highlight=False)
+        console.print(f"overall: {result['status']}", highlight=False)
+    if result["status"] == "FAIL":
+        raise typer.Exit(1)
+
+
+def _num(v) -> str:
+    return "–" if v is None else f"{v:+.4f}" if isinstance(v, float) else str(v)

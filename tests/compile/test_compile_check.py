@@ -1,0 +1,79 @@
+"""Stress harness end to end on real embedded bars: a tiny real torch forecaster and the baseline."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from marketcast.compile.check import CheckPlan, Thresholds, evaluation_windows, run_check
+from marketcast.compile.report import validate_report, write_report
+from marketcast.data import load_symbol
+from tests.compile.tiny_forecaster import TinyForecaster
+
+PLAN = CheckPlan(iterations=3, context=64, horizon=5, num_samples=32, batch=2, seed=7)
+# speed and memory are not judged in unit tests (timing on a shared CPU): only correctness checks decide
+LENIENT = Thresholds(min_speedup=0.0, max_memory_increase=1e9)
+
+
+@pytest.fixture(scope="module")
+def bars():
+    return {s: load_symbol(s).head(600) for s in ("SP500", "NASDAQ")}
+
+
+def test_windows_walk_forward_and_end_at_the_last_bar(bars):
+    frame = bars["SP500"].frame
+    windows = evaluation_windows(frame, PLAN)
+    ends = np.concatenate(windows)
+    assert len(windows) == 3 and all(len(w) == 2 for w in windows)
+    assert np.all(np.diff(ends) == PLAN.horizon) and ends[-1] + PLAN.horizon == len(frame) - 1
+
+
+def test_tiny_torch_forecaster_quick_mode(bars, tmp_path):
+    report = run_check(lambda mode: TinyForecaster(mode, PLAN.context, PLAN.horizon), ["default"], bars, PLAN,
+                       LENIENT, model="tiny", check_mode="quick", configured_mode="default")
+    eager, compiled = report["modes"]
+    assert validate_report(report) == []
+    assert [m["mode"] for m in report["modes"]] == ["eager", "default"]
+    assert eager["calls"] == compiled["calls"] == 6 and compiled["success_rate"] == 1.0
+    assert compiled["compiled_guards"] == 1 and compiled["fallback_reason"] is None
+    assert compiled["recompiles_after_warmup"] == 0
+    assert compiled["output_delta_rel"] < 1e-5  # same seed, same windows: only float rounding differs
+    assert abs(compiled["accuracy"]["mae"] - eager["accuracy"]["mae"]) / eager["accuracy"]["mae"] < 1e-5
+    assert compiled["compile_s"] > 0 and compiled["cold_start_s"] >= compiled["load_s"]
+    assert compiled["latency_ms"]["n"] == 6 and compiled["latency_ms"]["p99"] >= compiled["latency_ms"]["p50"]
+    # MAE is of the median forecast against the realised closes: recompute it for one window
+    assert 0 < eager["accuracy"]["mae"] < 0.2 * float(bars["SP500"].frame["close"].iloc[-1])
+    assert compiled["verdict"] == "PASS" and report["recommended_mode"] == "default" and report["production_ok"]
+    json_path, md_path = write_report(report, tmp_path / "out")
+    loaded = json.loads(json_path.read_text())
+    assert validate_report(loaded) == [] and loaded["modes"][1]["verdict"] == "PASS"
+    assert "| default | PASS |" in md_path.read_text()
+
+
+def test_forced_recompile_after_warmup_fails_the_mode_and_keeps_results(bars):
+    # warm-up makes 2 calls (one per symbol); the 4th call changes shape -> refused recompile -> eager fallback
+    report = run_check(lambda mode: TinyForecaster(mode, PLAN.context, PLAN.horizon, shape_shift_after=3),
+                       ["default"], bars, PLAN, LENIENT, model="tiny", configured_mode="default")
+    eager, compiled = report["modes"]
+    assert eager["verdict"] == "PASS"  # eager runs the same code without compile: nothing to refuse
+    assert compiled["recompiles_after_warmup"] == 1
+    assert compiled["fallback_reason"].startswith("RuntimeError: Detected recompile")
+    assert compiled["success_rate"] == 1.0 and compiled["output_delta_rel"] < 1e-5  # no crash, no wrong result
+    assert compiled["verdict"] == "FAIL"
+    assert set(compiled["failed_checks"]) == {"no_fallback", "recompiles_after_warmup"}
+    assert report["recommended_mode"] == "eager" and not report["production_ok"]
+
+
+def test_report_validation_catches_schema_breaks(bars):
+    report = run_check(lambda mode: TinyForecaster(mode, PLAN.context, PLAN.horizon), [], bars,
+                       CheckPlan(iterations=1, context=64, horizon=5, num_samples=8, batch=1), model="tiny")
+    assert validate_report(report) == [] and report["compile_applicable"] is False
+    broken = json.loads(json.dumps(report))
+    del broken["modes"][0]["latency_ms"]
+    broken["production_ok"] = "yes"
+    problems = validate_report(broken)
+    assert any("production_ok" in p for p in problems)
+    broken["production_ok"] = True
+    assert any("latency_ms" in p for p in validate_report(broken))
