@@ -77,3 +77,18 @@ def test_report_validation_catches_schema_breaks(bars):
     assert any("production_ok" in p for p in problems)
     broken["production_ok"] = True
     assert any("latency_ms" in p for p in validate_report(broken))
+
+
+def test_a_mode_that_cannot_be_built_fails_without_crashing_the_check(bars):
+    def factory(mode):
+        if mode is not None:
+            raise RuntimeError("inductor backend unavailable")
+        return TinyForecaster(None, PLAN.context, PLAN.horizon)
+
+    report = run_check(factory, ["max-autotune"], bars, CheckPlan(iterations=1, context=64, horizon=5,
+                       num_samples=8, batch=1), model="tiny")
+    assert validate_report(report) == []
+    failed = report["modes"][1]
+    assert failed["verdict"] == "FAIL" and failed["calls"] == 0
+    assert failed["errors"] == ["load: RuntimeError: inductor backend unavailable"]
+    assert report["recommended_mode"] == "eager" and report["modes"][0]["repeat_delta_rel"] == 0.0

@@ -56,3 +56,9 @@ class TinyForecaster:
         meta = {"model": "tiny", "compile_mode": self.step.stats.mode, "compiled": self.step.active,
                 "fallback_reason": self.step.stats.fallback_reason}
         return Forecast(samples=samples, fields=self.fields, meta=meta)
+
+
+def create(*, weights=None, device="cpu", dtype="float32", compile=None, seed=0) -> TinyForecaster:
+    """Registry-style factory (tests register it in place of a model); weights="shift" forces a recompile."""
+    mode = None if compile in (None, "eager") else compile
+    return TinyForecaster(mode, context=64, horizon=5, shape_shift_after=3 if weights == "shift" else 0)

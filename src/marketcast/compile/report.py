@@ -34,6 +34,7 @@ MODE_FIELDS = {
     "accuracy": (dict, type(None)), "per_symbol": dict, "output_delta_rel": OPT_NUM, "latency_ms": dict,
     "speedup": OPT_NUM, "load_s": NUM, "warmup_s": NUM, "compile_s": NUM, "cold_start_s": NUM,
     "start": OPT_STR, "memory": dict, "recompiles_warmup": int, "recompiles_after_warmup": int,
+    "compiles_after_warmup": int, "repeat_delta_rel": OPT_NUM, "mae_delta_rel": OPT_NUM,
     "graph_breaks": int, "cudagraph_skips": int, "recompile_limit_hits": int, "compiled_guards": int,
     "calls": int, "successes": int, "success_rate": NUM, "fallback_reason": OPT_STR, "forecast_meta": dict,
 }

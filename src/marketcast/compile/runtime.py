@@ -214,7 +214,7 @@ class GuardedCompile:
             self.stats.warmup_s += time.perf_counter() - t0
 
 
-def find_guards(obj: Any, depth: int = 2) -> list[GuardedCompile]:
+def find_guards(obj: Any, depth: int = 4) -> list[GuardedCompile]:
     """The :class:`GuardedCompile` wrappers a forecaster holds (attributes, lists and dicts, ``depth`` deep).
 
     A forecaster may also expose them explicitly as ``compile_guards``; that wins when present.
@@ -232,7 +232,7 @@ def find_guards(obj: Any, depth: int = 2) -> list[GuardedCompile]:
         if isinstance(value, GuardedCompile):
             found.append(value)
             return
-        if level > depth or isinstance(value, (str, bytes, int, float, torch.Tensor, torch.nn.Module)):
+        if level > depth or isinstance(value, (str, bytes, int, float, torch.Tensor)):
             return
         if isinstance(value, dict):
             children = list(value.values())

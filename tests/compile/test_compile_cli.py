@@ -1,0 +1,116 @@
+"""``marketcast compile ...`` through the real root CLI (in process): outputs, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from marketcast.cli import main
+from marketcast.compile.report import validate_report
+from marketcast.compile.settings import load_settings
+from marketcast.forecast import registry
+
+LOGS = Path(__file__).resolve().parents[1] / "data" / "compile_logs"
+SMALL = ["--context", "64", "--horizon", "5", "--samples", "16", "--batch", "2"]
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    for key in ("TOTO_COMPILE", "TOTO_DISABLE_COMPILE", "TOTO_COMPILE_MODE", "KRONOS_COMPILE",
+                "KRONOS_COMPILE_MODE", "TORCHDYNAMO_RECOMPILE_LIMIT", "TOTO_COMPILE_BACKEND"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("COLUMNS", "220")
+
+
+def run(capsys, *args):
+    code = main(["compile", *map(str, args)])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_check_baseline_quick_writes_valid_report(tmp_path, capsys):
+    out_dir = tmp_path / "cc"
+    code, out, err = run(capsys, "check", "--model", "baseline", "--mode", "quick", "--output-dir", out_dir,
+                         "--env-file", tmp_path / ".env.compile", *SMALL)
+    assert code == 0, err
+    report = json.loads((out_dir / "compile_check.json").read_text())
+    assert validate_report(report) == []
+    assert [m["mode"] for m in report["modes"]] == ["eager"] and report["compile_applicable"] is False
+    assert report["plan"]["iterations"] == 3 and report["plan"]["symbols"] == ["SP500", "NASDAQ"]
+    assert report["modes"][0]["calls"] == 6 and report["modes"][0]["success_rate"] == 1.0
+    assert report["modes"][0]["repeat_delta_rel"] == 0.0
+    assert "compile modes are not applicable" in out and "PASS eager" in out
+    assert (out_dir / "compile_check.md").read_text().startswith("# Compile check: baseline (quick)")
+
+
+def test_production_check_fails_with_exit_1_and_apply_writes_eager(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(registry.FACTORIES, "toto", "tests.compile.tiny_forecaster:create")
+    env_file = tmp_path / ".env.compile"
+    env_file.write_text("# mine\nADD_LATEST=1\nexport TOTO_COMPILE=1\nTOTO_COMPILE_MODE=default\n")
+    code, out, err = run(capsys, "check", "--model", "toto", "--mode", "production-check", "--iterations", "2",
+                         "--weights", "shift", "--output-dir", tmp_path / "cc", "--env-file", env_file,
+                         "--apply", *SMALL)
+    assert code == 1, err
+    report = json.loads((tmp_path / "cc" / "compile_check.json").read_text())
+    assert report["configured_mode"] == "default" and report["production_ok"] is False
+    assert report["modes"][1]["fallback_reason"].startswith("RuntimeError: Detected recompile")
+    assert "FAIL default" in out and "recommended: eager" in out
+    text = env_file.read_text()
+    assert text.startswith("# mine\nADD_LATEST=1\nexport TOTO_COMPILE=0\n") and "TOTO_DISABLE_COMPILE=1" in text
+    assert load_settings(env={}, path=env_file).toto_compile is False
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["check", "--model", "toto", "--modes", "turbo"], "unknown compile mode 'turbo'"),
+    (["check", "--model", "chronos"], "--model 'chronos'"),
+    (["check", "--model", "baseline", "--mode", "fast"], "--mode 'fast'"),
+    (["check", "--model", "baseline", "--apply"], "baseline has no compile setting"),
+    (["check", "--model", "baseline", "--symbols", "NOPE"], "no embedded data for 'NOPE'"),
+    (["mode", "turbo"], "unknown compile mode 'turbo'"),
+    (["analyze", "/nonexistent/recompile.log"], "no such log file"),
+])
+def test_bad_input_one_line_exit_2_no_output(tmp_path, capsys, args, needle):
+    out_dir = tmp_path / "cc"
+    code, out, err = run(capsys, *args, *(["--output-dir", out_dir] if args[0] == "check" else []),
+                         *(["--env-file", tmp_path / ".env.compile"] if args[0] in ("check", "mode") else []))
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and needle in err, err
+    assert not out_dir.exists() and not (tmp_path / ".env.compile").exists()
+
+
+def test_bad_env_value_exits_2(tmp_path, capsys):
+    env_file = tmp_path / ".env.compile"
+    env_file.write_text("TOTO_COMPILE=perhaps\n")
+    code, out, err = run(capsys, "check", "--model", "baseline", "--env-file", env_file,
+                         "--output-dir", tmp_path / "cc")
+    assert code == 2 and "TOTO_COMPILE='perhaps'" in err and not (tmp_path / "cc").exists()
+
+
+def test_enable_disable_mode_status(tmp_path, capsys, monkeypatch):
+    env_file = tmp_path / ".env.compile"
+    env_file.write_text("ADD_LATEST=1\n")
+    assert run(capsys, "enable", "--env-file", env_file)[0] == 0
+    assert run(capsys, "mode", "max-autotune", "--env-file", env_file)[0] == 0
+    assert env_file.read_text() == ("ADD_LATEST=1\nexport TOTO_COMPILE=1\nexport TOTO_DISABLE_COMPILE=0\n"
+                                    "export TOTO_COMPILE_MODE=max-autotune\n")
+    monkeypatch.setenv("TOTO_COMPILE_MODE", "default")
+    code, out, err = run(capsys, "status", "--env-file", env_file, "--device", "cuda")
+    assert code == 0
+    row = next(line for line in out.splitlines() if "TOTO_COMPILE_MODE" in line)
+    assert "default" in row and "env" in row and "file has max-autotune" in row
+    assert "toto on cuda: compiled, mode default" in out
+    code, out, err = run(capsys, "disable", "--model", "all", "--env-file", env_file)
+    assert code == 0 and "KRONOS_COMPILE=0" in out
+    assert load_settings(env={}, path=env_file).toto_compile is False
+
+
+def test_analyze_cli_json_and_table(capsys):
+    code, out, err = run(capsys, "analyze", LOGS / "seed_000_production.log", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["totals"]["recompile_limit"] == 1 and data["totals"]["cudagraph_skip"] == 1
+    assert data["groups"][0]["function"] == "positional_embedding"
+    code, out, err = run(capsys, "analyze", LOGS / "torch213_recompiles_graph_breaks.log")
+    assert code == 0 and "recompile 4" in out and "graph_break 2" in out and "int_guard_layer_index" in out
