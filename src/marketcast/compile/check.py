@@ -161,7 +161,7 @@ def blank_result(label: str) -> dict:
         "compile_s": 0.0, "cold_start_s": 0.0, "start": None, "memory": {"peak_mb": None, "source": ""},
         "recompiles_warmup": 0, "recompiles_after_warmup": 0, "compiles_after_warmup": 0, "graph_breaks": 0,
         "cudagraph_skips": 0, "recompile_limit_hits": 0, "compiled_guards": 0, "calls": 0, "successes": 0,
-        "success_rate": 0.0, "fallback_reason": None, "forecast_meta": {},
+        "success_rate": 0.0, "fallback_reason": None, "forecast_meta": {}, "start_probe": None,
     }
 
 

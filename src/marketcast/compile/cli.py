@@ -110,6 +110,8 @@ def check(
     seed: int = typer.Option(0, "--seed"),
     output_dir: Path = typer.Option(Path("out/compile_check"), "--output-dir"),
     apply: bool = typer.Option(False, "--apply", help="Write the recommended mode into --env-file."),
+    start_probe: bool = typer.Option(False, "--start-probe", help="Also time cold vs warm start of each "
+                                     "compiled mode in two fresh processes (persistent artifacts)."),
     env_file: Path = ENV_FILE_OPT,
 ) -> None:
     """Stress test eager vs compile modes on real bars; writes compile_check.json/.md, prints verdicts."""
@@ -151,6 +153,16 @@ def check(
             factory, compile_modes, bars, plan, model=model, weights=weights, device=device, check_mode=mode,
             configured_mode=configured, compile_note=note, progress=lambda msg: spinner.update(msg),
         )
+    if start_probe:
+        from marketcast.compile.startprobe import measure_start
+        from marketcast.forecast.registry import FACTORIES
+
+        for m in report["modes"][1:]:
+            with console.status(f"start probe: {m['mode']} (cold, then warm process)"):
+                m["start_probe"] = measure_start(
+                    FACTORIES[model], model, m["mode"], weights=weights, device=device, dtype=dtype,
+                    symbol=names[0], data_dir=str(data_dir) if data_dir else None, context=context,
+                    horizon=horizon, samples=samples, batch=batch, seed=seed)
     json_path, md_path = write_report(report, output_dir)
 
     rows = summary_rows(report)

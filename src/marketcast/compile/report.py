@@ -37,6 +37,7 @@ MODE_FIELDS = {
     "compiles_after_warmup": int, "repeat_delta_rel": OPT_NUM, "mae_delta_rel": OPT_NUM,
     "graph_breaks": int, "cudagraph_skips": int, "recompile_limit_hits": int, "compiled_guards": int,
     "calls": int, "successes": int, "success_rate": NUM, "fallback_reason": OPT_STR, "forecast_meta": dict,
+    "start_probe": (dict, type(None)),
 }
 LATENCY_FIELDS = {"mean": OPT_NUM, "std": OPT_NUM, "p50": OPT_NUM, "p99": OPT_NUM, "n": int}
 ACCURACY_FIELDS = {"mae": NUM, "rmse": NUM, "mape_pct": NUM}
@@ -182,6 +183,18 @@ def to_markdown(report: dict) -> str:
         f"Recommended: **{report['recommended_mode']}**. Configured now: {report['configured_mode']} -> "
         f"{'OK' if report['production_ok'] else 'NOT OK'} for production.",
     ]
+    probes = [(m["mode"], m["start_probe"]) for m in report["modes"] if m.get("start_probe")]
+    if probes:
+        lines += ["", "## Cold vs warm start (fresh processes)", "",
+                  "Start = build + first forecast. Warm: a new process with an empty inductor cache that loads the "
+                  "persistent artifacts saved by the cold one.", "",
+                  "| mode | cold s | warm s | cold/warm | warm cache hits |", "|---|---|---|---|---|"]
+        for mode, p in probes:
+            if "error" in p:
+                lines.append(f"| {mode} | {p['error']} | | | |")
+            else:
+                lines.append(f"| {mode} | {p['cold']['start_s']:.1f} | {p['warm']['start_s']:.1f} | "
+                             f"{_fmt(p.get('speedup'), '.2f', 'x')} | {p['warm']['fxgraph_cache_hit']} |")
     if report["notes"]:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in report["notes"]]
     return "\n".join(lines) + "\n"
