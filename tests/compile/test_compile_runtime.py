@@ -71,3 +71,15 @@ def test_eager_mode_never_compiles_and_find_guards_discovers_wrappers():
             self.steps = {"decode": guard}
 
     assert find_guards(Holder()) == [guard]
+
+
+def test_recompile_limit_setting_is_applied_to_dynamo(monkeypatch):
+    import torch._dynamo.config as dynamo_config
+
+    from marketcast.compile import runtime
+
+    monkeypatch.setattr(runtime, "_DYNAMO_CONFIGURED", False)
+    monkeypatch.setenv("TORCHDYNAMO_RECOMPILE_LIMIT", "3")
+    monkeypatch.setattr(dynamo_config, "recompile_limit", 8)
+    GuardedCompile(TinyStep(), "default", name="limit")
+    assert dynamo_config.recompile_limit == 3

@@ -109,11 +109,24 @@ def counters_delta(before: Mapping[str, int], after: Mapping[str, int]) -> dict[
 
 
 def apply_dynamo_settings(recompile_limit: int | None) -> None:
-    """Apply ``TORCHDYNAMO_RECOMPILE_LIMIT`` from the settings (None keeps torch's default)."""
+    """Apply ``TORCHDYNAMO_RECOMPILE_LIMIT`` (torch itself does not read that variable; None keeps its 8)."""
     if recompile_limit is not None:
         import torch._dynamo.config as dynamo_config
 
         dynamo_config.recompile_limit = int(recompile_limit)
+
+
+_DYNAMO_CONFIGURED = False
+
+
+def ensure_dynamo_settings() -> None:
+    """Apply the compile settings' dynamo knobs once per process (the first compiled wrapper does it)."""
+    global _DYNAMO_CONFIGURED
+    if not _DYNAMO_CONFIGURED:
+        from marketcast.compile.settings import load_settings
+
+        apply_dynamo_settings(load_settings().recompile_limit)
+        _DYNAMO_CONFIGURED = True
 
 
 @dataclass
@@ -153,6 +166,7 @@ class GuardedCompile:
         self._compiled = None
         self._cache_key = dict(cache_key, mode=mode, backend=backend) if cache_key is not None else None
         if mode is not None:
+            ensure_dynamo_settings()
             if self._cache_key is not None:
                 t0 = time.perf_counter()
                 self.stats.extra["cache_loaded"] = load_artifacts(self._cache_key)
