@@ -80,6 +80,29 @@ def test_recompile_limit_setting_is_applied_to_dynamo(monkeypatch):
 
     monkeypatch.setattr(runtime, "_DYNAMO_CONFIGURED", False)
     monkeypatch.setenv("TORCHDYNAMO_RECOMPILE_LIMIT", "3")
-    monkeypatch.setattr(dynamo_config, "recompile_limit", 8)
-    GuardedCompile(TinyStep(), "default", name="limit")
-    assert dynamo_config.recompile_limit == 3
+    before = dynamo_config.recompile_limit  # ConfigModule: restore by hand, monkeypatch would delete it
+    try:
+        GuardedCompile(TinyStep(), "default", name="limit")
+        assert dynamo_config.recompile_limit == 3
+    finally:
+        dynamo_config.recompile_limit = before
+
+
+def test_group_failure_sends_every_wrapper_of_the_model_to_eager_with_one_warning(caplog):
+    from marketcast.compile.runtime import CompileGroup
+
+    torch._dynamo.reset()
+    group = CompileGroup("toy-model")
+    prefill = GuardedCompile(TinyStep().eval(), "default", name="prefill", group=group)
+    decode = GuardedCompile(TinyStep().eval(), "default", name="decode", group=group)
+    with torch.no_grad(), caplog.at_level(logging.WARNING, logger="marketcast.compile"):
+        for g in (prefill, decode):
+            g(torch.randn(4, 8))
+            g.seal()
+        prefill(torch.randn(3, 8))  # refused recompile in one step
+        decode(torch.randn(4, 8))  # the other step now runs eager too
+    assert not prefill.active and not decode.active
+    assert decode.stats.fallback_reason.startswith("toy-model: RuntimeError: Detected recompile")
+    assert decode.stats.eager_calls == 1
+    warnings = [r.getMessage() for r in caplog.records if "torch.compile disabled" in r.getMessage()]
+    assert len(warnings) == 1 and "whole model (prefill failed)" in warnings[0]

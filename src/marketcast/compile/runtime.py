@@ -146,6 +146,15 @@ class CompileStats:
     extra: dict = field(default_factory=dict)
 
 
+@dataclass
+class CompileGroup:
+    """Shared by all wrappers of one model: the first failure sends every wrapper of the model to eager,
+    with one warning, so a model never mixes compiled and eager steps after a failure."""
+
+    name: str
+    fallback_reason: str | None = None
+
+
 class GuardedCompile:
     """``fn`` compiled with ``mode`` (None = eager), sealed against recompiles after warm-up."""
 
@@ -159,9 +168,11 @@ class GuardedCompile:
         fullgraph: bool = True,
         dynamic: bool = False,
         cache_key: Mapping | None = None,
+        group: "CompileGroup | None" = None,
     ) -> None:
         self.fn = fn
         self.name = name
+        self.group = group
         self.stats = CompileStats(mode=mode)
         self._compiled = None
         self._cache_key = dict(cache_key, mode=mode, backend=backend) if cache_key is not None else None
@@ -177,6 +188,8 @@ class GuardedCompile:
     @property
     def active(self) -> bool:
         """True while calls go to the compiled function."""
+        if self.group is not None and self.group.fallback_reason is not None and self.stats.fallback_reason is None:
+            self.stats.fallback_reason = f"{self.group.name}: {self.group.fallback_reason}"  # a sibling failed
         return self._compiled is not None and self.stats.fallback_reason is None
 
     def seal(self) -> None:
@@ -190,9 +203,17 @@ class GuardedCompile:
             self.stats.extra["cache_saved"] = str(path) if path else None
 
     def fall_back(self, reason: str) -> None:
-        if self.stats.fallback_reason is None:
-            self.stats.fallback_reason = reason
-            log.warning("%s: torch.compile disabled, running eager from now on: %s", self.name, reason)
+        if self.stats.fallback_reason is not None:
+            return
+        self.stats.fallback_reason = reason
+        if self.group is not None:
+            if self.group.fallback_reason is not None:
+                return  # the model already fell back and said so
+            self.group.fallback_reason = reason
+            log.warning("%s: torch.compile disabled for the whole model (%s failed), running eager from now on: %s",
+                        self.group.name, self.name, reason)
+            return
+        log.warning("%s: torch.compile disabled, running eager from now on: %s", self.name, reason)
 
     def __call__(self, *args, **kwargs):
         self.stats.calls += 1
