@@ -148,6 +148,14 @@ def _errors(pred: np.ndarray, truth: np.ndarray) -> dict:
             "mape_pct": float(np.mean(np.abs(err) / np.maximum(np.abs(truth), 1e-12)) * 100.0)}
 
 
+def _sync(device: str) -> None:
+    """Wait for queued CUDA work so a timing covers the whole forecast."""
+    if str(device).startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
 def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}"
 
@@ -202,8 +210,9 @@ def run_mode(
     for sym, sym_batches in batches.items():
         t = time.perf_counter()
         try:
-            warm = forecaster.forecast(sym_batches[0], plan.horizon, plan.num_samples, seed=plan.seed)
-            warm_medians[sym] = warm.quantile(0.5, "close")
+            warm_fc = forecaster.forecast(sym_batches[0], plan.horizon, plan.num_samples, seed=plan.seed)
+            _sync(device)
+            warm_medians[sym] = warm_fc.quantile(0.5, "close")
         except Exception as exc:
             result["errors"].append(f"warm-up {sym}: {_first_line(exc)}")
         dt = time.perf_counter() - t
@@ -227,10 +236,7 @@ def run_mode(
             t = time.perf_counter()
             try:
                 fc = forecaster.forecast(batch, plan.horizon, plan.num_samples, seed=plan.seed + it)
-                if device.startswith("cuda"):
-                    import torch
-
-                    torch.cuda.synchronize()
+                _sync(device)
                 dt = time.perf_counter() - t
                 median = fc.quantile(0.5, "close")
             except Exception as exc:
@@ -257,6 +263,7 @@ def run_mode(
     # the warm-up call and timed iteration 0 see the same windows and seed: any difference is non-determinism
     repeat = [np.max(np.abs(medians[(0, s)] - warm_medians[s]) / np.maximum(np.abs(warm_medians[s]), 1e-12))
               for s in frames if s in warm_medians and (0, s) in medians]
+    guards = find_guards(forecaster)  # again: a model may create wrappers lazily (one per shape bucket)
     refused = sum(g.stats.refused_recompiles for g in guards)
     fallback = next((g.stats.fallback_reason for g in guards if g.stats.fallback_reason), None)
     fallback = fallback or meta.get("fallback_reason")
