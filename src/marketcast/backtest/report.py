@@ -101,7 +101,7 @@ def summary_table(result: SymbolResult) -> Table:
         table.add_row(
             f"[bold green]{name}*[/]" if name == best else name,
             _pct(m["return"]), _pct(m["annual_return"]), _num(m["sharpe"]), _num(m["sortino"]),
-            _pct(-m["max_drawdown"]), _num(m["win_rate"], "{:.0%}"), f"{m['exposure']:.0%}", str(m["trades"]),
+            _pct(-m["max_drawdown"] or 0.0), _num(m["win_rate"], "{:.0%}"), f"{m['exposure']:.0%}", str(m["trades"]),
         )
     return table
 
@@ -144,7 +144,7 @@ def markdown_summary(results: Sequence[SymbolResult]) -> str:
         for name, run in r.strategies.items():
             m = run.metrics
             lines.append(f"| {name} | {_pct(m['return'])} | {_pct(m['annual_return'])} | {_num(m['sharpe'])} | "
-                         f"{_num(m['sortino'])} | {_pct(-m['max_drawdown'])} | {_num(m['calmar'])} | "
+                         f"{_num(m['sortino'])} | {_pct(-m['max_drawdown'] or 0.0)} | {_num(m['calmar'])} | "
                          f"{_num(m['win_rate'], '{:.0%}')} | {m['exposure']:.0%} | {m['trades']} | "
                          f"{m['turnover']:.2f} | {_pct(m['final_day'])} |")
         s = r.skill
