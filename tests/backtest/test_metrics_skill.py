@@ -22,8 +22,8 @@ def test_metrics_by_hand():
     assert m["sharpe"] == pytest.approx(4.9063, abs=1e-4)
     # downside deviation sqrt((0.01^2 + 0.005^2) / 5) = 0.005
     assert m["sortino"] == pytest.approx(0.004 / 0.005 * math.sqrt(252))
-    # equity 1.02, 1.0098, ...: worst fall 1.02 -> 1.0098
-    assert m["max_drawdown"] == pytest.approx(0.0098 / 1.02)
+    # equity 1.02, 1.0098, 1.02495, 1.02495, 1.01982: worst fall 1.02 -> 1.0098 = the 1 % loss
+    assert m["max_drawdown"] == pytest.approx(0.01)
     assert m["annual_return"] == pytest.approx((1 + m["return"]) ** (252 / 5) - 1)
     assert m["calmar"] == pytest.approx(m["annual_return"] / m["max_drawdown"])
     assert (m["trades"], m["exposure"], m["win_rate"], m["turnover"]) == (4, 0.8, 0.5, 1.6)
