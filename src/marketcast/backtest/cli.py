@@ -11,7 +11,6 @@ import typer
 
 from marketcast.backtest.config import STRATEGY_NAMES, BacktestConfig
 from marketcast.backtest.engine import run_many
-from marketcast.backtest.report import skill_table, summary_table, symbol_json, write_outputs
 from marketcast.console import console
 from marketcast.data import DEFAULT_SYMBOLS, load_symbol
 from marketcast.errors import ConfigError
@@ -52,6 +51,8 @@ def backtest(
     as_json: Annotated[bool, typer.Option("--json", help="Print the per-symbol JSON instead of tables.")] = False,
 ) -> None:
     """Walk-forward backtest: forecast bar t+1 from bars <= t, decide, settle on bar t+1."""
+    from marketcast.backtest.report import skill_table, summary_table, symbol_json, write_outputs  # matplotlib: lazy
+
     started = time.perf_counter()
     config = BacktestConfig(
         windows=windows, context=context, num_samples=samples, seed=seed, point=point,

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import io
 
+import pandas as pd
+
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 
 def equity_png(result) -> bytes:
     """PNG bytes of every strategy's equity curve (start 1.0) for one :class:`SymbolResult`."""
-    equity = result.equity()
+    settled = result.equity()
+    start = pd.DataFrame(1.0, index=result.decision_times[:1], columns=settled.columns)
+    equity = pd.concat([start, settled])  # every curve starts at 1 on the first decision bar
     fig = Figure(figsize=(9, 4.8), dpi=110)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
