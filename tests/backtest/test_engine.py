@@ -142,3 +142,24 @@ class _BadForecaster:
 def test_a_forecaster_returning_nan_is_refused():
     with pytest.raises(MarketcastError, match="non-finite"):
         run_backtest(make_bars(OHLC), _BadForecaster(), CONFIG)
+
+
+def test_forecast_skill_is_scored_against_bar_t_plus_1():
+    result = run_backtest(make_bars(OHLC), TableForecaster(TABLE, spread=0.02), CONFIG)
+    closes = [101, 102, 100, 98.5]  # close_t of the four scored windows
+    actual = {
+        "close": [102 / 101 - 1, 100 / 102 - 1, 98.5 / 100 - 1, 98 / 98.5 - 1],
+        "high": [103 / 101 - 1, 102.5 / 102 - 1, 101 / 100 - 1, 101 / 98.5 - 1],
+        "low": [100 / 101 - 1, 99 / 102 - 1, 98 / 100 - 1, 97 / 98.5 - 1],
+    }
+    assert [v.close for v in result.views] == closes
+    from marketcast.backtest.skill import crps_bruteforce
+
+    for i, name in enumerate(("close", "high", "low")):
+        pred = np.array([TABLE[d][i] for d in DAYS[1:5]])
+        mae = np.mean(np.abs(pred - actual[name]))
+        assert result.skill[f"{name}_val_loss"] == pytest.approx(mae, abs=1e-12)
+        assert result.skill[f"mase_{name}"] == pytest.approx(mae / np.mean(np.abs(actual[name])), rel=1e-9)
+        z = np.linspace(-1, 1, 101) * 0.02
+        crps = np.mean([crps_bruteforce(p + z, a) for p, a in zip(pred, actual[name])])
+        assert result.skill[f"crps_{name}"] == pytest.approx(crps, abs=1e-12)

@@ -28,7 +28,6 @@ from marketcast.backtest.strategies import StrategyParams, advance, decide, init
 from marketcast.backtest.views import ForecastReturns, WindowView
 from marketcast.data.bars import Bars
 from marketcast.errors import DataError, MarketcastError
-from marketcast.forecast.aggregate import aggregate
 from marketcast.forecast.base import ContextBatch, Forecast, Forecaster, make_batch
 
 
@@ -218,7 +217,7 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
     actual = {"close": c[settled + 1] / c[settled] - 1.0, "high": h[settled + 1] / c[settled] - 1.0,
               "low": lo[settled + 1] / c[settled] - 1.0}
     samples = {f: s[:n_settled] for f, s in returns.samples.items()}
-    point = {f: aggregate(s[:, :, None], config.point)[:, 0] for f, s in samples.items()}
+    point = {f: np.array([getattr(v, f"{f}_ret") for v in views]) for f in FIELDS}  # the views' point forecasts
     return SymbolResult(
         symbol=bars.symbol,
         asset_class=bars.asset_class,
