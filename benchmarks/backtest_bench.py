@@ -3,7 +3,9 @@
 Times, in one run on the same bars and settings, (a) forecasting all windows in one batched call and
 (b) one forecaster call per window, then the decide/settle/metrics pass of all eight strategies, and
 reports the batched speed-up as a ratio. Bars: a seeded synthetic daily random walk with
-``windows + context + 1`` rows, so every window has its full context.
+``windows + context + 1`` rows, so every window has its full context. Strategy returns on these bars are
+recorded only as a fingerprint of the run: synthetic wicks are independent of the close, which flatters
+limit-entry strategies, so they say nothing about any market.
 
     PYTHONPATH=src python benchmarks/backtest_bench.py [--windows 5000 --context 512 --samples 256 --out FILE]
 """
