@@ -90,3 +90,15 @@ def test_mae_and_mase_against_no_change():
     assert s["close_naive_mae"] == pytest.approx(0.015)
     assert s["mase"] == pytest.approx(0.01 / 0.015)
     assert s["crps"] == pytest.approx(0.01)  # one sample: CRPS = MAE
+
+
+def test_walk_forward_selection_uses_only_earlier_windows():
+    from marketcast.backtest.metrics import walk_forward_selection
+
+    returns = {"a": np.array([0.01, -0.02, 0.01]), "b": np.array([-0.01, 0.03, -0.01])}
+    filled = {"a": np.array([True, True, True]), "b": np.array([True, False, True])}
+    sel = walk_forward_selection(returns, filled)
+    # k=0: nothing known -> flat; k=1: a (1.01 > 0.99); k=2: b (0.99*1.03 = 1.0197 > 1.01*0.98 = 0.9898)
+    assert sel["picked"] == [None, "a", "b"]
+    assert list(sel["returns"]) == [0.0, -0.02, -0.01]
+    assert list(sel["filled"]) == [False, True, True]

@@ -21,7 +21,7 @@ import pandas as pd
 from marketcast.backtest.config import BacktestConfig
 from marketcast.backtest.fills import settle
 from marketcast.backtest.maxdiff import MaxDiffState
-from marketcast.backtest.metrics import equity_curve, strategy_metrics
+from marketcast.backtest.metrics import equity_curve, strategy_metrics, walk_forward_selection
 from marketcast.backtest.orders import Bar, Decision, Settlement
 from marketcast.backtest.skill import FIELDS, forecast_skill
 from marketcast.backtest.strategies import StrategyParams, advance, decide, initial_state
@@ -69,6 +69,14 @@ class SymbolResult:
     @property
     def windows(self) -> int:
         return len(self.views)
+
+    @property
+    def walk_forward(self) -> dict:
+        """The best-so-far selection (see :func:`walk_forward_selection`) with its metrics."""
+        sel = walk_forward_selection({n: r.returns for n, r in self.strategies.items()},
+                                     {n: np.array([s.filled for s in r.settlements]) for n, r in self.strategies.items()})
+        ppy = 365 if self.asset_class == "crypto" else 252
+        return {**sel, "metrics": strategy_metrics(sel["returns"], sel["filled"], ppy)}
 
     @property
     def best_strategy(self) -> str:

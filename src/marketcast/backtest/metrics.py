@@ -76,3 +76,24 @@ def strategy_metrics(returns: np.ndarray, filled: np.ndarray, periods_per_year: 
         "trades": trades,
         "turnover": 2.0 * trades / n,
     }
+
+
+def walk_forward_selection(returns: dict[str, np.ndarray], filled: dict[str, np.ndarray]) -> dict:
+    """Out-of-sample strategy choice: at window k trade the strategy with the highest compounded return over
+    windows 0..k-1 (ties: the first in ``returns``' order); flat at k = 0.
+
+    ``best_strategy`` is picked on the very windows it is scored on, so its Sharpe is optimistic; this
+    series is what choosing the best-so-far strategy (as the live loop does) would have earned.
+    """
+    names = list(returns)
+    r = np.vstack([np.asarray(returns[n], dtype=np.float64) for n in names])  # [K, N]
+    f = np.vstack([np.asarray(filled[n], dtype=bool) for n in names])
+    growth = np.cumprod(1.0 + r, axis=1)
+    n = r.shape[1]
+    picked: list[str | None] = [None]
+    out, fills = np.zeros(n), np.zeros(n, dtype=bool)
+    for k in range(1, n):
+        best = int(np.argmax(growth[:, k - 1]))
+        picked.append(names[best])
+        out[k], fills[k] = r[best, k], f[best, k]
+    return {"picked": picked, "returns": out, "filled": fills}

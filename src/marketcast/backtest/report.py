@@ -42,6 +42,7 @@ def symbol_json(result: SymbolResult) -> dict:
     """The per-symbol JSON (key names of the original system, plus the honest extras)."""
     cfg = result.config
     best = result.best_strategy
+    wf = result.walk_forward
     return _clean({
         "symbol": result.symbol,
         "runs": result.windows,
@@ -61,14 +62,19 @@ def symbol_json(result: SymbolResult) -> dict:
         "metrics": {
             **result.skill,
             "market_return": result.market_return,
-            "walk_forward_oos_sharpe": result.strategies[best].metrics["sharpe"],
-            "walk_forward_turnover": result.strategies[best].metrics["turnover"],
+            # trade, at each window, the strategy best over the earlier windows: out of sample, unlike
+            # best_strategy's own numbers (picked on the windows it is scored on)
+            "walk_forward_oos_return": wf["metrics"]["return"],
+            "walk_forward_oos_sharpe": wf["metrics"]["sharpe"],
+            "walk_forward_turnover": wf["metrics"]["turnover"],
+            "walk_forward_picks": wf["picked"],
         },
         "best_strategy": best,
-        "next_decisions": {
-            "decision_time": None if result.latest_view is None else pd.Timestamp(result.latest_view.timestamp).isoformat(),
-            **{n: {"side": d.side, "entry_limit": d.entry_limit, "take_profit": d.take_profit}
-               for n, d in result.next_decisions.items()},
+        "next_decisions": None if result.latest_view is None else {
+            "decision_time": pd.Timestamp(result.latest_view.timestamp).isoformat(),
+            "close": result.latest_view.close,
+            "decisions": {n: {"side": d.side, "entry_limit": d.entry_limit, "take_profit": d.take_profit}
+                          for n, d in result.next_decisions.items()},
         },
         "forecast_meta": {k: v for k, v in result.forecast_meta.items() if isinstance(v, (str, int, float, bool, type(None)))},
     })
@@ -88,10 +94,12 @@ def summary_table(result: SymbolResult) -> Table:
     Sized for an 80-column terminal; Calmar, turnover and final-day return are in the JSON and Markdown.
     """
     ann = 365 if result.asset_class == "crypto" else 252
+    wf = result.walk_forward["metrics"]
     table = Table(title=f"Backtest summary for {result.symbol} ({result.windows} windows)",
                   caption=f"net of costs; Sharpe/Sortino × sqrt({ann}); market close-to-close "
                           f"{_pct(result.market_return)}; {result.decision_times[0]:%Y-%m-%d} → "
-                          f"{result.settle_times[-1]:%Y-%m-%d}",
+                          f"{result.settle_times[-1]:%Y-%m-%d}; * = best here (in-sample pick); trading the "
+                          f"best-so-far each day: {_pct(wf['return'])}, Sharpe {_num(wf['sharpe'])}",
                   box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     for col in ("strategy", "return", "annual", "Sharpe", "Sortino", "max DD", "win", "expo", "trades"):
         table.add_column(col, justify="left" if col == "strategy" else "right", no_wrap=True)
@@ -138,7 +146,9 @@ def markdown_summary(results: Sequence[SymbolResult]) -> str:
         lines += [f"## {r.symbol} ({r.windows} windows, {r.decision_times[0]:%Y-%m-%d} → "
                   f"{r.settle_times[-1]:%Y-%m-%d})", "",
                   f"Sharpe and Sortino annualised by sqrt({ann}). Market close-to-close over the same bars: "
-                  f"{_pct(r.market_return)}. Best strategy: **{r.best_strategy}**.", "",
+                  f"{_pct(r.market_return)}. Best strategy: **{r.best_strategy}** (picked on these same windows). "
+                  f"Trading, each day, the strategy best over the earlier windows (out of sample): "
+                  f"{_pct(r.walk_forward['metrics']['return'])}, Sharpe {_num(r.walk_forward['metrics']['sharpe'])}.", "",
                   "| strategy | return | annual | Sharpe | Sortino | max DD | Calmar | win rate | exposure | trades | turnover | final day |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for name, run in r.strategies.items():
