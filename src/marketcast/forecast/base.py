@@ -120,7 +120,7 @@ def make_batch(
 
     A window that starts before row 0 is left-padded with its first real bar and masked. Nothing after
     ``end`` is read, so a decision made from window ``end`` cannot see the future. ``future_timestamps``
-    are extrapolated from the median bar spacing of each window (never read from the frame).
+    are extrapolated from the bar spacing of each window (never read from the frame).
     """
     ends = np.asarray(ends, dtype=np.int64)
     if len(ends) == 0:
@@ -151,6 +151,16 @@ def make_batch(
         future = np.empty((len(ends), horizon), dtype="datetime64[ns]")
         for i, (row, start) in enumerate(zip(ends, first)):
             span = stamps[start : row + 1]
-            step = np.median(np.diff(span)) if len(span) > 1 else np.timedelta64(1, "D")
-            future[i] = stamps[row] + step * np.arange(1, horizon + 1)
+            future[i] = _extrapolate(span, stamps[row], horizon)
     return ContextBatch(values=values, mask=mask, timestamps=timestamps, future_timestamps=future)
+
+
+def _extrapolate(span: np.ndarray, last: np.datetime64, horizon: int) -> np.ndarray:
+    """Next ``horizon`` timestamps after ``last``: business days for weekday-only daily bars, else the
+    median spacing of ``span``."""
+    step = np.median(np.diff(span)) if len(span) > 1 else np.timedelta64(1, "D")
+    days = span.astype("datetime64[D]")
+    if step == np.timedelta64(1, "D") and np.is_busday(days).all() and (span == days).all():
+        nxt = np.busday_offset(np.datetime64(last, "D"), np.arange(1, horizon + 1), roll="forward")
+        return nxt.astype("datetime64[ns]")
+    return last + step * np.arange(1, horizon + 1)

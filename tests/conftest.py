@@ -1,0 +1,24 @@
+"""Shared fixtures: small real bar files written by the tests themselves."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+
+def make_ohlcv(n: int = 40, start: str = "2024-01-01", seed: int = 0, freq: str = "D") -> pd.DataFrame:
+    """A random-walk OHLCV frame with consistent highs and lows (UTC index named timestamp)."""
+    rng = np.random.default_rng(seed)
+    close = 100 * np.exp(np.cumsum(rng.normal(0, 0.01, n)))
+    open_ = np.concatenate([[100.0], close[:-1]]) * np.exp(rng.normal(0, 0.002, n))
+    high = np.maximum(open_, close) * (1 + rng.uniform(0, 0.01, n))
+    low = np.minimum(open_, close) * (1 - rng.uniform(0, 0.01, n))
+    index = pd.date_range(start, periods=n, freq=freq, tz="UTC", name="timestamp")
+    return pd.DataFrame({"open": open_, "high": high, "low": low, "close": close,
+                         "volume": rng.integers(1_000, 10_000, n).astype(float)}, index=index)
+
+
+@pytest.fixture
+def ohlcv() -> pd.DataFrame:
+    return make_ohlcv()

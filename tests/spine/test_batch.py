@@ -1,0 +1,49 @@
+"""make_batch: windows end at the decision bar, pad on the left, and extrapolate time honestly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from marketcast.forecast import INPUT_FIELDS, make_batch
+from tests.conftest import make_ohlcv
+
+
+def test_windows_end_at_the_decision_bar():
+    frame = make_ohlcv(50)
+    batch = make_batch(frame, [9, 49], context=5, horizon=2)
+    assert batch.values.shape == (2, 5, len(INPUT_FIELDS))
+    np.testing.assert_array_equal(batch.field("close")[0], frame["close"].to_numpy()[5:10])
+    np.testing.assert_array_equal(batch.last_close(), frame["close"].to_numpy()[[9, 49]])
+    assert batch.mask.all()
+
+
+def test_left_padding_repeats_first_bar_and_is_masked():
+    frame = make_ohlcv(50)
+    batch = make_batch(frame, [2], context=5)
+    np.testing.assert_array_equal(batch.mask[0], [False, False, True, True, True])
+    np.testing.assert_array_equal(batch.field("open")[0, :3], np.repeat(frame["open"].iloc[0], 3))
+
+
+def test_missing_volume_is_zero():
+    frame = make_ohlcv(20).drop(columns="volume")
+    assert (make_batch(frame, [19], 5).field("volume") == 0).all()
+
+
+def test_future_timestamps_skip_weekends_for_business_day_bars():
+    frame = make_ohlcv(30, start="2024-01-01", freq="B")  # Mon 2024-01-01 ...
+    batch = make_batch(frame, [4], context=5, horizon=3)  # window ends Fri 2024-01-05
+    got = pd.DatetimeIndex(batch.future_timestamps[0])
+    assert list(got.strftime("%Y-%m-%d")) == ["2024-01-08", "2024-01-09", "2024-01-10"]
+
+
+def test_future_timestamps_follow_intraday_spacing():
+    frame = make_ohlcv(30, start="2024-01-01 00:00", freq="15min")
+    batch = make_batch(frame, [29], context=10, horizon=2)
+    assert pd.Timestamp(batch.future_timestamps[0, 1]) == pd.Timestamp("2024-01-01 07:45")  # row 29 = 07:15, +2 x 15 min
+
+
+def test_bad_window_ends():
+    with pytest.raises(ValueError, match="window ends"):
+        make_batch(make_ohlcv(10), [10], context=3)
