@@ -194,3 +194,24 @@ def test_cli_live_needs_confirmation_and_never_prints_keys(fake, tmp_path):
     missing = subprocess.run([*base, "--broker", "alpaca"], capture_output=True, text=True, timeout=60,
                              env={k: v for k, v in env.items() if not k.startswith("APCA_API_")})
     assert missing.returncode == 2 and "APCA_API_KEY_ID" in missing.stderr
+
+
+def test_leftover_live_position_is_closed_once_at_the_next_cycle(fake, tmp_path):
+    b = adapter(fake)
+    journal = Journal(tmp_path / "journal.db")
+    loop = TradingLoop(b, journal, MaxDiffPlanner(load_forecaster("baseline")), broker_feed(b, {"AAPL": "stock"}),
+                       LoopConfig(("AAPL",)), None, {"AAPL": "stock"})
+    entry = b.submit(order("mc-entry"))
+    from marketcast.trade.state import Intent
+
+    journal.record_intent(Intent("mc-entry", "2024-04-28T04:00:00+00:00", "maxdiff", "AAPL", "buy", 10, "limit",
+                                 188.5, 192.25, "day"))
+    journal.mark("mc-entry", "submitted", entry.id)
+    fake.positions = [{"symbol": "AAPL", "qty": "10", "side": "long", "avg_entry_price": "188.5"}]
+    loop.reconcile("2024-04-29T04:00:00+00:00")
+    loop.reconcile("2024-04-29T04:00:00+00:00")  # a restart reconciles again: no second close
+    closes = [body for m, p, body in fake.requests if m == "POST" and body.get("type") == "market"]
+    assert len(closes) == 1 and (closes[0]["side"], closes[0]["qty"]) == ("sell", 10)
+    assert b.order_by_client_id("mc-entry").status == "canceled"  # working orders in AAPL cancelled first
+    close_id = closes[0]["client_order_id"]
+    assert close_id.startswith("mc-") and b.order_by_client_id(close_id).status == "accepted"  # not self-cancelled

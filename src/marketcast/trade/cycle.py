@@ -110,7 +110,34 @@ class TradingLoop:
             if order.client_order_id.startswith(PREFIX) and intent is not None and intent.decision_ts < decision_ts:
                 self.broker.cancel(order.id)
                 cancelled += 1
+        cancelled += self._close_leftovers(decision_ts)
         return new_fills, cancelled
+
+    def _close_leftovers(self, decision_ts: str) -> int:
+        """A position left from an earlier bar (a live take-profit that did not trade) is closed at market,
+        as the backtest closes at the bar's close: cancel its working orders (the take-profit leg), then
+        send one market order whose id is derived from (close, symbol, bar, side), so a restart re-finds
+        it. The paper broker never has such positions (it settles entry and exit in the same bar)."""
+        ours = {i.symbol for i in self.journal.intents() if i.status == "submitted" and i.decision_ts < decision_ts}
+        cancelled = 0
+        for p in self.broker.positions():
+            if p.symbol not in ours or p.symbol not in self.config.symbols or p.qty == 0:
+                continue
+            side = SELL if p.qty > 0 else BUY
+            req = OrderRequest(p.symbol, side, abs(p.qty), client_order_id("close", p.symbol, decision_ts, side),
+                               type=MARKET, time_in_force="gtc" if self.asset_classes.get(p.symbol) == "crypto"
+                               else "day")
+            for order in self.broker.open_orders():
+                if order.symbol == p.symbol and order.client_order_id != req.client_order_id:
+                    self.broker.cancel(order.id)
+                    cancelled += 1
+            try:
+                _, new = submit_once(self.broker, req)
+                if new:
+                    log.info("%s: closed leftover position %g with %s", p.symbol, p.qty, req.client_order_id)
+            except BrokerError as exc:
+                log.warning("%s: could not close leftover position: %s", p.symbol, exc)
+        return cancelled
 
     # ----------------------------------------------------------- quotes
     def quote(self, symbol: str, close: float) -> Quote | None:
