@@ -3,7 +3,6 @@
 import zlib
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from marketcast.backtest.config import BacktestConfig

@@ -21,7 +21,7 @@ from marketcast.trade.cycle import LoopConfig, TradingLoop  # noqa: E402
 from marketcast.trade.feed import broker_feed  # noqa: E402
 from marketcast.trade.gates import GateConfig  # noqa: E402
 from marketcast.trade.monitor import Monitor  # noqa: E402
-from marketcast.trade.planner import MaxDiffPlanner  # noqa: E402
+from marketcast.trade.planner import BacktestPlanner  # noqa: E402
 from marketcast.trade.state import Journal  # noqa: E402
 from marketcast.trade.types import OrderRequest  # noqa: E402
 
@@ -156,7 +156,7 @@ def test_keys_never_reach_exceptions_logs_or_records(fake, tmp_path, caplog):
     _setup_logging(tmp_path, verbose=True)
     logging.getLogger("marketcast.trade").info("account %s", f"{KEY}:{SECRET}")  # even if someone logs it
     loop = TradingLoop(b, Journal(tmp_path / "journal.db"),
-                       MaxDiffPlanner(load_forecaster("baseline"), strategies=("maxdiff",)),
+                       BacktestPlanner(load_forecaster("baseline"), strategies=("maxdiff",)),
                        broker_feed(b, {"AAPL": "stock"}),
                        LoopConfig(("AAPL",), gates=GateConfig(min_edge=-1, min_sharpe=-1e9, max_drawdown=1.01),
                                   add_latest=True, mode="paper"),
@@ -199,7 +199,7 @@ def test_cli_live_needs_confirmation_and_never_prints_keys(fake, tmp_path):
 def test_leftover_live_position_is_closed_once_at_the_next_cycle(fake, tmp_path):
     b = adapter(fake)
     journal = Journal(tmp_path / "journal.db")
-    loop = TradingLoop(b, journal, MaxDiffPlanner(load_forecaster("baseline")), broker_feed(b, {"AAPL": "stock"}),
+    loop = TradingLoop(b, journal, BacktestPlanner(load_forecaster("baseline")), broker_feed(b, {"AAPL": "stock"}),
                        LoopConfig(("AAPL",)), None, {"AAPL": "stock"})
     entry = b.submit(order("mc-entry"))
     from marketcast.trade.state import Intent

@@ -11,7 +11,7 @@ from marketcast.trade.feed import history_feed
 from marketcast.trade.gates import GateConfig
 from marketcast.trade.monitor import read_records, summarise, Monitor
 from marketcast.trade.paper import PaperBroker
-from marketcast.trade.planner import MaxDiffPlanner
+from marketcast.trade.planner import BacktestPlanner
 from marketcast.trade.state import Intent, Journal
 
 SYMS = ("SP500", "NASDAQ")
@@ -27,7 +27,7 @@ def make_loop(tmp_path, bars, journal_name="journal.db", monitor=False):
     broker = PaperBroker(tmp_path / "broker.db", bars, start="2017-03-01")
     broker.advance_to("2017-03-01")
     journal = Journal(tmp_path / journal_name)
-    loop = TradingLoop(broker, journal, MaxDiffPlanner(load_forecaster("baseline"), strategies=("maxdiff",)),
+    loop = TradingLoop(broker, journal, BacktestPlanner(load_forecaster("baseline"), strategies=("maxdiff",)),
                        history_feed(bars, lambda: broker.clock), LoopConfig(SYMS, gates=OPEN_GATES),
                        Monitor(tmp_path) if monitor else None)
     return loop, broker, journal

@@ -10,7 +10,8 @@ import pytest
 from marketcast.backtest.orders import FLAT, LONG, SHORT, Costs, Decision
 from marketcast.trade.gates import GateConfig, check_entry, dollar_volume
 from marketcast.trade.ids import client_order_id
-from marketcast.trade.planner import expected_edge, maxdiff_decision, performance
+from marketcast.backtest.views import WindowView
+from marketcast.trade.planner import expected_edge
 from marketcast.trade.portfolio import PortfolioConfig, allocate, round_qty
 from marketcast.trade.types import Quote
 
@@ -74,23 +75,19 @@ def test_quantities_round_down_to_tradable_units():
     assert out[0].qty == math.floor(50_000 / 30_000.7 * 1e6) / 1e6 == 1.666627  # 50_000 / 30_000.7 = 1.6666277...
 
 
-def test_maxdiff_buys_the_low_and_sells_the_high():
-    assert maxdiff_decision(100.0, 98.0, 103.0) == Decision(LONG, 98.0, 103.0)  # upside 3 >= downside 2
-    assert maxdiff_decision(100.0, 97.0, 102.0) == Decision(SHORT, 102.0, 97.0)
-    assert maxdiff_decision(100.0, 97.0, 102.0, allow_short=False) == Decision(FLAT)
-    assert maxdiff_decision(100.0, 101.0, 101.0) == Decision(FLAT)  # no range
+def test_expected_edge_by_hand():
     costs = Costs(fee=0.0005)
-    assert expected_edge(Decision(LONG, 98.0, 103.0), costs) == pytest.approx(103 / 98 - 1 - 0.001)
-    assert expected_edge(Decision(SHORT, 102.0, 97.0), costs) == pytest.approx(1 - 97 / 102 - 0.001)
-
-
-def test_walk_forward_performance_by_hand():
-    stats = performance(np.array([0.01, -0.02, 0.03]), 252)
-    mean, sd = 0.02 / 3, math.sqrt(((0.01 - 0.02 / 3) ** 2 + (-0.02 - 0.02 / 3) ** 2 + (0.03 - 0.02 / 3) ** 2) / 2)
-    assert stats["sharpe"] == pytest.approx(mean / sd * math.sqrt(252))
-    assert stats["max_drawdown"] == pytest.approx(0.02)  # 1.01 -> 1.01 * 0.98
-    assert stats["total_return"] == pytest.approx(1.01 * 0.98 * 1.03 - 1)
-    assert performance(np.zeros(5), 252)["sharpe"] == 0.0
+    view = WindowView("2024-01-02", close=100.0, close_ret=0.01, high_ret=0.03, low_ret=-0.02,
+                      band_low=-0.001, band_high=0.002)
+    # limit entry at 98, take profit at 103
+    assert expected_edge(Decision(LONG, 98.0, 103.0), view, costs) == pytest.approx(103 / 98 - 1 - 0.001)
+    assert expected_edge(Decision(SHORT, 102.0, 97.0), view, costs) == pytest.approx(1 - 97 / 102 - 0.001)
+    # market entry near close_t (100), exit at the forecast close 101
+    assert expected_edge(Decision(LONG), view, costs) == pytest.approx(0.01 - 0.001)
+    assert expected_edge(Decision(SHORT), view, costs) == pytest.approx(-0.01 - 0.001)
+    # limit entry at 99, exit at the forecast close
+    assert expected_edge(Decision(LONG, 99.0), view, costs) == pytest.approx(101 / 99 - 1 - 0.001)
+    assert expected_edge(Decision(FLAT), view, costs) == 0.0
 
 
 def test_client_order_id_is_deterministic_short_and_side_specific():

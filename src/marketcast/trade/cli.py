@@ -49,10 +49,12 @@ def _setup_logging(state_dir: Path, verbose: bool) -> None:
 
 
 def _planner(model: str, seed: int):
-    from marketcast.forecast import load_forecaster
-    from marketcast.trade.planner import MaxDiffPlanner
+    from dataclasses import replace
 
-    return MaxDiffPlanner(load_forecaster(model, seed=seed), seed=seed)
+    from marketcast.forecast import load_forecaster
+    from marketcast.trade.planner import PLANNER_CONFIG, BacktestPlanner
+
+    return BacktestPlanner(load_forecaster(model, seed=seed), replace(PLANNER_CONFIG, seed=seed))
 
 
 def _config(symbols, fee, add_latest, mode, bars=None):

@@ -9,9 +9,10 @@ import pandas as pd
 from marketcast.data.bars import Bars
 from marketcast.errors import DataError
 from marketcast.trade.broker import Broker
+from marketcast.trade.planner import PLANNER_HISTORY
 
 
-def history_feed(bars: Mapping[str, Bars], clock: Callable[[], str | None], history: int = 300):
+def history_feed(bars: Mapping[str, Bars], clock: Callable[[], str | None], history: int = PLANNER_HISTORY):
     """Bars of each symbol up to and including the clock's bar, at most ``history`` of them."""
 
     def feed(symbol: str) -> Bars:
@@ -25,7 +26,7 @@ def history_feed(bars: Mapping[str, Bars], clock: Callable[[], str | None], hist
     return feed
 
 
-def broker_feed(broker: Broker, asset_classes: Mapping[str, str], history: int = 300):
+def broker_feed(broker: Broker, asset_classes: Mapping[str, str], history: int = PLANNER_HISTORY):
     """The broker's most recent bars (live/paper Alpaca)."""
 
     def feed(symbol: str) -> Bars:

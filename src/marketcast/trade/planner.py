@@ -1,26 +1,28 @@
-"""The seam between forecasting/backtesting and trading: ``plan(bars, costs) -> Signal``.
+"""The seam between backtesting and trading: ``plan(bars, costs) -> Signal``.
 
-A :class:`Planner` looks at one symbol's bars up to the decision bar, picks a strategy from a
-walk-forward over recent bars, and returns the :class:`Decision` for the next bar with the stats the
-entry gates need. :class:`MaxDiffPlanner` is a small, honest in-module version (forecast quantiles ->
-MaxDiff limit entry/take-profit, recent decisions settled with the backtest's own ``settle``). At
-integration, an engine-backed planner replaces it: ``run_backtest(bars, forecaster, config)`` picks
-``best_strategy`` and ``decide(strategy, ...)`` gives the Decision -- nothing else in ``trade`` changes.
+:class:`BacktestPlanner` runs the walk-forward backtest (:func:`marketcast.backtest.run_backtest`) over the
+last ``windows`` bars up to the decision bar; the window ending at the decision bar rides in the same
+batched forecast call. The strategy with the best record over the settled windows (the best-so-far pick)
+gives the :class:`Decision` for the next bar, with its backtest metrics for the entry gates. Strategies,
+fills and metrics are the backtest's own: nothing is re-implemented here, so a replay reproduces the
+backtest's decisions and fills day by day.
 """
 
 from __future__ import annotations
 
-import math
 import time
-from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from dataclasses import dataclass, field, replace
+from typing import Protocol
 
-import numpy as np
-
-from marketcast.backtest.fills import settle
-from marketcast.backtest.orders import FLAT, LONG, SHORT, Bar, Costs, Decision
+from marketcast.backtest import BacktestConfig, WindowView, run_backtest
+from marketcast.backtest.orders import FLAT, Costs, Decision
 from marketcast.data.bars import Bars
-from marketcast.forecast.base import Forecaster, make_batch
+from marketcast.forecast.base import Forecaster
+
+# The original live loop ran 70 walk-forward simulations per symbol before each decision.
+PLANNER_CONFIG = BacktestConfig(windows=70)
+# Bars a cycle must load so every backtest window sees a full context, exactly as the offline backtest does.
+PLANNER_HISTORY = PLANNER_CONFIG.context + PLANNER_CONFIG.windows + 1
 
 
 @dataclass(frozen=True)
@@ -45,86 +47,47 @@ class Planner(Protocol):
     def plan(self, bars: Bars, costs: Costs) -> Signal: ...
 
 
-def maxdiff_decision(close: float, low: float, high: float, allow_short: bool = True) -> Decision:
-    """Buy at the forecast low and take profit at the forecast high when the upside from the close is at
-    least the downside; otherwise sell short at the high and cover at the low (flat if shorts are off)."""
-    if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
-        return Decision(FLAT)
-    if (high - close) >= (close - low):
-        return Decision(LONG, entry_limit=low, take_profit=high)
-    return Decision(SHORT, entry_limit=high, take_profit=low) if allow_short else Decision(FLAT)
+def expected_edge(decision: Decision, view: WindowView, costs: Costs) -> float:
+    """Forecast net return of ``decision`` if it fills, after the round-trip cost.
 
-
-def expected_edge(decision: Decision, costs: Costs) -> float:
-    """Return if both limits fill, after the round-trip cost (0 for flat or market orders)."""
-    if decision.side == FLAT or decision.entry_limit is None or decision.take_profit is None:
+    Entry at the limit (a market order enters near close_t, the best estimate of the next open); exit at
+    the take-profit when there is one, else at the forecast close.
+    """
+    if decision.side == FLAT:
         return 0.0
-    return decision.side * (decision.take_profit / decision.entry_limit - 1.0) - 2.0 * costs.per_side
+    entry = view.close if decision.entry_limit is None else decision.entry_limit
+    exit_ = view.price(view.close_ret) if decision.take_profit is None else decision.take_profit
+    return decision.side * (exit_ / entry - 1.0) - 2.0 * costs.per_side
 
 
-def performance(returns: np.ndarray, periods_per_year: int) -> dict:
-    """Annualised Sharpe (ddof=1; 0 when flat), max drawdown of the compounded curve, total return."""
-    r = np.asarray(returns, dtype=np.float64)
-    if len(r) == 0:
-        return {"sharpe": 0.0, "max_drawdown": 0.0, "total_return": 0.0, "trades": 0}
-    sd = r.std(ddof=1) if len(r) > 1 else 0.0
-    sharpe = float(r.mean() / sd * math.sqrt(periods_per_year)) if sd > 0 else 0.0
-    curve = np.cumprod(1.0 + r)
-    peak = np.maximum.accumulate(np.concatenate([[1.0], curve]))[1:]
-    return {
-        "sharpe": sharpe,
-        "max_drawdown": float(np.max(1.0 - curve / peak)),
-        "total_return": float(curve[-1] - 1.0),
-        "trades": int(np.count_nonzero(r)),
-    }
+class BacktestPlanner:
+    """Backtest the symbol up to the decision bar, trade the best strategy's next decision."""
 
-
-STRATEGIES: dict[str, Callable[[float, float, float], Decision]] = {
-    "maxdiff": lambda c, lo, hi: maxdiff_decision(c, lo, hi, allow_short=True),
-    "maxdiff_long": lambda c, lo, hi: maxdiff_decision(c, lo, hi, allow_short=False),
-}
-
-
-class MaxDiffPlanner:
-    """Forecast the next bar's low/high (median over samples) for the last ``lookback + 1`` bars in one
-    batch, settle each past decision on its next bar, keep the strategy with the best Sharpe."""
-
-    def __init__(self, forecaster: Forecaster, *, context: int = 64, lookback: int = 40,
-                 num_samples: int = 32, seed: int = 0, strategies: tuple[str, ...] = tuple(STRATEGIES)) -> None:
+    def __init__(self, forecaster: Forecaster, config: BacktestConfig = PLANNER_CONFIG,
+                 strategies: tuple[str, ...] | None = None) -> None:
         self.forecaster = forecaster
         self.model = getattr(forecaster, "name", type(forecaster).__name__)
-        self.context, self.lookback, self.num_samples, self.seed = context, lookback, num_samples, seed
-        self.strategies = strategies
-
-    def _low_high(self, bars: Bars, ends: np.ndarray):
-        batch = make_batch(bars.frame, ends, self.context, horizon=1)
-        start = time.perf_counter()
-        fc = self.forecaster.forecast(batch, horizon=1, num_samples=self.num_samples, seed=self.seed)
-        latency = time.perf_counter() - start
-        if "low" in fc.fields and "high" in fc.fields:
-            low, high = fc.quantile(0.5, "low")[:, 0], fc.quantile(0.5, "high")[:, 0]
-        else:  # close-only models: the 10 % / 90 % quantiles of the close stand in for the range
-            low, high = fc.quantile(0.1, "close")[:, 0], fc.quantile(0.9, "close")[:, 0]
-        return low, high, latency, dict(fc.meta)
+        self.config = replace(config, strategies=strategies, include_latest=True) if strategies else replace(
+            config, include_latest=True)
 
     def plan(self, bars: Bars, costs: Costs) -> Signal:
-        frame = bars.frame
-        t = len(frame) - 1
-        ends = np.arange(max(0, t - self.lookback), t + 1)
-        low, high, latency, meta = self._low_high(bars, ends)
-        o, h, lo, c = (frame[k].to_numpy(np.float64) for k in ("open", "high", "low", "close"))
-        best = None
-        for name in self.strategies:
-            rule = STRATEGIES[name]
-            rets = [settle(rule(c[j], low[i], high[i]), Bar(o[j + 1], h[j + 1], lo[j + 1], c[j + 1]), costs).net_return
-                    for i, j in enumerate(ends[:-1])]
-            stats = performance(np.array(rets), bars.periods_per_year)
-            if best is None or stats["sharpe"] > best[1]["sharpe"]:
-                best = (name, stats)
-        name, stats = best
-        decision = STRATEGIES[name](c[t], low[-1], high[-1])
-        if bars.is_crypto and decision.side == SHORT:
-            decision = Decision(FLAT)  # no crypto shorts
-        stats = dict(stats, edge=expected_edge(decision, costs), forecast_low=float(low[-1]),
-                     forecast_high=float(high[-1]))
-        return Signal(bars.symbol, frame.index[t].isoformat(), name, decision, float(c[t]), stats, latency, meta)
+        config = replace(self.config, fee=costs.fee, spread=costs.spread)
+        started = time.perf_counter()
+        result = run_backtest(bars, self.forecaster, config)
+        latency = time.perf_counter() - started
+        name = result.best_strategy
+        view = result.latest_view
+        decision = result.next_decisions[name]
+        m = result.strategies[name].metrics
+        metrics = {
+            "sharpe": m["sharpe"],
+            "max_drawdown": m["max_drawdown"],
+            "total_return": m["return"],
+            "trades": m["trades"],
+            "edge": expected_edge(decision, view, costs),
+            "forecast_low": view.price(view.low_ret),
+            "forecast_high": view.price(view.high_ret),
+        }
+        meta = dict(result.forecast_meta)
+        return Signal(bars.symbol, bars.frame.index[-1].isoformat(), name, decision, float(view.close), metrics,
+                      meta.get("latency_s", latency), meta)

@@ -21,7 +21,7 @@ from marketcast.trade.cycle import LoopConfig, TradingLoop
 from marketcast.trade.feed import history_feed
 from marketcast.trade.monitor import Monitor
 from marketcast.trade.paper import PaperBroker, iso
-from marketcast.trade.planner import Planner
+from marketcast.trade.planner import PLANNER_HISTORY, Planner
 from marketcast.trade.state import Journal
 
 log = logging.getLogger("marketcast.trade")
@@ -56,7 +56,7 @@ def replay(
     config: LoopConfig,
     *,
     starting_cash: float = 100_000.0,
-    history: int = 300,
+    history: int = PLANNER_HISTORY,
     png: str | Path | None = None,
     max_cycles: int | None = None,
 ) -> ReplayResult:
