@@ -55,6 +55,14 @@ def test_one_step_without_vol_scaling_replays_history_exactly(frame):
     assert len(np.unique(np.round(got, 12))) > 15  # the draws cover most of the 20 bars
 
 
+def test_a_window_forecast_does_not_depend_on_its_batch_company(frame):
+    """The live loop forecasts one window where the backtest forecasts seventy: same paths for day t."""
+    model = BaselineForecaster()
+    together = model.forecast(make_batch(frame, [120, 200, 299], 100, 2), 2, 32, seed=3)
+    alone = model.forecast(make_batch(frame, [200], 100, 2), 2, 32, seed=3)
+    np.testing.assert_array_equal(together.samples[1], alone.samples[0])
+
+
 def test_future_bars_do_not_change_the_forecast(frame):
     perturbed = frame.copy()
     perturbed.iloc[201:, :4] *= 3.0

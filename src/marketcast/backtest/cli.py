@@ -1,10 +1,77 @@
-"""``marketcast backtest`` (engine lands with the backtest issue)."""
+"""``marketcast backtest``: walk-forward backtest of every strategy on each symbol, with reports."""
 
 from __future__ import annotations
 
-from marketcast.errors import MarketcastError
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from marketcast.backtest.config import STRATEGY_NAMES, BacktestConfig
+from marketcast.backtest.engine import run_many
+from marketcast.console import console
+from marketcast.data import DEFAULT_SYMBOLS, load_symbol
+from marketcast.errors import ConfigError
+from marketcast.forecast.registry import load_forecaster
+
+DEFAULT_OUTPUT = Path("out/backtest")
 
 
-def backtest() -> None:
-    """Walk-forward backtest of every strategy on each symbol."""
-    raise MarketcastError("backtest engine not built yet")
+def _strategies(value: str | None) -> tuple[str, ...]:
+    if value is None:
+        return STRATEGY_NAMES
+    names = tuple(s.strip() for s in value.split(",") if s.strip())
+    return names
+
+
+def backtest(
+    symbols: Annotated[Optional[list[str]], typer.Argument(
+        help=f"Symbols to test (default: the embedded {' and '.join(DEFAULT_SYMBOLS)}).")] = None,
+    windows: Annotated[int, typer.Option("--windows", "-n", help="Decision bars per symbol (each settled on the next bar).")] = 70,
+    model: Annotated[str, typer.Option(help="Forecaster: baseline, toto or kronos.")] = "baseline",
+    weights: Annotated[Optional[str], typer.Option(help="Model weights: auto, a local folder, or random.")] = None,
+    device: Annotated[str, typer.Option(help="Torch device for toto/kronos.")] = "cpu",
+    context: Annotated[int, typer.Option(help="Context bars per forecast window (fewer available = all).")] = 512,
+    samples: Annotated[int, typer.Option(help="Forecast sample paths per window.")] = 256,
+    seed: Annotated[int, typer.Option(help="Random seed of the forecaster.")] = 0,
+    point: Annotated[str, typer.Option(help="Aggregation spec of the point forecast (median, mean, trimmed_mean_10, ...).")] = "median",
+    fill_mode: Annotated[str, typer.Option(help="Limit fills: touch (low <= limit) or penetrate (through by 1 bp).")] = "touch",
+    same_bar: Annotated[str, typer.Option(help="Limit entry and take profit in one bar: pessimistic or nearest.")] = "pessimistic",
+    fee: Annotated[Optional[float], typer.Option(help="Fee per side as a fraction (default: stock 0.0005, crypto 0.0015).")] = None,
+    spread: Annotated[float, typer.Option(help="Quoted spread as a fraction; half is paid per side.")] = 0.0,
+    ci_low: Annotated[float, typer.Option(help="Lower quantile of ci_guard's band.")] = 0.40,
+    ci_high: Annotated[float, typer.Option(help="Upper quantile of ci_guard's band.")] = 0.60,
+    ci_multiplier: Annotated[float, typer.Option(help="Widen ci_guard's band about its centre by this factor.")] = 1.0,
+    strategies: Annotated[Optional[str], typer.Option(help="Comma-separated subset of strategies (default all).")] = None,
+    asset_class: Annotated[Optional[str], typer.Option(help="Override the asset class: stock or crypto.")] = None,
+    data_dir: Annotated[Optional[Path], typer.Option(help="Folder of <SYMBOL>.csv/.parquet bars (default: embedded data).")] = None,
+    output_dir: Annotated[Path, typer.Option(help="Where JSON, Markdown, trades.csv and PNGs go.")] = DEFAULT_OUTPUT,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the per-symbol JSON instead of tables.")] = False,
+) -> None:
+    """Walk-forward backtest: forecast bar t+1 from bars <= t, decide, settle on bar t+1."""
+    from marketcast.backtest.report import skill_table, summary_table, symbol_json, write_outputs  # matplotlib: lazy
+
+    started = time.perf_counter()
+    config = BacktestConfig(
+        windows=windows, context=context, num_samples=samples, seed=seed, point=point,
+        ci_band=(ci_low, ci_high), ci_multiplier=ci_multiplier, fill_mode=fill_mode, same_bar=same_bar,
+        fee=fee, spread=spread, strategies=_strategies(strategies),
+    )
+    names = [s.upper() for s in (symbols or DEFAULT_SYMBOLS)]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"symbols repeat: {', '.join(names)}")
+    bars = [load_symbol(s, data_dir=data_dir, asset_class=asset_class, min_rows=windows + 2) for s in names]
+    forecaster = load_forecaster(model, weights=weights, device=device, seed=seed)
+    results = run_many(bars, forecaster, config)
+    written = write_outputs(results, output_dir)
+    elapsed = time.perf_counter() - started
+    if as_json:
+        console.print_json(json.dumps([symbol_json(r) for r in results]))
+        return
+    for r in results:
+        console.print(summary_table(r))
+    console.print(skill_table(results))
+    console.print(f"[dim]{len(results)} symbols × {windows} windows, model {model}, {samples} samples, "
+                  f"{elapsed:.1f} s; wrote {len(written)} files to {output_dir}/[/dim]")

@@ -6,6 +6,11 @@ volatility to the volatility on that day (RiskMetrics lambda 0.94). Replaying wh
 path's high >= max(open, close) and low <= min(open, close); the volatility filter makes the spread react to
 the current regime. It reads nothing but the window, is deterministic given the seed, and forecasts all
 windows of a batch in one vectorised call.
+
+Each window draws from its own random stream keyed by (seed, the window's last timestamp), so a window's
+paths do not depend on which other windows share the batch: the live loop's forecast for day t equals the
+backtest's. Windows of different symbols ending on the same day replay the same historical days, as
+historical-simulation risk models do.
 """
 
 from __future__ import annotations
@@ -59,8 +64,9 @@ class BaselineForecaster:
         moves, counts = self._moves(batch)
         b, steps = moves.shape[0], moves.shape[1]
         span = np.minimum(counts, self.lookback)
-        rng = np.random.default_rng(seed)
-        back = (rng.random((b, num_samples, horizon)) * span[:, None, None]).astype(np.int64)
+        draws = np.stack([np.random.default_rng([seed, key]).random((num_samples, horizon))
+                          for key in _window_keys(batch)])
+        back = (draws * span[:, None, None]).astype(np.int64)
         picked = moves[np.arange(b)[:, None, None], steps - 1 - back]  # [B, S, H, 4]
         log_close = np.cumsum(picked[..., 0], axis=-1)
         prev = np.concatenate([np.zeros((b, num_samples, 1)), log_close[..., :-1]], axis=-1)
@@ -85,3 +91,10 @@ def create(*, weights=None, device="cpu", dtype="float32", compile=None, seed=0)
     if weights not in (None, "auto"):
         raise ConfigError(f"the baseline forecaster has no weights (got --weights {weights}); drop the option")
     return BaselineForecaster()
+
+
+def _window_keys(batch: ContextBatch) -> np.ndarray:
+    """A non-negative integer per window: its last timestamp (ns), or its position without timestamps."""
+    if batch.timestamps is None:
+        return np.arange(batch.batch_size, dtype=np.uint64)
+    return batch.timestamps[:, -1].astype("int64").astype(np.uint64)

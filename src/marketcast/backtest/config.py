@@ -1,0 +1,81 @@
+"""Every knob of a backtest in one frozen object, validated once, so runs are reproducible from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from marketcast.backtest.fills import FILL_MODES, SAME_BAR_MODES
+from marketcast.backtest.orders import Costs
+from marketcast.errors import ConfigError
+from marketcast.forecast.aggregate import validate_spec
+
+STRATEGY_NAMES = (
+    "simple",
+    "all_signals",
+    "buy_hold",
+    "unprofit_shutdown",
+    "ci_guard",
+    "entry_takeprofit",
+    "highlow",
+    "maxdiff",
+)
+
+
+@dataclass(frozen=True)
+class BacktestConfig:
+    """Settings of one walk-forward run (defaults are what ``marketcast backtest`` uses).
+
+    windows:       number of settled decision bars t per symbol (the last ``windows`` bars that have a t+1).
+    context:       bars per forecast window ending at t (fewer are left-padded and masked by ``make_batch``).
+    num_samples:   forecast sample paths per window; ``seed`` makes them reproducible.
+    point:         aggregation spec turning samples into the point forecast strategies act on.
+    ci_band:       quantiles (of the close-return samples) that ``ci_guard`` requires to exclude zero.
+    fee / spread:  per-side fee (None = asset default) and quoted spread, as fractions.
+    """
+
+    windows: int = 70
+    context: int = 512
+    num_samples: int = 256
+    seed: int = 0
+    point: str = "median"
+    ci_band: tuple[float, float] = (0.40, 0.60)
+    ci_multiplier: float = 1.0
+    fill_mode: str = "touch"
+    same_bar: str = "pessimistic"
+    fee: float | None = None
+    spread: float = 0.0
+    strategies: tuple[str, ...] = STRATEGY_NAMES
+    maxdiff_min_history: int = 10
+    include_latest: bool = True
+
+    def __post_init__(self) -> None:
+        if self.windows < 1:
+            raise ConfigError(f"--windows must be >= 1, got {self.windows}")
+        if self.context < 2:
+            raise ConfigError(f"--context must be >= 2, got {self.context}")
+        if self.num_samples < 1:
+            raise ConfigError(f"--samples must be >= 1, got {self.num_samples}")
+        validate_spec(self.point)
+        lo, hi = self.ci_band
+        if not 0.0 <= lo < hi <= 1.0:
+            raise ConfigError(f"CI band must satisfy 0 <= low < high <= 1, got {lo:g}, {hi:g}")
+        if self.ci_multiplier < 0:
+            raise ConfigError(f"--ci-multiplier must be >= 0, got {self.ci_multiplier:g}")
+        if self.fill_mode not in FILL_MODES:
+            raise ConfigError(f"--fill-mode must be one of {', '.join(FILL_MODES)}, got {self.fill_mode!r}")
+        if self.same_bar not in SAME_BAR_MODES:
+            raise ConfigError(f"--same-bar must be one of {', '.join(SAME_BAR_MODES)}, got {self.same_bar!r}")
+        if self.fee is not None and not 0.0 <= self.fee < 0.5:
+            raise ConfigError(f"--fee must lie in [0, 0.5), got {self.fee:g}")
+        if not 0.0 <= self.spread < 0.5:
+            raise ConfigError(f"--spread must lie in [0, 0.5), got {self.spread:g}")
+        unknown = [s for s in self.strategies if s not in STRATEGY_NAMES]
+        if unknown or not self.strategies:
+            raise ConfigError(
+                f"unknown strategies {', '.join(unknown) or '(none given)'}; choose from {', '.join(STRATEGY_NAMES)}"
+            )
+        if self.maxdiff_min_history < 1:
+            raise ConfigError(f"maxdiff_min_history must be >= 1, got {self.maxdiff_min_history}")
+
+    def costs(self, asset_class: str) -> Costs:
+        return Costs.for_asset(asset_class, fee=self.fee, spread=self.spread)

@@ -1,0 +1,254 @@
+"""Walk-forward engine: forecast bar t+1 from bars <= t, decide, settle on bar t+1, for the last N bars t.
+
+Time line of one window (t = a row position of the symbol's frame):
+
+    bars[..t] --make_batch--> forecaster --> WindowView(t) --strategy--> Decision --settle(bar t+1)--> return
+
+All windows of a symbol (and of every symbol in :func:`run_many`) go to the forecaster in one batched call.
+The window ending at the last bar (no t+1 yet) rides in the same call: its decisions are returned as
+``next_decisions`` for the live loop, never scored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from marketcast.backtest.config import BacktestConfig
+from marketcast.backtest.fills import settle
+from marketcast.backtest.maxdiff import MaxDiffState
+from marketcast.backtest.metrics import equity_curve, strategy_metrics, walk_forward_selection
+from marketcast.backtest.orders import Bar, Decision, Settlement
+from marketcast.backtest.skill import FIELDS, forecast_skill
+from marketcast.backtest.strategies import StrategyParams, advance, decide, initial_state
+from marketcast.backtest.views import ForecastReturns, WindowView
+from marketcast.data.bars import Bars
+from marketcast.errors import DataError, MarketcastError
+from marketcast.forecast.base import ContextBatch, Forecast, Forecaster, make_batch
+
+
+@dataclass
+class StrategyRun:
+    """One strategy on one symbol: what it decided at each t, how each settled, and what it earned."""
+
+    name: str
+    decisions: list[Decision]
+    settlements: list[Settlement]
+    returns: np.ndarray
+    metrics: dict
+    offsets: list[tuple[float, float] | None]
+    next_decision: Decision | None = None
+    final_state: Any = None
+
+    @property
+    def equity(self) -> np.ndarray:
+        return equity_curve(self.returns)
+
+
+@dataclass
+class SymbolResult:
+    """The backtest of one symbol. ``views[k]`` is the forecast made at ``decision_times[k]``."""
+
+    symbol: str
+    asset_class: str
+    config: BacktestConfig
+    decision_times: pd.DatetimeIndex
+    settle_times: pd.DatetimeIndex
+    views: list[WindowView]
+    strategies: dict[str, StrategyRun]
+    skill: dict
+    market_return: float
+    forecast_meta: dict
+    latest_view: WindowView | None = None
+    generated_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+    @property
+    def windows(self) -> int:
+        return len(self.views)
+
+    @property
+    def walk_forward(self) -> dict:
+        """The best-so-far selection (see :func:`walk_forward_selection`) with its metrics."""
+        sel = walk_forward_selection({n: r.returns for n, r in self.strategies.items()},
+                                     {n: np.array([s.filled for s in r.settlements]) for n, r in self.strategies.items()})
+        ppy = 365 if self.asset_class == "crypto" else 252
+        return {**sel, "metrics": strategy_metrics(sel["returns"], sel["filled"], ppy)}
+
+    @property
+    def best_strategy(self) -> str:
+        """Highest compounded net return (ties: higher Sharpe, then registry order)."""
+        runs = list(self.strategies.values())
+        return max(runs, key=lambda r: (r.metrics["return"], r.metrics["sharpe"])).name
+
+    @property
+    def next_decisions(self) -> dict[str, Decision]:
+        """Each strategy's decision at the last bar, for the bar that has not happened yet."""
+        return {n: r.next_decision for n, r in self.strategies.items() if r.next_decision is not None}
+
+    def equity(self) -> pd.DataFrame:
+        """Equity curves (start 1.0) indexed by settle time, one column per strategy."""
+        return pd.DataFrame({n: r.equity for n, r in self.strategies.items()}, index=self.settle_times)
+
+    def trades(self) -> pd.DataFrame:
+        """One row per (strategy, window): the forecast used, the orders, the fills and the net return."""
+        rows = []
+        for name, run in self.strategies.items():
+            for k, (view, d, s) in enumerate(zip(self.views, run.decisions, run.settlements)):
+                off = run.offsets[k]
+                rows.append({
+                    "symbol": self.symbol,
+                    "strategy": name,
+                    "decision_time": self.decision_times[k].isoformat(),
+                    "settle_time": self.settle_times[k].isoformat(),
+                    "close_t": view.close,
+                    "fc_close_ret": view.close_ret,
+                    "fc_high_ret": view.high_ret,
+                    "fc_low_ret": view.low_ret,
+                    "fc_band_low": view.band_low,
+                    "fc_band_high": view.band_high,
+                    "side": d.side,
+                    "entry_limit": d.entry_limit,
+                    "take_profit": d.take_profit,
+                    "offset_entry": None if off is None else off[0],
+                    "offset_exit": None if off is None else off[1],
+                    "filled": s.filled,
+                    "entry_price": s.entry_price,
+                    "exit_price": s.exit_price,
+                    "exit_reason": s.exit_reason,
+                    "fees": s.fees,
+                    "gross_return": s.gross_return,
+                    "net_return": s.net_return,
+                })
+        return pd.DataFrame(rows)
+
+
+def decision_ends(n_bars: int, config: BacktestConfig) -> np.ndarray:
+    """Row positions t of the windows: the last ``windows`` bars with a t+1, then (optionally) the last bar."""
+    first = n_bars - 1 - config.windows
+    if first < 1:
+        raise DataError(
+            f"{n_bars} bars are too few for {config.windows} windows (need at least {config.windows + 2}); "
+            "use a longer history or a smaller --windows"
+        )
+    ends = np.arange(first, n_bars - 1)
+    return np.append(ends, n_bars - 1) if config.include_latest else ends
+
+
+def _concat(batches: Sequence[ContextBatch]) -> ContextBatch:
+    def cat(attr):
+        parts = [getattr(b, attr) for b in batches]
+        return None if any(p is None for p in parts) else np.concatenate(parts)
+
+    return ContextBatch(values=cat("values"), mask=cat("mask"), timestamps=cat("timestamps"),
+                        future_timestamps=cat("future_timestamps"))
+
+
+def _check_forecast(fc: Forecast, expected: int, name: str) -> None:
+    if not isinstance(fc, Forecast) or fc.batch_size != expected or fc.horizon < 1:
+        got = getattr(fc, "samples", None)
+        raise MarketcastError(f"forecaster {name!r} returned {getattr(got, 'shape', fc)!r}; "
+                              f"expected {expected} windows with horizon >= 1")
+    missing = [f for f in FIELDS if f not in fc.fields]
+    if missing:
+        raise MarketcastError(f"forecaster {name!r} gives fields {fc.fields}; the backtest needs {FIELDS}")
+    if not np.all(np.isfinite(fc.samples)) or np.any(fc.samples <= 0):
+        raise MarketcastError(f"forecaster {name!r} returned non-finite or non-positive prices")
+
+
+def forecast_windows(
+    forecaster: Forecaster,
+    jobs: Sequence[tuple[Bars, np.ndarray]],
+    config: BacktestConfig,
+    batched: bool = True,
+) -> list[Forecast]:
+    """Forecasts of every window of every (bars, ends) job: one forecaster call in total when ``batched``,
+    else one call per window (the benchmark's reference)."""
+    name = getattr(forecaster, "name", type(forecaster).__name__)
+    batches = [make_batch(b.frame, ends, config.context, horizon=1) for b, ends in jobs]
+    sizes = [len(ends) for _, ends in jobs]
+    if batched:
+        fc = forecaster.forecast(_concat(batches), horizon=1, num_samples=config.num_samples, seed=config.seed)
+        _check_forecast(fc, sum(sizes), name)
+        bounds = np.cumsum([0, *sizes])
+        return [fc.take(slice(a, b)) for a, b in zip(bounds[:-1], bounds[1:])]
+    out = []
+    for (bars, ends) in jobs:
+        parts = []
+        for t in ends:
+            fc = forecaster.forecast(make_batch(bars.frame, [t], config.context, horizon=1), horizon=1,
+                                     num_samples=config.num_samples, seed=config.seed)
+            _check_forecast(fc, 1, name)
+            parts.append(fc)
+        out.append(Forecast(np.concatenate([p.samples[:, :, :, :1] for p in parts]), parts[0].fields,
+                            dict(parts[0].meta)))
+    return out
+
+
+def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestConfig) -> SymbolResult:
+    """Decide and settle every window of one symbol from its (already computed) forecasts."""
+    frame = bars.frame
+    o, h, lo, c = (frame[col].to_numpy(dtype=np.float64) for col in ("open", "high", "low", "close"))
+    index = pd.DatetimeIndex(frame.index)
+    returns = ForecastReturns.from_forecast(forecast, c[ends])
+    all_views = returns.views(index[ends], config.point, config.ci_band)
+    n_settled = len(ends) - 1 if config.include_latest else len(ends)
+    settled = ends[:n_settled]
+    views = all_views[:n_settled]
+    latest = all_views[-1] if config.include_latest else None
+    params = StrategyParams.from_config(config, bars.asset_class)
+    bars_next = [Bar(float(o[t + 1]), float(h[t + 1]), float(lo[t + 1]), float(c[t + 1])) for t in settled]
+
+    runs = {}
+    for name in config.strategies:
+        state = initial_state(name)
+        decisions, settlements, offsets = [], [], []
+        for view, bar in zip(views, bars_next):
+            d = decide(name, view, state, params)
+            s = settle(d, bar, params.costs, config.fill_mode, config.same_bar)
+            offsets.append(state.offsets(params.maxdiff_min_history) if isinstance(state, MaxDiffState) else None)
+            decisions.append(d)
+            settlements.append(s)
+            state = advance(name, state, view, bar, s, params)
+        r = np.array([s.net_return for s in settlements])
+        filled = np.array([s.filled for s in settlements])
+        runs[name] = StrategyRun(
+            name=name, decisions=decisions, settlements=settlements, returns=r,
+            metrics=strategy_metrics(r, filled, bars.periods_per_year), offsets=offsets,
+            next_decision=decide(name, latest, state, params) if latest is not None else None,
+            final_state=state,
+        )
+
+    actual = {"close": c[settled + 1] / c[settled] - 1.0, "high": h[settled + 1] / c[settled] - 1.0,
+              "low": lo[settled + 1] / c[settled] - 1.0}
+    samples = {f: s[:n_settled] for f, s in returns.samples.items()}
+    point = {f: np.array([getattr(v, f"{f}_ret") for v in views]) for f in FIELDS}  # the views' point forecasts
+    return SymbolResult(
+        symbol=bars.symbol,
+        asset_class=bars.asset_class,
+        config=config,
+        decision_times=index[settled],
+        settle_times=index[settled + 1],
+        views=views,
+        strategies=runs,
+        skill=forecast_skill(point, samples, actual),
+        market_return=float(c[settled[-1] + 1] / c[settled[0]] - 1.0),
+        forecast_meta=dict(forecast.meta),
+        latest_view=latest,
+    )
+
+
+def run_many(bars_list: Sequence[Bars], forecaster: Forecaster, config: BacktestConfig,
+             batched: bool = True) -> list[SymbolResult]:
+    """Backtest several symbols with one batched forecaster call for all their windows."""
+    jobs = [(bars, decision_ends(len(bars), config)) for bars in bars_list]
+    forecasts = forecast_windows(forecaster, jobs, config, batched=batched)
+    return [simulate(bars, fc, ends, config) for (bars, ends), fc in zip(jobs, forecasts)]
+
+
+def run_backtest(bars: Bars, forecaster: Forecaster, config: BacktestConfig | None = None) -> SymbolResult:
+    """Walk-forward backtest of one symbol (see the module docstring)."""
+    return run_many([bars], forecaster, config or BacktestConfig())[0]

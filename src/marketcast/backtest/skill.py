@@ -1,0 +1,51 @@
+"""Forecast skill on the scored windows, in returns relative to close_t (scale-free across symbols).
+
+* ``*_val_loss``  MAE of the point forecast of bar t+1's close/high/low (names kept from the original JSON).
+* ``mase*``       that MAE divided by the MAE of the naive no-change forecast (every field = close_t, i.e. a
+                  zero return) on the same windows; < 1 beats the naive forecast.
+* ``crps*``       mean CRPS of the sample distribution, energy form E|X - y| - 1/2 E|X - X'| with the
+                  all-pairs (V-statistic) mean for E|X - X'|, computed in O(S log S) by sorting.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+FIELDS = ("close", "high", "low")
+
+
+def crps_samples(samples: np.ndarray, observed: np.ndarray) -> np.ndarray:
+    """CRPS of each row of ``samples`` [B, S] against ``observed`` [B].
+
+    For sorted x_1 <= ... <= x_S: sum_ij |x_i - x_j| = 2 * sum_i (2i - S - 1) x_i (i from 1), so
+    1/2 E|X - X'| = sum_i (2i - S - 1) x_i / S**2.
+    """
+    x = np.sort(np.asarray(samples, dtype=np.float64), axis=-1)
+    y = np.asarray(observed, dtype=np.float64)[..., None]
+    s = x.shape[-1]
+    first = np.abs(x - y).mean(axis=-1)
+    weights = 2.0 * np.arange(1, s + 1) - s - 1.0
+    half_spread = (x * weights).sum(axis=-1) / s**2
+    return first - half_spread
+
+
+def crps_bruteforce(samples: np.ndarray, observed: float) -> float:
+    """O(S^2) reference for one window (tests only)."""
+    x = np.asarray(samples, dtype=np.float64)
+    return float(np.abs(x - observed).mean() - 0.5 * np.abs(x[:, None] - x[None, :]).mean())
+
+
+def forecast_skill(point: dict[str, np.ndarray], samples: dict[str, np.ndarray],
+                   actual: dict[str, np.ndarray]) -> dict:
+    """Skill metrics from point [N], sample [N, S] and actual [N] returns per field."""
+    out: dict = {}
+    for name in FIELDS:
+        mae = float(np.abs(point[name] - actual[name]).mean())
+        naive = float(np.abs(actual[name]).mean())
+        out[f"{name}_val_loss"] = mae
+        out[f"{name}_naive_mae"] = naive
+        out[f"mase_{name}"] = mae / naive if naive > 0 else None
+        out[f"crps_{name}"] = float(crps_samples(samples[name], actual[name]).mean())
+    out["mase"] = out["mase_close"]
+    out["crps"] = out["crps_close"]
+    return out

@@ -1,0 +1,182 @@
+"""The eight strategies: pure functions of the forecast at t (and state built from bars <= t) -> Decision.
+
+Each strategy turns a :class:`~marketcast.backtest.views.WindowView` (the horizon-1 forecast made at bar t,
+as returns relative to close_t) into a :class:`~marketcast.backtest.orders.Decision` for bar t+1. Two keep
+state, and that state is updated only after bar t+1 settles, from that bar and earlier forecasts:
+
+* ``unprofit_shutdown``: whether ``simple``'s most recent direction call was right.
+* ``maxdiff``: summed grid returns of earlier windows (see :mod:`marketcast.backtest.maxdiff`).
+
+Crypto is long-only in every strategy: where a stock strategy would short, crypto stays flat.
+
+==================  ==========================================================================
+``simple``          long if the close forecast return > 0, else short
+``all_signals``     long if close, high and low forecast returns are all > 0; short if all < 0
+``buy_hold``        long every bar (open to close; the benchmark)
+``unprofit_shutdown`` ``simple``, but flat while ``simple``'s last call was wrong
+``ci_guard``        ``simple``'s side only when the close band, widened by ``ci_multiplier``
+                    about its centre, lies entirely on that side of zero
+``entry_takeprofit`` market entry at the open in ``simple``'s direction, take profit at the
+                    forecast high (long) / low (short), else exit at the close
+``highlow``         limit entry at the forecast low (long) / high (short), exit at the close
+``maxdiff``         buy limit at the forecast low, sell limit at the forecast high (or the
+                    mirror for a short bias), offsets learned from earlier windows only
+==================  ==========================================================================
+
+A direction call is *right* when its sign agrees with bar t+1's open-to-close move (the span every
+strategy trades); a zero move counts as wrong.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from marketcast.backtest.config import STRATEGY_NAMES, BacktestConfig
+from marketcast.backtest.maxdiff import MaxDiffState, decide_maxdiff, learn_maxdiff
+from marketcast.backtest.orders import FLAT, LONG, SHORT, Bar, Costs, Decision, Settlement
+from marketcast.backtest.views import WindowView
+from marketcast.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class StrategyParams:
+    """Everything a strategy needs besides the forecast: asset rules, CI guard and fill settings."""
+
+    allow_short: bool = True
+    ci_multiplier: float = 1.0
+    costs: Costs = Costs(0.0005)
+    fill_mode: str = "touch"
+    same_bar: str = "pessimistic"
+    maxdiff_min_history: int = 10
+
+    @classmethod
+    def from_config(cls, config: BacktestConfig, asset_class: str) -> "StrategyParams":
+        return cls(
+            allow_short=asset_class != "crypto",
+            ci_multiplier=config.ci_multiplier,
+            costs=config.costs(asset_class),
+            fill_mode=config.fill_mode,
+            same_bar=config.same_bar,
+            maxdiff_min_history=config.maxdiff_min_history,
+        )
+
+
+def _side(long: bool, p: StrategyParams) -> int:
+    return LONG if long else (SHORT if p.allow_short else FLAT)
+
+
+def forecast_direction(view: WindowView) -> int:
+    """``simple``'s call: +1 if the close forecast return is > 0, else -1 (before long-only rules)."""
+    return LONG if view.close_ret > 0 else SHORT
+
+
+def simple(view: WindowView, state: Any, p: StrategyParams) -> Decision:
+    return Decision(_side(view.close_ret > 0, p))
+
+
+def all_signals(view: WindowView, state: Any, p: StrategyParams) -> Decision:
+    rets = (view.close_ret, view.high_ret, view.low_ret)
+    if all(r > 0 for r in rets):
+        return Decision(LONG)
+    if all(r < 0 for r in rets) and p.allow_short:
+        return Decision(SHORT)
+    return Decision(FLAT)
+
+
+def buy_hold(view: WindowView, state: Any, p: StrategyParams) -> Decision:
+    return Decision(LONG)
+
+
+def unprofit_shutdown(view: WindowView, state: bool | None, p: StrategyParams) -> Decision:
+    """``state`` is whether ``simple``'s last call was right (None before the first settled window)."""
+    return Decision(FLAT) if state is False else simple(view, None, p)
+
+
+def ci_guard(view: WindowView, state: Any, p: StrategyParams) -> Decision:
+    centre = 0.5 * (view.band_low + view.band_high)
+    half = 0.5 * (view.band_high - view.band_low) * p.ci_multiplier
+    if view.close_ret > 0 and centre - half > 0:
+        return Decision(LONG)
+    if view.close_ret <= 0 and centre + half < 0 and p.allow_short:
+        return Decision(SHORT)
+    return Decision(FLAT)
+
+
+def entry_takeprofit(view: WindowView, state: Any, p: StrategyParams) -> Decision:
+    side = _side(view.close_ret > 0, p)
+    if side == FLAT:
+        return Decision(FLAT)
+    target = view.high_ret if side == LONG else view.low_ret
+    return Decision(side, entry_limit=None, take_profit=view.price(target))
+
+
+def highlow(view: WindowView, state: Any, p: StrategyParams) -> Decision:
+    side = _side(view.close_ret > 0, p)
+    if side == FLAT:
+        return Decision(FLAT)
+    level = view.low_ret if side == LONG else view.high_ret
+    return Decision(side, entry_limit=view.price(level), take_profit=None)
+
+
+def maxdiff(view: WindowView, state: MaxDiffState, p: StrategyParams) -> Decision:
+    return decide_maxdiff(view, state, p.allow_short, p.maxdiff_min_history)
+
+
+# --- state: built only from settled bars (t+1 <= the next decision bar) -----------------------------
+
+def _no_state(state, view, bar_next, settlement, p):
+    return state
+
+
+def _update_unprofit(state, view: WindowView, bar_next: Bar, settlement: Settlement, p: StrategyParams):
+    return bool(forecast_direction(view) * (bar_next.close - bar_next.open) > 0)
+
+
+def _update_maxdiff(state, view: WindowView, bar_next: Bar, settlement: Settlement, p: StrategyParams):
+    return learn_maxdiff(view, bar_next, state, p.allow_short, p.costs, p.fill_mode, p.same_bar)
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """A decision rule plus how its state starts and advances after each settled bar."""
+
+    name: str
+    decide: Callable[[WindowView, Any, StrategyParams], Decision]
+    initial_state: Callable[[], Any] = lambda: None
+    update: Callable[[Any, WindowView, Bar, Settlement, StrategyParams], Any] = _no_state
+
+
+STRATEGIES: dict[str, Strategy] = {
+    "simple": Strategy("simple", simple),
+    "all_signals": Strategy("all_signals", all_signals),
+    "buy_hold": Strategy("buy_hold", buy_hold),
+    "unprofit_shutdown": Strategy("unprofit_shutdown", unprofit_shutdown, lambda: None, _update_unprofit),
+    "ci_guard": Strategy("ci_guard", ci_guard),
+    "entry_takeprofit": Strategy("entry_takeprofit", entry_takeprofit),
+    "highlow": Strategy("highlow", highlow),
+    "maxdiff": Strategy("maxdiff", maxdiff, MaxDiffState.initial, _update_maxdiff),
+}
+assert tuple(STRATEGIES) == STRATEGY_NAMES
+
+
+def get_strategy(name: str) -> Strategy:
+    if name not in STRATEGIES:
+        raise ConfigError(f"unknown strategy {name!r}; choose from {', '.join(STRATEGIES)}")
+    return STRATEGIES[name]
+
+
+def initial_state(name: str) -> Any:
+    """The state a strategy starts from before any window has settled."""
+    return get_strategy(name).initial_state()
+
+
+def decide(name: str, view: WindowView, state: Any, params: StrategyParams) -> Decision:
+    """Decision of strategy ``name`` at bar t for bar t+1 (works for the latest bar: no t+1 needed)."""
+    return get_strategy(name).decide(view, state, params)
+
+
+def advance(name: str, state: Any, view: WindowView, bar_next: Bar, settlement: Settlement,
+            params: StrategyParams) -> Any:
+    """The strategy's state after the decision made on ``view`` settled on ``bar_next``."""
+    return get_strategy(name).update(state, view, bar_next, settlement, params)

@@ -1,0 +1,85 @@
+"""What the loop needs from a broker, and the errors it must tell apart.
+
+The cycle, gates and portfolio code only ever see :class:`Broker`; the embedded paper broker and the
+Alpaca adapter implement it (NautilusTrader's split of strategy and execution client).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from marketcast.errors import MarketcastError
+from marketcast.trade.types import Account, BarRow, Fill, Order, OrderRequest, Position, Quote
+
+
+class BrokerError(MarketcastError):
+    """The broker could not do what was asked; the message never contains credentials."""
+
+
+class OrderRejected(BrokerError):
+    """The broker refused the order (403/422): retrying the same order will not help."""
+
+
+class DuplicateOrder(BrokerError):
+    """An order with this ``client_order_id`` already exists: the submit already happened."""
+
+
+class BrokerUnavailable(BrokerError):
+    """Rate-limited, 5xx or timed out after retries: the outcome of a submit is unknown until reconciled."""
+
+
+class Broker(ABC):
+    """Account, positions, orders, quotes and bars of one trading account."""
+
+    name: str = "broker"
+
+    @abstractmethod
+    def account(self) -> Account: ...
+
+    @abstractmethod
+    def positions(self) -> list[Position]: ...
+
+    @abstractmethod
+    def open_orders(self) -> list[Order]: ...
+
+    @abstractmethod
+    def orders(self, limit: int = 500) -> list[Order]:
+        """Recent orders, open and closed (for reconciling after a restart)."""
+
+    @abstractmethod
+    def order_by_client_id(self, client_order_id: str) -> Order | None: ...
+
+    @abstractmethod
+    def submit(self, request: OrderRequest) -> Order:
+        """Submit; raises :class:`DuplicateOrder` if ``client_order_id`` was used before."""
+
+    @abstractmethod
+    def cancel(self, order_id: str) -> None: ...
+
+    @abstractmethod
+    def fills(self, since: str | None = None) -> list[Fill]: ...
+
+    @abstractmethod
+    def latest_quote(self, symbol: str) -> Quote | None: ...
+
+    @abstractmethod
+    def latest_bars(self, symbol: str, limit: int) -> list[BarRow]: ...
+
+
+def submit_once(broker: Broker, request: OrderRequest) -> tuple[Order, bool]:
+    """Submit unless the broker already has this ``client_order_id``; returns (order, newly_submitted).
+
+    A duplicate-id rejection means an earlier attempt (maybe one whose reply was lost) got through.
+    """
+    existing = broker.order_by_client_id(request.client_order_id)
+    if existing is not None:
+        return existing, False
+    try:
+        return broker.submit(request), True
+    except DuplicateOrder:
+        order = broker.order_by_client_id(request.client_order_id)
+        if order is None:
+            raise BrokerError(
+                f"broker reports {request.client_order_id} as a duplicate but cannot find it"
+            ) from None
+        return order, False

@@ -1,0 +1,43 @@
+"""Where the loop's bars come from: a history cut at the paper clock, or the broker's latest bars."""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+import pandas as pd
+
+from marketcast.data.bars import Bars
+from marketcast.errors import DataError
+from marketcast.trade.broker import Broker
+from marketcast.trade.planner import PLANNER_HISTORY
+
+
+def history_feed(bars: Mapping[str, Bars], clock: Callable[[], str | None], history: int = PLANNER_HISTORY):
+    """Bars of each symbol up to and including the clock's bar, at most ``history`` of them."""
+
+    def feed(symbol: str) -> Bars:
+        b = bars[symbol]
+        now = clock()
+        end = len(b.frame) if now is None else int(b.frame.index.searchsorted(pd.Timestamp(now), side="right"))
+        if end == 0:
+            raise DataError(f"{symbol}: no bars at or before {now}")
+        return Bars(b.symbol, b.frame.iloc[max(0, end - history):end], b.asset_class, b.source)
+
+    return feed
+
+
+def broker_feed(broker: Broker, asset_classes: Mapping[str, str], history: int = PLANNER_HISTORY):
+    """The broker's most recent bars (live/paper Alpaca)."""
+
+    def feed(symbol: str) -> Bars:
+        rows = broker.latest_bars(symbol, history)
+        if not rows:
+            raise DataError(f"{symbol}: the broker returned no bars")
+        frame = pd.DataFrame(
+            {"open": [r.open for r in rows], "high": [r.high for r in rows], "low": [r.low for r in rows],
+             "close": [r.close for r in rows], "volume": [r.volume for r in rows]},
+            index=pd.DatetimeIndex(pd.to_datetime([r.timestamp for r in rows], utc=True), name="timestamp"),
+        ).astype("float64")
+        return Bars(symbol, frame, asset_classes.get(symbol, "stock"), f"broker:{broker.name}")
+
+    return feed

@@ -1,0 +1,95 @@
+"""One JSON line per cycle, and the summary ``marketcast trade status`` prints.
+
+Records are append-only and keyed by ``decision_ts``: a cycle re-run after a crash appends a second
+record for the same bar, and the summary keeps the last one.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+RECORDS = "records.jsonl"
+
+
+def peak_memory_mb() -> float:
+    """Peak resident memory of this process (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def recompiles() -> int:
+    """Dynamo recompiles so far; 0 without importing torch when no model loaded it."""
+    if "torch" not in sys.modules:
+        return 0
+    from marketcast.compile.runtime import recompile_count
+
+    return recompile_count()
+
+
+class Monitor:
+    """Appends cycle records to ``state_dir/records.jsonl``."""
+
+    def __init__(self, state_dir: str | Path) -> None:
+        self.path = Path(state_dir) / RECORDS
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._recompiles_at_start = recompiles()
+        self.fallbacks = 0
+
+    def record(self, **fields) -> dict:
+        rec = {"written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+               "recompiles_since_start": recompiles() - self._recompiles_at_start,
+               "peak_memory_mb": round(peak_memory_mb(), 1), **fields}
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(rec, sort_keys=True, default=str) + "\n")
+            fh.flush()
+        return rec
+
+
+def read_records(state_dir: str | Path) -> list[dict]:
+    """All records, last one per decision bar, in bar order (a torn last line from a kill is skipped)."""
+    path = Path(state_dir) / RECORDS
+    if not path.exists():
+        return []
+    by_bar: dict[str, dict] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        by_bar[str(rec.get("decision_ts"))] = rec
+    return [by_bar[k] for k in sorted(by_bar)]
+
+
+def summarise(records: list[dict]) -> dict:
+    """Totals and latest values over all cycles."""
+    if not records:
+        return {"cycles": 0}
+    latencies: dict[str, list[float]] = {}
+    for r in records:
+        for model, sec in (r.get("forecast_latency_s") or {}).items():
+            latencies.setdefault(model, []).append(sec)
+    quotes = [r.get("quotes", {}) for r in records]
+    last = records[-1]
+    return {
+        "cycles": len(records),
+        "first_bar": records[0].get("decision_ts"),
+        "last_bar": last.get("decision_ts"),
+        "mode": last.get("mode"),
+        "broker": last.get("broker"),
+        "equity_first": records[0].get("equity"),
+        "equity_last": last.get("equity"),
+        "orders_submitted": sum(r.get("orders_submitted", 0) for r in records),
+        "orders_filled": sum(r.get("orders_filled", 0) for r in records),
+        "orders_cancelled": sum(r.get("orders_cancelled", 0) for r in records),
+        "orders_rejected": sum(r.get("orders_rejected", 0) for r in records),
+        "quotes_real": sum(q.get("real", 0) for q in quotes),
+        "quotes_synthetic": sum(q.get("synthetic", 0) for q in quotes),
+        "mean_forecast_latency_ms": {m: round(1000 * sum(v) / len(v), 2) for m, v in latencies.items()},
+        "compile_mode": last.get("compile_mode"),
+        "recompiles_since_start": last.get("recompiles_since_start"),
+        "fallbacks_to_eager": sum(r.get("fallbacks_to_eager", 0) for r in records),
+        "peak_memory_mb": max(r.get("peak_memory_mb", 0) for r in records),
+    }

@@ -1,0 +1,261 @@
+"""The embedded paper broker: a simulated account in SQLite that fills orders bar by bar.
+
+Every order lives for one bar (the day after its decision) and is settled with
+:func:`marketcast.backtest.fills.settle` -- the backtest's own rule -- so a replay reproduces the
+backtest's fills exactly: entry at the limit (or the open on a gap / market order), exit at the attached
+take-profit if the bar trades through it, else at the bar's close. Fees follow ``settle`` too: ``per_side``
+of the entry notional on each side. The broker keeps its own database, as a remote broker keeps its own
+books; the loop's journal is separate and is reconciled against it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from marketcast.backtest.fills import settle
+from marketcast.backtest.orders import LONG, SHORT, Bar, Costs, Decision
+from marketcast.data.bars import Bars
+from marketcast.trade.broker import Broker, BrokerError, DuplicateOrder, OrderRejected
+from marketcast.trade.db import connect, transaction
+from marketcast.trade.types import (
+    BUY,
+    MARKET,
+    OPEN_STATUSES,
+    Account,
+    BarRow,
+    Fill,
+    Order,
+    OrderRequest,
+    Position,
+    Quote,
+)
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS orders (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT UNIQUE NOT NULL, client_order_id TEXT UNIQUE NOT NULL, symbol TEXT NOT NULL,
+    side TEXT NOT NULL, qty REAL NOT NULL, type TEXT NOT NULL, limit_price REAL, take_profit REAL,
+    time_in_force TEXT NOT NULL, status TEXT NOT NULL, submitted_at TEXT NOT NULL,
+    filled_qty REAL NOT NULL DEFAULT 0, filled_avg_price REAL, done_at TEXT);
+CREATE TABLE IF NOT EXISTS fills (
+    fill_id TEXT PRIMARY KEY, client_order_id TEXT NOT NULL, symbol TEXT NOT NULL, side TEXT NOT NULL,
+    qty REAL NOT NULL, price REAL NOT NULL, fee REAL NOT NULL, ts TEXT NOT NULL, kind TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS equity (ts TEXT PRIMARY KEY, equity REAL NOT NULL, cash REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS submit_log (n INTEGER PRIMARY KEY AUTOINCREMENT, client_order_id TEXT NOT NULL,
+    outcome TEXT NOT NULL);
+"""
+
+
+def iso(ts) -> str:
+    return pd.Timestamp(ts).tz_convert("UTC").isoformat() if pd.Timestamp(ts).tzinfo else (
+        pd.Timestamp(ts).tz_localize("UTC").isoformat()
+    )
+
+
+class PaperBroker(Broker):
+    """Simulated account over ``bars``; ``advance_to(ts)`` is the replay clock."""
+
+    name = "paper"
+
+    def __init__(
+        self,
+        db_path: str | Path,
+        bars: Mapping[str, Bars],
+        *,
+        starting_cash: float = 100_000.0,
+        fee: float | None = None,
+        spread: float = 0.0,
+        fill_mode: str = "touch",
+        same_bar: str = "pessimistic",
+        start: str | pd.Timestamp | None = None,
+    ) -> None:
+        self.bars = {s.upper(): b for s, b in bars.items()}
+        self.costs = {s: Costs.for_asset(b.asset_class, fee, spread) for s, b in self.bars.items()}
+        self.fill_mode, self.same_bar = fill_mode, same_bar
+        self._index = {s: pd.DatetimeIndex(b.frame.index) for s, b in self.bars.items()}
+        self.conn = connect(db_path)
+        self.conn.executescript(SCHEMA)
+        with transaction(self.conn) as c:
+            c.execute("INSERT OR IGNORE INTO meta VALUES ('cash', ?)", (repr(float(starting_cash)),))
+            if start is not None:
+                c.execute("INSERT OR IGNORE INTO meta VALUES ('clock', ?)", (iso(start),))
+
+    # ------------------------------------------------------------------ clock
+    @property
+    def clock(self) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key='clock'").fetchone()
+        return row[0] if row else None
+
+    def advance_to(self, ts) -> int:
+        """Settle every bar after the clock up to and including ``ts``; returns the bars processed.
+
+        Each bar is one transaction (fills, cash, order status, equity, clock), so a kill between bars
+        loses nothing and a repeated call is a no-op.
+        """
+        target = pd.Timestamp(iso(ts))
+        clock = self.clock
+        stamps = sorted(
+            {t for idx in self._index.values() for t in idx[(idx <= target) & (idx > pd.Timestamp(clock))]}
+            if clock is not None
+            else {t for idx in self._index.values() for t in idx[idx <= target][-1:]}
+        )
+        for stamp in stamps:
+            self._process_bar(stamp)
+        return len(stamps)
+
+    def _bar(self, symbol: str, stamp: pd.Timestamp) -> Bar | None:
+        idx = self._index[symbol]
+        pos = idx.searchsorted(stamp)
+        if pos >= len(idx) or idx[pos] != stamp:
+            return None
+        row = self.bars[symbol].frame.iloc[pos]
+        return Bar(float(row["open"]), float(row["high"]), float(row["low"]), float(row["close"]))
+
+    def _process_bar(self, stamp: pd.Timestamp) -> None:
+        ts = stamp.isoformat()
+        with transaction(self.conn) as c:
+            cash = float(c.execute("SELECT value FROM meta WHERE key='cash'").fetchone()[0])
+            rows = c.execute(
+                "SELECT * FROM orders WHERE status IN (%s) ORDER BY seq" % ",".join("?" * len(OPEN_STATUSES)),
+                OPEN_STATUSES,
+            ).fetchall()
+            for o in rows:
+                bar = self._bar(o["symbol"], stamp)
+                if bar is None:
+                    continue  # no bar for this symbol today (holiday / other market)
+                cash += self._settle_order(c, o, bar, ts)
+            c.execute("INSERT OR REPLACE INTO meta VALUES ('cash', ?)", (repr(cash),))
+            c.execute("INSERT OR REPLACE INTO meta VALUES ('clock', ?)", (ts,))
+            c.execute("INSERT OR REPLACE INTO equity VALUES (?, ?, ?)", (ts, cash, cash))
+
+    def _settle_order(self, c, o, bar: Bar, ts: str) -> float:
+        """Settle one order on ``bar`` inside the bar's transaction; returns the cash change."""
+        side = LONG if o["side"] == BUY else SHORT
+        decision = Decision(side, None if o["type"] == MARKET else o["limit_price"], o["take_profit"])
+        costs = self.costs[o["symbol"]]
+        s = settle(decision, bar, costs, self.fill_mode, self.same_bar)
+        if not s.filled:
+            if o["time_in_force"] != "gtc":
+                c.execute("UPDATE orders SET status='expired', done_at=? WHERE id=?", (ts, o["id"]))
+            return 0.0
+        qty, cid, sym = o["qty"], o["client_order_id"], o["symbol"]
+        fee = qty * s.entry_price * costs.per_side
+        exit_side = "sell" if side == LONG else "buy"
+        c.execute("INSERT INTO fills VALUES (?,?,?,?,?,?,?,?,?)",
+                  (f"{cid}-entry", cid, sym, o["side"], qty, s.entry_price, fee, ts, "entry"))
+        c.execute("INSERT INTO fills VALUES (?,?,?,?,?,?,?,?,?)",
+                  (f"{cid}-exit", cid, sym, exit_side, qty, s.exit_price, fee, ts, s.exit_reason))
+        c.execute("UPDATE orders SET status='filled', filled_qty=?, filled_avg_price=?, done_at=? WHERE id=?",
+                  (qty, s.entry_price, ts, o["id"]))
+        return qty * s.entry_price * s.net_return
+
+    # ------------------------------------------------------------------ Broker
+    def _cash(self) -> float:
+        return float(self.conn.execute("SELECT value FROM meta WHERE key='cash'").fetchone()[0])
+
+    def account(self) -> Account:
+        cash = self._cash()  # every order round-trips within its bar, so equity == cash between bars
+        return Account(equity=cash, cash=cash, buying_power=cash)
+
+    def positions(self) -> list[Position]:
+        net: dict[str, float] = {}
+        for r in self.conn.execute("SELECT symbol, side, qty FROM fills"):
+            net[r[0]] = net.get(r[0], 0.0) + (r[2] if r[1] == BUY else -r[2])
+        return [Position(s, q, 0.0) for s, q in sorted(net.items()) if abs(q) > 1e-12]
+
+    @staticmethod
+    def _order(r) -> Order:
+        return Order(id=r["id"], client_order_id=r["client_order_id"], symbol=r["symbol"], side=r["side"],
+                     qty=r["qty"], type=r["type"], status=r["status"], limit_price=r["limit_price"],
+                     take_profit=r["take_profit"], filled_qty=r["filled_qty"],
+                     filled_avg_price=r["filled_avg_price"], submitted_at=r["submitted_at"])
+
+    def open_orders(self) -> list[Order]:
+        q = "SELECT * FROM orders WHERE status IN (%s) ORDER BY seq" % ",".join("?" * len(OPEN_STATUSES))
+        return [self._order(r) for r in self.conn.execute(q, OPEN_STATUSES)]
+
+    def orders(self, limit: int = 500) -> list[Order]:
+        rows = self.conn.execute("SELECT * FROM orders ORDER BY seq DESC LIMIT ?", (limit,)).fetchall()
+        return [self._order(r) for r in reversed(rows)]
+
+    def order_by_client_id(self, client_order_id: str) -> Order | None:
+        r = self.conn.execute("SELECT * FROM orders WHERE client_order_id=?", (client_order_id,)).fetchone()
+        return self._order(r) if r else None
+
+    def submit(self, request: OrderRequest) -> Order:
+        sym = request.symbol.upper()
+        if sym not in self.bars:
+            raise OrderRejected(f"paper broker has no bars for {sym}")
+        if self.bars[sym].is_crypto and request.side == "sell" and not self._holds(sym):
+            raise OrderRejected(f"{sym}: crypto cannot be sold short")
+        clock = self.clock
+        if clock is None:
+            raise BrokerError("paper broker clock not started; call advance_to first")
+        with transaction(self.conn) as c:
+            duplicate = c.execute("SELECT 1 FROM orders WHERE client_order_id=?",
+                                  (request.client_order_id,)).fetchone() is not None
+            c.execute("INSERT INTO submit_log (client_order_id, outcome) VALUES (?, ?)",
+                      (request.client_order_id, "duplicate" if duplicate else "accepted"))
+        if duplicate:  # logged (committed) above, so a test can prove the loop never tried twice
+            raise DuplicateOrder(f"client_order_id {request.client_order_id} must be unique")
+        with transaction(self.conn) as c:
+            seq = c.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM orders").fetchone()[0]
+            c.execute(
+                "INSERT INTO orders (id, client_order_id, symbol, side, qty, type, limit_price, take_profit, "
+                "time_in_force, status, submitted_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (f"paper-{seq:08d}", request.client_order_id, sym, request.side, float(request.qty),
+                 request.type, request.limit_price, request.take_profit, request.time_in_force, "new", clock),
+            )
+        return self.order_by_client_id(request.client_order_id)
+
+    def _holds(self, symbol: str) -> bool:
+        return any(p.symbol == symbol and p.qty > 0 for p in self.positions())
+
+    def cancel(self, order_id: str) -> None:
+        with transaction(self.conn) as c:
+            c.execute("UPDATE orders SET status='canceled', done_at=? WHERE id=? AND status IN ('new','accepted')",
+                      (self.clock, order_id))
+
+    def fills(self, since: str | None = None) -> list[Fill]:
+        q, args = "SELECT * FROM fills", ()
+        if since is not None:
+            q, args = q + " WHERE ts >= ?", (since,)
+        rows = self.conn.execute(q + " ORDER BY ts, fill_id", args).fetchall()
+        return [Fill(r["fill_id"], r["client_order_id"], r["symbol"], r["side"], r["qty"], r["price"], r["fee"],
+                     r["ts"], r["kind"]) for r in rows]
+
+    def latest_quote(self, symbol: str) -> Quote | None:
+        """The close of the bar at the clock, widened by the configured spread (there is no live feed)."""
+        bars = self.latest_bars(symbol, 1)
+        if not bars:
+            return None
+        close, half = bars[-1].close, self.costs[symbol.upper()].spread / 2.0
+        return Quote(symbol.upper(), close * (1 - half), close * (1 + half), bars[-1].timestamp, "paper")
+
+    def latest_bars(self, symbol: str, limit: int) -> list[BarRow]:
+        sym = symbol.upper()
+        clock = self.clock
+        if sym not in self.bars or clock is None:
+            return []
+        frame = self.bars[sym].frame.loc[: pd.Timestamp(clock)].iloc[-limit:]
+        return [BarRow(t.isoformat(), r.open, r.high, r.low, r.close, float(getattr(r, "volume", 0.0)))
+                for t, r in zip(frame.index, frame.itertuples())]
+
+    def equity_curve(self) -> pd.Series:
+        rows = self.conn.execute("SELECT ts, equity FROM equity ORDER BY ts").fetchall()
+        return pd.Series([r[1] for r in rows], index=pd.DatetimeIndex([r[0] for r in rows]), name="equity",
+                         dtype=np.float64)
+
+    def submit_log(self) -> list[tuple[str, str]]:
+        """Every submit that reached the broker: (client_order_id, accepted | duplicate)."""
+        return [(r[0], r[1]) for r in self.conn.execute("SELECT client_order_id, outcome FROM submit_log ORDER BY n")]
+
+    def close(self) -> None:
+        self.conn.close()
+
+

@@ -1,0 +1,66 @@
+"""Turn gated signals into sized orders under position, exposure and per-symbol caps.
+
+Exposure is gross (|qty| * price) as a fraction of equity; what is already held or working counts
+against every cap before anything new is added.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from marketcast.trade.planner import Signal
+
+
+@dataclass(frozen=True)
+class PortfolioConfig:
+    max_positions: int = 5
+    max_exposure: float = 1.2  # gross exposure cap, fraction of equity (120 %)
+    per_symbol_cap: float = 0.5  # one symbol's notional at most this fraction of equity
+
+
+@dataclass(frozen=True)
+class Allocation:
+    signal: Signal
+    qty: float
+    price: float  # the entry limit (or close for market entries) used for sizing
+
+    @property
+    def notional(self) -> float:
+        return self.qty * self.price
+
+
+def round_qty(qty: float, crypto: bool) -> float:
+    """Whole shares for stocks, 1e-6 units for crypto, always rounded down."""
+    if crypto:
+        return math.floor(qty * 1e6) / 1e6
+    return float(math.floor(qty + 1e-9))
+
+
+def allocate(
+    signals: list[Signal],
+    equity: float,
+    cfg: PortfolioConfig,
+    held_exposure: float = 0.0,
+    held_symbols: frozenset[str] = frozenset(),
+    crypto: frozenset[str] = frozenset(),
+) -> list[Allocation]:
+    """Best edge first; each new position gets ``min(per_symbol_cap, remaining exposure / slots)`` of
+    equity, rounded down to a tradable quantity. Symbols already held or working are skipped."""
+    if equity <= 0:
+        return []
+    fresh = [s for s in signals if s.symbol not in held_symbols]
+    fresh.sort(key=lambda s: (-s.metrics.get("edge", 0.0), s.symbol))
+    slots = max(0, cfg.max_positions - len(held_symbols))
+    chosen = fresh[:slots]
+    remaining = max(0.0, cfg.max_exposure * equity - held_exposure)
+    out = []
+    for i, s in enumerate(chosen):
+        budget = min(cfg.per_symbol_cap * equity, remaining / (len(chosen) - i))
+        price = s.decision.entry_limit if s.decision.entry_limit is not None else s.close
+        qty = round_qty(budget / price, s.symbol in crypto)
+        if qty <= 0:
+            continue
+        out.append(Allocation(s, qty, price))
+        remaining -= qty * price
+    return out

@@ -1,0 +1,126 @@
+"""Plain data passed between the loop and any broker, so decision code never sees a broker's own types."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+BUY, SELL = "buy", "sell"
+LIMIT, MARKET = "limit", "market"
+OPEN_STATUSES = ("new", "accepted", "pending_new", "partially_filled")
+DONE_STATUSES = ("filled", "canceled", "expired", "rejected")
+
+
+@dataclass(frozen=True)
+class Account:
+    equity: float
+    cash: float
+    buying_power: float
+
+
+@dataclass(frozen=True)
+class Position:
+    """``qty`` is signed: negative is short."""
+
+    symbol: str
+    qty: float
+    avg_entry_price: float
+
+    @property
+    def market_value(self) -> float:
+        return self.qty * self.avg_entry_price
+
+
+@dataclass(frozen=True)
+class OrderRequest:
+    """One order as the loop wants it. ``take_profit`` attaches an exit at the opposite price (MaxDiff);
+    the paper broker settles entry, take-profit and the close-out at the bar's close together, exactly
+    as :func:`marketcast.backtest.fills.settle` does."""
+
+    symbol: str
+    side: str  # "buy" | "sell"
+    qty: float
+    client_order_id: str
+    type: str = LIMIT  # "limit" | "market"
+    limit_price: float | None = None
+    take_profit: float | None = None
+    time_in_force: str = "day"  # stocks: day; crypto: gtc | ioc
+
+    def __post_init__(self) -> None:
+        if self.side not in (BUY, SELL):
+            raise ValueError(f"side must be buy or sell, got {self.side!r}")
+        if self.type not in (LIMIT, MARKET):
+            raise ValueError(f"type must be limit or market, got {self.type!r}")
+        if self.type == LIMIT and self.limit_price is None:
+            raise ValueError("a limit order needs limit_price")
+        if not self.qty > 0:
+            raise ValueError(f"qty must be > 0, got {self.qty}")
+
+
+@dataclass(frozen=True)
+class Order:
+    """An order as the broker reports it."""
+
+    id: str
+    client_order_id: str
+    symbol: str
+    side: str
+    qty: float
+    type: str
+    status: str
+    limit_price: float | None = None
+    take_profit: float | None = None
+    filled_qty: float = 0.0
+    filled_avg_price: float | None = None
+    submitted_at: str | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self.status in OPEN_STATUSES
+
+
+@dataclass(frozen=True)
+class Quote:
+    """Best bid/ask; ``source`` is ``real`` (from the broker's feed) or ``synthetic`` (bid = ask = close)."""
+
+    symbol: str
+    bid: float
+    ask: float
+    timestamp: str | None = None
+    source: str = "real"
+
+    @property
+    def mid(self) -> float:
+        return (self.bid + self.ask) / 2.0
+
+    @property
+    def spread(self) -> float:
+        """Relative spread ``ask / bid - 1`` (0 for a synthetic quote)."""
+        return self.ask / self.bid - 1.0 if self.bid > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Fill:
+    """One execution. ``fee`` is in account currency."""
+
+    fill_id: str
+    client_order_id: str
+    symbol: str
+    side: str
+    qty: float
+    price: float
+    fee: float
+    timestamp: str
+    kind: str = "entry"  # entry | take_profit | close
+
+
+@dataclass
+class BarRow:
+    """One OHLCV bar with its timestamp (ISO, UTC), as brokers return latest bars."""
+
+    timestamp: str
+    open: float
+    high: float
+    low: float
+    close: float
+    volume: float = 0.0
+    extra: dict = field(default_factory=dict)

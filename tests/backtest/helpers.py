@@ -1,0 +1,81 @@
+"""Small real forecasters and bar builders for engine tests (the engine, not the model, is under test)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from marketcast.data.bars import Bars
+from marketcast.forecast.base import ContextBatch, Forecast
+
+
+def make_bars(ohlc, symbol="TEST", asset_class="stock", start="2024-01-01") -> Bars:
+    arr = np.asarray(ohlc, dtype=np.float64)
+    index = pd.date_range(start, periods=len(arr), freq="D", tz="UTC", name="timestamp")
+    frame = pd.DataFrame(arr, columns=["open", "high", "low", "close"], index=index)
+    return Bars(symbol, frame, asset_class, "test")
+
+
+def random_bars(n, seed=0, symbol="RND", asset_class="stock", vol=0.01) -> Bars:
+    rng = np.random.default_rng(seed)
+    close = 100 * np.exp(np.cumsum(rng.normal(0, vol, n)))
+    open_ = close * np.exp(rng.normal(0, vol / 2, n))
+    high = np.maximum(open_, close) * np.exp(np.abs(rng.normal(0, vol / 2, n)))
+    low = np.minimum(open_, close) * np.exp(-np.abs(rng.normal(0, vol / 2, n)))
+    return make_bars(np.column_stack([open_, high, low, close]), symbol, asset_class)
+
+
+class TableForecaster:
+    """Returns per window looked up by the window's last timestamp: ``{ts: (close, high, low)}`` returns
+    relative to the window's last close. Samples are the point return plus ``spread * linspace(-1, 1, S)``
+    so the median equals the point and the P40-P60 band is ``point +- 0.2 * spread``."""
+
+    name = "table"
+    fields = ("close", "high", "low")
+
+    def __init__(self, table, spread=0.0, default=(0.0, 0.01, -0.01)):
+        self.table = {pd.Timestamp(k).tz_localize(None) if pd.Timestamp(k).tz else pd.Timestamp(k): v
+                      for k, v in table.items()}
+        self.spread = spread
+        self.default = default
+        self.calls = 0
+
+    def forecast(self, batch: ContextBatch, horizon: int, num_samples: int, seed: int = 0) -> Forecast:
+        self.calls += 1
+        z = np.linspace(-1.0, 1.0, num_samples) * self.spread
+        last = batch.last_close()
+        out = np.empty((batch.batch_size, 3, num_samples, horizon))
+        for i in range(batch.batch_size):
+            rets = self.table.get(pd.Timestamp(batch.timestamps[i, -1]), self.default)
+            for f, r in enumerate(rets):
+                out[i, f] = (last[i] * (1.0 + r + z))[:, None]
+        return Forecast(out, self.fields, {"model": self.name})
+
+
+class MomentumForecaster:
+    """Deterministic function of each window alone: the next return repeats the last close-to-close move
+    (scaled), highs/lows from the window's mean range; noisy samples seeded by the window's own values."""
+
+    name = "momentum"
+    fields = ("close", "high", "low")
+
+    def __init__(self):
+        self.calls = 0
+
+    def forecast(self, batch: ContextBatch, horizon: int, num_samples: int, seed: int = 0) -> Forecast:
+        self.calls += 1
+        close = batch.field("close")
+        high, low = batch.field("high"), batch.field("low")
+        last = close[:, -1]
+        move = close[:, -1] / close[:, -2] - 1.0
+        rng_up = np.mean(high[:, -5:] / close[:, -5:] - 1.0, axis=1)
+        rng_dn = np.mean(low[:, -5:] / close[:, -5:] - 1.0, axis=1)
+        out = np.empty((batch.batch_size, 3, num_samples, horizon))
+        for i in range(batch.batch_size):
+            g = np.random.default_rng([seed, int(abs(last[i]) * 1e6) % (2**32)])
+            noise = g.normal(0, 0.005, num_samples)
+            c = 0.5 * move[i] + noise
+            out[i, 0] = (last[i] * (1 + c))[:, None]
+            out[i, 1] = (last[i] * (1 + np.maximum(c, 0) + rng_up[i]))[:, None]
+            out[i, 2] = (last[i] * (1 + np.minimum(c, 0) + rng_dn[i]))[:, None]
+        return Forecast(out, self.fields, {"model": self.name})

@@ -1,0 +1,165 @@
+"""The engine on six hand-made bars: every strategy's positions and net returns computed by hand."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from marketcast.backtest.config import BacktestConfig
+from marketcast.backtest.engine import decision_ends, run_backtest, run_many
+from marketcast.backtest.orders import LONG, Decision
+from marketcast.errors import ConfigError, DataError, MarketcastError
+
+from .helpers import TableForecaster, make_bars, random_bars
+
+OHLC = [
+    (100.0, 101.0, 99.0, 100.0),   # b0
+    (100.0, 102.0, 99.0, 101.0),   # b1  t=1
+    (101.0, 103.0, 100.0, 102.0),  # b2  t=2, settles t=1
+    (102.0, 102.5, 99.0, 100.0),   # b3  t=3
+    (99.0, 101.0, 98.0, 98.5),     # b4  t=4 (opens below the previous close)
+    (100.5, 101.0, 97.0, 98.0),    # b5  latest bar: decided, never settled
+]
+DAYS = pd.date_range("2024-01-01", periods=6, freq="D")
+TABLE = {  # (close, high, low) forecast returns made at each t
+    DAYS[1]: (0.01, 0.02, -0.005),
+    DAYS[2]: (-0.01, 0.005, -0.02),
+    DAYS[3]: (0.005, 0.01, 0.002),
+    DAYS[4]: (-0.002, -0.001, -0.01),
+    DAYS[5]: (0.01, 0.02, -0.01),
+}
+FEES = 0.002  # fee 0.001 per side, no spread
+CONFIG = BacktestConfig(windows=4, context=3, num_samples=101, fee=0.001)
+
+# gross returns settled on b2..b5
+SIMPLE = [102 / 101 - 1, -(100 / 102 - 1), 98.5 / 99 - 1, -(98 / 100.5 - 1)]
+EXPECTED_STOCK = {
+    "simple": (SIMPLE, [1, 1, 1, 1]),
+    "all_signals": ([0, 0, SIMPLE[2], SIMPLE[3]], [0, 0, 1, 1]),
+    "buy_hold": ([102 / 101 - 1, 100 / 102 - 1, 98.5 / 99 - 1, 98 / 100.5 - 1], [1, 1, 1, 1]),
+    # w3's long was wrong (b4 closed below its open) -> flat on w4
+    "unprofit_shutdown": ([*SIMPLE[:3], 0], [1, 1, 1, 0]),
+    # band = point +- 0.004: w4's (-0.006, 0.002) holds zero
+    "ci_guard": ([*SIMPLE[:3], 0], [1, 1, 1, 0]),
+    # w1 high 103 < target 103.02 -> close; w2 target 99.96 hit; w3 target 101 touched; w4 target 97.515
+    "entry_takeprofit": ([SIMPLE[0], -(99.96 / 102 - 1), 101 / 99 - 1, -(97.515 / 100.5 - 1)], [1, 1, 1, 1]),
+    # w1 buy 100.495 fills; w2 sell 102.51 > high 102.5 unfilled; w3 buy 100.2 gaps -> open 99; w4 sell
+    # 98.4015 gaps -> open 100.5
+    "highlow": ([102 / 100.495 - 1, 0, SIMPLE[2], SIMPLE[3]], [1, 0, 1, 1]),
+    # w1 as highlow (take profit 103.02 not reached); w2 short entry 102.51 unfilled; w3 long fills at the
+    # open 99, take profit 101 touched; w4 short fills at the open 100.5, buys back at 97.515
+    "maxdiff": ([102 / 100.495 - 1, 0, 101 / 99 - 1, -(97.515 / 100.5 - 1)], [1, 0, 1, 1]),
+}
+
+
+def _check(result, expected, fees):
+    for name, (gross, filled) in expected.items():
+        run = result.strategies[name]
+        net = [g - fees if f else 0.0 for g, f in zip(gross, filled)]
+        assert run.returns == pytest.approx(net, abs=1e-12), name
+        assert [s.filled for s in run.settlements] == [bool(f) for f in filled], name
+        assert run.metrics["return"] == pytest.approx(np.prod(1 + np.array(net)) - 1, abs=1e-12), name
+
+
+def test_every_strategy_by_hand_stock():
+    f = TableForecaster(TABLE, spread=0.02)
+    result = run_backtest(make_bars(OHLC), f, CONFIG)
+    assert f.calls == 1
+    assert list(result.decision_times) == list(DAYS[1:5].tz_localize("UTC"))
+    assert list(result.settle_times) == list(DAYS[2:6].tz_localize("UTC"))
+    _check(result, EXPECTED_STOCK, FEES)
+    nxt = result.next_decisions  # made at b5 (close 98) for a bar that does not exist yet
+    assert nxt["simple"] == Decision(LONG)
+    assert nxt["maxdiff"].entry_limit == pytest.approx(98 * 0.99)
+    assert nxt["maxdiff"].take_profit == pytest.approx(98 * 1.02)
+    assert result.market_return == pytest.approx(98 / 101 - 1)
+
+
+def test_crypto_is_long_only():
+    result = run_backtest(make_bars(OHLC, "ETHUSD", "crypto"), TableForecaster(TABLE, spread=0.02), CONFIG)
+    expected = {
+        "simple": ([SIMPLE[0], 0, SIMPLE[2], 0], [1, 0, 1, 0]),
+        "all_signals": ([0, 0, SIMPLE[2], 0], [0, 0, 1, 0]),
+        "ci_guard": ([SIMPLE[0], 0, SIMPLE[2], 0], [1, 0, 1, 0]),
+        "entry_takeprofit": ([SIMPLE[0], 0, 101 / 99 - 1, 0], [1, 0, 1, 0]),
+        "highlow": ([102 / 100.495 - 1, 0, SIMPLE[2], 0], [1, 0, 1, 0]),
+        "maxdiff": ([102 / 100.495 - 1, 0, 101 / 99 - 1, 0], [1, 0, 1, 0]),
+    }
+    _check(result, expected, FEES)
+    assert all(d.side >= 0 for run in result.strategies.values() for d in run.decisions)
+
+
+def test_default_crypto_fee_and_spread():
+    config = BacktestConfig(windows=4, context=3, num_samples=101, spread=0.002)
+    result = run_backtest(make_bars(OHLC, "BTCUSD", "crypto"), TableForecaster(TABLE, spread=0.02), config)
+    # 0.0015 fee + 0.001 half spread per side
+    assert result.strategies["simple"].returns[0] == pytest.approx(SIMPLE[0] - 2 * 0.0025)
+
+
+def test_trades_table_traces_every_number():
+    result = run_backtest(make_bars(OHLC), TableForecaster(TABLE, spread=0.02), CONFIG)
+    trades = result.trades()
+    assert len(trades) == 8 * 4
+    for name, run in result.strategies.items():
+        rows = trades[trades.strategy == name]
+        assert np.prod(1 + rows.net_return.to_numpy()) - 1 == pytest.approx(run.metrics["return"])
+    hl = trades[trades.strategy == "highlow"].iloc[0]
+    assert hl.entry_limit == pytest.approx(100.495) and hl.entry_price == pytest.approx(100.495)
+    assert hl.exit_price == 102.0 and hl.fc_low_ret == pytest.approx(-0.005)
+
+
+def test_one_forecaster_call_for_all_symbols_and_windows():
+    f = TableForecaster({}, spread=0.01)
+    a, b = random_bars(80, seed=1, symbol="A"), random_bars(90, seed=2, symbol="B")
+    results = run_many([a, b], f, BacktestConfig(windows=20, context=16, num_samples=32))
+    assert f.calls == 1
+    assert [r.symbol for r in results] == ["A", "B"] and all(r.windows == 20 for r in results)
+    assert results[1].settle_times[-1] == b.frame.index[-1]
+
+
+def test_window_placement_and_errors():
+    assert list(decision_ends(10, BacktestConfig(windows=3))) == [6, 7, 8, 9]
+    assert list(decision_ends(10, BacktestConfig(windows=3, include_latest=False))) == [6, 7, 8]
+    with pytest.raises(DataError):
+        decision_ends(5, BacktestConfig(windows=4))
+    with pytest.raises(ConfigError):
+        BacktestConfig(windows=0)
+    with pytest.raises(ConfigError):
+        BacktestConfig(fill_mode="cross")
+    with pytest.raises(ConfigError):
+        BacktestConfig(strategies=("simple", "moon"))
+    with pytest.raises(ConfigError):
+        BacktestConfig(point="best_guess")
+
+
+class _BadForecaster:
+    name, fields = "bad", ("close", "high", "low")
+
+    def forecast(self, batch, horizon, num_samples, seed=0):
+        from marketcast.forecast.base import Forecast
+        return Forecast(np.full((batch.batch_size, 3, num_samples, horizon), np.nan), self.fields)
+
+
+def test_a_forecaster_returning_nan_is_refused():
+    with pytest.raises(MarketcastError, match="non-finite"):
+        run_backtest(make_bars(OHLC), _BadForecaster(), CONFIG)
+
+
+def test_forecast_skill_is_scored_against_bar_t_plus_1():
+    result = run_backtest(make_bars(OHLC), TableForecaster(TABLE, spread=0.02), CONFIG)
+    closes = [101, 102, 100, 98.5]  # close_t of the four scored windows
+    actual = {
+        "close": [102 / 101 - 1, 100 / 102 - 1, 98.5 / 100 - 1, 98 / 98.5 - 1],
+        "high": [103 / 101 - 1, 102.5 / 102 - 1, 101 / 100 - 1, 101 / 98.5 - 1],
+        "low": [100 / 101 - 1, 99 / 102 - 1, 98 / 100 - 1, 97 / 98.5 - 1],
+    }
+    assert [v.close for v in result.views] == closes
+    from marketcast.backtest.skill import crps_bruteforce
+
+    for i, name in enumerate(("close", "high", "low")):
+        pred = np.array([TABLE[d][i] for d in DAYS[1:5]])
+        mae = np.mean(np.abs(pred - actual[name]))
+        assert result.skill[f"{name}_val_loss"] == pytest.approx(mae, abs=1e-12)
+        assert result.skill[f"mase_{name}"] == pytest.approx(mae / np.mean(np.abs(actual[name])), rel=1e-9)
+        z = np.linspace(-1, 1, 101) * 0.02
+        crps = np.mean([crps_bruteforce(p + z, a) for p, a in zip(pred, actual[name])])
+        assert result.skill[f"crps_{name}"] == pytest.approx(crps, abs=1e-12)

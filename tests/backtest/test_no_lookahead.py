@@ -1,0 +1,89 @@
+"""Perturb the future: replacing every bar after t with garbage never changes what was decided at t."""
+
+import zlib
+
+import numpy as np
+import pytest
+
+from marketcast.backtest.config import BacktestConfig
+from marketcast.backtest.engine import run_backtest, run_many
+from marketcast.data.bars import Bars
+from marketcast.forecast.baseline import BaselineForecaster
+
+from .helpers import MomentumForecaster, TableForecaster, random_bars
+
+CONFIG = BacktestConfig(windows=60, context=64, num_samples=64, maxdiff_min_history=5)
+
+
+def garbage_after(bars: Bars, t: int, seed: int) -> Bars:
+    """Same bars up to row t; after it a different, still valid, random walk at another price level."""
+    rng = np.random.default_rng(seed)
+    frame = bars.frame.copy()
+    n = len(frame) - t - 1
+    close = frame["close"].iloc[t] * rng.uniform(0.3, 3.0) * np.exp(np.cumsum(rng.normal(0, 0.05, n)))
+    open_ = close * np.exp(rng.normal(0, 0.03, n))
+    frame.iloc[t + 1:, frame.columns.get_loc("open")] = open_
+    frame.iloc[t + 1:, frame.columns.get_loc("close")] = close
+    frame.iloc[t + 1:, frame.columns.get_loc("high")] = np.maximum(open_, close) * np.exp(rng.uniform(0, 0.05, n))
+    frame.iloc[t + 1:, frame.columns.get_loc("low")] = np.minimum(open_, close) * np.exp(-rng.uniform(0, 0.05, n))
+    return Bars(bars.symbol, frame, bars.asset_class, "garbage")
+
+
+def _same_up_to(a, b, t_stamp):
+    checked = 0
+    for k, ts in enumerate(a.decision_times):
+        if ts > t_stamp:
+            break
+        assert a.views[k] == b.views[k], f"forecast at {ts} changed"
+        for name in a.strategies:
+            ra, rb = a.strategies[name], b.strategies[name]
+            assert ra.decisions[k] == rb.decisions[k], f"{name} at {ts} changed"
+            assert ra.offsets[k] == rb.offsets[k], f"{name} offsets at {ts} changed"
+            if ts < t_stamp:  # settled on a bar <= t: the outcome is fixed as well
+                assert ra.settlements[k] == rb.settlements[k]
+        checked += 1
+    return checked
+
+
+FORECASTERS = {
+    "baseline": BaselineForecaster,
+    "momentum": MomentumForecaster,
+    "table": lambda: TableForecaster({}, spread=0.01, default=(0.001, 0.004, -0.006)),
+}
+
+
+@pytest.mark.parametrize("forecaster", sorted(FORECASTERS))
+@pytest.mark.parametrize("asset_class", ["stock", "crypto"])
+def test_decisions_at_t_ignore_every_later_bar(forecaster, asset_class):
+    bars = random_bars(200, seed=11, asset_class=asset_class)
+    n = len(bars)
+    rng = np.random.default_rng(zlib.crc32(f"{forecaster}-{asset_class}".encode()))
+    base = run_backtest(bars, FORECASTERS[forecaster](), CONFIG)
+    for t in rng.integers(n - 61, n - 1, size=4):  # decision bars inside the 60 windows
+        other = run_backtest(garbage_after(bars, int(t), seed=int(t)), FORECASTERS[forecaster](), CONFIG)
+        t_stamp = bars.frame.index[t]
+        assert _same_up_to(base, other, t_stamp) == t - (n - 61) + 1
+        # and the garbage did change something later, so the test can tell
+        k = list(base.decision_times).index(t_stamp)
+        if k + 1 < base.windows:
+            assert base.views[k + 1] != other.views[k + 1]
+
+
+def test_only_the_latest_decision_sees_the_last_bar():
+    """Changing the last bar changes the live loop's next decision view, and no scored window."""
+    bars = random_bars(200, seed=5)
+    base = run_backtest(bars, BaselineForecaster(), CONFIG)
+    moved = garbage_after(bars, len(bars) - 2, seed=1)
+    other = run_backtest(moved, BaselineForecaster(), CONFIG)
+    assert base.latest_view != other.latest_view
+    assert _same_up_to(base, other, bars.frame.index[-2]) == CONFIG.windows
+
+
+def test_batched_and_one_window_at_a_time_agree_for_a_per_window_forecaster():
+    bars = [random_bars(150, seed=s, symbol=f"S{s}") for s in (1, 2)]
+    a = run_many(bars, MomentumForecaster(), CONFIG)
+    b = run_many(bars, MomentumForecaster(), CONFIG, batched=False)
+    for ra, rb in zip(a, b):
+        assert ra.views == rb.views and ra.latest_view == rb.latest_view
+        for name in ra.strategies:
+            assert np.array_equal(ra.strategies[name].returns, rb.strategies[name].returns)

@@ -1,0 +1,23 @@
+"""Small real inputs for the trade tests (no stand-ins for the code under test)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from marketcast.backtest.orders import Decision
+from marketcast.data.bars import Bars
+from marketcast.trade.planner import Signal
+
+
+def bars_from_rows(symbol: str, rows: list[tuple[float, float, float, float]], start: str = "2024-01-01",
+                   asset_class: str = "stock") -> Bars:
+    index = pd.date_range(start, periods=len(rows), freq="D", tz="UTC", name="timestamp")
+    frame = pd.DataFrame(rows, columns=["open", "high", "low", "close"], index=index).astype("float64")
+    frame["volume"] = 1e6
+    return Bars(symbol, frame, asset_class, "test")
+
+
+def signal(symbol: str, side: int = 1, entry: float = 100.0, tp: float = 102.0, edge: float = 0.01,
+           sharpe: float = 1.0, drawdown: float = 0.05, close: float = 100.0) -> Signal:
+    return Signal(symbol, "2024-01-02T00:00:00+00:00", "maxdiff", Decision(side, entry, tp), close,
+                  {"edge": edge, "sharpe": sharpe, "max_drawdown": drawdown})

@@ -1,0 +1,121 @@
+"""Replay over embedded history: decisions and fills equal the backtest's for the same strategies and days;
+the CLI replays a year and writes the PNG and records."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from marketcast.backtest import run_backtest
+from marketcast.backtest.fills import settle
+from marketcast.backtest.orders import Bar, Costs, Decision
+from marketcast.data import load_symbol
+from marketcast.forecast import load_forecaster
+from marketcast.trade.cycle import LoopConfig
+from marketcast.trade.paper import PaperBroker
+from marketcast.trade.gates import GateConfig
+from marketcast.trade.planner import PLANNER_CONFIG, BacktestPlanner
+from marketcast.trade.replay import replay
+from marketcast.trade.state import Journal
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+SYMS = ("SP500", "NASDAQ")
+
+
+# Stateless strategies: a decision at t depends only on the forecast at t, so the live planner (which
+# backtests the 70 windows before t) and one long backtest over the whole period must agree exactly.
+# maxdiff's offsets are learned from the windows a run has seen, so they differ by design.
+STRATS = ("simple", "entry_takeprofit", "highlow")
+OPEN_GATES = GateConfig(min_edge=-1.0, min_sharpe=-1e9, max_drawdown=1.01)
+
+
+def test_replay_reproduces_the_backtest_decisions_and_fills(tmp_path):
+    bars = {s: load_symbol(s) for s in SYMS}
+    forecaster = load_forecaster("baseline")
+    result = replay(bars, BacktestPlanner(forecaster, strategies=STRATS), tmp_path, "2016-01-01", "2016-06-30",
+                    LoopConfig(SYMS, gates=OPEN_GATES))
+    journal = Journal(tmp_path / "journal.db")
+    broker = PaperBroker(tmp_path / "broker.db", bars)
+    intents = [i for i in journal.intents() if i.status == "submitted"]
+    assert len(intents) >= 150 and {i.strategy for i in intents} == set(STRATS)
+    fills = {}
+    for f in broker.fills():
+        fills.setdefault(f.client_order_id, []).append(f)
+
+    backtest = {}
+    for sym in SYMS:
+        frame = bars[sym].frame
+        days = [frame.index.get_loc(pd.Timestamp(i.decision_ts)) for i in intents if i.symbol == sym]
+        config = replace(PLANNER_CONFIG, strategies=STRATS, windows=max(days) - min(days) + 1, include_latest=False)
+        trades = run_backtest(bars[sym].head(max(days) + 2), forecaster, config).trades()
+        backtest[sym] = trades.set_index(["strategy", "decision_time"])
+
+    pnl_total, filled = 0.0, 0
+    for i in intents:
+        d = json.loads(i.decision)
+        decision = Decision(d["side"], d["entry_limit"], d["take_profit"])
+        row = backtest[i.symbol].loc[(i.strategy, i.decision_ts)]
+        same = lambda a, b: (a is None and pd.isna(b)) or a == b  # noqa: E731
+        assert decision.side == row.side and same(decision.entry_limit, row.entry_limit)
+        assert same(decision.take_profit, row.take_profit)
+        frame = bars[i.symbol].frame
+        pos = frame.index.get_loc(pd.Timestamp(i.decision_ts))
+        nxt = frame.iloc[pos + 1]
+        s = settle(decision, Bar(nxt.open, nxt.high, nxt.low, nxt.close), Costs.for_asset("stock"))
+        got = fills.get(i.client_order_id, [])
+        assert s.filled == bool(row.filled)
+        if not s.filled:
+            assert got == [] and broker.order_by_client_id(i.client_order_id).status == "expired"
+            continue
+        filled += 1
+        entry, exit_ = got
+        assert entry.timestamp == exit_.timestamp == frame.index[pos + 1].isoformat()
+        assert (entry.price, exit_.price, exit_.kind) == (s.entry_price, s.exit_price, s.exit_reason)
+        assert (entry.price, exit_.price, exit_.kind) == (row.entry_price, row.exit_price, row.exit_reason)
+        pnl = decision.side * i.qty * (exit_.price - entry.price) - entry.fee - exit_.fee
+        assert pnl == pytest.approx(i.qty * s.entry_price * s.net_return, abs=1e-9)
+        assert s.net_return == pytest.approx(row.net_return, abs=1e-15)
+        pnl_total += pnl
+    assert 50 <= filled < len(intents)  # most orders fill, highlow's limits sometimes do not
+    assert broker.account().cash == pytest.approx(100_000 + pnl_total, abs=1e-6)
+    assert result.equity.iloc[-1] == pytest.approx(broker.account().cash)
+
+
+def test_cli_replay_a_year_then_status(tmp_path):
+    env = dict(os.environ, PYTHONPATH=SRC)
+    state = tmp_path / "state"
+    out = subprocess.run([sys.executable, "-m", "marketcast.trade", "replay", "--from", "2017-01-01", "--to",
+                          "2017-12-31", "--state-dir", str(state)], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "250 cycles run" in out.stdout
+    png = state / "equity.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    records = [json.loads(x) for x in (state / "records.jsonl").read_text().splitlines()]
+    assert len(records) == 250
+    assert {"forecast_latency_s", "compile_mode", "recompiles_since_start", "fallbacks_to_eager", "peak_memory_mb",
+            "quotes", "orders_submitted", "orders_filled", "orders_cancelled", "equity"} <= set(records[0])
+    assert records[0]["quotes"] == {"real": 0, "synthetic": 2, "none": 0}
+    status = subprocess.run([sys.executable, "-m", "marketcast.trade", "status", "--state-dir", str(state)],
+                            capture_output=True, text=True, env=env, timeout=60)
+    assert status.returncode == 0, status.stderr
+    assert "cycles" in status.stdout and "250" in status.stdout
+    submitted = sum(r["orders_submitted"] for r in records)
+    shown = re.search(r"orders_submitted\s*│\s*(\d+)", status.stdout)
+    assert shown and int(shown.group(1)) == submitted > 0
+
+
+def test_replay_rejects_inverted_dates(tmp_path):
+    env = dict(os.environ, PYTHONPATH=SRC)
+    out = subprocess.run([sys.executable, "-m", "marketcast.trade", "replay", "--from", "2017-05-01", "--to",
+                          "2017-01-01", "--state-dir", str(tmp_path)], capture_output=True, text=True, env=env,
+                         timeout=60)
+    assert out.returncode == 2 and "must be after" in out.stderr

@@ -1,0 +1,99 @@
+"""Gates, sizing, MaxDiff decisions, walk-forward stats and order ids, against hand-computed numbers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from marketcast.backtest.orders import FLAT, LONG, SHORT, Costs, Decision
+from marketcast.trade.gates import GateConfig, check_entry, dollar_volume
+from marketcast.trade.ids import client_order_id
+from marketcast.backtest.views import WindowView
+from marketcast.trade.planner import expected_edge
+from marketcast.trade.portfolio import PortfolioConfig, allocate, round_qty
+from marketcast.trade.types import Quote
+
+from .helpers import signal
+
+QUOTE = Quote("A", 100.0, 100.0, source="synthetic")
+
+
+def test_every_gate_passes_for_a_good_signal():
+    result = check_entry(signal("A", edge=0.002, sharpe=0.5, drawdown=0.1), QUOTE, 2e6, GateConfig())
+    assert result.passed and result.reasons == ()
+
+
+@pytest.mark.parametrize(
+    "kwargs, dollar_vol, quote, reason",
+    [
+        ({"edge": 0.0009}, 2e6, QUOTE, "edge 0.0900% < 0.1000%"),
+        ({"sharpe": 0.0}, 2e6, QUOTE, "sharpe 0.00 <= 0.00"),
+        ({"drawdown": 0.25}, 2e6, QUOTE, "drawdown 25.0% >= 25.0%"),
+        ({}, 999_999.0, QUOTE, "dollar volume 999,999 < 1,000,000"),
+        ({}, 2e6, None, "no quote"),
+        ({"side": 0}, 2e6, QUOTE, "flat decision"),
+    ],
+)
+def test_each_gate_blocks_with_its_reason(kwargs, dollar_vol, quote, reason):
+    result = check_entry(signal("A", **kwargs), quote, dollar_vol, GateConfig())
+    assert not result.passed
+    assert result.reasons == (reason,)
+
+
+def test_dollar_volume_is_mean_of_last_20_close_times_volume():
+    close = np.arange(1.0, 31.0)  # 30 bars; the last 20 closes are 11..30
+    volume = np.full(30, 1000.0)
+    assert dollar_volume(close, volume) == pytest.approx(1000.0 * np.mean(np.arange(11.0, 31.0)))  # 20_500
+
+
+def test_sizing_respects_max_positions_per_symbol_cap_and_exposure():
+    cfg = PortfolioConfig(max_positions=2, max_exposure=1.2, per_symbol_cap=0.5)
+    sigs = [signal("C", edge=0.005, entry=10.0), signal("A", edge=0.02, entry=100.0), signal("B", edge=0.01, entry=30.0)]
+    out = allocate(sigs, 100_000.0, cfg)
+    # best edge first, 2 slots: A gets min(50_000, 120_000 / 2) -> 500 shares at 100
+    # B gets min(50_000, (120_000 - 50_000) / 1) = 50_000 -> floor(50_000 / 30) = 1666 shares
+    assert [(a.signal.symbol, a.qty) for a in out] == [("A", 500.0), ("B", 1666.0)]
+    assert out[1].notional == pytest.approx(49_980.0)
+
+
+def test_sizing_counts_what_is_already_held():
+    cfg = PortfolioConfig(max_positions=2, max_exposure=1.2, per_symbol_cap=0.5)
+    # one slot left and 120_000 - 100_000 = 20_000 of exposure: A gets 200 shares; held X is skipped
+    out = allocate([signal("A", edge=0.02), signal("X", edge=0.5)], 100_000.0, cfg, held_exposure=100_000.0,
+                   held_symbols=frozenset({"X"}))
+    assert [(a.signal.symbol, a.qty) for a in out] == [("A", 200.0)]
+    assert allocate([signal("A")], 100_000.0, cfg, held_exposure=120_000.0) == []
+    assert allocate([signal("A")], 0.0, cfg) == []
+
+
+def test_quantities_round_down_to_tradable_units():
+    assert round_qty(16.999, crypto=False) == 16.0
+    assert round_qty(1.6666669, crypto=True) == 1.666666
+    out = allocate([signal("BTCUSD", entry=30_000.7)], 100_000.0, PortfolioConfig(), crypto=frozenset({"BTCUSD"}))
+    assert out[0].qty == math.floor(50_000 / 30_000.7 * 1e6) / 1e6 == 1.666627  # 50_000 / 30_000.7 = 1.6666277...
+
+
+def test_expected_edge_by_hand():
+    costs = Costs(fee=0.0005)
+    view = WindowView("2024-01-02", close=100.0, close_ret=0.01, high_ret=0.03, low_ret=-0.02,
+                      band_low=-0.001, band_high=0.002)
+    # limit entry at 98, take profit at 103
+    assert expected_edge(Decision(LONG, 98.0, 103.0), view, costs) == pytest.approx(103 / 98 - 1 - 0.001)
+    assert expected_edge(Decision(SHORT, 102.0, 97.0), view, costs) == pytest.approx(1 - 97 / 102 - 0.001)
+    # market entry near close_t (100), exit at the forecast close 101
+    assert expected_edge(Decision(LONG), view, costs) == pytest.approx(0.01 - 0.001)
+    assert expected_edge(Decision(SHORT), view, costs) == pytest.approx(-0.01 - 0.001)
+    # limit entry at 99, exit at the forecast close
+    assert expected_edge(Decision(LONG, 99.0), view, costs) == pytest.approx(101 / 99 - 1 - 0.001)
+    assert expected_edge(Decision(FLAT), view, costs) == 0.0
+
+
+def test_client_order_id_is_deterministic_short_and_side_specific():
+    a = client_order_id("maxdiff", "SP500", "2017-03-01T00:00:00+00:00", "buy")
+    assert a == client_order_id("maxdiff", "sp500", "2017-03-01T00:00:00+00:00", "buy")
+    assert a.startswith("mc-") and len(a) == 27 <= 48
+    assert a != client_order_id("maxdiff", "SP500", "2017-03-01T00:00:00+00:00", "sell")
+    assert a != client_order_id("maxdiff", "SP500", "2017-03-02T00:00:00+00:00", "buy")
+    assert a != client_order_id("maxdiff_long", "SP500", "2017-03-01T00:00:00+00:00", "buy")
