@@ -33,6 +33,7 @@ def backtest(
     model: Annotated[str, typer.Option(help="Forecaster: baseline, toto or kronos.")] = "baseline",
     weights: Annotated[Optional[str], typer.Option(help="Model weights: auto, a local folder, or random.")] = None,
     device: Annotated[str, typer.Option(help="Torch device for toto/kronos.")] = "cpu",
+    dtype: Annotated[str, typer.Option(help="Model precision for toto/kronos: float32 or bfloat16.")] = "float32",
     context: Annotated[int, typer.Option(help="Context bars per forecast window (fewer available = all).")] = 512,
     samples: Annotated[int, typer.Option(help="Forecast sample paths per window.")] = 256,
     seed: Annotated[int, typer.Option(help="Random seed of the forecaster.")] = 0,
@@ -63,7 +64,7 @@ def backtest(
     if len(set(names)) != len(names):
         raise ConfigError(f"symbols repeat: {', '.join(names)}")
     bars = [load_symbol(s, data_dir=data_dir, asset_class=asset_class, min_rows=windows + 2) for s in names]
-    forecaster = load_forecaster(model, weights=weights, device=device, seed=seed)
+    forecaster = load_forecaster(model, weights=weights, device=device, dtype=dtype, seed=seed)
     results = run_many(bars, forecaster, config)
     written = write_outputs(results, output_dir)
     elapsed = time.perf_counter() - started

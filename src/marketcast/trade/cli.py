@@ -48,13 +48,18 @@ def _setup_logging(state_dir: Path, verbose: bool) -> None:
         logger.addHandler(h)
 
 
-def _planner(model: str, seed: int):
+def _planner(model: str, seed: int, weights: str | None = None, device: str = "cpu"):
     from dataclasses import replace
 
     from marketcast.forecast import load_forecaster
     from marketcast.trade.planner import PLANNER_CONFIG, BacktestPlanner
 
-    return BacktestPlanner(load_forecaster(model, seed=seed), replace(PLANNER_CONFIG, seed=seed))
+    forecaster = load_forecaster(model, weights=weights, device=device, seed=seed)
+    return BacktestPlanner(forecaster, replace(PLANNER_CONFIG, seed=seed))
+
+
+WEIGHTS_OPT = typer.Option(None, "--weights", help="toto/kronos weights: auto, a local folder, or random")
+DEVICE_OPT = typer.Option("cpu", "--device", help="torch device for toto/kronos")
 
 
 def _config(symbols, fee, add_latest, mode, bars=None):
@@ -88,6 +93,8 @@ def run(
     symbols: str = typer.Option(DEFAULT_SYMBOLS, "--symbols"),
     state_dir: Path = typer.Option(Path("out/trade"), "--state-dir", help=STATE_HELP),
     model: str = typer.Option("baseline", "--model"),
+    weights: str | None = WEIGHTS_OPT,
+    device: str = DEVICE_OPT,
     data_dir: Path | None = typer.Option(None, "--data-dir", help="<SYMBOL>.csv files (paper broker)"),
     add_latest: bool = typer.Option(os.environ.get("ADD_LATEST", "") not in ("", "0", "false"), "--add-latest",
                                     help="real bid/ask from the broker (env ADD_LATEST)"),
@@ -107,7 +114,7 @@ def run(
         broker_name = "alpaca"
     syms = _symbols(symbols)
     _setup_logging(state_dir, verbose)
-    planner = _planner(model, seed)
+    planner = _planner(model, seed, weights, device)
     if broker_name == "paper":
         from marketcast.data import load_symbol
         from marketcast.trade.feed import history_feed
@@ -181,6 +188,8 @@ def replay_cmd(
     symbols: str = typer.Option(DEFAULT_SYMBOLS, "--symbols"),
     state_dir: Path | None = typer.Option(None, "--state-dir", help=STATE_HELP + " (default out/replay-FROM-TO)"),
     model: str = typer.Option("baseline", "--model"),
+    weights: str | None = WEIGHTS_OPT,
+    device: str = DEVICE_OPT,
     data_dir: Path | None = typer.Option(None, "--data-dir"),
     fee: float | None = typer.Option(None, "--fee"),
     cash: float = typer.Option(100_000.0, "--cash"),
@@ -198,7 +207,7 @@ def replay_cmd(
     _setup_logging(state_dir, verbose)
     bars = {s: load_symbol(s, data_dir) for s in syms}
     started = time.perf_counter()
-    result = replay(bars, _planner(model, seed), state_dir, start, end, _config(syms, fee, False, "replay"),
+    result = replay(bars, _planner(model, seed, weights, device), state_dir, start, end, _config(syms, fee, False, "replay"),
                     starting_cash=cash, png=png or state_dir / "equity.png")
     s = summarise(read_records(state_dir))
     eq = result.equity
