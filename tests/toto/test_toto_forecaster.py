@@ -1,0 +1,112 @@
+"""TotoForecaster end to end on embedded SP500 windows: shapes, prices, seeds, bf16, registry, OOM policy."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from marketcast.errors import ConfigError
+from marketcast.forecast.base import Forecast
+from marketcast.forecast.registry import load_forecaster
+from marketcast.forecast.toto import TotoForecaster, create
+from marketcast.forecast.toto.config import TotoConfig
+from tests.toto.conftest import windows
+
+META_KEYS = {"model", "num_samples_used", "samples_per_batch_used", "compile_mode", "compiled", "fallback_reason"}
+
+
+@pytest.fixture(scope="module")
+def eager(tiny_model) -> TotoForecaster:
+    return TotoForecaster(tiny_model, compile="eager", samples_per_batch=64)
+
+
+@pytest.mark.parametrize("horizon", [1, 20, 64, 100, 130])
+def test_shapes_and_prices(eager, sp500, horizon):
+    batch = windows(sp500, 3, 150, horizon)
+    out = eager.forecast(batch, horizon, 40, seed=5)
+    assert isinstance(out, Forecast) and out.fields == ("close", "high", "low")
+    assert out.samples.shape == (3, 3, 40, horizon)
+    assert np.isfinite(out.samples).all()
+    # random weights give heavy Student-T tails, so only the bulk of the paths is required to be a price
+    assert (np.quantile(out.samples, 0.05, axis=2) > 0).all()
+    assert META_KEYS <= set(out.meta) and out.meta["num_samples_used"] == 40
+    assert out.meta["compiled"] is False and out.meta["compile_mode"] is None
+    assert out.meta["decode_steps"] == (horizon - 1) // 64
+    # random weights, but the scaler keeps samples at the price level of the context
+    median = np.median(out.samples[:, 0], axis=1)[:, 0]
+    assert np.all(np.abs(np.log(median / batch.last_close())) < 1.0)
+
+
+def test_seeded_reproducible_and_batch_independent(eager, sp500):
+    batch = windows(sp500, 3, 150, 100)
+    a = eager.forecast(batch, 100, 48, seed=7).samples
+    assert np.array_equal(a, eager.forecast(batch, 100, 48, seed=7).samples)
+    assert not np.array_equal(a, eager.forecast(batch, 100, 48, seed=8).samples)
+    # the first window alone (a different bucket and sample chunking) draws the same paths
+    alone = TotoForecaster(eager.model, compile="eager", samples_per_batch=16).forecast(
+        windows(sp500, 1, 150, 100), 100, 48, seed=7).samples
+    np.testing.assert_allclose(alone[0], a[0], rtol=1e-4)
+
+
+def test_left_padded_window(eager, sp500):
+    """A window starting before the first bar is masked like toto-ts's padding (finite, positive)."""
+    from marketcast.forecast.base import make_batch
+
+    batch = make_batch(sp500, [30, 31], 200, 70)
+    assert not batch.mask[:, 0].any()
+    out = eager.forecast(batch, 70, 16)
+    assert np.isfinite(out.samples).all() and (np.median(out.samples, axis=2) > 0).all()
+
+
+def test_bf16_close_to_fp32(tiny_model, sp500):
+    batch = windows(sp500, 2, 256, 80)
+    fp32 = TotoForecaster(tiny_model, compile="eager").forecast(batch, 80, 256, seed=1)
+    bf16 = TotoForecaster(copy.deepcopy(tiny_model), dtype="bfloat16", compile="eager").forecast(batch, 80, 256, seed=1)
+    assert bf16.meta["dtype"] == "bfloat16" and np.isfinite(bf16.samples).all()
+    m32, m16 = np.median(fp32.samples, axis=2), np.median(bf16.samples, axis=2)
+    assert np.median(np.abs(m16 / m32 - 1)) < 0.01
+
+
+def test_registry_random_weights_warn(monkeypatch):
+    monkeypatch.setattr(TotoConfig, "base", classmethod(lambda cls: TotoConfig.tiny()))
+    with pytest.warns(UserWarning, match="meaningless"):
+        fc = load_forecaster("toto", weights="random", compile="eager", seed=2)
+    assert isinstance(fc, TotoForecaster) and fc.steps.mode is None
+
+
+def test_compile_setting_comes_from_settings(monkeypatch, tiny_model):
+    monkeypatch.setenv("TOTO_DISABLE_COMPILE", "1")
+    monkeypatch.setattr(TotoConfig, "base", classmethod(lambda cls: TotoConfig.tiny()))
+    with pytest.warns(UserWarning):
+        assert create(weights="random", compile=None).steps.mode is None
+    monkeypatch.setenv("TOTO_DISABLE_COMPILE", "0")
+    monkeypatch.setenv("TOTO_COMPILE", "1")
+    monkeypatch.setenv("TOTO_COMPILE_MODE", "max-autotune-no-cudagraphs")
+    with pytest.warns(UserWarning):
+        assert create(weights="random", compile=None).steps.mode == "max-autotune-no-cudagraphs"
+
+
+def test_bad_dtype_and_device(tiny_model):
+    with pytest.raises(ConfigError, match="dtype"):
+        TotoForecaster(tiny_model, dtype="float16")
+    with pytest.raises(ConfigError, match="device"):
+        TotoForecaster(tiny_model, device="tpu:7")
+
+
+def test_oom_halves_samples_per_batch_then_samples(tiny_model, sp500, monkeypatch):
+    """The retry policy, driven by a real OutOfMemoryError raised for decode batches above 32 rows."""
+    fc = TotoForecaster(tiny_model, compile="eager", samples_per_batch=256)
+    real = fc._sample
+
+    def limited(x, mask, horizon, samples, per_batch, seed):
+        if min(per_batch, samples) > 32:
+            raise torch.OutOfMemoryError("simulated device memory limit")
+        return real(x, mask, horizon, samples, per_batch, seed)
+
+    monkeypatch.setattr(fc, "_sample", limited)
+    out = fc.forecast(windows(sp500, 1, 100, 70), 70, 200)
+    assert out.meta["samples_per_batch_used"] == 32 and out.meta["num_samples_used"] == 200
+    assert out.samples.shape == (1, 3, 200, 70)
