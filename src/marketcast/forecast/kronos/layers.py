@@ -1,0 +1,220 @@
+"""Kronos building blocks, inference-only, with upstream's module and parameter names.
+
+Every attention takes its rotary angles from the caller (one table per model, computed once for the
+whole window) and returns its rotated keys/values, so the same code serves the full-window pass and the
+one-token step against a static KV cache.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return h.type_as(x) * self.weight
+
+
+class FeedForward(nn.Module):
+    """SwiGLU: ``w2(silu(w1 x) * w3 x)``."""
+
+    def __init__(self, d_model: int, ff_dim: int) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(d_model, ff_dim, bias=False)
+        self.w3 = nn.Linear(d_model, ff_dim, bias=False)
+        self.w2 = nn.Linear(ff_dim, d_model, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class Rotary(nn.Module):
+    """Holds ``inv_freq`` (a checkpoint key); the angle table is built by :func:`rotary_table`."""
+
+    def __init__(self, head_dim: int) -> None:
+        super().__init__()
+        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, head_dim, 2).float() / head_dim)))
+
+
+def rotary_table(inv_freq: torch.Tensor, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos/sin ``[length, head_dim]`` for absolute positions ``0..length-1``."""
+    t = torch.arange(length, device=inv_freq.device).type_as(inv_freq)
+    angles = t[:, None] * inv_freq[None, :]
+    angles = torch.cat((angles, angles), dim=-1)
+    return angles.cos(), angles.sin()
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+class _Projections(nn.Module):
+    def __init__(self, d_model: int, n_heads: int) -> None:
+        super().__init__()
+        self.n_heads, self.head_dim = n_heads, d_model // n_heads
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+        self.rotary = Rotary(self.head_dim)
+
+    def heads(self, proj: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        return proj(x).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)
+
+    def merge(self, o: torch.Tensor) -> torch.Tensor:
+        b, _, t, _ = o.shape
+        return self.out_proj(o.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim))
+
+
+class SelfAttention(_Projections):
+    """Causal self-attention with RoPE; ``mask`` (bool, True = may attend) replaces plain causality."""
+
+    def forward(self, x, cos, sin, mask=None):
+        q = rotate(self.heads(self.q_proj, x), cos, sin)
+        k = rotate(self.heads(self.k_proj, x), cos, sin)
+        v = self.heads(self.v_proj, x)
+        if mask is None:
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.merge(o), k, v
+
+    def step(self, x, cos, sin, k_cache, v_cache, pos, mask):
+        """One new token at position ``pos`` (a 1-element tensor): write its k/v in place, attend the cache."""
+        q = rotate(self.heads(self.q_proj, x), cos, sin)
+        k_cache.index_copy_(2, pos, rotate(self.heads(self.k_proj, x), cos, sin))
+        v_cache.index_copy_(2, pos, self.heads(self.v_proj, x))
+        return self.merge(F.scaled_dot_product_attention(q, k_cache, v_cache, attn_mask=mask))
+
+
+class TransformerBlock(nn.Module):
+    def __init__(self, d_model: int, n_heads: int, ff_dim: int) -> None:
+        super().__init__()
+        self.norm1 = RMSNorm(d_model)
+        self.self_attn = SelfAttention(d_model, n_heads)
+        self.norm2 = RMSNorm(d_model)
+        self.ffn = FeedForward(d_model, ff_dim)
+
+    def forward(self, x, cos, sin, mask=None):
+        attn, k, v = self.self_attn(self.norm1(x), cos, sin, mask)
+        x = x + attn
+        return x + self.ffn(self.norm2(x)), k, v
+
+    def step(self, x, cos, sin, k_cache, v_cache, pos, mask):
+        x = x + self.self_attn.step(self.norm1(x), cos, sin, k_cache, v_cache, pos, mask)
+        return x + self.ffn(self.norm2(x))
+
+
+class DependencyAwareLayer(nn.Module):
+    """s2 conditioning: the sampled s1 embedding queries the transformer output (4 heads, as upstream).
+
+    Upstream builds the rotary angles from the query length, which is 1 at inference, so queries and keys
+    are rotated by position 0 (the identity); no rotation is applied here and keys/values can be cached.
+    """
+
+    def __init__(self, d_model: int, n_heads: int = 4) -> None:
+        super().__init__()
+        self.cross_attn = _Projections(d_model, n_heads)
+        self.norm = RMSNorm(d_model)
+
+    def keys_values(self, context: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a = self.cross_attn
+        return a.heads(a.k_proj, context), a.heads(a.v_proj, context)
+
+    def forward(self, hidden, sibling, k, v, mask=None):
+        a = self.cross_attn
+        o = F.scaled_dot_product_attention(a.heads(a.q_proj, sibling), k, v, attn_mask=mask)
+        return self.norm(hidden + a.merge(o))
+
+
+class HierarchicalEmbedding(nn.Module):
+    def __init__(self, s1_bits: int, s2_bits: int, d_model: int) -> None:
+        super().__init__()
+        self.d_model = d_model
+        self.emb_s1 = nn.Embedding(2**s1_bits, d_model)
+        self.emb_s2 = nn.Embedding(2**s2_bits, d_model)
+        self.fusion_proj = nn.Linear(2 * d_model, d_model)
+
+    def forward(self, s1: torch.Tensor, s2: torch.Tensor) -> torch.Tensor:
+        scale = math.sqrt(self.d_model)
+        return self.fusion_proj(torch.cat([self.emb_s1(s1) * scale, self.emb_s2(s2) * scale], dim=-1))
+
+
+class FixedEmbedding(nn.Module):
+    """Frozen sinusoidal table (upstream's ``learn_te=False``; stored in checkpoints as ``emb.weight``)."""
+
+    def __init__(self, size: int, d_model: int) -> None:
+        super().__init__()
+        pos = torch.arange(size).float()[:, None]
+        div = (torch.arange(0, d_model, 2).float() * -(math.log(10000.0) / d_model)).exp()
+        w = torch.zeros(size, d_model)
+        w[:, 0::2], w[:, 1::2] = torch.sin(pos * div), torch.cos(pos * div)
+        self.emb = nn.Embedding(size, d_model)
+        self.emb.weight = nn.Parameter(w, requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.emb(x)
+
+
+# calendar features in the order the stamp tensor carries them, with their table sizes
+TIME_FEATURES = (("minute", 60), ("hour", 24), ("weekday", 7), ("day", 32), ("month", 13))
+
+
+class TemporalEmbedding(nn.Module):
+    def __init__(self, d_model: int, learn_te: bool) -> None:
+        super().__init__()
+        make = nn.Embedding if learn_te else FixedEmbedding
+        for name, size in TIME_FEATURES:
+            setattr(self, f"{name}_embed", make(size, d_model))
+
+    def forward(self, stamp: torch.Tensor) -> torch.Tensor:
+        """``stamp`` ``[..., 5]`` integer minute, hour, weekday, day, month."""
+        s = stamp.long()
+        minute, hour, weekday, day, month = (getattr(self, f"{n}_embed")(s[..., i]) for i, (n, _) in
+                                             enumerate(TIME_FEATURES))
+        return hour + weekday + day + month + minute  # upstream's summation order
+
+
+class DualHead(nn.Module):
+    def __init__(self, s1_bits: int, s2_bits: int, d_model: int) -> None:
+        super().__init__()
+        self.proj_s1 = nn.Linear(d_model, 2**s1_bits)
+        self.proj_s2 = nn.Linear(d_model, 2**s2_bits)
+
+
+def attention_mask(valid: torch.Tensor | None) -> torch.Tensor | None:
+    """Causal mask that also hides left padding: ``[B, 1, T, T]`` bool from ``valid`` ``[B, T]``.
+
+    None (plain ``is_causal``, upstream's kernel) when nothing is padded. A padded query may still see
+    itself, so no row is fully masked (SDPA would return NaN there).
+    """
+    if valid is None or bool(valid.all()):
+        return None
+    t = valid.shape[1]
+    causal = torch.ones(t, t, dtype=torch.bool, device=valid.device).tril()
+    eye = torch.eye(t, dtype=torch.bool, device=valid.device)
+    return ((causal & valid[:, None, :]) | eye)[:, None]
+
+
+def init_weights(module: nn.Module, d_model: int) -> None:
+    """Upstream Kronos init for random weights: xavier-normal linears, N(0, d^-1/2) embeddings."""
+    for m in module.modules():
+        if isinstance(m, nn.Linear):
+            nn.init.xavier_normal_(m.weight)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Embedding) and m.weight.requires_grad:
+            nn.init.normal_(m.weight, mean=0.0, std=d_model**-0.5)

@@ -1,0 +1,108 @@
+"""Kronos: a decoder-only transformer over hierarchical (s1, s2) tokens with a calendar embedding.
+
+Three entry points share one set of layers: :meth:`Kronos.decode_s1` / :meth:`Kronos.decode_s2` (upstream's
+full-window API, used for equivalence checks), :meth:`Kronos.prefill` (full window, fills a static cache)
+and :meth:`Kronos.step_s1` / :meth:`Kronos.step_s2` (one token, fixed shapes, what gets compiled).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from marketcast.forecast.kronos.config import KronosConfig
+from marketcast.forecast.kronos.kv_cache import StaticCache
+from marketcast.forecast.kronos.layers import (
+    DependencyAwareLayer,
+    DualHead,
+    HierarchicalEmbedding,
+    RMSNorm,
+    TemporalEmbedding,
+    TransformerBlock,
+    attention_mask,
+    rotary_table,
+)
+
+
+class Kronos(nn.Module):
+    def __init__(self, cfg: KronosConfig) -> None:
+        super().__init__()
+        self.config = cfg
+        d = cfg.d_model
+        self.embedding = HierarchicalEmbedding(cfg.s1_bits, cfg.s2_bits, d)
+        self.time_emb = TemporalEmbedding(d, cfg.learn_te)
+        self.transformer = nn.ModuleList(TransformerBlock(d, cfg.n_heads, cfg.ff_dim) for _ in range(cfg.n_layers))
+        self.norm = RMSNorm(d)
+        self.dep_layer = DependencyAwareLayer(d)
+        self.head = DualHead(cfg.s1_bits, cfg.s2_bits, d)
+
+    def rotary(self, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The angle table every self-attention layer uses (they all share ``head_dim``), built in float32
+        (half-precision positions would drift) and cast to the model's dtype."""
+        cos, sin = rotary_table(self.transformer[0].self_attn.rotary.inv_freq.float(), length)
+        dtype = self.head.proj_s1.weight.dtype
+        return cos.to(dtype), sin.to(dtype)
+
+    def _embed(self, s1, s2, stamp):
+        x = self.embedding(s1, s2)
+        return x if stamp is None else x + self.time_emb(stamp)
+
+    def _window(self, s1, s2, stamp, valid, cos, sin):
+        """Full causal pass: normed hidden states ``[B, T, d]`` and each layer's rotated keys/values."""
+        t = s1.shape[1]
+        mask = attention_mask(valid)
+        x, keys, values = self._embed(s1, s2, stamp), [], []
+        for layer in self.transformer:
+            x, k, v = layer(x, cos[:t], sin[:t], mask)
+            keys.append(k)
+            values.append(v)
+        return self.norm(x), keys, values
+
+    # upstream-compatible full-window API
+    def decode_s1(self, s1, s2, stamp=None, valid=None):
+        """s1 logits ``[B, T, 2**s1_bits]`` and the context ``[B, T, d]`` (upstream ``decode_s1``)."""
+        context, _, _ = self._window(s1, s2, stamp, valid, *self.rotary(s1.shape[1]))
+        return self.head.proj_s1(context), context
+
+    def decode_s2(self, context, s1_ids, valid=None):
+        """s2 logits ``[B, T, 2**s2_bits]`` given sampled ``s1_ids`` ``[B, 1]`` (upstream ``decode_s2``)."""
+        k, v = self.dep_layer.keys_values(context)
+        mask = None if valid is None else valid[:, None, None, :]
+        sibling = self.embedding.emb_s1(s1_ids)
+        return self.head.proj_s2(self.dep_layer(context, sibling, k, v, mask))
+
+    # cached decoding
+    @torch.no_grad()
+    def prefill(self, s1, s2, stamp, valid, cos, sin, cache: StaticCache):
+        """Run the window ``[N, T]`` once, write positions ``0..T-1`` of ``cache``; last-position s1 logits
+        ``[N, V1]`` and context ``[N, 1, d]``."""
+        t = s1.shape[1]
+        context, keys, values = self._window(s1, s2, stamp, valid, cos, sin)
+        dep_k, dep_v = self.dep_layer.keys_values(context)
+        cache.write_prefix(keys, values, dep_k, dep_v, valid if valid is not None else
+                           torch.ones_like(s1, dtype=torch.bool))
+        last = context[:, t - 1 : t].contiguous()  # fixed strides for the compiled s2 step
+        return self.head.proj_s1(last[:, 0]), last
+
+    def step_s1(self, s1, s2, stamp, pos, cos, sin, k, v, dep_k, dep_v, valid):
+        """The newest token ``[N, 1]`` at position ``pos`` (1-element int64 tensor) against the cache.
+
+        Mutates the caches in place (``index_copy_``); every shape is fixed by the cache, so this compiles once.
+        """
+        valid.index_fill_(1, pos, True)
+        mask = valid[:, None, None, :]
+        cos_p, sin_p = cos.index_select(0, pos), sin.index_select(0, pos)
+        x = self._embed(s1, s2, stamp)
+        for i, layer in enumerate(self.transformer):
+            x = layer.step(x, cos_p, sin_p, k[i], v[i], pos, mask)
+        context = self.norm(x)
+        new_k, new_v = self.dep_layer.keys_values(context)
+        dep_k.index_copy_(2, pos, new_k)
+        dep_v.index_copy_(2, pos, new_v)
+        return self.head.proj_s1(context[:, 0]), context
+
+    def step_s2(self, context, s1_ids, dep_k, dep_v, valid):
+        """s2 logits ``[N, V2]`` for the sampled ``s1_ids`` ``[N, 1]``, attending the cached dependency keys."""
+        sibling = self.embedding.emb_s1(s1_ids)
+        x2 = self.dep_layer(context, sibling, dep_k, dep_v, valid[:, None, None, :])
+        return self.head.proj_s2(x2[:, 0])

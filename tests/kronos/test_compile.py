@@ -1,0 +1,47 @@
+"""Compile once: after warm-up and seal, new lookbacks, horizons and batch sizes (same row bucket) run the
+sealed graphs under fail_on_recompile with zero recompiles and no eager fallback."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from marketcast.compile.runtime import find_guards, recompile_count
+from marketcast.forecast import make_batch
+from marketcast.forecast.kronos import KronosForecaster
+
+
+def test_zero_recompiles_after_warmup(tiny_model, tiny_tokenizer, sp500):
+    fc = KronosForecaster(tiny_model, tiny_tokenizer, mode="default", max_rows=8)
+    eager = KronosForecaster(tiny_model, tiny_tokenizer, mode=None, max_rows=8)
+    ends = [len(sp500) - 1, len(sp500) - 40]
+    warm = fc.forecast(make_batch(sp500, ends, 24, 5), 5, 4, seed=0)  # rows 8: the bucket every call below uses
+    guards = find_guards(fc)
+    assert len(guards) == 2 and all(g.stats.compiled for g in guards)
+    for g in guards:
+        g.seal()
+    before = recompile_count()
+    cases = [(16, 3, ends, 4), (30, 8, ends, 4), (24, 12, ends[:1], 8), (10, 6, ends + [len(sp500) - 80], 2),
+             (20, 4, ends, 8)]  # 16 rows: two chunks of the same 8-row graph
+    for context, horizon, ends_, samples in cases:
+        batch = make_batch(sp500, ends_, context, horizon)
+        out = fc.forecast(batch, horizon, samples, seed=1)
+        assert out.samples.shape == (len(ends_), 4, samples, horizon)
+        assert out.meta["compiled"] and out.meta["fallback_reason"] is None
+        np.testing.assert_allclose(out.samples, eager.forecast(batch, horizon, samples, seed=1).samples, rtol=1e-4)
+    assert recompile_count() - before == 0
+    for g in guards:
+        assert g.stats.recompiles_after_seal == 0 and g.stats.refused_recompiles == 0 and g.active
+    assert warm.meta["compile_mode"] == "default" and warm.meta["samples_per_batch_used"] == 8
+
+
+def test_unwarmed_row_bucket_falls_back_to_eager(tiny_model, tiny_tokenizer, sp500, caplog):
+    """A shape the warm-up never saw is refused after seal: one warning, eager from then on, valid output."""
+    fc = KronosForecaster(tiny_model, tiny_tokenizer, mode="default", max_rows=8)
+    batch = make_batch(sp500, [len(sp500) - 1], 16, 3)
+    fc.forecast(batch, 3, 2, seed=0)  # warms the 2-row bucket
+    for g in find_guards(fc):
+        g.seal()
+    with caplog.at_level("WARNING", logger="marketcast.compile"):
+        out = fc.forecast(batch, 3, 1, seed=0)  # 1 row: a new graph shape
+    assert out.meta["fallback_reason"] and not out.meta["compiled"]
+    assert np.isfinite(out.samples).all() and "torch.compile disabled" in caplog.text

@@ -1,0 +1,73 @@
+"""End to end on the embedded SP500 bars: Forecast shape, finite positive prices, seeded reproducibility,
+predict_series against upstream's KronosPredictor, the registry entry."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from marketcast.errors import ConfigError
+from marketcast.forecast import load_forecaster, make_batch
+from marketcast.forecast.kronos import KronosForecaster
+
+
+@pytest.fixture(scope="module")
+def forecaster(tiny_model, tiny_tokenizer):
+    return KronosForecaster(tiny_model, tiny_tokenizer, mode=None, max_rows=8)
+
+
+def test_forecast_shape_positive_reproducible(forecaster, sp500):
+    batch = make_batch(sp500, [len(sp500) - 1, len(sp500) - 30, 20], context=28, horizon=6)  # the last one padded
+    out = forecaster.forecast(batch, 6, 5, seed=7)
+    assert out.samples.shape == (3, 4, 5, 6) and out.fields == ("close", "high", "low", "open")
+    assert np.isfinite(out.samples).all() and (out.samples > 0).all()
+    np.testing.assert_array_equal(out.samples, forecaster.forecast(batch, 6, 5, seed=7).samples)
+    assert not np.array_equal(out.samples, forecaster.forecast(batch, 6, 5, seed=8).samples)
+    assert out.meta["model"] == "kronos" and out.meta["num_samples_used"] == 5
+    assert out.meta["samples_per_batch_used"] == 8 and out.meta["compiled"] is False
+    assert out.meta["fallback_reason"] is None and out.meta["compile_mode"] is None
+    # prices stay near the window's level (the de-normalisation uses each window's own statistics)
+    last = batch.last_close()
+    assert (np.abs(np.log(out.field("close")[:, :, 0] / last[:, None])) < 1.0).all()
+
+
+def test_predict_series_matches_upstream_predictor(forecaster, tiny_model, tiny_tokenizer, sp500):
+    """Greedy (top_k=1): our sample path equals upstream KronosPredictor.predict's mean path."""
+    from kronos_finance._vendor.kronos_model import KronosPredictor
+
+    from tests.kronos.conftest import upstream_pair
+
+    df = sp500.iloc[-40:].copy()
+    df.index = df.index.tz_localize(None)
+    res = forecaster.predict_series(df, ("open", "close", "volume"), pred_len=6, lookback=24, top_k=1, sample_count=3)
+    assert res.absolute.shape == (3, 6, 3) and res.percent.shape == (3, 6, 3)
+    np.testing.assert_allclose(res.percent, res.absolute / df[["open", "close", "volume"]].to_numpy()[-1] - 1)
+    ref_model, ref_tok = upstream_pair(tiny_model, tiny_tokenizer)
+    predictor = KronosPredictor(ref_model, ref_tok, device="cpu", max_context=32)
+    hist = df.iloc[-24:]
+    ref = predictor.predict(hist[["open", "high", "low", "close", "volume"]].reset_index(drop=True),
+                            pd.Series(hist.index), pd.Series(res.timestamps), pred_len=6, top_k=1, sample_count=1,
+                            verbose=False)
+    np.testing.assert_allclose(res.absolute[0], ref[["open", "close", "volume"]].to_numpy(), rtol=1e-4)
+    np.testing.assert_allclose(res.mean().to_numpy(), res.absolute[0], rtol=1e-9)  # greedy: all paths equal
+
+
+def test_registry_random_small(sp500, caplog):
+    with caplog.at_level(logging.WARNING, logger="marketcast.kronos"):
+        fc = load_forecaster("kronos", weights="random", compile="eager", seed=0)
+    assert "meaningless" in caplog.text
+    out = fc.forecast(make_batch(sp500, [len(sp500) - 1], context=16, horizon=2), 2, 2, seed=0)
+    assert out.samples.shape == (1, 4, 2, 2) and np.isfinite(out.samples).all()
+    assert out.meta["model"] == "kronos-small-random"
+
+
+def test_bad_arguments(forecaster, sp500):
+    with pytest.raises(ConfigError, match="compile mode|not a mode"):
+        load_forecaster("kronos", weights="random", compile="fastest")
+    with pytest.raises(ConfigError, match="dtype"):
+        load_forecaster("kronos", weights="random", dtype="int8")
+    with pytest.raises(ConfigError, match="columns"):
+        forecaster.predict_series(sp500, ("close", "vwap"), pred_len=2, lookback=16)
