@@ -171,11 +171,15 @@ def main() -> None:
     print(f"\n{'variant':<26}{'total s':>9}{'ms/step':>9}{'marg. ms':>9}{'peak MB':>9}{'recompiles':>11}"
           f"{'speed-up':>10}")
     for name, r in results.items():
-        print(f"{name:<26}{r['total_s']:>9.2f}{r['per_step_ms']:>9.0f}{r['marginal_step_ms']:>9.0f}"
+        print(f"{name:<26}{r['total_s']:>9.3f}{r['per_step_ms']:>9.2f}{r['marginal_step_ms']:>9.2f}"
               f"{r['peak_mem_mb']:>9.0f}{r['recompiles_after_warmup']:>11d}{r['speedup_vs_upstream']:>9.1f}x")
     print("ms/step = total / pred_len; marg. ms = (total - 1-step run) / (pred_len - 1), the cost of one more step")
     print(f"compile warm-up {results['kv_cache_compiled']['compile_warmup_s']:.1f} s; eager == compiled (same seed): "
           f"{same}")
+    if cuda:
+        c = results["kv_cache_compiled"]
+        print(f"CUDA graphs: {c['cuda_runs_ok_of_20']}/20 further compiled runs without fallback, "
+              f"{c['recompiles_in_20_runs']} recompiles")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2))

@@ -16,7 +16,7 @@ def test_zero_recompiles_after_warmup(tiny_model, tiny_tokenizer, sp500):
     ends = [len(sp500) - 1, len(sp500) - 40]
     warm = fc.forecast(make_batch(sp500, ends, 24, 5), 5, 4, seed=0)  # rows 8: the bucket every call below uses
     guards = find_guards(fc)
-    assert len(guards) == 2 and all(g.stats.compiled for g in guards)
+    assert [g.name for g in guards] == ["kronos.step"] and guards[0].stats.compiled
     for g in guards:
         g.seal()
     before = recompile_count()
@@ -28,6 +28,9 @@ def test_zero_recompiles_after_warmup(tiny_model, tiny_tokenizer, sp500):
         assert out.samples.shape == (len(ends_), 4, samples, horizon)
         assert out.meta["compiled"] and out.meta["fallback_reason"] is None
         np.testing.assert_allclose(out.samples, eager.forecast(batch, horizon, samples, seed=1).samples, rtol=1e-4)
+    # other sampling knobs and a new lookback through predict_series: the knobs are tensors, same graph
+    res = fc.predict_series(sp500.iloc[-60:], pred_len=5, lookback=18, temperature=0.7, top_k=3, sample_count=8)
+    assert res.absolute.shape == (8, 5, 4) and np.isfinite(res.absolute).all()
     assert recompile_count() - before == 0
     for g in guards:
         assert g.stats.recompiles_after_seal == 0 and g.stats.refused_recompiles == 0 and g.active

@@ -94,3 +94,30 @@ def test_greedy_paths_match_upstream_including_re_prefill(tiny_model, tiny_token
     assert out.re_prefills == h - (32 - t) - 1
     z = pipe.detokenize(s1[rows], s2[rows], valid, out.s1, out.s2).reshape(3, samples, h, 6).mean(1)
     torch.testing.assert_close(z, torch.as_tensor(ref), rtol=0, atol=1e-5)
+
+
+def test_stacked_projections_change_nothing(bars):
+    """fuse_projections (one GEMM for q/k/v and for the SwiGLU gate/value) gives the same codes and logits,
+    and keeps the checkpoint keys. Fresh modules: the shared fixtures may already be fused by a forecaster."""
+    from marketcast.forecast.kronos import Kronos, KronosTokenizer, from_config
+    from marketcast.forecast.kronos.layers import fuse_projections
+    from tests.kronos.conftest import TINY_MODEL, TINY_TOKENIZER
+
+    tiny_model = from_config(Kronos, TINY_MODEL, seed=1)
+    tiny_tokenizer = from_config(KronosTokenizer, TINY_TOKENIZER, seed=2)
+    model = fuse_projections(from_config(Kronos, TINY_MODEL, seed=1))
+    tok = fuse_projections(from_config(KronosTokenizer, TINY_TOKENIZER, seed=2))
+    assert all(m.qkv_weight is None for m in tiny_model.modules() if hasattr(m, "qkv_weight"))
+    assert model.state_dict().keys() == tiny_model.state_dict().keys()
+    s1, s2 = tiny_tokenizer.encode(bars)
+    f1, f2 = tok.encode(bars)
+    assert torch.equal(s1, f1) and torch.equal(s2, f2)
+    torch.testing.assert_close(tok.decode(s1, s2), tiny_tokenizer.decode(s1, s2), rtol=0, atol=1e-6)
+    stamp = random_stamps(*s1.shape)
+    with torch.no_grad():
+        ref_logits, ref_context = tiny_model.decode_s1(s1, s2, stamp)
+        logits, context = model.decode_s1(s1, s2, stamp)
+        ids = torch.tensor([[1], [5], [9]])
+        torch.testing.assert_close(logits, ref_logits, rtol=0, atol=1e-6)
+        torch.testing.assert_close(model.decode_s2(context, ids), tiny_model.decode_s2(ref_context, ids), rtol=0,
+                                   atol=1e-6)

@@ -34,6 +34,16 @@ def test_forecast_shape_positive_reproducible(forecaster, sp500):
     assert (np.abs(np.log(out.field("close")[:, :, 0] / last[:, None])) < 1.0).all()
 
 
+def test_short_horizons_never_re_prefill(forecaster, sp500):
+    """A full 32-bar window (the tiny max_context) with horizon 4 keeps 29 bars and decodes from the cache;
+    horizon 6 (more than an eighth of the window) keeps all 32 bars and re-prefills the last 5 steps."""
+    batch = make_batch(sp500, [len(sp500) - 1], context=40, horizon=6)
+    short = forecaster.forecast(batch, 4, 2, seed=0)
+    assert (short.meta["lookback_used"], short.meta["re_prefills"]) == (29, 0)
+    long = forecaster.forecast(batch, 6, 2, seed=0)
+    assert (long.meta["lookback_used"], long.meta["re_prefills"]) == (32, 5)
+
+
 def test_predict_series_matches_upstream_predictor(forecaster, tiny_model, tiny_tokenizer, sp500):
     """Greedy (top_k=1): our sample path equals upstream KronosPredictor.predict's mean path."""
     from kronos_finance._vendor.kronos_model import KronosPredictor

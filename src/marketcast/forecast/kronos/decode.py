@@ -8,8 +8,11 @@ token from its history, so the cache is rebuilt by a full prefill of the last ``
 step (exactly what upstream computes). Example: lookback 400, pred_len 16 never re-prefills; lookback 512
 re-prefills on steps 1..pred_len-1.
 
-The compiled functions are :meth:`Kronos.step_s1` and :meth:`Kronos.step_s2`; their shapes depend only on
-the row count ``N`` and the cache window, so lookback and pred_len never cause a recompile. Prefill runs eager.
+The compiled function is :meth:`Kronos.step` (transformer step, s1 draw, dependency layer, s2 draw); its
+shapes depend only on the row count ``N`` and the cache window, so lookback and pred_len never cause a
+recompile. Every input it reads lives in the row bucket's :class:`StaticCache`, so a CUDA-graph replay
+needs no input copies; per step the host only writes the position, the stamp and fresh uniforms (drawn
+from the caller's seeded generator) and replays. Prefill runs eager.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import torch
 from marketcast.compile.runtime import CompileGroup, GuardedCompile
 from marketcast.forecast.kronos.kv_cache import StaticCache
 from marketcast.forecast.kronos.model import Kronos
-from marketcast.forecast.kronos.sampling import SamplingParams, sample
+from marketcast.forecast.kronos.sampling import SamplingParams
 
 CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
 
@@ -34,36 +37,25 @@ class Generated:
 
 
 class CachedDecoder:
-    """Owns the compiled step wrappers and one :class:`StaticCache` per row count."""
+    """Owns the compiled step wrapper and one :class:`StaticCache` per row count."""
 
     def __init__(self, model: Kronos, mode: str | None, group: CompileGroup | None = None) -> None:
         self.model = model
         self.window = model.config.max_context
         self.mode = mode
         self.group = group if group is not None else CompileGroup("kronos")
-        self.step_s1 = GuardedCompile(model.step_s1, mode, name="kronos.step_s1", group=self.group)
-        self.step_s2 = GuardedCompile(model.step_s2, mode, name="kronos.step_s2", group=self.group)
+        self.step = GuardedCompile(model.step, mode, name="kronos.step", group=self.group)
         self._caches: dict[int, StaticCache] = {}
         self._rotary = None
 
     @property
     def guards(self) -> list[GuardedCompile]:
-        return [self.step_s1, self.step_s2]
+        return [self.step]
 
     def _cache(self, rows: int, device, dtype) -> StaticCache:
         if rows not in self._caches:
             self._caches[rows] = StaticCache.allocate(self.model, rows, self.window, device, dtype)
         return self._caches[rows]
-
-    def _call(self, fn: GuardedCompile, *args):
-        """A compiled call whose outputs outlive the next one: new CUDA-graph step, then clone the outputs."""
-        cudagraphs = fn.active and self.mode in CUDAGRAPH_MODES
-        if cudagraphs:
-            torch.compiler.cudagraph_mark_step_begin()
-        out = fn(*args)
-        if cudagraphs:
-            out = tuple(o.clone() for o in out) if isinstance(out, tuple) else out.clone()
-        return out
 
     @torch.no_grad()
     def generate(self, s1, s2, stamps, valid, pred_len: int, params: SamplingParams,
@@ -79,27 +71,29 @@ class CachedDecoder:
         cos, sin = self._rotary
         weight = self.model.head.proj_s1.weight
         cache = self._cache(n, weight.device, weight.dtype)
+        cache.knobs.copy_(params.knobs())
         s1_all = torch.cat([s1, s1.new_zeros(n, pred_len)], 1)
         s2_all = torch.cat([s2, s2.new_zeros(n, pred_len)], 1)
         valid_all = torch.cat([valid, valid.new_ones(n, pred_len)], 1)
+        cudagraphs = self.mode in CUDAGRAPH_MODES
         re_prefills = 0
         for i in range(pred_len):
             known = t + i
+            torch.rand(cache.noise.shape, generator=generator, device=cache.noise.device, out=cache.noise)
             if i == 0 or known > self.window:
                 start = max(0, known - self.window)
                 sl = slice(start, known)
                 logits, context = self.model.prefill(s1_all[:, sl], s2_all[:, sl], stamps[:, sl],
                                                      valid_all[:, sl], cos, sin, cache)
+                cache.tokens.copy_(self.model.draw(logits, context, cache.knobs, cache.noise, cache.dep_k,
+                                                   cache.dep_v, cache.valid)[:, :, None])
                 re_prefills += i > 0
             else:
-                p = known - 1
-                pos = torch.tensor([p], device=weight.device)
-                # contiguous copies: a strided slice would make the strides (and the graph) depend on T
-                col = slice(p, p + 1)
-                logits, context = self._call(self.step_s1, s1_all[:, col].contiguous(), s2_all[:, col].contiguous(),
-                                             stamps[:, col].contiguous(), pos, cos, sin, *cache.step_args())
-            new_s1 = sample(logits, params, generator)
-            logits2 = self._call(self.step_s2, context, new_s1[:, None], cache.dep_k, cache.dep_v, cache.valid)
-            s1_all[:, known] = new_s1
-            s2_all[:, known] = sample(logits2, params, generator)
+                cache.pos.fill_(known - 1)  # the newest token's position; the step predicts the one after it
+                cache.stamp.copy_(stamps[:, known - 1 : known])
+                if cudagraphs and self.step.active:
+                    torch.compiler.cudagraph_mark_step_begin()
+                self.step(*cache.decode_args(cos, sin))
+            s1_all[:, known] = cache.tokens[0, :, 0]
+            s2_all[:, known] = cache.tokens[1, :, 0]
         return Generated(s1_all[:, t:], s2_all[:, t:], re_prefills)

@@ -12,6 +12,7 @@ import torch
 from marketcast.errors import ConfigError
 from marketcast.forecast.base import INPUT_FIELDS, OUTPUT_FIELDS, ContextBatch, Forecast, _extrapolate
 from marketcast.forecast.kronos.decode import CachedDecoder
+from marketcast.forecast.kronos.layers import fuse_projections
 from marketcast.forecast.kronos.model import Kronos
 from marketcast.forecast.kronos.pipeline import FEATURES, KronosPipeline, time_features, with_amount
 from marketcast.forecast.kronos.sampling import SamplingParams
@@ -41,7 +42,9 @@ class KronosForecaster:
                  max_rows: int = 32, sampling: SamplingParams = SamplingParams()) -> None:
         self.label = label
         self.sampling = sampling
-        self.decoder = CachedDecoder(model.eval(), mode)
+        fuse_projections(model.eval())  # in place: the forecaster owns its model and tokenizer
+        fuse_projections(tokenizer.eval())
+        self.decoder = CachedDecoder(model, mode)
         self.pipeline = KronosPipeline(model, tokenizer.eval(), self.decoder, max_rows)
 
     def compile_guards(self):
@@ -61,6 +64,15 @@ class KronosForecaster:
             "sampling": asdict(self.sampling),
         }
 
+    def lookback_for(self, context: int, horizon: int) -> int:
+        """Bars of a ``context``-bar window that :meth:`forecast` uses: at most ``max_context - horizon + 1``, so
+        every decode step runs from the KV cache (no re-prefill), when that drops at most an eighth of the
+        window; longer horizons keep ``max_context`` bars and re-prefill once the window is full."""
+        window = self.decoder.window
+        if horizon - 1 <= window // 8:
+            return min(context, window - horizon + 1)
+        return min(context, window)
+
     def forecast(self, batch: ContextBatch, horizon: int, num_samples: int, seed: int = 0) -> Forecast:
         if batch.timestamps is None:
             raise ConfigError("kronos needs bar timestamps (its calendar embedding); build the batch with make_batch "
@@ -70,10 +82,11 @@ class KronosForecaster:
             future = np.stack([_extrapolate(s[m], s[-1], horizon) for s, m in zip(batch.timestamps, batch.mask)])
         if future.shape[1] < horizon:
             raise ConfigError(f"batch has {future.shape[1]} future timestamps but horizon is {horizon}")
-        x = with_amount(batch.values)
+        keep = self.lookback_for(batch.length, horizon)
+        x = with_amount(batch.values[:, -keep:])
         paths, info = self.pipeline.sample_paths(
-            x, batch.mask, time_features(batch.timestamps), time_features(future[:, :horizon]), num_samples,
-            self.sampling, seed)
+            x, batch.mask[:, -keep:], time_features(batch.timestamps[:, -keep:]), time_features(future[:, :horizon]),
+            num_samples, self.sampling, seed)
         samples = np.stack([paths[..., FEATURES.index(f)] for f in self.fields], axis=1)  # [B, F, S, H]
         return Forecast(samples=samples, fields=self.fields, meta=self._meta(num_samples, info))
 

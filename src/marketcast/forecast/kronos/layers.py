@@ -34,9 +34,18 @@ class FeedForward(nn.Module):
         self.w1 = nn.Linear(d_model, ff_dim, bias=False)
         self.w3 = nn.Linear(d_model, ff_dim, bias=False)
         self.w2 = nn.Linear(ff_dim, d_model, bias=False)
+        self.register_buffer("w13", None, persistent=False)  # set by fuse()
+
+    @torch.no_grad()
+    def fuse(self) -> None:
+        """Stack ``w1``/``w3`` into one matrix: one GEMM instead of two (see :func:`fuse_projections`)."""
+        self.w13 = torch.cat([self.w1.weight, self.w3.weight])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+        if self.w13 is None:
+            return self.w2(F.silu(self.w1(x)) * self.w3(x))
+        gate, value = F.linear(x, self.w13).chunk(2, dim=-1)
+        return self.w2(F.silu(gate) * value)
 
 
 class Rotary(nn.Module):
@@ -55,6 +64,19 @@ def rotary_table(inv_freq: torch.Tensor, length: int) -> tuple[torch.Tensor, tor
     return angles.cos(), angles.sin()
 
 
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Attention of a few queries over a long key/value cache, written out (scores, mask, softmax, weighted sum).
+
+    Why not SDPA: with one query row and a mask, SDPA's fp32 kernel (memory-efficient attention) pads the
+    query to a 64-row tile and took ~65 us per call on an H100, more than the whole rest of a decode step;
+    written out, inductor fuses it into a couple of small kernels.
+    """
+    scores = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return scores.softmax(-1) @ v
+
+
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     x1, x2 = x.chunk(2, dim=-1)
     return x * cos + torch.cat((-x2, x1), dim=-1) * sin
@@ -69,10 +91,34 @@ class _Projections(nn.Module):
         self.v_proj = nn.Linear(d_model, d_model)
         self.out_proj = nn.Linear(d_model, d_model)
         self.rotary = Rotary(self.head_dim)
+        self.register_buffer("qkv_weight", None, persistent=False)  # set by fuse()
+        self.register_buffer("qkv_bias", None, persistent=False)
+
+    @torch.no_grad()
+    def fuse(self) -> None:
+        """Stack the q/k/v projections into one matrix: one GEMM instead of three (or two for k/v)."""
+        self.qkv_weight = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
+        self.qkv_bias = torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])
 
     def heads(self, proj: nn.Linear, x: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
         return proj(x).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)
+
+    def _fused(self, x: torch.Tensor, first: int) -> tuple[torch.Tensor, ...]:
+        """Projections ``first..2`` of (q, k, v) from the stacked matrix, as ``[B, heads, T, head_dim]``."""
+        b, t, d = x.shape
+        y = F.linear(x, self.qkv_weight[first * d:], self.qkv_bias[first * d:])
+        return tuple(y.view(b, t, 3 - first, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4))
+
+    def qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if self.qkv_weight is None:
+            return self.heads(self.q_proj, x), self.heads(self.k_proj, x), self.heads(self.v_proj, x)
+        return self._fused(x, 0)
+
+    def kv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.qkv_weight is None:
+            return self.heads(self.k_proj, x), self.heads(self.v_proj, x)
+        return self._fused(x, 1)
 
     def merge(self, o: torch.Tensor) -> torch.Tensor:
         b, _, t, _ = o.shape
@@ -83,9 +129,8 @@ class SelfAttention(_Projections):
     """Causal self-attention with RoPE; ``mask`` (bool, True = may attend) replaces plain causality."""
 
     def forward(self, x, cos, sin, mask=None):
-        q = rotate(self.heads(self.q_proj, x), cos, sin)
-        k = rotate(self.heads(self.k_proj, x), cos, sin)
-        v = self.heads(self.v_proj, x)
+        q, k, v = self.qkv(x)
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         if mask is None:
             o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
@@ -94,10 +139,11 @@ class SelfAttention(_Projections):
 
     def step(self, x, cos, sin, k_cache, v_cache, pos, mask):
         """One new token at position ``pos`` (a 1-element tensor): write its k/v in place, attend the cache."""
-        q = rotate(self.heads(self.q_proj, x), cos, sin)
-        k_cache.index_copy_(2, pos, rotate(self.heads(self.k_proj, x), cos, sin))
-        v_cache.index_copy_(2, pos, self.heads(self.v_proj, x))
-        return self.merge(F.scaled_dot_product_attention(q, k_cache, v_cache, attn_mask=mask))
+        q, k, v = self.qkv(x)
+        k_cache.index_copy_(2, pos, rotate(k, cos, sin))
+        v_cache.index_copy_(2, pos, v)
+        q = rotate(q, cos, sin)
+        return self.merge(attend(q, k_cache, v_cache, mask))
 
 
 class TransformerBlock(nn.Module):
@@ -131,12 +177,11 @@ class DependencyAwareLayer(nn.Module):
         self.norm = RMSNorm(d_model)
 
     def keys_values(self, context: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        a = self.cross_attn
-        return a.heads(a.k_proj, context), a.heads(a.v_proj, context)
+        return self.cross_attn.kv(context)
 
     def forward(self, hidden, sibling, k, v, mask=None):
         a = self.cross_attn
-        o = F.scaled_dot_product_attention(a.heads(a.q_proj, sibling), k, v, attn_mask=mask)
+        o = attend(a.heads(a.q_proj, sibling), k, v, mask)
         return self.norm(hidden + a.merge(o))
 
 
@@ -193,6 +238,19 @@ class DualHead(nn.Module):
         super().__init__()
         self.proj_s1 = nn.Linear(d_model, 2**s1_bits)
         self.proj_s2 = nn.Linear(d_model, 2**s2_bits)
+
+
+def fuse_projections(module: nn.Module) -> nn.Module:
+    """Stack the q/k/v and SwiGLU gate/value weights of every layer in ``module`` (in place, returns it).
+
+    Why: a decode step multiplies a handful of rows, so each GEMM costs a kernel launch, not FLOPs; stacking
+    removes three of the seven per transformer block. The stacked copies are float buffers outside the
+    ``state_dict`` (checkpoints keep upstream's keys) that follow ``.to()``; call again after changing weights.
+    """
+    for m in module.modules():
+        if isinstance(m, (FeedForward, _Projections)):
+            m.fuse()
+    return module
 
 
 def attention_mask(valid: torch.Tensor | None) -> torch.Tensor | None:

@@ -2,7 +2,8 @@
 
 Three entry points share one set of layers: :meth:`Kronos.decode_s1` / :meth:`Kronos.decode_s2` (upstream's
 full-window API, used for equivalence checks), :meth:`Kronos.prefill` (full window, fills a static cache)
-and :meth:`Kronos.step_s1` / :meth:`Kronos.step_s2` (one token, fixed shapes, what gets compiled).
+and :meth:`Kronos.step` (one token: :meth:`Kronos.step_s1`, draw s1, :meth:`Kronos.step_s2`, draw s2; fixed
+shapes, what gets compiled).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from marketcast.forecast.kronos.layers import (
     attention_mask,
     rotary_table,
 )
+from marketcast.forecast.kronos.sampling import sample
 
 
 class Kronos(nn.Module):
@@ -106,3 +108,16 @@ class Kronos(nn.Module):
         sibling = self.embedding.emb_s1(s1_ids)
         x2 = self.dep_layer(context, sibling, dep_k, dep_v, valid[:, None, None, :])
         return self.head.proj_s2(x2[:, 0])
+
+    def draw(self, logits, context, knobs, noise, dep_k, dep_v, valid):
+        """Sample s1 from ``logits``, then s2 given it: ``[2, N]`` token ids (uniforms ``noise`` ``[N, V1 + V2]``)."""
+        v1 = logits.shape[-1]
+        s1 = sample(logits, knobs, noise[:, :v1])
+        s2 = sample(self.step_s2(context, s1[:, None], dep_k, dep_v, valid), knobs, noise[:, v1:])
+        return torch.stack([s1, s2])
+
+    def step(self, tokens, stamp, pos, noise, knobs, cos, sin, k, v, dep_k, dep_v, valid):
+        """One whole decode step on the static cache: the newest ``tokens`` ``[2, N, 1]`` at ``pos`` in, the
+        next (s1, s2) written back into ``tokens``. One graph, so a CUDA-graph replay is the entire step."""
+        logits, context = self.step_s1(tokens[0], tokens[1], stamp, pos, cos, sin, k, v, dep_k, dep_v, valid)
+        tokens.copy_(self.draw(logits, context, knobs, noise, dep_k, dep_v, valid)[:, :, None])
