@@ -74,11 +74,14 @@ class PeakMemory:
         return (self.peak - self.base) / 2**20
 
 
-def measure(run, repeats: int, device: torch.device) -> dict:
-    """p50/σ latency over ``repeats`` timed runs after one warm-up run (compile happens there)."""
+def measure(run, repeats: int, device: torch.device, extra_warmups: int = 2) -> dict:
+    """p50/σ latency over ``repeats`` timed runs after warm-up: the first run (compile happens there, its time
+    is ``first_s``) and ``extra_warmups`` more (CUDA graphs are recorded on a later call than the compile)."""
     t0 = time.perf_counter()
     run()
     warm = time.perf_counter() - t0
+    for _ in range(extra_warmups):
+        run()
     times, peak = [], 0.0
     r0, g0 = recompile_count(), cudagraph_skip_count()
     for _ in range(repeats):
@@ -89,7 +92,7 @@ def measure(run, repeats: int, device: torch.device) -> dict:
                 torch.cuda.synchronize()
             times.append(time.perf_counter() - t0)
         peak = max(peak, mem.extra_mib)
-    return {"p50_s": statistics.median(times), "sigma_s": statistics.pstdev(times) if len(times) > 1 else 0.0,
+    return {"p50_s": statistics.median(times), "runs_s": times, "sigma_s": statistics.pstdev(times) if len(times) > 1 else 0.0,
             "first_s": warm, "peak_mib": peak, "recompiles": recompile_count() - r0,
             "cudagraph_skips": cudagraph_skip_count() - g0, "repeats": repeats}
 
@@ -136,7 +139,8 @@ def main() -> None:
         print(f"== {wname}: ctx {CONTEXT}, h {horizon}, {samples} samples", flush=True)
         ref_repeats = 1 if args.quick else args.repeats
         rows["toto-ts eager fp32"] = measure(
-            lambda: reference_forecast(ref, x, mask, horizon, samples, ref_spb, seed=args.seed), ref_repeats, device)
+            lambda: reference_forecast(ref, x, mask, horizon, samples, ref_spb, seed=args.seed), ref_repeats, device,
+            extra_warmups=0)
         rows["toto-ts eager fp32"]["samples_per_batch"] = ref_spb
         print("  toto-ts done", rows["toto-ts eager fp32"], flush=True)
         outputs = {}

@@ -89,6 +89,27 @@ def test_compile_setting_comes_from_settings(monkeypatch, tiny_model):
         assert create(weights="random", compile=None).steps.mode == "max-autotune-no-cudagraphs"
 
 
+def test_compile_backend_comes_from_settings(monkeypatch, sp500):
+    """TOTO_COMPILE_BACKEND reaches every compiled step (aot_eager: same numbers as eager); an unknown backend
+    is one clear error before anything runs. On CPU the default reduce-overhead mode runs as default."""
+    monkeypatch.setenv("TOTO_COMPILE", "1")
+    monkeypatch.setenv("TOTO_COMPILE_BACKEND", "aot_eager")
+    monkeypatch.setattr(TotoConfig, "base", classmethod(lambda cls: TotoConfig.tiny()))
+    with pytest.warns(UserWarning):
+        fc = create(weights="random", compile=None, seed=1)
+    with pytest.warns(UserWarning):
+        eager = create(weights="random", compile="eager", seed=1)
+    batch = windows(sp500, 2, 100, 70)
+    out = fc.forecast(batch, 70, 16, seed=0)
+    assert out.meta["compile_mode"] == "default" and out.meta["compile_backend"] == "aot_eager"
+    assert out.meta["compiled"] is True
+    assert {g.backend for g in fc.compile_guards()} == {"aot_eager"} and len(fc.compile_guards()) == 2
+    np.testing.assert_allclose(out.samples, eager.forecast(batch, 70, 16, seed=0).samples, rtol=1e-5)
+    monkeypatch.setenv("TOTO_COMPILE_BACKEND", "turbo")
+    with pytest.warns(UserWarning), pytest.raises(ConfigError, match="backend 'turbo'.*unknown; use one of"):
+        create(weights="random", compile=None)
+
+
 def test_bad_dtype_and_device(tiny_model):
     with pytest.raises(ConfigError, match="dtype"):
         TotoForecaster(tiny_model, dtype="float16")

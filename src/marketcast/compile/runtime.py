@@ -129,6 +129,19 @@ def ensure_dynamo_settings() -> None:
         _DYNAMO_CONFIGURED = True
 
 
+def check_backend(name: str) -> str:
+    """``name`` if torch.compile knows that backend, else a one-line :class:`ConfigError` listing the known ones."""
+    from torch._dynamo import list_backends
+
+    known = list_backends(exclude_tags=())
+    if name not in known:
+        from marketcast.errors import ConfigError
+
+        raise ConfigError(f"torch.compile backend {name!r} (TOTO_COMPILE_BACKEND) is unknown; use one of "
+                          f"{', '.join(b for b in known if 'TESTING' not in b)}")
+    return name
+
+
 @dataclass
 class CompileStats:
     mode: str | None
@@ -172,6 +185,7 @@ class GuardedCompile:
     ) -> None:
         self.fn = fn
         self.name = name
+        self.backend = backend
         self.group = group
         self.stats = CompileStats(mode=mode)
         self._compiled = None

@@ -73,7 +73,7 @@ class CompileSettings:
     """Effective settings. ``toto_compile``/``kronos_compile`` None means auto: compile on CUDA only."""
 
     toto_compile: bool | None = None
-    toto_mode: str = "default"
+    toto_mode: str = "reduce-overhead"  # CUDA graphs; runs as "default" on CPU (see mode_for)
     toto_backend: str = "inductor"
     kronos_compile: bool | None = None
     kronos_mode: str = "reduce-overhead"
@@ -99,7 +99,7 @@ class CompileSettings:
 DEFAULT_DESCRIPTIONS = {
     "TOTO_DISABLE_COMPILE": "unset (auto: compile on CUDA only)",
     "TOTO_COMPILE": "unset (auto: compile on CUDA only)",
-    "TOTO_COMPILE_MODE": "default",
+    "TOTO_COMPILE_MODE": "reduce-overhead",
     "TOTO_COMPILE_BACKEND": "inductor",
     "KRONOS_COMPILE": "unset (auto: compile on CUDA only)",
     "KRONOS_COMPILE_MODE": "reduce-overhead",

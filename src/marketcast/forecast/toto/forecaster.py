@@ -83,7 +83,8 @@ class TotoForecaster:
     fields = FIELDS
 
     def __init__(self, model: TotoModel, *, device: str | torch.device = "cpu", dtype: str = "float32",
-                 compile: str | None = None, samples_per_batch: int | None = None, source: str = "") -> None:
+                 compile: str | None = None, backend: str = "inductor", samples_per_batch: int | None = None,
+                 source: str = "") -> None:
         self.device = _device(device)
         self.dtype_name = dtype
         self.model = model.eval().requires_grad_(False).to(self.device).set_precision(_dtype(dtype)).fuse_head()
@@ -92,7 +93,7 @@ class TotoForecaster:
         self.samples_per_batch = int(samples_per_batch or DEFAULT_SAMPLES_PER_BATCH.get(self.device.type, 256))
         mode = None if compile in (None, "eager") else compile
         key = dict(self.config.cache_key(), dtype=dtype, device=str(self.device))
-        self.steps = CompiledSteps(mode, self.device, key)
+        self.steps = CompiledSteps(mode, self.device, key, backend)
         self._caches: dict[tuple, StaticKVCache] = {}
 
     # --- construction -------------------------------------------------------------------------------
@@ -146,7 +147,7 @@ class TotoForecaster:
             "model": "toto", "source": self.source, "dtype": self.dtype_name, "device": str(self.device),
             "num_samples_used": plan.samples, "samples_per_batch_used": plan.per_batch,
             "decode_steps": plan.steps - 1, "context_patches": plan.patches,
-            "compile_mode": self.steps.mode, "compiled": self.steps.compiled,
+            "compile_mode": self.steps.mode, "compile_backend": self.steps.backend, "compiled": self.steps.compiled,
             "fallback_reason": self.steps.fallback_reason,
         }
         return Forecast(samples=values, fields=FIELDS, meta=meta)
@@ -255,16 +256,18 @@ class TotoForecaster:
 
 def create(*, weights: str | None = None, device: str = "cpu", dtype: str = "float32",
            compile: str | None = None, seed: int = 0) -> TotoForecaster:
-    """Registry factory: weights None/"auto" = Datadog/Toto-Open-Base-1.0, a folder, or "random"."""
-    if compile is None:
-        from marketcast.compile.settings import load_settings
+    """Registry factory: weights None/"auto" = Datadog/Toto-Open-Base-1.0, a folder, or "random". ``compile``
+    None reads the compile settings (mode and ``TOTO_COMPILE_BACKEND``)."""
+    from marketcast.compile.settings import load_settings
 
-        compile = load_settings().mode_for("toto", str(device))
+    settings = load_settings()
+    if compile is None:
+        compile = settings.mode_for("toto", str(device))
+    options = dict(device=device, dtype=dtype, compile=compile, backend=settings.toto_backend)
     if weights == "random":
         message = ("toto: weights='random' uses randomly initialised Toto-Open-Base-1.0 weights; its forecasts "
                    "are meaningless (use it for speed and plumbing tests only)")
         warnings.warn(message, stacklevel=2)
         log.warning(message)
-        return TotoForecaster.from_config(TotoConfig.base(), seed=seed, device=device, dtype=dtype, compile=compile)
-    return TotoForecaster.from_pretrained(DEFAULT_REPO if weights in (None, "auto") else weights,
-                                          device=device, dtype=dtype, compile=compile)
+        return TotoForecaster.from_config(TotoConfig.base(), seed=seed, **options)
+    return TotoForecaster.from_pretrained(DEFAULT_REPO if weights in (None, "auto") else weights, **options)

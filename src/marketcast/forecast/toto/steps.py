@@ -14,14 +14,15 @@ from typing import Any, Callable
 import torch
 from torch.utils._pytree import tree_map
 
-from marketcast.compile.runtime import CompileGroup, GuardedCompile
+from marketcast.compile.runtime import CompileGroup, GuardedCompile, check_backend
 
 
 class CompiledSteps:
     """Holds the wrappers of one model; ``call(kind, bucket, fn, *args)`` runs ``fn`` through its wrapper."""
 
-    def __init__(self, mode: str | None, device: torch.device, key: dict) -> None:
+    def __init__(self, mode: str | None, device: torch.device, key: dict, backend: str = "inductor") -> None:
         self.mode = mode
+        self.backend = check_backend(backend) if mode is not None else backend
         self.device = device
         self.key = key  # model config + dtype + device: what makes graphs of two models different
         self.group = CompileGroup("toto")
@@ -34,7 +35,7 @@ class CompiledSteps:
         name = (kind, *bucket)
         if name not in self.wrappers:
             cache_key = dict(self.key, model="toto", step=kind, bucket=list(bucket))
-            self.wrappers[name] = GuardedCompile(fn, self.mode, name=f"toto.{kind}{list(bucket)}",
+            self.wrappers[name] = GuardedCompile(fn, self.mode, backend=self.backend, name=f"toto.{kind}{list(bucket)}",
                                                  fullgraph=True, dynamic=False, cache_key=cache_key,
                                                  group=self.group)
         return self.wrappers[name]
