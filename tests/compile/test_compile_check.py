@@ -92,3 +92,20 @@ def test_a_mode_that_cannot_be_built_fails_without_crashing_the_check(bars):
     assert failed["verdict"] == "FAIL" and failed["calls"] == 0
     assert failed["errors"] == ["load: RuntimeError: inductor backend unavailable"]
     assert report["recommended_mode"] == "eager" and report["modes"][0]["repeat_delta_rel"] == 0.0
+
+
+def test_memory_verdict_is_relative_to_eagers_whole_footprint():
+    """Eager grew 0 MiB above a 400 MiB process (memory reused): +100 MiB compiled is +25 %, not undefined."""
+    from marketcast.compile.check import judge
+
+    eager = {"latency_ms": {"p50": 10.0}, "memory": {"peak_mb": 0.0, "base_mb": 400.0}}
+
+    def mode(extra_mb):
+        return {"success_rate": 1.0, "fallback_reason": None, "output_delta_rel": 0.0, "recompiles_after_warmup": 0,
+                "latency_ms": {"p50": 5.0}, "memory": {"peak_mb": extra_mb}}
+
+    ok, too_big = mode(100.0), mode(101.0)
+    judge(ok, eager, Thresholds())
+    judge(too_big, eager, Thresholds())
+    assert ok["memory"]["delta_rel"] == 0.25 and ok["verdict"] == "PASS" and ok["speedup"] == 2.0
+    assert too_big["failed_checks"] == ["memory_delta_rel"]

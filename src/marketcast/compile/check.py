@@ -280,7 +280,7 @@ def run_mode(
         compile_s=(max(0.0, first_call_s - lat["p50"] / 1000.0) if mode and first_call_s and lat["p50"] else 0.0),
         cold_start_s=load_s + (first_call_s or 0.0),
         start="warm" if cache_loaded and all(cache_loaded) else ("cold" if mode else None),
-        memory={"peak_mb": peak, "source": memory.source},
+        memory={"peak_mb": peak, "base_mb": memory.base, "source": memory.source},
         recompiles_warmup=warm["recompiles"],
         recompiles_after_warmup=after["recompiles"] + refused,
         compiles_after_warmup=after["compiles"],
@@ -320,10 +320,14 @@ def judge(result: dict, eager: dict, th: Thresholds) -> None:
     e_p50 = (eager.get("latency_ms") or {}).get("p50")
     c_p50 = (result.get("latency_ms") or {}).get("p50")
     result["speedup"] = e_p50 / c_p50 if e_p50 and c_p50 else None
-    e_peak = (eager.get("memory") or {}).get("peak_mb")
-    c_peak = (result.get("memory") or {}).get("peak_mb")
+    e_mem = eager.get("memory") or {}
+    e_peak, c_peak = e_mem.get("peak_mb"), (result.get("memory") or {}).get("peak_mb")
+    # extra memory of the mode over eager's, as a fraction of eager's whole footprint at its peak (the memory
+    # in use when it started plus its growth): eager's growth alone can be ~0 MiB on CPU, where memory freed
+    # by an earlier mode is reused
+    e_total = (e_mem.get("base_mb") or 0.0) + (e_peak or 0.0)
     result.setdefault("memory", {})["delta_rel"] = (
-        (c_peak - e_peak) / e_peak if e_peak and e_peak > 0 and c_peak is not None else None
+        (c_peak - e_peak) / e_total if e_peak is not None and c_peak is not None and e_total > 0 else None
     )
     checks = [
         _check("success_rate", result.get("success_rate", 0.0), 1.0, "=="),
