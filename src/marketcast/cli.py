@@ -5,9 +5,9 @@ Bad input ends with one line on stderr and exit code 2 (``--debug`` shows the tr
 
 from __future__ import annotations
 
+import importlib
 import sys
 
-import click
 import typer
 
 from marketcast.backtest.cli import backtest
@@ -32,6 +32,23 @@ app.add_typer(compile_app, name="compile", help="torch.compile settings, checks 
 app.add_typer(trade_app, name="trade", help="Paper and live trading loop.")
 
 
+def _exception_classes(name: str) -> tuple[type, ...]:
+    """``name`` from click and from the click copy newer typer releases bundle (not click subclasses)."""
+    found = []
+    for module in ("click.exceptions", "typer.exceptions", "typer._click.exceptions"):
+        try:
+            cls = getattr(importlib.import_module(module), name, None)
+        except ImportError:
+            continue
+        if isinstance(cls, type) and cls not in found:
+            found.append(cls)
+    return tuple(found)
+
+
+EXIT, ABORT, NO_ARGS, CLICK_ERROR = (_exception_classes(n) for n in ("Exit", "Abort", "NoArgsIsHelpError",
+                                                                      "ClickException"))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code (the console script exits with it)."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -39,14 +56,21 @@ def main(argv: list[str] | None = None) -> int:
     args = [a for a in args if a != "--debug"]
     try:
         result = app(args=args, prog_name="marketcast", standalone_mode=False)
-    except click.exceptions.Exit as exc:
+    except EXIT as exc:
         return exc.exit_code
-    except click.exceptions.Abort:
+    except ABORT:
         err_console.print("aborted")
         return 130
-    except click.ClickException as exc:
-        exc.show()
-        return 2
+    except NO_ARGS as exc:  # a bare group: its help, as click does
+        print(exc.format_message())
+        return exc.exit_code
+    except CLICK_ERROR as exc:  # usage errors (unknown option, bad value, missing argument): one line
+        if debug:
+            raise
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        err_console.print(f"[red]error:[/red] {exc.format_message()}{hint}", highlight=False, soft_wrap=True)
+        return exc.exit_code
     except MarketcastError as exc:
         if debug:
             raise

@@ -61,3 +61,23 @@ def test_forecast_bad_input_is_one_line_exit_2_and_no_file(tmp_path, args, fragm
     assert result.returncode == 2
     assert fragment in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (("backtest", "--bogus"), "No such option: --bogus (see 'marketcast backtest --help')"),
+    (("backtest", "--windows", "abc"), "Invalid value for '--windows'"),
+    (("forecast", "SP500", "--horizon", "0"), "Invalid value for '--horizon'"),
+    (("data", "check"), "Missing argument"),
+    (("trade", "frobnicate"), "No such command 'frobnicate'"),
+])
+def test_usage_errors_are_one_line_exit_2_without_traceback(tmp_path, args, fragment):
+    result = run(*args, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0] and "Traceback" not in result.stderr, result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bare_command_prints_help():
+    result = run()
+    assert "backtest" in result.stdout and "Usage" in result.stdout and "Traceback" not in result.stderr
