@@ -107,6 +107,26 @@ def test_same_bar_short_both_modes():
     assert s.exit_reason == "close"
 
 
+def test_take_profit_after_an_entry_inside_the_bar_fills_at_its_limit_not_at_a_gap_open():
+    """The take-profit exists only once the entry filled: an open beyond it came before, so it cannot count."""
+    d = Decision(LONG, entry_limit=99.0, take_profit=101.0)
+    bar = Bar(102.0, 103.5, 98.5, 103.0)  # opens above the take-profit, dips to the entry, closes above 101
+    for mode in ("pessimistic", "nearest"):
+        s = settle(d, bar, COSTS, same_bar=mode)
+        assert (s.entry_price, s.exit_price, s.exit_reason) == (99.0, 101.0, "take_profit"), mode
+    d = Decision(SHORT, entry_limit=101.0, take_profit=99.0)
+    bar = Bar(98.0, 101.5, 96.5, 97.0)
+    for mode in ("pessimistic", "nearest"):
+        s = settle(d, bar, COSTS, same_bar=mode)
+        assert (s.entry_price, s.exit_price, s.exit_reason) == (101.0, 99.0, "take_profit"), mode
+
+
+def test_nearest_take_profit_extreme_first_still_fills_when_the_close_is_beyond_it():
+    d = Decision(LONG, entry_limit=99.0, take_profit=100.8)
+    s = settle(d, Bar(100.0, 101.0, 95.0, 100.9), COSTS, same_bar="nearest")  # H, then L (entry), then 100.9
+    assert (s.exit_price, s.exit_reason) == (100.8, "take_profit")
+
+
 def test_bad_modes_raise():
     with pytest.raises(ValueError):
         settle(Decision(LONG), BAR, COSTS, same_bar="optimistic")

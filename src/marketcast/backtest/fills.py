@@ -5,6 +5,9 @@
 * A bar that opens beyond the limit (a gap) fills at the open, never at the better limit price.
 * Entry and take-profit in one bar: OHLC cannot tell which came first. ``pessimistic`` (default) books the
   worse of the two paths; ``nearest`` assumes the extreme nearer the open came first (O-L-H-C or O-H-L-C).
+  A take-profit only exists once the entry has filled, so after an entry inside the bar it fills at its
+  limit (never at a gap open that happened before the entry), and it fills after all when the bar closes
+  beyond it (the price must have crossed it after the entry).
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ def settle(
             if entered_at_open:
                 exit_price, reason = tp, "take_profit"
             else:
-                exit_price, reason = _same_bar(long, tp, bar, same_bar)
+                exit_price, reason = _same_bar(long, decision.take_profit, entry, bar, same_bar)
 
     gross = side * (exit_price / entry - 1.0)
     return Settlement(
@@ -68,12 +71,21 @@ def settle(
     )
 
 
-def _same_bar(long: bool, tp: float, bar: Bar, same_bar: str) -> tuple[float, str]:
-    """Exit of a limit entry whose take-profit also traded in the same bar."""
+def _same_bar(long: bool, tp: float, entry: float, bar: Bar, same_bar: str) -> tuple[float, str]:
+    """Exit of an entry filled inside the bar (at ``entry``) whose take-profit limit ``tp`` the bar also traded.
+
+    A take-profit already marketable at the entry fills there. Else, entry extreme first: it fills at ``tp``;
+    take-profit extreme first: it fills only if the price comes back through ``tp`` after the entry, i.e.
+    when the close is beyond it; else the position exits at the close.
+    """
+    if (tp <= entry) if long else (tp >= entry):
+        return entry, "take_profit"
+    after_entry = min(tp, bar.close) if long else max(tp, bar.close)  # the path with the entry second
     if same_bar == "nearest":
         entry_extreme_first = (bar.open - bar.low) <= (bar.high - bar.open) if long else (
             (bar.high - bar.open) <= (bar.open - bar.low)
         )
-        return (tp, "take_profit") if entry_extreme_first else (bar.close, "close")
-    worse = min(tp, bar.close) if long else max(tp, bar.close)
-    return (tp, "take_profit") if worse == tp else (bar.close, "close")
+        exit_price = tp if entry_extreme_first else after_entry
+    else:
+        exit_price = after_entry  # the worse of both paths: tp itself is never worse than after_entry
+    return (exit_price, "take_profit") if exit_price == tp else (exit_price, "close")

@@ -103,12 +103,15 @@ def settle_grid(
         tp_hit = lo <= take_profit * (1.0 - margin)
         tp_price = np.minimum(o, take_profit)
     at_open = entry == o
+    # entry inside the bar: the take-profit fills at its limit, and only after the entry (fills.settle)
+    after_entry = np.minimum(take_profit, c) if long else np.maximum(take_profit, c)
     if same_bar == "nearest":
         extreme_first = (o - lo) <= (h - o) if long else (h - o) <= (o - lo)
-        same = np.where(extreme_first, tp_price, c)
+        same = np.where(extreme_first, take_profit, after_entry)
     else:
-        worse = np.minimum(tp_price, c) if long else np.maximum(tp_price, c)
-        same = np.where(worse == tp_price, tp_price, c)
+        same = after_entry
+    marketable = take_profit <= entry if long else take_profit >= entry  # fills at the entry price at once
+    same = np.where(marketable, entry, same)
     exit_price = np.where(tp_hit, np.where(at_open, tp_price, same), c)
     gross = side * (exit_price / entry - 1.0)
     net = gross - 2.0 * costs.per_side
