@@ -21,13 +21,11 @@ from dataclasses import dataclass
 
 import torch
 
-from marketcast.compile.runtime import CompileGroup, GuardedCompile
+from marketcast.compile.runtime import GuardedCompile
+from marketcast.compile.steps import CompiledSteps
 from marketcast.forecast.kronos.kv_cache import StaticCache
 from marketcast.forecast.kronos.model import Kronos
 from marketcast.forecast.kronos.sampling import SamplingParams
-
-CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
-
 
 @dataclass
 class Generated:
@@ -37,20 +35,22 @@ class Generated:
 
 
 class CachedDecoder:
-    """Owns the compiled step wrapper and one :class:`StaticCache` per row count."""
+    """Owns the compiled step (one wrapper per row bucket, sealed after its first call, see
+    :class:`~marketcast.compile.steps.CompiledSteps`) and one :class:`StaticCache` per row count."""
 
-    def __init__(self, model: Kronos, mode: str | None, group: CompileGroup | None = None) -> None:
+    def __init__(self, model: Kronos, mode: str | None) -> None:
         self.model = model
         self.window = model.config.max_context
         self.mode = mode
-        self.group = group if group is not None else CompileGroup("kronos")
-        self.step = GuardedCompile(model.step, mode, name="kronos.step", group=self.group)
+        weight = model.head.proj_s1.weight
+        key = dict(model.config.to_dict(), dtype=str(weight.dtype), device=str(weight.device))
+        self.steps = CompiledSteps("kronos", mode, weight.device, key)
         self._caches: dict[int, StaticCache] = {}
         self._rotary = None
 
     @property
     def guards(self) -> list[GuardedCompile]:
-        return [self.step]
+        return self.steps.compile_guards()
 
     def _cache(self, rows: int, device, dtype) -> StaticCache:
         if rows not in self._caches:
@@ -75,7 +75,6 @@ class CachedDecoder:
         s1_all = torch.cat([s1, s1.new_zeros(n, pred_len)], 1)
         s2_all = torch.cat([s2, s2.new_zeros(n, pred_len)], 1)
         valid_all = torch.cat([valid, valid.new_ones(n, pred_len)], 1)
-        cudagraphs = self.mode in CUDAGRAPH_MODES
         re_prefills = 0
         for i in range(pred_len):
             known = t + i
@@ -91,9 +90,7 @@ class CachedDecoder:
             else:
                 cache.pos.fill_(known - 1)  # the newest token's position; the step predicts the one after it
                 cache.stamp.copy_(stamps[:, known - 1 : known])
-                if cudagraphs and self.step.active:
-                    torch.compiler.cudagraph_mark_step_begin()
-                self.step(*cache.decode_args(cos, sin))
+                self.steps.call("step", (n,), self.model.step, *cache.decode_args(cos, sin))
             s1_all[:, known] = cache.tokens[0, :, 0]
             s2_all[:, known] = cache.tokens[1, :, 0]
         return Generated(s1_all[:, t:], s2_all[:, t:], re_prefills)

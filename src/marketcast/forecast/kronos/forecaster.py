@@ -58,7 +58,7 @@ class KronosForecaster:
             "samples_per_batch_used": info.rows_per_chunk,
             "compile_mode": self.decoder.mode,
             "compiled": any(g.active and g.stats.compiled for g in guards),
-            "fallback_reason": self.decoder.group.fallback_reason,  # any step falling back sends both to eager
+            "fallback_reason": self.decoder.steps.fallback_reason,  # one bucket falling back sends all to eager
             "lookback_used": info.lookback,
             "re_prefills": info.re_prefills,
             "sampling": asdict(self.sampling),

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch.utils._pytree import tree_map
 
+from marketcast.compile.steps import CompiledSteps
 from marketcast.errors import ConfigError
 from marketcast.forecast.base import INPUT_FIELDS, ContextBatch, Forecast
 from marketcast.forecast.toto.buckets import cache_slots, context_patches, pow2_at_least, pow2_at_most
@@ -28,7 +29,6 @@ from marketcast.forecast.toto.loading import DEFAULT_REPO, load_checkpoint, load
 from marketcast.forecast.toto.model import MixtureParams, TotoModel, init_weights
 from marketcast.forecast.toto.sampling import clean_feedback, sample_mixture, uniforms
 from marketcast.forecast.toto.scaler import ScalerState
-from marketcast.forecast.toto.steps import CompiledSteps
 
 log = logging.getLogger("marketcast.toto")
 
@@ -93,7 +93,7 @@ class TotoForecaster:
         self.samples_per_batch = int(samples_per_batch or DEFAULT_SAMPLES_PER_BATCH.get(self.device.type, 256))
         mode = None if compile in (None, "eager") else compile
         key = dict(self.config.cache_key(), dtype=dtype, device=str(self.device))
-        self.steps = CompiledSteps(mode, self.device, key, backend)
+        self.steps = CompiledSteps("toto", mode, self.device, key, backend)
         self._caches: dict[tuple, StaticKVCache] = {}
 
     # --- construction -------------------------------------------------------------------------------

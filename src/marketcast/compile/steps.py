@@ -20,12 +20,14 @@ from marketcast.compile.runtime import CompileGroup, GuardedCompile, check_backe
 class CompiledSteps:
     """Holds the wrappers of one model; ``call(kind, bucket, fn, *args)`` runs ``fn`` through its wrapper."""
 
-    def __init__(self, mode: str | None, device: torch.device, key: dict, backend: str = "inductor") -> None:
+    def __init__(self, model: str, mode: str | None, device: torch.device, key: dict,
+                 backend: str = "inductor") -> None:
+        self.model = model
         self.mode = mode
         self.backend = check_backend(backend) if mode is not None else backend
-        self.device = device
+        self.device = torch.device(device)
         self.key = key  # model config + dtype + device: what makes graphs of two models different
-        self.group = CompileGroup("toto")
+        self.group = CompileGroup(model)
         self.wrappers: dict[tuple, GuardedCompile] = {}
 
     def compile_guards(self) -> list[GuardedCompile]:
@@ -34,8 +36,9 @@ class CompiledSteps:
     def _wrapper(self, kind: str, bucket: tuple, fn: Callable) -> GuardedCompile:
         name = (kind, *bucket)
         if name not in self.wrappers:
-            cache_key = dict(self.key, model="toto", step=kind, bucket=list(bucket))
-            self.wrappers[name] = GuardedCompile(fn, self.mode, backend=self.backend, name=f"toto.{kind}{list(bucket)}",
+            cache_key = dict(self.key, model=self.model, step=kind, bucket=list(bucket))
+            self.wrappers[name] = GuardedCompile(fn, self.mode, backend=self.backend,
+                                                 name=f"{self.model}.{kind}{list(bucket)}",
                                                  fullgraph=True, dynamic=False, cache_key=cache_key,
                                                  group=self.group)
         return self.wrappers[name]
