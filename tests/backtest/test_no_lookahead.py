@@ -45,10 +45,42 @@ def _same_up_to(a, b, t_stamp):
     return checked
 
 
+class PositivePrices:
+    """Random-weight Toto can sample negative prices, which the engine rightly rejects: map each window's
+    paths through a monotone positive transform of their return to that window's last close (per window,
+    from the window alone, so it cannot hide a leak)."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.name, self.fields = inner, inner.name, inner.fields
+
+    def forecast(self, batch, horizon, num_samples, seed=0):
+        out = self.inner.forecast(batch, horizon, num_samples, seed)
+        last = batch.last_close()[:, None, None, None]
+        out.samples = last * np.exp(0.05 * np.tanh(out.samples / last - 1.0))
+        return out
+
+
+def tiny_toto():
+    from marketcast.forecast.toto import TotoConfig, TotoForecaster
+    from marketcast.forecast.toto.model import TotoModel, init_weights
+
+    return PositivePrices(TotoForecaster(init_weights(TotoModel(TotoConfig.tiny()), seed=3), compile="eager"))
+
+
+def tiny_kronos():
+    from marketcast.forecast.kronos import Kronos, KronosForecaster, KronosTokenizer, from_config
+    from tests.kronos.conftest import TINY_MODEL, TINY_TOKENIZER
+
+    return KronosForecaster(from_config(Kronos, TINY_MODEL, seed=1), from_config(KronosTokenizer, TINY_TOKENIZER,
+                                                                                  seed=2))
+
+
 FORECASTERS = {
     "baseline": BaselineForecaster,
     "momentum": MomentumForecaster,
     "table": lambda: TableForecaster({}, spread=0.01, default=(0.001, 0.004, -0.006)),
+    "toto": tiny_toto,  # the real models (tiny configs, random weights): their batching must not leak either
+    "kronos": tiny_kronos,
 }
 
 

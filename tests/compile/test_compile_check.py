@@ -109,3 +109,23 @@ def test_memory_verdict_is_relative_to_eagers_whole_footprint():
     judge(too_big, eager, Thresholds())
     assert ok["memory"]["delta_rel"] == 0.25 and ok["verdict"] == "PASS" and ok["speedup"] == 2.0
     assert too_big["failed_checks"] == ["memory_delta_rel"]
+
+
+def test_tiny_toto_quick_mode_end_to_end(bars, tmp_path):
+    """The harness on the real Toto code (tiny config, random weights): eager vs compiled on the same windows,
+    zero recompiles after warm-up, a schema-valid report."""
+    from marketcast.forecast.toto import TotoConfig, TotoForecaster
+    from marketcast.forecast.toto.model import TotoModel, init_weights
+
+    def factory(mode):
+        return TotoForecaster(init_weights(TotoModel(TotoConfig.tiny()), seed=5), compile=mode)
+
+    report = run_check(factory, ["default"], bars, PLAN, LENIENT, model="toto", check_mode="quick",
+                       configured_mode="default")
+    eager, compiled = report["modes"]
+    assert eager["verdict"] == "PASS" and compiled["verdict"] == "PASS", compiled["failed_checks"]
+    assert compiled["compiled_guards"] >= 1 and compiled["fallback_reason"] is None
+    assert compiled["recompiles_after_warmup"] == 0 and compiled["output_delta_rel"] < 1e-4
+    assert eager["accuracy"]["mae"] > 0 and compiled["latency_ms"]["n"] == 6
+    json_path, _ = write_report(report, tmp_path / "out")
+    assert validate_report(json.loads(json_path.read_text())) == []
