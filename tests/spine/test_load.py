@@ -75,6 +75,22 @@ def test_lowercase_parquet_without_volume(tmp_path, ohlcv):
     _assert_same(bars, frame, volume=False)
 
 
+def test_alpaca_sdk_parquet_with_symbol_timestamp_multiindex(tmp_path, ohlcv):
+    """alpaca-py's ``bars.df`` saved as is: a (symbol, timestamp) MultiIndex and trade_count/vwap columns."""
+    frame = ohlcv.assign(trade_count=7.0, vwap=ohlcv["close"])
+    frame.index = pd.MultiIndex.from_arrays([["BTC/USD"] * len(frame), frame.index], names=["symbol", "timestamp"])
+    path = tmp_path / "btc.parquet"
+    frame.to_parquet(path)
+    bars = load_bars(path)
+    assert bars.symbol == "BTC/USD" and bars.asset_class == "crypto"
+    _assert_same(bars, ohlcv)
+
+
+def test_embedded_data_honours_an_asset_class_override():
+    assert load_symbol("SP500").asset_class == "stock"
+    assert load_symbol("SP500", asset_class="crypto").asset_class == "crypto"
+
+
 def test_naive_timestamps_are_read_as_utc(tmp_path, ohlcv):
     out = ohlcv.reset_index()
     out["timestamp"] = out["timestamp"].dt.tz_localize(None) + pd.Timedelta(hours=14, minutes=30)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from marketcast.data.asset import infer_asset_class
 from marketcast.data.bars import Bars
 from marketcast.data.load import find_symbol_file, load_bars
 from marketcast.data.validate import check_bars
@@ -19,8 +20,8 @@ EMBEDDED = {"SP500": "arch.data.sp500", "NASDAQ": "arch.data.nasdaq"}
 DEFAULT_SYMBOLS = tuple(EMBEDDED)
 
 
-def load_embedded(symbol: str) -> Bars:
-    """Embedded bars for ``SP500`` or ``NASDAQ`` (5,031 daily rows each)."""
+def load_embedded(symbol: str, asset_class: str | None = None) -> Bars:
+    """Embedded bars for ``SP500`` or ``NASDAQ`` (5,031 daily rows each); ``asset_class`` overrides "stock"."""
     key = symbol.upper()
     if key not in EMBEDDED:
         raise DataError(
@@ -32,7 +33,7 @@ def load_embedded(symbol: str) -> Bars:
     frame.index = pd.DatetimeIndex(raw.index, name="timestamp").tz_localize("UTC")
     source = f"arch:{EMBEDDED[key]}"
     check_bars(frame, source)
-    return Bars(symbol=key, frame=frame, asset_class="stock", source=source)
+    return Bars(symbol=key, frame=frame, asset_class=infer_asset_class(key, asset_class), source=source)
 
 
 def load_symbol(
@@ -43,7 +44,7 @@ def load_symbol(
 ) -> Bars:
     """``symbol`` from ``data_dir`` when given, else from the embedded dataset."""
     if data_dir is None:
-        bars = load_embedded(symbol)
+        bars = load_embedded(symbol, asset_class)
         if min_rows is not None and len(bars) < min_rows:
             raise DataError(f"{bars.source}: has {len(bars)} rows but {min_rows} are needed")
         return bars

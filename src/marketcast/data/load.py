@@ -30,7 +30,8 @@ def _read_table(path: Path) -> pd.DataFrame:
             return pd.read_csv(path)
         if suffix in (".parquet", ".pq"):
             frame = pd.read_parquet(path)
-            if isinstance(frame.index, pd.DatetimeIndex) or frame.index.name:
+            # a named index (yfinance's Date, alpaca-py's (symbol, timestamp) MultiIndex) holds columns we need
+            if isinstance(frame.index, pd.DatetimeIndex) or any(name is not None for name in frame.index.names):
                 frame = frame.reset_index()
             return frame
     except (ValueError, OSError, pd.errors.ParserError) as exc:
