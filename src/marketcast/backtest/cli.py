@@ -11,7 +11,7 @@ import typer
 
 from marketcast.backtest.config import STRATEGY_NAMES, BacktestConfig
 from marketcast.backtest.engine import run_many
-from marketcast.console import console
+from marketcast.console import console, progress_steps
 from marketcast.data import DEFAULT_SYMBOLS, load_symbol
 from marketcast.errors import ConfigError
 from marketcast.forecast.registry import load_forecaster
@@ -65,8 +65,10 @@ def backtest(
         raise ConfigError(f"symbols repeat: {', '.join(names)}")
     bars = [load_symbol(s, data_dir=data_dir, asset_class=asset_class, min_rows=windows + 2) for s in names]
     forecaster = load_forecaster(model, weights=weights, device=device, dtype=dtype, seed=seed)
-    results = run_many(bars, forecaster, config)
-    written = write_outputs(results, output_dir)
+    with progress_steps(len(bars) + 2, "backtest") as step:
+        results = run_many(bars, forecaster, config, on_step=step)
+        step("writing reports and plots")
+        written = write_outputs(results, output_dir)
     elapsed = time.perf_counter() - started
     if as_json:
         console.print_json(json.dumps([symbol_json(r) for r in results]))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -242,11 +242,20 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
 
 
 def run_many(bars_list: Sequence[Bars], forecaster: Forecaster, config: BacktestConfig,
-             batched: bool = True) -> list[SymbolResult]:
-    """Backtest several symbols with one batched forecaster call for all their windows."""
+             batched: bool = True, on_step: Callable[[str], None] | None = None) -> list[SymbolResult]:
+    """Backtest several symbols with one batched forecaster call for all their windows.
+
+    ``on_step`` (a progress display) hears of the forecast call and of each symbol's simulation as they start.
+    """
+    step = on_step or (lambda _description: None)
     jobs = [(bars, decision_ends(len(bars), config)) for bars in bars_list]
+    step(f"forecasting {sum(len(ends) + 1 for _, ends in jobs)} windows with {forecaster.name}")
     forecasts = forecast_windows(forecaster, jobs, config, batched=batched)
-    return [simulate(bars, fc, ends, config) for (bars, ends), fc in zip(jobs, forecasts)]
+    results = []
+    for (bars, ends), fc in zip(jobs, forecasts):
+        step(f"simulating {bars.symbol}")
+        results.append(simulate(bars, fc, ends, config))
+    return results
 
 
 def run_backtest(bars: Bars, forecaster: Forecaster, config: BacktestConfig | None = None) -> SymbolResult:
