@@ -15,16 +15,15 @@ from pathlib import Path
 from typing import TypeVar
 
 import torch
-from torch import nn
 
 from marketcast.errors import ModelLoadError
+from marketcast.forecast.checkpoint import load_strict, read_safetensors, resolve_folder
 from marketcast.forecast.kronos.config import HUB_OWNER, MODELS, TOKENIZER_OF, TOKENIZERS, KronosConfig, TokenizerConfig
 from marketcast.forecast.kronos.layers import init_weights
 from marketcast.forecast.kronos.model import Kronos
 from marketcast.forecast.kronos.tokenizer import KronosTokenizer
 
 log = logging.getLogger("marketcast.kronos")
-FILES = ("config.json", "model.safetensors")
 DEFAULT_MODEL = f"{HUB_OWNER}/Kronos-small"
 M = TypeVar("M", Kronos, KronosTokenizer)
 _CONFIG = {Kronos: KronosConfig, KronosTokenizer: TokenizerConfig}
@@ -40,76 +39,18 @@ def from_config(cls: type[M], cfg, seed: int = 0) -> M:
     return module.eval()
 
 
-def _offline() -> bool:
-    from huggingface_hub import constants
-
-    env = os.environ.get("HF_HUB_OFFLINE", "").strip().lower()
-    return env in {"1", "true", "yes", "on"} or bool(getattr(constants, "HF_HUB_OFFLINE", False))
-
-
-def resolve_folder(source: str | os.PathLike, local_files_only: bool | None = None) -> Path:
-    """A folder as is; a repo id from the HF cache (or the hub when online)."""
-    path = Path(source).expanduser()
-    if path.is_dir():
-        return path
-    repo = str(source)
-    if path.exists() or repo.count("/") != 1 or repo.startswith((".", "/", "~")):
-        raise ModelLoadError(f"Kronos weights {repo!r}: not a folder and not a Hugging Face repo id (owner/name); "
-                             "pass a folder holding config.json and model.safetensors")
-    offline = _offline() if local_files_only is None else bool(local_files_only)
-    from huggingface_hub import snapshot_download
-
-    try:
-        return Path(snapshot_download(repo, allow_patterns=list(FILES), local_files_only=offline))
-    except Exception as exc:
-        how = ("offline and not in the Hugging Face cache" if offline
-               else f"could not be fetched ({type(exc).__name__}: {str(exc).strip().splitlines()[0][:120]})")
-        raise ModelLoadError(f"Kronos weights {repo!r} {how}; run `huggingface-cli download {repo}` on a connected "
-                             "machine, or pass a folder with config.json and model.safetensors") from None
-
-
-def read_state(path: Path) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
-
-    if not path.is_file():
-        raise ModelLoadError(f"{path}: model.safetensors not found; put the checkpoint next to its config.json")
-    try:
-        return load_file(str(path), device="cpu")
-    except Exception as exc:  # safetensors raises its own types for truncated or corrupt files
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise ModelLoadError(f"{path}: unreadable safetensors file ({first}); it is truncated or corrupt, "
-                             "download it again") from None
-
-
-def load_state(module: nn.Module, state: dict, source: str) -> None:
-    """``load_state_dict(strict=True)`` with one line naming the first bad key and both shapes."""
-    expected = module.state_dict()
-    missing = [k for k in expected if k not in state]
-    unexpected = [k for k in state if k not in expected]
-    if missing or unexpected:
-        parts = [f"missing {len(missing)} tensor(s) e.g. {missing[0]!r}"] if missing else []
-        parts += [f"unexpected {len(unexpected)} e.g. {unexpected[0]!r}"] if unexpected else []
-        raise ModelLoadError(f"{source}: {'; '.join(parts)}; the file is not a {type(module).__name__} checkpoint "
-                             "for this config.json")
-    for key, want in expected.items():
-        if tuple(state[key].shape) != tuple(want.shape):
-            raise ModelLoadError(f"{source}: tensor {key!r} has shape {tuple(state[key].shape)} but config.json "
-                                 f"needs {tuple(want.shape)}; config.json and model.safetensors do not belong together")
-    module.load_state_dict({k: v.to(expected[k].dtype) for k, v in state.items()}, strict=True)
-
-
 def from_pretrained(cls: type[M], source: str | os.PathLike, local_files_only: bool | None = None,
                     max_context: int | None = None) -> M:
     """Load ``cls`` from a folder or repo id (``max_context`` overrides the Kronos decoding window)."""
-    folder = resolve_folder(source, local_files_only)
+    folder = resolve_folder(source, "Kronos", local_files_only)
     cfg = _CONFIG[cls].from_file(folder / "config.json")
     if cls is Kronos:
         cfg = _with_context(cfg, max_context, str(source))
-    state = read_state(folder / "model.safetensors")
+    state = read_safetensors(folder / "model.safetensors")
     with torch.device("meta"):
         module = cls(cfg)
     module = module.to_empty(device="cpu")
-    load_state(module, state, str(folder / "model.safetensors"))
+    load_strict(module, state, str(folder / "model.safetensors"))
     return module.eval()
 
 

@@ -22,10 +22,11 @@ from torch.utils._pytree import tree_map
 from marketcast.compile.steps import CompiledSteps
 from marketcast.errors import ConfigError
 from marketcast.forecast.base import INPUT_FIELDS, ContextBatch, Forecast
+from marketcast.forecast.checkpoint import resolve_folder
 from marketcast.forecast.toto.buckets import cache_slots, context_patches, pow2_at_least, pow2_at_most
 from marketcast.forecast.toto.config import TotoConfig
 from marketcast.forecast.toto.kv_cache import StaticKVCache
-from marketcast.forecast.toto.loading import DEFAULT_REPO, load_checkpoint, load_weights, resolve_folder
+from marketcast.forecast.toto.loading import DEFAULT_REPO, load_checkpoint, load_weights
 from marketcast.forecast.toto.model import MixtureParams, TotoModel, init_weights
 from marketcast.forecast.toto.sampling import clean_feedback, sample_mixture, uniforms
 from marketcast.forecast.toto.scaler import ScalerState
@@ -103,7 +104,7 @@ class TotoForecaster:
                         dtype: str = "float32", compile: str | None = None, local_files_only: bool | None = None,
                         cache_dir: str | os.PathLike | None = None, **kwargs) -> "TotoForecaster":
         """Load ``config.json`` + ``model.safetensors`` from a folder or a Hugging Face repo (cache first)."""
-        folder = resolve_folder(name_or_folder, local_files_only=local_files_only, cache_dir=cache_dir)
+        folder = resolve_folder(name_or_folder, "Toto", local_files_only, cache_dir)
         config, state = load_checkpoint(folder)
         model = TotoModel(config)
         load_weights(model, state, str(folder / "model.safetensors"))
