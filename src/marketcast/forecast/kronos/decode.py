@@ -76,14 +76,18 @@ class CachedDecoder:
         s2_all = torch.cat([s2, s2.new_zeros(n, pred_len)], 1)
         valid_all = torch.cat([valid, valid.new_ones(n, pred_len)], 1)
         re_prefills = 0
+        first, rows = _distinct_rows(s1, s2, stamps[:, :t], valid)
         for i in range(pred_len):
             known = t + i
             torch.rand(cache.noise.shape, generator=generator, device=cache.noise.device, out=cache.noise)
-            if i == 0 or known > self.window:
-                start = max(0, known - self.window)
-                sl = slice(start, known)
+            if i == 0:  # rows repeating one series' context (its sample paths) share one pass over it
+                logits, context = self.model.prefill(s1[first], s2[first], stamps[first, :t], valid[first], cos, sin,
+                                                     cache, rows)
+            elif known > self.window:  # the paths differ from here on: every row re-runs its own window
+                sl = slice(known - self.window, known)
                 logits, context = self.model.prefill(s1_all[:, sl], s2_all[:, sl], stamps[:, sl],
                                                      valid_all[:, sl], cos, sin, cache)
+            if i == 0 or known > self.window:
                 cache.tokens.copy_(self.model.draw(logits, context, cache.knobs, cache.noise, cache.dep_k,
                                                    cache.dep_v, cache.valid)[:, :, None])
                 re_prefills += i > 0
@@ -94,3 +98,13 @@ class CachedDecoder:
             s1_all[:, known] = cache.tokens[0, :, 0]
             s2_all[:, known] = cache.tokens[1, :, 0]
         return Generated(s1_all[:, t:], s2_all[:, t:], re_prefills)
+
+
+def _distinct_rows(*tensors: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(first row of each distinct row, the distinct row of every row) over ``tensors`` side by side."""
+    key = torch.cat([t.reshape(t.shape[0], -1).long() for t in tensors], 1)
+    _, inverse = torch.unique(key, dim=0, return_inverse=True)
+    n = key.shape[0]
+    first = torch.full((int(inverse.max()) + 1,), n, device=key.device).scatter_reduce(
+        0, inverse, torch.arange(n, device=key.device), reduce="amin")
+    return first, inverse

@@ -75,15 +75,20 @@ class Kronos(nn.Module):
 
     # cached decoding
     @torch.no_grad()
-    def prefill(self, s1, s2, stamp, valid, cos, sin, cache: StaticCache):
-        """Run the window ``[N, T]`` once, write positions ``0..T-1`` of ``cache``; last-position s1 logits
-        ``[N, V1]`` and context ``[N, 1, d]``."""
+    def prefill(self, s1, s2, stamp, valid, cos, sin, cache: StaticCache, rows: torch.Tensor | None = None):
+        """Run the window ``[U, T]`` once, write positions ``0..T-1`` of ``cache``; last-position s1 logits
+        ``[N, V1]`` and context ``[N, 1, d]``. ``rows`` ``[N]`` (optional) says which of the ``U`` windows
+        each cache row holds, so the sample paths of one series share a single pass over its context."""
         t = s1.shape[1]
+        valid = valid if valid is not None else torch.ones_like(s1, dtype=torch.bool)
         context, keys, values = self._window(s1, s2, stamp, valid, cos, sin)
         dep_k, dep_v = self.dep_layer.keys_values(context)
-        cache.write_prefix(keys, values, dep_k, dep_v, valid if valid is not None else
-                           torch.ones_like(s1, dtype=torch.bool))
-        last = context[:, t - 1 : t].contiguous()  # fixed strides for the compiled s2 step
+        last = context[:, t - 1 : t]
+        if rows is not None:
+            keys, values = [k.index_select(0, rows) for k in keys], [v.index_select(0, rows) for v in values]
+            dep_k, dep_v, valid, last = (x.index_select(0, rows) for x in (dep_k, dep_v, valid, last))
+        cache.write_prefix(keys, values, dep_k, dep_v, valid)
+        last = last.contiguous()  # fixed strides for the compiled s2 step
         return self.head.proj_s1(last[:, 0]), last
 
     def step_s1(self, s1, s2, stamp, pos, cos, sin, k, v, dep_k, dep_v, valid):
