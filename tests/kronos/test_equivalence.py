@@ -87,10 +87,10 @@ def test_greedy_paths_match_upstream_including_re_prefill(tiny_model, tiny_token
     decoder = CachedDecoder(tiny_model, None)
     pipe = KronosPipeline(tiny_model, tiny_tokenizer, decoder, max_rows=8)
     s1, s2 = tiny_tokenizer.encode(bars.clamp(-5, 5))
-    rows = torch.arange(3 * samples) // samples
+    rows = torch.arange(3 * samples) // samples  # each series' sample paths share one prefill of its context
     valid = torch.ones(3 * samples, t, dtype=torch.bool)
-    out = decoder.generate(s1[rows], s2[rows], stamp[rows], valid, h, SamplingParams(1.0, 1, 1.0),
-                           torch.Generator().manual_seed(0))
+    out = decoder.generate(s1, s2, stamp, valid[:3], h, SamplingParams(1.0, 1, 1.0), torch.Generator().manual_seed(0),
+                           rows=rows)
     assert out.re_prefills == h - (32 - t) - 1
     z = pipe.detokenize(s1[rows], s2[rows], valid, out.s1, out.s2).reshape(3, samples, h, 6).mean(1)
     torch.testing.assert_close(z, torch.as_tensor(ref), rtol=0, atol=1e-5)

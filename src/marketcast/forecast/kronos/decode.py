@@ -59,9 +59,17 @@ class CachedDecoder:
 
     @torch.no_grad()
     def generate(self, s1, s2, stamps, valid, pred_len: int, params: SamplingParams,
-                 generator: torch.Generator) -> Generated:
-        """``s1``/``s2``/``valid`` ``[N, T]`` context tokens (T <= window), ``stamps`` ``[N, T + pred_len, 5]``."""
-        n, t = s1.shape
+                 generator: torch.Generator, rows: torch.Tensor | None = None) -> Generated:
+        """``s1``/``s2``/``valid`` ``[U, T]`` context tokens (T <= window), ``stamps`` ``[U, T + pred_len, 5]``.
+
+        ``rows`` ``[N]`` (default ``arange(U)``): the context each generated row continues, so the sample paths
+        of one series share a single prefill of its context. Returns ``[N, pred_len]`` tokens.
+        """
+        t = s1.shape[1]
+        if rows is not None:
+            s1_ctx, s2_ctx, stamps_ctx, valid_ctx = s1, s2, stamps[:, :t], valid
+            s1, s2, stamps, valid = (x.index_select(0, rows) for x in (s1, s2, stamps, valid))
+        n = s1.shape[0]
         if t > self.window:
             raise ValueError(f"context of {t} tokens exceeds max_context {self.window}")
         if self._rotary is None:
@@ -76,13 +84,13 @@ class CachedDecoder:
         s2_all = torch.cat([s2, s2.new_zeros(n, pred_len)], 1)
         valid_all = torch.cat([valid, valid.new_ones(n, pred_len)], 1)
         re_prefills = 0
-        first, rows = _distinct_rows(s1, s2, stamps[:, :t], valid)
         for i in range(pred_len):
             known = t + i
             torch.rand(cache.noise.shape, generator=generator, device=cache.noise.device, out=cache.noise)
-            if i == 0:  # rows repeating one series' context (its sample paths) share one pass over it
-                logits, context = self.model.prefill(s1[first], s2[first], stamps[first, :t], valid[first], cos, sin,
-                                                     cache, rows)
+            if i == 0 and rows is not None:  # one pass per distinct context, copied to the rows that share it
+                logits, context = self.model.prefill(s1_ctx, s2_ctx, stamps_ctx, valid_ctx, cos, sin, cache, rows)
+            elif i == 0:
+                logits, context = self.model.prefill(s1, s2, stamps[:, :t], valid, cos, sin, cache)
             elif known > self.window:  # the paths differ from here on: every row re-runs its own window
                 sl = slice(known - self.window, known)
                 logits, context = self.model.prefill(s1_all[:, sl], s2_all[:, sl], stamps[:, sl],
@@ -99,12 +107,3 @@ class CachedDecoder:
             s2_all[:, known] = cache.tokens[1, :, 0]
         return Generated(s1_all[:, t:], s2_all[:, t:], re_prefills)
 
-
-def _distinct_rows(*tensors: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(first row of each distinct row, the distinct row of every row) over ``tensors`` side by side."""
-    key = torch.cat([t.reshape(t.shape[0], -1).long() for t in tensors], 1)
-    _, inverse = torch.unique(key, dim=0, return_inverse=True)
-    n = key.shape[0]
-    first = torch.full((int(inverse.max()) + 1,), n, device=key.device).scatter_reduce(
-        0, inverse, torch.arange(n, device=key.device), reduce="amin")
-    return first, inverse

@@ -86,14 +86,17 @@ class KronosPipeline:
 
         rows = b * sample_count
         chunk = row_bucket(rows, self.max_rows)
-        order = torch.arange(rows, device=dev) // sample_count  # series of each row, b-major like upstream
+        order = np.arange(rows) // sample_count  # series of each row, b-major like upstream
         generator = torch.Generator(device=dev).manual_seed(int(seed))
         out, re_prefills = [], 0
         for start in range(0, rows, chunk):
             idx = order[start : start + chunk]
-            idx = torch.cat([idx, idx[:1].expand(chunk - len(idx))])  # pad the last chunk with repeats
-            gen = self.decoder.generate(s1[idx], s2[idx], stamps[idx], valid_t[idx], h, params, generator)
-            out.append(self.detokenize(s1[idx], s2[idx], valid_t[idx], gen.s1, gen.s2)[: rows - start])
+            idx = np.concatenate([idx, np.repeat(idx[:1], chunk - len(idx))])  # pad the last chunk with repeats
+            series, inverse = (torch.as_tensor(a, device=dev) for a in np.unique(idx, return_inverse=True))
+            gen = self.decoder.generate(s1[series], s2[series], stamps[series], valid_t[series], h, params, generator,
+                                        rows=inverse)
+            row = series[inverse]
+            out.append(self.detokenize(s1[row], s2[row], valid_t[row], gen.s1, gen.s2)[: rows - start])
             re_prefills += gen.re_prefills
         z = torch.cat(out).double().cpu().numpy().reshape(b, sample_count, h, -1)
         paths = z * (std[:, None].astype(np.float64) + 1e-5) + mean[:, None]
