@@ -3,7 +3,9 @@
 It checks the key headers, keeps orders in memory, refuses duplicate client_order_ids like Alpaca
 (422), and can be told to fail the next matching requests: a status with a body (403/422 rejection,
 429 with Retry-After, 5xx), a sleep past the client's timeout, or to process a POST and then stall so
-its reply is lost.
+its reply is lost. :meth:`FakeAlpaca.fill` executes (part of) an order or its take-profit leg the way
+Alpaca reports it: cumulative ``filled_qty``, average ``filled_avg_price``, ``updated_at``/``filled_at``,
+a held leg becoming ``new`` once its parent has filled, and the position moving.
 """
 
 from __future__ import annotations
@@ -74,6 +76,35 @@ class FakeAlpaca:
     def posts(self, client_order_id: str) -> int:
         return sum(1 for m, p, body in self.requests if m == "POST" and body.get("client_order_id") == client_order_id)
 
+    def order(self, client_order_id: str) -> dict:
+        return next(o for o in self.orders if o["client_order_id"] == client_order_id)
+
+    def fill(self, client_order_id: str, qty: float, price: float, at: str, leg: bool = False) -> dict:
+        """Execute ``qty`` more of the order (or of its take-profit leg) at ``price`` at time ``at``."""
+        with self.lock:
+            parent = self.order(client_order_id)
+            o = parent["legs"][0] if leg else parent
+            done, avg = float(o["filled_qty"]), float(o["filled_avg_price"] or 0.0)
+            total = done + qty
+            o["filled_avg_price"] = str((done * avg + qty * price) / total)
+            o["filled_qty"] = str(total)
+            o["status"] = "filled" if total >= float(o["qty"]) - 1e-12 else "partially_filled"
+            o["updated_at"] = at
+            if o["status"] == "filled":
+                o["filled_at"] = at
+                for held in (o.get("legs") or []):
+                    held["status"] = "new"
+            sym = o["symbol"].replace("/", "")
+            signed = qty if o["side"] == "buy" else -qty
+            pos = next((p for p in self.positions if p["symbol"] == sym), None)
+            if pos is None:
+                self.positions.append({"symbol": sym, "qty": str(signed), "avg_entry_price": str(price)})
+            else:
+                pos["qty"] = str(float(pos["qty"]) + signed)
+                if abs(float(pos["qty"])) < 1e-12:
+                    self.positions.remove(pos)
+            return o
+
     # ------------------------------------------------------------------ handling
     def _take_failure(self, method: str, path: str) -> Failure | None:
         with self.lock:
@@ -92,8 +123,10 @@ class FakeAlpaca:
             return 200, self.positions
         if path == "/v2/orders" and method == "GET":
             status = q.get("status", "open")
-            rows = [o for o in self.orders if status == "all" or (o["status"] in ("new", "accepted"))
-                    == (status == "open")]
+            done = ("filled", "canceled", "expired", "rejected")
+            every = self.orders if q.get("nested", "").lower() == "true" else [  # not nested: legs are orders of their own
+                x for o in self.orders for x in ({**o, "legs": None}, *(o.get("legs") or []))]
+            rows = [o for o in every if status == "all" or (o["status"] not in done) == (status == "open")]
             return 200, rows[-int(q.get("limit", 500)):]
         if path == "/v2/orders" and method == "POST":
             with self.lock:
@@ -103,10 +136,13 @@ class FakeAlpaca:
                          "side": body["side"], "qty": str(body["qty"]), "type": body["type"],
                          "order_type": body["type"], "time_in_force": body["time_in_force"], "status": "accepted",
                          "limit_price": body.get("limit_price"), "filled_qty": "0", "filled_avg_price": None,
-                         "submitted_at": "2024-05-01T20:00:00Z", "order_class": body.get("order_class", "simple"),
-                         "legs": ([{"id": str(uuid.uuid4()), "client_order_id": "leg", "symbol": body["symbol"],
-                                    "side": "sell" if body["side"] == "buy" else "buy", "qty": str(body["qty"]),
-                                    "type": "limit", "status": "held",
+                         "submitted_at": "2024-05-01T20:00:00Z", "updated_at": "2024-05-01T20:00:00Z",
+                         "filled_at": None, "order_class": body.get("order_class", "simple"),
+                         "legs": ([{"id": str(uuid.uuid4()), "client_order_id": str(uuid.uuid4()),
+                                    "symbol": body["symbol"], "side": "sell" if body["side"] == "buy" else "buy",
+                                    "qty": str(body["qty"]), "type": "limit", "status": "held", "filled_qty": "0",
+                                    "filled_avg_price": None, "submitted_at": "2024-05-01T20:00:00Z",
+                                    "updated_at": "2024-05-01T20:00:00Z", "filled_at": None,
                                     "limit_price": body["take_profit"]["limit_price"]}]
                                   if body.get("take_profit") else None)}
                 self.orders.append(order)
@@ -117,8 +153,10 @@ class FakeAlpaca:
                     return 200, o
             return 404, {"code": 40410000, "message": "order not found"}
         if path.startswith("/v2/orders/") and method == "DELETE":
-            for o in self.orders:
+            for o in [x for o in self.orders for x in (o, *(o.get("legs") or []))]:
                 if o["id"] == path.rsplit("/", 1)[1]:
+                    if o["status"] in ("filled", "canceled", "expired", "rejected"):
+                        return 422, {"code": 42210000, "message": f"order is already {o['status']}"}
                     o["status"] = "canceled"
                     return 204, None
             return 404, {"code": 40410000, "message": "order not found"}

@@ -20,9 +20,10 @@ from marketcast.trade.broker import BrokerUnavailable, DuplicateOrder, OrderReje
 from marketcast.trade.cycle import LoopConfig, TradingLoop  # noqa: E402
 from marketcast.trade.feed import broker_feed  # noqa: E402
 from marketcast.trade.gates import GateConfig  # noqa: E402
+from marketcast.trade.ids import client_order_id  # noqa: E402
 from marketcast.trade.monitor import Monitor  # noqa: E402
 from marketcast.trade.planner import BacktestPlanner  # noqa: E402
-from marketcast.trade.state import Journal  # noqa: E402
+from marketcast.trade.state import Intent, Journal  # noqa: E402
 from marketcast.trade.types import OrderRequest  # noqa: E402
 
 from .fake_alpaca import FakeAlpaca  # noqa: E402
@@ -184,34 +185,139 @@ def test_cli_live_needs_confirmation_and_never_prints_keys(fake, tmp_path):
     refused = subprocess.run([*base, "--live"], capture_output=True, text=True, env=env, timeout=60)
     assert refused.returncode == 2 and "--i-understand-live-trading" in refused.stderr
     assert not any(m == "POST" for m, _, _ in fake.requests) and fake.requests == []
-    ok = subprocess.run([*base, "--live", "--i-understand-live-trading", "--add-latest"], capture_output=True,
-                        text=True, env=env, timeout=60)
+    ok = subprocess.run([*base, "--live", "--i-understand-live-trading", "--add-latest", "-v"],
+                        capture_output=True, text=True, env=env, timeout=60)
     assert ok.returncode == 0, ok.stderr
     assert "dry run, nothing sent" in ok.stdout.replace("\n", " ")
-    assert [m for m, _, _ in fake.requests].count("POST") == 0
-    for text in (ok.stdout, ok.stderr, (tmp_path / "trade.log").read_text()):
+    assert [m for m, _, _ in fake.requests].count("POST") == 0 and "DELETE" not in [m for m, _, _ in fake.requests]
+    assert list(tmp_path.iterdir()) == []  # a dry run writes nothing, not even its log
+    for text in (ok.stdout, ok.stderr):
         assert KEY not in text and SECRET not in text
     missing = subprocess.run([*base, "--broker", "alpaca"], capture_output=True, text=True, timeout=60,
                              env={k: v for k, v in env.items() if not k.startswith("APCA_API_")})
     assert missing.returncode == 2 and "APCA_API_KEY_ID" in missing.stderr
 
 
-def test_leftover_live_position_is_closed_once_at_the_next_cycle(fake, tmp_path):
-    b = adapter(fake)
-    journal = Journal(tmp_path / "journal.db")
-    loop = TradingLoop(b, journal, BacktestPlanner(load_forecaster("baseline")), broker_feed(b, {"AAPL": "stock"}),
-                       LoopConfig(("AAPL",)), None, {"AAPL": "stock"})
-    entry = b.submit(order("mc-entry"))
-    from marketcast.trade.state import Intent
+D0, D1 = "2024-04-28T04:00:00+00:00", "2024-04-29T04:00:00+00:00"
 
-    journal.record_intent(Intent("mc-entry", "2024-04-28T04:00:00+00:00", "maxdiff", "AAPL", "buy", 10, "limit",
-                                 188.5, 192.25, "day"))
-    journal.mark("mc-entry", "submitted", entry.id)
-    fake.positions = [{"symbol": "AAPL", "qty": "10", "side": "long", "avg_entry_price": "188.5"}]
-    loop.reconcile("2024-04-29T04:00:00+00:00")
-    loop.reconcile("2024-04-29T04:00:00+00:00")  # a restart reconciles again: no second close
-    closes = [body for m, p, body in fake.requests if m == "POST" and body.get("type") == "market"]
-    assert len(closes) == 1 and (closes[0]["side"], closes[0]["qty"]) == ("sell", 10)
-    assert b.order_by_client_id("mc-entry").status == "canceled"  # working orders in AAPL cancelled first
-    close_id = closes[0]["client_order_id"]
-    assert close_id.startswith("mc-") and b.order_by_client_id(close_id).status == "accepted"  # not self-cancelled
+
+def alpaca_loop(fake, tmp_path, symbol="AAPL", asset_class="stock", **kw) -> TradingLoop:
+    """A loop over the adapter with its own journal connection, as a freshly (re)started process has."""
+    b = adapter(fake, asset_classes={symbol: asset_class}, **kw)
+    return TradingLoop(b, Journal(tmp_path / "journal.db"), BacktestPlanner(load_forecaster("baseline")),
+                       broker_feed(b, {symbol: asset_class}), LoopConfig((symbol,)), None, {symbol: asset_class})
+
+
+def submitted(loop: TradingLoop, request: OrderRequest, decision_ts: str, kind: str = "entry") -> None:
+    """An order the loop sent on an earlier cycle: at the broker and journalled as submitted."""
+    placed = loop.broker.submit(request)
+    r = request
+    loop.journal.record_intent(Intent(r.client_order_id, decision_ts, "maxdiff", r.symbol, r.side, r.qty, r.type,
+                                      r.limit_price, r.take_profit, r.time_in_force, kind=kind))
+    loop.journal.mark(r.client_order_id, "submitted", placed.id)
+
+
+def test_fills_partial_top_ups_take_profit_legs_and_orders_filled_after_later_ones(fake, tmp_path):
+    loop = alpaca_loop(fake, tmp_path)
+    submitted(loop, order("mc-a"), D1)  # buy 10 @ 188.5, OTO take-profit leg @ 192.25
+    submitted(loop, order("mc-b", qty=4, limit_price=188.0, take_profit=None), D1)
+    fake.fill("mc-a", 4, 188.5, at="2024-05-02T14:00:00Z")  # partial
+    assert loop.reconcile(D1) == (1, 0)
+    # b was submitted (05-01 20:00) before the last fill the journal has, and fills only now
+    fake.fill("mc-b", 4, 188.0, at="2024-05-02T15:00:00Z")
+    assert loop.reconcile(D1) == (1, 0)
+    fake.fill("mc-a", 6, 188.3, at="2024-05-02T16:00:00Z")  # top-up to 10: avg 188.38
+    assert loop.reconcile(D1) == (0, 0)  # a already had its entry fill: no new order filled
+    fake.fill("mc-a", 10, 192.25, at="2024-05-02T18:00:00Z", leg=True)  # the take-profit leg
+    loop.reconcile(D1)
+    loop.reconcile(D1)  # nothing is booked twice
+    got = [(f.client_order_id, f.kind, f.side, f.qty, round(f.price, 9), f.timestamp) for f in loop.journal.fills()]
+    assert got == [
+        ("mc-a", "entry", "buy", 4.0, 188.5, "2024-05-02T14:00:00Z"),
+        ("mc-b", "entry", "buy", 4.0, 188.0, "2024-05-02T15:00:00Z"),
+        ("mc-a", "entry", "buy", 6.0, 188.3, "2024-05-02T16:00:00Z"),
+        ("mc-a", "take_profit", "sell", 10.0, 192.25, "2024-05-02T18:00:00Z"),
+    ]
+    leg = fake.order("mc-a")["legs"][0]["id"]
+    assert [f.fill_id.split("@")[1] for f in loop.journal.fills()] == ["4.0", "4.0", "10.0", "10.0"]
+    assert loop.journal.fills()[-1].fill_id == f"{leg}@10.0"
+    assert loop.journal.filled_qty("mc-a") == 10.0
+
+
+def test_leftover_close_and_cancels_are_journalled_and_a_restart_never_closes_twice(fake, tmp_path):
+    first = alpaca_loop(fake, tmp_path, timeout_s=0.3)
+    submitted(first, order("mc-entry"), D0)
+    fake.fill("mc-entry", 10, 188.5, at="2024-04-28T15:00:00Z")  # filled; its take-profit leg is now working
+    leg = fake.order("mc-entry")["legs"][0]
+    assert leg["status"] == "new" and float(fake.positions[0]["qty"]) == 10.0
+    close_id = client_order_id("close", "AAPL", D1, "sell")
+    fake.fail("POST", "/v2/orders", after_processing=True, sleep_s=1.0)  # the server takes the close, the reply is lost
+    assert first.reconcile(D1) == (1, 1)  # the entry's fill is booked, the leg cancelled
+    assert leg["status"] == "canceled"  # the working take-profit leg goes before the position is closed
+    [cancel] = first.journal.cancels()
+    assert (cancel["order_id"], cancel["status"], cancel["decision_ts"]) == (leg["id"], "done", D1)
+    intent = first.journal.intent(close_id)
+    assert (intent.kind, intent.status, intent.side, intent.qty) == ("close", "pending", "sell", 10)
+    assert first.journal.submission_counts() == {close_id: 1}
+    for _ in range(2):  # restarted processes reconcile the same bar: the close is found, never sent again
+        again = alpaca_loop(fake, tmp_path)
+        assert again.reconcile(D1) == (0, 0)
+    assert fake.posts(close_id) == 1 and len([o for o in fake.orders if o["type"] == "market"]) == 1
+    closed = again.journal.intent(close_id)
+    assert closed.status == "submitted" and closed.broker_order_id == fake.order(close_id)["id"]
+    assert fake.order(close_id)["status"] == "accepted" and again.journal.submission_counts() == {close_id: 1}
+
+
+def test_a_kill_between_journal_and_broker_call_is_finished_once_on_restart(fake, tmp_path):
+    loop = alpaca_loop(fake, tmp_path)
+    submitted(loop, order("mc-entry", take_profit=None), D0)
+    stale = order("mc-stale", qty=1, limit_price=150.0, take_profit=None)
+    submitted(loop, stale, D0)
+    fake.fill("mc-entry", 10, 188.5, at="2024-04-28T15:00:00Z")
+    close_id = client_order_id("close", "AAPL", D1, "sell")
+    # what a kill right after the write-ahead rows leaves: a pending close never sent, a pending cancel
+    loop.journal.record_intent(Intent(close_id, D1, "close", "AAPL", "sell", 10, "market", None, None, "day",
+                                      kind="close"))
+    stale_id = fake.order("mc-stale")["id"]
+    loop.journal.record_cancel(stale_id, "mc-stale", "AAPL", D1, "its bar has passed")
+    restarted = alpaca_loop(fake, tmp_path)
+    assert restarted.reconcile(D1) == (1, 1)
+    assert restarted.reconcile(D1) == (0, 0)
+    assert fake.posts(close_id) == 1 and fake.order("mc-stale")["status"] == "canceled"
+    assert [(c["order_id"], c["status"]) for c in restarted.journal.cancels()] == [(stale_id, "done")]
+    assert [m for m, p, _ in fake.requests if m == "DELETE"] == ["DELETE"]  # cancelled once
+
+
+def test_crypto_take_profit_is_sent_apart_once_the_entry_fill_is_seen(fake, tmp_path):
+    loop = alpaca_loop(fake, tmp_path, "BTCUSD", "crypto")
+    assert not loop.broker.attaches_take_profit("BTCUSD") and loop.broker.attaches_take_profit("AAPL")
+    entry = order("mc-btc", symbol="BTCUSD", qty=0.25, limit_price=59_000.0, take_profit=61_000.0,
+                  time_in_force="gtc")
+    submitted(loop, entry, D1)
+    assert "take_profit" not in fake.requests[-1][2]  # Alpaca has no OTO/bracket orders for crypto
+    loop.reconcile(D1)
+    assert len(fake.orders) == 1  # nothing filled yet: no take-profit
+    fake.fill("mc-btc", 0.1, 59_000.0, at="2024-04-29T10:00:00Z")
+    loop.reconcile(D1)
+    loop.reconcile(D1)
+    tp1 = client_order_id("take_profit", "BTCUSD", f"{D1}@0.1", "sell")
+    assert fake.posts(tp1) == 1 and fake.requests[-1][0] == "GET"
+    body = next(b for m, _, b in fake.requests if m == "POST" and b.get("client_order_id") == tp1)
+    assert body == {"symbol": "BTC/USD", "qty": 0.1, "side": "sell", "type": "limit", "time_in_force": "gtc",
+                    "limit_price": 61_000.0, "client_order_id": tp1}
+    fake.fill("mc-btc", 0.15, 59_000.0, at="2024-04-29T11:00:00Z")  # the rest of the entry: one more, for 0.15
+    alpaca_loop(fake, tmp_path, "BTCUSD", "crypto").reconcile(D1)  # (a restarted process)
+    loop.reconcile(D1)
+    tp2 = client_order_id("take_profit", "BTCUSD", f"{D1}@0.25", "sell")
+    assert (fake.posts(tp1), fake.posts(tp2), float(fake.order(tp2)["qty"])) == (1, 1, 0.15)
+    assert [(i.client_order_id, i.kind, i.qty, i.status) for i in loop.journal.intents() if i.kind != "entry"] == [
+        (tp1, "take_profit", 0.1, "submitted"), (tp2, "take_profit", 0.15, "submitted")]
+    fake.fill(tp1, 0.1, 61_000.0, at="2024-04-29T12:00:00Z")
+    loop.reconcile(D1)
+    assert [(f.client_order_id, f.kind, f.qty) for f in loop.journal.fills()] == [
+        ("mc-btc", "entry", 0.1), ("mc-btc", "entry", 0.15), (tp1, "take_profit", 0.1)]
+    # the next bar: the unfilled take-profit is cancelled and the 0.15 left is closed at market
+    nxt = "2024-04-30T04:00:00+00:00"
+    assert loop.reconcile(nxt) == (0, 1) and fake.order(tp2)["status"] == "canceled"
+    close = fake.order(client_order_id("close", "BTCUSD", nxt, "sell"))
+    assert (close["type"], close["side"], close["qty"], close["time_in_force"]) == ("market", "sell", "0.15", "gtc")

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
+from marketcast.backtest.orders import Costs
 from marketcast.data import load_symbol
+from marketcast.data.bars import Bars
 from marketcast.forecast import load_forecaster
 from marketcast.trade.cycle import LoopConfig, TradingLoop
 from marketcast.trade.feed import history_feed
@@ -12,7 +16,9 @@ from marketcast.trade.gates import GateConfig
 from marketcast.trade.monitor import read_records, summarise, Monitor
 from marketcast.trade.paper import PaperBroker
 from marketcast.trade.planner import BacktestPlanner
+from marketcast.trade.broker import BrokerUnavailable
 from marketcast.trade.state import Intent, Journal
+from marketcast.trade.types import Quote
 
 SYMS = ("SP500", "NASDAQ")
 OPEN_GATES = GateConfig(min_edge=-1.0, min_sharpe=-1e9, max_drawdown=1.01)  # let every non-flat signal through
@@ -103,3 +109,124 @@ def test_stale_open_order_is_cancelled_and_stale_pending_intent_abandoned(tmp_pa
     report = loop.run_cycle(broker.clock)
     assert report.cancelled == 1 and broker.order_by_client_id(gtc.client_order_id).status == "canceled"
     assert journal.intent("mc-never-sent").status == "abandoned"
+
+
+class QuotingPaperBroker(PaperBroker):
+    """The paper broker with a live-like quote feed: its ``latest_quote`` raises ``fail`` times (a broker
+    outage), then quotes ``bid``/``ask`` as multiples of the clock bar's close, labelled real."""
+
+    def __init__(self, *args, fail: int = 0, bid: float = 1.004, ask: float = 1.006, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fail, self.bid, self.ask, self.calls = fail, bid, ask, 0
+
+    def latest_quote(self, symbol: str) -> Quote | None:
+        self.calls += 1
+        if self.calls <= self.fail:
+            raise BrokerUnavailable(f"quote {symbol}: HTTP 503 after 0 retries")
+        close = self.latest_bars(symbol, 1)[-1].close
+        return Quote(symbol, close * self.bid, close * self.ask, source="real")
+
+
+def quoting_loop(tmp_path, bars, syms=("SP500",), monitor=False, **kw):
+    broker = QuotingPaperBroker(tmp_path / "broker.db", bars, start="2017-03-01", **kw)
+    broker.advance_to("2017-03-01")
+    loop = TradingLoop(broker, Journal(tmp_path / "journal.db"),
+                       BacktestPlanner(load_forecaster("baseline"), strategies=("maxdiff",)),
+                       history_feed(bars, lambda: broker.clock),
+                       LoopConfig(syms, gates=OPEN_GATES, add_latest=True, quote_retry_wait_s=0.0),
+                       Monitor(tmp_path) if monitor else None)
+    return loop, broker
+
+
+def test_real_quote_mid_replaces_the_last_close_and_its_spread_feeds_costs(tmp_path, bars):
+    loop, broker = quoting_loop(tmp_path, bars)
+    ts = broker.clock
+    close = float(bars["SP500"].frame.loc[ts, "close"])  # 2017-03-01: 2395.96
+    mid, spread = close * 1.005, 1.006 / 1.004 - 1.0
+    report = loop.plan(ts)
+    sig = report.signals[0]
+    assert report.quotes == {"SP500": "real"} and sig.close == pytest.approx(mid, rel=1e-15)
+    # what the planner must have seen: bars whose decision bar closes at the mid, costs with the spread
+    frame = bars["SP500"].frame.loc[:ts].copy()
+    frame.loc[ts, ["close", "high"]] = [mid, max(frame.at[ts, "high"], mid)]
+    expected = BacktestPlanner(load_forecaster("baseline"), strategies=("maxdiff",)).plan(
+        Bars("SP500", frame, "stock", "test"), Costs.for_asset("stock", None, spread))
+    assert sig.decision == expected.decision and sig.metrics == expected.metrics
+    # and it moved the orders: the synthetic plan (bar close, no spread) prices them differently
+    off = TradingLoop(broker, loop.journal, BacktestPlanner(load_forecaster("baseline"), strategies=("maxdiff",)),
+                      loop.feed, LoopConfig(("SP500",), gates=OPEN_GATES)).plan(ts)
+    assert off.quotes == {"SP500": "synthetic"} and off.signals[0].close == close
+    moved = sig.decision.entry_limit / off.signals[0].decision.entry_limit
+    assert moved == pytest.approx(1.005, abs=0.003) and moved != 1.0  # limits follow the 0.5 % higher mid
+    assert report.planned[0].request.limit_price == sig.decision.entry_limit
+
+
+def test_quote_retries_then_succeeds(tmp_path, bars, caplog):
+    caplog.set_level(logging.WARNING, "marketcast.trade")
+    loop, broker = quoting_loop(tmp_path, bars, fail=2, monitor=True)
+    report = loop.run_cycle(broker.clock)
+    assert broker.calls == 3 and report.quotes == {"SP500": "real"}
+    assert [r.getMessage().split(":")[1].strip() for r in caplog.records] == [
+        "quote failed (attempt 1/3)", "quote failed (attempt 2/3)"]
+    assert report.record["quotes"] == {"real": 1, "synthetic": 0} and report.record["quote_source"] == {"SP500": "real"}
+
+
+def test_quote_falls_back_to_synthetic_after_three_failures(tmp_path, bars, caplog):
+    caplog.set_level(logging.WARNING, "marketcast.trade")
+    loop, broker = quoting_loop(tmp_path, bars, fail=5, monitor=True)
+    close = float(bars["SP500"].frame.loc[broker.clock, "close"])
+    q = loop.quote("SP500", close)
+    assert (q.bid, q.ask, q.source, broker.calls) == (close, close, "synthetic", 3)
+    assert caplog.records[-1].getMessage() == (
+        f"SP500: no quote after 3 attempts; synthetic quote bid = ask = last close {close:.4f}")
+    report = loop.run_cycle(broker.clock)  # two more failures, then a real quote on the 3rd try of this cycle
+    assert report.quotes == {"SP500": "real"} and broker.calls == 6
+    broker.fail = 100
+    nxt = loop.run_cycle(broker.clock)
+    assert nxt.quotes == {"SP500": "synthetic"} and nxt.signals[0].close == close  # bar close, not a mid
+    assert read_records(tmp_path)[-1]["quote_source"] == {"SP500": "synthetic"}
+
+
+def test_paper_broker_quotes_are_synthetic_in_the_records(tmp_path, bars):
+    broker = PaperBroker(tmp_path / "broker.db", bars, spread=0.001, start="2017-03-01")
+    broker.advance_to("2017-03-01")
+    q = broker.latest_quote("SP500")
+    assert q.source == "synthetic" and q.spread == pytest.approx(1.0005 / 0.9995 - 1)
+    loop = TradingLoop(broker, Journal(tmp_path / "journal.db"),
+                       BacktestPlanner(load_forecaster("baseline"), strategies=("maxdiff",)),
+                       history_feed(bars, lambda: broker.clock),
+                       LoopConfig(SYMS, gates=OPEN_GATES, add_latest=True), Monitor(tmp_path))
+    report = loop.run_cycle(broker.clock)
+    assert report.record["quotes"] == {"real": 0, "synthetic": 2}
+    assert report.record["quote_source"] == {"SP500": "synthetic", "NASDAQ": "synthetic"}
+    assert report.signals[0].close == float(bars["SP500"].frame.loc[broker.clock, "close"])
+    assert summarise(read_records(tmp_path))["quotes_real"] == 0
+
+
+class EagerFallbackForecaster:
+    """The baseline, reporting what a compiled model reports after falling back to eager."""
+
+    name, fields = "toto", ("close", "high", "low", "open")
+
+    def __init__(self) -> None:
+        self.inner = load_forecaster("baseline")
+
+    def forecast(self, batch, horizon, num_samples, seed=0):
+        fc = self.inner.forecast(batch, horizon, num_samples, seed)
+        fc.meta.update(model="toto", compiled=False, fallback_reason="dynamo: graph break")
+        return fc
+
+
+def test_a_lasting_eager_fallback_counts_once_per_model(tmp_path, bars):
+    broker = PaperBroker(tmp_path / "broker.db", bars, start="2017-03-01")
+    loop = TradingLoop(broker, Journal(tmp_path / "journal.db"), BacktestPlanner(EagerFallbackForecaster()),
+                       history_feed(bars, lambda: broker.clock), LoopConfig(SYMS, gates=OPEN_GATES),
+                       Monitor(tmp_path))
+    for day in ("2017-03-01", "2017-03-02", "2017-03-03"):
+        broker.advance_to(day)
+        rec = loop.run_cycle(broker.clock).record
+        assert (rec["fallbacks_to_eager"], rec["eager_fallback_models"]) == (1, ["toto"])  # 2 symbols, 1 model
+    summary = summarise(read_records(tmp_path))
+    assert summary["cycles"] == 3 and summary["fallbacks_to_eager"] == 1  # not 3 cycles x 2 symbols = 6
+    Monitor(tmp_path).record(decision_ts="2017-03-06", fallbacks_to_eager=1, eager_fallback_models=["kronos"])
+    assert summarise(read_records(tmp_path))["fallbacks_to_eager"] == 2

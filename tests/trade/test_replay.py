@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,41 +31,43 @@ SRC = str(Path(__file__).resolve().parents[2] / "src")
 SYMS = ("SP500", "NASDAQ")
 
 
-# Stateless strategies: a decision at t depends only on the forecast at t, so the live planner (which
-# backtests the 70 windows before t) and one long backtest over the whole period must agree exactly.
-# maxdiff's offsets are learned from the windows a run has seen, so they differ by design.
-STRATS = ("simple", "entry_takeprofit", "highlow")
+# Every strategy, MaxDiff included: the planner carries its walk-forward backtest from the replay's first day
+# (starting PLANNER_CONFIG.windows bars before it), so its learned MaxDiff offsets are those of one backtest
+# over the same days. (Re-running a 70-window backtest each day learned them from a rolling 70 windows and
+# disagreed with the long backtest on about a third of the days.)
 OPEN_GATES = GateConfig(min_edge=-1.0, min_sharpe=-1e9, max_drawdown=1.01)
 
 
-def test_replay_reproduces_the_backtest_decisions_and_fills(tmp_path):
+def test_replay_of_a_year_reproduces_the_backtest_decisions_and_fills(tmp_path):
     bars = {s: load_symbol(s) for s in SYMS}
     forecaster = load_forecaster("baseline")
-    result = replay(bars, BacktestPlanner(forecaster, strategies=STRATS), tmp_path, "2016-01-01", "2016-06-30",
+    result = replay(bars, BacktestPlanner(forecaster), tmp_path, "2017-01-01", "2017-12-31",
                     LoopConfig(SYMS, gates=OPEN_GATES))
     journal = Journal(tmp_path / "journal.db")
     broker = PaperBroker(tmp_path / "broker.db", bars)
     intents = [i for i in journal.intents() if i.status == "submitted"]
-    assert len(intents) >= 150 and {i.strategy for i in intents} == set(STRATS)
+    strategies = Counter(i.strategy for i in intents)
+    assert result.cycles_run == 250 and len(intents) >= 120 and strategies["maxdiff"] >= 80, strategies
     fills = {}
     for f in broker.fills():
         fills.setdefault(f.client_order_id, []).append(f)
 
     backtest = {}
-    for sym in SYMS:
+    for sym in SYMS:  # one backtest per symbol over the replay's days, after the planner's 70 windows
         frame = bars[sym].frame
-        days = [frame.index.get_loc(pd.Timestamp(i.decision_ts)) for i in intents if i.symbol == sym]
-        config = replace(PLANNER_CONFIG, strategies=STRATS, windows=max(days) - min(days) + 1, include_latest=False)
-        trades = run_backtest(bars[sym].head(max(days) + 2), forecaster, config).trades()
+        first = int(frame.index.searchsorted(pd.Timestamp(journal.first_cycle()))) - PLANNER_CONFIG.windows
+        last = frame.index.get_loc(pd.Timestamp(max(i.decision_ts for i in intents if i.symbol == sym)))
+        config = replace(PLANNER_CONFIG, windows=last - first + 1, include_latest=False)
+        trades = run_backtest(bars[sym].head(last + 2), forecaster, config).trades()
         backtest[sym] = trades.set_index(["strategy", "decision_time"])
 
-    pnl_total, filled = 0.0, 0
+    pnl_total, filled = 0.0, Counter()
     for i in intents:
         d = json.loads(i.decision)
         decision = Decision(d["side"], d["entry_limit"], d["take_profit"])
         row = backtest[i.symbol].loc[(i.strategy, i.decision_ts)]
         same = lambda a, b: (a is None and pd.isna(b)) or a == b  # noqa: E731
-        assert decision.side == row.side and same(decision.entry_limit, row.entry_limit)
+        assert decision.side == row.side and same(decision.entry_limit, row.entry_limit), (i, row)
         assert same(decision.take_profit, row.take_profit)
         frame = bars[i.symbol].frame
         pos = frame.index.get_loc(pd.Timestamp(i.decision_ts))
@@ -75,7 +78,7 @@ def test_replay_reproduces_the_backtest_decisions_and_fills(tmp_path):
         if not s.filled:
             assert got == [] and broker.order_by_client_id(i.client_order_id).status == "expired"
             continue
-        filled += 1
+        filled[i.strategy] += 1
         entry, exit_ = got
         assert entry.timestamp == exit_.timestamp == frame.index[pos + 1].isoformat()
         assert (entry.price, exit_.price, exit_.kind) == (s.entry_price, s.exit_price, s.exit_reason)
@@ -84,7 +87,8 @@ def test_replay_reproduces_the_backtest_decisions_and_fills(tmp_path):
         assert pnl == pytest.approx(i.qty * s.entry_price * s.net_return, abs=1e-9)
         assert s.net_return == pytest.approx(row.net_return, abs=1e-15)
         pnl_total += pnl
-    assert 50 <= filled < len(intents)  # most orders fill, highlow's limits sometimes do not
+    # 2017: 34 of 129 orders fill, 6 of them maxdiff's (its limits sit at the forecast's extremes)
+    assert sum(filled.values()) >= 30 and filled["maxdiff"] >= 5, filled
     assert broker.account().cash == pytest.approx(100_000 + pnl_total, abs=1e-6)
     assert result.equity.iloc[-1] == pytest.approx(broker.account().cash)
 
@@ -103,7 +107,7 @@ def test_cli_replay_a_year_then_status(tmp_path):
     assert len(records) == 250
     assert {"forecast_latency_s", "compile_mode", "recompiles_since_start", "fallbacks_to_eager", "peak_memory_mb",
             "quotes", "orders_submitted", "orders_filled", "orders_cancelled", "equity"} <= set(records[0])
-    assert records[0]["quotes"] == {"real": 0, "synthetic": 2, "none": 0}
+    assert records[0]["quotes"] == {"real": 0, "synthetic": 2}
     status = subprocess.run([sys.executable, "-m", "marketcast.trade", "status", "--state-dir", str(state)],
                             capture_output=True, text=True, env=env, timeout=60)
     assert status.returncode == 0, status.stderr

@@ -6,6 +6,6 @@ Layout (decision code never imports a concrete broker):
 * ``paper``: embedded SQLite broker, fills by ``marketcast.backtest.fills.settle``; replay clock.
 * ``alpaca``: adapter over alpaca-py (optional extra, imported lazily).
 * ``state``: write-ahead journal; ``ids``: deterministic ``client_order_id``.
-* ``planner``: the seam to the backtest engine (``Planner.plan(bars, costs) -> Signal``).
+* ``planner``: the seam to the backtest engine (``Planner.plan(bars, costs, learn_from) -> Signal``).
 * ``gates``, ``portfolio``, ``cycle``, ``feed``, ``monitor``, ``replay``, ``cli``.
 """

@@ -11,7 +11,9 @@ What alpaca-py does by itself, and what this adapter changes:
   (:func:`redact`); :class:`RedactingFilter` does the same for log records.
 
 Paper endpoint by default; live only when the caller passes ``paper=False`` (the CLI requires ``--live``
-and ``--i-understand-live-trading``). Crypto: time-in-force gtc/ioc only, never short.
+and ``--i-understand-live-trading``). Crypto: time-in-force gtc/ioc only, never short, and no multi-leg
+orders, so the take-profit is not attached (:meth:`AlpacaBroker.attaches_take_profit` is False) and the loop
+sends it as its own limit order once it sees the entry fill.
 """
 
 from __future__ import annotations
@@ -177,15 +179,21 @@ class AlpacaBroker(Broker):
         # Alpaca's qty is already signed (negative for shorts)
         return [Position(p["symbol"].replace("/", ""), float(p["qty"]), float(p["avg_entry_price"])) for p in raw]
 
-    def _orders(self, status: str, limit: int) -> list[Order]:
+    def _raw_orders(self, status: str, limit: int, nested: bool = True) -> list[dict]:
         from alpaca.trading.enums import QueryOrderStatus
         from alpaca.trading.requests import GetOrdersRequest
 
-        req = GetOrdersRequest(status=QueryOrderStatus(status), limit=min(limit, 500), nested=True)
-        return [self._order(o) for o in self._call(f"get {status} orders", lambda: self.trading.get_orders(req))]
+        req = GetOrdersRequest(status=QueryOrderStatus(status), limit=min(limit, 500), nested=nested)
+        return self._call(f"get {status} orders", lambda: self.trading.get_orders(req))
+
+    def _orders(self, status: str, limit: int) -> list[Order]:
+        return [self._order(o) for o in self._raw_orders(status, limit)]
 
     def open_orders(self) -> list[Order]:
-        return self._orders("open", 500)
+        """Every working order on its own, take-profit legs included (not nested): once an entry has filled
+        its leg is the order still working, and closing the position must cancel it first. A ``held`` leg
+        (its entry not filled yet) is not working; it goes when its entry is cancelled."""
+        return [self._order(o) for o in self._raw_orders("open", 500, nested=False) if o["status"] != "held"]
 
     def orders(self, limit: int = 500) -> list[Order]:
         return self._orders("all", limit)
@@ -209,7 +217,7 @@ class AlpacaBroker(Broker):
         common = dict(symbol=_crypto_symbol(request.symbol) if crypto else request.symbol.upper(), qty=request.qty,
                       side=OrderSide(request.side), time_in_force=TimeInForce(tif),
                       client_order_id=request.client_order_id)
-        if request.take_profit is not None and not crypto:  # crypto has no multi-leg orders
+        if request.take_profit is not None and self.attaches_take_profit(request.symbol):
             common.update(order_class=OrderClass.OTO, take_profit=TakeProfitRequest(limit_price=request.take_profit))
         order = (LimitOrderRequest(limit_price=request.limit_price, **common) if request.type == LIMIT
                  else MarketOrderRequest(**common))
@@ -220,16 +228,32 @@ class AlpacaBroker(Broker):
     def cancel(self, order_id: str) -> None:
         self._call(f"cancel {order_id}", lambda: self.trading.cancel_order_by_id(order_id), not_found=None)
 
+    def attaches_take_profit(self, symbol: str) -> bool:
+        """Stocks get an OTO order (entry + take-profit leg); Alpaca has no OTO/bracket orders for crypto."""
+        return not self._is_crypto(symbol)
+
     def fills(self, since: str | None = None) -> list[Fill]:
-        """Fills as seen on orders (entry and take-profit legs); one fill per filled order or leg."""
-        out = []
-        for o in self.orders():
-            if o.filled_qty > 0 and o.filled_avg_price is not None:
-                ts = o.submitted_at or ""
-                if since is None or ts >= since:
-                    out.append(Fill(f"{o.id}-fill", o.client_order_id, o.symbol, o.side, o.filled_qty,
-                                    o.filled_avg_price, 0.0, ts, "entry" if o.client_order_id.startswith("mc-")
-                                    else "exit"))
+        """One cumulative snapshot per order and per take-profit leg that has filled anything.
+
+        Alpaca's orders carry only ``filled_qty`` (cumulative) and ``filled_avg_price``, so each snapshot's
+        id is ``order id@filled qty``: the journal stores each partial top-up once, as an increment. Orders
+        are picked by when they last filled or changed (``filled_at``/``updated_at``), not when they were
+        submitted, so an old order that fills later is still seen; open orders are always walked. A leg's
+        fill is booked under its parent's ``client_order_id`` as ``take_profit``. ``fee`` is 0: Alpaca's
+        order objects carry no fee (stock trades are commission-free; crypto fees are taken in the asset).
+        """
+        out, seen = [], set()
+        for raw in self._raw_orders("open", 500) + self._raw_orders("all", 500):
+            parent = raw["client_order_id"]
+            for o, kind in [(raw, "entry"), *((leg, "take_profit") for leg in raw.get("legs") or [])]:
+                cum, avg = float(o.get("filled_qty") or 0), _f(o.get("filled_avg_price"))
+                ts = o.get("filled_at") or o.get("updated_at") or o.get("submitted_at") or ""
+                key = f"{o['id']}@{cum!r}"
+                if cum <= 0 or avg is None or key in seen or (since is not None and ts < since):
+                    continue
+                seen.add(key)
+                out.append(Fill(key, parent, o["symbol"].replace("/", ""), o["side"], cum, avg, 0.0, ts, kind,
+                                order_id=str(o["id"]), cum_qty=cum))
         return out
 
     def latest_quote(self, symbol: str) -> Quote | None:

@@ -65,6 +65,11 @@ class Broker(ABC):
     @abstractmethod
     def latest_bars(self, symbol: str, limit: int) -> list[BarRow]: ...
 
+    def attaches_take_profit(self, symbol: str) -> bool:
+        """Whether :meth:`submit` attaches ``take_profit`` to the entry; if not (Alpaca crypto has no
+        OTO/bracket orders) the loop sends the take-profit itself once it sees the entry fill."""
+        return True
+
 
 def submit_once(broker: Broker, request: OrderRequest) -> tuple[Order, bool]:
     """Submit unless the broker already has this ``client_order_id``; returns (order, newly_submitted).

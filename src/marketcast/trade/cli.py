@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import tempfile
 import time
 from pathlib import Path
+from typing import Mapping
 
 import typer
 from rich.table import Table
 
-from marketcast.console import console
+from marketcast.console import console, progress_steps
 from marketcast.errors import ConfigError
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
@@ -30,17 +33,21 @@ def _symbols(text: str) -> tuple[str, ...]:
     return out
 
 
-def _setup_logging(state_dir: Path, verbose: bool) -> None:
+def _setup_logging(state_dir: Path | None, verbose: bool) -> None:
+    """stderr, plus ``state_dir/trade.log`` unless ``state_dir`` is None (a dry run writes no file)."""
     from marketcast.trade.alpaca import RedactingFilter
 
-    state_dir.mkdir(parents=True, exist_ok=True)
     logger = logging.getLogger("marketcast")
     logger.setLevel(logging.INFO)
     for h in list(logger.handlers):
         if getattr(h, "_marketcast_trade", False):
             logger.removeHandler(h)
-    handlers = [logging.FileHandler(state_dir / "trade.log", encoding="utf-8"), logging.StreamHandler()]
-    handlers[1].setLevel(logging.INFO if verbose else logging.WARNING)
+    stream = logging.StreamHandler()
+    stream.setLevel(logging.INFO if verbose else logging.WARNING)
+    handlers = [stream]
+    if state_dir is not None:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(state_dir / "trade.log", encoding="utf-8"))
     for h in handlers:
         h._marketcast_trade = True
         h.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -60,6 +67,37 @@ def _planner(model: str, seed: int, weights: str | None = None, device: str = "c
 
 WEIGHTS_OPT = typer.Option(None, "--weights", help="toto/kronos weights: auto, a local folder, or random")
 DEVICE_OPT = typer.Option("cpu", "--device", help="torch device for toto/kronos")
+
+
+ENV_FILE = ".env.compile"  # = marketcast.compile.settings.ENV_FILE, whose package imports torch: read only if needed
+
+
+def add_latest_setting(flag: bool | None, env: Mapping[str, str] | None = None, path: str | Path = ENV_FILE) -> bool:
+    """``--add-latest/--no-add-latest``, else ``ADD_LATEST`` from the environment, else from ``.env.compile``
+    (the environment wins, as for the compile settings), else off. Parsed by the project's boolean rules:
+    1/true/yes/on, 0/false/no/off; anything else is a :class:`ConfigError`."""
+    if flag is not None:
+        return flag
+    env = os.environ if env is None else env
+    if env.get("ADD_LATEST", "") == "" and not Path(path).exists():
+        return False
+    from marketcast.compile.settings import parse_bool, read_env_file
+
+    if env.get("ADD_LATEST", "") != "":
+        return parse_bool("ADD_LATEST", env["ADD_LATEST"], "environment")
+    value = read_env_file(path).get("ADD_LATEST", "")
+    return parse_bool("ADD_LATEST", value, str(path)) if value != "" else False
+
+
+def _scratch_copy(state_dir: Path, scratch: Path) -> Path:
+    """Copy the databases (with their write-ahead logs) of ``state_dir`` into ``scratch``, so a dry run can
+    reconcile and advance the paper clock without creating or touching a file in ``state_dir``."""
+    for name in ("broker.db", "journal.db"):
+        for suffix in ("", "-wal"):
+            src = state_dir / f"{name}{suffix}"
+            if src.exists():
+                shutil.copyfile(src, scratch / src.name)
+    return scratch
 
 
 def _config(symbols, fee, add_latest, mode, bars=None):
@@ -96,24 +134,38 @@ def run(
     weights: str | None = WEIGHTS_OPT,
     device: str = DEVICE_OPT,
     data_dir: Path | None = typer.Option(None, "--data-dir", help="<SYMBOL>.csv files (paper broker)"),
-    add_latest: bool = typer.Option(os.environ.get("ADD_LATEST", "") not in ("", "0", "false"), "--add-latest",
-                                    help="real bid/ask from the broker (env ADD_LATEST)"),
+    add_latest: bool | None = typer.Option(None, "--add-latest/--no-add-latest", show_default=False,
+                                           help="real bid/ask from the broker (default: ADD_LATEST from the "
+                                                "environment or .env.compile, else off)"),
     interval: float = typer.Option(60.0, "--interval", help="seconds between cycles without --once"),
     fee: float | None = typer.Option(None, "--fee"),
     seed: int = typer.Option(0, "--seed"),
     verbose: bool = typer.Option(False, "--verbose", "-v"),
 ) -> None:
     """Run the trading loop (paper by default)."""
-    from marketcast.trade.cycle import TradingLoop
-    from marketcast.trade.monitor import Monitor
-    from marketcast.trade.state import Journal
-
     if not paper and not i_understand:
         raise ConfigError("--live trades real money; add --i-understand-live-trading to confirm")
     if not paper:
         broker_name = "alpaca"
-    syms = _symbols(symbols)
-    _setup_logging(state_dir, verbose)
+    if broker_name not in ("paper", "alpaca"):
+        raise ConfigError(f"--broker {broker_name!r}: choose paper or alpaca")
+    args = (broker_name, paper, once, _symbols(symbols), model, weights, device, data_dir,
+            add_latest_setting(add_latest), interval, fee, seed)
+    if not dry_run:
+        _setup_logging(state_dir, verbose)
+        _run_loop(state_dir, False, *args)
+        return
+    _setup_logging(None, verbose)  # read-only: the state is read from a scratch copy, nothing is written back
+    with tempfile.TemporaryDirectory(prefix="marketcast-dry-run-") as scratch:
+        _run_loop(_scratch_copy(state_dir, Path(scratch)) if state_dir.is_dir() else Path(scratch), True, *args)
+
+
+def _run_loop(state_dir: Path, dry_run: bool, broker_name: str, paper: bool, once: bool, syms: tuple[str, ...],
+              model: str, weights, device: str, data_dir, add_latest: bool, interval: float, fee, seed: int) -> None:
+    from marketcast.trade.cycle import TradingLoop
+    from marketcast.trade.monitor import Monitor
+    from marketcast.trade.state import Journal
+
     planner = _planner(model, seed, weights, device)
     if broker_name == "paper":
         from marketcast.data import load_symbol
@@ -126,7 +178,7 @@ def run(
         feed = history_feed(bars, lambda: broker.clock)
         classes = {s: b.asset_class for s, b in bars.items()}
         clock = lambda: (broker.advance_to(max(b.frame.index[-1] for b in bars.values())), broker.clock)[1]  # noqa
-    elif broker_name == "alpaca":
+    else:
         from marketcast.data import infer_asset_class
         from marketcast.trade.alpaca import AlpacaBroker
         from marketcast.trade.feed import broker_feed
@@ -135,8 +187,6 @@ def run(
         broker = AlpacaBroker.from_env(paper=paper, asset_classes=classes)
         feed = broker_feed(broker, classes)
         clock = lambda: max(feed(s).frame.index[-1] for s in syms).isoformat()  # noqa: E731
-    else:
-        raise ConfigError(f"--broker {broker_name!r}: choose paper or alpaca")
     mode = "live" if not paper else "paper"
     loop = TradingLoop(broker, Journal(state_dir / "journal.db"), planner, feed,
                        _config(syms, fee, add_latest, mode), None if dry_run else Monitor(state_dir), classes)
@@ -200,15 +250,17 @@ def replay_cmd(
     """Run the loop with the paper broker over history (resumable: same --state-dir carries on)."""
     from marketcast.data import load_symbol
     from marketcast.trade.monitor import read_records, summarise
-    from marketcast.trade.replay import replay
+    from marketcast.trade.replay import replay, replay_dates
 
     syms = _symbols(symbols)
     state_dir = state_dir or Path(f"out/replay-{start}-{end}")
     _setup_logging(state_dir, verbose)
     bars = {s: load_symbol(s, data_dir) for s in syms}
     started = time.perf_counter()
-    result = replay(bars, _planner(model, seed, weights, device), state_dir, start, end, _config(syms, fee, False, "replay"),
-                    starting_cash=cash, png=png or state_dir / "equity.png")
+    with progress_steps(len(replay_dates(bars, start, end)) - 1, "replay") as step:
+        result = replay(bars, _planner(model, seed, weights, device), state_dir, start, end,
+                        _config(syms, fee, False, "replay"), starting_cash=cash, png=png or state_dir / "equity.png",
+                        on_step=step)
     s = summarise(read_records(state_dir))
     eq = result.equity
     console.print(

@@ -11,9 +11,13 @@ from marketcast.errors import DataError
 from marketcast.trade.broker import Broker
 from marketcast.trade.planner import PLANNER_HISTORY
 
+# The broker feed loads a year beyond what a 70-window backtest needs, so MaxDiff can learn from the loop's
+# first bar on for a year (see marketcast.trade.planner); after that it learns from the last year.
+BROKER_HISTORY = PLANNER_HISTORY + 365
 
-def history_feed(bars: Mapping[str, Bars], clock: Callable[[], str | None], history: int = PLANNER_HISTORY):
-    """Bars of each symbol up to and including the clock's bar, at most ``history`` of them."""
+
+def history_feed(bars: Mapping[str, Bars], clock: Callable[[], str | None], history: int | None = None):
+    """Bars of each symbol up to and including the clock's bar: all of them, or the last ``history``."""
 
     def feed(symbol: str) -> Bars:
         b = bars[symbol]
@@ -21,12 +25,13 @@ def history_feed(bars: Mapping[str, Bars], clock: Callable[[], str | None], hist
         end = len(b.frame) if now is None else int(b.frame.index.searchsorted(pd.Timestamp(now), side="right"))
         if end == 0:
             raise DataError(f"{symbol}: no bars at or before {now}")
-        return Bars(b.symbol, b.frame.iloc[max(0, end - history):end], b.asset_class, b.source)
+        start = 0 if history is None else max(0, end - history)
+        return Bars(b.symbol, b.frame.iloc[start:end], b.asset_class, b.source)
 
     return feed
 
 
-def broker_feed(broker: Broker, asset_classes: Mapping[str, str], history: int = PLANNER_HISTORY):
+def broker_feed(broker: Broker, asset_classes: Mapping[str, str], history: int = BROKER_HISTORY):
     """The broker's most recent bars (live/paper Alpaca)."""
 
     def feed(symbol: str) -> Bars:

@@ -36,7 +36,6 @@ class Monitor:
         self.path = Path(state_dir) / RECORDS
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._recompiles_at_start = recompiles()
-        self.fallbacks = 0
 
     def record(self, **fields) -> dict:
         rec = {"written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -64,7 +63,9 @@ def read_records(state_dir: str | Path) -> list[dict]:
 
 
 def summarise(records: list[dict]) -> dict:
-    """Totals and latest values over all cycles."""
+    """Totals and latest values over all cycles. ``fallbacks_to_eager`` is the number of models that fell
+    back to eager in any cycle: a fallback lasts for the process, so summing cycles would count it again
+    every cycle."""
     if not records:
         return {"cycles": 0}
     latencies: dict[str, list[float]] = {}
@@ -72,6 +73,7 @@ def summarise(records: list[dict]) -> dict:
         for model, sec in (r.get("forecast_latency_s") or {}).items():
             latencies.setdefault(model, []).append(sec)
     quotes = [r.get("quotes", {}) for r in records]
+    fell_back = {m for r in records for m in r.get("eager_fallback_models") or ()}
     last = records[-1]
     return {
         "cycles": len(records),
@@ -90,6 +92,7 @@ def summarise(records: list[dict]) -> dict:
         "mean_forecast_latency_ms": {m: round(1000 * sum(v) / len(v), 2) for m, v in latencies.items()},
         "compile_mode": last.get("compile_mode"),
         "recompiles_since_start": last.get("recompiles_since_start"),
-        "fallbacks_to_eager": sum(r.get("fallbacks_to_eager", 0) for r in records),
+        "fallbacks_to_eager": len(fell_back),
+        "eager_fallback_models": sorted(fell_back),
         "peak_memory_mb": max(r.get("peak_memory_mb", 0) for r in records),
     }

@@ -230,12 +230,13 @@ class PaperBroker(Broker):
                      r["ts"], r["kind"]) for r in rows]
 
     def latest_quote(self, symbol: str) -> Quote | None:
-        """The close of the bar at the clock, widened by the configured spread (there is no live feed)."""
+        """The close of the bar at the clock, widened by the configured spread: made from bars, so
+        ``synthetic`` (there is no live feed), and its mid is the close."""
         bars = self.latest_bars(symbol, 1)
         if not bars:
             return None
         close, half = bars[-1].close, self.costs[symbol.upper()].spread / 2.0
-        return Quote(symbol.upper(), close * (1 - half), close * (1 + half), bars[-1].timestamp, "paper")
+        return Quote(symbol.upper(), close * (1 - half), close * (1 + half), bars[-1].timestamp, "synthetic")
 
     def latest_bars(self, symbol: str, limit: int) -> list[BarRow]:
         sym = symbol.upper()

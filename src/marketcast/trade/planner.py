@@ -1,21 +1,32 @@
-"""The seam between backtesting and trading: ``plan(bars, costs) -> Signal``.
+"""The seam between backtesting and trading: ``plan(bars, costs, learn_from) -> Signal``.
 
-:class:`BacktestPlanner` runs the walk-forward backtest (:func:`marketcast.backtest.run_backtest`) over the
-last ``windows`` bars up to the decision bar; the window ending at the decision bar rides in the same
-batched forecast call. The strategy with the best record over the settled windows (the best-so-far pick)
-gives the :class:`Decision` for the next bar, with its backtest metrics for the entry gates. Strategies,
-fills and metrics are the backtest's own: nothing is re-implemented here, so a replay reproduces the
-backtest's decisions and fills day by day.
+:class:`BacktestPlanner` is a walk-forward backtest (:mod:`marketcast.backtest`) carried from bar to bar: the
+strategy with the best record over the last ``windows`` settled windows (the best-so-far pick) gives the
+:class:`Decision` for the next bar, with those windows' metrics for the entry gates. Strategies, fills and
+metrics are the backtest's own (``run_backtest`` for the windows, then ``decide``/``settle``/``advance`` one
+window at a time, as the engine does): nothing is re-implemented here.
+
+Why carried: MaxDiff learns its offsets from every window a backtest has settled, so re-running a 70-window
+backtest each day (the original live loop) learns from a rolling 70 windows and disagrees with a backtest
+over the same days. Given ``learn_from`` (the loop's first decision bar) the planner starts its backtest
+``windows`` bars before it and keeps each strategy's state from one plan to the next, so a replay's decisions
+and fills equal those of one backtest over the same days; each plan forecasts only the new windows. A restart
+rebuilds the state with one backtest from the same start. The window that settles on the decision bar itself
+is applied for the plan only, never kept (that bar may be in progress, or carry a quote's mid).
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Any, Protocol
 
-from marketcast.backtest import BacktestConfig, WindowView, run_backtest
-from marketcast.backtest.orders import FLAT, Costs, Decision
+import pandas as pd
+
+from marketcast.backtest import BacktestConfig, StrategyParams, WindowView, advance, decide, run_backtest, settle
+from marketcast.backtest.metrics import strategy_metrics
+from marketcast.backtest.orders import FLAT, Bar, Costs, Decision
 from marketcast.data.bars import Bars
 from marketcast.forecast.base import Forecaster
 
@@ -44,7 +55,7 @@ class Planner(Protocol):
 
     model: str
 
-    def plan(self, bars: Bars, costs: Costs) -> Signal: ...
+    def plan(self, bars: Bars, costs: Costs, learn_from: str | None = None) -> Signal: ...
 
 
 def expected_edge(decision: Decision, view: WindowView, costs: Costs) -> float:
@@ -60,6 +71,17 @@ def expected_edge(decision: Decision, view: WindowView, costs: Costs) -> float:
     return decision.side * (exit_ / entry - 1.0) - 2.0 * costs.per_side
 
 
+@dataclass
+class _Carry:
+    """One symbol's backtest so far: each strategy's state after the window ending at ``through`` and its
+    (net return, filled) over the last ``windows`` windows; ``key`` says what it was computed for."""
+
+    key: tuple
+    through: pd.Timestamp
+    states: dict[str, Any]
+    record: dict[str, deque]
+
+
 class BacktestPlanner:
     """Backtest the symbol up to the decision bar, trade the best strategy's next decision."""
 
@@ -69,16 +91,52 @@ class BacktestPlanner:
         self.model = getattr(forecaster, "name", type(forecaster).__name__)
         self.config = replace(config, strategies=strategies, include_latest=True) if strategies else replace(
             config, include_latest=True)
+        self._carry: dict[str, _Carry] = {}
 
-    def plan(self, bars: Bars, costs: Costs) -> Signal:
+    def _start(self, bars: Bars, config: BacktestConfig, learn_from: str | None, key: tuple) -> _Carry:
+        """The backtest up to the bar before the decision bar, from ``windows`` bars before ``learn_from``
+        (as far as the bars give every window a full context; without ``learn_from``, ``windows`` in all)."""
+        n, w = len(bars), self.config.windows
+        first = n - 1 if learn_from is None else int(bars.frame.index.searchsorted(pd.Timestamp(learn_from)))
+        since = max(0, n - 1 - first)  # bars from learn_from up to the decision bar
+        settled = max(1, w - 1, min(w - 1 + since, n - 1 - config.context))
+        r = run_backtest(bars.head(n - 1), self.forecaster, replace(config, windows=settled, include_latest=False))
+        return _Carry(key, r.decision_times[-1], {k: run.final_state for k, run in r.strategies.items()},
+                      {k: deque(zip(run.returns, (s.filled for s in run.settlements)), maxlen=w)
+                       for k, run in r.strategies.items()})
+
+    def plan(self, bars: Bars, costs: Costs, learn_from: str | None = None) -> Signal:
         config = replace(self.config, fee=costs.fee, spread=costs.spread)
+        params = StrategyParams.from_config(config, bars.asset_class)
+        index = bars.frame.index
         started = time.perf_counter()
-        result = run_backtest(bars, self.forecaster, config)
+        key = (learn_from, config.fee, config.spread, bars.asset_class)
+        carry = self._carry.get(bars.symbol)
+        if (carry is None or carry.key != key or carry.through not in index
+                or index.get_loc(carry.through) > len(index) - 3):
+            carry = self._start(bars, config, learn_from, key)
+        pending = len(index) - 2 - index.get_loc(carry.through)  # windows since; the last settles on the decision bar
+        result = run_backtest(bars, self.forecaster, replace(config, windows=pending))
+        states, record = dict(carry.states), {k: deque(v, maxlen=v.maxlen) for k, v in carry.record.items()}
+        frame = bars.frame
+        for k, (view, at) in enumerate(zip(result.views, result.settle_times)):
+            if k == pending - 1 and learn_from is not None:  # keep all but the window settled on the decision bar
+                kept = {n: deque(v, maxlen=v.maxlen) for n, v in record.items()}
+                self._carry[bars.symbol] = _Carry(key, result.decision_times[k - 1] if k else carry.through,
+                                                  dict(states), kept)
+            bar = Bar(*(float(frame.at[at, c]) for c in ("open", "high", "low", "close")))
+            for name in config.strategies:  # the engine's own step (marketcast.backtest.engine.simulate)
+                d = decide(name, view, states[name], params)
+                s = settle(d, bar, params.costs, config.fill_mode, config.same_bar)
+                states[name] = advance(name, states[name], view, bar, s, params)
+                record[name].append((s.net_return, s.filled))
         latency = time.perf_counter() - started
-        name = result.best_strategy
+        picks = {n: strategy_metrics([r for r, _ in v], [f for _, f in v], bars.periods_per_year)
+                 for n, v in record.items()}
+        name = max(picks, key=lambda n: (picks[n]["return"], picks[n]["sharpe"]))  # as SymbolResult.best_strategy
         view = result.latest_view
-        decision = result.next_decisions[name]
-        m = result.strategies[name].metrics
+        decision = decide(name, view, states[name], params)
+        m = picks[name]
         metrics = {
             "sharpe": m["sharpe"],
             "max_drawdown": m["max_drawdown"],
@@ -89,5 +147,5 @@ class BacktestPlanner:
             "forecast_high": view.price(view.high_ret),
         }
         meta = dict(result.forecast_meta)
-        return Signal(bars.symbol, bars.frame.index[-1].isoformat(), name, decision, float(view.close), metrics,
+        return Signal(bars.symbol, index[-1].isoformat(), name, decision, float(view.close), metrics,
                       meta.get("latency_s", latency), meta)

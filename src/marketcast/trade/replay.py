@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 import pandas as pd
 
@@ -21,7 +21,7 @@ from marketcast.trade.cycle import LoopConfig, TradingLoop
 from marketcast.trade.feed import history_feed
 from marketcast.trade.monitor import Monitor
 from marketcast.trade.paper import PaperBroker, iso
-from marketcast.trade.planner import PLANNER_HISTORY, Planner
+from marketcast.trade.planner import Planner
 from marketcast.trade.state import Journal
 
 log = logging.getLogger("marketcast.trade")
@@ -56,11 +56,15 @@ def replay(
     config: LoopConfig,
     *,
     starting_cash: float = 100_000.0,
-    history: int = PLANNER_HISTORY,
+    history: int | None = None,
     png: str | Path | None = None,
     max_cycles: int | None = None,
+    on_step: Callable[[str], None] | None = None,
 ) -> ReplayResult:
-    """Decide at every bar in [start, end) and settle through ``end``; resumes from ``state_dir``."""
+    """Decide at every bar in [start, end) and settle through ``end``; resumes from ``state_dir``.
+
+    ``on_step`` (a progress display) hears of each decision date as its cycle starts (or is skipped as done).
+    """
     state = Path(state_dir)
     state.mkdir(parents=True, exist_ok=True)
     dates = replay_dates(bars, start, end)
@@ -72,6 +76,8 @@ def replay(
     run = 0
     for ts in dates[:-1]:
         key = iso(ts)
+        if on_step is not None:
+            on_step(f"{ts:%Y-%m-%d}")
         if journal.cycle_done(key):
             continue
         if max_cycles is not None and run >= max_cycles:

@@ -3,7 +3,7 @@
 Write-ahead: an intent row (status ``pending``) is committed *before* the broker call and updated
 (``submitted``/``rejected``) in a second transaction after it. A kill between the two leaves a pending
 intent that :meth:`Journal.pending` hands to reconciliation, which asks the broker by ``client_order_id``
-instead of guessing.
+instead of guessing. Cancels get the same treatment in their own table (``pending`` -> ``done``/``failed``).
 """
 
 from __future__ import annotations
@@ -22,10 +22,14 @@ CREATE TABLE IF NOT EXISTS intents (
     symbol TEXT NOT NULL, side TEXT NOT NULL, qty REAL NOT NULL, type TEXT NOT NULL,
     limit_price REAL, take_profit REAL, time_in_force TEXT NOT NULL, status TEXT NOT NULL,
     broker_order_id TEXT, error TEXT, attempts INTEGER NOT NULL DEFAULT 0,
-    created_at TEXT NOT NULL, updated_at TEXT NOT NULL, decision TEXT);
+    created_at TEXT NOT NULL, updated_at TEXT NOT NULL, decision TEXT, kind TEXT NOT NULL DEFAULT 'entry');
 CREATE TABLE IF NOT EXISTS fills (
     fill_id TEXT PRIMARY KEY, client_order_id TEXT NOT NULL, symbol TEXT NOT NULL, side TEXT NOT NULL,
-    qty REAL NOT NULL, price REAL NOT NULL, fee REAL NOT NULL, ts TEXT NOT NULL, kind TEXT NOT NULL);
+    qty REAL NOT NULL, price REAL NOT NULL, fee REAL NOT NULL, ts TEXT NOT NULL, kind TEXT NOT NULL,
+    order_id TEXT);
+CREATE TABLE IF NOT EXISTS cancels (
+    order_id TEXT PRIMARY KEY, client_order_id TEXT NOT NULL, symbol TEXT NOT NULL, decision_ts TEXT NOT NULL,
+    reason TEXT NOT NULL, status TEXT NOT NULL, error TEXT, created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS cycles (
     decision_ts TEXT PRIMARY KEY, status TEXT NOT NULL, started_at TEXT NOT NULL, finished_at TEXT);
 CREATE TABLE IF NOT EXISTS submissions (
@@ -53,6 +57,7 @@ class Intent:
     broker_order_id: str | None = None
     error: str | None = None
     decision: str | None = None  # JSON of the Decision (side, entry_limit, take_profit)
+    kind: str = "entry"  # entry | close (leftover position) | take_profit (sent apart from its entry)
 
 
 class Journal:
@@ -79,6 +84,11 @@ class Journal:
         r = self.conn.execute("SELECT MAX(decision_ts) FROM cycles WHERE status='done'").fetchone()
         return r[0]
 
+    def first_cycle(self) -> str | None:
+        """The loop's first decision bar: the planner learns MaxDiff offsets from there on, as a backtest
+        started there would."""
+        return self.conn.execute("SELECT MIN(decision_ts) FROM cycles").fetchone()[0]
+
     # -------------------------------------------------------------- intents
     def intent(self, client_order_id: str) -> Intent | None:
         r = self.conn.execute("SELECT * FROM intents WHERE client_order_id=?", (client_order_id,)).fetchone()
@@ -89,10 +99,10 @@ class Journal:
         t = now()
         with transaction(self.conn) as c:
             c.execute(
-                "INSERT OR IGNORE INTO intents VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?)",
+                "INSERT OR IGNORE INTO intents VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?,?)",
                 (intent.client_order_id, intent.decision_ts, intent.strategy, intent.symbol, intent.side,
                  intent.qty, intent.type, intent.limit_price, intent.take_profit, intent.time_in_force,
-                 "pending", None, None, t, t, intent.decision),
+                 "pending", None, None, t, t, intent.decision, intent.kind),
             )
         return self.intent(intent.client_order_id)
 
@@ -118,23 +128,65 @@ class Journal:
     def intents(self) -> list[Intent]:
         return [_intent(r) for r in self.conn.execute("SELECT * FROM intents ORDER BY decision_ts, symbol")]
 
+    # -------------------------------------------------------------- cancels
+    def record_cancel(self, order_id: str, client_order_id: str, symbol: str, decision_ts: str, reason: str) -> None:
+        """Committed before the broker's cancel call (a failed one is retried as pending)."""
+        t = now()
+        with transaction(self.conn) as c:
+            c.execute("INSERT OR IGNORE INTO cancels VALUES (?,?,?,?,?,'pending',NULL,?,?)",
+                      (order_id, client_order_id, symbol, decision_ts, reason, t, t))
+            c.execute("UPDATE cancels SET status='pending', updated_at=? WHERE order_id=? AND status='failed'",
+                      (t, order_id))
+
+    def mark_cancel(self, order_id: str, status: str, error: str | None = None) -> None:
+        with transaction(self.conn) as c:
+            c.execute("UPDATE cancels SET status=?, error=?, updated_at=? WHERE order_id=?",
+                      (status, error, now(), order_id))
+
+    def cancels(self, status: str | None = None) -> list[dict]:
+        q, args = "SELECT * FROM cancels", ()
+        if status is not None:
+            q, args = q + " WHERE status=?", (status,)
+        return [dict(r) for r in self.conn.execute(q + " ORDER BY created_at, order_id", args)]
+
     # -------------------------------------------------------------- fills
     def add_fills(self, fills: list[Fill]) -> int:
-        """Store fills not seen before; returns how many orders got a new entry fill."""
+        """Store fills not seen before; returns how many orders got their first entry fill.
+
+        A fill's kind follows the journal's intent for its ``client_order_id`` (a close or a separate
+        take-profit is not an entry). A cumulative snapshot (``cum_qty`` set) is stored as the increment
+        over what this order already has, at the increment's own price, or not at all if nothing is new.
+        """
         with transaction(self.conn) as c:
-            before = c.execute("SELECT COUNT(*) FROM fills WHERE kind='entry'").fetchone()[0]
-            c.executemany(
-                "INSERT OR IGNORE INTO fills VALUES (?,?,?,?,?,?,?,?,?)",
-                [(f.fill_id, f.client_order_id, f.symbol, f.side, f.qty, f.price, f.fee, f.timestamp, f.kind)
-                 for f in fills],
-            )
-            after = c.execute("SELECT COUNT(*) FROM fills WHERE kind='entry'").fetchone()[0]
+            before = c.execute("SELECT COUNT(DISTINCT client_order_id) FROM fills WHERE kind='entry'").fetchone()[0]
+            for f in fills:
+                if c.execute("SELECT 1 FROM fills WHERE fill_id=?", (f.fill_id,)).fetchone():
+                    continue
+                intent = c.execute("SELECT kind FROM intents WHERE client_order_id=?", (f.client_order_id,)).fetchone()
+                kind = intent[0] if intent is not None and f.kind == "entry" else f.kind
+                qty, price = f.qty, f.price
+                if f.cum_qty is not None:
+                    had, notional = c.execute("SELECT COALESCE(SUM(qty), 0), COALESCE(SUM(qty * price), 0) FROM fills "
+                                              "WHERE order_id=?", (f.order_id,)).fetchone()
+                    qty = round(f.cum_qty - had, 12)
+                    if qty <= 0:
+                        continue
+                    price = (f.cum_qty * f.price - notional) / qty
+                c.execute("INSERT INTO fills VALUES (?,?,?,?,?,?,?,?,?,?)",
+                          (f.fill_id, f.client_order_id, f.symbol, f.side, qty, price, f.fee, f.timestamp, kind,
+                           f.order_id))
+            after = c.execute("SELECT COUNT(DISTINCT client_order_id) FROM fills WHERE kind='entry'").fetchone()[0]
         return after - before
 
     def fills(self) -> list[Fill]:
         rows = self.conn.execute("SELECT * FROM fills ORDER BY ts, fill_id").fetchall()
         return [Fill(r["fill_id"], r["client_order_id"], r["symbol"], r["side"], r["qty"], r["price"], r["fee"],
-                     r["ts"], r["kind"]) for r in rows]
+                     r["ts"], r["kind"], r["order_id"]) for r in rows]
+
+    def filled_qty(self, client_order_id: str, kind: str = "entry") -> float:
+        r = self.conn.execute("SELECT COALESCE(SUM(qty), 0) FROM fills WHERE client_order_id=? AND kind=?",
+                              (client_order_id, kind)).fetchone()
+        return float(r[0])
 
     def last_fill_ts(self) -> str | None:
         return self.conn.execute("SELECT MAX(ts) FROM fills").fetchone()[0]
@@ -150,7 +202,7 @@ class Journal:
 def _intent(r) -> Intent:
     return Intent(r["client_order_id"], r["decision_ts"], r["strategy"], r["symbol"], r["side"], r["qty"],
                   r["type"], r["limit_price"], r["take_profit"], r["time_in_force"], r["status"],
-                  r["broker_order_id"], r["error"], r["decision"])
+                  r["broker_order_id"], r["error"], r["decision"], r["kind"])
 
 
 def decision_json(side: int, entry_limit: float | None, take_profit: float | None) -> str:

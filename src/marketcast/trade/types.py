@@ -100,7 +100,13 @@ class Quote:
 
 @dataclass(frozen=True)
 class Fill:
-    """One execution. ``fee`` is in account currency."""
+    """One execution. ``fee`` is in account currency.
+
+    A broker that reports fills only as order state (Alpaca's orders carry a cumulative filled quantity and
+    an average price, not executions) sets ``cum_qty``: then ``qty`` = ``cum_qty`` and ``price`` is the
+    average over it, ``order_id`` names the order or leg, and the journal records the increment since the
+    last snapshot of that order, once per new ``cum_qty`` (``fill_id`` is ``order_id@cum_qty``).
+    """
 
     fill_id: str
     client_order_id: str
@@ -111,6 +117,8 @@ class Fill:
     fee: float
     timestamp: str
     kind: str = "entry"  # entry | take_profit | close
+    order_id: str | None = None
+    cum_qty: float | None = None
 
 
 @dataclass

@@ -1,0 +1,89 @@
+"""``trade run``: a dry run reads the state but writes nothing; ADD_LATEST follows the project's boolean rules."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from marketcast.data import load_symbol
+from marketcast.errors import ConfigError
+from marketcast.trade import cli
+from marketcast.trade.cli import add_latest_setting
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+RUN = [sys.executable, "-m", "marketcast.trade", "run", "--symbols", "SP500,NASDAQ"]
+
+
+def trade(args: list[str], cwd: Path, **env) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k != "ADD_LATEST"}
+    return subprocess.run([*RUN, *args], capture_output=True, text=True, cwd=cwd, timeout=120,
+                          env={**base, "PYTHONPATH": SRC, "COLUMNS": "250", **env})
+
+
+def files(folder: Path) -> dict[str, tuple[int, int, str]]:
+    return {p.name: (p.stat().st_size, p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+            for p in sorted(folder.iterdir())}
+
+
+def test_dry_run_prints_the_plan_and_creates_or_changes_no_file(tmp_path):
+    data, state = tmp_path / "data", tmp_path / "state"
+    data.mkdir()
+    for sym in ("SP500", "NASDAQ"):  # history up to a bar whose signals pass the default gates
+        load_symbol(sym).frame.loc[:"2018-07-20"].to_csv(data / f"{sym}.csv")
+    common = ["--data-dir", str(data), "--state-dir", str(state)]
+    fresh = trade(["--dry-run", "-v", *common], tmp_path, ADD_LATEST="no")
+    assert fresh.returncode == 0, fresh.stderr
+    assert "dry run, nothing sent" in fresh.stdout and "2018-07-20" in fresh.stdout
+    planned = re.findall(r"mc-[0-9a-f]{24}", fresh.stdout)
+    assert len(planned) >= 1 and not state.exists()  # not even the state folder
+    assert fresh.stderr.count("(ADD_LATEST off)") == 2  # "no" is off: one synthetic quote per symbol
+
+    once = trade(["--once", *common], tmp_path)
+    assert once.returncode == 0, once.stderr
+    assert re.findall(r"mc-[0-9a-f]{24}", once.stdout) == planned and f"submitted {len(planned)}," in once.stdout
+    before = files(state)
+    assert {"broker.db", "journal.db", "records.jsonl", "trade.log"} <= set(before)
+    (tmp_path / ".env.compile").write_text("ADD_LATEST=yes\n")
+    dry = trade(["--dry-run", "-v", *common], tmp_path)
+    assert dry.returncode == 0, dry.stderr
+    assert files(state) == before  # same names, sizes, mtimes and bytes: nothing created or modified
+    assert "(ADD_LATEST off)" not in dry.stderr  # on, from .env.compile (the paper broker's quotes are used)
+    # planned from the reconciled state: the orders the real cycle journalled for this bar are re-derived
+    # as the same orders (a dry run blind to the journal would count them as held and plan nothing)
+    assert re.findall(r"mc-[0-9a-f]{24}", dry.stdout) == planned and "dry run, nothing sent" in dry.stdout
+
+
+def test_add_latest_parses_booleans_from_flag_environment_and_env_file(tmp_path):
+    from marketcast.compile.settings import ENV_FILE
+
+    assert cli.ENV_FILE == ENV_FILE
+    path = tmp_path / ".env.compile"
+    assert add_latest_setting(None, {}, path) is False
+    for value, want in [("1", True), ("true", True), ("YES", True), ("on", True),
+                        ("0", False), ("false", False), ("no", False), ("off", False)]:
+        assert add_latest_setting(None, {"ADD_LATEST": value}, path) is want, value
+    path.write_text("# trading\nexport ADD_LATEST=on\n")
+    assert add_latest_setting(None, {}, path) is True
+    assert add_latest_setting(None, {"ADD_LATEST": "off"}, path) is False  # the environment wins
+    assert add_latest_setting(None, {"ADD_LATEST": ""}, path) is True  # empty is unset
+    assert add_latest_setting(False, {"ADD_LATEST": "on"}, path) is False  # the flag wins over both
+    with pytest.raises(ConfigError, match=r"ADD_LATEST='maybe' \(environment\) is not a boolean"):
+        add_latest_setting(None, {"ADD_LATEST": "maybe"}, path)
+    path.write_text("ADD_LATEST=2\n")
+    with pytest.raises(ConfigError, match=r"ADD_LATEST='2' \(.*\.env\.compile\) is not a boolean"):
+        add_latest_setting(None, {}, path)
+
+
+def test_cli_bad_add_latest_is_one_line_and_exit_2(tmp_path):
+    bad = trade(["--dry-run", "--state-dir", str(tmp_path / "state")], tmp_path, ADD_LATEST="sometimes")
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.strip().splitlines() == [
+        "error: ADD_LATEST='sometimes' (environment) is not a boolean; use one of "
+        "['1', 'on', 'true', 'yes'] or ['0', 'false', 'no', 'off']"]
+    assert list(tmp_path.iterdir()) == []
