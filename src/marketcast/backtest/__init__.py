@@ -1,15 +1,15 @@
 """Honest walk-forward backtest: forecast bar t+1 from bars <= t, decide, settle on bar t+1.
 
 The live loop uses the same pieces: :func:`run_backtest` (whose ``next_decisions`` are each strategy's
-orders for the bar after the last one), :func:`decide` / :func:`advance` with :class:`StrategyParams` for
-one bar at a time, and :func:`marketcast.backtest.fills.settle` for fills.
+orders for the bar after the last one), :func:`step` (decide, settle, advance) with :class:`StrategyParams`
+for one bar at a time, and :func:`marketcast.backtest.fills.settle` for fills.
 """
 
 from marketcast.backtest.config import STRATEGY_NAMES, BacktestConfig
 from marketcast.backtest.engine import StrategyRun, SymbolResult, decision_ends, run_backtest, run_many
 from marketcast.backtest.fills import settle
 from marketcast.backtest.orders import Bar, Costs, Decision, Settlement
-from marketcast.backtest.strategies import STRATEGIES, StrategyParams, advance, decide, initial_state
+from marketcast.backtest.strategies import STRATEGIES, StrategyParams, advance, decide, initial_state, step
 from marketcast.backtest.views import ForecastReturns, WindowView
 
 __all__ = [
@@ -31,5 +31,6 @@ __all__ = [
     "initial_state",
     "run_backtest",
     "run_many",
+    "step",
     "settle",
 ]

@@ -19,12 +19,11 @@ import numpy as np
 import pandas as pd
 
 from marketcast.backtest.config import BacktestConfig
-from marketcast.backtest.fills import settle
 from marketcast.backtest.maxdiff import MaxDiffState
 from marketcast.backtest.metrics import equity_curve, strategy_metrics, walk_forward_selection
 from marketcast.backtest.orders import Bar, Decision, Settlement
 from marketcast.backtest.skill import FIELDS, forecast_skill
-from marketcast.backtest.strategies import StrategyParams, advance, decide, initial_state
+from marketcast.backtest.strategies import StrategyParams, decide, initial_state, step
 from marketcast.backtest.views import ForecastReturns, WindowView
 from marketcast.data.bars import Bars
 from marketcast.errors import DataError, MarketcastError
@@ -207,12 +206,10 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
         state = initial_state(name)
         decisions, settlements, offsets = [], [], []
         for view, bar in zip(views, bars_next):
-            d = decide(name, view, state, params)
-            s = settle(d, bar, params.costs, config.fill_mode, config.same_bar)
             offsets.append(state.offsets(params.maxdiff_min_history) if isinstance(state, MaxDiffState) else None)
+            d, s, state = step(name, view, state, bar, params)
             decisions.append(d)
             settlements.append(s)
-            state = advance(name, state, view, bar, s, params)
         r = np.array([s.net_return for s in settlements])
         filled = np.array([s.filled for s in settlements])
         runs[name] = StrategyRun(

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from marketcast.backtest.config import STRATEGY_NAMES, BacktestConfig
+from marketcast.backtest.fills import settle
 from marketcast.backtest.maxdiff import MaxDiffState, decide_maxdiff, learn_maxdiff
 from marketcast.backtest.orders import FLAT, LONG, SHORT, Bar, Costs, Decision, Settlement
 from marketcast.backtest.views import WindowView
@@ -180,3 +181,12 @@ def advance(name: str, state: Any, view: WindowView, bar_next: Bar, settlement: 
             params: StrategyParams) -> Any:
     """The strategy's state after the decision made on ``view`` settled on ``bar_next``."""
     return get_strategy(name).update(state, view, bar_next, settlement, params)
+
+
+def step(name: str, view: WindowView, state: Any, bar_next: Bar, params: StrategyParams
+         ) -> tuple[Decision, Settlement, Any]:
+    """One walk-forward window of one strategy: decide at t, settle on bar t+1, advance the state (the
+    backtest engine and the live planner's carried backtest both walk with this step)."""
+    decision = decide(name, view, state, params)
+    settlement = settle(decision, bar_next, params.costs, params.fill_mode, params.same_bar)
+    return decision, settlement, advance(name, state, view, bar_next, settlement, params)

@@ -3,8 +3,8 @@
 :class:`BacktestPlanner` is a walk-forward backtest (:mod:`marketcast.backtest`) carried from bar to bar: the
 strategy with the best record over the last ``windows`` settled windows (the best-so-far pick) gives the
 :class:`Decision` for the next bar, with those windows' metrics for the entry gates. Strategies, fills and
-metrics are the backtest's own (``run_backtest`` for the windows, then ``decide``/``settle``/``advance`` one
-window at a time, as the engine does): nothing is re-implemented here.
+metrics are the backtest's own (``run_backtest`` for the windows, then the engine's ``step`` one window at a
+time): nothing is re-implemented here.
 
 Why carried: MaxDiff learns its offsets from every window a backtest has settled, so re-running a 70-window
 backtest each day (the original live loop) learns from a rolling 70 windows and disagrees with a backtest
@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from marketcast.backtest import BacktestConfig, StrategyParams, WindowView, advance, decide, run_backtest, settle
+from marketcast.backtest import BacktestConfig, StrategyParams, WindowView, decide, run_backtest, step
 from marketcast.backtest.metrics import strategy_metrics
 from marketcast.backtest.orders import FLAT, Bar, Costs, Decision
 from marketcast.data.bars import Bars
@@ -126,9 +126,7 @@ class BacktestPlanner:
                                                   dict(states), kept)
             bar = Bar(*(float(frame.at[at, c]) for c in ("open", "high", "low", "close")))
             for name in config.strategies:  # the engine's own step (marketcast.backtest.engine.simulate)
-                d = decide(name, view, states[name], params)
-                s = settle(d, bar, params.costs, config.fill_mode, config.same_bar)
-                states[name] = advance(name, states[name], view, bar, s, params)
+                _, s, states[name] = step(name, view, states[name], bar, params)
                 record[name].append((s.net_return, s.filled))
         latency = time.perf_counter() - started
         picks = {n: strategy_metrics([r for r, _ in v], [f for _, f in v], bars.periods_per_year)
