@@ -27,7 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from marketcast.compile.runtime import recompile_count  # noqa: E402
+from marketcast.runtime.counters import recompile_count  # noqa: E402
 from marketcast.forecast.kronos import MODELS, TOKENIZERS, Kronos, KronosForecaster, KronosTokenizer  # noqa: E402
 from marketcast.forecast.kronos.loading import from_config  # noqa: E402
 from marketcast.forecast.kronos.pipeline import normalise, time_features, with_amount  # noqa: E402

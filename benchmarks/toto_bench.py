@@ -19,7 +19,7 @@ import warnings
 import numpy as np
 import torch
 
-from marketcast.compile.runtime import cudagraph_skip_count, recompile_count
+from marketcast.runtime.counters import cudagraph_skip_count, recompile_count
 from marketcast.data import load_symbol
 from marketcast.forecast.base import make_batch
 from marketcast.forecast.toto import TotoConfig, TotoForecaster

@@ -14,7 +14,7 @@ from marketcast.backtest.cli import backtest
 from marketcast.compile.cli import app as compile_app
 from marketcast.console import err_console
 from marketcast.data.cli import app as data_app
-from marketcast.errors import MarketcastError
+from marketcast.errors import ExitCode, MarketcastError
 from marketcast.forecast.cli import forecast
 from marketcast.trade.cli import app as trade_app
 
@@ -57,25 +57,25 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = app(args=args, prog_name="marketcast", standalone_mode=False)
     except EXIT as exc:
-        return exc.exit_code
+        return int(exc.exit_code)
     except ABORT:
         err_console.print("aborted")
-        return 130
+        return ExitCode.INTERRUPTED
     except NO_ARGS as exc:  # a bare group: its help, as click does
         print(exc.format_message())
-        return exc.exit_code
+        return int(exc.exit_code)
     except CLICK_ERROR as exc:  # usage errors (unknown option, bad value, missing argument): one line
         if debug:
             raise
         ctx = getattr(exc, "ctx", None)
         hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
         err_console.print(f"[red]error:[/red] {exc.format_message()}{hint}", highlight=False, soft_wrap=True)
-        return exc.exit_code
+        return int(exc.exit_code)
     except MarketcastError as exc:
         if debug:
             raise
         err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
-        return exc.exit_code
+        return int(exc.exit_code)
     return result if isinstance(result, int) else 0
 
 

@@ -1,10 +1,43 @@
-"""User-facing errors: the CLI prints one line and exits with code 2 for any of these."""
+"""User-facing errors and the exit codes the CLI ends with: one line on stderr, never a traceback
+(``--debug`` shows it).
+
+A supervisor (systemd, a shell loop, cron) reads the code to decide what to do next:
+
+====  ==============  =============================================================================
+code  name            meaning
+====  ==============  =============================================================================
+0     OK              done
+1     CHECK_FAILED    a check ran and its verdict is FAIL (``compile check --mode production-check``,
+                      ``compile compare``, ``runs compare``)
+2     USAGE           bad input: an option, a config value, a data file; fix it and run again
+3     STATE           the state folder cannot be used: a corrupt database, a full disk, no permission;
+                      nothing was half-written
+4     AUTH            the broker refused the credentials
+5     HALTED          trading is halted (a risk limit tripped, or the journal and the broker disagree);
+                      see ``trade status``, then ``trade resume`` / ``trade reconcile``
+6     UNAVAILABLE     the broker or the network stayed unavailable after retries; try again later
+130   INTERRUPTED     stopped by Ctrl-C
+====  ==============  =============================================================================
+"""
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    CHECK_FAILED = 1
+    USAGE = 2
+    STATE = 3
+    AUTH = 4
+    HALTED = 5
+    UNAVAILABLE = 6
+    INTERRUPTED = 130
 
 
 class MarketcastError(Exception):
     """Bad input or configuration the user can fix; the message says what, where and how."""
 
-    exit_code = 2
+    exit_code: int = ExitCode.USAGE
 
 
 class DataError(MarketcastError):
@@ -17,3 +50,27 @@ class ConfigError(MarketcastError):
 
 class ModelLoadError(MarketcastError):
     """Weights or a config that cannot be found or do not fit the model."""
+
+
+class StateError(MarketcastError):
+    """A state file (journal, broker database, run store) that is corrupt, missing or cannot be written."""
+
+    exit_code = ExitCode.STATE
+
+
+class AuthError(MarketcastError):
+    """The broker refused the credentials (401/403 on the account)."""
+
+    exit_code = ExitCode.AUTH
+
+
+class HaltedError(MarketcastError):
+    """Trading is halted; the message says why and the command that lifts it."""
+
+    exit_code = ExitCode.HALTED
+
+
+class UnavailableError(MarketcastError):
+    """A service stayed unavailable after every retry (rate limits, 5xx, timeouts)."""
+
+    exit_code = ExitCode.UNAVAILABLE

@@ -9,7 +9,7 @@ import pytest
 
 from marketcast.cli import main
 from marketcast.compile.report import validate_report
-from marketcast.compile.settings import load_settings
+from marketcast.runtime.settings import load_settings
 from marketcast.forecast import registry
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "compile_logs"

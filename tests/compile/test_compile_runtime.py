@@ -6,7 +6,8 @@ import logging
 
 import torch
 
-from marketcast.compile.runtime import GuardedCompile, find_guards, recompile_count
+from marketcast.runtime.counters import recompile_count
+from marketcast.runtime.guard import GuardedCompile, find_guards
 
 
 class TinyStep(torch.nn.Module):
@@ -76,9 +77,9 @@ def test_eager_mode_never_compiles_and_find_guards_discovers_wrappers():
 def test_recompile_limit_setting_is_applied_to_dynamo(monkeypatch):
     import torch._dynamo.config as dynamo_config
 
-    from marketcast.compile import runtime
+    from marketcast.runtime import guard
 
-    monkeypatch.setattr(runtime, "_DYNAMO_CONFIGURED", False)
+    monkeypatch.setattr(guard, "_DYNAMO_CONFIGURED", False)
     monkeypatch.setenv("TORCHDYNAMO_RECOMPILE_LIMIT", "3")
     before = dynamo_config.recompile_limit  # ConfigModule: restore by hand, monkeypatch would delete it
     try:
@@ -89,7 +90,7 @@ def test_recompile_limit_setting_is_applied_to_dynamo(monkeypatch):
 
 
 def test_group_failure_sends_every_wrapper_of_the_model_to_eager_with_one_warning(caplog):
-    from marketcast.compile.runtime import CompileGroup
+    from marketcast.runtime.guard import CompileGroup
 
     torch._dynamo.reset()
     group = CompileGroup("toy-model")

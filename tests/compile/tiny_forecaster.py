@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from marketcast.compile.runtime import GuardedCompile
+from marketcast.runtime.guard import GuardedCompile
 from marketcast.forecast.base import ContextBatch, Forecast
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from marketcast.compile.runtime import find_guards, recompile_count
+from marketcast.runtime.counters import recompile_count
+from marketcast.runtime.guard import find_guards
 from marketcast.forecast import make_batch
 from marketcast.forecast.kronos import KronosForecaster
 

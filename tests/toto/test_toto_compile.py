@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from marketcast.compile.runtime import find_guards, recompile_count
+from marketcast.runtime.counters import recompile_count
+from marketcast.runtime.guard import find_guards
 from marketcast.forecast.toto import TotoForecaster
 from tests.toto.conftest import windows
 

@@ -60,7 +60,7 @@ def test_dry_run_prints_the_plan_and_creates_or_changes_no_file(tmp_path):
 
 
 def test_add_latest_parses_booleans_from_flag_environment_and_env_file(tmp_path):
-    from marketcast.compile.settings import ENV_FILE
+    from marketcast.runtime.settings import ENV_FILE
 
     assert cli.ENV_FILE == ENV_FILE
     path = tmp_path / ".env.compile"

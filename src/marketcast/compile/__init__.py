@@ -1,12 +1,6 @@
-"""Compile toolkit: settings, guarded runtime, stress harness, recompile analyzer, persistent cache.
+"""The compile toolkit, built on top of the models: stress check, recompile-log analyzer, backtest compare,
+report, ``.env.compile`` toggles, start probe and the ``marketcast compile`` CLI.
 
-Entry points: :func:`load_settings` / ``CompileSettings.mode_for`` (models), :class:`GuardedCompile` (models
-wrap their fixed-shape step), :func:`marketcast.compile.check.run_check` (stress harness),
-:func:`marketcast.compile.analyze.analyze_file`, :func:`marketcast.compile.compare.compare_files`.
+What the models themselves import to compile (settings, guarded steps, cache, counters) is
+:mod:`marketcast.runtime`; nothing there imports this package. Importing this package imports no torch.
 """
-
-from marketcast.compile.runtime import GuardedCompile, find_guards, graph_break_count, recompile_count
-from marketcast.compile.settings import MODES, CompileSettings, load_settings
-
-__all__ = ["MODES", "CompileSettings", "GuardedCompile", "find_guards", "graph_break_count", "load_settings",
-           "recompile_count"]

@@ -182,7 +182,8 @@ def run_mode(
     progress: Callable[[str], None] | None = None,
 ) -> tuple[dict, dict]:
     """Measure one mode; returns (json-ready result, {(iteration, symbol): median close [B, H]})."""
-    from marketcast.compile.runtime import counters_delta, counters_snapshot, find_guards
+    from marketcast.runtime.counters import counters_delta, counters_snapshot
+    from marketcast.runtime.guard import find_guards
 
     say = progress or (lambda _msg: None)
     label = mode or EAGER

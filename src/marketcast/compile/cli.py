@@ -14,7 +14,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from marketcast.compile.settings import ENV_FILE, MODES
+from marketcast.runtime.settings import ENV_FILE, MODES
 from marketcast.console import console, err_console
 from marketcast.errors import ConfigError
 
@@ -25,7 +25,7 @@ MODEL_OPT = typer.Option("toto", "--model", "-m", help="toto | kronos | all")
 
 
 def _print_switch(updates: dict[str, str], path: Path) -> None:
-    from marketcast.compile.settings import describe_sources
+    from marketcast.runtime.settings import describe_sources
 
     console.print(f"{path}: " + ", ".join(f"{k}={v}" for k, v in updates.items()), highlight=False)
     for row in describe_sources(path=path):
@@ -65,7 +65,7 @@ def set_mode_cmd(
 @app.command()
 def status(env_file: Path = ENV_FILE_OPT, device: str = typer.Option("cpu", "--device")) -> None:
     """Effective settings and where each came from (env, file, default)."""
-    from marketcast.compile.settings import describe_sources, load_settings
+    from marketcast.runtime.settings import describe_sources, load_settings
 
     table = Table(title=f"compile settings ({env_file}{'' if env_file.exists() else ', absent'})")
     for col in ("key", "value", "source", "note"):
@@ -117,7 +117,7 @@ def check(
     """Stress test eager vs compile modes on real bars; writes compile_check.json/.md, prints verdicts."""
     from marketcast.compile.check import CHECK_ITERATIONS, CheckPlan, run_check
     from marketcast.compile.report import summary_rows, write_report
-    from marketcast.compile.settings import load_settings
+    from marketcast.runtime.settings import load_settings
     from marketcast.data import load_symbol
     from marketcast.forecast.registry import MODEL_NAMES, load_forecaster
 

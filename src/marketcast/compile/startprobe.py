@@ -30,7 +30,7 @@ def _probe(args: argparse.Namespace) -> dict:
     import torch
     from torch._dynamo.utils import counters
 
-    from marketcast.compile.cache import artifact_path, load_artifacts, save_artifacts
+    from marketcast.runtime.cache import artifact_path, load_artifacts, save_artifacts
     from marketcast.data import load_symbol
     from marketcast.forecast.base import make_batch
 

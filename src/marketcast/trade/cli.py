@@ -19,6 +19,7 @@ from rich.table import Table
 
 from marketcast.console import console, progress_steps
 from marketcast.errors import ConfigError
+from marketcast.runtime.settings import ENV_FILE, parse_bool, read_env_file
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
 
@@ -69,9 +70,6 @@ WEIGHTS_OPT = typer.Option(None, "--weights", help="toto/kronos weights: auto, a
 DEVICE_OPT = typer.Option("cpu", "--device", help="torch device for toto/kronos")
 
 
-ENV_FILE = ".env.compile"  # = marketcast.compile.settings.ENV_FILE, whose package imports torch: read only if needed
-
-
 def add_latest_setting(flag: bool | None, env: Mapping[str, str] | None = None, path: str | Path = ENV_FILE) -> bool:
     """``--add-latest/--no-add-latest``, else ``ADD_LATEST`` from the environment, else from ``.env.compile``
     (the environment wins, as for the compile settings), else off. Parsed by the project's boolean rules:
@@ -79,10 +77,6 @@ def add_latest_setting(flag: bool | None, env: Mapping[str, str] | None = None, 
     if flag is not None:
         return flag
     env = os.environ if env is None else env
-    if env.get("ADD_LATEST", "") == "" and not Path(path).exists():
-        return False
-    from marketcast.compile.settings import parse_bool, read_env_file
-
     if env.get("ADD_LATEST", "") != "":
         return parse_bool("ADD_LATEST", env["ADD_LATEST"], "environment")
     value = read_env_file(path).get("ADD_LATEST", "")

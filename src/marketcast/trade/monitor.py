@@ -24,7 +24,7 @@ def recompiles() -> int:
     """Dynamo recompiles so far; 0 without importing torch when no model loaded it."""
     if "torch" not in sys.modules:
         return 0
-    from marketcast.compile.runtime import recompile_count
+    from marketcast.runtime.counters import recompile_count
 
     return recompile_count()
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
-from marketcast.compile.runtime import GuardedCompile
-from marketcast.compile.steps import CompiledSteps
+from marketcast.runtime.guard import GuardedCompile
+from marketcast.runtime.steps import CompiledSteps
 from marketcast.forecast.kronos.kv_cache import StaticCache
 from marketcast.forecast.kronos.model import Kronos
 from marketcast.forecast.kronos.sampling import SamplingParams
@@ -36,7 +36,7 @@ class Generated:
 
 class CachedDecoder:
     """Owns the compiled step (one wrapper per row bucket, sealed after its first call, see
-    :class:`~marketcast.compile.steps.CompiledSteps`) and one :class:`StaticCache` per row count."""
+    :class:`~marketcast.runtime.steps.CompiledSteps`) and one :class:`StaticCache` per row count."""
 
     def __init__(self, model: Kronos, mode: str | None) -> None:
         self.model = model

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch.utils._pytree import tree_map
 
-from marketcast.compile.steps import CompiledSteps
+from marketcast.runtime.steps import CompiledSteps
 from marketcast.errors import ConfigError
 from marketcast.forecast.base import INPUT_FIELDS, ContextBatch, Forecast
 from marketcast.forecast.checkpoint import resolve_folder
@@ -259,7 +259,7 @@ def create(*, weights: str | None = None, device: str = "cpu", dtype: str = "flo
            compile: str | None = None, seed: int = 0) -> TotoForecaster:
     """Registry factory: weights None/"auto" = Datadog/Toto-Open-Base-1.0, a folder, or "random". ``compile``
     None reads the compile settings (mode and ``TOTO_COMPILE_BACKEND``)."""
-    from marketcast.compile.settings import load_settings
+    from marketcast.runtime.settings import load_settings
 
     settings = load_settings()
     if compile is None:

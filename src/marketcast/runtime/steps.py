@@ -14,7 +14,7 @@ from typing import Any, Callable
 import torch
 from torch.utils._pytree import tree_map
 
-from marketcast.compile.runtime import CompileGroup, GuardedCompile, check_backend
+from marketcast.runtime.guard import CompileGroup, GuardedCompile, check_backend
 
 
 class CompiledSteps:

@@ -15,7 +15,7 @@ from typing import Mapping
 
 import torch
 
-from marketcast.compile.settings import load_settings
+from marketcast.runtime.settings import load_settings
 
 log = logging.getLogger("marketcast.compile")
 
