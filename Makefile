@@ -25,7 +25,7 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 $(VENV)/.installed-dev: $(VENV)/.installed requirements-reference.txt
 	$(PIP) install -q -e ".[dev]"
 	$(PIP) install -q -r requirements-reference.txt
-	$(PIP) install -q --no-deps toto-ts==0.2.0 kronos-finance==0.1.5
+	$(PIP) install -q --no-deps toto-ts==0.2.0 kronos-finance==0.1.5 gluonts==0.17.0
 	@touch $@
 
 install: $(VENV)/.installed
