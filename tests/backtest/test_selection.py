@@ -48,3 +48,23 @@ def test_walk_forward_uses_only_earlier_windows():
 def test_lookback_must_be_positive():
     with pytest.raises(ConfigError, match="--select-lookback"):
         SelectionRule(0)
+
+
+def test_the_live_planner_picks_with_the_same_rule():
+    from marketcast.backtest import BacktestConfig, run_backtest
+    from marketcast.backtest.orders import FLAT, Costs
+    from marketcast.trade.planner import NO_PICK, BacktestPlanner
+
+    from .helpers import MomentumForecaster, TableForecaster, random_bars
+
+    bars = random_bars(200, seed=3)
+    config = BacktestConfig(windows=30, context=64, num_samples=16)
+    signal = BacktestPlanner(MomentumForecaster(), config).plan(bars, Costs(0.0005))
+    result = run_backtest(bars, MomentumForecaster(), config)  # the same 30 windows, settled up to the last bar
+    runs = result.strategies
+    assert signal.strategy == config.selection.pick({n: r.returns for n, r in runs.items()},
+                                                    {n: r.filled for n, r in runs.items()})
+    assert signal.decision == result.next_decisions[signal.strategy]
+    never = TableForecaster({}, default=(0.001, 0.004, -0.006))  # all_signals never trades on these forecasts
+    flat = BacktestPlanner(never, config, strategies=("all_signals",)).plan(bars, Costs(0.0005))
+    assert flat.strategy == NO_PICK and flat.decision.side == FLAT

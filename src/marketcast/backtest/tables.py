@@ -86,8 +86,8 @@ def in_sample_rows(result: SymbolResult, information_ratio: bool = True) -> list
 
 def in_sample_note(result: SymbolResult, information_ratio: bool = True) -> str:
     best, idle = result.best_strategy, never_traded(result)
-    lead = (f"* best in sample: {best}, picked on the windows it is scored on (optimistic)" if best else
-            "no strategy traded, so none is best")
+    lead = (f"Best in sample (*): {best}, picked on the windows it is scored on (optimistic)" if best else
+            "No strategy traded, so none is best")
     parts = [lead, f"{len(result.strategies)} strategies compared"]
     if idle:
         parts.append(f"never traded: {', '.join(idle)}")
