@@ -69,7 +69,7 @@ def test_sessions_per_year_and_session_length():
 
 def test_how_says_where_the_number_came_from():
     how = annualise(FX_HOURS, calendar_for("forex")).how
-    assert how.startswith("1 hour bars: the most common gap")
+    assert how.startswith("1-hour bars: the most common gap, 100% of 119 gaps")
     assert "24 bars a session (the median over 5 sessions in the data)" in how
     assert "261 sessions a year (FX24x5" in how and how.endswith("= 6,264")
     assert annualise(MONTHS, calendar_for("crypto")).how == "monthly bars: the median gap of 29 gaps is 31 days: 12 a year"

@@ -94,8 +94,8 @@ def infer_interval(stamps) -> BarInterval:
     mode = int(values[np.argmax(counts)])
     if mode < 20 * 3_600 * 10**9:
         off = (gaps % mode != 0) & (gaps < DAY)
-        how = (f"{span_text(mode)} bars: the most common gap, {counts.max() / len(gaps):.0%} of "
-               f"{len(gaps):,} gaps")
+        bar = span_text(mode).replace(" ", "-").removesuffix("s")  # "15-minute"
+        how = f"{bar} bars: the most common gap, {counts.max() / len(gaps):.0%} of {len(gaps):,} gaps"
         return _judged("intraday", pd.Timedelta(mode), how, off, gaps, t,
                        f"not whole multiples of the bar ({span_text(mode)})")
     cum = np.cumsum(counts)  # the median from the sorted distinct gaps (np.median would sort again)
