@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from marketcast.data.calendar import calendar_for
 from marketcast.forecast import INPUT_FIELDS, make_batch
 from tests.conftest import make_ohlcv
 
@@ -40,8 +41,24 @@ def test_future_timestamps_skip_weekends_for_business_day_bars():
 
 def test_future_timestamps_follow_intraday_spacing():
     frame = make_ohlcv(30, start="2024-01-01 00:00", freq="15min")
-    batch = make_batch(frame, [29], context=10, horizon=2)
+    batch = make_batch(frame, [29], context=10, horizon=2, calendar=calendar_for("crypto"))
     assert pd.Timestamp(batch.future_timestamps[0, 1]) == pd.Timestamp("2024-01-01 07:45")  # row 29 = 07:15, +2 x 15 min
+
+
+def test_future_timestamps_follow_the_exchange_calendar():
+    frame = make_ohlcv(30, start="2024-06-10", freq="B")  # window ends Wed 2024-07-03, then Independence Day
+    batch = make_batch(frame, [17], context=5, horizon=3)  # stocks (XNYS) by default
+    assert list(pd.DatetimeIndex(batch.future_timestamps[0]).strftime("%m-%d")) == ["07-05", "07-08", "07-09"]
+    crypto = make_batch(make_ohlcv(30, start="2024-06-10"), [23], context=5, horizon=3,
+                        calendar=calendar_for("crypto"))  # ends Wed 07-03: 24/7, so no day is skipped
+    assert list(pd.DatetimeIndex(crypto.future_timestamps[0]).strftime("%m-%d")) == ["07-04", "07-05", "07-06"]
+    hourly = make_ohlcv(11)  # yfinance-like hourly stock bars: 09:30 .. 15:30 New York, then 07-03 09:30 .. 12:30
+    hourly.index = pd.DatetimeIndex([*pd.date_range("2024-07-02 13:30", periods=7, freq="h", tz="UTC"),
+                                     *pd.date_range("2024-07-03 13:30", periods=4, freq="h", tz="UTC")],
+                                    name="timestamp")
+    batch = make_batch(hourly, [10], context=11, horizon=2)  # 07-03 closes at 13:00 New York (17:00 UTC)
+    assert list(pd.DatetimeIndex(batch.future_timestamps[0]).strftime("%m-%d %H:%M")) == ["07-05 13:30",
+                                                                                         "07-05 14:30"]
 
 
 def test_bad_window_ends():

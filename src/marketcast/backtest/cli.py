@@ -11,8 +11,10 @@ import typer
 
 from marketcast.backtest.config import STRATEGY_NAMES, BacktestConfig
 from marketcast.backtest.engine import run_many
+from marketcast.backtest.selection import DEFAULT_LOOKBACK, SelectionRule
 from marketcast.console import console, progress_steps
 from marketcast.data import DEFAULT_SYMBOLS, load_symbol
+from marketcast.data.asset import ASSET_CLASSES, check_asset_class
 from marketcast.errors import ConfigError
 from marketcast.forecast.registry import load_forecaster
 
@@ -24,6 +26,22 @@ def _strategies(value: str | None) -> tuple[str, ...]:
         return STRATEGY_NAMES
     names = tuple(s.strip() for s in value.split(",") if s.strip())
     return names
+
+
+def asset_class_overrides(values: list[str] | None, symbols: list[str]) -> dict[str, str | None]:
+    """``--asset-class CLASS`` (every symbol) and ``--asset-class SYMBOL=CLASS`` (one; wins) -> class per symbol
+    (None: inferred from the symbol)."""
+    everyone, per_symbol = None, {}
+    for value in values or []:
+        symbol, _, cls = value.rpartition("=")
+        if symbol:
+            if symbol.upper() not in symbols:
+                raise ConfigError(f"--asset-class {value}: {symbol.upper()} is not among the symbols tested "
+                                  f"({', '.join(symbols)})")
+            per_symbol[symbol.upper()] = check_asset_class(cls.strip().lower())
+        else:
+            everyone = check_asset_class(cls.strip().lower())
+    return {s: per_symbol.get(s, everyone) for s in symbols}
 
 
 def backtest(
@@ -46,24 +64,32 @@ def backtest(
     ci_high: Annotated[float, typer.Option(help="Upper quantile of ci_guard's band.")] = 0.60,
     ci_multiplier: Annotated[float, typer.Option(help="Widen ci_guard's band about its centre by this factor.")] = 1.0,
     strategies: Annotated[Optional[str], typer.Option(help="Comma-separated subset of strategies (default all).")] = None,
-    asset_class: Annotated[Optional[str], typer.Option(help="Override the asset class: stock or crypto.")] = None,
+    asset_class: Annotated[Optional[list[str]], typer.Option(
+        help=f"Asset class ({', '.join(ASSET_CLASSES)}) for every symbol, or SYMBOL=CLASS for one; repeatable "
+             "(default: from the symbol).")] = None,
+    select_lookback: Annotated[int, typer.Option(
+        help="Settled windows the walk-forward pick (and the live planner) looks back over; 0 = all.")
+    ] = DEFAULT_LOOKBACK,
     data_dir: Annotated[Optional[Path], typer.Option(help="Folder of <SYMBOL>.csv/.parquet bars (default: embedded data).")] = None,
     output_dir: Annotated[Path, typer.Option(help="Where JSON, Markdown, trades.csv and PNGs go.")] = DEFAULT_OUTPUT,
     as_json: Annotated[bool, typer.Option("--json", help="Print the per-symbol JSON instead of tables.")] = False,
 ) -> None:
     """Walk-forward backtest: forecast bar t+1 from bars <= t, decide, settle on bar t+1."""
-    from marketcast.backtest.report import skill_table, summary_table, symbol_json, write_outputs  # matplotlib: lazy
+    from marketcast.backtest.report import symbol_json, write_outputs  # matplotlib: lazy
+    from marketcast.backtest.tables import in_sample_table, skill_table, track_record_table
 
     started = time.perf_counter()
     config = BacktestConfig(
         windows=windows, context=context, num_samples=samples, seed=seed, point=point,
         ci_band=(ci_low, ci_high), ci_multiplier=ci_multiplier, fill_mode=fill_mode, same_bar=same_bar,
         fee=fee, spread=spread, strategies=_strategies(strategies),
+        selection=SelectionRule(select_lookback or None),
     )
     names = [s.upper() for s in (symbols or DEFAULT_SYMBOLS)]
     if len(set(names)) != len(names):
         raise ConfigError(f"symbols repeat: {', '.join(names)}")
-    bars = [load_symbol(s, data_dir=data_dir, asset_class=asset_class, min_rows=windows + 2) for s in names]
+    classes = asset_class_overrides(asset_class, names)
+    bars = [load_symbol(s, data_dir=data_dir, asset_class=classes[s]) for s in names]
     forecaster = load_forecaster(model, weights=weights, device=device, dtype=dtype, seed=seed)
     with progress_steps(len(bars) + 2, "backtest") as step:
         results = run_many(bars, forecaster, config, on_step=step)
@@ -74,7 +100,11 @@ def backtest(
         console.print_json(json.dumps([symbol_json(r) for r in results]))
         return
     for r in results:
-        console.print(summary_table(r))
+        console.print(track_record_table(r))
+        for warning in r.annualisation.warnings:
+            console.print(f"[yellow]warning:[/] {r.symbol}: {warning}")
+        console.print(in_sample_table(r))
+        console.print()
     console.print(skill_table(results))
-    console.print(f"[dim]{len(results)} symbols × {windows} windows, model {model}, {samples} samples, "
+    console.print(f"[dim]{len(results)} symbol{'s' if len(results) != 1 else ''} × {windows} windows, model {model}, {samples} samples, "
                   f"{elapsed:.1f} s; wrote {len(written)} files to {output_dir}/[/dim]")

@@ -13,19 +13,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import cached_property
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
+from marketcast.backtest.benchmark import buy_and_hold_metrics, buy_and_hold_returns
 from marketcast.backtest.config import BacktestConfig
 from marketcast.backtest.maxdiff import MaxDiffState
-from marketcast.backtest.metrics import equity_curve, strategy_metrics, walk_forward_selection
+from marketcast.backtest.metrics import equity_curve
 from marketcast.backtest.orders import Bar, Decision, Settlement
-from marketcast.backtest.skill import FIELDS, forecast_skill
+from marketcast.backtest.scoring import score, sharpe_trust
+from marketcast.backtest.selection import SelectionRule
+from marketcast.backtest.skill import FIELDS, excursion_naive, forecast_skill
 from marketcast.backtest.strategies import StrategyParams, decide, initial_state, step
 from marketcast.backtest.views import ForecastReturns, WindowView
+from marketcast.data.asset import explain_asset_class
 from marketcast.data.bars import Bars
+from marketcast.data.calendar import Annualisation
 from marketcast.errors import DataError, MarketcastError
 from marketcast.forecast.base import ContextBatch, Forecast, Forecaster, make_batch
 
@@ -47,6 +53,23 @@ class StrategyRun:
     def equity(self) -> np.ndarray:
         return equity_curve(self.returns)
 
+    @property
+    def filled(self) -> np.ndarray:
+        return np.array([s.filled for s in self.settlements], dtype=bool)
+
+
+@dataclass
+class BenchmarkRun:
+    """Buy and hold over the scored windows (:mod:`marketcast.backtest.benchmark`): per-window returns and
+    their metrics."""
+
+    returns: np.ndarray
+    metrics: dict
+
+    @property
+    def equity(self) -> np.ndarray:
+        return equity_curve(self.returns)
+
 
 @dataclass
 class SymbolResult:
@@ -62,6 +85,9 @@ class SymbolResult:
     skill: dict
     market_return: float
     forecast_meta: dict
+    annualisation: Annualisation
+    benchmark: BenchmarkRun
+    asset_reason: str = ""
     latest_view: WindowView | None = None
     generated_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
@@ -70,18 +96,29 @@ class SymbolResult:
         return len(self.views)
 
     @property
+    def periods_per_year(self) -> float:
+        return self.annualisation.periods_per_year
+
+    def score(self, returns: np.ndarray, filled: np.ndarray) -> dict:
+        """Every reported number of a per-window return series (:func:`marketcast.backtest.scoring.score`)."""
+        cfg = self.config
+        return score(returns, filled, self.periods_per_year, self.benchmark.returns, cfg.bootstrap_reps,
+                     cfg.confidence, cfg.seed)
+
+    @cached_property
     def walk_forward(self) -> dict:
-        """The best-so-far selection (see :func:`walk_forward_selection`) with its metrics."""
-        sel = walk_forward_selection({n: r.returns for n, r in self.strategies.items()},
-                                     {n: np.array([s.filled for s in r.settlements]) for n, r in self.strategies.items()})
-        ppy = 365 if self.asset_class == "crypto" else 252
-        return {**sel, "metrics": strategy_metrics(sel["returns"], sel["filled"], ppy)}
+        """Out of sample: trading each window's pick of ``config.selection`` (the live planner's rule, see
+        :mod:`marketcast.backtest.selection`), with its metrics."""
+        sel = self.config.selection.walk_forward({n: r.returns for n, r in self.strategies.items()},
+                                                 {n: r.filled for n, r in self.strategies.items()})
+        return {**sel, "metrics": self.score(sel["returns"], sel["filled"])}
 
     @property
-    def best_strategy(self) -> str:
-        """Highest compounded net return (ties: higher Sharpe, then registry order)."""
-        runs = list(self.strategies.values())
-        return max(runs, key=lambda r: (r.metrics["return"], r.metrics["sharpe"])).name
+    def best_strategy(self) -> str | None:
+        """In sample: the selection rule over all windows (the best compounded return among strategies that
+        traded); None when none traded. Picked on the windows it is scored on, so its numbers flatter it."""
+        return SelectionRule(lookback=None).pick({n: r.returns for n, r in self.strategies.items()},
+                                                 {n: r.filled for n, r in self.strategies.items()})
 
     @property
     def next_decisions(self) -> dict[str, Decision]:
@@ -125,14 +162,17 @@ class SymbolResult:
         return pd.DataFrame(rows)
 
 
-def decision_ends(n_bars: int, config: BacktestConfig) -> np.ndarray:
-    """Row positions t of the windows: the last ``windows`` bars with a t+1, then (optionally) the last bar."""
+def decision_ends(n_bars: int, config: BacktestConfig, min_context: int = 2, where: str = "the data") -> np.ndarray:
+    """Row positions t of the windows: the last ``windows`` bars with a t+1, then (optionally) the last bar.
+
+    The first window must hold ``min_context`` real bars (the forecaster's minimum, at least 2)."""
+    need = max(min_context, 2)
+    fits = n_bars - need  # the first window ends at row need - 1 and is settled on row need
     first = n_bars - 1 - config.windows
-    if first < 1:
-        raise DataError(
-            f"{n_bars} bars are too few for {config.windows} windows (need at least {config.windows + 2}); "
-            "use a longer history or a smaller --windows"
-        )
+    if first < need - 1:
+        fix = f"use --windows {fits} or fewer" if fits >= 1 else "use a longer history"
+        raise DataError(f"{where}: {n_bars:,} bars fit at most {max(fits, 0):,} windows, not {config.windows:,} "
+                        f"(the first needs {need} bars of history and the bar after it); {fix}")
     ends = np.arange(first, n_bars - 1)
     return np.append(ends, n_bars - 1) if config.include_latest else ends
 
@@ -167,7 +207,7 @@ def forecast_windows(
     """Forecasts of every window of every (bars, ends) job: one forecaster call in total when ``batched``,
     else one call per window (the benchmark's reference)."""
     name = getattr(forecaster, "name", type(forecaster).__name__)
-    batches = [make_batch(b.frame, ends, config.context, horizon=1) for b, ends in jobs]
+    batches = [make_batch(b.frame, ends, config.context, horizon=1, calendar=b.calendar) for b, ends in jobs]
     sizes = [len(ends) for _, ends in jobs]
     if batched:
         fc = forecaster.forecast(_concat(batches), horizon=1, num_samples=config.num_samples, seed=config.seed)
@@ -178,7 +218,8 @@ def forecast_windows(
     for (bars, ends) in jobs:
         parts = []
         for t in ends:
-            fc = forecaster.forecast(make_batch(bars.frame, [t], config.context, horizon=1), horizon=1,
+            fc = forecaster.forecast(make_batch(bars.frame, [t], config.context, horizon=1, calendar=bars.calendar),
+                                     horizon=1,
                                      num_samples=config.num_samples, seed=config.seed)
             _check_forecast(fc, 1, name)
             parts.append(fc)
@@ -200,6 +241,10 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
     latest = all_views[-1] if config.include_latest else None
     params = StrategyParams.from_config(config, bars.asset_class)
     bars_next = [Bar(float(o[t + 1]), float(h[t + 1]), float(lo[t + 1]), float(c[t + 1])) for t in settled]
+    ppy = bars.periods_per_year
+    held = buy_and_hold_returns(o[settled[0] + 1], c[settled + 1], params.costs.per_side)
+    benchmark = BenchmarkRun(held, {**buy_and_hold_metrics(held, ppy),
+                                    **sharpe_trust(held, ppy, config.bootstrap_reps, config.confidence, config.seed)})
 
     runs = {}
     for name in config.strategies:
@@ -214,7 +259,8 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
         filled = np.array([s.filled for s in settlements])
         runs[name] = StrategyRun(
             name=name, decisions=decisions, settlements=settlements, returns=r,
-            metrics=strategy_metrics(r, filled, bars.periods_per_year), offsets=offsets,
+            metrics=score(r, filled, ppy, held, config.bootstrap_reps, config.confidence, config.seed),
+            offsets=offsets,
             next_decision=decide(name, latest, state, params) if latest is not None else None,
             final_state=state,
         )
@@ -223,6 +269,7 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
               "low": lo[settled + 1] / c[settled] - 1.0}
     samples = {f: s[:n_settled] for f, s in returns.samples.items()}
     point = {f: np.array([getattr(v, f"{f}_ret") for v in views]) for f in FIELDS}  # the views' point forecasts
+    excursion = excursion_naive(h, lo, c, settled, config.context)  # from bars <= t, like the forecast
     return SymbolResult(
         symbol=bars.symbol,
         asset_class=bars.asset_class,
@@ -231,9 +278,12 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
         settle_times=index[settled + 1],
         views=views,
         strategies=runs,
-        skill=forecast_skill(point, samples, actual),
+        skill=forecast_skill(point, samples, actual, excursion),
         market_return=float(c[settled[-1] + 1] / c[settled[0]] - 1.0),
         forecast_meta=dict(forecast.meta),
+        annualisation=bars.annualisation,
+        benchmark=benchmark,
+        asset_reason=explain_asset_class(bars.symbol, bars.asset_class),
         latest_view=latest,
     )
 
@@ -245,8 +295,12 @@ def run_many(bars_list: Sequence[Bars], forecaster: Forecaster, config: Backtest
     ``on_step`` (a progress display) hears of the forecast call and of each symbol's simulation as they start.
     """
     step = on_step or (lambda _description: None)
-    jobs = [(bars, decision_ends(len(bars), config)) for bars in bars_list]
-    step(f"forecasting {sum(len(ends) + 1 for _, ends in jobs)} windows with {forecaster.name}")
+    min_context = getattr(forecaster, "min_context", 2)
+    jobs = [(bars, decision_ends(len(bars), config, min_context, f"{bars.symbol} ({bars.source or 'bars'})"))
+            for bars in bars_list]
+    for bars, _ in jobs:  # mixed bar spacing fails here, before any forecasting
+        _ = bars.annualisation
+    step(f"forecasting {sum(len(ends) for _, ends in jobs)} windows with {forecaster.name}")
     forecasts = forecast_windows(forecaster, jobs, config, batched=batched)
     results = []
     for (bars, ends), fc in zip(jobs, forecasts):

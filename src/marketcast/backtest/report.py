@@ -1,4 +1,5 @@
-"""Reports of a backtest: rich tables, JSON per symbol, a Markdown summary, trades.csv and equity PNGs.
+"""Reports of a backtest: JSON per symbol, the Markdown summary, trades.csv and equity PNGs (the terminal tables
+are in :mod:`marketcast.backtest.tables`).
 
 Everything is rendered in memory first and written only after all of it succeeded, each file through a
 temporary name and an atomic rename, so a failed run never leaves a half-written output.
@@ -14,11 +15,13 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
-from rich import box
-from rich.table import Table
 
+from marketcast.backtest.benchmark import DESCRIPTION as BENCHMARK_DESCRIPTION
+from marketcast.backtest.benchmark import NAME as BENCHMARK_NAME
 from marketcast.backtest.engine import SymbolResult
+from marketcast.backtest.markdown import markdown_summary
 from marketcast.backtest.plots import equity_png
+from marketcast.backtest.strategies import STRATEGIES
 from marketcast.errors import MarketcastError
 
 
@@ -39,37 +42,60 @@ def _clean(value):
 
 
 def symbol_json(result: SymbolResult) -> dict:
-    """The per-symbol JSON (key names of the original system, plus the honest extras)."""
+    """The per-symbol JSON: the original system's keys (``runs``, ``strategies``, ``metrics.walk_forward_oos_*``,
+    ``best_strategy``) plus the honest extras (asset class and why, periods per year and how, the benchmark,
+    the selection rule, PSR, bootstrap intervals, alpha/beta/IR)."""
     cfg = result.config
-    best = result.best_strategy
     wf = result.walk_forward
+    wfm = wf["metrics"]
+    ann = result.annualisation
     return _clean({
         "symbol": result.symbol,
         "runs": result.windows,
         "generated_at": result.generated_at,
         "asset_class": result.asset_class,
+        "asset_class_reason": result.asset_reason,
         "first_decision": result.decision_times[0].isoformat(),
         "last_settle": result.settle_times[-1].isoformat(),
-        "annualisation": f"sqrt({252 if result.asset_class != 'crypto' else 365})",
+        "annualisation": f"sqrt({ann.periods_per_year:g})",
+        "periods_per_year": ann.periods_per_year,
+        "periods_per_year_how": ann.how,
+        "bar_interval": ann.interval.label,
+        "calendar": ann.calendar,
+        "data_warnings": list(ann.warnings),
         "config": {
             "model": result.forecast_meta.get("model"),
             "context": cfg.context, "num_samples": cfg.num_samples, "seed": cfg.seed, "point": cfg.point,
             "ci_band": list(cfg.ci_band), "ci_multiplier": cfg.ci_multiplier, "fill_mode": cfg.fill_mode,
             "same_bar": cfg.same_bar, "fee_per_side": cfg.costs(result.asset_class).fee,
             "spread": cfg.spread, "maxdiff_min_history": cfg.maxdiff_min_history,
+            "select_lookback": cfg.selection.lookback, "bootstrap_reps": cfg.bootstrap_reps,
+            "confidence": cfg.confidence,
         },
+        "walk_forward": {"rule": cfg.selection.describe(), "lookback": cfg.selection.lookback, **wfm},
+        "benchmark": {"name": BENCHMARK_NAME, "description": BENCHMARK_DESCRIPTION, **result.benchmark.metrics},
         "strategies": {name: run.metrics for name, run in result.strategies.items()},
+        "strategy_descriptions": {name: STRATEGIES[name].description for name in result.strategies},
         "metrics": {
             **result.skill,
             "market_return": result.market_return,
-            # trade, at each window, the strategy best over the earlier windows: out of sample, unlike
+            "benchmark_return": result.benchmark.metrics["return"],
+            # the selection rule's pick at each window (see "walk_forward"): out of sample, unlike
             # best_strategy's own numbers (picked on the windows it is scored on)
-            "walk_forward_oos_return": wf["metrics"]["return"],
-            "walk_forward_oos_sharpe": wf["metrics"]["sharpe"],
-            "walk_forward_turnover": wf["metrics"]["turnover"],
+            "walk_forward_oos_return": wfm["return"],
+            "walk_forward_oos_sharpe": wfm["sharpe"],
+            "walk_forward_oos_psr": wfm["psr"],
+            "walk_forward_oos_sharpe_ci_low": wfm["sharpe_ci_low"],
+            "walk_forward_oos_sharpe_ci_high": wfm["sharpe_ci_high"],
+            "walk_forward_oos_alpha": wfm["alpha"],
+            "walk_forward_oos_beta": wfm["beta"],
+            "walk_forward_oos_information_ratio": wfm["information_ratio"],
+            "walk_forward_turnover": wfm["turnover"],
             "walk_forward_picks": wf["picked"],
         },
-        "best_strategy": best,
+        "best_strategy": result.best_strategy,
+        "best_strategy_is": "in-sample: picked on the windows it is scored on; never a strategy without trades",
+        "strategies_compared": len(result.strategies),
         "next_decisions": None if result.latest_view is None else {
             "decision_time": pd.Timestamp(result.latest_view.timestamp).isoformat(),
             "close": result.latest_view.close,
@@ -78,91 +104,6 @@ def symbol_json(result: SymbolResult) -> dict:
         },
         "forecast_meta": {k: v for k, v in result.forecast_meta.items() if isinstance(v, (str, int, float, bool, type(None)))},
     })
-
-
-def _pct(x) -> str:
-    return "—" if x is None else f"{100 * x:+.2f}%"
-
-
-def _num(x, fmt="{:+.2f}") -> str:
-    return "—" if x is None or (isinstance(x, float) and not math.isfinite(x)) else fmt.format(x)
-
-
-def summary_table(result: SymbolResult) -> Table:
-    """``Backtest summary for SYMBOL (N windows)``: one row per strategy, the best one starred.
-
-    Sized for an 80-column terminal; Calmar, turnover and final-day return are in the JSON and Markdown.
-    """
-    ann = 365 if result.asset_class == "crypto" else 252
-    wf = result.walk_forward["metrics"]
-    table = Table(title=f"Backtest summary for {result.symbol} ({result.windows} windows)",
-                  caption=f"net of costs; Sharpe/Sortino × sqrt({ann}); market close-to-close "
-                          f"{_pct(result.market_return)}; {result.decision_times[0]:%Y-%m-%d} → "
-                          f"{result.settle_times[-1]:%Y-%m-%d}; * = best here (in-sample pick); trading the "
-                          f"best-so-far each day: {_pct(wf['return'])}, Sharpe {_num(wf['sharpe'])}",
-                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    for col in ("strategy", "return", "annual", "Sharpe", "Sortino", "max DD", "win", "expo", "trades"):
-        table.add_column(col, justify="left" if col == "strategy" else "right", no_wrap=True)
-    best = result.best_strategy
-    for name, run in result.strategies.items():
-        m = run.metrics
-        table.add_row(
-            f"[bold green]{name}*[/]" if name == best else name,
-            _pct(m["return"]), _pct(m["annual_return"]), _num(m["sharpe"]), _num(m["sortino"]),
-            _pct(-m["max_drawdown"] or 0.0), _num(m["win_rate"], "{:.0%}"), f"{m['exposure']:.0%}", str(m["trades"]),
-        )
-    return table
-
-
-def skill_table(results: Sequence[SymbolResult]) -> Table:
-    """Forecast skill per symbol: MAE (returns, in %), MASE vs no-change, CRPS (in %)."""
-    table = Table(title="Forecast skill for bar t+1 (MASE < 1 beats no-change)", box=box.SIMPLE_HEAD,
-                  collapse_padding=True,
-                  pad_edge=False)
-    for col in ("symbol", "model", "MAE c/h/l %", "MASE c/h/l", "CRPS c %"):
-        table.add_column(col, justify="left" if col in ("symbol", "model") else "right", no_wrap=True)
-    for r in results:
-        s = r.skill
-        table.add_row(
-            r.symbol, str(r.forecast_meta.get("model", "?")),
-            " / ".join(f"{100 * s[k]:.3f}" for k in ("close_val_loss", "high_val_loss", "low_val_loss")),
-            " / ".join(_num(s[k], "{:.3f}") for k in ("mase_close", "mase_high", "mase_low")),
-            f"{100 * s['crps_close']:.3f}",
-        )
-    return table
-
-
-def markdown_summary(results: Sequence[SymbolResult]) -> str:
-    """A Markdown page with one strategy table per symbol and the skill table."""
-    lines = ["# Backtest summary", ""]
-    if results:
-        cfg = results[0].config
-        lines += [f"Generated {results[0].generated_at}. Model `{results[0].forecast_meta.get('model')}`, "
-                  f"{cfg.num_samples} samples, seed {cfg.seed}, point forecast `{cfg.point}`, context {cfg.context}, "
-                  f"fill mode `{cfg.fill_mode}`, same-bar `{cfg.same_bar}`. Returns are net of fees and half "
-                  "the spread per side; each decision at bar t is settled on bar t+1.", ""]
-    for r in results:
-        ann = 365 if r.asset_class == "crypto" else 252
-        lines += [f"## {r.symbol} ({r.windows} windows, {r.decision_times[0]:%Y-%m-%d} → "
-                  f"{r.settle_times[-1]:%Y-%m-%d})", "",
-                  f"Sharpe and Sortino annualised by sqrt({ann}). Market close-to-close over the same bars: "
-                  f"{_pct(r.market_return)}. Best strategy: **{r.best_strategy}** (picked on these same windows). "
-                  f"Trading, each day, the strategy best over the earlier windows (out of sample): "
-                  f"{_pct(r.walk_forward['metrics']['return'])}, Sharpe {_num(r.walk_forward['metrics']['sharpe'])}.", "",
-                  "| strategy | return | annual | Sharpe | Sortino | max DD | Calmar | win rate | exposure | trades | turnover | final day |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for name, run in r.strategies.items():
-            m = run.metrics
-            lines.append(f"| {name} | {_pct(m['return'])} | {_pct(m['annual_return'])} | {_num(m['sharpe'])} | "
-                         f"{_num(m['sortino'])} | {_pct(-m['max_drawdown'] or 0.0)} | {_num(m['calmar'])} | "
-                         f"{_num(m['win_rate'], '{:.0%}')} | {m['exposure']:.0%} | {m['trades']} | "
-                         f"{m['turnover']:.2f} | {_pct(m['final_day'])} |")
-        s = r.skill
-        lines += ["", f"Forecast skill: MAE close/high/low {s['close_val_loss']:.5f} / {s['high_val_loss']:.5f} / "
-                  f"{s['low_val_loss']:.5f}; MASE {_num(s['mase_close'], '{:.3f}')} / "
-                  f"{_num(s['mase_high'], '{:.3f}')} / {_num(s['mase_low'], '{:.3f}')}; "
-                  f"CRPS close {s['crps_close']:.5f}.", "", f"![equity]({r.symbol}_equity.png)", ""]
-    return "\n".join(lines)
 
 
 def render_outputs(results: Sequence[SymbolResult]) -> dict[str, bytes]:

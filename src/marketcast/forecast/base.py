@@ -13,6 +13,7 @@ from typing import Protocol, Sequence, runtime_checkable
 import numpy as np
 import pandas as pd
 
+from marketcast.data.calendar import BarInterval, MarketCalendar, calendar_for, infer_interval
 from marketcast.forecast.aggregate import aggregate, quantile
 
 INPUT_FIELDS = ("open", "high", "low", "close", "volume")
@@ -115,12 +116,14 @@ def make_batch(
     ends: Sequence[int],
     context: int,
     horizon: int | None = None,
+    calendar: MarketCalendar | None = None,
 ) -> ContextBatch:
     """Windows of ``frame`` ending at (and including) row positions ``ends``, each ``context`` bars long.
 
     A window that starts before row 0 is left-padded with its first real bar and masked. Nothing after
     ``end`` is read, so a decision made from window ``end`` cannot see the future. ``future_timestamps``
-    are extrapolated from the bar spacing of each window (never read from the frame).
+    are the next ``horizon`` bar times on ``calendar`` (default: stocks, XNYS) for the bar spacing of each
+    window (never read from the frame).
     """
     ends = np.asarray(ends, dtype=np.int64)
     if len(ends) == 0:
@@ -148,19 +151,22 @@ def make_batch(
     timestamps = stamps[rows]
     future = None
     if horizon is not None:
+        calendar = calendar or calendar_for("stock")
         future = np.empty((len(ends), horizon), dtype="datetime64[ns]")
+        groups: dict[tuple, list[int]] = {}  # windows of one bar interval extrapolate together
         for i, (row, start) in enumerate(zip(ends, first)):
-            span = stamps[start : row + 1]
-            future[i] = _extrapolate(span, stamps[row], horizon)
+            interval = infer_interval(stamps[start : row + 1])
+            groups.setdefault((interval.kind, interval.step), []).append(i)
+        for (kind, step), rows_ in groups.items():
+            interval = BarInterval(kind, step, "")
+            future[rows_] = calendar.next_bar_times_many(stamps[ends[rows_]], interval, horizon)
     return ContextBatch(values=values, mask=mask, timestamps=timestamps, future_timestamps=future)
 
 
-def _extrapolate(span: np.ndarray, last: np.datetime64, horizon: int) -> np.ndarray:
-    """Next ``horizon`` timestamps after ``last``: business days for weekday-only daily bars, else the
-    median spacing of ``span``."""
-    step = np.median(np.diff(span)) if len(span) > 1 else np.timedelta64(1, "D")
-    days = span.astype("datetime64[D]")
-    if step == np.timedelta64(1, "D") and np.is_busday(days).all() and (span == days).all():
-        nxt = np.busday_offset(np.datetime64(last, "D"), np.arange(1, horizon + 1), roll="forward")
-        return nxt.astype("datetime64[ns]")
-    return last + step * np.arange(1, horizon + 1)
+def _extrapolate(span: np.ndarray, last: np.datetime64, horizon: int,
+                 calendar: MarketCalendar | None = None) -> np.ndarray:
+    """Next ``horizon`` bar times after ``last`` (naive UTC) on ``calendar`` (default XNYS), for the bar
+    interval of ``span`` (the window's own timestamps); what ``make_batch`` does for each window."""
+    interval = infer_interval(np.asarray(span, dtype="datetime64[ns]"))
+    lasts = np.asarray([last], dtype="datetime64[ns]")
+    return (calendar or calendar_for("stock")).next_bar_times_many(lasts, interval, horizon)[0]

@@ -38,7 +38,7 @@ def forecast(
     bars = load_symbol(symbol, data_dir=data_dir, min_rows=3)
     forecaster = load_forecaster(model, weights=weights, device=device, dtype=dtype, seed=seed)
     end = len(bars) - 1
-    batch = make_batch(bars.frame, [end], min(context, len(bars)), horizon)
+    batch = make_batch(bars.frame, [end], min(context, len(bars)), horizon, calendar=bars.calendar)
     result = forecaster.forecast(batch, horizon, samples, seed=seed)
     steps = pd.DatetimeIndex(batch.future_timestamps[0]).tz_localize("UTC")
     daily = bool((steps.normalize() == steps).all())
