@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from marketcast.cli import main
+from marketcast.compile.analyze import analyze_paths
 from marketcast.compile.report import validate_report
 from marketcast.runtime.settings import load_settings
 from marketcast.forecast import registry
@@ -69,7 +70,7 @@ def test_production_check_fails_with_exit_1_and_apply_writes_eager(tmp_path, cap
     (["check", "--model", "baseline", "--apply"], "baseline has no compile setting"),
     (["check", "--model", "baseline", "--symbols", "NOPE"], "no embedded data for 'NOPE'"),
     (["mode", "turbo"], "unknown compile mode 'turbo'"),
-    (["analyze", "/nonexistent/recompile.log"], "no such log file"),
+    (["analyze", "/nonexistent/recompile.log"], "no such log file or folder"),
 ])
 def test_bad_input_one_line_exit_2_no_output(tmp_path, capsys, args, needle):
     out_dir = tmp_path / "cc"
@@ -106,11 +107,25 @@ def test_enable_disable_mode_status(tmp_path, capsys, monkeypatch):
     assert load_settings(env={}, path=env_file).toto_compile is False
 
 
-def test_analyze_cli_json_and_table(capsys):
+def test_analyze_cli_json_and_table(capsys, reference_logs):
     code, out, err = run(capsys, "analyze", LOGS / "seed_000_production.log", "--json")
     assert code == 0
     data = json.loads(out)
-    assert data["totals"]["recompile_limit"] == 1 and data["totals"]["cudagraph_skip"] == 1
+    assert data["totals"]["recompile_limit"] == 1 and data["totals"]["cudagraph_skip"] == 1 and data["events"] == 2
     assert data["groups"][0]["function"] == "positional_embedding"
-    code, out, err = run(capsys, "analyze", LOGS / "torch213_recompiles_graph_breaks.log")
-    assert code == 0 and "recompile 4" in out and "graph_break 2" in out and "int_guard_layer_index" in out
+    assert data["causes"]["mutated_inputs"]["counts"] == {"cudagraph_skip": 1}
+    code, out, err = run(capsys, "analyze", reference_logs["toto"], reference_logs["kronos"])
+    assert code == 0, err
+    a = analyze_paths([reference_logs["toto"], reference_logs["kronos"]])
+    assert out.startswith(f"2 log file(s), {a.lines} lines: {a.totals()['frame_skipped']} frames skipped, "
+                          f"{a.totals()['recompile_limit']} recompile-limit hits")
+    item = a.causes()["item_call"]
+    assert (f"- item_call ({item['frame_skipped']} frames skipped + {item['graph_break']} graph breaks): "
+            ".item()/data-dependent") in out
+    assert "frame_skipped torch_dynamo_resume_in_forward_at_329 (toto/model/transformer.py:329): dynamo " in out
+    assert "k, v = kv_cache[layer_idx]" in out  # source comments are printed as text, not read as markup
+
+
+def test_analyze_cli_empty_folder_exits_2(tmp_path, capsys):
+    code, out, err = run(capsys, "analyze", tmp_path)
+    assert code == 2 and "holds no log files" in err and len(err.strip().splitlines()) == 1

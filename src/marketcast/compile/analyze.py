@@ -1,18 +1,20 @@
-"""Explain recompilation from a ``TORCH_LOGS=recompiles`` (and ``graph_breaks``) log.
+"""Explain recompilation from ``TORCH_LOGS=recompiles,graph_breaks`` logs (one file, several, or a folder).
 
-Reads what torch 2.13 prints (checked by running it), with or without the glog prefix
-(``V1122 02:37:01.782000 3965 torch/_dynamo/guards.py:5396] [0/1] [__recompiles] ...``):
+Reads what torch 2.13 prints (checked on logs of toto-ts and upstream Kronos), with or without the glog
+prefix (``V1122 02:37:01.782000 3965 torch/_dynamo/guards.py:5396] [0/1] [__recompiles] ...``):
 
 * ``Recompiling function F in FILE:LINE`` + ``triggered by the following guard failure(s):`` + ``- 0/7: guard``
+  (the first guard listed failed against the newest cache entry: it is taken as the cause)
 * ``torch._dynamo hit config.recompile_limit (8)`` + ``function: 'F' (FILE:LINE)`` + ``last reason: 0/7: guard``
-* ``Graph break in user code at FILE:LINE`` + ``Graph Break Reason: ...``
-* ``skipping cudagraphs due to REASON (N instances)``
+* ``Graph break in user code at FILE:LINE`` + ``Graph Break Reason: ...``; a reason that starts with
+  ``Failed to handle graph break gracefully`` means dynamo skipped the whole frame (it runs eager): its own
+  kind, ``frame_skipped``, with the cause read from the lines that follow
+* ``skipping cudagraphs due to REASON (N instances)`` / ``disabling cudagraphs due to incompatible op ...``
 * ``accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run``
 * ``Detected recompile when torch.compile stance is 'fail_on_recompile'``
 
-Events are grouped by frame and normalised guard (digits -> ``N``), each group classified into a cause
-with a concrete fix. The first guard listed under a recompile is the one that failed against the newest
-cache entry; it is taken as that recompile's cause.
+Every event belongs to exactly one kind, so the counts add up. Events are grouped across files by kind,
+location and pattern (see :mod:`marketcast.compile.causes`), most severe kind first.
 """
 
 from __future__ import annotations
@@ -21,12 +23,41 @@ import re
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Iterable, Sequence
 
+from marketcast.compile.causes import (
+    FIXES,
+    classify_cudagraph,
+    classify_guard,
+    classify_reason,
+    describe_values,
+    guard_pattern,
+    normalise,
+    split_guard,
+)
 from marketcast.errors import ConfigError
 
+# kind -> what its events are called; most severe first: what makes code run eager, then what costs
+# compile time, then what costs speed
+KINDS = {
+    "frame_skipped": "frames skipped",
+    "recompile_limit": "recompile-limit hits",
+    "stance_refusal": "refused recompiles",
+    "cudagraph_overwritten": "overwritten CUDA-graph outputs",
+    "recompile": "recompiles",
+    "cudagraph_skip": "CUDA-graph skips",
+    "graph_break": "graph breaks",
+}
+EFFECTS = {
+    "frame_skipped": "dynamo skipped this frame: it runs eager on every call, nothing in it is compiled",
+    "recompile_limit": ("the frame keeps its {limit} compiled entries for inputs they match; every other shape "
+                        "or value now runs this frame eager, without compiling (fullgraph=True raises instead)"),
+    "stance_refusal": "the recompile was refused; marketcast's GuardedCompile sent the model to eager for good",
+}
+
 _PREFIX = re.compile(
-    r"^[VDIWEC]\d{4}\s+\d{2}:\d{2}:\d{2}(?:\.\d+)?\s+(?:\d+\s+)?(?:\S+:\d+\]\s?)?"  # glog head
-    r"(?:\[[\d/_!]+\]\s?)?"  # compile id [0/8]
+    r"^(?:[VDIWEC]\d{4}\s+\d{2}:\d{2}:\d{2}(?:\.\d+)?\s+(?:\d+\s+)?(?:\S+:\d+\]\s?)?)?"  # glog head
+    r"(?:\[(?P<cid>[\d/_!]+)\]\s?)?"  # compile id [0/8]
     r"(?:\[__\w+\]\s?)?"  # artifact [__recompiles]
 )
 _RECOMPILING = re.compile(r"Recompiling function (?P<fn>\S+) in (?P<file>.+?):(?P<line>\d+)\s*$")
@@ -37,224 +68,333 @@ _FUNCTION = re.compile(r"^\s*function: '(?P<fn>[^']+)' \((?P<file>.+?):(?P<line>
 _LAST_REASON = re.compile(r"^\s*last reason: (?:(?P<id>\d+/\d+):\s*)?(?P<guard>.*)$")
 _GRAPH_BREAK = re.compile(r"Graph break (?:\(.*?\) )?in user code at (?P<file>.+?):(?P<line>\d+)\s*$")
 _GB_REASON = re.compile(r"^\s*Graph Break Reason:\s*(?P<reason>.*)$")
-_CG_SKIP = re.compile(r"skipping cudagraphs due to (?P<reason>.+?)(?: \((?P<n>\d+) instances\))?(?:\.\s*Found from.*)?\s*$")
+_GB_HEADER = re.compile(r"^(?:Encountered graph break when attempting to trace|Failed to handle graph break "
+                        r"gracefully|Graph break encountered)")
+_SKIPPED_FRAME = re.compile(r"frame skipped: (?P<fn>\S+) \((?P<file>.+?) line (?P<line>\d+)\)")
+_ANOTHER = re.compile(r"While handling this graph break, another graph break occurred")
+_TRACE_FILE = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)')
+_CG_SKIP = re.compile(r"(?:skipping|disabling) cudagraphs? due to (?P<reason>.+)$")
 _CG_OVERWRITE = re.compile(r"accessing tensor output of CUDAGraphs that has been overwritten")
 _STANCE = re.compile(r"Detected recompile when torch\.compile stance is 'fail_on_recompile'")
-
-FIXES = {
-    "int_guard_cache_position": (
-        "Python int guard on a cache position: keep the position in a tensor (a position buffer, "
-        "index_copy_ at a tensor index) or use a static, preallocated KV cache so the graph never sees the int"
-    ),
-    "int_guard_layer_index": (
-        "Python int guard on a layer index: one compiled graph per layer value; give each layer its own cache "
-        "module (or pass the index as a tensor) instead of branching on an int argument"
-    ),
-    "int_guard": (
-        "Python scalar baked into the graph: pass it as a tensor, make it a constant, or mark it "
-        "torch._dynamo.mark_dynamic / dynamic=True if it must vary"
-    ),
-    "size_mismatch": (
-        "input size changes between calls: bucket/pad inputs to a few fixed shapes (context, batch, samples), "
-        "or torch._dynamo.mark_dynamic(tensor, dim) on the dimension that varies"
-    ),
-    "dtype_device_mismatch": "dtype/device/grad mode changes between calls: fix them (same dtype, device, no_grad)",
-    "object_identity": (
-        "guard on an object's identity: a new module/closure/dict each call; build the compiled callable once "
-        "and keep the objects it reads"
-    ),
-    "mutated_inputs": (
-        "graph inputs mutated in place (e.g. KV cache tensors) block CUDA graphs: make them static buffers "
-        "(register_buffer + torch._dynamo.mark_static_address) written with index_copy_ at a tensor position"
-    ),
-    "item_call": (
-        ".item()/data-dependent Python value: keep the value on device (tensor ops, torch.where) instead of "
-        "reading it into Python"
-    ),
-    "cudagraph_overwritten": (
-        "an output of one CUDA-graph replay used after the next: clone outputs that outlive the call, call "
-        "torch.compiler.cudagraph_mark_step_begin() per step, or compile one fixed-shape step function"
-    ),
-    "fail_on_recompile": (
-        "a recompile after warm-up was refused (fail_on_recompile stance): the warm-up did not cover this shape "
-        "or value; see the guard of the matching recompile"
-    ),
-    "cpu_tensor": "CUDA graphs need every graph input on the GPU: move the CPU tensor (or scalar tensor) to CUDA",
-    "unsupported_op": (
-        "graph break on an untraceable call (print, logging, unsupported builtin or library call): move it out "
-        "of the compiled function or wrap it in torch.compiler.disable"
-    ),
-    "other": "inspect the guard with TORCH_LOGS=recompiles_verbose and remove what varies between calls",
-}
-
-
-def classify(text: str) -> str:
-    """The cause of a guard failure, graph-break reason or CUDA-graph skip, one of :data:`FIXES`."""
-    t = text.strip()
-    low = t.lower()
-    if "item()" in low or "capture_scalar_outputs" in low or "data-dependent" in low or "data dependent" in low:
-        return "item_call"
-    if "mutated inputs" in low or "mutation" in low:
-        return "mutated_inputs"
-    if "overwritten by a subsequent run" in low:
-        return "cudagraph_overwritten"
-    if "cpu device" in low or "non-cuda" in low:
-        return "cpu_tensor"
-    if "size mismatch" in low or "stride mismatch" in low or re.search(r"\.size\(\)|\bsize\(\)|len\(|numel", low):
-        return "size_mismatch"
-    if re.search(r"(dtype|device|requires_grad|grad_mode|dispatch key set) mismatch|grad_mode", low):
-        return "dtype_device_mismatch"
-    if "check_obj_id" in low or "id_match" in low or "___check_type_id" in low:
-        return "object_identity"
-    m = re.match(r"^(?P<lhs>.+?)\s*(==|!=|<=|>=|<|>)\s*-?\d+\b", t)
-    if m:
-        lhs = m["lhs"].lower()
-        if "layer" in lhs:
-            return "int_guard_layer_index"
-        if re.search(r"cache|pos|offset|idx|seq|step|start", lhs):
-            return "int_guard_cache_position"
-        return "int_guard"
-    if re.search(r"failed to trace|unsupported|not supported|skip", low):
-        return "unsupported_op"
-    return "other"
-
-
-def normalise(text: str) -> str:
-    """Guard text without its trailing source comment, digits replaced by ``N`` (groups ``== 0``, ``== 1``)."""
-    text = re.split(r"\s{2,}#\s", text.strip(), maxsplit=1)[0].strip()
-    return re.sub(r"\d+", "N", text)
+_HEADERS = (_RECOMPILING, _LIMIT, _GRAPH_BREAK, _CG_SKIP, _CG_OVERWRITE, _STANCE)
 
 
 @dataclass
 class Group:
-    """One (frame, cause) group of events."""
+    """Events of one kind at one place with one pattern, across all files read."""
 
-    kind: str  # recompile | recompile_limit | graph_break | cudagraph_skip | cudagraph_overwritten | stance_refusal
+    kind: str  # one of KINDS
     function: str | None
     location: str | None
-    pattern: str
-    cause: str
+    pattern: str  # the guard or reason, normalised (digits -> N, a tensor's dimension kept)
+    cause: str  # a key of causes.FIXES
     count: int = 0
     instances: int = 0  # cudagraph skips: the "(N instances)" sum
     limit: int | None = None
-    example: str = ""
+    values: list[str] = field(default_factory=list)  # distinct sizes, ints or types named by the guards
+    example: str = ""  # the first guard or reason as logged (without its source comment)
+    context: str = ""  # the first source comment / torch HINT / secondary reason: shown, never classified
+    detail: str = ""  # what the values say (which dimension varies, and how)
+    effect: str = ""  # what happens to the frame (skipped, limit hit), empty otherwise
     fix: str = ""
+    sources: dict[str, int] = field(default_factory=dict)  # file -> events from it
+
+
+@dataclass(frozen=True)
+class LogSource:
+    path: str
+    lines: int
+    undecodable: int  # byte sequences that were not UTF-8, replaced by U+FFFD
 
 
 @dataclass
 class Analysis:
-    source: str
-    lines: int
+    sources: list[LogSource] = field(default_factory=list)
     groups: list[Group] = field(default_factory=list)
+
+    @property
+    def lines(self) -> int:
+        return sum(s.lines for s in self.sources)
+
+    @property
+    def undecodable(self) -> int:
+        return sum(s.undecodable for s in self.sources)
 
     def total(self, kind: str) -> int:
         return sum(g.count for g in self.groups if g.kind == kind)
 
     def totals(self) -> dict[str, int]:
-        kinds = ("recompile", "recompile_limit", "graph_break", "cudagraph_skip", "cudagraph_overwritten",
-                 "stance_refusal")
-        return {k: self.total(k) for k in kinds}
+        return {k: self.total(k) for k in KINDS}
 
-    def causes(self) -> dict[str, int]:
-        out: dict[str, int] = {}
+    def causes(self) -> dict[str, dict[str, int]]:
+        """cause -> {kind: events}, largest cause first; every event is counted once, under its own kind."""
+        out: dict[str, dict[str, int]] = {}
         for g in self.groups:
-            out[g.cause] = out.get(g.cause, 0) + g.count
-        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+            per_kind = out.setdefault(g.cause, {})
+            per_kind[g.kind] = per_kind.get(g.kind, 0) + g.count
+        return dict(sorted(out.items(), key=lambda kv: -sum(kv[1].values())))
 
     def to_dict(self) -> dict:
         return {
-            "source": self.source,
+            "sources": [asdict(s) for s in self.sources],
             "lines": self.lines,
+            "undecodable": self.undecodable,
+            "events": sum(self.totals().values()),
             "totals": self.totals(),
-            "causes": self.causes(),
-            "fixes": {c: FIXES[c] for c in self.causes()},
+            "causes": {c: {"counts": n, "fix": FIXES[c]} for c, n in self.causes().items()},
             "groups": [asdict(g) for g in self.groups],
         }
 
 
-def _strip(line: str) -> str:
-    return _PREFIX.sub("", line.rstrip("\r\n"), count=1)
+@dataclass(frozen=True)
+class _Event:
+    kind: str
+    function: str | None
+    location: str | None
+    pattern: str
+    cause: str
+    values: tuple[str, ...] = ()
+    example: str = ""
+    context: str = ""
+    instances: int = 0
+    limit: int | None = None
+
+
+def _strip(line: str) -> tuple[str | None, str]:
+    m = _PREFIX.match(line)
+    return m["cid"], line[m.end():].rstrip("\r\n")
+
+
+def _guard_event(kind: str, fn, loc, raw: str | None, limit: int | None = None) -> _Event:
+    if not raw:
+        return _Event(kind, fn, loc, "(guard not shown)", "other", limit=limit)
+    guard = split_guard(raw)
+    pattern, values = guard_pattern(guard.expression)
+    context = " ".join(x for x in (guard.context, f"(HINT: {guard.hint})" if guard.hint else "") if x)
+    return _Event(kind, fn, loc, pattern, classify_guard(guard.expression, guard.hint), tuple(values),
+                  guard.expression[:300], context[:300], limit=limit)
+
+
+def _first_real_line(lines: Sequence[tuple[str | None, str]], start: int, stop: int) -> str:
+    """The first line in [start, stop) that is neither blank nor a graph-break header."""
+    for j in range(start, stop):
+        text = lines[j][1].strip()
+        if text and not _GB_HEADER.match(text):
+            return text
+    return ""
+
+
+def _graph_break_event(lines, i: int, end: int, m: re.Match) -> _Event:
+    """A graph break, or a skipped frame when dynamo could not resume from it; the cause is the first real
+    line of the reason (the header lines only say where tracing stopped)."""
+    loc = f"{m['file']}:{m['line']}"
+    reason = secondary = ""
+    skipped = False
+    skipped_frame = None
+    for j in range(i + 1, end):
+        text = lines[j][1]
+        r = _GB_REASON.match(text)
+        if r and not reason:
+            head = r["reason"].strip()
+            skipped = head.startswith("Failed to handle graph break gracefully")
+            reason = _first_real_line(lines, j + 1, end) if not head or _GB_HEADER.match(head) else head
+        elif _ANOTHER.search(text) and not secondary:
+            secondary = _first_real_line(lines, j + 1, end)
+        elif skipped_frame is None:
+            skipped_frame = _SKIPPED_FRAME.search(text)
+    traced = [t["fn"] for t in (_TRACE_FILE.match(lines[j][1]) for j in range(i + 1, end)) if t]
+    fn = traced[-1] if traced else None  # the innermost frame of the user traceback is listed last
+    if skipped and skipped_frame is not None:
+        fn, loc = skipped_frame["fn"], f"{skipped_frame['file']}:{skipped_frame['line']}"
+    reason = reason or "(reason not shown)"
+    kind = "frame_skipped" if skipped else "graph_break"
+    return _Event(kind, fn, loc, normalise(reason)[:300], classify_reason(reason), (), reason[:300],
+                  f"then: {secondary}" if secondary else "")
+
+
+def _cudagraph_event(lines, i: int, end: int, reason: str) -> _Event:
+    while (inner := _CG_SKIP.search(reason)) is not None:  # "skipping ... due to skipping ... due to X"
+        reason = inner["reason"]
+    reason = re.split(r"\.?\s*Found from", reason, maxsplit=1)[0].strip()
+    n = re.search(r"\s*\((?P<n>\d+) instances\)$", reason)
+    instances = int(n["n"]) if n else 1
+    reason = reason[: n.start()] if n else reason
+    loc = fn = None
+    for j in range(i + 1, end):
+        t = _TRACE_FILE.match(lines[j][1])
+        if t:
+            loc, fn = f"{t['file']}:{t['line']}", t["fn"]
+            break
+    return _Event("cudagraph_skip", fn, loc, normalise(reason), classify_cudagraph(reason), (), reason[:300],
+                  instances=instances)
+
+
+def _event_end(lines, i: int) -> int:
+    """Index after the last line of the event starting at ``i``: same compile id, no new event header."""
+    cid = lines[i][0]
+    cap = 400 if cid is not None else 60
+    j = i + 1
+    while j < min(len(lines), i + cap):
+        other, text = lines[j]
+        if (cid is not None and other != cid) or any(h.search(text) for h in _HEADERS):
+            break
+        j += 1
+    return j
+
+
+def _guard_block(lines, j: int) -> tuple[str | None, int]:
+    """The first guard of a ``triggered by the following guard failure(s):`` block at ``j``, and its end."""
+    guard = None
+    while j < len(lines) and _BLOCK_LINE.match(lines[j][1]):
+        g = _GUARD.match(lines[j][1])
+        if g and guard is None:
+            guard = g["guard"]
+        j += 1
+    return guard, j
+
+
+def _limit_event(lines, i: int, m: re.Match) -> _Event:
+    fn = loc = reason = None
+    for j in range(i + 1, min(len(lines), i + 8)):
+        f = _FUNCTION.match(lines[j][1])
+        if f and fn is None:
+            fn, loc = f["fn"], f"{f['file']}:{f['line']}"
+        r = _LAST_REASON.match(lines[j][1])
+        if r and reason is None:
+            reason = r["guard"]
+    return _guard_event("recompile_limit", fn, loc, reason, limit=int(m["n"]))
+
+
+def _stance_event(lines, i: int, m: re.Match) -> tuple[_Event, int]:
+    """A refused recompile; torch puts the frame and the failed guards in the exception text."""
+    where = re.search(r"filename: '(?P<file>[^']+)', function name: '(?P<fn>[^']+)', line number: (?P<line>\d+)",
+                      lines[i][1])
+    guard, end = _guard_block(lines, i + 1)
+    fn, loc = (where["fn"], f"{where['file']}:{where['line']}") if where else (None, None)
+    if guard is None:
+        return _Event("stance_refusal", fn, loc, "recompile refused by fail_on_recompile", "fail_on_recompile",
+                      example=lines[i][1].strip()[:300]), end
+    return _guard_event("stance_refusal", fn, loc, guard), end
+
+
+def parse_events(text: str) -> list[_Event]:
+    """Every event in a log's text, in order (see the module docstring for the formats).
+
+    torch logs ``Recompiling function`` for the attempt that then hits the recompile limit (same compile id):
+    that attempt compiled nothing, so it is counted as the limit hit only.
+    """
+    # replacement characters (undecodable bytes, counted by read_log) carry nothing and would break a match
+    lines = [_strip(line) for line in text.replace("\ufffd", "").splitlines()]
+    events: list[tuple[str | None, _Event]] = []
+    i, n = 0, len(lines)
+    while i < n:
+        cid, line = lines[i]
+        end = i + 1
+        if m := _RECOMPILING.search(line):
+            guard, end = _guard_block(lines, i + 1)
+            event = _guard_event("recompile", m["fn"], f"{m['file']}:{m['line']}", guard)
+        elif m := _LIMIT.search(line):
+            event = _limit_event(lines, i, m)
+            if events and events[-1][1].kind == "recompile" and (
+                    events[-1][0] == cid if cid is not None else events[-1][1].location == event.location):
+                events.pop()
+        elif m := _GRAPH_BREAK.search(line):
+            end = _event_end(lines, i)
+            event = _graph_break_event(lines, i, end, m)
+        elif m := _CG_SKIP.search(line):
+            event = _cudagraph_event(lines, i, _event_end(lines, i), m["reason"])
+        elif _CG_OVERWRITE.search(line):
+            event = _Event("cudagraph_overwritten", None, None, "output overwritten by a subsequent replay",
+                           "cudagraph_overwritten", example=line.strip()[:300])
+        elif m := _STANCE.search(line):
+            event, end = _stance_event(lines, i, m)
+        else:
+            i += 1
+            continue
+        events.append((cid, event))
+        i = max(end, i + 1)
+    return [e for _, e in events]
+
+
+def _add(groups: "OrderedDict[tuple, Group]", event: _Event, source: str) -> None:
+    # a CUDA-graph skip names a place only for some reasons (the first mutation's stack): its reason groups it
+    key = (event.kind, None if event.kind == "cudagraph_skip" else event.location, event.pattern, event.limit)
+    g = groups.get(key)
+    if g is None:
+        g = groups[key] = Group(event.kind, event.function, event.location, event.pattern, event.cause,
+                                limit=event.limit, example=event.example, context=event.context,
+                                fix=FIXES[event.cause],
+                                effect=EFFECTS.get(event.kind, "").format(limit=event.limit))
+    g.function = g.function or event.function
+    g.location = g.location or event.location
+    g.context = g.context or event.context
+    g.count += 1
+    g.instances += event.instances
+    g.values += [v for v in event.values if v not in g.values]
+    g.sources[source] = g.sources.get(source, 0) + 1
+
+
+def _analyze(logs: Iterable[tuple[str, str, int]]) -> Analysis:
+    """Group the events of ``(source, text, undecodable)`` logs together."""
+    groups: "OrderedDict[tuple, Group]" = OrderedDict()
+    sources = []
+    for source, text, undecodable in logs:
+        for event in parse_events(text):
+            _add(groups, event, source)
+        sources.append(LogSource(source, len(text.splitlines()), undecodable))
+    out = list(groups.values())
+    for g in out:
+        g.detail = describe_values(g.pattern, g.values)
+    return Analysis(sources, sorted(out, key=lambda g: (list(KINDS).index(g.kind), -g.count)))
 
 
 def analyze_text(text: str, source: str = "<text>") -> Analysis:
-    """Parse a log's text into grouped events (see the module docstring for the formats)."""
-    lines = [_strip(line) for line in text.splitlines()]
-    groups: "OrderedDict[tuple, Group]" = OrderedDict()
+    """Parse one log's text into grouped events."""
+    return _analyze([(source, text, 0)])
 
-    def add(kind, function, location, raw, cause=None, instances=0, limit=None) -> None:
-        pattern = normalise(raw) if raw else ""
-        cause = cause or classify(raw or "")
-        key = (kind, function, location, pattern, limit)
-        g = groups.get(key)
-        if g is None:
-            g = groups[key] = Group(kind, function, location, pattern, cause, limit=limit,
-                                    example=re.split(r"\s{2,}#\s", raw.strip(), maxsplit=1)[0][:300] if raw else "", fix=FIXES[cause])
-        g.count += 1
-        g.instances += instances
 
-    i = 0
-    n = len(lines)
-    while i < n:
-        line = lines[i]
-        m = _RECOMPILING.search(line)
-        if m:
-            guard = None
-            j = i + 1
-            while j < n and _BLOCK_LINE.match(lines[j]):
-                g = _GUARD.match(lines[j])
-                if g and guard is None:
-                    guard = g["guard"]
-                j += 1
-            add("recompile", m["fn"], f"{m['file']}:{m['line']}", guard or "(guard not shown)")
-            i = j
-            continue
-        m = _LIMIT.search(line)
-        if m:
-            fn = loc = reason = None
-            for j in range(i + 1, min(n, i + 8)):
-                f = _FUNCTION.match(lines[j])
-                if f and fn is None:
-                    fn, loc = f["fn"], f"{f['file']}:{f['line']}"
-                r = _LAST_REASON.match(lines[j])
-                if r and reason is None:
-                    reason = r["guard"]
-            add("recompile_limit", fn, loc, reason or "(last reason not shown)", limit=int(m["n"]))
-            i += 1
-            continue
-        m = _GRAPH_BREAK.search(line)
-        if m:
-            reason = None
-            for j in range(i + 1, min(n, i + 12)):
-                r = _GB_REASON.match(lines[j])
-                if r:
-                    reason = r["reason"].strip()
-                    if reason.startswith("Encountered graph break when attempting to trace") or not reason:
-                        detail = next((x.strip() for x in lines[j + 1 : j + 6] if x.strip()), "")
-                        reason = f"{detail} ({reason.rstrip(':')})" if detail else reason
-                    break
-                if _GRAPH_BREAK.search(lines[j]):
-                    break
-            add("graph_break", None, f"{m['file']}:{m['line']}", reason or "(reason not shown)")
-            i += 1
-            continue
-        m = _CG_SKIP.search(line)
-        if m:
-            add("cudagraph_skip", None, None, m["reason"], instances=int(m["n"] or 1))
-        elif _CG_OVERWRITE.search(line):
-            add("cudagraph_overwritten", None, None, line.strip(), cause="cudagraph_overwritten")
-        elif _STANCE.search(line):
-            add("stance_refusal", None, None, "recompile refused by fail_on_recompile", cause="fail_on_recompile")
-        i += 1
-    return Analysis(source=source, lines=len(lines), groups=list(groups.values()))
+def read_log(path: Path) -> tuple[str, int]:
+    """A log's text with undecodable bytes replaced (``2>&1 | tee`` captures can hold some), and their count."""
+    data = path.read_bytes()
+    text = data.decode("utf-8", errors="replace")
+    return text, text.count("\ufffd") - data.count("\ufffd".encode())
+
+
+def log_files(paths: Sequence[str | Path]) -> list[Path]:
+    """The files to read: each path given, a folder's files (recursively, hidden ones skipped), in order."""
+    files: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found = sorted(f for f in p.rglob("*") if f.is_file()
+                           and not any(part.startswith(".") for part in f.relative_to(p).parts))
+            if not found:
+                raise ConfigError(f"{p}: folder holds no log files; put TORCH_LOGS captures in it or pass files")
+            files += found
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise ConfigError(f"{p}: no such log file or folder; capture one with "
+                              "TORCH_LOGS=recompiles,graph_breaks CMD 2> recompile.log")
+    return list(dict.fromkeys(files))
+
+
+def analyze_paths(paths: Sequence[str | Path]) -> Analysis:
+    """Analyze logs (files and/or folders) together: groups span files; a bad path is a ConfigError."""
+    if not paths:
+        raise ConfigError("give at least one log file or folder")
+
+    def read_all():
+        for path in log_files(paths):
+            try:
+                text, undecodable = read_log(path)
+            except OSError as exc:
+                raise ConfigError(f"{path}: cannot be read ({exc.strerror or type(exc).__name__})") from None
+            yield str(path), text, undecodable
+
+    return _analyze(read_all())
 
 
 def analyze_file(path: str | Path) -> Analysis:
-    """Analyze a log file; a missing, unreadable or binary file is a ConfigError (one line, exit 2)."""
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"{p}: no such log file; capture one with TORCH_LOGS=recompiles CMD 2> recompile.log")
-    try:
-        text = p.read_text(errors="strict")
-    except (UnicodeDecodeError, OSError) as exc:
-        raise ConfigError(f"{p}: cannot be read as a text log ({type(exc).__name__})") from None
-    return analyze_text(text, source=str(p))
+    """One log file or folder (see :func:`analyze_paths`)."""
+    return analyze_paths([path])

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from marketcast.runtime.settings import ENV_FILE, MODES
@@ -195,36 +196,51 @@ def check(
         raise typer.Exit(1)
 
 
+def _short(path: str | None) -> str:
+    """A location without its site-packages prefix (the table is for reading; --json keeps full paths)."""
+    return (path or "").split("site-packages/")[-1]
+
+
 @app.command()
 def analyze(
-    logfile: Path = typer.Argument(..., help="Output of TORCH_LOGS=recompiles (stderr) to explain."),
+    logs: list[Path] = typer.Argument(..., help="Logs captured with TORCH_LOGS=recompiles,graph_breaks: files "
+                                      "and/or folders (every file in a folder); events are grouped across them."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
 ) -> None:
-    """Group recompiles, recompile-limit hits, graph breaks and CUDA-graph skips; suggest a fix per cause."""
-    from marketcast.compile.analyze import FIXES, analyze_file
+    """Group recompiles, recompile-limit hits, skipped frames, graph breaks and CUDA-graph skips; a fix per cause."""
+    from marketcast.compile.analyze import KINDS, analyze_paths
+    from marketcast.compile.causes import FIXES
 
-    result = analyze_file(logfile)
+    result = analyze_paths(logs)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
         return
     totals = result.totals()
-    console.print(f"{logfile}: {result.lines} lines; " + ", ".join(f"{k} {v}" for k, v in totals.items()),
-                  highlight=False)
+    replaced = f" ({result.undecodable} undecodable byte sequences replaced)" if result.undecodable else ""
+    console.print(f"{len(result.sources)} log file(s), {result.lines} lines{replaced}: "
+                  + ", ".join(f"{n} {KINDS[k]}" for k, n in totals.items()), highlight=False)
     if not result.groups:
         console.print("no recompiles, graph breaks or CUDA-graph skips found "
-                      "(was the log captured with TORCH_LOGS=recompiles?)")
+                      "(was the log captured with TORCH_LOGS=recompiles,graph_breaks?)")
         return
-    table = Table(title="grouped by frame and guard")
-    for col in ("kind", "function", "location", "guard / reason", "count", "cause"):
+    table = Table(title="grouped by kind, place and guard (most severe first)")
+    for col in ("kind", "where", "guard / reason", "count", "cause"):
         table.add_column(col, overflow="fold")
     for g in result.groups:
         count = f"{g.count} ({g.instances} inst.)" if g.kind == "cudagraph_skip" else str(g.count)
         kind = f"{g.kind} ({g.limit})" if g.limit else g.kind
-        table.add_row(kind, g.function or "", g.location or "", g.pattern, count, g.cause)
+        where = escape(f"{g.function or '?'} {_short(g.location)}".strip())
+        text = "\n".join([escape(g.pattern)] + [f"[dim]{escape(x)}[/dim]" for x in (g.detail, g.context) if x])
+        table.add_row(kind, where, text, count, g.cause)
     console.print(table)
+    for g in result.groups:
+        if g.effect:
+            console.print(f"[red]{g.kind}[/red] {escape(g.function or '?')} ({escape(_short(g.location))}): {g.effect}",
+                          highlight=False)
     console.print("fixes:")
-    for cause, n in result.causes().items():
-        console.print(f"- {cause} ({n}): {FIXES[cause]}", highlight=False)
+    for cause, per_kind in result.causes().items():
+        counts = " + ".join(f"{n} {KINDS[k]}" for k, n in per_kind.items())
+        console.print(f"- {cause} ({counts}): {FIXES[cause]}", highlight=False)
 
 
 @app.command()
