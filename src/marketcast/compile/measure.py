@@ -81,6 +81,28 @@ def symbol_measures(latencies: Sequence[float], preds: list, truth: np.ndarray, 
     }
 
 
+def _timed_repeats(forecaster, batch, plan: CheckPlan, device: str, where: str,
+                   errors: list[str]) -> list[tuple[int, float, np.ndarray, dict]]:
+    """``iterations`` timed forecasts of one symbol's windows, seed ``seed + r``: (r, seconds, median, meta) of
+    each finite one; a failure is one line in ``errors``."""
+    done = []
+    for r in range(plan.iterations):
+        t = time.perf_counter()
+        try:
+            fc = forecaster.forecast(batch, plan.horizon, plan.num_samples, seed=plan.seed + r)
+            _sync(device)
+            dt = time.perf_counter() - t
+            median = fc.quantile(0.5, "close")
+        except Exception as exc:
+            errors.append(f"repeat {r}{where}: {first_line(exc)}")
+            continue
+        if not np.all(np.isfinite(median)):
+            errors.append(f"repeat {r}{where}: non-finite forecast")
+            continue
+        done.append((r, dt, median, fc.meta or {}))
+    return done
+
+
 def run_mode(
     factory: ForecasterFactory,
     mode: str | None,
@@ -124,9 +146,9 @@ def run_mode(
         before = counters_snapshot()
         t = time.perf_counter()
         try:
-            warm_medians[sym] = forecaster.forecast(batch, plan.horizon, plan.num_samples,
-                                                    seed=plan.seed).quantile(0.5, "close")
+            first = forecaster.forecast(batch, plan.horizon, plan.num_samples, seed=plan.seed)
             _sync(device)
+            warm_medians[sym] = first.quantile(0.5, "close")
         except Exception as exc:
             result["errors"].append(f"warm-up {sym}: {first_line(exc)}")
         dt = time.perf_counter() - t
@@ -147,24 +169,11 @@ def run_mode(
         sym_base = probe.restart()  # this symbol's own peak window
         before, refused_before = counters_snapshot(), refused()
         truth = realised(frames[sym], windows[sym], plan.horizon)
-        sym_latencies, sym_preds = [], []
-        for r in range(plan.iterations):
-            t = time.perf_counter()
-            try:
-                fc = forecaster.forecast(batch, plan.horizon, plan.num_samples, seed=plan.seed + r)
-                _sync(device)
-                dt = time.perf_counter() - t
-                median = fc.quantile(0.5, "close")
-            except Exception as exc:
-                result["errors"].append(f"repeat {r} {sym}: {first_line(exc)}")
-                continue
-            if not np.all(np.isfinite(median)):
-                result["errors"].append(f"repeat {r} {sym}: non-finite forecast")
-                continue
-            meta = fc.meta or meta
+        done = _timed_repeats(forecaster, batch, plan, device, f" {sym}", result["errors"])
+        for r, _, median, fc_meta in done:
             medians[(r, sym)] = median
-            sym_latencies.append(dt)
-            sym_preds.append(median)
+            meta = fc_meta or meta
+        sym_latencies, sym_preds = [d[1] for d in done], [d[2] for d in done]
         sym_peak = probe.peak()
         peak_mb = max(peak_mb, sym_peak)
         recompiles = counters_delta(before, counters_snapshot())["recompiles"] + refused() - refused_before
