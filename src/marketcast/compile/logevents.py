@@ -93,7 +93,7 @@ def _guard_event(kind: str, fn, loc, raw: str | None, limit: int | None = None) 
     pattern, values = guard_pattern(guard.expression)
     context = " ".join(x for x in (guard.context, f"(HINT: {guard.hint})" if guard.hint else "") if x)
     return Event(kind, fn, loc, pattern, classify_guard(guard.expression, guard.hint), tuple(values),
-                  guard.expression[:300], context[:300], limit=limit)
+                 guard.expression[:300], context[:300], limit=limit)
 
 
 def _first_real_line(lines: Sequence[tuple[str | None, str]], start: int, stop: int) -> str:
@@ -130,7 +130,7 @@ def _graph_break_event(lines, i: int, end: int, m: re.Match) -> Event:
     reason = reason or "(reason not shown)"
     kind = "frame_skipped" if skipped else "graph_break"
     return Event(kind, fn, loc, normalise(reason)[:300], classify_reason(reason), (), reason[:300],
-                  f"then: {secondary}" if secondary else "")
+                 f"then: {secondary}" if secondary else "")
 
 
 def _cudagraph_event(lines, i: int, end: int, reason: str) -> Event:
@@ -147,7 +147,7 @@ def _cudagraph_event(lines, i: int, end: int, reason: str) -> Event:
             loc, fn = f"{t['file']}:{t['line']}", t["fn"]
             break
     return Event("cudagraph_skip", fn, loc, normalise(reason), classify_cudagraph(reason), (), reason[:300],
-                  instances=instances)
+                 instances=instances)
 
 
 def _event_end(lines, i: int) -> int:
@@ -186,7 +186,7 @@ def _limit_event(lines, i: int, m: re.Match) -> Event:
     return _guard_event("recompile_limit", fn, loc, reason, limit=int(m["n"]))
 
 
-def _stance_event(lines, i: int, m: re.Match) -> tuple[Event, int]:
+def _stance_event(lines, i: int) -> tuple[Event, int]:
     """A refused recompile; torch puts the frame and the failed guards in the exception text."""
     where = re.search(r"filename: '(?P<file>[^']+)', function name: '(?P<fn>[^']+)', line number: (?P<line>\d+)",
                       lines[i][1])
@@ -194,7 +194,7 @@ def _stance_event(lines, i: int, m: re.Match) -> tuple[Event, int]:
     fn, loc = (where["fn"], f"{where['file']}:{where['line']}") if where else (None, None)
     if guard is None:
         return Event("stance_refusal", fn, loc, "recompile refused by fail_on_recompile", "fail_on_recompile",
-                      example=lines[i][1].strip()[:300]), end
+                     example=lines[i][1].strip()[:300]), end
     return _guard_event("stance_refusal", fn, loc, guard), end
 
 
@@ -226,9 +226,9 @@ def parse_events(text: str) -> list[Event]:
             event = _cudagraph_event(lines, i, _event_end(lines, i), m["reason"])
         elif _CG_OVERWRITE.search(line):
             event = Event("cudagraph_overwritten", None, None, "output overwritten by a subsequent replay",
-                           "cudagraph_overwritten", example=line.strip()[:300])
-        elif m := _STANCE.search(line):
-            event, end = _stance_event(lines, i, m)
+                          "cudagraph_overwritten", example=line.strip()[:300])
+        elif _STANCE.search(line):
+            event, end = _stance_event(lines, i)
         else:
             i += 1
             continue
