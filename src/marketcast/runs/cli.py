@@ -8,6 +8,7 @@ from typing import Optional
 
 import pandas as pd
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from marketcast.console import console
@@ -55,7 +56,7 @@ def _print_frame(frame: pd.DataFrame, title: str, as_json: bool) -> None:
         numeric = pd.api.types.is_numeric_dtype(frame[col])
         table.add_column(str(col), justify="right" if numeric else "left", overflow="fold", no_wrap=col != "error")
     for row in frame.itertuples(index=False):
-        table.add_row(*(_cell(v) for v in row))
+        table.add_row(*(escape(_cell(v)) for v in row))
     console.print(table)
 
 
