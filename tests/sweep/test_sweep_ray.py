@@ -11,6 +11,7 @@ import pytest
 from marketcast.cli import main
 from marketcast.runs.codec import decode
 from marketcast.runs.store import RunStore
+from marketcast.sweep.execute import actor_resources
 
 from .helpers import write_bars
 
@@ -77,25 +78,31 @@ def test_bad_data_and_a_model_that_fails_to_load_fail_their_cells_only(tmp_path,
     bad.to_csv(data / "BAD.csv", index=False)
     pd.read_csv(data / "SHORT.csv").head(10).to_csv(data / "SHORT.csv", index=False)
     spec = _spec(tmp_path / "faults.toml", 'dir = "bars"\nsymbols = ["GOOD", "BAD", "SHORT", "MISSING"]',
-                 'model = ["baseline", "toto"]\nfill_mode = ["touch", "penetrate"]',
-                 '\n[models.toto]\nweights = "/nonexistent/toto"\n')
+                 'model = ["baseline", "kronos"]\nweights = ["auto", "/no/such/weights"]',
+                 '\n[models.kronos]\ndevice = "cuda"\n')
     store = RunStore(tmp_path / "store")
     assert main(["sweep", str(spec), "--store", str(store.root)]) == 1
     out, err = capsys.readouterr()
-    assert "16 cells, 2 ok, 14 failed" in out and "failed: BAD" in err
-    cells = store.query("SELECT symbol, model, fill_mode, status, error FROM cells ORDER BY cell_index")
+    assert "16 cells, 1 ok, 15 failed" in out and "failed: BAD model=baseline weights=auto" in err
+    cells = store.query("SELECT symbol, model, weights, status, error FROM cells ORDER BY cell_index")
     assert len(cells) == 16
     ok = cells[cells.status == "ok"]
-    assert set(zip(ok.symbol, ok.model)) == {("GOOD", "baseline")}
-    errors = dict(((r.symbol, r.model), r.error) for r in cells[cells.status == "error"].itertuples())
-    assert "row 41 (line 42), column 'high'" in errors[("BAD", "baseline")]
-    assert "has 10 rows but 17 are needed" in errors[("SHORT", "baseline")]
-    assert "no MISSING.csv or MISSING.parquet" in errors[("MISSING", "baseline")]
-    for symbol in ("GOOD", "BAD", "SHORT", "MISSING"):  # the load error wins for toto's good symbol too
-        assert errors[(symbol, "toto")].startswith(("model 'toto' failed to load", f"{data}"))
-    assert errors[("GOOD", "toto")] == ("model 'toto' failed to load: Toto weights '/nonexistent/toto': not a "
-                                        "folder and not a Hugging Face repo id (owner/name); pass a folder holding "
-                                        "config.json and model.safetensors")
+    assert list(zip(ok.symbol, ok.model, ok.weights)) == [("GOOD", "baseline", "auto")]
+    errors = {(r.symbol, r.model, r.weights): r.error for r in cells[cells.status == "error"].itertuples()}
+    assert "row 41 (line 42), column 'high'" in errors[("BAD", "baseline", "auto")]
+    assert "has 10 rows but 17 are needed" in errors[("SHORT", "baseline", "auto")]
+    assert "no MISSING.csv or MISSING.parquet" in errors[("MISSING", "baseline", "auto")]
+    # the actor of a model that cannot load stays up and fails each of its cells with the reason
+    assert errors[("GOOD", "baseline", "/no/such/weights")] == (
+        "model 'baseline' failed to load: the baseline forecaster has no weights (got --weights /no/such/weights); "
+        "drop the option")
+    # a CUDA model on a cluster without a GPU fails at once instead of waiting for a GPU forever
+    assert errors[("GOOD", "kronos", "auto")] == "device 'cuda' needs a GPU and the Ray cluster has none"
+
+
+def test_model_actors_ask_for_a_gpu_only_for_cuda():
+    assert actor_resources("cuda") == actor_resources("cuda:1") == {"num_cpus": 1, "num_gpus": 1}
+    assert actor_resources("cpu") == {"num_cpus": 1, "num_gpus": 0}
 
 
 def test_a_tiny_toto_is_served_by_an_actor_and_equals_its_backtest(tmp_path, capsys):

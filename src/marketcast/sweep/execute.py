@@ -52,6 +52,11 @@ def connect(ray, address: str | None, num_cpus: int | None) -> bool:
     return True
 
 
+def actor_resources(device: str) -> dict:
+    """What a model actor asks Ray for: a whole GPU for a CUDA model, and one CPU to drive it."""
+    return {"num_cpus": 1, "num_gpus": 1 if device.startswith("cuda") else 0}
+
+
 @dataclass
 class Pool:
     """The actors serving one model, used round-robin. An actor runs its calls in order, so its last
@@ -113,13 +118,12 @@ class Sweep:
         key = job.model_key
         if key not in self.pools:
             cell = job.first
-            cuda = cell.device.startswith("cuda")
-            if cuda and self.gpus < 1:
-                self.pools[key] = Pool([], error=f"device {cell.device!r} asked for, but the Ray cluster has no GPU")
+            resources = actor_resources(cell.device)
+            if resources["num_gpus"] > self.gpus:
+                self.pools[key] = Pool([], error=f"device {cell.device!r} needs a GPU and the Ray cluster has none")
             else:
-                count = self.options["actors"] or (self.gpus if cuda else 1)
-                make = self.server.options(num_cpus=1, num_gpus=1 if cuda else 0, max_restarts=1,
-                                           max_task_retries=1)
+                count = self.options["actors"] or (self.gpus if resources["num_gpus"] else 1)
+                make = self.server.options(**resources, max_restarts=1, max_task_retries=1)
                 self.pools[key] = Pool([make.remote(cell.model_options()) for _ in range(count)])
         return self.pools[key]
 
