@@ -5,7 +5,8 @@ All in one run, on the same seeded synthetic bars and the same spec:
 
 * one process: the sweep's own steps (load, forecast once per symbol, settle each cell, build its rows,
   write the store) called in a loop, no Ray;
-* local Ray: ``run_sweep`` on a Ray started with ``--num-cpus`` (its start-up timed apart);
+* local Ray: ``run_sweep`` on a Ray started with ``--num-cpus`` (its start-up timed apart), twice: on new
+  worker processes, then on the warm ones the first run left;
 * six ``run_many`` calls (what six ``marketcast backtest`` runs compute: every grid point forecasts again),
   without reports or store;
 * with ``--toto``: Toto (base config, random weights, CPU) forecasting one symbol's windows, for seconds per
@@ -115,17 +116,19 @@ def comparable(store: RunStore) -> pd.DataFrame:
 
 
 def toto_per_window(windows: int, context: int, samples: int) -> dict:
+    """The forecaster call ``forecast_windows`` makes for one symbol (random weights give meaningless prices,
+    so the call is timed directly rather than through the backtest's price check)."""
     from marketcast.backtest.config import BacktestConfig
-    from marketcast.backtest.engine import decision_ends, forecast_windows
+    from marketcast.backtest.engine import decision_ends
+    from marketcast.forecast.base import make_batch
     from marketcast.forecast.toto import TotoConfig, TotoForecaster
 
     forecaster = TotoForecaster.from_config(TotoConfig.base(), compile="eager")
-    bars = load_symbol("SP500")
-    config = BacktestConfig(windows=windows, context=context, num_samples=samples)
-    ends = decision_ends(len(bars), config)
-    forecast_windows(forecaster, [(bars, ends[:2])], config)  # warm-up
+    frame = load_symbol("SP500").frame
+    ends = decision_ends(len(frame), BacktestConfig(windows=windows, context=context))
+    forecaster.forecast(make_batch(frame, ends[:2], context, horizon=1), 1, samples)  # warm-up
     started = time.perf_counter()
-    forecast_windows(forecaster, [(bars, ends)], config)
+    forecaster.forecast(make_batch(frame, ends, context, horizon=1), 1, samples)
     seconds = time.perf_counter() - started
     return {"windows": len(ends), "seconds": seconds, "per_window": seconds / len(ends)}
 
@@ -160,10 +163,15 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     outcome = run_sweep(spec, RunStore(folder / "ray"))
     ray_seconds = time.perf_counter() - t0
+    t0 = time.perf_counter()  # again, on the worker processes the first sweep started (a new model actor)
+    warm = run_sweep(spec, RunStore(folder / "ray-warm"))
+    ray_warm = time.perf_counter() - t0
     ray.shutdown()
-    assert outcome.ok == cells, outcome
+    assert outcome.ok == warm.ok == cells, (outcome, warm)
     equal = comparable(RunStore(folder / "one")).drop(columns="kind").equals(
         comparable(RunStore(folder / "ray")).drop(columns="kind"))
+    busy = {name: float(RunStore(folder / name).query("SELECT sum(seconds) AS s FROM cells")["s"][0])
+            for name in ("one", "ray", "ray-warm")}  # seconds the cells themselves took, where they ran
 
     bars = [load_symbol(s, data_dir=folder / "bars") for s in spec.symbols]
     t0 = time.perf_counter()
@@ -175,28 +183,35 @@ def main(argv: list[str] | None = None) -> int:
     results = {
         "cells": cells, "symbols": args.symbols, "windows_per_symbol": args.windows, "context": args.context,
         "samples": args.samples, "num_cpus": args.num_cpus, "one_process": serial, "ray_start_s": ray_start,
-        "ray_sweep_s": ray_seconds, "six_run_many_s": backtests, "stores_equal": bool(equal),
+        "ray_sweep_s": ray_seconds, "ray_sweep_warm_s": ray_warm, "six_run_many_s": backtests,
+        "stores_equal": bool(equal), "cell_seconds": busy,
         "speedup_ray_vs_one_process": serial["seconds"] / ray_seconds,
+        "speedup_ray_warm_vs_one_process": serial["seconds"] / ray_warm,
         "speedup_ray_with_start_vs_one_process": serial["seconds"] / (ray_seconds + ray_start),
         "forecast_windows_per_s": windows / serial["forecast"],
         "settle_cell_ms": 1000 * serial["settle"] / cells,
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "processor": platform.processor()},
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "processor": platform.processor(),
+                    "load_average": os.getloadavg()},
     }
     if args.toto:
         results["toto_cpu"] = toto_per_window(args.windows, args.context, args.samples)
 
     table = Table(title=f"Sweep benchmark: {args.symbols} symbols x 2 fill modes x 3 settings = {cells} cells, "
                         f"baseline, {args.windows} windows, context {args.context}, {args.samples} samples")
-    for col in ("what", "seconds", "cells/s", "× one process"):
+    for col in ("what", "seconds", "cells/s", "× one process", "cell s"):
         table.add_column(col, justify="left" if col == "what" else "right")
-    rows = [("one process (the sweep's steps in a loop)", serial["seconds"]),
-            (f"local Ray, {args.num_cpus} CPUs (after start-up)", ray_seconds),
-            (f"local Ray, {args.num_cpus} CPUs (with its {ray_start:.1f} s start-up)", ray_seconds + ray_start),
-            ("six run_many calls (six backtests, no store)", backtests)]
-    for name, seconds in rows:
-        table.add_row(name, f"{seconds:.2f}", f"{cells / seconds:.1f}", f"{serial['seconds'] / seconds:.2f}")
+    rows = [("one process (the sweep's steps in a loop)", serial["seconds"], busy["one"]),
+            (f"local Ray, {args.num_cpus} CPUs (after start-up, new workers)", ray_seconds, busy["ray"]),
+            (f"local Ray, {args.num_cpus} CPUs (same again, warm workers)", ray_warm, busy["ray-warm"]),
+            (f"local Ray, {args.num_cpus} CPUs (with its {ray_start:.1f} s start-up)", ray_seconds + ray_start, None),
+            ("six run_many calls (six backtests, no store)", backtests, None)]
+    for name, seconds, cell_s in rows:
+        table.add_row(name, f"{seconds:.2f}", f"{cells / seconds:.1f}", f"{serial['seconds'] / seconds:.2f}",
+                      "" if cell_s is None else f"{cell_s:.2f}")
     console = Console()
     console.print(table)
+    console.print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; 'cell s': the cells' own "
+                  "seconds (settle + rows + a share of the forecast) summed, where they ran")
     console.print(f"one process: load {serial['load']:.2f} s, forecast {serial['forecast']:.2f} s "
                   f"({results['forecast_windows_per_s']:.0f} windows/s), settle + rows {serial['settle']:.2f} s "
                   f"({results['settle_cell_ms']:.1f} ms a cell); stores equal: {equal}")

@@ -20,6 +20,7 @@ import pandas as pd
 from marketcast.data.asset import infer_asset_class
 from marketcast.data.validate import check_bars
 from marketcast.errors import AuthError, ConfigError, DataError, UnavailableError
+from marketcast.fileio import write_atomic
 
 KEY_VARS = ("APCA_API_KEY_ID", "ALPACA_API_KEY_ID", "ALPACA_API_KEY")
 SECRET_VARS = ("APCA_API_SECRET_KEY", "ALPACA_API_SECRET_KEY", "ALPACA_SECRET_KEY")
@@ -138,12 +139,6 @@ def write_bar_files(frames: dict[str, pd.DataFrame], out_dir: str | Path, fmt: s
     written = []
     for symbol, frame in frames.items():
         final = folder / f"{symbol.replace('/', '')}.{fmt}"
-        tmp = folder / f".{final.name}.tmp-{os.getpid()}"
-        try:
-            frame.to_csv(tmp) if fmt == "csv" else frame.to_parquet(tmp)
-            os.replace(tmp, final)
-        except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            raise DataError(f"{final}: cannot write ({exc.strerror})") from None
+        write_atomic(final, frame.to_csv if fmt == "csv" else frame.to_parquet, DataError)
         written.append(final)
     return written

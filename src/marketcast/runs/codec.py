@@ -21,6 +21,7 @@ import pandas as pd
 from marketcast.errors import StateError
 
 _FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+_PLAIN = {float, int, bool, str, type(None)}
 
 
 def _float(x: float):
@@ -62,7 +63,9 @@ def _encode(obj):
         if len(obj) > 1 and len(kinds) == 1 and dataclasses.is_dataclass(obj[0]):
             names = [f.name for f in dataclasses.fields(obj[0])]
             return {"$dcs": _type_path(type(obj[0])),
-                    "columns": {n: [_encode(getattr(x, n)) for x in obj] for n in names}}
+                    "columns": {n: _encode([getattr(x, n) for x in obj]) for n in names}}
+        if kinds <= _PLAIN:  # the common case, a column of plain values: no per-value dispatch
+            return [_float(x) if type(x) is float else x for x in obj]
         return [_encode(x) for x in obj]
     if isinstance(obj, dict):
         if all(isinstance(k, str) and not k.startswith("$") for k in obj):

@@ -27,6 +27,7 @@ import pandas as pd
 import pyarrow as pa
 
 from marketcast.errors import ConfigError, StateError
+from marketcast.fileio import write_atomic
 
 DEFAULT_STORE = Path("out/runs")
 STORE_ENV = "MARKETCAST_RUN_STORE"
@@ -38,28 +39,6 @@ def store_root(option: str | Path | None = None) -> Path | None:
     """``--store``, else ``MARKETCAST_RUN_STORE``, else ``out/runs``; None when set to ``off``."""
     value = str(option) if option is not None else os.environ.get(STORE_ENV, "").strip() or str(DEFAULT_STORE)
     return None if value.lower() in OFF else Path(value)
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_atomic(final: Path, write) -> None:
-    """``write(tmp_path)``, fsync, rename over ``final``; the temporary file is hidden and never globbed."""
-    tmp = final.with_name(f".{final.name}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        write(tmp)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, final)
-        _fsync_dir(final.parent)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise StateError(f"{final}: cannot write to the run store ({exc.strerror or exc})") from None
 
 
 def _column(name: str, values: list) -> pa.Array:
@@ -97,7 +76,7 @@ class RunStore:
         folder = self.run_dir(run_id)
         self._mkdir(folder)
         text = json.dumps({"run_id": run_id, **info}, indent=2, default=str) + "\n"
-        _write_atomic(folder / "run.json", lambda tmp: tmp.write_text(text))
+        write_atomic(folder / "run.json", lambda tmp: tmp.write_text(text), StateError)
 
     def write_rows(self, run_id: str, rows: list[dict]) -> Path | None:
         """Add one part holding ``rows`` (all rows of every cell in it); None when there are none."""
@@ -109,7 +88,7 @@ class RunStore:
         self._mkdir(folder)
         table = rows_table(rows)
         final = folder / f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:6]}.parquet"
-        _write_atomic(final, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+        write_atomic(final, lambda tmp: pq.write_table(table, tmp, compression="zstd"), StateError)
         return final
 
     @contextmanager

@@ -36,7 +36,8 @@ def import_ray():
 
 def connect(ray, address: str | None, num_cpus: int | None) -> bool:
     """Join ``address`` (or ``RAY_ADDRESS``), else start a local Ray on this machine's cores (at least two
-    logical CPUs: one for a model actor, one for the tasks). Returns whether this call started Ray."""
+    logical CPUs: a GPU model's actor holds one, the tasks need another). Returns whether this call started
+    Ray."""
     if ray.is_initialized():
         return False
     address = address or os.environ.get("RAY_ADDRESS") or None
@@ -53,8 +54,10 @@ def connect(ray, address: str | None, num_cpus: int | None) -> bool:
 
 
 def actor_resources(device: str) -> dict:
-    """What a model actor asks Ray for: a whole GPU for a CUDA model, and one CPU to drive it."""
-    return {"num_cpus": 1, "num_gpus": 1 if device.startswith("cuda") else 0}
+    """What a model actor asks Ray for: a whole GPU and a CPU to drive it for a CUDA model; nothing for a CPU
+    model, which computes only while it forecasts and leaves the cores to the settle tasks in between."""
+    cuda = device.startswith("cuda")
+    return {"num_cpus": 1 if cuda else 0, "num_gpus": 1 if cuda else 0}
 
 
 @dataclass
