@@ -19,6 +19,12 @@ def make_ohlcv(n: int = 40, start: str = "2024-01-01", seed: int = 0, freq: str 
                          "volume": rng.integers(1_000, 10_000, n).astype(float)}, index=index)
 
 
+@pytest.fixture(autouse=True)
+def _run_store(tmp_path_factory, monkeypatch):
+    """Backtests record their runs in a throw-away store, never in the checkout's out/runs."""
+    monkeypatch.setenv("MARKETCAST_RUN_STORE", str(tmp_path_factory.mktemp("runs")))
+
+
 @pytest.fixture
 def ohlcv() -> pd.DataFrame:
     return make_ohlcv()

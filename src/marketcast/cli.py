@@ -1,4 +1,4 @@
-"""``marketcast`` command line: backtest | forecast | data | compile | trade.
+"""``marketcast`` command line: backtest | sweep | runs | forecast | data | compile | trade.
 
 Bad input ends with one line on stderr and exit code 2 (``--debug`` shows the traceback instead).
 """
@@ -9,13 +9,18 @@ import importlib
 import sys
 
 import typer
+from rich.markup import escape
 
+from marketcast.backtest import cli as backtest_cli
 from marketcast.backtest.cli import backtest
 from marketcast.compile.cli import app as compile_app
 from marketcast.console import err_console
 from marketcast.data.cli import app as data_app
 from marketcast.errors import ExitCode, MarketcastError
 from marketcast.forecast.cli import forecast
+from marketcast.runs.cli import app as runs_app
+from marketcast.runs.record import record_backtest
+from marketcast.sweep.cli import sweep
 from marketcast.trade.cli import app as trade_app
 
 app = typer.Typer(
@@ -26,6 +31,9 @@ app = typer.Typer(
     add_completion=False,
 )
 app.command("backtest")(backtest)
+backtest_cli.AFTER_RUN.append(record_backtest)  # every backtest goes to the run store
+app.command("sweep")(sweep)
+app.add_typer(runs_app, name="runs", help="The run store: list, show, compare and re-report runs.")
 app.command("forecast")(forecast)
 app.add_typer(data_app, name="data", help="Inspect and validate bar files.")
 app.add_typer(compile_app, name="compile", help="torch.compile settings, checks and diagnostics.")
@@ -74,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     except MarketcastError as exc:
         if debug:
             raise
-        err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return int(exc.exit_code)
     return result if isinstance(result, int) else 0
 

@@ -8,7 +8,7 @@ code  name            meaning
 ====  ==============  =============================================================================
 0     OK              done
 1     CHECK_FAILED    a check ran and its verdict is FAIL (``compile check --mode production-check``,
-                      ``compile compare``, ``runs compare``)
+                      ``compile compare``, ``runs compare``), or a ``sweep`` ran with failed cells
 2     USAGE           bad input: an option, a config value, a data file; fix it and run again
 3     STATE           the state folder cannot be used: a corrupt database, a full disk, no permission;
                       nothing was half-written

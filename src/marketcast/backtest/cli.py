@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Callable, Optional
 
 import typer
 
@@ -19,6 +19,8 @@ from marketcast.errors import ConfigError
 from marketcast.forecast.registry import load_forecaster
 
 DEFAULT_OUTPUT = Path("out/backtest")
+#: Called after each run as hook(results, bars, options); the root CLI adds the run store's recorder.
+AFTER_RUN: list[Callable[[list, list, dict], None]] = []
 
 
 def _strategies(value: str | None) -> tuple[str, ...]:
@@ -95,6 +97,9 @@ def backtest(
         results = run_many(bars, forecaster, config, on_step=step)
         step("writing reports and plots")
         written = write_outputs(results, output_dir)
+    for hook in AFTER_RUN:
+        hook(results, bars, {"model": model, "weights": weights, "device": device, "dtype": dtype,
+                             "asset_class": asset_class, "data_dir": data_dir})
     elapsed = time.perf_counter() - started
     if as_json:
         console.print_json(json.dumps([symbol_json(r) for r in results]))

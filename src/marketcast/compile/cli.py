@@ -307,11 +307,15 @@ def compare(
     """Compare two backtest JSONs per symbol and strategy: return delta > 0.05 FAIL, > 0.01 WARN."""
     from marketcast.compile.compare import compare_files
 
-    result = compare_files(a, b)
+    print_comparison(compare_files(a, b), f"{a.name} vs {b.name}", as_json)
+
+
+def print_comparison(result: dict, title: str, as_json: bool = False) -> None:
+    """A comparison of backtests (``compare_backtests``' result) as JSON or a table; exit 1 on FAIL."""
     if as_json:
         typer.echo(json.dumps(result, indent=2))
     else:
-        table = Table(title=f"{a.name} vs {b.name}")
+        table = Table(title=title)
         for col in ("symbol", "strategy", "return A", "return B", "Δ return", "Δ sharpe", "status"):
             table.add_column(col, justify="left" if col in ("symbol", "strategy", "status") else "right")
         for r in result["rows"]:

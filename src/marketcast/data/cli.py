@@ -1,9 +1,9 @@
-"""``marketcast data check FILE``: validate a bars file and say what was found."""
+"""``marketcast data check FILE`` (validate a bars file) and ``data fetch`` (bars from Alpaca into files)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import numpy as np
 import typer
@@ -38,3 +38,38 @@ def check(
     table.add_row("columns", ", ".join(frame.columns))
     table.add_row("close min / max", f"{frame['close'].min():,.4f} / {frame['close'].max():,.4f}")
     console.print(table)
+
+
+@app.command("fetch")
+def fetch(
+    symbols: List[str] = typer.Argument(..., help="Symbols, e.g. AAPL MSFT BTCUSD."),
+    start: str = typer.Option(..., "--start", help="First day, e.g. 2020-01-01 (UTC)."),
+    end: Optional[str] = typer.Option(None, "--end", help="Last day (default: now)."),
+    timeframe: str = typer.Option("1Day", "--timeframe", help="1Day, 1Hour, 15Min, 1Week, 1Month."),
+    source: str = typer.Option("alpaca", "--source", help="Where from (alpaca; keys from APCA_API_KEY_ID and "
+                                                          "APCA_API_SECRET_KEY)."),
+    out_dir: Path = typer.Option(Path("data"), "--out-dir", help="Folder for <SYMBOL>.csv (a --data-dir)."),
+    fmt: str = typer.Option("csv", "--format", help="csv or parquet."),
+    asset_class: Optional[str] = typer.Option(None, "--asset-class", help="stock | crypto (default: inferred)."),
+    feed: Optional[str] = typer.Option(None, "--feed", help="Stock feed: iex or sip (default: your plan's)."),
+) -> None:
+    """Download bars into OUT_DIR/<SYMBOL>.csv; nothing is written unless every symbol came back valid."""
+    import pandas as pd
+
+    from marketcast.data.fetch import fetch_alpaca, write_bar_files
+    from marketcast.errors import ConfigError
+
+    if source != "alpaca":
+        raise ConfigError(f"--source {source!r}: the only source is alpaca")
+
+    def day(text: str, flag: str):
+        try:
+            return pd.Timestamp(text).tz_localize(None).to_pydatetime()
+        except (ValueError, TypeError):
+            raise ConfigError(f"{flag} {text!r} is not a date; use YYYY-MM-DD") from None
+
+    frames = fetch_alpaca(symbols, day(start, "--start"), day(end, "--end") if end else None, timeframe,
+                          asset_class=asset_class, feed=feed)
+    written = write_bar_files(frames, out_dir, fmt)
+    rows = sum(len(f) for f in frames.values())
+    console.print(f"wrote {len(written)} files ({rows:,} bars) to {out_dir}/", highlight=False)

@@ -111,12 +111,23 @@ def load_bars(
     return Bars(symbol=symbol, frame=values, asset_class=infer_asset_class(symbol, asset_class), source=str(path))
 
 
-def find_symbol_file(data_dir: str | Path, symbol: str) -> Path:
-    """``DIR/<SYMBOL>.csv`` or ``.parquet`` (case-insensitive stem)."""
+def symbol_files(data_dir: str | Path) -> dict[str, Path]:
+    """``SYMBOL -> file`` for every ``<SYMBOL>.csv``/``.parquet`` in ``data_dir`` (stems upper-cased; where
+    a symbol has several files, the first in name order)."""
     folder = Path(data_dir)
     if not folder.is_dir():
         raise DataError(f"{folder}: data directory does not exist; pass --data-dir with <SYMBOL>.csv files")
+    found: dict[str, Path] = {}
     for candidate in sorted(folder.iterdir()):
-        if candidate.stem.upper() == symbol.upper() and candidate.suffix.lower() in SUFFIXES:
-            return candidate
-    raise DataError(f"{folder}: no {symbol}.csv or {symbol}.parquet; add the file or choose another symbol")
+        if candidate.suffix.lower() in SUFFIXES and not candidate.name.startswith("."):
+            found.setdefault(candidate.stem.upper(), candidate)
+    return found
+
+
+def find_symbol_file(data_dir: str | Path, symbol: str) -> Path:
+    """``DIR/<SYMBOL>.csv`` or ``.parquet`` (case-insensitive stem)."""
+    folder = Path(data_dir)
+    path = symbol_files(folder).get(symbol.upper())
+    if path is None:
+        raise DataError(f"{folder}: no {symbol}.csv or {symbol}.parquet; add the file or choose another symbol")
+    return path
