@@ -34,7 +34,7 @@ def test_special_values_keep_their_type_and_value():
         "ints": np.arange(6, dtype=np.int32).reshape(2, 3), "bools": np.array([True, False]),
         "objects": np.array(["a", None], dtype=object), 3: "int key", "$odd": "dollar key",
         "decisions": [Decision(1, 10.5, None), Decision(-1, None, 9.0)], "one": [Decision()],
-        "np_scalars": [np.float32(1.5), np.int64(7), np.bool_(True)],
+        "np_scalars": [np.float32(1.5), np.int64(7), np.bool_(True)], "spacing": pd.Timedelta(hours=1),
     }
     back = decode(encode(obj))
     assert math.isnan(back["nan"]) and back["inf"] == -math.inf and back["tuple"] == (1, 2.5, None)
@@ -44,6 +44,7 @@ def test_special_values_keep_their_type_and_value():
     assert back[3] == "int key" and back["$odd"] == "dollar key"
     assert back["decisions"] == obj["decisions"] and back["one"] == [Decision()]
     assert back["np_scalars"] == [1.5, 7, True]
+    assert back["spacing"] == pd.Timedelta(hours=1) and isinstance(back["spacing"], pd.Timedelta)
 
 
 def test_only_marketcast_dataclasses_are_rebuilt():

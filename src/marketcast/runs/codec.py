@@ -1,6 +1,6 @@
 """A lossless JSON form of a backtest result, so a run's reports can be re-made from the store.
 
-The engine's results are trees of dataclasses, dicts, lists, numpy arrays and pandas timestamps. The codec
+The engine's results are trees of dataclasses, dicts, lists, numpy arrays and pandas timestamps and timedeltas. The codec
 walks the tree generically (no field of any result class is named here), so results keep round-tripping
 while the engine changes: each dataclass is tagged with its import path and rebuilt field by field, and a
 list of dataclasses of one class is stored column-wise (a backtest's decisions and settlements are long
@@ -49,6 +49,8 @@ def _encode(obj):
         return {"$dti": _encode(obj.asi8.copy()), "tz": None if obj.tz is None else str(obj.tz), "name": obj.name}
     if isinstance(obj, pd.Timestamp):
         return {"$ts": obj.value, "tz": None if obj.tz is None else str(obj.tz)}
+    if isinstance(obj, pd.Timedelta):
+        return {"$td": obj.value}
     if isinstance(obj, np.ndarray):
         if obj.dtype == object:
             return {"$obj": [_encode(x) for x in obj.ravel()], "shape": list(obj.shape)}
@@ -72,7 +74,7 @@ def _encode(obj):
             return {k: _encode(v) for k, v in obj.items()}
         return {"$dict": [[_encode(k), _encode(v)] for k, v in obj.items()]}
     raise StateError(f"cannot store a {type(obj).__name__} in the run store; results must be built from "
-                     "dataclasses, dicts, lists, numbers, strings, numpy arrays and pandas timestamps")
+                     "dataclasses, dicts, lists, numbers, strings, numpy arrays and pandas timestamps/timedeltas")
 
 
 def _class(path: str) -> type:
@@ -104,6 +106,8 @@ def _decode(obj):
         return _FLOATS[obj["$f"]]
     if "$ts" in obj:
         return pd.Timestamp(obj["$ts"], tz=obj["tz"])
+    if "$td" in obj:
+        return pd.Timedelta(obj["$td"])
     if "$dti" in obj:
         index = pd.DatetimeIndex(_decode(obj["$dti"]).view("datetime64[ns]"), name=obj["name"])
         return index if obj["tz"] is None else index.tz_localize("UTC").tz_convert(obj["tz"])
