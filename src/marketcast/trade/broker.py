@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from marketcast.errors import MarketcastError
+from marketcast.errors import ExitCode, MarketcastError
+from marketcast.trade.rules import Asset
 from marketcast.trade.types import Account, BarRow, Fill, Order, OrderRequest, Position, Quote
 
 
@@ -27,24 +28,36 @@ class DuplicateOrder(BrokerError):
 class BrokerUnavailable(BrokerError):
     """Rate-limited, 5xx or timed out after retries: the outcome of a submit is unknown until reconciled."""
 
+    exit_code = ExitCode.UNAVAILABLE
+
 
 class Broker(ABC):
     """Account, positions, orders, quotes and bars of one trading account."""
 
     name: str = "broker"
+    endpoint: str = ""  # where orders go, as records and ``trade status`` show it
 
     @abstractmethod
     def account(self) -> Account: ...
 
     @abstractmethod
+    def asset(self, symbol: str) -> Asset:
+        """What the broker accepts for ``symbol`` (increments, sizes, shortable): the rules model's input."""
+
+    @abstractmethod
     def positions(self) -> list[Position]: ...
 
     @abstractmethod
-    def open_orders(self) -> list[Order]: ...
+    def open_orders(self) -> list[Order]:
+        """Every working order, take-profit legs included (each naming its parent's client id)."""
 
     @abstractmethod
     def orders(self, limit: int = 500) -> list[Order]:
-        """Recent orders, open and closed (for reconciling after a restart)."""
+        """Recent orders of every status, newest last (for reconciling after a restart)."""
+
+    @abstractmethod
+    def order(self, order_id: str) -> Order | None:
+        """One order by the broker's id (None if unknown): how a cancel is confirmed."""
 
     @abstractmethod
     def order_by_client_id(self, client_order_id: str) -> Order | None: ...
@@ -54,7 +67,8 @@ class Broker(ABC):
         """Submit; raises :class:`DuplicateOrder` if ``client_order_id`` was used before."""
 
     @abstractmethod
-    def cancel(self, order_id: str) -> None: ...
+    def cancel(self, order_id: str) -> None:
+        """Ask to cancel; the order may stay ``pending_cancel`` (still able to fill) for a while."""
 
     @abstractmethod
     def fills(self, since: str | None = None) -> list[Fill]: ...
