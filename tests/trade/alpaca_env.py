@@ -11,6 +11,24 @@ SRC = str(Path(__file__).resolve().parents[2] / "src")
 D0, D1, D2 = "2024-04-28T04:00:00+00:00", "2024-04-29T04:00:00+00:00", "2024-04-30T04:00:00+00:00"
 
 
+def embedded_fake(end: str, crypto: dict[str, str] | None = None):
+    """A fake Alpaca serving the embedded SP500 and NASDAQ as stocks (plus ``crypto``: pair -> the embedded
+    series whose bars it trades on) up to ``end``, its clock at that bar's close."""
+    from marketcast.data import load_symbol
+
+    from .fake_alpaca import CRYPTO, STOCK, FakeAlpaca, bars_of
+
+    crypto = crypto or {}
+    frames = {s: load_symbol(s).frame.loc[:end] for s in ("SP500", "NASDAQ")}
+    fake = FakeAlpaca(KEY, SECRET, assets={"SP500": dict(STOCK), "NASDAQ": dict(STOCK),
+                                           **{pair: dict(CRYPTO) for pair in crypto}})
+    fake.bars = {**{s: bars_of(f) for s, f in frames.items()},
+                 **{f"{pair[:-3]}/USD": bars_of(frames[src]) for pair, src in crypto.items()}}
+    fake.quotes = {}
+    fake.exchange.clock = frames["SP500"].index[-1].strftime("%Y-%m-%dT21:00:00Z")
+    return fake
+
+
 def adapter(fake, **kw):
     """The real AlpacaBroker (alpaca-py underneath) talking to ``fake``."""
     from marketcast.trade.alpaca import AlpacaBroker
@@ -28,7 +46,7 @@ def order(cid="mc-000000000000000000000001", **kw) -> OrderRequest:
 
 
 def alpaca_loop(fake, tmp_path, symbols=("AAPL",), classes=None, planner=None, cancel_wait_s=3.0, monitor=False,
-                **kw):
+                history=None, strategies=None, **kw):
     """A loop over the adapter with its own journal connection, as a freshly (re)started process has."""
     from marketcast.forecast import load_forecaster
     from marketcast.trade.cycle import LoopConfig, TradingLoop
@@ -42,7 +60,8 @@ def alpaca_loop(fake, tmp_path, symbols=("AAPL",), classes=None, planner=None, c
     b = adapter(fake, asset_classes=classes, **kw)
     gates = GateConfig(min_edge=-1.0, min_sharpe=-1e9, max_drawdown=1.01, min_dollar_volume=0.0)
     return TradingLoop(b, Journal(Path(tmp_path) / "journal.db"),
-                       planner or BacktestPlanner(load_forecaster("baseline")), broker_feed(b, classes),
+                       planner or BacktestPlanner(load_forecaster("baseline"), strategies=strategies),
+                       broker_feed(b, classes, **({"history": history} if history else {})),
                        LoopConfig(tuple(symbols), gates=gates, cancel_wait_s=cancel_wait_s),
                        Monitor(tmp_path) if monitor else None, classes)
 

@@ -20,7 +20,8 @@ module is the HTTP face, with Alpaca's shapes and semantics:
 Tests steer it: :meth:`FakeAlpaca.fail` makes the next matching requests fail (a status with a body, a sleep
 past the client's timeout, or processing a POST and then stalling so its reply is lost);
 ``kill_on_post`` SIGKILLs ``victim_pid`` right after the n-th order POST is booked, before it is answered (a
-crash between the broker call and the journal); :meth:`FakeAlpaca.session` plays a day's bars.
+crash between the broker call and the journal); :meth:`FakeAlpaca.session` plays a day's bars (also as
+``POST /_test/session`` for a loop running in another process).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ STOCK = {"class": "us_equity", "tradable": True, "fractionable": True, "shortabl
          "min_order_size": None, "min_trade_increment": None, "price_increment": None}
 CRYPTO = {"class": "crypto", "tradable": True, "fractionable": True, "shortable": False, "easy_to_borrow": False,
           "min_order_size": "0.0001", "min_trade_increment": "0.0001", "price_increment": "1"}
+STAMP = "%Y-%m-%dT%H:%M:%SZ"
 PUBLIC = ("id", "client_order_id", "symbol", "side", "qty", "type", "order_type", "time_in_force", "status",
           "limit_price", "filled_qty", "filled_avg_price", "submitted_at", "updated_at", "filled_at", "order_class")
 
@@ -68,7 +70,7 @@ def utc(text: str) -> pd.Timestamp:
 
 def bars_of(frame: pd.DataFrame) -> list[dict]:
     """Alpaca's bar objects from an OHLCV frame (a UTC DatetimeIndex)."""
-    return [{"t": t.strftime("%Y-%m-%dT%H:%M:%SZ"), "o": float(r.open), "h": float(r.high), "l": float(r.low),
+    return [{"t": t.strftime(STAMP), "o": float(r.open), "h": float(r.high), "l": float(r.low),
              "c": float(r.close), "v": float(getattr(r, "volume", 0.0))} for t, r in zip(frame.index, frame.itertuples())]
 
 
@@ -96,12 +98,14 @@ class FakeAlpaca:
                        "BTC/USD": {"ap": 60010.0, "bp": 59990.0, "t": "2024-05-01T19:59:59Z"}}
         self.bars = {"AAPL": _daily_bars(120)}
         self.page_size = 10_000
+        self._bar_json: dict[str, tuple[list, list]] = {}
         self.failures: list[Failure] = []
         self.requests: list[tuple[str, str, dict]] = []
         self.rejections: list[tuple[int, int, str, dict]] = []  # (status, code, message, body) of refused POSTs
         self.kill_on_post: set[int] = set()
         self.victim_pid: int | None = None
         self.order_posts = 0
+        self.played: set[str] = set()
         self.lock = self.exchange.lock
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
@@ -148,10 +152,15 @@ class FakeAlpaca:
             return o
 
     def session(self, ts) -> None:
-        """Play the bar stamped ``ts`` of every symbol through the working orders; the clock moves to its close."""
+        """Play the bar stamped ``ts`` of every symbol through the working orders (once: a day already played
+        is not played again); the clock moves to its close."""
         day = pd.Timestamp(ts).strftime("%Y-%m-%d")
-        bars = {s.replace("/", ""): b for s, rows in self.bars.items() for b in rows if b["t"][:10] == day}
-        self.exchange.session(day, bars)
+        with self.lock:
+            if day in self.played:
+                return
+            self.played.add(day)
+            bars = {s.replace("/", ""): b for s, rows in self.bars.items() for b in rows if b["t"][:10] == day}
+            self.exchange.session(day, bars)
 
     # ------------------------------------------------------------------ handling
     def _take_failure(self, method: str, path: str) -> Failure | None:
@@ -205,17 +214,26 @@ class FakeAlpaca:
         if not 1 <= limit <= 10_000:
             return 422, {"code": 42210000, "message": "invalid limit: must be between 1 and 10000"}
         clock = utc(self.exchange.clock)
-        start = utc(q["start"]) if "start" in q else None
-        end = min(utc(q["end"]), clock) if "end" in q else clock
-        rows = [(s, b) for s in q.get("symbols", "").split(",") for b in self.bars.get(s, [])
-                if (start is None or pd.Timestamp(b["t"]) >= start) and pd.Timestamp(b["t"]) <= end]
+        start = utc(q["start"]).strftime(STAMP) if "start" in q else ""
+        end = min(utc(q["end"]), clock).strftime(STAMP) if "end" in q else clock.strftime(STAMP)
+        rows = [(s, b, text) for s in q.get("symbols", "").split(",") for b, text in self._encoded(s)
+                if start <= b["t"] <= end]  # bars are stamped in STAMP's format, so text order is time order
         first = int(q.get("page_token") or 0)
         page = rows[first: first + min(limit, self.page_size)]
         out: dict[str, list] = {}
-        for s, b in page:
-            out.setdefault(s, []).append(b)
-        more = first + len(page) < len(rows)
-        return 200, {"bars": out, "next_page_token": str(first + len(page)) if more else None}
+        for s, _, text in page:
+            out.setdefault(s, []).append(text)
+        token = json.dumps(str(first + len(page)) if first + len(page) < len(rows) else None)
+        bars = ", ".join(f"{json.dumps(s)}: [{', '.join(texts)}]" for s, texts in out.items())
+        return 200, f'{{"bars": {{{bars}}}, "next_page_token": {token}}}'  # built from each bar's JSON, once
+
+    def _encoded(self, symbol: str) -> list[tuple[dict, str]]:
+        rows = self.bars.get(symbol, [])
+        cached = self._bar_json.get(symbol)
+        if cached is None or cached[0] is not rows or len(cached[1]) != len(rows):
+            cached = (rows, [(b, json.dumps(b)) for b in rows])
+            self._bar_json[symbol] = cached
+        return cached[1]
 
     def _route(self, method: str, path: str, q: dict, body: dict) -> tuple[int, object]:
         ex = self.exchange
@@ -257,6 +275,9 @@ class FakeAlpaca:
                 return 404, {"code": 40410000, "message": "order not found"}
             ex.poll(o)
             return 200, self._public(o)
+        if path == "/_test/session" and method == "POST":  # a driver in another process plays a day (tests only)
+            self.session(body["day"])
+            return 200, {"clock": ex.clock}
         if path in ("/v2/stocks/quotes/latest", "/v1beta3/crypto/us/latest/quotes"):
             syms = q.get("symbols", "").split(",")
             return 200, {"quotes": {s: self.quotes[s] for s in syms if s in self.quotes}}
@@ -268,6 +289,9 @@ class FakeAlpaca:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as Alpaca's servers (requests reuses the connection)
+            disable_nagle_algorithm = True  # headers and body leave at once (no 40 ms delayed-ACK stall)
+
             def log_message(self, *args):  # keep test output quiet
                 pass
 

@@ -13,8 +13,8 @@ What alpaca-py does by itself, and what this adapter changes:
   outcome: it raises :class:`BrokerUnavailable` and the loop's reconcile asks ``orders:by_client_order_id``;
 * 401 -> :class:`~marketcast.errors.AuthError` (exit 4); an order status Alpaca does not document ->
   :class:`BrokerError` (never guessed);
-* every error reaches the loop with the keys scrubbed out (:func:`redact`); :class:`RedactingFilter` does the
-  same for log records.
+* every error reaches the loop with the keys scrubbed out (:mod:`marketcast.trade.redact`), as every log
+  record does.
 
 Crypto has no multi-leg orders, so the take-profit is not attached (:meth:`AlpacaBroker.attaches_take_profit`
 is False) and the loop sends it as its own limit order once it sees the entry fill. Assets (increments, sizes,
@@ -29,35 +29,17 @@ import time
 from typing import Any, Callable, Mapping
 
 from marketcast.errors import AuthError, ConfigError
-from marketcast.trade.broker import Broker, BrokerError, BrokerUnavailable, DuplicateOrder, OrderRejected
+from marketcast.trade.broker import Broker, BrokerError, BrokerUnavailable, DuplicateOrder, OrderRejected, Snapshot
 from marketcast.trade.endpoints import Endpoint, data_url, trading_endpoint
+from marketcast.trade.redact import redact, register_secrets
 from marketcast.trade.rules import CRYPTO_FEE_CAP, Asset
 from marketcast.trade.types import LIMIT, Account, BarRow, Fill, Order, OrderRequest, Position, Quote, status_kind
 
 log = logging.getLogger("marketcast.trade.alpaca")
 
+RECENT = 100  # closed orders looked at per listing: the loop's own live a bar or two
 KEY_VARS = ("APCA_API_KEY_ID", "ALPACA_API_KEY_ID", "ALPACA_API_KEY")
 SECRET_VARS = ("APCA_API_SECRET_KEY", "ALPACA_API_SECRET_KEY", "ALPACA_SECRET_KEY")
-_SECRETS: set[str] = set()
-
-
-def redact(text: object) -> str:
-    """``text`` with every registered key replaced by ``***``."""
-    out = str(text)
-    for s in _SECRETS:
-        out = out.replace(s, "***")
-    return out
-
-
-class RedactingFilter(logging.Filter):
-    """Scrubs registered keys from a log record's message and arguments."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if _SECRETS:
-            record.msg = redact(record.getMessage())
-            record.args = None
-        return True
-
 
 def _crypto_symbol(symbol: str) -> str:
     s = symbol.upper().replace("-", "/")
@@ -88,7 +70,7 @@ class AlpacaBroker(Broker):
             raise ConfigError("the Alpaca broker needs alpaca-py: pip install 'marketcast[alpaca]'") from None
         if not api_key or not secret_key:
             raise ConfigError("Alpaca keys missing: set APCA_API_KEY_ID and APCA_API_SECRET_KEY")
-        _SECRETS.update({api_key, secret_key})
+        register_secrets(api_key, secret_key)
         self.mode, self.endpoint = endpoint.mode, str(endpoint)
         self.asset_classes = dict(asset_classes or {})
         self.timeout_s, self.max_retries, self.max_retry_wait_s = timeout_s, max_retries, max_retry_wait_s
@@ -226,21 +208,33 @@ class AlpacaBroker(Broker):
         return [Position(p["symbol"].replace("/", ""), float(p["qty"]), float(p["avg_entry_price"]),
                          _f(p.get("qty_available"))) for p in raw]
 
-    def open_orders(self) -> list[Order]:
-        """Every working order on its own, take-profit legs included (not nested: once an entry has filled,
-        its leg is the order still working), each leg naming its parent's client id (from the nested
-        listing). A ``held`` leg (its entry not filled yet) is not working; it goes with its entry."""
-        parents = {leg["id"]: raw["client_order_id"] for raw in self._listing("all", nested=True)
-                   for leg in raw.get("legs") or []}
-        return [self._order(o, parents.get(o["id"])) for o in self._listing("open", nested=False)
-                if o["status"] != "held"]
+    def _views(self) -> tuple[list[dict], list[dict], dict[str, str]]:
+        """The last :data:`RECENT` orders nested (legs under their parent), the working ones not nested (a
+        leg on its own: once its entry has filled it is the order still working), and leg id -> parent's
+        client id."""
+        recent = self._listing("all", nested=True, limit=RECENT)
+        working = self._listing("open", nested=False)
+        return recent, working, {leg["id"]: raw["client_order_id"] for raw in recent for leg in raw.get("legs") or []}
 
-    def orders(self, limit: int = 500) -> list[Order]:
+    def open_orders(self) -> list[Order]:
+        """Every working order, take-profit legs included, each leg naming its parent's client id. A ``held``
+        leg (its entry not filled yet) is not working; it goes with its entry."""
+        return self.snapshot().working
+
+    def orders(self, limit: int = RECENT) -> list[Order]:
+        return self._flat(self._listing("all", nested=True, limit=limit))
+
+    def _flat(self, recent: list[dict]) -> list[Order]:
         out = []
-        for raw in reversed(self._listing("all", nested=True, limit=limit)):  # Alpaca lists newest first
+        for raw in reversed(recent):  # Alpaca lists newest first
             out.append(self._order(raw))
             out.extend(self._order(leg, raw["client_order_id"]) for leg in raw.get("legs") or [])
         return out
+
+    def snapshot(self, since: str | None = None) -> Snapshot:
+        recent, working, parents = self._views()
+        return Snapshot([self._order(o, parents.get(o["id"])) for o in working if o["status"] != "held"],
+                        self._flat(recent), self._fills(recent, working, parents, since))
 
     def order(self, order_id: str) -> Order | None:
         raw = self._call(f"get order {order_id}", lambda: self.trading.get_order_by_id(order_id), not_found=None)
@@ -282,22 +276,28 @@ class AlpacaBroker(Broker):
         Alpaca's orders carry only ``filled_qty`` (cumulative) and ``filled_avg_price``, so each snapshot's
         id is ``order id@filled qty``: the journal stores each partial top-up once, as an increment. Orders
         are picked by when they last filled or changed (``filled_at``/``updated_at``), not when they were
-        submitted, so an old order that fills later is still seen; open orders are always walked. A leg's
-        fill is booked under its parent's ``client_order_id`` as ``take_profit``. ``fee`` is 0: Alpaca's
-        order objects carry no fee (stock trades are commission-free; crypto fees are taken in the asset).
+        submitted, so an old order that fills later is still seen; working orders are always walked, closed
+        ones among the last :data:`RECENT` (a fill missed beyond them shows as a quantity mismatch, which
+        halts). A leg's fill is booked under its parent's ``client_order_id`` as ``take_profit``. ``fee`` is
+        0: Alpaca's order objects carry no fee (stocks are commission-free; crypto fees are taken in the asset).
         """
+        return self.snapshot(since).fills
+
+    def _fills(self, recent: list[dict], working: list[dict], parents: dict[str, str], since: str | None):
         out, seen = [], set()
-        for raw in self._listing("open", nested=True) + self._listing("all", nested=True):
-            parent = raw["client_order_id"]
-            for o, kind in [(raw, "entry"), *((leg, "take_profit") for leg in raw.get("legs") or [])]:
-                cum, avg = float(o.get("filled_qty") or 0), _f(o.get("filled_avg_price"))
-                ts = o.get("filled_at") or o.get("updated_at") or o.get("submitted_at") or ""
-                key = f"{o['id']}@{cum!r}"
-                if cum <= 0 or avg is None or key in seen or (since is not None and ts < since):
-                    continue
-                seen.add(key)
-                out.append(Fill(key, parent, o["symbol"].replace("/", ""), o["side"], cum, avg, 0.0, ts, kind,
-                                order_id=str(o["id"]), cum_qty=cum))
+        rows = [(o, o["client_order_id"], "entry") for o in recent]
+        rows += [(leg, o["client_order_id"], "take_profit") for o in recent for leg in o.get("legs") or []]
+        rows += [(o, parents.get(o["id"], o["client_order_id"]), "take_profit" if o["id"] in parents else "entry")
+                 for o in working]
+        for o, owner, kind in rows:
+            cum, avg = float(o.get("filled_qty") or 0), _f(o.get("filled_avg_price"))
+            ts = o.get("filled_at") or o.get("updated_at") or o.get("submitted_at") or ""
+            key = f"{o['id']}@{cum!r}"
+            if cum <= 0 or avg is None or key in seen or (since is not None and ts < since):
+                continue
+            seen.add(key)
+            out.append(Fill(key, owner, o["symbol"].replace("/", ""), o["side"], cum, avg, 0.0, ts, kind,
+                            order_id=str(o["id"]), cum_qty=cum))
         return out
 
     def latest_quote(self, symbol: str) -> Quote | None:

@@ -7,6 +7,7 @@ Alpaca adapter implement it (NautilusTrader's split of strategy and execution cl
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 
 from marketcast.errors import ExitCode, MarketcastError
 from marketcast.trade.rules import Asset
@@ -31,6 +32,16 @@ class BrokerUnavailable(BrokerError):
     exit_code = ExitCode.UNAVAILABLE
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """What a reconcile reads about orders in one go: the working ones, the recent ones of every status, and
+    the fills since a time."""
+
+    working: list[Order]
+    recent: list[Order]
+    fills: list[Fill]
+
+
 class Broker(ABC):
     """Account, positions, orders, quotes and bars of one trading account."""
 
@@ -52,7 +63,7 @@ class Broker(ABC):
         """Every working order, take-profit legs included (each naming its parent's client id)."""
 
     @abstractmethod
-    def orders(self, limit: int = 500) -> list[Order]:
+    def orders(self, limit: int = 100) -> list[Order]:
         """Recent orders of every status, newest last (for reconciling after a restart)."""
 
     @abstractmethod
@@ -79,18 +90,23 @@ class Broker(ABC):
     @abstractmethod
     def latest_bars(self, symbol: str, limit: int) -> list[BarRow]: ...
 
+    def snapshot(self, since: str | None = None) -> Snapshot:
+        """:meth:`open_orders`, :meth:`orders` and :meth:`fills` together (a broker may read them at once)."""
+        return Snapshot(self.open_orders(), self.orders(), self.fills(since))
+
     def attaches_take_profit(self, symbol: str) -> bool:
         """Whether :meth:`submit` attaches ``take_profit`` to the entry; if not (Alpaca crypto has no
         OTO/bracket orders) the loop sends the take-profit itself once it sees the entry fill."""
         return True
 
 
-def submit_once(broker: Broker, request: OrderRequest) -> tuple[Order, bool]:
-    """Submit unless the broker already has this ``client_order_id``; returns (order, newly_submitted).
+def submit_once(broker: Broker, request: OrderRequest, looked_up: bool = False) -> tuple[Order, bool]:
+    """Submit unless the broker already has this ``client_order_id`` (``looked_up``: the caller just asked);
+    returns (order, newly_submitted).
 
     A duplicate-id rejection means an earlier attempt (maybe one whose reply was lost) got through.
     """
-    existing = broker.order_by_client_id(request.client_order_id)
+    existing = None if looked_up else broker.order_by_client_id(request.client_order_id)
     if existing is not None:
         return existing, False
     try:

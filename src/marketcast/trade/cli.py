@@ -81,7 +81,7 @@ def _venue_flags(paper: bool, i_understand: bool, broker_name: str) -> tuple[str
     if broker_name == "alpaca":
         from marketcast.trade.endpoints import data_url, trading_endpoint
 
-        trading_endpoint(not paper, os.environ)
+        trading_endpoint(not paper, os.environ, warn=False)
         data_url(os.environ)
     return broker_name, not paper
 
@@ -147,11 +147,12 @@ def _run_loop(state_dir: Path, dry_run: bool, broker_name: str, live: bool, once
     from marketcast.trade.monitor import Monitor
     from marketcast.trade.state import Journal
 
+    journal = Journal(state_dir / "journal.db")  # first: a damaged journal stops the run before the broker moves
     plan = planner(model, seed, weights, device)
     venue = open_venue(broker_name, live, syms, state_dir, data_dir, fee)
     mode = "live" if live else "paper"
     resolve = resolve_command(resolve_dir or state_dir, broker_name, live, syms, data_dir)
-    loop = TradingLoop(venue.broker, Journal(state_dir / "journal.db"), plan, venue.feed,
+    loop = TradingLoop(venue.broker, journal, plan, venue.feed,
                        _config(syms, fee, add_latest, mode, resolve), None if dry_run else Monitor(state_dir),
                        venue.asset_classes)
     while True:

@@ -72,6 +72,7 @@ class CycleReport:
     quotes: dict[str, str] = field(default_factory=dict)
     foreign: dict[str, dict] = field(default_factory=dict)
     equity: float = 0.0
+    buying_power: float = 0.0
     record: dict = field(default_factory=dict)
 
     @property
@@ -120,7 +121,7 @@ class TradingLoop:
         """
         report = CycleReport(decision_ts)
         account = self.broker.account()
-        report.equity = account.equity
+        report.equity, report.buying_power = account.equity, account.buying_power
         assets = self.reconciler.assets(self.config.symbols)
         report.foreign = book.foreign(assets)
         learn_from = self.journal.first_cycle()
@@ -195,8 +196,8 @@ class TradingLoop:
         """Each planned order on the broker's grid (:func:`~marketcast.trade.rules.conform`) and within what
         the account can carry (shorts, free quantity, buying power left after the orders before it); an
         order that cannot be made valid moves to ``refused`` with the reasons."""
-        buying_power = self.broker.account().buying_power
-        positions = {p.symbol: p for p in self.broker.positions()}
+        buying_power = report.buying_power
+        positions = report.reconciled.book.positions
         closes = {s.symbol: s.close for s in report.signals}
         valid = []
         for intent in report.planned:
@@ -243,9 +244,9 @@ class TradingLoop:
         if dry_run:
             return report
         self.execute(report)
-        self.journal.finish_cycle(decision_ts)
-        if self.monitor is not None:
+        if self.monitor is not None:  # recorded before the cycle is done: a failed write re-runs the bar
             report.record = self.monitor.record(**self._record_fields(report))
+        self.journal.finish_cycle(decision_ts)
         return report
 
     def _record_fields(self, r: CycleReport) -> dict:

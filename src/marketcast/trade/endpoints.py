@@ -57,8 +57,9 @@ def _clean(url: str, var: str) -> tuple[str, str]:
     return f"{parts.scheme}://{parts.netloc}{path}", parts.hostname.lower()
 
 
-def trading_endpoint(live: bool, env: Mapping[str, str]) -> Endpoint:
-    """The trading host for ``live`` (the flags), checked against ``APCA_API_BASE_URL``."""
+def trading_endpoint(live: bool, env: Mapping[str, str], warn: bool = True) -> Endpoint:
+    """The trading host for ``live`` (the flags), checked against ``APCA_API_BASE_URL`` (``warn``: log a
+    local test server)."""
     mode, host = ("live", LIVE_HOST) if live else ("paper", PAPER_HOST)
     raw = env.get("APCA_API_BASE_URL", "")
     if not raw:
@@ -75,7 +76,8 @@ def trading_endpoint(live: bool, env: Mapping[str, str]) -> Endpoint:
         raise ConfigError(f"APCA_API_BASE_URL={raw} is Alpaca's LIVE host but this run is paper (the default); "
                           f"unset APCA_API_BASE_URL, or pass --live --i-understand-live-trading to trade real money")
     if _loopback(given):
-        log.warning("APCA_API_BASE_URL=%s is a local test server, not Alpaca: %s orders go there", url, mode)
+        if warn:
+                log.warning("APCA_API_BASE_URL=%s is a local test server, not Alpaca: %s orders go there", url, mode)
         return Endpoint(url, mode, custom=True)
     raise ConfigError(f"APCA_API_BASE_URL={raw} is not an Alpaca host ({PAPER_HOST}, {LIVE_HOST}) nor a local "
                       f"test server (127.0.0.1); the keys are not sent to it. Unset it")

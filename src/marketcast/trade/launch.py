@@ -23,7 +23,7 @@ class StateLogHandler(logging.FileHandler):
 
 def setup_logging(state_dir: Path | None, verbose: bool) -> None:
     """stderr, plus ``state_dir/trade.log`` unless ``state_dir`` is None (a dry run writes no file)."""
-    from marketcast.trade.alpaca import RedactingFilter
+    from marketcast.trade.redact import RedactingFilter
 
     logger = logging.getLogger("marketcast")
     logger.setLevel(logging.INFO)

@@ -40,7 +40,7 @@ def request_of(intent: Intent) -> OrderRequest:
 class OrderDesk:
     """Sends and cancels for one loop; ``cancel_wait_s`` bounds how long a cancel confirmation is awaited."""
 
-    def __init__(self, broker: Broker, journal: Journal, cancel_wait_s: float = 10.0, poll_s: float = 0.2) -> None:
+    def __init__(self, broker: Broker, journal: Journal, cancel_wait_s: float = 10.0, poll_s: float = 1.0) -> None:
         self.broker, self.journal = broker, journal
         self.cancel_wait_s, self.poll_s = cancel_wait_s, poll_s
         self.cancelled: set[str] = set()  # broker ids cancelled (or, dry, would be) this cycle
@@ -76,7 +76,7 @@ class OrderDesk:
                 self.journal.mark(cid, "submitted", existing.id, broker_status=existing.status)
                 return Sent("already", cid)
             self.journal.mark_attempt(cid)
-            order, new = submit_once(self.broker, request_of(stored))
+            order, new = submit_once(self.broker, request_of(stored), looked_up=True)
         except OrderRejected as exc:
             self.journal.mark(cid, "rejected", error=str(exc))
             log.warning("%s rejected: %s", cid, exc)
@@ -112,14 +112,16 @@ class OrderDesk:
 
     def await_cancels(self, order_ids: list[str]) -> list[str]:
         """Poll until every order is no longer working (``canceled``, or filled meanwhile), at most
-        ``cancel_wait_s``; returns the ids still working (the caller must not act as if they were gone)."""
-        waiting = list(order_ids)
+        ``cancel_wait_s``, backing off from 50 ms to ``poll_s``; returns the ids still working (the caller
+        must not act as if they were gone)."""
+        waiting, pause = list(order_ids), 0.05
         deadline = time.monotonic() + self.cancel_wait_s
         while waiting:
             waiting = [i for i in waiting if (o := self.broker.order(i)) is not None and not o.is_terminal]
             if not waiting or time.monotonic() >= deadline:
                 break
-            time.sleep(self.poll_s)
+            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+            pause = min(2 * pause, self.poll_s)
         if waiting:
             log.warning("cancel not confirmed within %.1fs for %s", self.cancel_wait_s, ", ".join(waiting))
         return waiting

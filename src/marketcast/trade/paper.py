@@ -205,7 +205,7 @@ class PaperBroker(Broker):
         q = "SELECT * FROM orders WHERE status IN (%s) ORDER BY seq" % ",".join("?" * len(OPEN_STATUSES))
         return [self._order(r) for r in self.conn.execute(q, OPEN_STATUSES)]
 
-    def orders(self, limit: int = 500) -> list[Order]:
+    def orders(self, limit: int = 100) -> list[Order]:
         rows = self.conn.execute("SELECT * FROM orders ORDER BY seq DESC LIMIT ?", (limit,)).fetchall()
         return [self._order(r) for r in reversed(rows)]
 

@@ -21,7 +21,7 @@ import logging
 from dataclasses import dataclass, field
 
 from marketcast.errors import HaltedError
-from marketcast.trade.broker import Broker, BrokerError
+from marketcast.trade.broker import Broker, BrokerError, Snapshot
 from marketcast.trade.ids import CLOSE, ENTRY, TAKE_PROFIT, client_order_id, is_loops
 from marketcast.trade.orders import OrderDesk
 from marketcast.trade.ownership import Book, dust, owned
@@ -56,12 +56,15 @@ class Reconciler:
                 self._assets[s] = self.broker.asset(s)
         return self._assets
 
-    def _book(self, working: list[Order], result: Reconciled) -> tuple[Book, dict[str, Asset]]:
-        positions = self.broker.positions()  # positions first: a fill after this read is booked below
-        result.filled += self.journal.add_fills(self.broker.fills(since=self.journal.last_fill_ts()))
+    def _read(self, result: Reconciled) -> tuple[Book, dict[str, Asset], Snapshot]:
+        """Positions, then orders and fills (a fill landing after the positions read is booked, so it can
+        only make the broker look short of what the journal says, never hide a loss), then the book."""
+        positions = self.broker.positions()
+        snap = self.broker.snapshot(since=self.journal.last_fill_ts())
+        result.filled += self.journal.add_fills(snap.fills)
         booked = self.journal.booked()
         assets = self.assets({b.symbol for b in booked} | {p.symbol for p in positions})
-        return Book.of(owned(booked, self.journal.adjustments(), assets), positions, working), assets
+        return Book.of(owned(booked, self.journal.adjustments(), assets), positions, snap.working), assets, snap
 
     # ----------------------------------------------------------------- compare
     def compare(self, decision_ts: str, result: Reconciled) -> list[str]:
@@ -73,8 +76,8 @@ class Reconciler:
                     f"the broker is account {account.id} at {self.broker.endpoint}"]
         if "account_id" not in meta:
             self.journal.set_meta(account_id=account.id, endpoint=self.broker.endpoint)
-        working = self.broker.open_orders()
-        seen = {o.client_order_id: o for o in self.broker.orders(limit=500) + working}
+        book, assets, snap = self._read(result)
+        seen = {o.client_order_id: o for o in snap.recent + snap.working}
         out = self._statuses(decision_ts, seen)
         known = self.journal.intent_ids()
         unknown = sorted({cid for cid in seen if is_loops(cid) and cid not in known})
@@ -82,16 +85,15 @@ class Reconciler:
             out.append(f"the broker has {len(unknown)} order(s) placed by a marketcast loop that this journal does "
                        f"not know ({', '.join(unknown[:3])}{', ...' if len(unknown) > 3 else ''}): the journal was "
                        f"lost or reset")
-        for _ in range(CHECKS):
-            book, assets = self._book(working, result)
-            mismatches = book.mismatches(assets)
-            if not mismatches:
+        for _ in range(CHECKS - 1):
+            if not book.mismatches(assets):
                 break
+            book, assets, snap = self._read(result)
         result.book = book
         for c in self.journal.cancels("pending"):  # a kill after the cancel call: the order is gone now
-            if c["order_id"] not in {o.id for o in working}:
+            if c["order_id"] not in {o.id for o in snap.working}:
                 self.journal.mark_cancel(c["order_id"], "done")
-        return out + mismatches
+        return out + book.mismatches(assets)
 
     def _statuses(self, decision_ts: str, seen: dict[str, Order]) -> list[str]:
         """Pending intents the broker has become ``submitted`` (those of a passed bar it never got:
@@ -149,8 +151,8 @@ class Reconciler:
             self.journal.set_meta(account_id=account.id, endpoint=self.broker.endpoint)
             changes.append(f"journal bound to account {account.id} at {self.broker.endpoint}"
                            + (f" (was {meta['account_id']})" if rebound else ""))
-        working = self.broker.open_orders()
-        seen = {o.client_order_id: o for o in self.broker.orders(limit=500) + working}
+        snap = self.broker.snapshot()
+        seen = {o.client_order_id: o for o in self.broker.orders(limit=500) + snap.working}
         for i in self.journal.intents():
             settled = i.broker_status is not None and status_kind(i.broker_status) == "terminal"
             if i.status in ("pending", "submitted") and not settled and (rebound or (
@@ -165,8 +167,8 @@ class Reconciler:
                                                   o.type, o.limit_price, o.take_profit, o.time_in_force, "submitted",
                                                   o.id, kind="adopted", broker_status=o.status))
                 changes.append(f"{cid} ({o.symbol} {o.side} {o.qty:g}, {o.status}) adopted from the broker")
-        self.journal.add_fills(self.broker.fills(since=None))
-        book, _ = self._book(working, Reconciled())
+        self.journal.add_fills(snap.fills)
+        book = self._read(Reconciled())[0]
         for symbol, qty in sorted(book.owned.items()):
             held = book.broker_qty(symbol)
             target = 0.0 if rebound else min(qty, max(held, 0.0)) if qty > 0 else max(qty, min(held, 0.0))
@@ -191,7 +193,7 @@ class Reconciler:
         if act and stale:  # what is confirmed gone no longer counts (a leg may have filled instead: booked)
             self.unconfirmed = self.desk.await_cancels(
                 [o.id for o in stale if o.status == "pending_cancel" or o.id in self.desk.cancelled])
-            result.book, _ = self._book(self.broker.open_orders(), result)
+            result.book = self._read(result)[0]
         elif not act:  # dry run: as if every cancel went through
             result.book.own_orders = [o for o in result.book.own_orders if o.id not in self.desk.cancelled]
         self._close_leftovers(decision_ts, result, act)

@@ -196,9 +196,10 @@ class Journal:
     def add_fills(self, fills: list[Fill]) -> int:
         """Store fills not seen before; returns how many orders got their first entry fill.
 
-        A fill's kind follows the journal's intent for its ``client_order_id`` (a close or a separate
-        take-profit is not an entry). A cumulative snapshot (``cum_qty`` set) is stored as the increment
-        over what this order already has, at the increment's own price, or not at all if nothing is new.
+        Only the loop's own orders count (a fill without an intent is someone else's, never booked). A fill's
+        kind follows the journal's intent for its ``client_order_id`` (a close or a separate take-profit is
+        not an entry). A cumulative snapshot (``cum_qty`` set) is stored as the increment over what this
+        order already has, at the increment's own price, or not at all if nothing is new.
         """
         with transaction(self.conn) as c:
             before = c.execute("SELECT COUNT(DISTINCT client_order_id) FROM fills WHERE kind='entry'").fetchone()[0]
@@ -206,7 +207,9 @@ class Journal:
                 if c.execute("SELECT 1 FROM fills WHERE fill_id=?", (f.fill_id,)).fetchone():
                     continue
                 intent = c.execute("SELECT kind FROM intents WHERE client_order_id=?", (f.client_order_id,)).fetchone()
-                kind = intent[0] if intent is not None and f.kind == "entry" else f.kind
+                if intent is None:
+                    continue
+                kind = intent[0] if f.kind == "entry" else f.kind
                 qty, price = f.qty, f.price
                 if f.cum_qty is not None:
                     had, notional = c.execute("SELECT COALESCE(SUM(qty), 0), COALESCE(SUM(qty * price), 0) FROM fills "
