@@ -263,3 +263,63 @@ def test_a_lasting_eager_fallback_counts_once_per_model(tmp_path, bars):
     assert summary["cycles"] == 3 and summary["fallbacks_to_eager"] == 1  # not 3 cycles x 2 symbols = 6
     Monitor(tmp_path).record(decision_ts="2017-03-06", fallbacks_to_eager=1, eager_fallback_models=["kronos"])
     assert summarise(read_records(tmp_path))["fallbacks_to_eager"] == 2
+
+
+class ScriptedPlanner:
+    """Decides what the test says (the loop is under test, not the strategy): ``decisions[symbol]``."""
+
+    model = "scripted"
+
+    def __init__(self, decisions) -> None:
+        self.decisions = decisions
+
+    def plan(self, bars, costs, learn_from=None):
+        from marketcast.trade.planner import Signal
+
+        close = float(bars.frame["close"].iloc[-1])
+        return Signal(bars.symbol, bars.frame.index[-1].isoformat(), "scripted", self.decisions[bars.symbol](close),
+                      close, {"edge": 0.01, "sharpe": 1.0, "max_drawdown": 0.0})
+
+
+def test_an_order_that_cannot_be_made_valid_is_refused_journalled_and_shown_never_sent(tmp_path):
+    from marketcast.backtest.orders import Decision
+    from marketcast.trade.cycle import describe
+
+    from .helpers import bars_from_rows
+
+    rows = [(100 + i % 7, 103 + i % 7, 98 + i % 7, 101 + i % 7) for i in range(120)]
+    bars = {"BTCUSD": bars_from_rows("BTCUSD", rows, asset_class="crypto")}
+    broker = PaperBroker(tmp_path / "broker.db", bars, start="2024-04-01")
+    broker.advance_to("2024-04-01")
+    short = ScriptedPlanner({"BTCUSD": lambda c: Decision(-1, c * 1.01, c * 0.99)})
+    loop = TradingLoop(broker, Journal(tmp_path / "journal.db"), short, history_feed(bars, lambda: broker.clock),
+                       LoopConfig(("BTCUSD",), gates=GateConfig(min_dollar_volume=0.0)), Monitor(tmp_path),
+                       {"BTCUSD": "crypto"})
+    report = loop.run_cycle(broker.clock)
+    [(cid, reason)] = report.refused.items()
+    assert reason == "BTCUSD: crypto cannot be sold short" and report.submitted == [] and broker.submit_log() == []
+    stored = loop.journal.intent(cid)
+    assert (stored.status, stored.error, stored.side) == ("refused", reason, "sell")
+    assert describe(report)[0]["why_not"] == f"refused: {reason}" and describe(report)[0]["client_order_id"] == cid
+    assert report.record["orders_refused"] == 1 and report.record["refused"] == {cid: reason}
+    assert summarise(read_records(tmp_path))["orders_refused"] == 1
+    again = loop.run_cycle(broker.clock)  # the bar's entry is decided: a re-plan neither refuses nor sends again
+    assert again.refused == {} and again.kept["BTCUSD"].status == "refused" and broker.submit_log() == []
+
+
+def test_position_caps_and_exposure_count_the_loops_working_orders(tmp_path, bars):
+    from dataclasses import replace as with_
+
+    from marketcast.trade.portfolio import PortfolioConfig
+
+    loop, broker, journal = make_loop(tmp_path, bars)
+    ts = broker.clock
+    sp_only = TradingLoop(broker, journal, loop.planner, loop.feed, with_(loop.config, symbols=("SP500",)))
+    [sp] = sp_only.run_cycle(ts).submitted  # SP500's entry is working at the broker
+    sp_notional = journal.intent(sp).qty * journal.intent(sp).limit_price
+    one_slot = with_(loop.config, portfolio=PortfolioConfig(max_positions=1))
+    assert TradingLoop(broker, journal, loop.planner, loop.feed, one_slot).run_cycle(ts, dry_run=True).planned == []
+    tight = with_(loop.config, portfolio=PortfolioConfig(max_exposure=0.6))
+    [nq] = TradingLoop(broker, journal, loop.planner, loop.feed, tight).run_cycle(ts, dry_run=True).planned
+    equity = broker.account().equity
+    assert nq.symbol == "NASDAQ" and nq.qty * nq.limit_price <= 0.6 * equity - sp_notional < 0.5 * equity

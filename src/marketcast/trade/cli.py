@@ -225,13 +225,13 @@ def status(state_dir: Path = typer.Option(Path("out/trade"), "--state-dir", help
 
     if not state_dir.exists():
         raise ConfigError(f"{state_dir}: no such state dir; run `marketcast trade run` or `replay` first")
-    summary = summarise(read_records(state_dir))
+    records = read_records(state_dir)
+    summary = summarise(records)
     table = Table(title=f"trade status: {state_dir}")
     table.add_column("what")
     table.add_column("value")
     for k, v in summary.items():
         table.add_row(k, f"{v:,.2f}" if isinstance(v, float) else str(v))
-    records = read_records(state_dir)
     if records and records[-1].get("foreign"):
         table.add_row("foreign (untouched)", "; ".join(
             f"{s}: position {f['position']:g}, orders {', '.join(f['orders']) or 'none'}"

@@ -61,6 +61,3 @@ class Halts:
             c.execute("UPDATE halts SET lifted_at=?, lifted_by=? WHERE lifted_at IS NULL AND source=?",
                       (self.now(), by, source))
         return n
-
-    def history(self) -> list[dict]:
-        return [dict(r) for r in self.conn.execute("SELECT * FROM halts ORDER BY id").fetchall()]

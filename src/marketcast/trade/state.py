@@ -95,9 +95,6 @@ class Journal:
             for k, v in values.items():
                 c.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (k, str(v)))
 
-    def is_empty(self) -> bool:
-        return self.conn.execute("SELECT COUNT(*) FROM intents").fetchone()[0] == 0
-
     # -------------------------------------------------------------- cycles
     def cycle_done(self, decision_ts: str) -> bool:
         r = self.conn.execute("SELECT status FROM cycles WHERE decision_ts=?", (decision_ts,)).fetchone()
