@@ -191,3 +191,50 @@ def test_timeout_is_enforced_and_a_lost_submit_reply_is_reconciled_not_resent(fa
     assert fake.posts("mc-000000000000000000000001") == 1 and len(fake.orders) == 1
 
 
+
+
+def test_the_fake_lists_orders_with_alpacas_filters(fake):
+    from datetime import datetime, timezone
+
+    from alpaca.trading.enums import OrderSide, QueryOrderStatus
+    from alpaca.trading.requests import GetOrdersRequest
+
+    b = adapter(fake)
+    for n, at in enumerate(["2024-05-01T14:00:00Z", "2024-05-01T15:00:00Z", "2024-05-01T16:00:00Z"]):
+        fake.exchange.clock = at
+        b.submit(order(f"mc-list-{n}", qty=1 + n, take_profit=None, side="buy"))
+    fake.fill("mc-list-0", 1, 188.5, at="2024-05-01T17:00:00Z")
+
+    def listed(**kw) -> list[str]:
+        return [o["client_order_id"] for o in b.trading.get_orders(GetOrdersRequest(**kw))]
+
+    assert listed() == ["mc-list-2", "mc-list-1"]  # default: open, newest first
+    assert listed(status=QueryOrderStatus.CLOSED) == ["mc-list-0"]
+    assert listed(status=QueryOrderStatus.ALL, direction="asc") == ["mc-list-0", "mc-list-1", "mc-list-2"]
+    t = lambda h: datetime(2024, 5, 1, h, tzinfo=timezone.utc)  # noqa: E731
+    assert listed(status=QueryOrderStatus.ALL, after=t(14), until=t(16)) == ["mc-list-1"]  # both exclusive
+    assert listed(status=QueryOrderStatus.ALL, limit=1) == ["mc-list-2"]
+    assert listed(status=QueryOrderStatus.ALL, side=OrderSide.SELL, symbols=["AAPL"]) == []
+    with pytest.raises(Exception, match="between 1 and 500"):
+        listed(limit=501)
+
+
+def test_the_fake_plays_a_session_cash_average_price_and_day_expiry(fake):
+    b = adapter(fake)
+    fake.bars["AAPL"].append({"t": "2024-05-02T04:00:00Z", "o": 190.0, "h": 194.0, "l": 187.0, "c": 193.0, "v": 1e6})
+    fake.hold("AAPL", 10, 180.0)
+    b.submit(order("mc-day", qty=10, limit_price=188.0, take_profit=193.5))  # fills at 188; its leg: close < 193.5
+    b.submit(order("mc-miss", qty=5, limit_price=150.0, take_profit=None))  # never reached: expires at the close
+    b.submit(order("mc-gtc", qty=5, limit_price=150.0, take_profit=None, time_in_force="gtc"))
+    fake.session("2024-05-02")
+    assert [fake.order(c)["status"] for c in ("mc-day", "mc-miss", "mc-gtc")] == ["filled", "expired", "new"]
+    assert fake.order("mc-day")["legs"][0]["status"] == "expired"  # the day leg ends with the session
+    [p] = b.positions()
+    assert (p.qty, p.avg_entry_price) == (20.0, 184.0)  # (10 * 180 + 10 * 188) / 20
+    assert b.account().cash == 100_000 - 10 * 188.0
+    assert fake.exchange.clock == "2024-05-02T21:00:00Z"
+    b.submit(order("mc-sell", side="sell", qty=5, type="market", limit_price=None, take_profit=None))
+    fake.bars["AAPL"].append({"t": "2024-05-03T04:00:00Z", "o": 195.0, "h": 196.0, "l": 194.0, "c": 195.5, "v": 1e6})
+    fake.session("2024-05-03")
+    [p] = b.positions()
+    assert (p.qty, p.avg_entry_price) == (15.0, 184.0) and b.account().cash == 100_000 - 1880.0 + 5 * 195.0
