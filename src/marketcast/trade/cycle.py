@@ -23,15 +23,15 @@ from marketcast.trade.broker import Broker
 from marketcast.trade.gates import GateConfig, check_entry, dollar_volume
 from marketcast.trade.ids import ENTRY, client_order_id
 from marketcast.trade.monitor import Monitor
-from marketcast.trade.orders import OrderDesk, request_of
-from marketcast.trade.ownership import Book, dust
+from marketcast.trade.orders import OrderDesk, entry_intent, request_of
+from marketcast.trade.ownership import Book
 from marketcast.trade.planner import Planner, Signal
 from marketcast.trade.portfolio import PortfolioConfig, allocate
 from marketcast.trade.quotes import quote, with_last_close
 from marketcast.trade.reconcile import Reconciled, Reconciler
 from marketcast.trade.rules import account_violations, round_price
-from marketcast.trade.state import Intent, Journal, decision_json
-from marketcast.trade.types import BUY, LIMIT, MARKET, SELL
+from marketcast.trade.state import Intent, Journal
+from marketcast.trade.types import BUY, SELL
 
 log = logging.getLogger("marketcast.trade")
 
@@ -141,55 +141,19 @@ class TradingLoop:
                 continue
             vol = bars.frame["volume"].to_numpy() if "volume" in bars.frame else np.zeros(len(bars))
             gate = check_entry(signal, q, dollar_volume(bars.frame["close"].to_numpy(), vol), self.config.gates)
-            reasons = list(gate.reasons) + self._conflicts(signal, book, assets)
+            reasons = list(gate.reasons) + book.entry_conflicts(symbol, signal.decision.side, assets)
             if reasons:
                 report.skipped[symbol] = tuple(reasons)
                 continue
             d = signal.decision
-            side = BUY if d.side == LONG else SELL
             prices[symbol] = round_price(d.entry_limit if d.entry_limit is not None else signal.close,
-                                         assets[symbol], side)
+                                         assets[symbol], BUY if d.side == LONG else SELL)
             candidates.append(signal)
-        held, exposure = self._held(book, assets)
+        held, exposure = book.committed(assets)
         steps = {s: a.qty_step for s, a in assets.items()}
         for alloc in allocate(candidates, account.equity, self.config.portfolio, exposure, held, steps, prices):
-            s, d = alloc.signal, alloc.signal.decision
-            side = BUY if d.side == LONG else SELL
-            report.planned.append(Intent(
-                client_order_id(s.symbol, decision_ts, ENTRY), decision_ts, s.strategy, s.symbol, side, alloc.qty,
-                LIMIT if d.entry_limit is not None else MARKET, d.entry_limit, d.take_profit,
-                "gtc" if assets[s.symbol].crypto else "day", decision=decision_json(d.side, d.entry_limit, d.take_profit)))
+            report.planned.append(entry_intent(alloc.signal, alloc.qty, decision_ts, assets[alloc.signal.symbol].crypto))
         return report
-
-    @staticmethod
-    def _conflicts(signal: Signal, book: Book, assets) -> list[str]:
-        """Why the loop must not enter ``signal``'s symbol now: it holds or works it already, or the entry
-        would trade against a foreign position."""
-        sym, out = signal.symbol, []
-        if abs(book.owned.get(sym, 0.0)) >= dust(assets[sym]):
-            out.append(f"the loop holds {book.owned[sym]:g}")
-        working = [o.client_order_id for o in book.own_orders if o.symbol == sym]
-        if working:
-            out.append(f"the loop has working order(s) {', '.join(working)}")
-        foreign = book.foreign_qty(sym)
-        if signal.decision.side != FLAT and abs(foreign) >= dust(assets[sym]) and (foreign > 0) != (
-                signal.decision.side == LONG):
-            out.append(f"foreign position {foreign:g} (not the loop's): this entry would trade against it")
-        return out
-
-    @staticmethod
-    def _held(book: Book, assets) -> tuple[frozenset[str], float]:
-        """Symbols and gross exposure the loop has committed: its quantities plus its working orders."""
-        held, exposure = set(), 0.0
-        for sym, qty in book.owned.items():
-            if abs(qty) >= dust(assets.get(sym)):
-                held.add(sym)
-                p = book.positions.get(sym)
-                exposure += abs(qty) * (p.avg_entry_price if p is not None else 0.0)
-        for o in book.own_orders:
-            held.add(o.symbol)
-            exposure += o.qty * (o.limit_price or 0.0)
-        return frozenset(held), exposure
 
     # ----------------------------------------------------------- check
     def check(self, report: CycleReport) -> None:

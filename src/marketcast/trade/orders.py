@@ -14,10 +14,13 @@ import logging
 import time
 from dataclasses import dataclass
 
+from marketcast.backtest.orders import LONG
 from marketcast.trade.broker import Broker, BrokerError, BrokerUnavailable, OrderRejected, submit_once
+from marketcast.trade.ids import ENTRY, client_order_id
+from marketcast.trade.planner import Signal
 from marketcast.trade.rules import Check, conform
-from marketcast.trade.state import Intent, Journal
-from marketcast.trade.types import Order, OrderRequest
+from marketcast.trade.state import Intent, Journal, decision_json
+from marketcast.trade.types import BUY, LIMIT, MARKET, SELL, Order, OrderRequest
 
 log = logging.getLogger("marketcast.trade")
 
@@ -30,6 +33,16 @@ class Sent:
     outcome: str
     client_order_id: str
     error: str | None = None
+
+
+def entry_intent(signal: Signal, qty: float, decision_ts: str, crypto: bool) -> Intent:
+    """The bar's entry for ``signal`` (MaxDiff: a limit with its take-profit; market without a limit), as
+    decided: :func:`~marketcast.trade.rules.conform` puts it on the broker's grid before it is sent."""
+    d = signal.decision
+    return Intent(client_order_id(signal.symbol, decision_ts, ENTRY), decision_ts, signal.strategy, signal.symbol,
+                  BUY if d.side == LONG else SELL, qty, LIMIT if d.entry_limit is not None else MARKET, d.entry_limit,
+                  d.take_profit, "gtc" if crypto else "day", decision=decision_json(d.side, d.entry_limit,
+                                                                                     d.take_profit))
 
 
 def request_of(intent: Intent) -> OrderRequest:

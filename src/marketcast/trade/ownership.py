@@ -83,6 +83,34 @@ class Book:
                 out.append(f"{symbol}: the journal says the loop holds {qty:g}, the broker shows {held:g}")
         return out
 
+    def entry_conflicts(self, symbol: str, side: int, assets: Mapping[str, Asset]) -> list[str]:
+        """Why the loop must not enter ``symbol`` on ``side`` (+1/-1) now: it holds or works it already, or
+        the entry would trade against a foreign position (sell the user's shares, cover the user's short)."""
+        out = []
+        if abs(self.owned.get(symbol, 0.0)) >= dust(assets.get(symbol)):
+            out.append(f"the loop holds {self.owned[symbol]:g}")
+        working = [o.client_order_id for o in self.own_orders if o.symbol == symbol]
+        if working:
+            out.append(f"the loop has working order(s) {', '.join(working)}")
+        foreign = self.foreign_qty(symbol)
+        if side and abs(foreign) >= dust(assets.get(symbol)) and (foreign > 0) != (side > 0):
+            out.append(f"foreign position {foreign:g} (not the loop's): this entry would trade against it")
+        return out
+
+    def committed(self, assets: Mapping[str, Asset]) -> tuple[frozenset[str], float]:
+        """Symbols and gross exposure the loop has committed: its quantities (at their average entry price)
+        plus its working orders (at their limit), which count against every cap."""
+        held, exposure = set(), 0.0
+        for symbol, qty in self.owned.items():
+            if abs(qty) >= dust(assets.get(symbol)):
+                held.add(symbol)
+                p = self.positions.get(symbol)
+                exposure += abs(qty) * (p.avg_entry_price if p is not None else 0.0)
+        for o in self.own_orders:
+            held.add(o.symbol)
+            exposure += o.qty * (o.limit_price or 0.0)
+        return frozenset(held), exposure
+
     def foreign(self, assets: Mapping[str, Asset]) -> dict[str, dict]:
         """Foreign positions and working orders per symbol (``{symbol: {"position": qty, "orders": [...]}}``)."""
         out: dict[str, dict] = {}
