@@ -4,7 +4,8 @@ The account and its rules live in :class:`tests.trade.fake_exchange.Exchange` (e
 module is the HTTP face, with Alpaca's shapes and semantics:
 
 * ``APCA-API-KEY-ID``/``APCA-API-SECRET-KEY`` headers, else 401 ``{"code": 40110000, ...}``;
-* ``GET /v2/orders`` filters (the ``GET /v2/orders`` reference; alpaca-py ``GetOrdersRequest``): ``status``
+* ``GET /v2/orders`` filters (alpacahq/alpaca-docs ``data/webapi/endpoints/orders.yaml``; alpaca-py
+  ``alpaca/trading/requests.py`` ``GetOrdersRequest``): ``status``
   open | closed | all (default open), ``limit`` (default 50, at most 500), ``after``/``until`` (exclusive, on
   ``submitted_at``), ``direction`` (default desc), ``nested`` (legs under their parent instead of listed on
   their own), ``symbols``, ``side``;
@@ -13,9 +14,11 @@ module is the HTTP face, with Alpaca's shapes and semantics:
 * ``GET /v2/assets/{symbol}`` (crypto also by its legacy name without the slash), ``GET /v2/positions``,
   ``GET /v2/account``, ``GET /v2/clock`` (the fake's clock: what "now" is for a replayed year);
 * bars: ``limit`` (default 1000, at most 10,000) and ``next_page_token`` pagination, ``start``/``end``, never a bar
-  after the clock (``/v2/stocks/bars``, ``/v1beta3/crypto/us/bars``: historical bars reference). ``page_size``
-  caps a page lower than Alpaca does, so a test sees alpaca-py follow the token;
-* a 429 carries ``Retry-After`` and/or ``X-RateLimit-Reset`` (epoch seconds) as the test asks.
+  after the clock (``/v2/stocks/bars``, ``/v1beta3/crypto/us/bars``: the ``GET /v2/stocks/{symbol}/bars``
+  reference in alpacahq/alpaca-docs ``data/webapi/endpoints/bars-v2.yaml``; alpaca-py follows the token in
+  ``alpaca/common/rest.py:368-409``). ``page_size`` caps a page lower than Alpaca does, so a test sees it;
+* a 429 carries ``Retry-After`` and/or ``X-RateLimit-Reset`` (epoch seconds, as Alpaca sends it:
+  https://forum.alpaca.markets/t/executing-orders/12029) as the test asks.
 
 Tests steer it: :meth:`FakeAlpaca.fail` makes the next matching requests fail (a status with a body, a sleep
 past the client's timeout, or processing a POST and then stalling so its reply is lost);

@@ -5,8 +5,8 @@ What alpaca-py does by itself, and what this adapter changes:
 * ``url_override`` wins over ``paper`` -> the adapter always passes the host the flags chose
   (:mod:`marketcast.trade.endpoints`) and names it in ``endpoint``;
 * no request timeout at all -> the client's ``requests`` session gets a default timeout;
-* 429 and 504 are retried 3 times with a fixed 3 s sleep, for POSTs too (``alpaca/common/constants.py``
-  ``DEFAULT_RETRY_*``) -> turned off (``_retry = 0``); the adapter retries 429 after the later of
+* 429 and 504 are retried 3 times with a fixed 3 s sleep, for POSTs too (``alpaca/common/constants.py:11-13``
+  ``DEFAULT_RETRY_*``, used by ``alpaca/common/rest.py`` ``_request``) -> turned off (``_retry = 0``); the adapter retries 429 after the later of
   ``Retry-After`` and ``X-RateLimit-Reset`` (epoch seconds; Alpaca sends ``X-Ratelimit-Limit/Remaining/
   Reset`` on every response, 200 requests a minute: https://forum.alpaca.markets/t/executing-orders/12029),
   capped; 5xx and timeouts are retried for reads only. A submit that times out or gets a 5xx has an unknown
@@ -320,7 +320,8 @@ class AlpacaBroker(Broker):
 
     def latest_bars(self, symbol: str, limit: int) -> list[BarRow]:
         """The last ``limit`` daily bars, counted back from the broker's clock (``GET /v2/clock``, not the local
-        one); alpaca-py follows ``next_page_token`` until the range is complete."""
+        one); alpaca-py follows ``next_page_token`` until the range is complete (``alpaca/common/rest.py:368-409``
+        ``_get_marketdata``)."""
         from datetime import timedelta
 
         import pandas as pd

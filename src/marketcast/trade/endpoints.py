@@ -1,8 +1,8 @@
 """Which Alpaca host a run talks to: the flags decide, ``APCA_API_BASE_URL`` may only agree.
 
 alpaca-py sends every request to ``url_override`` when one is given and ignores ``paper`` then
-(``alpaca/trading/client.py``: ``base_url = url_override if url_override else BaseURL.TRADING_PAPER if paper
-else BaseURL.TRADING_LIVE``), so an exported ``APCA_API_BASE_URL=https://api.alpaca.markets`` would turn a
+(alpaca-py 0.44.0 ``alpaca/trading/client.py:80-82``: ``url_override if url_override else
+BaseURL.TRADING_PAPER if paper else BaseURL.TRADING_LIVE``), so an exported ``APCA_API_BASE_URL=https://api.alpaca.markets`` would turn a
 default paper run into live trading while the records said paper. Here the mode comes from the flags only:
 
 * unset: Alpaca's host for the mode (``paper-api.alpaca.markets`` or ``api.alpaca.markets``);
