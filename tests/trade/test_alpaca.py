@@ -152,12 +152,12 @@ def test_429_waits_for_x_ratelimit_reset_when_it_is_later_than_retry_after(fake)
               rate_limit_reset=f"{reset:.3f}")
     started = time.perf_counter()
     assert adapter(fake).account().equity == 100_000.0
-    assert time.time() >= reset - 0.05 and time.perf_counter() - started < 3.0  # waited for the reset, not 0 s
+    assert time.time() >= reset - 0.05 and time.perf_counter() - started < 10  # waited for the reset, not 0 s
     fake.fail("GET", "/v2/account", status=429, body={"message": "too many requests"},
               rate_limit_reset=f"{time.time() + 100:.0f}")
     started = time.perf_counter()
     assert adapter(fake, max_retry_wait_s=0.5).account().cash == 100_000.0  # a far reset is capped
-    assert 0.45 <= time.perf_counter() - started < 2.0
+    assert 0.45 <= time.perf_counter() - started < 10  # capped at 0.5 s, not the 100 s to the reset
 
 
 def test_429_that_persists_gives_broker_unavailable_after_retries(fake):

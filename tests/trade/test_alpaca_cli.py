@@ -58,12 +58,12 @@ def test_cli_live_needs_confirmation_and_never_prints_keys(fake, tmp_path):
     assert missing.returncode == 2 and "APCA_API_KEY_ID" in missing.stderr
 
 
-def test_a_deleted_journal_refuses_to_trade_until_accept_broker_then_trades_again(tmp_path):
+def test_a_deleted_journal_refuses_to_trade_until_accept_broker_then_trades_again(tmp_path, capsys):
     with embedded_fake("2018-07-20") as fake:  # a bar whose signals pass the default gates
-        deleted_journal_then_accept_broker(fake, tmp_path)
+        deleted_journal_then_accept_broker(fake, tmp_path, capsys)
 
 
-def deleted_journal_then_accept_broker(fake, tmp_path):
+def deleted_journal_then_accept_broker(fake, tmp_path, capsys):
     env, state = env_for(fake), tmp_path / "state"
     run = ["run", "--broker", "alpaca", "--symbols", "SP500,NASDAQ", "--state-dir", str(state), "--once"]
     first = trade(run, env)
@@ -80,8 +80,15 @@ def deleted_journal_then_accept_broker(fake, tmp_path):
     assert (f"marketcast trade reconcile --accept-broker --state-dir {state} --symbols SP500,NASDAQ --broker alpaca"
             in line)
     assert len([m for m, _, _ in fake.requests if m in ("POST", "DELETE")]) == posts  # nothing touched
-    status = trade(["status", "--state-dir", str(state)], env)
-    assert status.returncode == 0 and "journal and broker disagree" in status.stdout
+    from marketcast.trade.state import Journal
+
+    from marketcast.trade.__main__ import main as trade_main
+
+    [halt] = Journal(state / "journal.db").halts.active()  # kept: every restart refuses until it is lifted
+    assert halt.message() in line and halt.source == "reconcile"
+    assert trade_main(["status", "--state-dir", str(state)]) == 0  # (in this process: the same command, cheaper)
+    shown = " ".join(capsys.readouterr().out.split())
+    assert f"halted │ {halt.message()[:60]}" in shown
     accept = trade(["reconcile", "--accept-broker", "--broker", "alpaca", "--symbols", "SP500,NASDAQ", "--state-dir",
                     str(state)], env)
     assert accept.returncode == 0, accept.stderr
