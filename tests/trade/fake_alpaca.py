@@ -12,7 +12,8 @@ module is the HTTP face, with Alpaca's shapes and semantics:
 * ``GET /v2/orders:by_client_order_id`` and ``GET /v2/orders/{id}`` (404 ``{"code": 40410000}`` when unknown),
   ``DELETE /v2/orders/{id}`` (204, then ``pending_cancel``);
 * ``GET /v2/assets/{symbol}`` (crypto also by its legacy name without the slash), ``GET /v2/positions``,
-  ``GET /v2/account``, ``GET /v2/clock`` (the fake's clock: what "now" is for a replayed year);
+  ``GET /v2/account``, ``GET /v2/clock`` (the fake's clock, what "now" is for a replayed year, in New York time
+  with the NYSE session's state: :func:`market_clock`);
 * bars: ``limit`` (default 1000, at most 10,000) and ``next_page_token`` pagination, ``start``/``end``, never a bar
   after the clock (``/v2/stocks/bars``, ``/v1beta3/crypto/us/bars``: the ``GET /v2/stocks/{symbol}/bars``
   reference in alpacahq/alpaca-docs ``data/webapi/endpoints/bars-v2.yaml``; alpaca-py follows the token in
@@ -35,6 +36,7 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlparse
@@ -64,6 +66,26 @@ def _daily_bars(n: int) -> list[dict]:
         out.append({"t": f"{day.isoformat()}T04:00:00Z", "o": prev, "h": max(prev, close) * 1.006,
                     "l": min(prev, close) * 0.994, "c": close, "v": 5e7})
     return out
+
+
+@lru_cache(maxsize=1)
+def _xnys():
+    import exchange_calendars as xc
+
+    return xc.get_calendar("XNYS", start="2010-01-01")
+
+
+def market_clock(now: str) -> dict:
+    """``GET /v2/clock`` at the fake's time ``now``: Alpaca answers in New York time with its offset, whether the
+    stock market is open, and its next open and close; while it is open ``next_open`` is the next session's
+    (https://docs.alpaca.markets/reference/getclock; the entity's example in alpacahq/alpaca-docs
+    ``data/webapi/entities/clock.yaml``: ``{"timestamp": "2022-04-28T14:07:04.451420928-04:00", "is_open": true,
+    "next_open": "2022-04-29T09:30:00-04:00", "next_close": "2022-04-28T16:00:00-04:00"}``). The sessions are
+    NYSE's from exchange_calendars, apart from the loop's own calendar module."""
+    t, cal = utc(now), _xnys()
+    ny = lambda x: x.tz_convert("America/New_York").isoformat()  # noqa: E731
+    return {"timestamp": ny(t), "is_open": bool(cal.is_open_on_minute(t)), "next_open": ny(cal.next_open(t)),
+            "next_close": ny(cal.next_close(t))}
 
 
 def utc(text: str) -> pd.Timestamp:
@@ -245,7 +267,7 @@ class FakeAlpaca:
                          "equity": str(ex.equity()), "buying_power": str(ex.buying_power()),
                          "multiplier": str(ex.multiplier)}
         if path == "/v2/clock":
-            return 200, {"timestamp": ex.clock, "is_open": False, "next_open": ex.clock, "next_close": ex.clock}
+            return 200, market_clock(ex.clock)
         if path.startswith("/v2/assets/"):
             sym = unquote(path.rsplit("/assets/", 1)[1])
             asset = ex.asset(sym)

@@ -1,4 +1,5 @@
-"""``trade run``: a dry run reads the state but writes nothing; ADD_LATEST follows the project's boolean rules."""
+"""``trade run``: a dry run reads the state but writes nothing; ADD_LATEST follows the project's boolean rules and
+the settings' layers, and is on by default only where the broker has quotes."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import pytest
 
 from marketcast.data import load_symbol
 from marketcast.errors import ConfigError
-from marketcast.trade import cli
-from marketcast.trade.cli import add_latest_setting
+from marketcast.settings import resolve
+from marketcast.trade.config import SECTION, SETTINGS
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 RUN = [sys.executable, "-m", "marketcast.trade", "run", "--symbols", "SP500,NASDAQ"]
@@ -32,11 +33,12 @@ def files(folder: Path) -> dict[str, tuple[int, int, str]]:
 
 
 def test_dry_run_prints_the_plan_and_creates_or_changes_no_file(tmp_path):
-    data, state = tmp_path / "data", tmp_path / "state"
+    data, state, clock = tmp_path / "data", tmp_path / "state", tmp_path / "clock"
     data.mkdir()
     for sym in ("SP500", "NASDAQ"):  # history up to a bar whose signals pass the default gates
         load_symbol(sym).frame.loc[:"2018-07-20"].to_csv(data / f"{sym}.csv")
-    common = ["--data-dir", str(data), "--state-dir", str(state)]
+    clock.write_text("2018-07-20T21:30:00Z")  # "now": after that Friday's close, so the data is fresh
+    common = ["--data-dir", str(data), "--state-dir", str(state), "--clock-file", str(clock)]
     fresh = trade(["--dry-run", "-v", *common], tmp_path, ADD_LATEST="no")
     assert fresh.returncode == 0, fresh.stderr
     assert "dry run, nothing sent" in fresh.stdout and "2018-07-20" in fresh.stdout
@@ -59,31 +61,37 @@ def test_dry_run_prints_the_plan_and_creates_or_changes_no_file(tmp_path):
     assert re.findall(r"mc-[0-9a-f]{24}", dry.stdout) == planned and "dry run, nothing sent" in dry.stdout
 
 
-def test_add_latest_parses_booleans_from_flag_environment_and_env_file(tmp_path):
-    from marketcast.runtime.settings import ENV_FILE
+def add_latest(env: dict, path: Path, flags: dict | None = None):
+    return resolve(SETTINGS, SECTION, env_file=path, env=env, flags=flags)["add_latest"]
 
-    assert cli.ENV_FILE == ENV_FILE
+
+def test_add_latest_parses_booleans_from_flag_environment_and_env_file(tmp_path):
+    from marketcast.runtime import settings as compile_settings
+    from marketcast import settings
+
+    assert compile_settings.read_env_file is settings.read_env_file  # one parser of .env.compile
     path = tmp_path / ".env.compile"
-    assert add_latest_setting(None, {}, path) is False
+    assert add_latest({}, path) is None  # auto: on where the broker has quotes
     for value, want in [("1", True), ("true", True), ("YES", True), ("on", True),
                         ("0", False), ("false", False), ("no", False), ("off", False)]:
-        assert add_latest_setting(None, {"ADD_LATEST": value}, path) is want, value
+        assert add_latest({"ADD_LATEST": value}, path) is want, value
+        assert add_latest({"MARKETCAST_TRADE_ADD_LATEST": value}, path) is want, value
     path.write_text("# trading\nexport ADD_LATEST=on\n")
-    assert add_latest_setting(None, {}, path) is True
-    assert add_latest_setting(None, {"ADD_LATEST": "off"}, path) is False  # the environment wins
-    assert add_latest_setting(None, {"ADD_LATEST": ""}, path) is True  # empty is unset
-    assert add_latest_setting(False, {"ADD_LATEST": "on"}, path) is False  # the flag wins over both
-    with pytest.raises(ConfigError, match=r"ADD_LATEST='maybe' \(environment\) is not a boolean"):
-        add_latest_setting(None, {"ADD_LATEST": "maybe"}, path)
+    assert add_latest({}, path) is True
+    assert add_latest({"ADD_LATEST": "off"}, path) is False  # the environment wins
+    assert add_latest({"ADD_LATEST": ""}, path) is True  # empty is unset
+    assert add_latest({"ADD_LATEST": "on"}, path, {"add_latest": False}) is False  # the flag wins over both
+    with pytest.raises(ConfigError, match=r"add_latest = 'maybe' \(ADD_LATEST\) is not a boolean"):
+        add_latest({"ADD_LATEST": "maybe"}, path)
     path.write_text("ADD_LATEST=2\n")
-    with pytest.raises(ConfigError, match=r"ADD_LATEST='2' \(.*\.env\.compile\) is not a boolean"):
-        add_latest_setting(None, {}, path)
+    with pytest.raises(ConfigError, match=r"add_latest = '2' \(ADD_LATEST in .*\.env\.compile\) is not a boolean"):
+        add_latest({}, path)
 
 
 def test_cli_bad_add_latest_is_one_line_and_exit_2(tmp_path):
     bad = trade(["--dry-run", "--state-dir", str(tmp_path / "state")], tmp_path, ADD_LATEST="sometimes")
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.strip().splitlines() == [
-        "error: ADD_LATEST='sometimes' (environment) is not a boolean; use one of "
+        "error: add_latest = 'sometimes' (ADD_LATEST) is not a boolean; use one of "
         "['1', 'on', 'true', 'yes'] or ['0', 'false', 'no', 'off']"]
     assert list(tmp_path.iterdir()) == []

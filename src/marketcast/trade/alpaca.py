@@ -33,7 +33,18 @@ from marketcast.trade.broker import Broker, BrokerError, BrokerUnavailable, Dupl
 from marketcast.trade.endpoints import Endpoint, data_url, trading_endpoint
 from marketcast.trade.redact import redact, register_secrets
 from marketcast.trade.rules import CRYPTO_FEE_CAP, Asset
-from marketcast.trade.types import LIMIT, Account, BarRow, Fill, Order, OrderRequest, Position, Quote, status_kind
+from marketcast.trade.types import (
+    LIMIT,
+    Account,
+    BarRow,
+    Fill,
+    MarketClock,
+    Order,
+    OrderRequest,
+    Position,
+    Quote,
+    status_kind,
+)
 
 log = logging.getLogger("marketcast.trade.alpaca")
 
@@ -266,6 +277,19 @@ class AlpacaBroker(Broker):
     def cancel(self, order_id: str) -> None:
         self._call(f"cancel {order_id}", lambda: self.trading.cancel_order_by_id(order_id), not_found=None)
 
+    def market_clock(self) -> MarketClock:
+        """``GET /v2/clock``: Alpaca's time (New York, with its offset) and the stock market's open and close
+        (https://docs.alpaca.markets/reference/getclock; entity in alpacahq/alpaca-docs
+        ``data/webapi/entities/clock.yaml``). The loop takes its "now" from here, not from the local clock."""
+        raw = self._call("clock", self.trading.get_clock)
+        return MarketClock(str(raw["timestamp"]), bool(raw["is_open"]), raw.get("next_open"), raw.get("next_close"))
+
+    def fee_for(self, asset_class: str) -> float | None:
+        """Crypto: the tier-1 taker fee, 25 bps (https://alpaca.markets/support/crypto-maker-taker-gmt-faq: maker
+        0.15 %, taker 0.25 % up to $100,000 of 30-day volume). The loop's closes are market orders and its limit
+        entries are often marketable, so it assumes the taker's fee; stocks keep the asset class's default."""
+        return CRYPTO_FEE_CAP if asset_class == "crypto" else None
+
     def attaches_take_profit(self, symbol: str) -> bool:
         """Stocks get an OTO order (entry + take-profit leg); Alpaca has no OTO/bracket orders for crypto."""
         return not self._is_crypto(symbol)
@@ -327,7 +351,7 @@ class AlpacaBroker(Broker):
         import pandas as pd
         from alpaca.data.timeframe import TimeFrame
 
-        now = pd.Timestamp(self._call("clock", self.trading.get_clock)["timestamp"]).to_pydatetime(warn=False)
+        now = pd.Timestamp(self.market_clock().now).to_pydatetime(warn=False)
         start = now - timedelta(days=int(limit * 1.6) + 10)
         if self._is_crypto(symbol):
             from alpaca.data.requests import CryptoBarsRequest

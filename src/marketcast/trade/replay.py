@@ -19,6 +19,7 @@ from marketcast.data.bars import Bars
 from marketcast.errors import ConfigError
 from marketcast.trade.cycle import LoopConfig, TradingLoop
 from marketcast.trade.feed import history_feed
+from marketcast.trade.files import private_dir
 from marketcast.trade.monitor import Monitor
 from marketcast.trade.paper import PaperBroker, iso
 from marketcast.trade.planner import Planner
@@ -66,7 +67,7 @@ def replay(
     ``on_step`` (a progress display) hears of each decision date as its cycle starts (or is skipped as done).
     """
     state = Path(state_dir)
-    state.mkdir(parents=True, exist_ok=True)
+    private_dir(state)
     dates = replay_dates(bars, start, end)
     journal = Journal(state / "journal.db")  # first: a damaged journal stops the replay before the broker moves
     broker = PaperBroker(state / "broker.db", bars, starting_cash=starting_cash, fee=config.fee,
