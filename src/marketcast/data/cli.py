@@ -62,13 +62,15 @@ def fetch(
     if source != "alpaca":
         raise ConfigError(f"--source {source!r}: the only source is alpaca")
 
-    def day(text: str, flag: str):
+    def day(text: str, flag: str, shift: str = "0s"):
         try:
-            return pd.Timestamp(text).tz_localize(None).to_pydatetime()
+            return (pd.Timestamp(text).tz_localize(None) + pd.Timedelta(shift)).to_pydatetime()
         except (ValueError, TypeError):
             raise ConfigError(f"{flag} {text!r} is not a date; use YYYY-MM-DD") from None
 
-    frames = fetch_alpaca(symbols, day(start, "--start"), day(end, "--end") if end else None, timeframe,
+    # --end names the last day wanted: Alpaca's end is inclusive, and its daily bars are stamped after midnight
+    last = day(end, "--end", "1D") - pd.Timedelta("1us") if end else None
+    frames = fetch_alpaca(symbols, day(start, "--start"), last, timeframe,
                           asset_class=asset_class, feed=feed)
     written = write_bar_files(frames, out_dir, fmt)
     rows = sum(len(f) for f in frames.values())
