@@ -221,7 +221,8 @@ def mutated_files(draw) -> BarFile:
         lines = data.split(b"\n")
         line = draw(st.integers(2, len(table.rows) + 1))  # a data line, 1-based
         at = draw(st.integers(0, len(lines[line - 1])))
-        lines[line - 1] = lines[line - 1][:at] + draw(st.sampled_from([b"\xff", b"\xe9", b"\xc3("])) + lines[line - 1][at:]
+        bad = draw(st.sampled_from([b"\xff", b"\xe9", b"\xc3("]))
+        lines[line - 1] = lines[line - 1][:at] + bad + lines[line - 1][at:]
         return BarFile(b"\n".join(lines), ".csv", bad_line=line)
     return BarFile(data, ".csv")
 

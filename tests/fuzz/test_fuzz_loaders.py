@@ -12,19 +12,23 @@ import contextlib
 import io
 import re
 import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from marketcast.cli import main
 from marketcast.data import load_bars
-from marketcast.errors import DataError
+from marketcast.data.load import ON_DUPLICATE
+from marketcast.data.validate import MAX_VOLUME, PRICE_RANGE
+from marketcast.errors import DataError, DataWarning
 from tests.fuzz.tables import BarFile, check_bars_contract, garbage_files, mutated_files, valid_files
 
 FUZZ = settings(derandomize=True, database=None, deadline=None, max_examples=150,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-MAX_PRICE, MAX_VOLUME = 1e15, 1e18
+MAX_PRICE = PRICE_RANGE[1]
 
 
 def _written(file: BarFile, folder: str) -> Path:
@@ -62,18 +66,22 @@ def test_valid_bars_in_any_encoding_load_to_the_same_bars(file):
 
 
 @FUZZ
-@given(mutated_files())
-def test_mutated_bars_load_or_fail_in_one_line(file):
-    with tempfile.TemporaryDirectory() as folder:
+@given(mutated_files(), st.sampled_from(ON_DUPLICATE))
+def test_mutated_bars_load_or_fail_in_one_line(file, on_duplicate):
+    with tempfile.TemporaryDirectory() as folder, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         path = _written(file, folder)
         try:
-            bars = load_bars(path)
+            bars = load_bars(path, on_duplicate=on_duplicate)
         except DataError as exc:
             _one_line_error(str(exc), path)
             if file.bad_line is not None:  # an undecodable byte: the message names its line
                 assert f"line {file.bad_line}" in str(exc), str(exc)
         else:
             check_bars_contract(bars, MAX_PRICE, MAX_VOLUME)
+    for warning in caught:  # a price jump, dropped duplicates: one line naming the file and row
+        assert issubclass(warning.category, DataWarning), warning
+        _one_line_error(str(warning.message), path)
 
 
 @FUZZ

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from marketcast import options
 from marketcast.backtest.config import STRATEGY_NAMES, BacktestConfig
 from marketcast.backtest.engine import run_many
 from marketcast.console import console, progress_steps
@@ -29,14 +30,14 @@ def _strategies(value: str | None) -> tuple[str, ...]:
 def backtest(
     symbols: Annotated[Optional[list[str]], typer.Argument(
         help=f"Symbols to test (default: the embedded {' and '.join(DEFAULT_SYMBOLS)}).")] = None,
-    windows: Annotated[int, typer.Option("--windows", "-n", help="Decision bars per symbol (each settled on the next bar).")] = 70,
-    model: Annotated[str, typer.Option(help="Forecaster: baseline, toto or kronos.")] = "baseline",
-    weights: Annotated[Optional[str], typer.Option(help="Model weights: auto, a local folder, or random.")] = None,
-    device: Annotated[str, typer.Option(help="Torch device for toto/kronos.")] = "cpu",
-    dtype: Annotated[str, typer.Option(help="Model precision for toto/kronos: float32 or bfloat16.")] = "float32",
-    context: Annotated[int, typer.Option(help="Context bars per forecast window (fewer available = all).")] = 512,
-    samples: Annotated[int, typer.Option(help="Forecast sample paths per window.")] = 256,
-    seed: Annotated[int, typer.Option(help="Random seed of the forecaster.")] = 0,
+    windows: options.Windows = 70,
+    model: options.Model = "baseline",
+    weights: options.Weights = None,
+    device: options.Device = "cpu",
+    dtype: options.Dtype = "float32",
+    context: options.Context = 512,
+    samples: options.Samples = 256,
+    seed: options.Seed = 0,
     point: Annotated[str, typer.Option(help="Aggregation spec of the point forecast (median, mean, trimmed_mean_10, ...).")] = "median",
     fill_mode: Annotated[str, typer.Option(help="Limit fills: touch (low <= limit) or penetrate (through by 1 bp).")] = "touch",
     same_bar: Annotated[str, typer.Option(help="Limit entry and take profit in one bar: pessimistic or nearest.")] = "pessimistic",
@@ -46,8 +47,9 @@ def backtest(
     ci_high: Annotated[float, typer.Option(help="Upper quantile of ci_guard's band.")] = 0.60,
     ci_multiplier: Annotated[float, typer.Option(help="Widen ci_guard's band about its centre by this factor.")] = 1.0,
     strategies: Annotated[Optional[str], typer.Option(help="Comma-separated subset of strategies (default all).")] = None,
-    asset_class: Annotated[Optional[str], typer.Option(help="Override the asset class: stock or crypto.")] = None,
-    data_dir: Annotated[Optional[Path], typer.Option(help="Folder of <SYMBOL>.csv/.parquet bars (default: embedded data).")] = None,
+    asset_class: options.AssetClass = None,
+    data_dir: options.DataDir = None,
+    on_duplicate: options.OnDuplicate = "error",
     output_dir: Annotated[Path, typer.Option(help="Where JSON, Markdown, trades.csv and PNGs go.")] = DEFAULT_OUTPUT,
     as_json: Annotated[bool, typer.Option("--json", help="Print the per-symbol JSON instead of tables.")] = False,
 ) -> None:
@@ -63,7 +65,8 @@ def backtest(
     names = [s.upper() for s in (symbols or DEFAULT_SYMBOLS)]
     if len(set(names)) != len(names):
         raise ConfigError(f"symbols repeat: {', '.join(names)}")
-    bars = [load_symbol(s, data_dir=data_dir, asset_class=asset_class, min_rows=windows + 2) for s in names]
+    bars = [load_symbol(s, data_dir=data_dir, asset_class=asset_class, min_rows=windows + 2, on_duplicate=on_duplicate)
+            for s in names]
     forecaster = load_forecaster(model, weights=weights, device=device, dtype=dtype, seed=seed)
     with progress_steps(len(bars) + 2, "backtest") as step:
         results = run_many(bars, forecaster, config, on_step=step)

@@ -121,7 +121,7 @@ def check_bars(frame: pd.DataFrame, source: Source | str | Path, min_rows: int |
 def check_rows(rows: int, source: Source | str | Path, min_rows: int | None, need: str | None = None) -> None:
     """At least ``min_rows`` bars; ``need`` says why and how to get them."""
     if min_rows is not None and rows < min_rows:
-        need = need or "context + decision windows; use a longer file or a smaller --context/--windows"
+        need = need or "the context and decision windows need them; use a longer file or a smaller --context/--windows"
         raise DataError(f"{as_source(source).path}: has {rows} rows but {min_rows} are needed ({need})")
 
 
