@@ -114,7 +114,7 @@ def test_one_epoch_outlier_is_named(tmp_path):
     out.loc[6, "timestamp"] = 5
     path = tmp_path / "outlier.csv"
     out.to_csv(path, index=False)
-    _expect(path, "row 7 (line 8)", "'5' is not epoch seconds")
+    _expect(path, "row 7 (line 8)", "5 is not epoch seconds")
 
 
 def test_parquet_millisecond_dates_become_nanoseconds(tmp_path):

@@ -18,7 +18,7 @@ from marketcast.data.asset import infer_asset_class
 from marketcast.data.bars import PRICE_COLUMNS, Bars
 from marketcast.data.read import SUFFIXES, read_table
 from marketcast.data.timestamps import parse_timestamps
-from marketcast.data.validate import MAX_JUMP, Source, check_bars, first_true, warn_jumps
+from marketcast.data.validate import MAX_JUMP, Source, cell, check_bars, first_true, warn_jumps
 from marketcast.errors import ConfigError, DataError, DataWarning
 
 _TIME_NAMES = ("timestamp", "date", "datetime", "time")
@@ -60,7 +60,7 @@ def _parse_numbers(frame: pd.DataFrame, source: Source) -> pd.DataFrame:
         numbers = cells.to_numpy(dtype=np.float64, na_value=np.nan)
         bad = np.isnan(numbers) & frame[col].notna().to_numpy()
         if (row := first_true(bad)) is not None:
-            source.fail(row, col, f"{frame[col].iloc[row]!r} is not a number", "fix or drop that row")
+            source.fail(row, col, f"{cell(frame[col].iloc[row])} is not a number", "fix or drop that row")
         out[col] = numbers
     return pd.DataFrame(out)
 

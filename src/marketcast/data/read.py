@@ -1,8 +1,9 @@
 """A bars file to a raw table of cells, with the :class:`Source` that names its rows in messages.
 
 CSV: UTF-8 (a BOM is fine), the separator sniffed from the header line (``,`` ``;`` tab ``|``; a decimal
-comma is read when the separator is not a comma), every cell read as text so the loader decides what is a
-number or a date; blank lines are skipped but still counted, so a row is named by its line in the file.
+comma is read when the separator is not a comma); a column with any cell that is no number stays text, for
+the loader to name that cell. Blank lines are skipped but still counted, so
+a row is named by its line in the file.
 Parquet: read row group by row group, so a damaged file names the group that cannot be read.
 """
 
@@ -72,7 +73,7 @@ def _read_csv(path: Path) -> tuple[pd.DataFrame, Source]:
         raise DataError(f"{path}: line {line} holds a NUL byte, so this is not a text CSV; export the bars as CSV")
     sep = sniff_separator(body.splitlines()[0])
     try:
-        frame = pd.read_csv(io.StringIO(body), sep=sep, dtype=str, skip_blank_lines=False)
+        frame = pd.read_csv(io.StringIO(body), sep=sep, skip_blank_lines=False)
     except (pd.errors.ParserError, ValueError) as exc:
         detail = first_line(exc).split("C error: ")[-1]
         detail = re.sub(r"line (\d+)", lambda m: f"line {int(m.group(1)) + first_line - 1}", detail)
@@ -84,9 +85,10 @@ def _read_csv(path: Path) -> tuple[pd.DataFrame, Source]:
     blank = frame.isna().all(axis=1).to_numpy()
     if blank.any():
         frame, source = frame[~blank].reset_index(drop=True), source.keep(~blank)
-    if sep != ",":
-        frame = frame.apply(lambda col: col.where(~col.str.match(_DECIMAL_COMMA, na=False),
-                                                  col.str.replace(",", ".", regex=False)))
+    if sep != ",":  # a decimal comma leaves number columns as text: '1,5' -> '1.5'
+        for name in frame.columns[frame.dtypes == object]:
+            col = frame[name].astype("string")
+            frame[name] = col.where(~col.str.match(_DECIMAL_COMMA, na=False), col.str.replace(",", ".", regex=False))
     return frame, source
 
 

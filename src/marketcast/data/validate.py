@@ -67,6 +67,11 @@ def as_source(source: Source | str | Path) -> Source:
     return source if isinstance(source, Source) else Source(str(source))
 
 
+def cell(value) -> str:
+    """A file's cell as a message shows it: text quoted (so '' and ' ' are visible), numbers plain."""
+    return repr(value) if isinstance(value, str) else str(value)
+
+
 def first_true(mask) -> int | None:
     """Position of the first true value of a boolean array, None when there is none."""
     mask = np.asarray(mask, dtype=bool)
