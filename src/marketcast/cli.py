@@ -6,7 +6,6 @@ input); ``--debug`` shows the traceback instead (see :mod:`marketcast.failures`)
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Annotated, Optional
 
@@ -15,7 +14,7 @@ import typer
 from marketcast.backtest.cli import backtest
 from marketcast.compile.cli import app as compile_app
 from marketcast.data.cli import app as data_app
-from marketcast.failures import run
+from marketcast import failures
 from marketcast.forecast.cli import forecast
 from marketcast.forecast.models_cli import app as models_app
 from marketcast.trade.cli import app as trade_app
@@ -60,15 +59,13 @@ def root(
         "--debug", help="Show the full traceback of an error instead of one line (also accepted after the "
                         "command, or as MARKETCAST_DEBUG=1).")] = False,
 ) -> None:
-    """Probabilistic forecasts (Toto, Kronos, baseline) -> honest backtests -> trading decisions."""
+    """The options before any command; ``--debug`` is declared here for --help and read by
+    :func:`marketcast.failures.main` from anywhere on the command line."""
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit code (the console script exits with it). ``--debug`` is taken from
-    anywhere on the command line, so it also works after a command's own options."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in args or os.environ.get("MARKETCAST_DEBUG", "") not in ("", "0")
-    return run(app, [a for a in args if a != "--debug"], debug)
+    """Entry point; returns the exit code (the console script exits with it)."""
+    return failures.main(app, argv)
 
 
 if __name__ == "__main__":

@@ -99,13 +99,21 @@ def _error(line: str) -> None:
     _say("error:", "red", line)
 
 
-def run(app, args: list[str], debug: bool) -> int:
+def main(app, argv: list[str] | None = None, prog_name: str = "marketcast") -> int:
+    """A console script's entry: ``--debug`` is taken from anywhere on the command line (so it also works
+    after a command's own options), or from ``MARKETCAST_DEBUG=1``; returns the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args or os.environ.get("MARKETCAST_DEBUG", "") not in ("", "0")
+    return run(app, [a for a in args if a != "--debug"], debug, prog_name)
+
+
+def run(app, args: list[str], debug: bool, prog_name: str = "marketcast") -> int:
     """Run the typer ``app`` on ``args``; return the exit code (see the module docstring)."""
     with warnings.catch_warnings():
         if not debug:
             warnings.showwarning = _show_warning
         try:
-            result = app(args=args, prog_name="marketcast", standalone_mode=False)
+            result = app(args=args, prog_name=prog_name, standalone_mode=False)
         except EXIT as exc:
             return int(exc.exit_code)
         except ABORT:
