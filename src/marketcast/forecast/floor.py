@@ -57,5 +57,5 @@ def floor_paths(forecast: Forecast, last_close: np.ndarray, window_ends: Sequenc
         warnings.warn(ForecastWarning(
             f"{model}: {floored:,} of {paths:,} {symbol} sample paths went below {FLOOR_FRACTION:.1%} of the "
             f"decision bar's close (first in the {_window(symbol, window_ends[first])}); they were floored there "
-            "(a -99.9% return), see floored_paths in the report"), stacklevel=2)
+            "(a -99.9% return)"), stacklevel=2)
     return Forecast(np.maximum(samples, floor), forecast.fields, meta)
