@@ -69,7 +69,7 @@ def test_json_flag_and_a_crypto_csv(tmp_path, capsys):
     (["--windows", "99999"], "SP500 (arch:arch.data.sp500): 5,031 bars fit at most 5,028 windows, not 99,999"),
     (["--windows", "5029"], "use --windows 5028 or fewer"),
     (["--asset-class", "bond"], "'bond' is not one of stock, crypto, forex, future"),
-    (["--asset-class", "AAPL=crypto"], "AAPL is not among the symbols tested"),
+    (["--asset-class", "AAPL=crypto"], "AAPL is not among the symbols given"),
     (["NOSUCH"], "no embedded data"),
     (["--model", "prophet"], "unknown model"),
     (["--strategies", "simple,moon"], "unknown strategies"),

@@ -34,6 +34,7 @@ from marketcast.data.bars import Bars
 from marketcast.data.calendar import Annualisation
 from marketcast.errors import DataError, MarketcastError
 from marketcast.forecast.base import ContextBatch, Forecast, Forecaster, make_batch
+from marketcast.forecast.floor import floor_paths
 
 
 @dataclass
@@ -194,8 +195,11 @@ def _check_forecast(fc: Forecast, expected: int, name: str) -> None:
     missing = [f for f in FIELDS if f not in fc.fields]
     if missing:
         raise MarketcastError(f"forecaster {name!r} gives fields {fc.fields}; the backtest needs {FIELDS}")
-    if not np.all(np.isfinite(fc.samples)) or np.any(fc.samples <= 0):
-        raise MarketcastError(f"forecaster {name!r} returned non-finite or non-positive prices")
+
+
+def _floored(fc: Forecast, bars: Bars, ends: np.ndarray) -> Forecast:
+    """The forecast layer's rule for paths at or below zero (and non-finite ones), per symbol."""
+    return floor_paths(fc, bars.frame["close"].to_numpy()[ends], bars.frame.index[ends], bars.symbol)
 
 
 def forecast_windows(
@@ -213,7 +217,7 @@ def forecast_windows(
         fc = forecaster.forecast(_concat(batches), horizon=1, num_samples=config.num_samples, seed=config.seed)
         _check_forecast(fc, sum(sizes), name)
         bounds = np.cumsum([0, *sizes])
-        return [fc.take(slice(a, b)) for a, b in zip(bounds[:-1], bounds[1:])]
+        return [_floored(fc.take(slice(a, b)), bars, ends) for a, b, (bars, ends) in zip(bounds[:-1], bounds[1:], jobs)]
     out = []
     for (bars, ends) in jobs:
         parts = []
@@ -223,8 +227,8 @@ def forecast_windows(
                                      num_samples=config.num_samples, seed=config.seed)
             _check_forecast(fc, 1, name)
             parts.append(fc)
-        out.append(Forecast(np.concatenate([p.samples[:, :, :, :1] for p in parts]), parts[0].fields,
-                            dict(parts[0].meta)))
+        out.append(_floored(Forecast(np.concatenate([p.samples[:, :, :, :1] for p in parts]), parts[0].fields,
+                                     dict(parts[0].meta)), bars, ends))
     return out
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 from marketcast.data.asset import infer_asset_class
 from marketcast.data.bars import Bars
 from marketcast.data.load import find_symbol_file, load_bars
-from marketcast.data.validate import check_bars
+from marketcast.data.validate import check_bars, check_rows
 from marketcast.errors import DataError
 
 EMBEDDED = {"SP500": "arch.data.sp500", "NASDAQ": "arch.data.nasdaq"}
@@ -41,12 +41,12 @@ def load_symbol(
     data_dir: str | Path | None = None,
     asset_class: str | None = None,
     min_rows: int | None = None,
+    on_duplicate: str = "error",
 ) -> Bars:
-    """``symbol`` from ``data_dir`` when given, else from the embedded dataset."""
+    """``symbol`` from ``data_dir`` when given, else from the embedded dataset (which has no duplicates)."""
     if data_dir is None:
         bars = load_embedded(symbol, asset_class)
-        if min_rows is not None and len(bars) < min_rows:
-            raise DataError(f"{bars.source}: has {len(bars)} rows but {min_rows} are needed")
+        check_rows(len(bars), bars.source, min_rows)
         return bars
     return load_bars(find_symbol_file(data_dir, symbol), symbol=symbol.upper(), asset_class=asset_class,
-                     min_rows=min_rows)
+                     min_rows=min_rows, on_duplicate=on_duplicate)

@@ -13,7 +13,7 @@ import os
 import re
 from datetime import datetime
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import pandas as pd
 
@@ -85,9 +85,10 @@ def alpaca_error(exc: Exception, what: str) -> Exception:
 
 
 def fetch_alpaca(symbols: Sequence[str], start: datetime, end: datetime | None, timeframe: str, *,
-                 asset_class: str | None = None, adjustment: str = "all", feed: str | None = None,
-                 url: str | None = None) -> dict[str, pd.DataFrame]:
-    """Symbol (as given, upper-cased) -> its bars from ``start`` to ``end``; keys from the environment."""
+                 asset_classes: Mapping[str, str | None] | None = None, adjustment: str = "all",
+                 feed: str | None = None, url: str | None = None) -> dict[str, pd.DataFrame]:
+    """Symbol (as given, upper-cased) -> its bars from ``start`` to ``end``; keys from the environment.
+    ``asset_classes`` overrides the class inferred from a symbol (upper-cased keys; None: inferred)."""
     try:
         from alpaca.common.exceptions import APIError
         from alpaca.data.historical import CryptoHistoricalDataClient, StockHistoricalDataClient
@@ -99,7 +100,7 @@ def fetch_alpaca(symbols: Sequence[str], start: datetime, end: datetime | None, 
     key, secret = alpaca_keys()
     url = url or os.environ.get(DATA_URL_VAR) or None
     frame_of = parse_timeframe(timeframe)
-    wanted = {s.upper(): infer_asset_class(s, asset_class) for s in symbols}
+    wanted = {s.upper(): infer_asset_class(s, (asset_classes or {}).get(s.upper())) for s in symbols}
     clients = {"stock": StockHistoricalDataClient(key, secret, raw_data=True, url_override=url),
                "crypto": CryptoHistoricalDataClient(key, secret, raw_data=True, url_override=url)}
     out: dict[str, pd.DataFrame] = {}
