@@ -59,3 +59,29 @@ def test_bootstrap_width_matches_the_asymptotic_standard_error():
 
 def test_no_interval_for_a_strategy_that_never_traded():
     assert sharpe_interval(np.zeros(50), 252) is None
+
+
+def test_bootstrap_of_a_strategy_that_rarely_trades_equals_the_direct_loop():
+    # one trade in 20 windows: about a third of the resamples never draw it and must have Sharpe exactly 0
+    r = np.zeros(20)
+    r[3] = 0.012
+    fast = bootstrap_sharpes(r, reps=400, seed=2)
+    direct = np.random.default_rng(2)
+    slow = []
+    for _ in range(400):
+        x = r[direct.integers(0, len(r), len(r))]
+        sd = x.std(ddof=1)
+        slow.append(x.mean() / sd if sd > 0 else 0.0)
+    assert 80 < np.sum(np.array(slow) == 0.0) < 200
+    np.testing.assert_array_equal(fast == 0.0, np.array(slow) == 0.0)
+    np.testing.assert_allclose(fast, slow, rtol=1e-12)
+
+
+def test_every_series_of_one_length_shares_the_resampled_windows():
+    from marketcast.backtest.stats import resample_counts
+
+    counts = resample_counts(30, 50, 7)
+    assert counts.shape == (50, 30) and (counts.sum(axis=1) == 30).all()
+    assert not counts.flags.writeable
+    again = np.random.default_rng(7).integers(0, 30, size=(50, 30))  # the draws, counted
+    np.testing.assert_array_equal(counts, np.stack([np.bincount(row, minlength=30) for row in again]))
