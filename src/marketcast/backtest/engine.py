@@ -187,15 +187,6 @@ def decision_ends(n_bars: int, config: BacktestConfig, min_context: int = 2, whe
     return np.append(ends, n_bars - 1) if config.include_latest else ends
 
 
-def _concat(batches: Sequence[ContextBatch]) -> ContextBatch:
-    def cat(attr):
-        parts = [getattr(b, attr) for b in batches]
-        return None if any(p is None for p in parts) else np.concatenate(parts)
-
-    return ContextBatch(values=cat("values"), mask=cat("mask"), timestamps=cat("timestamps"),
-                        future_timestamps=cat("future_timestamps"))
-
-
 def _check_forecast(fc: Forecast, expected: int, name: str) -> None:
     if not isinstance(fc, Forecast) or fc.batch_size != expected or fc.horizon < 1:
         got = getattr(fc, "samples", None)
@@ -220,7 +211,8 @@ def forecast_windows(
     batches = [make_batch(b.frame, ends, config.context, horizon=1, calendar=b.calendar) for b, ends in jobs]
     sizes = [len(ends) for _, ends in jobs]
     if batched:
-        fc = forecaster.forecast(_concat(batches), horizon=1, num_samples=config.num_samples, seed=config.seed)
+        fc = forecaster.forecast(ContextBatch.concat(batches), horizon=1, num_samples=config.num_samples,
+                                 seed=config.seed)
         _check_forecast(fc, sum(sizes), name)
         bounds = np.cumsum([0, *sizes])
         return [fc.take(slice(a, b)) for a, b in zip(bounds[:-1], bounds[1:])]
