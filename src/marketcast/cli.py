@@ -1,6 +1,7 @@
 """``marketcast`` command line: backtest | forecast | data | compile | trade.
 
-Bad input ends with one line on stderr and exit code 2 (``--debug`` shows the traceback instead).
+Bad input ends with one line on stderr and exit code 2 (``--debug`` shows the traceback instead). Each
+subcommand is imported only when it runs (:mod:`marketcast.lazy_commands`), so ``--help`` answers at once.
 """
 
 from __future__ import annotations
@@ -10,26 +11,32 @@ import sys
 
 import typer
 
-from marketcast.backtest.cli import backtest
-from marketcast.compile.cli import app as compile_app
 from marketcast.console import err_console
-from marketcast.data.cli import app as data_app
 from marketcast.errors import ExitCode, MarketcastError
-from marketcast.forecast.cli import forecast
-from marketcast.trade.cli import app as trade_app
+from marketcast.lazy_commands import lazy_group
+
+COMMANDS = {
+    "backtest": ("marketcast.backtest.cli:backtest",
+                 "Walk-forward backtest: forecast bar t+1 from bars <= t, decide, settle on bar t+1."),
+    "forecast": ("marketcast.forecast.cli:forecast", "Forecast the next bars of SYMBOL and print the quantile fan."),
+    "data": ("marketcast.data.cli:app", "Inspect and validate bar files."),
+    "compile": ("marketcast.compile.cli:app", "torch.compile settings, checks and diagnostics."),
+    "trade": ("marketcast.trade.cli:app", "Paper and live trading loop."),
+}
 
 app = typer.Typer(
     name="marketcast",
     help="Probabilistic forecasts (Toto, Kronos, baseline) -> honest backtests -> trading decisions.",
+    cls=lazy_group(COMMANDS),
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-app.command("backtest")(backtest)
-app.command("forecast")(forecast)
-app.add_typer(data_app, name="data", help="Inspect and validate bar files.")
-app.add_typer(compile_app, name="compile", help="torch.compile settings, checks and diagnostics.")
-app.add_typer(trade_app, name="trade", help="Paper and live trading loop.")
+
+
+@app.callback()
+def _root() -> None:
+    pass
 
 
 def _exception_classes(name: str) -> tuple[type, ...]:
