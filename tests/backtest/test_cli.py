@@ -129,3 +129,15 @@ def test_asset_class_for_one_symbol_overrides_the_symbol(tmp_path, capsys):
     assert eth["asset_class_reason"] == "ETHUSD: set to stock by --asset-class (the symbol alone reads as crypto)"
     # daily bars every calendar day do not fit the stock exchange's sessions: the report says so
     assert any("same XNYS session" in w for w in eth["data_warnings"])
+
+
+def test_csv_text_equals_pandas_to_csv():
+    from marketcast.backtest.report import csv_text
+
+    frame = pd.DataFrame({
+        "symbol": ["A,B", 'say "hi"', "line\nbreak", "plain"], "side": [1, -1, 0, 1],
+        "price": [1 / 3, float("nan"), 1e-12, 123456789.123], "filled": [True, False, True, False],
+        "reason": ["close", None, "take_profit", None], "offset": [0.001, -0.002, float("nan"), 0.0],
+        "ts": pd.date_range("2024-01-01", periods=4, tz="UTC").map(lambda t: t.isoformat()),
+    })
+    assert csv_text(frame) == frame.to_csv(index=False, float_format="%.10g")

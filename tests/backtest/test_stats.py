@@ -85,3 +85,16 @@ def test_every_series_of_one_length_shares_the_resampled_windows():
     assert not counts.flags.writeable
     again = np.random.default_rng(7).integers(0, 30, size=(50, 30))  # the draws, counted
     np.testing.assert_array_equal(counts, np.stack([np.bincount(row, minlength=30) for row in again]))
+
+
+def test_several_series_at_once_equal_each_alone():
+    from marketcast.backtest.stats import sharpe_intervals
+
+    rng = np.random.default_rng(9)
+    series = np.stack([rng.normal(0.001, 0.01, 60), np.zeros(60), np.where(rng.random(60) < 0.1, 0.02, 0.0)])
+    together = sharpe_intervals(series, 252, reps=300, seed=4)
+    assert together[1] is None
+    for row, got in zip(series, together):
+        alone = sharpe_interval(row, 252, reps=300, seed=4)
+        assert got == alone or got == pytest.approx(alone, rel=1e-12)
+    np.testing.assert_allclose(bootstrap_sharpes(series, 300, 4)[2], bootstrap_sharpes(series[2], 300, 4), rtol=1e-12)

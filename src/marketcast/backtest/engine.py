@@ -24,7 +24,7 @@ from marketcast.backtest.config import BacktestConfig
 from marketcast.backtest.fills import REASONS, Fills
 from marketcast.backtest.metrics import equity_curve
 from marketcast.backtest.orders import Bar, Decision
-from marketcast.backtest.scoring import score, sharpe_trust
+from marketcast.backtest.scoring import score, score_many, sharpe_trust
 from marketcast.backtest.selection import SelectionRule
 from marketcast.backtest.skill import FIELDS, excursion_naive, forecast_skill
 from marketcast.backtest.strategies import StrategyParams, decide
@@ -249,15 +249,14 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
     benchmark = BenchmarkRun(held, {**buy_and_hold_metrics(held, ppy),
                                     **sharpe_trust(held, ppy, config.bootstrap_reps, config.confidence, config.seed)})
 
-    runs = {}
-    for name in config.strategies:
-        w = walk(name, views, bars_next, params)
-        r = w.fills.net
-        runs[name] = StrategyRun(
-            name=name, decisions=w.orders, settlements=w.fills, offset_array=w.offsets, final_state=w.final_state,
-            metrics=score(r, w.fills.filled, ppy, held, config.bootstrap_reps, config.confidence, config.seed),
-            next_decision=decide(name, latest, w.final_state, params) if latest is not None else None,
-        )
+    walks = {name: walk(name, views, bars_next, params) for name in config.strategies}
+    metrics = score_many({n: w.fills.net for n, w in walks.items()}, {n: w.fills.filled for n, w in walks.items()},
+                         ppy, held, config.bootstrap_reps, config.confidence, config.seed)
+    runs = {name: StrategyRun(
+        name=name, decisions=w.orders, settlements=w.fills, metrics=metrics[name], offset_array=w.offsets,
+        next_decision=None if latest is None else decide(name, latest, w.final_state, params),
+        final_state=w.final_state,
+    ) for name, w in walks.items()}
 
     actual = {"close": bars_next.close / c[settled] - 1.0, "high": bars_next.high / c[settled] - 1.0,
               "low": bars_next.low / c[settled] - 1.0}

@@ -135,6 +135,16 @@ class Fills:
                           float(self.gross[k]), float(self.fees[k]))
 
 
+def _by_side(long: np.ndarray):
+    """``pick(when_long, when_short)``: the first's values where ``long``, the second's elsewhere, computing
+    only the rule of a side that occurs (MaxDiff's grid settles one side per call)."""
+    if long.all():
+        return lambda when_long, when_short: when_long()
+    if not long.any():
+        return lambda when_long, when_short: when_short()
+    return lambda when_long, when_short: np.where(long, when_long(), when_short())
+
+
 def settle_all(side, entry_limit, take_profit, bar_open, bar_high, bar_low, bar_close, costs: Costs,
                fill_mode: str = "touch", same_bar: str = "pessimistic") -> Fills:
     """:func:`settle` of many orders at once, element by element over broadcast arrays, with the same float
@@ -148,20 +158,22 @@ def settle_all(side, entry_limit, take_profit, bar_open, bar_high, bar_low, bar_
         side, entry_limit, take_profit, bar_open, bar_high, bar_low, bar_close)))
     margin = PENETRATION if fill_mode == "penetrate" else 0.0
     long = side > 0
+    by_side = _by_side(long)
     market = np.isnan(limit)
     with np.errstate(invalid="ignore"):
         limit = np.where(market, o, limit)
-        reached = np.where(long, lo <= limit * (1.0 - margin), h >= limit * (1.0 + margin))
+        reached = by_side(lambda: lo <= limit * (1.0 - margin), lambda: h >= limit * (1.0 + margin))
         filled = (side != 0) & (market | reached)
-        entry = np.where(market, o, np.where(long, np.minimum(o, limit), np.maximum(o, limit)))
+        entry = np.where(market, o, by_side(lambda: np.minimum(o, limit), lambda: np.maximum(o, limit)))
         at_open = entry == o
-        tp_hit = np.where(long, h >= tp * (1.0 + margin), lo <= tp * (1.0 - margin))  # False where tp is NaN
-        tp_fill = np.where(long, np.maximum(o, tp), np.minimum(o, tp))
+        # False where tp is NaN
+        tp_hit = by_side(lambda: h >= tp * (1.0 + margin), lambda: lo <= tp * (1.0 - margin))
+        tp_fill = by_side(lambda: np.maximum(o, tp), lambda: np.minimum(o, tp))
         # an entry inside the bar: the take profit fills after it (see _same_bar)
-        marketable = np.where(long, tp <= entry, tp >= entry)
-        after_entry = np.where(long, np.minimum(tp, c), np.maximum(tp, c))
+        marketable = by_side(lambda: tp <= entry, lambda: tp >= entry)
+        after_entry = by_side(lambda: np.minimum(tp, c), lambda: np.maximum(tp, c))
         if same_bar == "nearest":
-            entry_first = np.where(long, (o - lo) <= (h - o), (h - o) <= (o - lo))
+            entry_first = by_side(lambda: (o - lo) <= (h - o), lambda: (h - o) <= (o - lo))
             inside = np.where(entry_first, tp, after_entry)
         else:
             inside = after_entry

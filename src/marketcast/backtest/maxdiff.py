@@ -113,11 +113,14 @@ def grid_scores(views, bars: Bar, allow_short: bool, costs: Costs, fill_mode: st
     out = np.empty((n + 1, len(GRID_ENTRY)))
     out[0] = 0.0
     for a in range(0, n, _CHUNK):
-        b = min(a + _CHUNK, n)
-        s = side[a:b, None]
-        entry, tp = maxdiff_prices(np.where(s == 0, LONG, s), high[a:b, None], low[a:b, None], GRID_ENTRY, GRID_EXIT)
-        net = settle_all(s, entry, tp, *(x[a:b, None] for x in bars), costs, fill_mode, same_bar).net
-        np.cumsum(np.concatenate([out[a:a + 1], net]), axis=0, out=out[a:b + 1])  # in MaxDiffState.add's order
+        rows = np.arange(a, min(a + _CHUNK, n))
+        net = np.zeros((len(rows), len(GRID_ENTRY)))  # flat windows score 0
+        for one_side in (LONG, SHORT):  # each side's orders settled together: one fill rule per call
+            at = rows[side[rows] == one_side]
+            entry, tp = maxdiff_prices(one_side, high[at, None], low[at, None], GRID_ENTRY, GRID_EXIT)
+            net[at - a] = settle_all(one_side, entry, tp, *(x[at, None] for x in bars), costs, fill_mode,
+                                     same_bar).net
+        np.cumsum(np.concatenate([out[a:a + 1], net]), axis=0, out=out[a:a + len(rows) + 1])  # as MaxDiffState.add
     return out
 
 

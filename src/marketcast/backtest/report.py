@@ -8,6 +8,8 @@ temporary name and an atomic rename, so a failed run never leaves a half-written
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import os
@@ -117,8 +119,28 @@ def render_outputs(results: Sequence[SymbolResult], plots: bool = False) -> dict
         files.update({f"{r.symbol}_equity.png": equity_png(r) for r in results})
     files["summary.md"] = markdown_summary(results, plots).encode()
     trades = pd.concat([r.trades() for r in results], ignore_index=True)
-    files["trades.csv"] = trades.to_csv(index=False, float_format="%.10g").encode()
+    files["trades.csv"] = csv_text(trades).encode()
     return files
+
+
+def csv_text(frame: pd.DataFrame, float_format: str = "%.10g") -> str:
+    """``frame.to_csv(index=False, float_format=...)``, the same text in half the time: each column is formatted
+    in one pass and the csv module quotes and joins the rows (pandas formats value by value through its
+    formatter objects, which for 40,000 trades took longer than simulating them)."""
+    columns = []
+    for name in frame.columns:
+        values = frame[name]
+        if values.dtype.kind == "f":
+            columns.append([float_format % x if x == x else "" for x in values.tolist()])
+        elif values.dtype.kind in "iub":
+            columns.append([str(x) for x in values.tolist()])
+        else:
+            columns.append(["" if x is None or x != x else str(x) for x in values.tolist()])
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(frame.columns)
+    writer.writerows(zip(*columns))
+    return out.getvalue()
 
 
 def write_outputs(results: Sequence[SymbolResult], output_dir: str | Path, plots: bool = False) -> list[Path]:

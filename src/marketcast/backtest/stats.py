@@ -69,25 +69,33 @@ def resample_counts(n: int, reps: int, seed: int) -> np.ndarray:
 
 
 def bootstrap_sharpes(returns, reps: int = 1000, seed: int = 0) -> np.ndarray:
-    """Per-period Sharpe ratios of ``reps`` iid resamples of ``returns`` (see the module docstring)."""
+    """Per-period Sharpe ratios of ``reps`` iid resamples (see the module docstring): ``[reps]`` for returns
+    ``[N]``; ``[S, reps]`` for ``S`` series ``[S, N]``, all resampled with the same draws in one matrix product."""
     r = np.asarray(returns, dtype=np.float64)
-    n = len(r)
+    many = np.atleast_2d(r)
+    s, n = many.shape
     if n < 2:
-        return np.zeros(reps)
-    sums = resample_counts(n, reps, seed) @ np.column_stack([r, r * r])
-    mean, mean_square = sums[:, 0] / n, sums[:, 1] / n
-    var = (sums[:, 1] - n * mean * mean) / (n - 1)
+        return np.zeros(r.shape[:-1] + (reps,))
+    sums = resample_counts(n, reps, seed) @ np.concatenate([many, many * many]).T  # [reps, 2S]
+    mean, mean_square = sums[:, :s] / n, sums[:, s:] / n
+    var = (sums[:, s:] - n * mean * mean) / (n - 1)
     varies = var > _ROUNDING * mean_square
-    return np.where(varies, mean / np.sqrt(np.where(varies, var, 1.0)), 0.0)
+    out = np.where(varies, mean / np.sqrt(np.where(varies, var, 1.0)), 0.0).T
+    return out if r.ndim == 2 else out[0]
+
+
+def sharpe_intervals(returns, periods_per_year: float, reps: int = 1000, level: float = 0.95,
+                     seed: int = 0) -> list[tuple[float, float] | None]:
+    """Bootstrap ``level`` interval of the annualised Sharpe ratio of each series ``[S, N]``; None for fewer
+    than 2 returns or returns that never vary (a strategy that never traded)."""
+    r = np.atleast_2d(np.asarray(returns, dtype=np.float64))
+    lo, hi = np.quantile(bootstrap_sharpes(r, reps, seed), [(1 - level) / 2, (1 + level) / 2], axis=1)
+    scale = math.sqrt(periods_per_year)
+    return [None if r.shape[1] < 2 or row.std() == 0 else (float(a * scale), float(b * scale))
+            for row, a, b in zip(r, lo, hi)]
 
 
 def sharpe_interval(returns, periods_per_year: float, reps: int = 1000, level: float = 0.95,
                     seed: int = 0) -> tuple[float, float] | None:
-    """Bootstrap ``level`` interval of the annualised Sharpe ratio; None for fewer than 2 returns or returns
-    that never vary (a strategy that never traded)."""
-    r = np.asarray(returns, dtype=np.float64)
-    if len(r) < 2 or r.std() == 0:
-        return None
-    lo, hi = np.quantile(bootstrap_sharpes(r, reps, seed), [(1 - level) / 2, (1 + level) / 2])
-    scale = math.sqrt(periods_per_year)
-    return float(lo * scale), float(hi * scale)
+    """:func:`sharpe_intervals` of one series."""
+    return sharpe_intervals(np.asarray(returns, dtype=np.float64)[None], periods_per_year, reps, level, seed)[0]
