@@ -16,11 +16,9 @@ limit-entry strategies, so they say nothing about any market.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +26,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from common import timed, write_report  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
@@ -52,11 +51,6 @@ def synthetic_bars(n: int, seed: int = 0) -> Bars:
     frame = pd.DataFrame({"open": open_, "high": high, "low": low, "close": close}, index=index)
     return Bars("SYNTH", frame, "stock", f"synthetic seed {seed}")
 
-
-def timed(fn, *args):
-    t0 = time.perf_counter()
-    out = fn(*args)
-    return time.perf_counter() - t0, out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,12 +120,9 @@ def main(argv: list[str] | None = None) -> int:
         "render_reports_s": t_reports, "outside_forecasting_s": outside, "total_batched_s": outside + t_forecast,
         "best_strategy": result.best_strategy,
         "returns": {n: r.metrics["return"] for n, r in result.strategies.items()},
-        "cpu_count": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__,
+        "numpy": np.__version__,
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    console.print(f"wrote {out}")
+    write_report(args.out, report, console)
     return 0
 
 

@@ -13,9 +13,7 @@ the top imports of ``--help`` and of the backtest by ``python -X importtime``. O
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -27,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from common import write_report  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
@@ -119,11 +118,8 @@ def main(argv: list[str] | None = None) -> int:
 
     report = {"repeats": args.repeats, "load_average": load, "commands": summary,
               "top_imports": {k: [{"module": m, "cumulative_s": s} for m, s in v] for k, v in offenders.items()},
-              "help_heavy_imports": heavy, "cpu_count": os.cpu_count(), "python": platform.python_version()}
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    console.print(f"wrote {out}")
+              "help_heavy_imports": heavy}
+    write_report(args.out, report, console)
     return 0
 
 

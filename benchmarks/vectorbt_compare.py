@@ -26,18 +26,16 @@ pandas>=3 pin is only metadata: this script checks its results on our pandas).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from common import timed, write_report  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
@@ -99,11 +97,6 @@ def vectorbt_portfolio(vbt, o, c, signal, fee):
     return vbt.Portfolio.from_signals(ticks, entries, exits, fees=fees, init_cash=1.0, freq="12h")
 
 
-def timed(fn, *args) -> tuple[float, object]:
-    t0 = time.perf_counter()
-    out = fn(*args)
-    return time.perf_counter() - t0, out
-
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -162,12 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         "median_s": med, "min_max_s": spread, "ratio_marketcast_over_vectorbt": ratio,
         "ratio_simulate_over_stats": ratio_full, "vectorbt_import_s": t_import, "vectorbt_first_call_s": t_first,
         "vectorbt_first_stats_s": stats_time, "vectorbt": vbt.__version__, "numpy": np.__version__,
-        "cpu_count": os.cpu_count(), "python": platform.python_version(),
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    console.print(f"wrote {out}")
+    write_report(args.out, report, console)
     return 0
 
 
