@@ -40,7 +40,11 @@ test: install-dev
 	if [ $$rc = 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
 bench: install-dev
+	$(PIP) install -q -e ".[bench]"
+	$(PIP) install -q --no-deps vectorbt==1.2.0
+	$(BIN)/python benchmarks/startup_bench.py
 	$(BIN)/python benchmarks/backtest_bench.py
+	$(BIN)/python benchmarks/vectorbt_compare.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache

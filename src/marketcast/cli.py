@@ -1,7 +1,8 @@
 """``marketcast`` command line: backtest | sweep | runs | forecast | data | models | compile | trade.
 
 Bad input ends with one line on stderr and an exit code from ``marketcast.errors.ExitCode`` (2 for bad
-input); ``--debug`` shows the traceback instead (see :mod:`marketcast.failures`).
+input); ``--debug`` shows the traceback instead (see :mod:`marketcast.failures`). Each subcommand is imported
+only when it runs (:mod:`marketcast.lazy_commands`), so ``--help`` answers at once.
 """
 
 from __future__ import annotations
@@ -11,34 +12,40 @@ from typing import Annotated, Optional
 
 import typer
 
-from marketcast.backtest import cli as backtest_cli
-from marketcast.backtest.cli import backtest
-from marketcast.compile.cli import app as compile_app
-from marketcast.data.cli import app as data_app
-from marketcast import failures
-from marketcast.forecast.cli import forecast
-from marketcast.forecast.models_cli import app as models_app
-from marketcast.runs.cli import app as runs_app
-from marketcast.runs.record import record_backtest
-from marketcast.sweep.cli import sweep
-from marketcast.trade.cli import app as trade_app
+from marketcast.lazy_commands import lazy_group
+
+COMMANDS = {
+    "backtest": ("marketcast.cli:recorded_backtest()",
+                 "Walk-forward backtest: forecast bar t+1 from bars <= t, decide, settle on bar t+1."),
+    "sweep": ("marketcast.sweep.cli:sweep",
+              "Backtest every cell of SPEC's grid on Ray; a failing cell is recorded with its error, the rest go on."),
+    "runs": ("marketcast.runs.cli:app", "The run store: list, show, compare and re-report runs."),
+    "forecast": ("marketcast.forecast.cli:forecast", "Forecast the next bars of SYMBOL and print the quantile fan."),
+    "data": ("marketcast.data.cli:app", "Inspect, validate and fetch bar files."),
+    "models": ("marketcast.forecast.models_cli:app", "Download model weights from the Hugging Face hub."),
+    "compile": ("marketcast.compile.cli:app", "torch.compile settings, checks and diagnostics."),
+    "trade": ("marketcast.trade.cli:app", "Paper and live trading loop."),
+}
 
 app = typer.Typer(
     name="marketcast",
     help="Probabilistic forecasts (Toto, Kronos, baseline) -> honest backtests -> trading decisions.",
+    cls=lazy_group(COMMANDS),
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-app.command("backtest")(backtest)
-backtest_cli.AFTER_RUN.append(record_backtest)  # every backtest goes to the run store
-app.command("sweep")(sweep)
-app.add_typer(runs_app, name="runs", help="The run store: list, show, compare and re-report runs.")
-app.command("forecast")(forecast)
-app.add_typer(data_app, name="data", help="Inspect and validate bar files.")
-app.add_typer(models_app, name="models", help="Download model weights from the Hugging Face hub.")
-app.add_typer(compile_app, name="compile", help="torch.compile settings, checks and diagnostics.")
-app.add_typer(trade_app, name="trade", help="Paper and live trading loop.")
+
+
+def recorded_backtest():
+    """The backtest command with the run store's recorder installed as its after-run hook (the backtest
+    package never imports the run store, which sits above it)."""
+    from marketcast.backtest import cli as backtest_cli
+    from marketcast.runs.record import record_backtest
+
+    if record_backtest not in backtest_cli.AFTER_RUN:
+        backtest_cli.AFTER_RUN.append(record_backtest)
+    return backtest_cli.backtest
 
 
 def _version() -> str:
@@ -72,6 +79,8 @@ def root(
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code (the console script exits with it)."""
+    from marketcast import failures
+
     return failures.main(app, argv)
 
 

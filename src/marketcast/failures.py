@@ -18,7 +18,6 @@ import warnings
 from rich.text import Text
 
 from marketcast.console import err_console
-from marketcast.data.timestamps import ISO_FIX
 from marketcast.errors import ExitCode, MarketcastError, first_line
 
 
@@ -78,6 +77,8 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
         return f"{where}{reason}; free space or fix the permissions and run again", ExitCode.STATE
     classes = _library_classes()
     if isinstance(exc, classes["date"]):
+        from marketcast.data.timestamps import ISO_FIX  # pandas: only once a date went wrong
+
         return f"cannot use a date: {first_line(exc)}; {ISO_FIX}", ExitCode.USAGE
     if isinstance(exc, classes["table"]):
         return f"cannot read a table: {first_line(exc)}; check the file and export it again", ExitCode.USAGE

@@ -22,7 +22,7 @@ def _json(capsys, *args):
 
 
 def test_a_backtest_is_recorded_and_its_reports_are_remade_byte_for_byte(tmp_path, capsys):
-    out = _backtest(tmp_path, "bt")
+    out = _backtest(tmp_path, "bt", "--plots")
     code, runs = _json(capsys, "runs", "list", "--json")
     assert code == 0 and len(runs) == 1
     run = runs[0]
@@ -35,7 +35,7 @@ def test_a_backtest_is_recorded_and_its_reports_are_remade_byte_for_byte(tmp_pat
     code, rows = _json(capsys, "runs", "query", "SELECT symbol, count(*) AS n FROM results GROUP BY symbol "
                                                  "ORDER BY symbol", "--json")
     assert rows == [{"symbol": "NASDAQ", "n": 8}, {"symbol": "SP500", "n": 8}]
-    assert main(["runs", "report", "latest", "--output-dir", str(tmp_path / "again")]) == 0
+    assert main(["runs", "report", "latest", "--plots", "--output-dir", str(tmp_path / "again")]) == 0
     for name in ("SP500.json", "NASDAQ.json", "summary.md", "trades.csv", "SP500_equity.png", "NASDAQ_equity.png"):
         assert (tmp_path / "again" / name).read_bytes() == (out / name).read_bytes(), name
     capsys.readouterr()

@@ -21,8 +21,8 @@ MINE = ("backtest", "forecast", "data check", "models download")  # compile and 
 
 def _command(path: str):
     command = typer.main.get_command(app)
-    for name in path.split():
-        command = command.commands[name]
+    for name in path.split():  # the root group imports a command only when asked (marketcast.lazy_commands)
+        command = command.load(name) if hasattr(command, "load") else command.commands[name]
     return command
 
 

@@ -58,9 +58,10 @@ def backtest(
     on_duplicate: options.OnDuplicate = "error",
     output_dir: Annotated[Path, typer.Option(help="Where JSON, Markdown, trades.csv and PNGs go.")] = DEFAULT_OUTPUT,
     as_json: Annotated[bool, typer.Option("--json", help="Print the per-symbol JSON instead of tables.")] = False,
+    plots: Annotated[bool, typer.Option("--plots", help="Also draw each symbol's equity curves as a PNG.")] = False,
 ) -> None:
     """Walk-forward backtest: forecast bar t+1 from bars <= t, decide, settle on bar t+1."""
-    from marketcast.backtest.report import symbol_json, write_outputs  # matplotlib: lazy
+    from marketcast.backtest.report import symbol_json, write_outputs
     from marketcast.backtest.tables import in_sample_table, skill_table, track_record_table
 
     started = time.perf_counter()
@@ -78,8 +79,8 @@ def backtest(
     forecaster = load_forecaster(model, weights=weights, device=device, dtype=dtype, seed=seed)
     with progress_steps(len(bars) + 2, "backtest") as step:
         results = run_many(bars, forecaster, config, on_step=step)
-        step("writing reports and plots")
-        written = write_outputs(results, output_dir)
+        step("writing reports and plots" if plots else "writing reports")
+        written = write_outputs(results, output_dir, plots)
     for hook in AFTER_RUN:
         hook(results, bars, {"model": model, "weights": weights, "device": device, "dtype": dtype,
                              "asset_class": asset_class, "data_dir": data_dir})

@@ -27,7 +27,7 @@ def _more_rows(result: SymbolResult) -> list[list[str]]:
              pct(m["final_day"])] for name, m in ((n, r.metrics) for n, r in result.strategies.items())]
 
 
-def symbol_section(r: SymbolResult) -> list[str]:
+def symbol_section(r: SymbolResult, plot: bool = False) -> list[str]:
     a = r.annualisation
     lines = [f"## {title(r)}", "",
              f"Asset class **{r.asset_class}**: {r.asset_reason}. Calendar {a.calendar}. "
@@ -41,13 +41,13 @@ def symbol_section(r: SymbolResult) -> list[str]:
     lines += ["", in_sample_note(r), ""]
     lines += _table(MORE_COLUMNS, _more_rows(r))
     lines += ["", "Strategies: " + "; ".join(f"`{n}` {STRATEGIES[n].description}" for n in r.strategies) + ".",
-              "", f"Market close-to-close over the same bars: {pct(r.market_return)}.", "",
-              f"![equity]({r.symbol}_equity.png)", ""]
-    return lines
+              "", f"Market close-to-close over the same bars: {pct(r.market_return)}.", ""]
+    return lines + ([f"![equity]({r.symbol}_equity.png)", ""] if plot else [])
 
 
-def markdown_summary(results: Sequence[SymbolResult]) -> str:
-    """A Markdown page: per symbol the headline, the in-sample strategies, every metric; then forecast skill."""
+def markdown_summary(results: Sequence[SymbolResult], plots: bool = False) -> str:
+    """A Markdown page: per symbol the headline, the in-sample strategies, every metric (and the equity PNG
+    when ``plots`` drew it); then forecast skill."""
     lines = ["# Backtest summary", ""]
     if results:
         cfg = results[0].config
@@ -56,7 +56,7 @@ def markdown_summary(results: Sequence[SymbolResult]) -> str:
                   f"fill mode `{cfg.fill_mode}`, same-bar `{cfg.same_bar}`. Returns are net of fees and half "
                   "the spread per side; each decision at bar t is settled on bar t+1.", ""]
     for r in results:
-        lines += symbol_section(r)
+        lines += symbol_section(r, plots)
     if results:
         lines += ["## Forecast skill for bar t+1", ""] + _table(SKILL_COLUMNS, skill_rows(results)) + ["", SKILL_NOTE, ""]
     return "\n".join(lines)

@@ -1,11 +1,13 @@
 """The embedded default: real daily S&P 500 and NASDAQ bars (1999-2018) shipped in the ``arch`` package.
 
-They let ``make run`` work offline on real market data. ``--data-dir`` replaces them with user files.
+They let ``make run`` work offline on real market data. ``--data-dir`` replaces them with user files. The
+files are read where ``arch`` installed them, without importing ``arch`` (its import pulls in scipy and
+statsmodels, about a second, for two 5,031-row CSV files).
 """
 
 from __future__ import annotations
 
-from importlib import import_module
+from importlib.util import find_spec
 from pathlib import Path
 
 import pandas as pd
@@ -20,6 +22,19 @@ EMBEDDED = {"SP500": "arch.data.sp500", "NASDAQ": "arch.data.nasdaq"}
 DEFAULT_SYMBOLS = tuple(EMBEDDED)
 
 
+def _read_arch_csv(module: str) -> pd.DataFrame:
+    """What ``arch.data.<name>.load()`` returns (dates parsed, numbers as floats), read from its package folder."""
+    spec = find_spec("arch")  # a top-level spec: arch is located, not imported
+    if spec is None or not spec.submodule_search_locations:
+        raise DataError("the embedded SP500/NASDAQ bars ship with the arch package, which is not installed; "
+                        "install marketcast's dependencies or use --data-dir DIR")
+    name = module.rsplit(".", 1)[1]
+    path = Path(spec.submodule_search_locations[0], "data", name, f"{name}.csv.gz")
+    raw = pd.read_csv(path, index_col="Date")
+    raw.index = pd.to_datetime(raw.index, format="%m/%d/%Y")
+    return raw
+
+
 def load_embedded(symbol: str, asset_class: str | None = None) -> Bars:
     """Embedded bars for ``SP500`` or ``NASDAQ`` (5,031 daily rows each); ``asset_class`` overrides "stock"."""
     key = symbol.upper()
@@ -28,7 +43,7 @@ def load_embedded(symbol: str, asset_class: str | None = None) -> Bars:
             f"no embedded data for {symbol!r}; embedded symbols are {', '.join(EMBEDDED)} "
             "(use --data-dir DIR with <SYMBOL>.csv for others)"
         )
-    raw = import_module(EMBEDDED[key]).load()
+    raw = _read_arch_csv(EMBEDDED[key])
     frame = raw.rename(columns=str.lower)[["open", "high", "low", "close", "volume"]].astype("float64")
     frame.index = pd.DatetimeIndex(raw.index, name="timestamp").tz_localize("UTC")
     source = f"arch:{EMBEDDED[key]}"

@@ -66,7 +66,10 @@ def list_(store: Optional[Path] = STORE_OPT, as_json: bool = JSON_OPT) -> None:
     from marketcast.runs.views import list_runs
 
     runs = _store(store)
-    _print_frame(list_runs(runs), f"runs in {runs.root}", as_json)
+    listing = list_runs(runs)
+    if not as_json:  # to the second on screen; the JSON keeps the microseconds that order the runs
+        listing["created_at"] = listing["created_at"].str.slice(0, 19)
+    _print_frame(listing, f"runs in {runs.root}", as_json)
 
 
 @app.command()
@@ -133,14 +136,15 @@ def compare(
 def report(
     run: str = RUN_ARG,
     output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Where the reports go."),
+    plots: bool = typer.Option(False, "--plots", help="Also draw each symbol's equity curves as a PNG."),
     store: Optional[Path] = STORE_OPT,
 ) -> None:
-    """Re-make a run's reports (JSON, Markdown, trades.csv, PNGs) from the store."""
+    """Re-make a run's reports (JSON, Markdown, trades.csv; PNGs with --plots) from the store."""
     from marketcast.runs.remake import remake_reports
 
     runs = _store(store)
     run_id = runs.resolve(run)
-    written = remake_reports(runs, run_id, output_dir)
+    written = remake_reports(runs, run_id, output_dir, plots)
     console.print(f"wrote {len(written)} files of {run_id} to {output_dir}/", highlight=False)
 
 

@@ -32,7 +32,7 @@ def _folder_name(key: str) -> str:
     return re.sub(r"[^A-Za-z0-9._=,-]+", "_", key.replace(" ", "__"))
 
 
-def remake_reports(store: RunStore, run_id: str, output_dir: str | Path) -> list[Path]:
+def remake_reports(store: RunStore, run_id: str, output_dir: str | Path, plots: bool = False) -> list[Path]:
     """Write the reports of ``run_id`` into ``output_dir`` (a sub-folder per grid point when it has axes)."""
     groups = results(store, run_id)
     if not groups:
@@ -40,5 +40,5 @@ def remake_reports(store: RunStore, run_id: str, output_dir: str | Path) -> list
     written = []
     for key, group in groups.items():
         folder = Path(output_dir) / _folder_name(key) if key else Path(output_dir)
-        written += write_outputs(group, folder)
+        written += write_outputs(group, folder, plots)
     return written
