@@ -1,4 +1,4 @@
-"""``marketcast`` command line: backtest | sweep | runs | forecast | data | models | compile | trade.
+"""``marketcast`` command line: backtest | report | sweep | runs | forecast | data | models | compile | trade.
 
 Bad input ends with one line on stderr and an exit code from ``marketcast.errors.ExitCode`` (2 for bad
 input); ``--debug`` shows the traceback instead (see :mod:`marketcast.failures`).
@@ -18,6 +18,7 @@ from marketcast.data.cli import app as data_app
 from marketcast import failures
 from marketcast.forecast.cli import forecast
 from marketcast.forecast.models_cli import app as models_app
+from marketcast.report.cli import report
 from marketcast.runs.cli import app as runs_app
 from marketcast.runs.record import record_backtest
 from marketcast.sweep.cli import sweep
@@ -32,6 +33,7 @@ app = typer.Typer(
 )
 app.command("backtest")(backtest)
 backtest_cli.AFTER_RUN.append(record_backtest)  # every backtest goes to the run store
+app.command("report")(report)
 app.command("sweep")(sweep)
 app.add_typer(runs_app, name="runs", help="The run store: list, show, compare and re-report runs.")
 app.command("forecast")(forecast)

@@ -67,6 +67,9 @@ AssetClass = Annotated[Optional[list[str]], typer.Option(
 OnDuplicate = Annotated[str, typer.Option(
     "--on-duplicate", callback=one_of(ON_DUPLICATE),
     help="A timestamp that repeats: error, or keep the first or the last of its bars (with a warning).")]
+FanDates = Annotated[Optional[list[str]], typer.Option(
+    "--fan-date", help="Decision date of a forecast fan in the HTML tearsheet (YYYY-MM-DD); repeatable (default: "
+                       "three spread over the run).")]
 
 
 def asset_classes(values: Optional[list[str]], symbols: Sequence[str]) -> dict[str, Optional[str]]:
