@@ -38,6 +38,7 @@ table { border-collapse: collapse; font-size: 13px; background: #fff; margin: 4p
 th, td { padding: 4px 10px; border-bottom: 1px solid #e5e5e5; white-space: nowrap; }
 th { text-align: right; background: #f2f2f2; font-weight: 600; } th:first-child, td:first-child { text-align: left; }
 td { text-align: right; font-variant-numeric: tabular-nums; } tr.headline td { font-weight: 600; }
+table.text td, table.text th { text-align: left; white-space: normal; }
 figure.chart { background: #fff; border: 1px solid #e5e5e5; margin: 12px 0; padding: 6px 8px 2px; }
 .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 0 16px; }
 """
@@ -84,13 +85,18 @@ def chart(chart_id: str, fig: go.Figure, caption: str = "") -> str:
             f'<script type="application/json" data-chart="{esc(chart_id)}">{data}</script>{cap}</figure>')
 
 
-def table(columns: Sequence[str], rows: Sequence[Sequence], headline: int = 0, caption: str = "") -> str:
-    """An HTML table; the first ``headline`` rows in bold."""
+def table(columns: Sequence[str], rows: Sequence[Sequence], headline: int = 0, caption: str = "",
+          text: bool = False) -> str:
+    """An HTML table of numbers (right-aligned; ``text``: left-aligned); the first ``headline`` rows in bold."""
     head = "".join(f"<th>{esc(c)}</th>" for c in columns)
     body = "".join(f'<tr{" class=headline" if i < headline else ""}>' + "".join(f"<td>{esc(v)}</td>" for v in row)
                    + "</tr>" for i, row in enumerate(rows))
     note = f'<p class="note">{esc(caption)}</p>' if caption else ""
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}"
+    return f"<table{' class=text' if text else ''}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}"
+
+
+def heading(anchor_id: str, text: str) -> str:
+    return f'<h2 id="{esc(anchor_id)}">{esc(text)}</h2>'
 
 
 def paragraph(text: str, kind: str = "note") -> str:
