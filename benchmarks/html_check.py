@@ -224,7 +224,7 @@ def main() -> int:
         parser.error("give pages or --windows")
     rows = []
     for page, windows, seconds in jobs:
-        name = f"backtest_{windows}w" if windows else page.stem
+        name = f"backtest_{windows}w" if windows else f"{page.parent.name}_{page.stem}"
         rows.append({**check_page(args.chromium, page, args.out / "html_check" / f"{name}.png", args.timeout),
                      "windows": windows, "build_s": seconds})
     shutil.rmtree(work, ignore_errors=True)

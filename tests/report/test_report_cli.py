@@ -76,3 +76,28 @@ def test_report_refuses_bars_that_changed_since_the_run(tmp_path, capsys):
 def test_report_of_an_unknown_run_is_one_line(capsys):
     assert main(["report", "no-such-run"]) == 2
     _one_error_line(capsys)
+
+
+def test_a_grid_run_gets_a_page_per_grid_point(embedded_bars, tmp_path, monkeypatch):
+    """A sweep-like run (two fill modes of SP500, recorded as the sweep records cells): a folder and a page each."""
+    from dataclasses import replace
+
+    from marketcast.backtest import BacktestConfig, run_many
+    from marketcast.forecast.baseline import BaselineForecaster
+    from marketcast.runs.cells import Cell, digest
+    from marketcast.runs.rows import RunContext, fingerprint, ok_rows
+    from marketcast.runs.store import RunStore
+
+    store = RunStore(tmp_path / "store")
+    sp500 = embedded_bars[0]
+    base = BacktestConfig(windows=12, context=64, num_samples=16)
+    cells = [Cell("SP500", replace(base, fill_mode=mode)) for mode in ("touch", "penetrate")]
+    ctx = RunContext("sweep-test", "sweep", digest([c.cell_id for c in cells]), "test")
+    store.write_info(ctx.run_id, {"kind": "sweep", "cells_total": 2})
+    for i, cell in enumerate(cells):
+        result = run_many([sp500], BaselineForecaster(), cell.config)[0]
+        store.write_rows(ctx.run_id, ok_rows(ctx, cell, i, result, fingerprint(sp500), seconds=None))
+    assert main(["report", "sweep-test", "--store", str(store.root), "-o", str(tmp_path / "out")]) == 0
+    for mode in ("touch", "penetrate"):
+        page = (tmp_path / "out" / f"fill_mode={mode}" / "report.html").read_text()
+        assert f"fill mode {mode}," in page and len(figures(page)) == 6
