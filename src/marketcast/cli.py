@@ -1,4 +1,4 @@
-"""``marketcast`` command line: backtest | sweep | runs | forecast | data | models | compile | trade.
+"""``marketcast`` command line: backtest | report | sweep | runs | forecast | data | models | compile | trade.
 
 Bad input ends with one line on stderr and an exit code from ``marketcast.errors.ExitCode`` (2 for bad
 input); ``--debug`` shows the traceback instead (see :mod:`marketcast.failures`). Each subcommand is imported
@@ -17,9 +17,11 @@ from marketcast.lazy_commands import lazy_group
 COMMANDS = {
     "backtest": ("marketcast.cli:recorded_backtest()",
                  "Walk-forward backtest: forecast bar t+1 from bars <= t, decide, settle on bar t+1."),
+    "report": ("marketcast.report.cli:report",
+               "Re-make a run's reports from the run store: report.html, JSON, Markdown, trades.csv and PNGs."),
     "sweep": ("marketcast.sweep.cli:sweep",
               "Backtest every cell of SPEC's grid on Ray; a failing cell is recorded with its error, the rest go on."),
-    "runs": ("marketcast.runs.cli:app", "The run store: list, show, compare and re-report runs."),
+    "runs": ("marketcast.runs.cli:app", "The run store: list, show, compare and query runs."),
     "forecast": ("marketcast.forecast.cli:forecast", "Forecast the next bars of SYMBOL and print the quantile fan."),
     "data": ("marketcast.data.cli:app", "Inspect, validate and fetch bar files."),
     "models": ("marketcast.forecast.models_cli:app", "Download model weights from the Hugging Face hub."),

@@ -64,9 +64,13 @@ DataDir = Annotated[Optional[Path], typer.Option(
 AssetClass = Annotated[Optional[list[str]], typer.Option(
     "--asset-class", help=f"Asset class ({', '.join(ASSET_CLASSES)}) for every symbol, or SYMBOL=CLASS for one; "
                           "repeatable (default: from the symbol).")]
+Plots = Annotated[bool, typer.Option("--plots", help="Also draw each symbol's equity curves as a PNG.")]
 OnDuplicate = Annotated[str, typer.Option(
     "--on-duplicate", callback=one_of(ON_DUPLICATE),
     help="A timestamp that repeats: error, or keep the first or the last of its bars (with a warning).")]
+FanDates = Annotated[Optional[list[str]], typer.Option(
+    "--fan-date", help="Decision date of a forecast fan in the HTML tearsheet (YYYY-MM-DD); repeatable (default: "
+                       "three spread over the run).")]
 
 
 def asset_classes(values: Optional[list[str]], symbols: Sequence[str]) -> dict[str, Optional[str]]:

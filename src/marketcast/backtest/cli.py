@@ -58,11 +58,15 @@ def backtest(
     on_duplicate: options.OnDuplicate = "error",
     output_dir: Annotated[Path, typer.Option(help="Where JSON, Markdown, trades.csv and PNGs go.")] = DEFAULT_OUTPUT,
     as_json: Annotated[bool, typer.Option("--json", help="Print the per-symbol JSON instead of tables.")] = False,
-    plots: Annotated[bool, typer.Option("--plots", help="Also draw each symbol's equity curves as a PNG.")] = False,
+    plots: options.Plots = False,
+    html: Annotated[bool, typer.Option("--html", help="Also write report.html: a self-contained tearsheet that "
+                                                      "opens offline (see docs/reports.md).")] = False,
+    fan_date: options.FanDates = None,
 ) -> None:
     """Walk-forward backtest: forecast bar t+1 from bars <= t, decide, settle on bar t+1."""
     from marketcast.backtest.report import symbol_json, write_outputs
     from marketcast.backtest.tables import in_sample_table, skill_table, track_record_table
+    from marketcast.report import fans
 
     started = time.perf_counter()
     config = BacktestConfig(
@@ -77,10 +81,24 @@ def backtest(
     classes = options.asset_classes(asset_class, names)
     bars = [load_symbol(s, data_dir=data_dir, asset_class=classes[s], on_duplicate=on_duplicate) for s in names]
     forecaster = load_forecaster(model, weights=weights, device=device, dtype=dtype, seed=seed)
-    with progress_steps(len(bars) + 2, "backtest") as step:
+    dates = fans.parse_dates(fan_date)
+    if dates and not html:
+        raise ConfigError("--fan-date draws a fan in the HTML tearsheet; add --html")
+    for b in bars:
+        fans.check_span(dates, b, config, getattr(forecaster, "min_context", 2))
+    with progress_steps(len(bars) + 2 + html, "backtest") as step:
         results = run_many(bars, forecaster, config, on_step=step)
+        if html:  # drawn before anything is written: a failure leaves no file behind
+            step("drawing the HTML tearsheet")
+            from marketcast.report.page import write_page  # plotly: only with --html
+            from marketcast.report.tearsheet import PAGE_NAME, symbol_reports, tearsheet_html
+
+            page = tearsheet_html(symbol_reports(results, bars, forecaster, dates))
         step("writing reports and plots" if plots else "writing reports")
         written = write_outputs(results, output_dir, plots)
+        if html:
+            written.append(output_dir / PAGE_NAME)
+            write_page(written[-1], page)
     for hook in AFTER_RUN:
         hook(results, bars, {"model": model, "weights": weights, "device": device, "dtype": dtype,
                              "asset_class": asset_class, "data_dir": data_dir})
@@ -97,3 +115,5 @@ def backtest(
     console.print(skill_table(results))
     console.print(f"[dim]{len(results)} symbol{'s' if len(results) != 1 else ''} × {windows} windows, model {model}, {samples} samples, "
                   f"{elapsed:.1f} s; wrote {len(written)} files to {output_dir}/[/dim]")
+    if html:
+        console.print(f"tearsheet: {written[-1]}", highlight=False)

@@ -20,7 +20,7 @@ def _table(columns: Sequence[str], rows: list[list[str]]) -> list[str]:
     return out + ["| " + " | ".join(row) + " |" for row in rows]
 
 
-def _more_rows(result: SymbolResult) -> list[list[str]]:
+def more_rows(result: SymbolResult) -> list[list[str]]:
     best = result.best_strategy
     return [[strategy_label(name, best), pct(m["annual_return"]), num(m["sortino"]), pct(-m["max_drawdown"] or 0.0),
              num(m["calmar"]), num(m["win_rate"], "{:.0%}"), f"{m['exposure']:.0%}", f"{m['turnover']:.2f}",
@@ -39,7 +39,7 @@ def symbol_section(r: SymbolResult, plot: bool = False) -> list[str]:
               f"### In sample: {len(r.strategies)} strategies over the same {r.windows} windows", ""]
     lines += _table((*IN_SAMPLE_COLUMNS[:3], level(r), *IN_SAMPLE_COLUMNS[4:]), in_sample_rows(r))
     lines += ["", in_sample_note(r), ""]
-    lines += _table(MORE_COLUMNS, _more_rows(r))
+    lines += _table(MORE_COLUMNS, more_rows(r))
     lines += ["", "Strategies: " + "; ".join(f"`{n}` {STRATEGIES[n].description}" for n in r.strategies) + ".",
               "", f"Market close-to-close over the same bars: {pct(r.market_return)}.", ""]
     return lines + ([f"![equity]({r.symbol}_equity.png)", ""] if plot else [])

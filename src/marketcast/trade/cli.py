@@ -219,12 +219,21 @@ def reconcile_cmd(
 
 
 @app.command()
-def status(state_dir: Path = typer.Option(Path("out/trade"), "--state-dir", help=STATE_HELP)) -> None:
+def status(
+    state_dir: Path = typer.Option(Path("out/trade"), "--state-dir", help=STATE_HELP),
+    html: bool = typer.Option(False, "--html", help="also write STATE_DIR/status.html: equity, positions, open "
+                                                    "orders, fills, alerts, latency and recompiles (opens offline)"),
+) -> None:
     """Summarise the loop's records (JSON lines) and journal: endpoint, halts, orders, foreign holdings."""
     from marketcast.trade.monitor import read_records, summarise
 
     if not state_dir.exists():
         raise ConfigError(f"{state_dir}: no such state dir; run `marketcast trade run` or `replay` first")
+    if html:
+        from marketcast.report.live import PAGE_NAME, read_state, status_html
+        from marketcast.report.page import write_page
+
+        write_page(state_dir / PAGE_NAME, status_html(read_state(state_dir)))
     records = read_records(state_dir)
     summary = summarise(records)
     table = Table(title=f"trade status: {state_dir}")
@@ -255,6 +264,8 @@ def status(state_dir: Path = typer.Option(Path("out/trade"), "--state-dir", help
         table.add_row("halted", "no" if not halts else "\n".join(h.message() for h in halts))
         j.close()
     console.print(table)
+    if html:
+        console.print(f"status page: {state_dir / PAGE_NAME}", highlight=False)
 
 
 @app.command("replay")
