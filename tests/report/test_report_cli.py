@@ -73,6 +73,20 @@ def test_report_refuses_bars_that_changed_since_the_run(tmp_path, capsys):
     assert not (tmp_path / "tables" / "report.html").exists() and (tmp_path / "tables" / "AAA.json").exists()
 
 
+def test_report_reads_the_bars_again_the_way_the_run_read_them(tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    frame = make_ohlcv(n=150, seed=5)
+    frame = frame.iloc[list(range(100)) + [99] + list(range(100, 150))]  # one bar repeated: a yfinance export
+    frame.to_csv(data / "AAA.csv", index_label="timestamp")
+    assert main(["backtest", "AAA", *FAST, "--data-dir", str(data), "--output-dir", str(tmp_path / "bt")]) == 2
+    assert "--on-duplicate" in capsys.readouterr().err
+    assert main(["backtest", "AAA", *FAST, "--data-dir", str(data), "--on-duplicate", "last", "--html",
+                 "--output-dir", str(tmp_path / "bt")]) == 0
+    assert main(["report", "latest", "-o", str(tmp_path / "again")]) == 0  # the run store kept --on-duplicate
+    assert (tmp_path / "again" / "report.html").read_bytes() == (tmp_path / "bt" / "report.html").read_bytes()
+
+
 def test_report_of_an_unknown_run_is_one_line(capsys):
     assert main(["report", "no-such-run"]) == 2
     _one_error_line(capsys)

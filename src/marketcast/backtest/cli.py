@@ -101,7 +101,7 @@ def backtest(
             write_page(written[-1], page)
     for hook in AFTER_RUN:
         hook(results, bars, {"model": model, "weights": weights, "device": device, "dtype": dtype,
-                             "asset_class": asset_class, "data_dir": data_dir})
+                             "asset_class": asset_class, "data_dir": data_dir, "on_duplicate": on_duplicate})
     elapsed = time.perf_counter() - started
     if as_json:
         console.print_json(json.dumps([symbol_json(r) for r in results]))
