@@ -12,7 +12,6 @@ import csv
 import io
 import json
 import math
-import os
 from pathlib import Path
 from typing import Sequence
 
@@ -24,7 +23,7 @@ from marketcast.backtest.benchmark import NAME as BENCHMARK_NAME
 from marketcast.backtest.engine import SymbolResult
 from marketcast.backtest.markdown import markdown_summary
 from marketcast.backtest.strategies import STRATEGIES
-from marketcast.errors import MarketcastError
+from marketcast.fileio import write_files
 
 
 def _clean(value):
@@ -144,22 +143,5 @@ def csv_text(frame: pd.DataFrame, float_format: str = "%.10g") -> str:
 
 
 def write_outputs(results: Sequence[SymbolResult], output_dir: str | Path, plots: bool = False) -> list[Path]:
-    """Render everything, then write each file atomically into ``output_dir``."""
-    files = render_outputs(results, plots)
-    folder = Path(output_dir)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise MarketcastError(f"{folder}: cannot create output directory ({exc.strerror})") from None
-    written = []
-    for name, content in files.items():
-        final = folder / name
-        tmp = folder / f".{name}.tmp-{os.getpid()}"
-        try:
-            tmp.write_bytes(content)
-            os.replace(tmp, final)
-        except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            raise MarketcastError(f"{final}: cannot write ({exc.strerror})") from None
-        written.append(final)
-    return written
+    """Render everything, then write the files into ``output_dir`` all or nothing."""
+    return write_files(output_dir, render_outputs(results, plots))

@@ -20,7 +20,7 @@ import pandas as pd
 from marketcast.data.asset import infer_asset_class
 from marketcast.data.validate import check_bars
 from marketcast.errors import AuthError, ConfigError, DataError, UnavailableError
-from marketcast.fileio import write_atomic
+from marketcast.fileio import write_files
 
 KEY_VARS = ("APCA_API_KEY_ID", "ALPACA_API_KEY_ID", "ALPACA_API_KEY")
 SECRET_VARS = ("APCA_API_SECRET_KEY", "ALPACA_API_SECRET_KEY", "ALPACA_SECRET_KEY")
@@ -129,17 +129,9 @@ def fetch_alpaca(symbols: Sequence[str], start: datetime, end: datetime | None, 
 
 
 def write_bar_files(frames: dict[str, pd.DataFrame], out_dir: str | Path, fmt: str = "csv") -> list[Path]:
-    """``<SYMBOL>.<fmt>`` per frame (``/`` dropped from crypto names), each written atomically."""
+    """``<SYMBOL>.<fmt>`` per frame (``/`` dropped from crypto names), written all or nothing."""
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
-    folder = Path(out_dir)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise DataError(f"{folder}: cannot create the output folder ({exc.strerror})") from None
-    written = []
-    for symbol, frame in frames.items():
-        final = folder / f"{symbol.replace('/', '')}.{fmt}"
-        write_atomic(final, frame.to_csv if fmt == "csv" else frame.to_parquet, DataError)
-        written.append(final)
-    return written
+    files = {f"{symbol.replace('/', '')}.{fmt}": frame.to_csv if fmt == "csv" else frame.to_parquet
+             for symbol, frame in frames.items()}
+    return write_files(out_dir, files, DataError)
