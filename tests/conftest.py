@@ -28,3 +28,11 @@ def _run_store(tmp_path_factory, monkeypatch):
 @pytest.fixture
 def ohlcv() -> pd.DataFrame:
     return make_ohlcv()
+
+
+@pytest.fixture(scope="session")
+def embedded_bars():
+    """The embedded SP500 and NASDAQ daily bars (1999-2018), loaded once."""
+    from marketcast.data import DEFAULT_SYMBOLS, load_symbol
+
+    return [load_symbol(s) for s in DEFAULT_SYMBOLS]

@@ -19,8 +19,8 @@ def test_default_symbols_write_every_report(tmp_path, capsys):
         head = shown.index(f"{symbol} · stock · 1d bars · 252 periods a year · 12 windows")
         assert shown.index("Out of sample", head) < shown.index("walk-forward", head) < shown.index(
             "buy & hold", head) < shown.index("In sample: 8 strategies", head)
-    assert sorted(p.name for p in out.iterdir()) == [
-        "NASDAQ.json", "NASDAQ_equity.png", "SP500.json", "SP500_equity.png", "summary.md", "trades.csv"]
+    assert sorted(p.name for p in out.iterdir()) == [  # plots only on request (--plots)
+        "NASDAQ.json", "SP500.json", "summary.md", "trades.csv"]
     report = json.loads((out / "SP500.json").read_text())
     assert report["symbol"] == "SP500" and report["runs"] == 12 and report["best_strategy"] in report["strategies"]
     assert report["strategies"][report["best_strategy"]]["trades"] > 0 and report["strategies_compared"] == 8
@@ -42,9 +42,8 @@ def test_default_symbols_write_every_report(tmp_path, capsys):
     for name, metrics in report["strategies"].items():
         rows = trades[(trades.symbol == "SP500") & (trades.strategy == name)]
         assert (1 + rows.net_return).prod() - 1 == pytest.approx(metrics["return"], abs=1e-9)
-    assert (out / "SP500_equity.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = (out / "summary.md").read_text()
-    assert "## SP500 · stock · 1d bars · 252 periods a year · 12 windows" in md
+    assert "## SP500 · stock · 1d bars · 252 periods a year · 12 windows" in md and "_equity.png" not in md
     assert md.index("### Out of sample") < md.index("| buy & hold |") < md.index("### In sample: 8 strategies")
 
 
@@ -54,8 +53,10 @@ def test_json_flag_and_a_crypto_csv(tmp_path, capsys):
     make_ohlcv(80, seed=4).to_csv(data / "ETHUSD.csv")
     out = tmp_path / "out"
     code = main(["backtest", "ETHUSD", *FAST, "--data-dir", str(data), "--output-dir", str(out),
-                 "--json", "--fill-mode", "penetrate", "--same-bar", "nearest"])
+                 "--json", "--fill-mode", "penetrate", "--same-bar", "nearest", "--plots"])
     assert code == 0
+    assert (out / "ETHUSD_equity.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "![equity](ETHUSD_equity.png)" in (out / "summary.md").read_text()
     reports = json.loads(capsys.readouterr().out)
     assert reports[0]["asset_class"] == "crypto" and reports[0]["annualisation"] == "sqrt(365)"
     assert reports[0]["asset_class_reason"] == "ETHUSD: ETH is a crypto ticker, quoted in USD"
@@ -69,7 +70,7 @@ def test_json_flag_and_a_crypto_csv(tmp_path, capsys):
     (["--windows", "99999"], "SP500 (arch:arch.data.sp500): 5,031 bars fit at most 5,028 windows, not 99,999"),
     (["--windows", "5029"], "use --windows 5028 or fewer"),
     (["--asset-class", "bond"], "'bond' is not one of stock, crypto, forex, future"),
-    (["--asset-class", "AAPL=crypto"], "AAPL is not among the symbols tested"),
+    (["--asset-class", "AAPL=crypto"], "AAPL is not among the symbols given"),
     (["NOSUCH"], "no embedded data"),
     (["--model", "prophet"], "unknown model"),
     (["--strategies", "simple,moon"], "unknown strategies"),
@@ -128,3 +129,15 @@ def test_asset_class_for_one_symbol_overrides_the_symbol(tmp_path, capsys):
     assert eth["asset_class_reason"] == "ETHUSD: set to stock by --asset-class (the symbol alone reads as crypto)"
     # daily bars every calendar day do not fit the stock exchange's sessions: the report says so
     assert any("same XNYS session" in w for w in eth["data_warnings"])
+
+
+def test_csv_text_equals_pandas_to_csv():
+    from marketcast.backtest.report import csv_text
+
+    frame = pd.DataFrame({
+        "symbol": ["A,B", 'say "hi"', "line\nbreak", "plain"], "side": [1, -1, 0, 1],
+        "price": [1 / 3, float("nan"), 1e-12, 123456789.123], "filled": [True, False, True, False],
+        "reason": ["close", None, "take_profit", None], "offset": [0.001, -0.002, float("nan"), 0.0],
+        "ts": pd.date_range("2024-01-01", periods=4, tz="UTC").map(lambda t: t.isoformat()),
+    })
+    assert csv_text(frame) == frame.to_csv(index=False, float_format="%.10g")

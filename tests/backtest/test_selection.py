@@ -68,3 +68,35 @@ def test_the_live_planner_picks_with_the_same_rule():
     never = TableForecaster({}, default=(0.001, 0.004, -0.006))  # all_signals never trades on these forecasts
     flat = BacktestPlanner(never, config, strategies=("all_signals",)).plan(bars, Costs(0.0005))
     assert flat.strategy == NO_PICK and flat.decision.side == FLAT
+
+
+def _walk_forward_one_by_one(rule, returns, filled):
+    """The rule applied window by window with :meth:`SelectionRule.pick`, as the live planner applies it."""
+    picked, out, fills = [], [], []
+    for k in range(len(next(iter(returns.values())))):
+        start = 0 if rule.lookback is None else max(0, k - rule.lookback)
+        name = rule.pick({n: r[start:k] for n, r in returns.items()}, {n: f[start:k] for n, f in filled.items()})
+        picked.append(name)
+        out.append(0.0 if name is None else returns[name][k])
+        fills.append(False if name is None else bool(filled[name][k]))
+    return picked, out, fills
+
+
+@pytest.mark.parametrize("lookback", [None, 1, 3, 7])
+def test_walk_forward_equals_picking_window_by_window(lookback):
+    """Random returns with many exact ties: copies, shuffled copies, never- and rarely-filled series, and
+    series of growth factors 1/2, 1, 2, 4, whose products tie exactly with different Sharpe ratios."""
+    rng = np.random.default_rng(lookback or 0)
+    for trial in range(20):
+        n = int(rng.integers(1, 40))
+        base = np.round(rng.normal(0, 0.01, n), 3)
+        returns = {"a": base, "b": base.copy(), "c": np.round(rng.normal(0, 0.01, n), 3),
+                   "d": np.where(rng.random(n) < 0.2, base, 0.0), "e": rng.permutation(base), "idle": np.zeros(n),
+                   "p": rng.choice([-0.5, 0.0, 1.0, 3.0], n), "q": rng.choice([-0.5, 0.0, 1.0, 3.0], n)}
+        filled = {k: v != 0 for k, v in returns.items()}
+        filled["b"] = rng.random(n) < 0.8
+        rule = SelectionRule(lookback)
+        got = rule.walk_forward(returns, filled)
+        picked, out, fills = _walk_forward_one_by_one(rule, returns, filled)
+        assert got["picked"] == picked, trial
+        assert list(got["returns"]) == out and list(got["filled"]) == fills

@@ -59,3 +59,42 @@ def test_bootstrap_width_matches_the_asymptotic_standard_error():
 
 def test_no_interval_for_a_strategy_that_never_traded():
     assert sharpe_interval(np.zeros(50), 252) is None
+
+
+def test_bootstrap_of_a_strategy_that_rarely_trades_equals_the_direct_loop():
+    # one trade in 20 windows: about a third of the resamples never draw it and must have Sharpe exactly 0
+    r = np.zeros(20)
+    r[3] = 0.012
+    fast = bootstrap_sharpes(r, reps=400, seed=2)
+    direct = np.random.default_rng(2)
+    slow = []
+    for _ in range(400):
+        x = r[direct.integers(0, len(r), len(r))]
+        sd = x.std(ddof=1)
+        slow.append(x.mean() / sd if sd > 0 else 0.0)
+    assert 80 < np.sum(np.array(slow) == 0.0) < 200
+    np.testing.assert_array_equal(fast == 0.0, np.array(slow) == 0.0)
+    np.testing.assert_allclose(fast, slow, rtol=1e-12)
+
+
+def test_every_series_of_one_length_shares_the_resampled_windows():
+    from marketcast.backtest.stats import resample_counts
+
+    counts = resample_counts(30, 50, 7)
+    assert counts.shape == (50, 30) and (counts.sum(axis=1) == 30).all()
+    assert not counts.flags.writeable
+    again = np.random.default_rng(7).integers(0, 30, size=(50, 30))  # the draws, counted
+    np.testing.assert_array_equal(counts, np.stack([np.bincount(row, minlength=30) for row in again]))
+
+
+def test_several_series_at_once_equal_each_alone():
+    from marketcast.backtest.stats import sharpe_intervals
+
+    rng = np.random.default_rng(9)
+    series = np.stack([rng.normal(0.001, 0.01, 60), np.zeros(60), np.where(rng.random(60) < 0.1, 0.02, 0.0)])
+    together = sharpe_intervals(series, 252, reps=300, seed=4)
+    assert together[1] is None
+    for row, got in zip(series, together):
+        alone = sharpe_interval(row, 252, reps=300, seed=4)
+        assert got == alone or got == pytest.approx(alone, rel=1e-12)
+    np.testing.assert_allclose(bootstrap_sharpes(series, 300, 4)[2], bootstrap_sharpes(series[2], 300, 4), rtol=1e-12)

@@ -137,10 +137,11 @@ def test_bad_env_value_exits_2(tmp_path, capsys):
 def test_enable_disable_mode_status(tmp_path, capsys, monkeypatch):
     env_file = tmp_path / ".env.compile"
     env_file.write_text("ADD_LATEST=1\n")
-    assert run(capsys, "enable", "--env-file", env_file)[0] == 0
-    assert run(capsys, "mode", "max-autotune", "--env-file", env_file)[0] == 0
+    assert run(capsys, "enable", "--env-file", env_file)[0] == 0  # both models, as its help says
+    assert run(capsys, "mode", "max-autotune", "--model", "toto", "--env-file", env_file)[0] == 0
     assert env_file.read_text() == ("ADD_LATEST=1\nexport TOTO_COMPILE=1\nexport TOTO_DISABLE_COMPILE=0\n"
-                                    "export TOTO_COMPILE_MODE=max-autotune\n")
+                                    "export KRONOS_COMPILE=1\nexport TOTO_COMPILE_MODE=max-autotune\n")
+    assert run(capsys, "enable", "--model", "prophet", "--env-file", env_file)[0] == 2
     monkeypatch.setenv("TOTO_COMPILE_MODE", "default")
     code, out, err = run(capsys, "status", "--env-file", env_file, "--device", "cuda")
     assert code == 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from marketcast.backtest import BacktestConfig, run_many
-from marketcast.data import load_symbol
 from marketcast.forecast.baseline import BaselineForecaster
 
 CONFIG = BacktestConfig(windows=15, context=64, num_samples=32)
@@ -14,10 +13,5 @@ OPTIONS = {"model": "baseline", "weights": None, "device": "cpu", "dtype": "floa
 
 
 @pytest.fixture(scope="package")
-def bars():
-    return [load_symbol("SP500"), load_symbol("NASDAQ")]
-
-
-@pytest.fixture(scope="package")
-def results(bars):
-    return run_many(bars, BaselineForecaster(), CONFIG)
+def results(embedded_bars):
+    return run_many(embedded_bars, BaselineForecaster(), CONFIG)

@@ -20,10 +20,10 @@ def test_flatten_joins_nested_keys_and_keeps_lists():
         "m.a.b": 1, "m.a.c.d": None, "m.e": [1, 2], "m.f": "x"}
 
 
-def test_a_cell_has_one_cell_row_and_one_row_per_strategy_with_its_metrics(results, bars):
+def test_a_cell_has_one_cell_row_and_one_row_per_strategy_with_its_metrics(results, embedded_bars):
     result = results[0]
     cell = Cell(symbol=result.symbol, config=CONFIG)
-    rows = ok_rows(CTX, cell, 3, result, fingerprint(bars[0]), seconds=0.25)
+    rows = ok_rows(CTX, cell, 3, result, fingerprint(embedded_bars[0]), seconds=0.25)
     doc = symbol_json(result)
     assert [r["strategy"] for r in rows] == [None, *doc["strategies"]]
     assert all(r["status"] == "ok" and r["cell_id"] == cell.cell_id and r["cell_index"] == 3 for r in rows)
@@ -67,8 +67,8 @@ def test_error_row_and_cell_identity():
         assert changed.cell_id != cell.cell_id
 
 
-def test_fingerprint_follows_the_content(bars):
-    sp = bars[0]
+def test_fingerprint_follows_the_content(embedded_bars):
+    sp = embedded_bars[0]
     assert fingerprint(sp) == fingerprint(dataclasses.replace(sp, frame=sp.frame.copy()))
     bumped = sp.frame.copy()
     bumped.iloc[100, bumped.columns.get_loc("close")] *= 1.0001

@@ -1,4 +1,4 @@
-"""``marketcast backtest`` records its run; ``runs list|show|query|report|compare`` read it back."""
+"""``marketcast backtest`` records its run; ``runs list|show|query|compare`` and ``report`` read it back."""
 
 import json
 import os
@@ -22,7 +22,7 @@ def _json(capsys, *args):
 
 
 def test_a_backtest_is_recorded_and_its_reports_are_remade_byte_for_byte(tmp_path, capsys):
-    out = _backtest(tmp_path, "bt")
+    out = _backtest(tmp_path, "bt", "--plots")
     code, runs = _json(capsys, "runs", "list", "--json")
     assert code == 0 and len(runs) == 1
     run = runs[0]
@@ -35,7 +35,7 @@ def test_a_backtest_is_recorded_and_its_reports_are_remade_byte_for_byte(tmp_pat
     code, rows = _json(capsys, "runs", "query", "SELECT symbol, count(*) AS n FROM results GROUP BY symbol "
                                                  "ORDER BY symbol", "--json")
     assert rows == [{"symbol": "NASDAQ", "n": 8}, {"symbol": "SP500", "n": 8}]
-    assert main(["runs", "report", "latest", "--output-dir", str(tmp_path / "again")]) == 0
+    assert main(["report", "latest", "--no-html", "--plots", "--output-dir", str(tmp_path / "again")]) == 0
     for name in ("SP500.json", "NASDAQ.json", "summary.md", "trades.csv", "SP500_equity.png", "NASDAQ_equity.png"):
         assert (tmp_path / "again" / name).read_bytes() == (out / name).read_bytes(), name
     capsys.readouterr()
@@ -54,8 +54,9 @@ def test_runs_compare_judges_like_compile_compare(tmp_path, capsys):
     cheap = _backtest(tmp_path, "cheap", "--fee", "0")
     dear = _backtest(tmp_path, "dear", "--fee", "0.02")
     capsys.readouterr()
-    code, runs = _json(capsys, "runs", "list", "--json")
-    a, b = runs[0]["run_id"], runs[1]["run_id"]
+    # by fee, not by list order: two runs started in the same second sort by their random suffix
+    code, fees = _json(capsys, "runs", "query", "SELECT DISTINCT run_id, fee FROM cells", "--json")
+    a, b = (next(r["run_id"] for r in fees if r["fee"] == fee) for fee in (0, 0.02))
     code_runs, by_runs = _json(capsys, "runs", "compare", a, b, "--json")
     code_files, by_files = _json(capsys, "compile", "compare", str(_combined(cheap, tmp_path / "a.json")),
                                  str(_combined(dear, tmp_path / "b.json")), "--json")

@@ -1,7 +1,5 @@
-"""``data fetch`` pieces that need no server: timeframes, symbols, Alpaca's bar objects, the files, errors.
-
-(The end-to-end fetch, paginated, runs against the fake Alpaca server once it serves pages.)
-"""
+"""``data fetch``: its pieces (timeframes, symbols, Alpaca's bar objects, the files, errors), and the whole
+command against the fake Alpaca server, which pages its bars as Alpaca does."""
 
 from __future__ import annotations
 
@@ -35,7 +33,7 @@ def test_bar_objects_become_a_valid_frame_and_files_the_loader_reads(tmp_path):
     assert list(frame.columns) == ["open", "high", "low", "close", "volume"]
     assert frame.index[0] == pd.Timestamp("2024-01-02 05:00", tz="UTC") and frame["close"].tolist() == [10.5, 10.2]
     bad = [dict(RAW[0], h=9.0)]
-    with pytest.raises(DataError, match="alpaca:X: row 1 .* column 'high'"):
+    with pytest.raises(DataError, match="alpaca:X: row 1.* column 'high'"):
         bars_frame(bad, "alpaca:X")
     for fmt in ("csv", "parquet"):
         (path,) = write_bar_files({"BTC/USD": frame}, tmp_path / fmt, fmt)
@@ -63,3 +61,49 @@ def _api_error(status: int) -> APIError:
 def test_client_failures_map_to_exit_codes(exc, kind, text):
     error = alpaca_error(exc, "alpaca stock bars for AAPL")
     assert type(error) is kind and text in str(error) and str(error).startswith("alpaca stock bars for AAPL")
+
+
+def test_fetch_follows_pages_and_writes_files_equal_to_the_served_bars(tmp_path, monkeypatch):
+    from marketcast.cli import main
+    from marketcast.data import load_symbol
+
+    from tests.trade.fake_alpaca import FakeAlpaca, bars_of
+
+    served = {}
+    for symbol, source in (("AAPL", "SP500"), ("BTC/USD", "NASDAQ")):
+        frame = load_symbol(source).frame.loc["2014-12-01":"2016-01-31"].copy()
+        frame.index = frame.index + pd.Timedelta(hours=5)  # Alpaca stamps daily bars at midnight New York
+        served[symbol] = frame
+    with FakeAlpaca("PKFETCHKEY", "fetch-secret") as fake:
+        fake.bars = {s: bars_of(f) for s, f in served.items()}
+        fake.exchange.clock = "2016-03-01T00:00:00Z"
+        fake.page_size = 40  # far fewer bars a page than a year has: alpaca-py must follow next_page_token
+        monkeypatch.setenv("APCA_API_KEY_ID", "PKFETCHKEY")
+        monkeypatch.setenv("APCA_API_SECRET_KEY", "fetch-secret")
+        monkeypatch.setenv("APCA_API_DATA_URL", fake.url)
+        out = tmp_path / "bars"
+        assert main(["data", "fetch", "AAPL", "BTCUSD", "--start", "2015-01-01", "--end", "2015-12-31",
+                     "--out-dir", str(out)]) == 0
+        pages = {p: sum(1 for _, q, _ in fake.requests if q == p) for p in ("/v2/stocks/bars", "/v1beta3/crypto/us/bars")}
+    year = {s: f.loc["2015-01-01":"2016-01-01"] for s, f in served.items()}  # the last day's bar included
+    assert len(year["AAPL"]) == 252 and year["AAPL"].index[-1] == pd.Timestamp("2015-12-31 05:00", tz="UTC")
+    assert pages["/v2/stocks/bars"] == 7 and pages["/v1beta3/crypto/us/bars"] == 7  # ceil(252 / 40) pages each
+    for name, symbol in (("AAPL", "AAPL"), ("BTCUSD", "BTC/USD")):
+        got = load_bars(out / f"{name}.csv")
+        pd.testing.assert_frame_equal(got.frame, year[symbol][got.frame.columns], check_freq=False)
+    assert load_bars(out / "BTCUSD.csv").asset_class == "crypto"
+    assert sorted(p.name for p in out.iterdir()) == ["AAPL.csv", "BTCUSD.csv"]  # nothing else, no temp files
+
+
+def test_fetch_of_an_unknown_symbol_writes_nothing(tmp_path, monkeypatch):
+    from marketcast.cli import main
+
+    from tests.trade.fake_alpaca import FakeAlpaca
+
+    with FakeAlpaca("PKFETCHKEY", "fetch-secret") as fake:
+        monkeypatch.setenv("APCA_API_KEY_ID", "PKFETCHKEY")
+        monkeypatch.setenv("APCA_API_SECRET_KEY", "fetch-secret")
+        monkeypatch.setenv("APCA_API_DATA_URL", fake.url)
+        out = tmp_path / "bars"
+        assert main(["data", "fetch", "AAPL", "NOPE", "--start", "2024-01-01", "--out-dir", str(out)]) == 2
+    assert not out.exists() or list(out.iterdir()) == []

@@ -20,14 +20,14 @@ def _table(columns: Sequence[str], rows: list[list[str]]) -> list[str]:
     return out + ["| " + " | ".join(row) + " |" for row in rows]
 
 
-def _more_rows(result: SymbolResult) -> list[list[str]]:
+def more_rows(result: SymbolResult) -> list[list[str]]:
     best = result.best_strategy
     return [[strategy_label(name, best), pct(m["annual_return"]), num(m["sortino"]), pct(-m["max_drawdown"] or 0.0),
              num(m["calmar"]), num(m["win_rate"], "{:.0%}"), f"{m['exposure']:.0%}", f"{m['turnover']:.2f}",
              pct(m["final_day"])] for name, m in ((n, r.metrics) for n, r in result.strategies.items())]
 
 
-def symbol_section(r: SymbolResult) -> list[str]:
+def symbol_section(r: SymbolResult, plot: bool = False) -> list[str]:
     a = r.annualisation
     lines = [f"## {title(r)}", "",
              f"Asset class **{r.asset_class}**: {r.asset_reason}. Calendar {a.calendar}. "
@@ -39,15 +39,15 @@ def symbol_section(r: SymbolResult) -> list[str]:
               f"### In sample: {len(r.strategies)} strategies over the same {r.windows} windows", ""]
     lines += _table((*IN_SAMPLE_COLUMNS[:3], level(r), *IN_SAMPLE_COLUMNS[4:]), in_sample_rows(r))
     lines += ["", in_sample_note(r), ""]
-    lines += _table(MORE_COLUMNS, _more_rows(r))
+    lines += _table(MORE_COLUMNS, more_rows(r))
     lines += ["", "Strategies: " + "; ".join(f"`{n}` {STRATEGIES[n].description}" for n in r.strategies) + ".",
-              "", f"Market close-to-close over the same bars: {pct(r.market_return)}.", "",
-              f"![equity]({r.symbol}_equity.png)", ""]
-    return lines
+              "", f"Market close-to-close over the same bars: {pct(r.market_return)}.", ""]
+    return lines + ([f"![equity]({r.symbol}_equity.png)", ""] if plot else [])
 
 
-def markdown_summary(results: Sequence[SymbolResult]) -> str:
-    """A Markdown page: per symbol the headline, the in-sample strategies, every metric; then forecast skill."""
+def markdown_summary(results: Sequence[SymbolResult], plots: bool = False) -> str:
+    """A Markdown page: per symbol the headline, the in-sample strategies, every metric (and the equity PNG
+    when ``plots`` drew it); then forecast skill."""
     lines = ["# Backtest summary", ""]
     if results:
         cfg = results[0].config
@@ -56,7 +56,7 @@ def markdown_summary(results: Sequence[SymbolResult]) -> str:
                   f"fill mode `{cfg.fill_mode}`, same-bar `{cfg.same_bar}`. Returns are net of fees and half "
                   "the spread per side; each decision at bar t is settled on bar t+1.", ""]
     for r in results:
-        lines += symbol_section(r)
+        lines += symbol_section(r, plots)
     if results:
         lines += ["## Forecast skill for bar t+1", ""] + _table(SKILL_COLUMNS, skill_rows(results)) + ["", SKILL_NOTE, ""]
     return "\n".join(lines)

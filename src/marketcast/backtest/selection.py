@@ -66,17 +66,45 @@ class SelectionRule:
 
     def walk_forward(self, returns: Mapping[str, np.ndarray], filled: Mapping[str, np.ndarray]) -> dict:
         """What trading each window's pick earned: ``picked`` (a name or None per window), ``returns`` and
-        ``filled`` (0 and False where flat)."""
+        ``filled`` (0 and False where flat).
+
+        Window k's pick is :meth:`pick` over windows k - lookback .. k - 1, for every k at once: each
+        strategy's compounded return over each lookback is a running product (the same sequential
+        multiplications as ``np.prod`` of the slice) and its trade count a difference of running sums; only
+        windows where strategies tie on the best compounded return compare their Sharpe ratios one by one.
+        """
         names = list(returns)
-        r = {n: np.asarray(returns[n], dtype=np.float64) for n in names}
-        f = {n: np.asarray(filled[n], dtype=bool) for n in names}
-        n_windows = len(r[names[0]])
-        picked: list[str | None] = []
-        out, fills = np.zeros(n_windows), np.zeros(n_windows, dtype=bool)
-        for k in range(n_windows):
+        r = np.array([np.asarray(returns[n], dtype=np.float64) for n in names])  # [strategies, windows]
+        f = np.array([np.asarray(filled[n], dtype=bool) for n in names])
+        n_windows = r.shape[1]
+        growth, trades = self._lookback_growth(1.0 + r), self._lookback_trades(f)
+        eligible = trades > 0
+        best = np.where(eligible, growth, -np.inf).max(axis=0)
+        tied = eligible & (growth == best)
+        pick = np.where(tied.any(axis=0), np.argmax(tied, axis=0), -1)
+        for k in np.flatnonzero(tied.sum(axis=0) > 1):  # the higher Sharpe, then the first listed
             start = 0 if self.lookback is None else max(0, k - self.lookback)
-            name = self.pick({m: r[m][start:k] for m in names}, {m: f[m][start:k] for m in names})
-            picked.append(name)
-            if name is not None:
-                out[k], fills[k] = r[name][k], f[name][k]
-        return {"picked": picked, "returns": out, "filled": fills}
+            sharpes = [sharpe_ratio(r[s, start:k], 1) if tied[s, k] else -np.inf for s in range(len(names))]
+            pick[k] = int(np.argmax(sharpes))
+        flat = pick < 0
+        cols = np.arange(n_windows)
+        return {"picked": [None if p < 0 else names[p] for p in pick],
+                "returns": np.where(flat, 0.0, r[pick, cols]), "filled": np.where(flat, False, f[pick, cols])}
+
+    def _lookback_growth(self, growth: np.ndarray) -> np.ndarray:
+        """``[S, N]``: the product of ``growth`` over each window's lookback (window k: k - lookback .. k - 1;
+        1 for window 0), multiplied in order as ``np.prod`` does."""
+        s, n = growth.shape
+        out = np.ones((s, n))
+        out[:, 1:] = np.cumprod(growth, axis=1)[:, :-1]  # windows whose lookback starts at window 0
+        if self.lookback is not None and n > self.lookback + 1:
+            windows = np.lib.stride_tricks.sliding_window_view(growth, self.lookback, axis=1)
+            out[:, self.lookback + 1:] = np.prod(windows[:, 1:n - self.lookback], axis=-1)
+        return out
+
+    def _lookback_trades(self, filled: np.ndarray) -> np.ndarray:
+        """``[S, N]``: filled trades over each window's lookback."""
+        total = np.concatenate([np.zeros((len(filled), 1), dtype=np.int64), np.cumsum(filled, axis=1)], axis=1)
+        k = np.arange(filled.shape[1])
+        start = np.zeros_like(k) if self.lookback is None else np.maximum(0, k - self.lookback)
+        return total[:, k] - total[:, start]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from marketcast.compile.envfile import write_atomic
+from marketcast.fileio import write_files
 from marketcast.compile.schema import clean, validate_report
 from marketcast.errors import MarketcastError
 
@@ -152,12 +152,6 @@ def write_report(report: dict, output_dir: str | Path) -> tuple[Path, Path]:
     problems = validate_report(report)
     if problems:
         raise MarketcastError("compile check report does not match its schema: " + "; ".join(problems[:5]))
-    out = Path(output_dir)
-    if out.exists() and not out.is_dir():
-        raise MarketcastError(f"{out} exists and is not a folder; pass another --output-dir")
-    json_path, md_path = out / "compile_check.json", out / "compile_check.md"
-    json_text = json.dumps(report, indent=2) + "\n"
-    md_text = to_markdown(report)
-    write_atomic(json_path, json_text)
-    write_atomic(md_path, md_text)
+    json_path, md_path = write_files(output_dir, {"compile_check.json": json.dumps(report, indent=2) + "\n",
+                                                  "compile_check.md": to_markdown(report)})
     return json_path, md_path

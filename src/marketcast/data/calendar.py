@@ -8,7 +8,8 @@ API
     ``stock``: XNYS (exchange_calendars: NYSE holidays, 13:00 early closes); ``crypto``: 24/7 (UTC days);
     ``forex``: FX24x5, five 24-hour sessions from Sunday 17:00 to Friday 17:00 New York, no holidays;
     ``future``: CMES (CME Globex, 17:00 Chicago the day before to 17:00, CME holidays and early closes; the
-    daily 16:00-17:00 maintenance halt is not modelled). Built once per process, 1970 to five years ahead.
+    daily 16:00-17:00 maintenance halt is not modelled). 1970 to five years ahead, built once per machine
+    (kept in :mod:`marketcast.data.cache`) and loaded once per process.
 ``infer_interval(stamps) -> BarInterval`` (from :mod:`marketcast.data.spacing`, re-exported here)
     the bar size (``intraday`` with its step, ``daily``, ``weekly``, ``monthly``, ``quarterly``, ``yearly``,
     or ``irregular``) and how it was found; mixed spacing is a ``problem`` (``require()`` raises it) or a
@@ -40,11 +41,13 @@ import math
 from dataclasses import dataclass
 from datetime import time
 from functools import lru_cache
+from importlib.util import find_spec
 from zoneinfo import ZoneInfo
 
 import numpy as np
 import pandas as pd
 
+from marketcast.data.cache import cached_arrays, fingerprint
 from marketcast.data.spacing import BarInterval, infer_interval, ns, ns_array, utc
 from marketcast.errors import DataError
 
@@ -85,12 +88,10 @@ DESCRIPTIONS = {
 class MarketCalendar:
     """One market's sessions as arrays of UTC nanoseconds (see the module docstring for the API)."""
 
-    def __init__(self, name: str, schedule: pd.DataFrame) -> None:
+    def __init__(self, name: str, labels: np.ndarray, opens: np.ndarray, closes: np.ndarray) -> None:
         self.name = name
         self.description = DESCRIPTIONS[name]
-        self.labels = pd.DatetimeIndex(schedule.index).as_unit("ns").asi8  # session dates at midnight
-        self.opens = ns_array(schedule["open"])
-        self.closes = ns_array(schedule["close"])
+        self.labels, self.opens, self.closes = labels, opens, closes  # session dates at midnight; UTC ns
         first, last = (pd.Timestamp(f"{y}-01-01").value for y in (REFERENCE_YEARS[0], REFERENCE_YEARS[1] + 1))
         ref = (self.labels >= first) & (self.labels < last)
         self.sessions_per_year_exact = ref.sum() / (REFERENCE_YEARS[1] - REFERENCE_YEARS[0] + 1)
@@ -208,13 +209,25 @@ def _add_months(ts: pd.Timestamp, months: int) -> pd.Timestamp:
     return ts + pd.DateOffset(months=months)
 
 
-@lru_cache(maxsize=None)
-def _calendar(name: str) -> MarketCalendar:
+def _sessions(name: str, start: str, end: str) -> dict[str, np.ndarray]:
+    """Session labels, opens and closes (ns) of calendar ``name`` from exchange_calendars."""
     import exchange_calendars as xc
 
+    schedule = (_fx_calendar(start, end) if name == "FX24x5" else xc.get_calendar(name, start=start, end=end)).schedule
+    return {"labels": pd.DatetimeIndex(schedule.index).as_unit("ns").asi8, "opens": ns_array(schedule["open"]),
+            "closes": ns_array(schedule["close"])}
+
+
+@lru_cache(maxsize=None)
+def _calendar(name: str) -> MarketCalendar:
+    """Built once per machine: importing exchange_calendars and building a calendar take about a second,
+    so the sessions are kept in :mod:`marketcast.data.cache`, keyed by the installed exchange_calendars and
+    this file."""
     start, end = "1970-01-01", f"{pd.Timestamp.now().year + 5}-12-31"
-    cal = _fx_calendar(start, end) if name == "FX24x5" else xc.get_calendar(name, start=start, end=end)
-    return MarketCalendar(name, cal.schedule)
+    source = find_spec("exchange_calendars")
+    tag = fingerprint(source.origin, __file__) if source is not None and source.origin else "unknown"
+    key = f"calendar-{name.replace('/', '')}-{start[:4]}-{end[:4]}-{tag}"
+    return MarketCalendar(name, **cached_arrays(key, lambda: _sessions(name, start, end)))
 
 
 def calendar_for(asset_class: str) -> MarketCalendar:

@@ -13,14 +13,14 @@ import os
 import re
 from datetime import datetime
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import pandas as pd
 
 from marketcast.data.asset import infer_asset_class
 from marketcast.data.validate import check_bars
 from marketcast.errors import AuthError, ConfigError, DataError, UnavailableError
-from marketcast.fileio import write_atomic
+from marketcast.fileio import write_files
 
 KEY_VARS = ("APCA_API_KEY_ID", "ALPACA_API_KEY_ID", "ALPACA_API_KEY")
 SECRET_VARS = ("APCA_API_SECRET_KEY", "ALPACA_API_SECRET_KEY", "ALPACA_SECRET_KEY")
@@ -85,9 +85,10 @@ def alpaca_error(exc: Exception, what: str) -> Exception:
 
 
 def fetch_alpaca(symbols: Sequence[str], start: datetime, end: datetime | None, timeframe: str, *,
-                 asset_class: str | None = None, adjustment: str = "all", feed: str | None = None,
-                 url: str | None = None) -> dict[str, pd.DataFrame]:
-    """Symbol (as given, upper-cased) -> its bars from ``start`` to ``end``; keys from the environment."""
+                 asset_classes: Mapping[str, str | None] | None = None, adjustment: str = "all",
+                 feed: str | None = None, url: str | None = None) -> dict[str, pd.DataFrame]:
+    """Symbol (as given, upper-cased) -> its bars from ``start`` to ``end``; keys from the environment.
+    ``asset_classes`` overrides the class inferred from a symbol (upper-cased keys; None: inferred)."""
     try:
         from alpaca.common.exceptions import APIError
         from alpaca.data.historical import CryptoHistoricalDataClient, StockHistoricalDataClient
@@ -99,7 +100,7 @@ def fetch_alpaca(symbols: Sequence[str], start: datetime, end: datetime | None, 
     key, secret = alpaca_keys()
     url = url or os.environ.get(DATA_URL_VAR) or None
     frame_of = parse_timeframe(timeframe)
-    wanted = {s.upper(): infer_asset_class(s, asset_class) for s in symbols}
+    wanted = {s.upper(): infer_asset_class(s, (asset_classes or {}).get(s.upper())) for s in symbols}
     clients = {"stock": StockHistoricalDataClient(key, secret, raw_data=True, url_override=url),
                "crypto": CryptoHistoricalDataClient(key, secret, raw_data=True, url_override=url)}
     out: dict[str, pd.DataFrame] = {}
@@ -128,17 +129,9 @@ def fetch_alpaca(symbols: Sequence[str], start: datetime, end: datetime | None, 
 
 
 def write_bar_files(frames: dict[str, pd.DataFrame], out_dir: str | Path, fmt: str = "csv") -> list[Path]:
-    """``<SYMBOL>.<fmt>`` per frame (``/`` dropped from crypto names), each written atomically."""
+    """``<SYMBOL>.<fmt>`` per frame (``/`` dropped from crypto names), written all or nothing."""
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
-    folder = Path(out_dir)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise DataError(f"{folder}: cannot create the output folder ({exc.strerror})") from None
-    written = []
-    for symbol, frame in frames.items():
-        final = folder / f"{symbol.replace('/', '')}.{fmt}"
-        write_atomic(final, frame.to_csv if fmt == "csv" else frame.to_parquet, DataError)
-        written.append(final)
-    return written
+    files = {f"{symbol.replace('/', '')}.{fmt}": frame.to_csv if fmt == "csv" else frame.to_parquet
+             for symbol, frame in frames.items()}
+    return write_files(out_dir, files, DataError)

@@ -118,6 +118,53 @@ def infer_interval(stamps) -> BarInterval:
                                "annualises (intraday, daily, weekly, monthly, quarterly, yearly); resample them")
 
 
+_SPAN_CELLS = 4_000_000  # (bars x distinct gaps) counted at once by infer_intervals
+
+
+def infer_intervals(stamps, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The ``kind`` and ``step`` (ns) that :func:`infer_interval` gives for each window ``stamps[start:end + 1]``,
+    for all windows at once: each window's gaps are counted per distinct gap value as a difference of running
+    counts, and the mode and median are read off those counts as :func:`infer_interval` reads them."""
+    t = ns_array(stamps)
+    starts, ends = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+    values, codes = np.unique(np.diff(t), return_inverse=True)
+    kinds = np.full(len(ends), "irregular", dtype=object)
+    steps = np.full(len(ends), DAY, dtype=np.int64)  # no gaps or unsorted stamps: irregular, a day
+    if len(values) == 0:
+        return kinds, steps
+    per_chunk = max(1, _SPAN_CELLS // max(len(values), 1) - int((ends - starts).max(initial=0)))
+    for a in range(0, len(ends), per_chunk):
+        s, e = starts[a:a + per_chunk], ends[a:a + per_chunk]
+        lo, hi = int(s.min()), int(e.max())
+        onehot = np.zeros((hi - lo + 1, len(values)), dtype=np.int64)
+        onehot[np.arange(1, hi - lo + 1), codes[lo:hi]] = 1  # row i + 1 - lo counts gap i (stamps i to i + 1)
+        running = np.cumsum(onehot, axis=0)
+        counts = running[e - lo] - running[s - lo]  # [windows, distinct gaps]
+        kinds[a:a + per_chunk], steps[a:a + per_chunk] = _kinds_from_counts(values, counts)
+    return kinds, steps
+
+
+def _kinds_from_counts(values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    n = counts.sum(axis=1)
+    valid = (n > 0) & (counts[:, values <= 0].sum(axis=1) == 0)
+    mode = values[np.argmax(counts, axis=1)]  # the smallest of the most common gaps, as np.unique + argmax
+    running = np.cumsum(counts, axis=1)
+    middle = [values[np.minimum((running <= k[:, None]).sum(axis=1), len(values) - 1)].astype(np.float64)
+              for k in ((n - 1) // 2, n // 2)]
+    median = (middle[0] + middle[1]) / 2
+    median_days = median / DAY
+    kinds = np.full(len(n), "irregular", dtype=object)
+    steps = np.where(valid, median.astype(np.int64), DAY)
+    undecided = valid & (mode >= 20 * 3_600 * 10**9)
+    for kind, typical, low, high in _LONG_KINDS:
+        hit = undecided & (low <= median_days) & (median_days <= high)
+        kinds[hit], steps[hit] = kind, pd.Timedelta(days=typical).value
+        undecided &= ~hit
+    intraday = valid & (mode < 20 * 3_600 * 10**9)
+    kinds[intraday], steps[intraday] = "intraday", mode[intraday]
+    return kinds, steps
+
+
 def _judged(kind: str, step: pd.Timedelta, how: str, off: np.ndarray, gaps: np.ndarray, t: np.ndarray,
             what: str) -> BarInterval:
     if not off.any():

@@ -23,7 +23,8 @@ def _plain(value):
 
 def setting_names() -> list[str]:
     """The settings columns of a cell row, in order (the symbol comes before them)."""
-    return [*MODEL_OPTIONS, *(f.name for f in dataclasses.fields(BacktestConfig)), "asset_class", "data_dir"]
+    return [*MODEL_OPTIONS, *(f.name for f in dataclasses.fields(BacktestConfig)), "asset_class", "data_dir",
+            "on_duplicate"]
 
 
 def digest(obj, length: int = 16) -> str:
@@ -45,6 +46,7 @@ class Cell:
     compile: str | None = None
     asset_class: str | None = None
     data_dir: str | None = None
+    on_duplicate: str = "error"  # how the bars' repeated timestamps were read (--on-duplicate)
 
     def settings(self) -> dict:
         """Column -> value of everything but the symbol (tuples become lists, as Parquet stores them)."""

@@ -1,4 +1,5 @@
-"""``marketcast runs list | show RUN | compare RUN_A RUN_B | report RUN | query SQL``: the run store."""
+"""``marketcast runs list | show RUN | compare RUN_A RUN_B | query SQL``: the run store (``marketcast report RUN``
+re-makes a run's reports)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ RUN_ARG = typer.Argument(..., help="Run id, a unique prefix of it, or 'latest'."
 SHOWN_ROWS = 40
 
 
-def _store(path: Optional[Path]):
+def open_store(path: Optional[Path]):
+    """The run store of ``--store`` (or the default); a :class:`ConfigError` when it is off."""
     from marketcast.runs.store import RunStore, store_root
 
     root = store_root(path)
@@ -65,8 +67,11 @@ def list_(store: Optional[Path] = STORE_OPT, as_json: bool = JSON_OPT) -> None:
     """Every run in the store, oldest first: cells finished, failed and planned."""
     from marketcast.runs.views import list_runs
 
-    runs = _store(store)
-    _print_frame(list_runs(runs), f"runs in {runs.root}", as_json)
+    runs = open_store(store)
+    listing = list_runs(runs)
+    if not as_json:  # to the second on screen; the JSON keeps the microseconds that order the runs
+        listing["created_at"] = listing["created_at"].str.slice(0, 19)
+    _print_frame(listing, f"runs in {runs.root}", as_json)
 
 
 @app.command()
@@ -80,7 +85,7 @@ def show(
     """A run: what it is, its mean metrics per strategy and grid point, and its failed cells."""
     from marketcast.runs.views import cells, summary
 
-    runs = _store(store)
+    runs = open_store(store)
     run_id = runs.resolve(run)
     info = runs.info(run_id)
     groups = [c.strip() for c in by.split(",") if c.strip()] if by else None
@@ -116,7 +121,7 @@ def compare(
     from marketcast.compile.cli import print_comparison
     from marketcast.runs.compare import compare_runs
 
-    runs = _store(store)
+    runs = open_store(store)
     a, b = runs.resolve(run_a), runs.resolve(run_b)
     result = compare_runs(runs, a, b)
     if not as_json and not show_all and len(result["rows"]) > SHOWN_ROWS:
@@ -130,21 +135,6 @@ def compare(
 
 
 @app.command()
-def report(
-    run: str = RUN_ARG,
-    output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Where the reports go."),
-    store: Optional[Path] = STORE_OPT,
-) -> None:
-    """Re-make a run's reports (JSON, Markdown, trades.csv, PNGs) from the store."""
-    from marketcast.runs.remake import remake_reports
-
-    runs = _store(store)
-    run_id = runs.resolve(run)
-    written = remake_reports(runs, run_id, output_dir)
-    console.print(f"wrote {len(written)} files of {run_id} to {output_dir}/", highlight=False)
-
-
-@app.command()
 def query(
     sql: str = typer.Argument(..., help="DuckDB SQL over the views rows, cells (one row a cell) and results "
                                         "(one row a cell and strategy)."),
@@ -153,7 +143,7 @@ def query(
     as_json: bool = JSON_OPT,
 ) -> None:
     """Run SQL on the store, e.g. 'SELECT symbol, strategy, sharpe FROM results ORDER BY sharpe DESC LIMIT 10'."""
-    runs = _store(store)
+    runs = open_store(store)
     run_ids = [runs.resolve(run)] if run else None
     frame = runs.query(sql, run_ids=run_ids)
     _print_frame(frame.drop(columns=[c for c in ("record",) if c in frame.columns]), sql, as_json)

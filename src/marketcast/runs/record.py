@@ -20,7 +20,8 @@ def new_run_id(prefix: str) -> str:
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    """UTC now to the microsecond: runs are listed in this order, and two runs can start within a second."""
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
 def record_backtest(results: Sequence[SymbolResult], bars: Sequence[Bars], options: dict,

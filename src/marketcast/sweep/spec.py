@@ -8,6 +8,7 @@
     symbols = ["SP500", "NASDAQ"]       # the embedded bars, or files in dir (default: every file in dir)
     dir = "bars"                        # <SYMBOL>.csv / .parquet, relative to this file
     asset_class = "stock"               # optional override
+    on_duplicate = "error"              # a repeated timestamp: error (default), first or last
 
     [options]                           # every cell: backtest settings and model options
     windows = 70
@@ -46,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from marketcast.backtest.config import BacktestConfig
-from marketcast.data.load import symbol_files
+from marketcast.data.load import ON_DUPLICATE, symbol_files
 from marketcast.errors import ConfigError, MarketcastError
 from marketcast.forecast.registry import MODEL_NAMES
 from marketcast.runs.cells import MODEL_OPTIONS, Cell, digest
@@ -119,6 +120,7 @@ class Spec:
     symbols: tuple[str, ...]
     data_dir: Path | None
     asset_class: str | None
+    on_duplicate: str
     options: dict
     grid: dict[str, list]
     settings: list[dict]
@@ -129,6 +131,7 @@ class Spec:
     def spec_hash(self) -> str:
         """What decides the results (not [ray]): a resumed run must have the same."""
         return digest({"symbols": self.symbols, "data_dir": self.data_dir, "asset_class": self.asset_class,
+                       "on_duplicate": self.on_duplicate,
                        "options": self.options, "grid": self.grid, "settings": self.settings,
                        "models": self.models})
 
@@ -154,7 +157,8 @@ class Spec:
                 except MarketcastError as exc:
                     raise ConfigError(f"{self.path}: grid point {_describe(point, bundle)}: {exc}") from None
                 data_dir = None if self.data_dir is None else str(self.data_dir)
-                out += [Cell(symbol=s, config=config, asset_class=self.asset_class, data_dir=data_dir, **model)
+                out += [Cell(symbol=s, config=config, asset_class=self.asset_class, data_dir=data_dir,
+                             on_duplicate=self.on_duplicate, **model)
                         for s in self.symbols]
         if len({c.cell_id for c in out}) != len(out):
             raise ConfigError(f"{self.path}: two grid points give the same cells (settings bundles or axis values "
@@ -169,10 +173,10 @@ def _describe(point, bundle: dict) -> str:
 
 def _symbols(raw: dict, where: str, base: Path, data_dir_override: Path | None) -> tuple:
     data = _table(raw, "data", where)
-    unknown = set(data) - {"symbols", "dir", "asset_class"}
+    unknown = set(data) - {"symbols", "dir", "asset_class", "on_duplicate"}
     if unknown:
         raise ConfigError(f"{where}: [data] has unknown keys {', '.join(sorted(unknown))}; use symbols, dir, "
-                          "asset_class")
+                          "asset_class, on_duplicate")
     data_dir = data_dir_override or (base / data["dir"] if "dir" in data else None)
     symbols = data.get("symbols")
     if symbols is not None and (not isinstance(symbols, list) or not all(isinstance(s, str) for s in symbols)):
@@ -189,7 +193,10 @@ def _symbols(raw: dict, where: str, base: Path, data_dir_override: Path | None) 
     asset_class = data.get("asset_class")
     if asset_class is not None and not isinstance(asset_class, str):
         raise ConfigError(f"{where}: [data] asset_class must be a string")
-    return tuple(symbols), (None if data_dir is None else data_dir.resolve()), asset_class
+    on_duplicate = data.get("on_duplicate", "error")
+    if on_duplicate not in ON_DUPLICATE:
+        raise ConfigError(f"{where}: [data] on_duplicate must be one of {', '.join(ON_DUPLICATE)}, got {on_duplicate!r}")
+    return tuple(symbols), (None if data_dir is None else data_dir.resolve()), asset_class, on_duplicate
 
 
 def load_spec(path: str | Path, data_dir: str | Path | None = None) -> Spec:
@@ -207,7 +214,7 @@ def load_spec(path: str | Path, data_dir: str | Path | None = None) -> Spec:
     unknown = set(raw) - set(TOP_KEYS)
     if unknown:
         raise ConfigError(f"{where}: unknown keys {', '.join(sorted(unknown))}; a spec has {', '.join(TOP_KEYS)}")
-    symbols, folder, asset_class = _symbols(raw, where, path.parent, Path(data_dir) if data_dir else None)
+    symbols, folder, asset_class, on_duplicate = _symbols(raw, where, path.parent, Path(data_dir) if data_dir else None)
     options = {k: _option(f"{where} [options]", k, v) for k, v in _table(raw, "options", where).items()}
     grid = {}
     for key, values in _table(raw, "grid", where).items():
@@ -240,5 +247,6 @@ def load_spec(path: str | Path, data_dir: str | Path | None = None) -> Spec:
     name = raw.get("name", path.stem)
     if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
         raise ConfigError(f"{where}: name = {name!r}; use letters, digits, - and _")
-    return Spec(path=path, name=name, symbols=symbols, data_dir=folder, asset_class=asset_class, options=options,
+    return Spec(path=path, name=name, symbols=symbols, data_dir=folder, asset_class=asset_class,
+                on_duplicate=on_duplicate, options=options,
                 grid=grid, settings=settings, models=models, ray=ray)

@@ -48,9 +48,11 @@ def load(symbol: str, path: Path | None, cell: Cell) -> Loaded:
     """The symbol's bars, as ``marketcast backtest`` loads them (``path`` spares a folder listing)."""
     min_rows = cell.config.windows + 2
     if path is not None and path.is_file():
-        bars = load_bars(path, symbol=symbol, asset_class=cell.asset_class, min_rows=min_rows)
+        bars = load_bars(path, symbol=symbol, asset_class=cell.asset_class, min_rows=min_rows,
+                         on_duplicate=cell.on_duplicate)
     else:
-        bars = load_symbol(symbol, data_dir=cell.data_dir, asset_class=cell.asset_class, min_rows=min_rows)
+        bars = load_symbol(symbol, data_dir=cell.data_dir, asset_class=cell.asset_class, min_rows=min_rows,
+                           on_duplicate=cell.on_duplicate)
     return Loaded(bars, fingerprint(bars))
 
 

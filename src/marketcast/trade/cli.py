@@ -270,19 +270,30 @@ def reconcile_cmd(
 
 
 @app.command()
-def status(state_dir: Path = STATE_OPT) -> None:
+def status(
+    state_dir: Path = STATE_OPT,
+    html: bool = typer.Option(False, "--html", help="also write STATE_DIR/status.html: equity, positions, open "
+                                                    "orders, fills, alerts, latency and recompiles (opens offline)"),
+) -> None:
     """Summarise the state folder (no broker call): cycles, orders and fills from the journal; endpoint, equity,
     quotes, latency, warm-up and memory from the records; foreign holdings; halts and how to lift them."""
     from marketcast.trade.status import status_rows
 
     if not state_dir.exists():
         raise ConfigError(f"{state_dir}: no such state dir; run `marketcast trade run` or `replay` first")
+    if html:
+        from marketcast.report.live import PAGE_NAME, read_state, status_html
+        from marketcast.report.page import write_page
+
+        write_page(state_dir / PAGE_NAME, status_html(read_state(state_dir)))
     table = Table(title=f"trade status: {state_dir}")
     table.add_column("what")
     table.add_column("value")
     for what, value in status_rows(state_dir):
         table.add_row(what, value)
     console.print(table)
+    if html:
+        console.print(f"status page: {state_dir / PAGE_NAME}", highlight=False)
 
 
 @app.command("replay")
