@@ -2,9 +2,8 @@
 
 Read from the state folder only, never from the broker: the cycle records (``records.jsonl``: equity,
 positions, forecast latency, recompiles), the journal (``journal.db``: cycles and orders counted, open orders,
-fills, halts, the bound
-account) and the alerts (``alerts.jsonl``, one JSON object a line, when the loop writes them). The page is
-a snapshot; ``trade status --html`` writes it again.
+fills, halts, the bound account) and the alerts (``alerts.jsonl``, one JSON object a line, when the loop writes
+them). The page is a snapshot; ``trade status --html`` writes it again.
 """
 
 from __future__ import annotations
