@@ -10,20 +10,23 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from marketcast.data import load_symbol
 from marketcast.errors import ConfigError
 from marketcast.settings import resolve
 from marketcast.trade.config import SECTION, SETTINGS
+from marketcast.trade.monitor import read_records
+from marketcast.trade.state import Journal
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 RUN = [sys.executable, "-m", "marketcast.trade", "run", "--symbols", "SP500,NASDAQ"]
 
 
-def trade(args: list[str], cwd: Path, **env) -> subprocess.CompletedProcess:
+def trade(args: list[str], cwd: Path, run: list[str] = RUN, **env) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if k != "ADD_LATEST"}
-    return subprocess.run([*RUN, *args], capture_output=True, text=True, cwd=cwd, timeout=120,
+    return subprocess.run([*run, *args], capture_output=True, text=True, cwd=cwd, timeout=120,
                           env={**base, "PYTHONPATH": SRC, "COLUMNS": "250", **env})
 
 
@@ -95,3 +98,38 @@ def test_cli_bad_add_latest_is_one_line_and_exit_2(tmp_path):
         "error: add_latest = 'sometimes' (ADD_LATEST) is not a boolean; use one of "
         "['1', 'on', 'true', 'yes'] or ['0', 'false', 'no', 'off']"]
     assert list(tmp_path.iterdir()) == []
+
+
+def crypto_bars(folder: Path, symbol: str, end: str) -> None:
+    """400 daily bars ending ``end`` on a 24x7 calendar (NASDAQ's prices, one a day): a crypto symbol to trade."""
+    frame = load_symbol("NASDAQ").frame.loc[:end].tail(400).copy()
+    frame.index = pd.date_range(end=end, periods=len(frame), freq="D", tz="UTC", name="timestamp")
+    frame.to_csv(folder / f"{symbol}.csv")
+
+
+def test_a_pinned_strategy_trades_regardless_of_the_walk_forward_pick(tmp_path):
+    data, state, clock = tmp_path / "data", tmp_path / "state", tmp_path / "clock"
+    data.mkdir()
+    crypto_bars(data, "ETHUSD", "2017-03-10")
+    clock.write_text("2017-03-11T00:30:00Z")  # the bar of 03-10 (UTC day) is complete
+    gates = '[trade]\nsymbols = ["ETHUSD"]\n[trade.gates]\nmin_edge = -1\nmin_sharpe = -1e9\nmax_drawdown = 1.01\n'
+    (tmp_path / "picked.toml").write_text(gates)
+    (tmp_path / "pinned.toml").write_text(gates + '[trade.strategy]\nETHUSD = "maxdiff"\n')
+    common = ["--data-dir", str(data), "--state-dir", str(state), "--clock-file", str(clock)]
+    picked = trade(["--config", "picked.toml", "--dry-run", *common], tmp_path, RUN[:-2])  # symbols: the file's
+    assert picked.returncode == 0, picked.stderr
+    assert re.search(r"│ ETHUSD │ ci_guard +│ flat ", picked.stdout), picked.stdout  # the walk-forward pick
+    pinned = trade(["--config", "pinned.toml", "--once", *common], tmp_path, RUN[:-2])
+    assert pinned.returncode == 0, pinned.stderr
+    assert re.search(r"│ ETHUSD │ maxdiff \(pinned\) │ long ", pinned.stdout), pinned.stdout
+    journal = Journal(state / "journal.db")
+    intents = [(i.symbol, i.strategy, i.side, i.status) for i in journal.intents()]
+    journal.close()
+    assert intents == [("ETHUSD", "maxdiff", "buy", "submitted")]
+    record = read_records(state)[-1]
+    assert record["chosen"]["ETHUSD"]["strategy"] == "maxdiff" and record["chosen"]["ETHUSD"]["pinned"] is True
+    # the state folder is its owner's alone: the folder 0700, every file in it 0600
+    assert state.stat().st_mode & 0o777 == 0o700
+    modes = {p.name: p.stat().st_mode & 0o777 for p in state.iterdir()}
+    assert {"journal.db", "broker.db", "records.jsonl", "trade.log", "loop.lock"} <= set(modes)
+    assert set(modes.values()) == {0o600}, modes
