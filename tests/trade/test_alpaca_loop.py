@@ -235,7 +235,7 @@ def test_disagreements_halt_until_accept_broker_adopts_the_brokers_view(fake, tm
         alpaca_loop(fake, tmp_path).run_cycle(D1)
     assert len([m for m, _, _ in fake.requests if m in ("POST", "DELETE")]) == posts
     changes = alpaca_loop(fake, tmp_path).reconciler.adopt()
-    assert changes == [f"mc-0000000000000000000000ff (AAPL buy 10, accepted) adopted from the broker",
+    assert changes == ["mc-0000000000000000000000ff (AAPL buy 10, accepted) adopted from the broker",
                        "AAPL: the loop's quantity 10 -> 6 (the broker holds 6)", "reconcile halt lifted"]
     again = alpaca_loop(fake, tmp_path)
     r = again.reconcile("2024-05-02T04:00:00+00:00")  # trades again: the adopted order is the loop's, stale now

@@ -100,9 +100,13 @@ def test_cli_bad_add_latest_is_one_line_and_exit_2(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def crypto_bars(folder: Path, symbol: str, end: str) -> None:
-    """400 daily bars ending ``end`` on a 24x7 calendar (NASDAQ's prices, one a day): a crypto symbol to trade."""
+def crypto_bars(folder: Path, symbol: str, end: str, scale: float = 1.0) -> None:
+    """400 daily bars ending ``end`` on a 24x7 calendar (NASDAQ's prices times ``scale`` to 5 significant
+    digits, one a day): a crypto symbol to trade."""
     frame = load_symbol("NASDAQ").frame.loc[:end].tail(400).copy()
+    if scale != 1.0:
+        prices = ["open", "high", "low", "close"]
+        frame[prices] = (frame[prices] * scale).round(5)
     frame.index = pd.date_range(end=end, periods=len(frame), freq="D", tz="UTC", name="timestamp")
     frame.to_csv(folder / f"{symbol}.csv")
 
@@ -133,3 +137,59 @@ def test_a_pinned_strategy_trades_regardless_of_the_walk_forward_pick(tmp_path):
     modes = {p.name: p.stat().st_mode & 0o777 for p in state.iterdir()}
     assert {"journal.db", "broker.db", "records.jsonl", "trade.log", "loop.lock"} <= set(modes)
     assert set(modes.values()) == {0o600}, modes
+
+
+def test_every_option_of_run_and_replay_has_help_and_the_shared_ones_match_the_backtests():
+    import typer
+
+    from marketcast.backtest.cli import backtest
+    from marketcast.trade.cli import app
+
+    commands = typer.main.get_command(app).commands
+    backtest_app = typer.Typer()
+    backtest_app.command()(backtest)
+    shared = {p.opts[0]: p for p in typer.main.get_command(backtest_app).params}
+    for name in ("run", "replay"):
+        params = {p.opts[0]: p for p in commands[name].params if p.param_type_name == "option"}
+        assert [o for o, p in params.items() if not (p.help or "").strip()] == [], name
+        for flag in ("--model", "--weights", "--device", "--dtype", "--seed", "--data-dir", "--on-duplicate"):
+            assert params[flag].help.startswith(shared[flag].help), (name, flag)  # the same text
+            assert params[flag].opts == shared[flag].opts, (name, flag)  # the same names (-m for --model)
+    assert commands["replay"].params[0].opts == ["--start", "--from"]  # like data fetch; --from still works
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--seed", "-1"], "Invalid value for '--seed': Input should be greater than or equal to 0"),
+    (["--device", "gpu"], "'gpu' is not a torch device; use cpu, cuda, cuda:N or mps"),
+    (["--dtype", "float16"], "'float16' is not one of 'float32', 'bfloat16'"),
+    (["--on-duplicate", "sum"], "'sum' is not one of 'error', 'first', 'last'"),
+    (["--model", "gpt"], "unknown model 'gpt'; choose one of baseline, toto, kronos"),  # the model loads first
+    (["--start", "2017-02-30"], "--start '2017-02-30' is not a date (day is out of range for month"),
+])
+def test_a_replay_that_fails_validation_writes_nothing(tmp_path, capsys, args, says):
+    from marketcast.cli import main
+
+    state = tmp_path / "state"
+    base = {"--start": "2017-01-02", "--end": "2017-02-01"}
+    for flag, value in zip(args[::2], args[1::2]):
+        base[flag] = value
+    code = main(["trade", "replay", "--state-dir", str(state), *[x for kv in base.items() for x in kv]])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2 and says in err, err
+    assert not state.exists()  # no folder, no empty trade.log, no lock
+
+
+def test_the_plan_prints_prices_with_the_symbols_tick_decimals(tmp_path):
+    data, clock = tmp_path / "data", tmp_path / "clock"
+    data.mkdir()
+    crypto_bars(data, "ETHUSD", "2017-03-10", scale=1e-4)  # a coin quoted to 1e-5: 0.58174
+    clock.write_text("2017-03-11T00:30:00Z")
+    (tmp_path / "pinned.toml").write_text('[trade]\nsymbols = ["ETHUSD"]\n[trade.gates]\nmin_edge = -1\n'
+                                          'min_sharpe = -1e9\nmax_drawdown = 1.01\n[trade.strategy]\n'
+                                          'ETHUSD = "maxdiff"\n')
+    dry = trade(["--config", "pinned.toml", "--dry-run", "--data-dir", str(data), "--state-dir",
+                 str(tmp_path / "state"), "--clock-file", str(clock)], tmp_path, RUN[:-2])
+    assert dry.returncode == 0, dry.stderr
+    entry, take_profit = re.search(r"│ ETHUSD │ maxdiff \(pinned\) │ long │ (\S+) +│ (\S+) ", dry.stdout).groups()
+    assert re.fullmatch(r"0\.\d{5}", entry) and re.fullmatch(r"0\.\d{5}", take_profit), (entry, take_profit)
+    assert float(entry) < float(take_profit)

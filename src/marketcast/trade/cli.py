@@ -9,19 +9,18 @@ lock). Keys are never printed. ``trade run``'s settings come from :mod:`marketca
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
+from marketcast import options
 from marketcast.console import console, progress_steps
 from marketcast.errors import ConfigError, ExitCode
-from marketcast.settings import CONFIG_FILE, ENV_FILE, Settings, given_flags, resolve, with_options
+from marketcast.settings import CONFIG_FILE, ENV_FILE, given_flags, resolve, with_options
 from marketcast.trade.config import SECTION, SETTINGS
 from marketcast.trade.launch import open_venue, resolve_command, setup_logging
 
@@ -39,17 +38,6 @@ def _symbols(text: str) -> tuple[str, ...]:
     return out
 
 
-def _scratch_copy(state_dir: Path, scratch: Path) -> Path:
-    """Copy the databases (with their write-ahead logs) of ``state_dir`` into ``scratch``, so a dry run can
-    reconcile and advance the paper clock without creating or touching a file in ``state_dir``."""
-    for name in ("broker.db", "journal.db"):
-        for suffix in ("", "-wal"):
-            src = state_dir / f"{name}{suffix}"
-            if src.exists():
-                shutil.copyfile(src, scratch / src.name)
-    return scratch
-
-
 def _venue_flags(paper: bool, i_understand: bool, broker_name: str) -> tuple[str, bool]:
     """(broker, live) from the flags; live money needs both flags, and the host is checked against
     ``APCA_API_BASE_URL`` here, before any request or state file."""
@@ -65,21 +53,6 @@ def _venue_flags(paper: bool, i_understand: bool, broker_name: str) -> tuple[str
         trading_endpoint(not paper, os.environ, warn=False)
         data_url(os.environ)
     return broker_name, not paper
-
-
-def _print_plan(report, title: str) -> None:
-    from marketcast.trade.cycle import describe
-
-    table = Table(title=title)
-    for col in ("symbol", "strategy", "side", "entry", "take profit", "edge", "sharpe", "qty", "client_order_id",
-                "skipped because"):
-        table.add_column(col)
-    for r in describe(report):
-        fmt = lambda v, f: "" if v is None else format(v, f)  # noqa: E731
-        table.add_row(r["symbol"], r["strategy"], r["side"], fmt(r["entry"], ".2f"), fmt(r["take_profit"], ".2f"),
-                      fmt(r["edge"], ".3%"), fmt(r["sharpe"], ".2f"), fmt(r["qty"], "g"), r["client_order_id"],
-                      r["why_not"])
-    console.print(table)
 
 
 @app.command()
@@ -106,6 +79,7 @@ def run(
     Settings: defaults < marketcast.toml (its trade table) < .env.compile < environment
     (MARKETCAST_TRADE_KEY, e.g. MARKETCAST_TRADE_RISK_MAX_DAILY_LOSS; ADD_LATEST) < these flags.
     """
+    from marketcast.trade import run_command as command
     from marketcast.trade.lock import StateLock
 
     if ctx.get_parameter_source("config").name == "COMMANDLINE" and not config.exists():
@@ -114,88 +88,19 @@ def run(
                        flags=given_flags(ctx, SETTINGS, flags))
     broker_name, live = _venue_flags(paper, i_understand, settings["broker"])
     if print_config:
-        _print_config(settings, broker_name, live)
+        command.print_config(settings, broker_name, live)
         return
     setup_logging(None, verbose)
     state_dir = Path(settings["state_dir"])
     if not dry_run:
         with StateLock(state_dir):
             setup_logging(state_dir, verbose)
-            _run_loop(settings, state_dir, broker_name, live, once, False, clock_file)
+            command.run_loop(settings, state_dir, broker_name, live, once, False, clock_file)
         return
     # read-only: the state is read from a scratch copy, nothing is written back
     with tempfile.TemporaryDirectory(prefix="marketcast-dry-run-") as scratch:
-        _run_loop(settings, _scratch_copy(state_dir, Path(scratch)) if state_dir.is_dir() else Path(scratch),
-                  broker_name, live, once, True, clock_file, resolve_dir=state_dir)
-
-
-def _print_config(settings: Settings, broker_name: str, live: bool) -> None:
-    from marketcast.trade.config import config_rows
-
-    table = Table(title=f"trade settings ({', '.join(settings.files)})")
-    for col in ("key", "value", "source", "from", "overrides"):
-        table.add_column(col)
-    for row in config_rows(settings, broker_name, live):
-        table.add_row(*map(escape, row))
-    console.print(table)
-
-
-def _run_loop(settings: Settings, state_dir: Path, broker_name: str, live: bool, once: bool, dry_run: bool,
-              clock_file: Path | None, resolve_dir: Path | None = None) -> None:
-    from marketcast.trade import config as cfg
-    from marketcast.trade.alerts import Alerts
-    from marketcast.trade.cycle import LoopConfig, TradingLoop
-    from marketcast.trade.monitor import Monitor
-    from marketcast.trade.planner import PLANNER_CONFIG, BacktestPlanner
-    from marketcast.trade.state import Journal
-    from marketcast.trade.supervisor import Supervisor
-    from marketcast.trade.warmup import load_model
-
-    syms = settings["symbols"]
-    stray = sorted(set(settings["strategy"]) - set(syms))
-    if stray:
-        raise ConfigError(f"strategy pins {', '.join(stray)}, which is not among the symbols ({', '.join(syms)}); "
-                          f"add it to symbols or drop the pin")
-    data_dir = None if settings["data_dir"] is None else Path(settings["data_dir"])
-    journal = Journal(state_dir / "journal.db")  # first: a damaged journal stops the run before the broker moves
-    venue = open_venue(broker_name, live, syms, state_dir, data_dir, settings["fee"], clock_file)
-    now = venue.now()
-    latest = venue.refresh(now)
-    alerts = Alerts(None if dry_run else state_dir, settings["alerts.webhook"])
-    config = replace(PLANNER_CONFIG, seed=settings["seed"])
-    loaded = load_model(settings["model"], None if dry_run else venue.feed(syms[0]), config,
-                        weights=settings["weights"], device=settings["device"], dtype=settings["dtype"],
-                        seed=settings["seed"])
-    for skipped in loaded.skipped:
-        alerts.emit("model_fallback", skipped["model"], f"{skipped['model']} skipped: {skipped['error']}")
-    monitor = None if dry_run else Monitor(state_dir)
-    if monitor is not None:
-        monitor.warmed(loaded.warmup, loaded.skipped)
-    where = resolve_dir or state_dir
-    add_latest = settings["add_latest"] if settings["add_latest"] is not None else venue.broker.has_quotes
-    mode = "live" if live else "paper"
-    loop_config = LoopConfig(syms, gates=cfg.gates(settings), portfolio=cfg.portfolio(settings),
-                             risk=cfg.risk(settings), freshness=cfg.freshness(settings), add_latest=add_latest,
-                             fee=settings["fee"], mode=mode,
-                             resolve=resolve_command(where, broker_name, live, syms, data_dir),
-                             resume=f"marketcast trade resume --state-dir {where}")
-    loop = TradingLoop(venue.broker, journal, BacktestPlanner(loaded.forecaster, config, pinned=settings["strategy"]),
-                       venue.feed, loop_config, monitor, venue.asset_classes)
-    if dry_run:
-        _print_plan(loop.run_cycle(latest, dry_run=True, now=now), f"plan for the bar after {latest} (dry run, "
-                                                                   f"nothing sent)")
-        return
-
-    def show(report) -> None:
-        _print_plan(report, f"{mode} cycle at {report.decision_ts} via {venue.broker.endpoint}")
-        console.print(f"submitted {len(report.submitted)}, already there {len(report.already)}, "
-                      f"rejected {len(report.rejected)}, refused {len(report.refused)}, "
-                      f"equity {report.equity:,.2f}")
-
-    code = Supervisor(loop, venue, alerts, cfg.thresholds(settings), interval_s=settings["interval_s"], once=once,
-                      report=show).run()
-    if code != ExitCode.OK:
-        raise typer.Exit(code)
+        copy = command.scratch_copy(state_dir, Path(scratch)) if state_dir.is_dir() else Path(scratch)
+        command.run_loop(settings, copy, broker_name, live, once, True, clock_file, resolve_dir=state_dir)
 
 
 @app.command()
@@ -233,7 +138,8 @@ def reconcile_cmd(
     symbols: str = typer.Option(DEFAULT_SYMBOLS, "--symbols", help="the symbols the loop trades (paper: the bars "
                                                                      "to load)"),
     state_dir: Path = STATE_OPT,
-    data_dir: Path | None = typer.Option(None, "--data-dir", help="<SYMBOL>.csv files (paper broker)"),
+    data_dir: options.DataDir = None,
+    on_duplicate: options.OnDuplicate = "error",
     fee: float | None = typer.Option(None, "--fee", help="fee per side as a fraction (paper broker; default per "
                                                          "asset class)"),
 ) -> None:
@@ -249,7 +155,7 @@ def reconcile_cmd(
                           f"--accept-broker to start one from the broker")
     with StateLock(state_dir):
         setup_logging(state_dir, False)
-        venue = open_venue(broker_name, live, syms, state_dir, data_dir, fee)
+        venue = open_venue(broker_name, live, syms, state_dir, data_dir, fee, on_duplicate=on_duplicate)
         journal = Journal(state_dir / "journal.db")
         from marketcast.trade.orders import OrderDesk
         from marketcast.trade.reconcile import Reconciled, Reconciler
@@ -298,22 +204,26 @@ def status(
 
 @app.command("replay")
 def replay_cmd(
-    start: str = typer.Option(..., "--from", help="first decision date, e.g. 2017-01-01"),
-    end: str = typer.Option(..., "--to", help="last date settled, e.g. 2017-12-31"),
-    symbols: str = typer.Option(DEFAULT_SYMBOLS, "--symbols"),
-    state_dir: Path | None = typer.Option(None, "--state-dir", help=STATE_HELP + " (default out/replay-FROM-TO)"),
-    model: str = typer.Option("baseline", "--model", help="baseline, toto or kronos"),
-    weights: str | None = typer.Option(None, "--weights", help="toto/kronos weights: auto, a local folder, or "
-                                                                "random"),
-    device: str = typer.Option("cpu", "--device", help="torch device for toto/kronos"),
-    data_dir: Path | None = typer.Option(None, "--data-dir"),
-    fee: float | None = typer.Option(None, "--fee"),
-    cash: float = typer.Option(100_000.0, "--cash"),
-    png: Path | None = typer.Option(None, "--png", help="equity curve (default STATE_DIR/equity.png)"),
-    seed: int = typer.Option(0, "--seed"),
-    verbose: bool = typer.Option(False, "--verbose", "-v"),
+    start: str = typer.Option(..., "--start", "--from", help="First decision day, e.g. 2017-01-01 (UTC)."),
+    end: str = typer.Option(..., "--end", "--to", help="Last day settled, e.g. 2017-12-31 (UTC)."),
+    symbols: str = typer.Option(DEFAULT_SYMBOLS, "--symbols", help="Symbols to replay, comma separated."),
+    state_dir: Path | None = typer.Option(None, "--state-dir", help=STATE_HELP + " (default out/replay-START-END)"),
+    model: options.Model = "baseline",
+    weights: options.Weights = None,
+    device: options.Device = "cpu",
+    dtype: options.Dtype = "float32",
+    seed: options.Seed = 0,
+    data_dir: options.DataDir = None,
+    on_duplicate: options.OnDuplicate = "error",
+    fee: float | None = typer.Option(None, "--fee", min=0.0, max=0.5, help="Fee per side as a fraction "
+                                                                           "(default: stock 0.0005, crypto 0.0015)."),
+    cash: float = typer.Option(100_000.0, "--cash", min=0.01, help="Starting cash of the paper account."),
+    png: Path | None = typer.Option(None, "--png", help="Equity curve (default STATE_DIR/equity.png)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="INFO on stderr (trade.log always has it)."),
 ) -> None:
-    """Run the loop with the paper broker over history (resumable: same --state-dir carries on)."""
+    """Run the loop with the paper broker over history (resumable: same --state-dir carries on).
+
+    Everything is checked (dates, bars, model) before the state folder or trade.log is created."""
     from marketcast.data import load_symbol
     from marketcast.forecast import load_forecaster
     from marketcast.trade.cycle import LoopConfig
@@ -325,13 +235,13 @@ def replay_cmd(
 
     syms = _symbols(symbols)
     state_dir = state_dir or Path(f"out/replay-{start}-{end}")
-    bars = {s: load_symbol(s, data_dir) for s in syms}
+    bars = {s: load_symbol(s, data_dir, on_duplicate=on_duplicate) for s in syms}
     dates = replay_dates(bars, start, end)
+    forecaster = load_forecaster(model, weights=weights, device=device, dtype=dtype, seed=seed)
     started = time.perf_counter()
     with StateLock(state_dir), progress_steps(len(dates) - 1, "replay") as step:
         setup_logging(state_dir, verbose)
-        planner = BacktestPlanner(load_forecaster(model, weights=weights, device=device, seed=seed),
-                                  replace(PLANNER_CONFIG, seed=seed))
+        planner = BacktestPlanner(forecaster, replace(PLANNER_CONFIG, seed=seed))
         config = LoopConfig(syms, fee=fee, mode="replay",
                             resolve=resolve_command(state_dir, "paper", False, syms, data_dir),
                             resume=f"marketcast trade resume --state-dir {state_dir}")

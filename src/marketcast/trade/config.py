@@ -20,9 +20,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
+from marketcast import options
 from marketcast.backtest.config import STRATEGY_NAMES
+from marketcast.data.load import ON_DUPLICATE
 from marketcast.forecast.registry import MODEL_NAMES
 from marketcast.settings import (
     Setting,
@@ -42,7 +43,6 @@ from marketcast.trade.portfolio import PortfolioConfig
 from marketcast.trade.risk import RiskLimits
 
 SECTION = "trade"
-DTYPES = ("float32", "bfloat16")
 OFF = " (0: no limit)"
 
 
@@ -73,17 +73,17 @@ SETTINGS = (
     Setting("broker", "paper", choice("paper", "alpaca"), "paper (the embedded broker) or alpaca.", "--broker"),
     Setting("state_dir", "out/trade", text, "Folder for broker.db, journal.db, records.jsonl, alerts.jsonl, "
             "trade.log (owner-only).", "--state-dir"),
-    Setting("data_dir", None, optional(text), "Folder of <SYMBOL>.csv bars for the paper broker, re-read as it "
-            "grows.", "--data-dir", shown="the embedded SP500 and NASDAQ"),
-    Setting("model", ("baseline",), items(choice(*MODEL_NAMES)), "Forecaster, or a fallback chain such as "
-            "toto,kronos,baseline: a model that fails to load or warm up is logged, recorded and skipped.",
-            "--model", shown="baseline", metavar="MODEL[,MODEL...]"),
-    Setting("weights", None, optional(text), "toto/kronos weights: auto, a local folder, or random.", "--weights",
-            shown="auto"),
-    Setting("device", "cpu", text, "Torch device for toto/kronos.", "--device"),
-    Setting("dtype", "float32", choice(*DTYPES), f"Model precision for toto/kronos: {' or '.join(DTYPES)}.",
-            "--dtype"),
-    Setting("seed", 0, number(0, integer=True), "Sampling seed.", "--seed", int),
+    Setting("data_dir", None, optional(text), options.help_of(options.DataDir) + " The paper broker re-reads "
+            "a file that grows.", "--data-dir"),
+    Setting("data.on_duplicate", "error", choice(*ON_DUPLICATE), options.help_of(options.OnDuplicate),
+            "--on-duplicate"),
+    Setting("model", ("baseline",), items(choice(*MODEL_NAMES)), options.help_of(options.Model) + " Or a "
+            "fallback chain such as toto,kronos,baseline: a model that fails to load or warm up is logged, recorded "
+            "and skipped.", "--model -m", shown="baseline", metavar="MODEL[,MODEL...]"),
+    Setting("weights", None, optional(text), options.help_of(options.Weights), "--weights", shown="auto"),
+    Setting("device", "cpu", options.check_device, options.help_of(options.Device), "--device"),
+    Setting("dtype", "float32", choice(*options.DTYPES), options.help_of(options.Dtype), "--dtype"),
+    Setting("seed", 0, number(0, options.MAX_SEED, integer=True), options.help_of(options.Seed), "--seed", int),
     Setting("strategy", {}, pairs(symbol, choice(*STRATEGY_NAMES)), "Pin a strategy to a symbol, SYMBOL=NAME "
             f"(repeatable; {', '.join(STRATEGY_NAMES)}): it is traded whatever the walk-forward pick.",
             "--strategy", list[str], shown="none (the walk-forward pick)", metavar="SYMBOL=NAME"),

@@ -57,11 +57,11 @@ class PaperVenue:
     changes: a file that grows a bar at a time is traded a bar at a time."""
 
     def __init__(self, syms: tuple[str, ...], state_dir: Path, data_dir: Path | None, fee: float | None,
-                 clock: Callable[[], pd.Timestamp]) -> None:
+                 clock: Callable[[], pd.Timestamp], on_duplicate: str = "error") -> None:
         from marketcast.trade.feed import history_feed
         from marketcast.trade.paper import PaperBroker
 
-        self.syms, self.data_dir, self.now = syms, data_dir, clock
+        self.syms, self.data_dir, self.now, self.on_duplicate = syms, data_dir, clock, on_duplicate
         self.raw: dict[str, tuple[object, Bars]] = {}
         self.bars: dict[str, Bars] = {}  # cut at the clock; shared with the broker and the feed
         self._load(self.now())
@@ -80,7 +80,7 @@ class PaperVenue:
                 info = find_symbol_file(self.data_dir, s).stat()
                 stamp = (info.st_mtime_ns, info.st_size)
             if s not in self.raw or self.raw[s][0] != stamp:
-                self.raw[s] = (stamp, load_symbol(s, self.data_dir))
+                self.raw[s] = (stamp, load_symbol(s, self.data_dir, on_duplicate=self.on_duplicate))
             self.bars[s] = self.raw[s][1] if now is None else complete(self.raw[s][1], now)
 
     def refresh(self, now) -> str:
@@ -136,11 +136,12 @@ def file_clock(path: Path) -> Callable[[], pd.Timestamp]:
 
 
 def open_venue(broker_name: str, live: bool, syms: tuple[str, ...], state_dir: Path, data_dir: Path | None,
-               fee: float | None, clock_file: Path | None = None):
+               fee: float | None, clock_file: Path | None = None, on_duplicate: str = "error"):
     """The embedded paper broker over ``data_dir`` bars (its clock the system's or ``clock_file``), or Alpaca
     on the host ``live`` selects (checked against ``APCA_API_BASE_URL`` before any request)."""
     if broker_name == "paper":
-        return PaperVenue(syms, state_dir, data_dir, fee, system_clock if clock_file is None else file_clock(clock_file))
+        clock = system_clock if clock_file is None else file_clock(clock_file)
+        return PaperVenue(syms, state_dir, data_dir, fee, clock, on_duplicate)
     if clock_file is not None:
         raise ConfigError("--clock-file drives the paper broker only; Alpaca's clock is Alpaca's")
     return AlpacaVenue(syms, live)
