@@ -37,9 +37,10 @@ class Loaded:
 
 def warm_up(forecaster, bars: Bars, config: BacktestConfig) -> dict:
     """Run the loop's forecast shape once on the last window of ``bars``; what it took."""
-    batch = make_batch(bars.frame, [len(bars.frame) - 1], config.context, horizon=1, calendar=bars.calendar)
+    context = min(config.context, len(bars.frame))
+    batch = make_batch(bars.frame, [len(bars.frame) - 1], context, horizon=1, calendar=bars.calendar)
     args = {"batch": batch, "horizon": 1, "num_samples": config.num_samples, "seed": config.seed,
-            "context": config.context}
+            "context": context}
     hook = getattr(forecaster, "warmup", None)
     started = time.perf_counter()
     if callable(hook):
@@ -49,7 +50,7 @@ def warm_up(forecaster, bars: Bars, config: BacktestConfig) -> dict:
         forecaster.forecast(batch, horizon=1, num_samples=config.num_samples, seed=config.seed)
     seconds = time.perf_counter() - started
     name = getattr(forecaster, "name", type(forecaster).__name__)
-    shape = f"1 window x {min(config.context, len(bars.frame))} bars, {config.num_samples} samples, horizon 1"
+    shape = f"1 window x {context} bars, {config.num_samples} samples, horizon 1"
     log.info("warm-up: %s took %.2f s (%s)", name, seconds, shape)
     return {"model": name, "seconds": round(seconds, 4), "shape": shape,
             "how": "its warmup()" if callable(hook) else "one forecast"}
@@ -61,7 +62,9 @@ def load_model(chain: tuple[str, ...], bars: Bars | None, config: BacktestConfig
     skipped: list[dict] = []
     for i, name in enumerate(chain):
         try:
-            forecaster = load_forecaster(name, weights=weights, device=device, dtype=dtype, seed=seed)
+            # --weights names the neural models' checkpoint; the baseline has none and refuses one
+            forecaster = load_forecaster(name, weights=None if name == "baseline" else weights, device=device,
+                                         dtype=dtype, seed=seed)
             return Loaded(forecaster, None if bars is None else warm_up(forecaster, bars, config), skipped)
         except LOAD_FAILURES as exc:
             if len(chain) == 1:
