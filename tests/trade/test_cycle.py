@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import pytest
 
@@ -146,6 +147,8 @@ def test_stale_open_order_is_cancelled_and_stale_pending_intent_abandoned(tmp_pa
 class QuotingPaperBroker(PaperBroker):
     """The paper broker with a live-like quote feed: its ``latest_quote`` raises ``fail`` times (a broker
     outage), then quotes ``bid``/``ask`` as multiples of the clock bar's close, labelled real."""
+
+    has_quotes = True  # like Alpaca: ADD_LATEST and require_quote apply
 
     def __init__(self, *args, fail: int = 0, bid: float = 1.004, ask: float = 1.006, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -324,3 +327,14 @@ def test_position_caps_and_exposure_count_the_loops_working_orders(tmp_path, bar
     [nq] = TradingLoop(broker, journal, loop.planner, loop.feed, tight).run_cycle(ts, dry_run=True).planned
     equity = broker.account().equity
     assert nq.symbol == "NASDAQ" and nq.qty * nq.limit_price <= 0.6 * equity - sp_notional < 0.5 * equity
+
+
+def test_require_quote_keeps_a_symbol_without_a_real_quote_from_entering(tmp_path, bars, caplog):
+    caplog.set_level(logging.WARNING, "marketcast.trade")
+    loop, broker = quoting_loop(tmp_path, bars, fail=100)  # the broker has quotes, but none comes
+    report = dry_plan(loop, broker.clock)
+    assert report.quotes == {"SP500": "synthetic"} and report.planned == []
+    assert report.skipped == {"SP500": ("no real quote (require_quote)",)}
+    assert "SP500: no new entry: no real quote (require_quote)" in caplog.messages  # a WARNING
+    loop.config = replace(loop.config, gates=replace(loop.config.gates, require_quote=False))
+    assert [i.symbol for i in dry_plan(loop, broker.clock).planned] == ["SP500"]  # the gate was the only reason
