@@ -204,7 +204,8 @@ def test_the_users_position_and_order_are_reported_and_never_touched(fake, tmp_p
     assert fake.positions == [{**fake.positions[0], "qty": "100"}] and fake.order("user-gtc-exit")["status"] == "new"
 
 
-def test_a_rejection_after_acceptance_is_booked_as_rejected(fake, tmp_path):
+def test_a_rejection_after_acceptance_is_booked_as_rejected(fake, tmp_path, caplog):
+    caplog.set_level(logging.INFO, "marketcast.trade")
     loop = alpaca_loop(fake, tmp_path)
     submitted(loop, order("mc-late", take_profit=None), D1)
     fake.order("mc-late")["status"] = "rejected"  # the venue refused it after Alpaca accepted it
@@ -213,6 +214,7 @@ def test_a_rejection_after_acceptance_is_booked_as_rejected(fake, tmp_path):
     assert (intent.status, intent.broker_status, intent.error) == (
         "rejected", "rejected", "rejected by the broker after it accepted the order")
     assert r.book.own_orders == [] and loop.journal.halts.active() == []
+    assert "AAPL mc-late: rejected by the broker after acceptance" in caplog.messages  # trade.log has its id
 
 
 def test_disagreements_halt_until_accept_broker_adopts_the_brokers_view(fake, tmp_path):

@@ -4,6 +4,8 @@ resume`` lifts it); order-count and notional limits; the day's starting equity b
 
 from __future__ import annotations
 
+import logging
+
 from decimal import Decimal
 
 import pandas as pd
@@ -34,7 +36,8 @@ def posts_and_deletes(fake) -> list[tuple[str, str]]:
     return [(m, p) for m, p, _ in fake.requests if m in ("POST", "DELETE")]
 
 
-def test_a_losing_day_trips_the_daily_loss_limit_then_resume_lifts_it(fake, tmp_path, capsys):
+def test_a_losing_day_trips_the_daily_loss_limit_then_resume_lifts_it(fake, tmp_path, capsys, caplog):
+    caplog.set_level(logging.INFO, "marketcast.trade")
     loop = alpaca_loop(fake, tmp_path, loop_config={"risk": RiskLimits(max_daily_loss=0.02),
                                                     "resume": f"marketcast trade resume --state-dir {tmp_path}"})
     submitted(loop, order("mc-big", qty=400, limit_price=188.5, take_profit=199.0), D1)  # this bar's entry
@@ -54,6 +57,8 @@ def test_a_losing_day_trips_the_daily_loss_limit_then_resume_lifts_it(fake, tmp_
     assert str(err.value) == halt.message() and halt.resolve == f"marketcast trade resume --state-dir {tmp_path}"
     assert posts_and_deletes(fake)[before:] == [("DELETE", f"/v2/orders/{leg['id']}")]  # its own order, cancelled
     assert leg["status"] == "canceled"  # confirmed: the cancel was awaited
+    assert any(m.startswith(f"AAPL: cancel {leg['client_order_id']} requested: risk limit: daily loss")
+               for m in caplog.messages)  # trade.log names the order it cancels
     for _ in range(2):  # no new entry, no order at all, while halted (a restart refuses at once too)
         with pytest.raises(HaltedError):
             alpaca_loop(fake, tmp_path).run_cycle(D2, now=T("2024-05-01T20:30Z"))
