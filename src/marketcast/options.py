@@ -34,10 +34,24 @@ def one_of(choices: Sequence[str]) -> Callable[[Optional[str]], Optional[str]]:
     return check
 
 
-def _device(value: str) -> str:
+def check_device(value: str) -> str:
+    """``value`` if it names a torch device, else ValueError (the trade settings parse with it too)."""
     if not _DEVICE.match(value):
-        raise typer.BadParameter(f"{value!r} is not a torch device; use cpu, cuda, cuda:N or mps.")
+        raise ValueError(f"{value!r} is not a torch device; use cpu, cuda, cuda:N or mps")
     return value
+
+
+def _device(value: str) -> str:
+    try:
+        return check_device(value)
+    except ValueError as exc:
+        raise typer.BadParameter(f"{exc}.") from None
+
+
+def help_of(option) -> str:
+    """The help text of an option declared here, for a command that declares the same concept as a layered
+    setting (``trade run``: :mod:`marketcast.trade.config`)."""
+    return option.__metadata__[0].help
 
 
 Model = Annotated[str, typer.Option("--model", "-m", help=f"Forecaster: {', '.join(MODEL_NAMES)}.")]

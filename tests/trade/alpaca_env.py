@@ -13,7 +13,7 @@ D0, D1, D2 = "2024-04-28T04:00:00+00:00", "2024-04-29T04:00:00+00:00", "2024-04-
 
 def embedded_fake(end: str, crypto: dict[str, str] | None = None):
     """A fake Alpaca serving the embedded SP500 and NASDAQ as stocks (plus ``crypto``: pair -> the embedded
-    series whose bars it trades on) up to ``end``, its clock at that bar's close."""
+    series whose bars it trades on) up to ``end``, its clock at that bar's close, the stocks quoted there."""
     from marketcast.data import load_symbol
 
     from .fake_alpaca import CRYPTO, STOCK, FakeAlpaca, bars_of
@@ -24,8 +24,9 @@ def embedded_fake(end: str, crypto: dict[str, str] | None = None):
                                            **{pair: dict(CRYPTO) for pair in crypto}})
     fake.bars = {**{s: bars_of(f) for s, f in frames.items()},
                  **{f"{pair[:-3]}/USD": bars_of(frames[src]) for pair, src in crypto.items()}}
-    fake.quotes = {}
     fake.exchange.clock = frames["SP500"].index[-1].strftime("%Y-%m-%dT21:00:00Z")
+    fake.quotes = {s: {"bp": float(f["close"].iloc[-1]) - 0.01, "ap": float(f["close"].iloc[-1]) + 0.01,
+                       "t": fake.exchange.clock} for s, f in frames.items()}  # at the clock, a cent either side
     return fake
 
 
@@ -46,8 +47,9 @@ def order(cid="mc-000000000000000000000001", **kw) -> OrderRequest:
 
 
 def alpaca_loop(fake, tmp_path, symbols=("AAPL",), classes=None, planner=None, cancel_wait_s=3.0, monitor=False,
-                history=None, strategies=None, **kw):
-    """A loop over the adapter with its own journal connection, as a freshly (re)started process has."""
+                history=None, strategies=None, loop_config=None, **kw):
+    """A loop over the adapter with its own journal connection, as a freshly (re)started process has;
+    ``loop_config`` overrides fields of its LoopConfig."""
     from marketcast.forecast import load_forecaster
     from marketcast.trade.cycle import LoopConfig, TradingLoop
     from marketcast.trade.feed import broker_feed
@@ -62,7 +64,7 @@ def alpaca_loop(fake, tmp_path, symbols=("AAPL",), classes=None, planner=None, c
     return TradingLoop(b, Journal(Path(tmp_path) / "journal.db"),
                        planner or BacktestPlanner(load_forecaster("baseline"), strategies=strategies),
                        broker_feed(b, classes, **({"history": history} if history else {})),
-                       LoopConfig(tuple(symbols), gates=gates, cancel_wait_s=cancel_wait_s),
+                       LoopConfig(tuple(symbols), gates=gates, cancel_wait_s=cancel_wait_s, **(loop_config or {})),
                        Monitor(tmp_path) if monitor else None, classes)
 
 

@@ -12,7 +12,8 @@ module is the HTTP face, with Alpaca's shapes and semantics:
 * ``GET /v2/orders:by_client_order_id`` and ``GET /v2/orders/{id}`` (404 ``{"code": 40410000}`` when unknown),
   ``DELETE /v2/orders/{id}`` (204, then ``pending_cancel``);
 * ``GET /v2/assets/{symbol}`` (crypto also by its legacy name without the slash), ``GET /v2/positions``,
-  ``GET /v2/account``, ``GET /v2/clock`` (the fake's clock: what "now" is for a replayed year);
+  ``GET /v2/account``, ``GET /v2/clock`` (the fake's clock, what "now" is for a replayed year, in New York time
+  with the NYSE session's state: :func:`tests.trade.fake_market.market_clock`);
 * bars: ``limit`` (default 1000, at most 10,000) and ``next_page_token`` pagination, ``start``/``end``, never a bar
   after the clock (``/v2/stocks/bars``, ``/v1beta3/crypto/us/bars``: the ``GET /v2/stocks/{symbol}/bars``
   reference in alpacahq/alpaca-docs ``data/webapi/endpoints/bars-v2.yaml``; alpaca-py follows the token in
@@ -42,39 +43,14 @@ from urllib.parse import parse_qs, unquote, urlparse
 import pandas as pd
 
 from .fake_exchange import D, TERMINAL, Exchange, Position, Refused, num
+from .fake_market import STAMP, bars_of, daily_bars, market_clock, utc  # noqa: F401 - bars_of for the tests
 
 STOCK = {"class": "us_equity", "tradable": True, "fractionable": True, "shortable": True, "easy_to_borrow": True,
          "min_order_size": None, "min_trade_increment": None, "price_increment": None}
 CRYPTO = {"class": "crypto", "tradable": True, "fractionable": True, "shortable": False, "easy_to_borrow": False,
           "min_order_size": "0.0001", "min_trade_increment": "0.0001", "price_increment": "1"}
-STAMP = "%Y-%m-%dT%H:%M:%SZ"
 PUBLIC = ("id", "client_order_id", "symbol", "side", "qty", "type", "order_type", "time_in_force", "status",
           "limit_price", "filled_qty", "filled_avg_price", "submitted_at", "updated_at", "filled_at", "order_class")
-
-
-def _daily_bars(n: int) -> list[dict]:
-    """``n`` daily bars with a deterministic wiggle (enough history for the planner's windows)."""
-    import math
-    from datetime import date, timedelta
-
-    out, close = [], 170.0
-    for d in range(n):
-        prev, close = close, 170.0 + 8 * math.sin(d / 5.0) + 3 * math.cos(d * 1.7)
-        day = date(2024, 1, 1) + timedelta(days=d)
-        out.append({"t": f"{day.isoformat()}T04:00:00Z", "o": prev, "h": max(prev, close) * 1.006,
-                    "l": min(prev, close) * 0.994, "c": close, "v": 5e7})
-    return out
-
-
-def utc(text: str) -> pd.Timestamp:
-    ts = pd.Timestamp(text)
-    return ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
-
-
-def bars_of(frame: pd.DataFrame) -> list[dict]:
-    """Alpaca's bar objects from an OHLCV frame (a UTC DatetimeIndex)."""
-    return [{"t": t.strftime(STAMP), "o": float(r.open), "h": float(r.high), "l": float(r.low),
-             "c": float(r.close), "v": float(getattr(r, "volume", 0.0))} for t, r in zip(frame.index, frame.itertuples())]
 
 
 @dataclass
@@ -99,7 +75,7 @@ class FakeAlpaca:
         self.exchange.last.update({"AAPL": Decimal("190"), "BTCUSD": Decimal("60000")})
         self.quotes = {"AAPL": {"ap": 190.10, "bp": 189.90, "as": 1, "bs": 1, "t": "2024-05-01T19:59:59Z"},
                        "BTC/USD": {"ap": 60010.0, "bp": 59990.0, "t": "2024-05-01T19:59:59Z"}}
-        self.bars = {"AAPL": _daily_bars(120)}
+        self.bars = {"AAPL": daily_bars(120)}
         self.page_size = 10_000
         self._bar_json: dict[str, tuple[list, list]] = {}
         self.failures: list[Failure] = []
@@ -245,7 +221,7 @@ class FakeAlpaca:
                          "equity": str(ex.equity()), "buying_power": str(ex.buying_power()),
                          "multiplier": str(ex.multiplier)}
         if path == "/v2/clock":
-            return 200, {"timestamp": ex.clock, "is_open": False, "next_open": ex.clock, "next_close": ex.clock}
+            return 200, market_clock(ex.clock)
         if path.startswith("/v2/assets/"):
             sym = unquote(path.rsplit("/assets/", 1)[1])
             asset = ex.asset(sym)

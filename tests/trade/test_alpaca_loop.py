@@ -204,7 +204,8 @@ def test_the_users_position_and_order_are_reported_and_never_touched(fake, tmp_p
     assert fake.positions == [{**fake.positions[0], "qty": "100"}] and fake.order("user-gtc-exit")["status"] == "new"
 
 
-def test_a_rejection_after_acceptance_is_booked_as_rejected(fake, tmp_path):
+def test_a_rejection_after_acceptance_is_booked_as_rejected(fake, tmp_path, caplog):
+    caplog.set_level(logging.INFO, "marketcast.trade")
     loop = alpaca_loop(fake, tmp_path)
     submitted(loop, order("mc-late", take_profit=None), D1)
     fake.order("mc-late")["status"] = "rejected"  # the venue refused it after Alpaca accepted it
@@ -213,6 +214,7 @@ def test_a_rejection_after_acceptance_is_booked_as_rejected(fake, tmp_path):
     assert (intent.status, intent.broker_status, intent.error) == (
         "rejected", "rejected", "rejected by the broker after it accepted the order")
     assert r.book.own_orders == [] and loop.journal.halts.active() == []
+    assert "AAPL mc-late: rejected by the broker after acceptance" in caplog.messages  # trade.log has its id
 
 
 def test_disagreements_halt_until_accept_broker_adopts_the_brokers_view(fake, tmp_path):
@@ -235,7 +237,7 @@ def test_disagreements_halt_until_accept_broker_adopts_the_brokers_view(fake, tm
         alpaca_loop(fake, tmp_path).run_cycle(D1)
     assert len([m for m, _, _ in fake.requests if m in ("POST", "DELETE")]) == posts
     changes = alpaca_loop(fake, tmp_path).reconciler.adopt()
-    assert changes == [f"mc-0000000000000000000000ff (AAPL buy 10, accepted) adopted from the broker",
+    assert changes == ["mc-0000000000000000000000ff (AAPL buy 10, accepted) adopted from the broker",
                        "AAPL: the loop's quantity 10 -> 6 (the broker holds 6)", "reconcile halt lifted"]
     again = alpaca_loop(fake, tmp_path)
     r = again.reconcile("2024-05-02T04:00:00+00:00")  # trades again: the adopted order is the loop's, stale now

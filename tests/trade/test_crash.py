@@ -1,5 +1,6 @@
 """Kill a real replay subprocess with SIGKILL at random points, restart it, and compare with a run that
-was never interrupted: no duplicate client_order_id sent, no lost fill, the same orders, cash, positions."""
+was never interrupted: no duplicate client_order_id sent, no lost fill, the same orders, cash, positions, and the
+same ``trade status`` (cycles, orders, fills: counted from the journal, which the kills cannot make drift)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from marketcast.data import load_symbol
 from marketcast.trade.paper import PaperBroker
 from marketcast.trade.state import Journal
+from marketcast.trade.status import journal_counts, status_rows
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 ARGS = ["replay", "--from", "2015-01-01", "--to", "2015-06-30", "--symbols", "SP500,NASDAQ"]
@@ -40,8 +42,10 @@ def _books(state: Path):
     books = dict(orders=orders, fills=fills, cash=broker.account().cash, positions=broker.positions(),
                  submit_log=broker.submit_log(), journal_fills=sorted(f.fill_id for f in journal.fills()),
                  intents=sorted((i.client_order_id, i.status) for i in journal.intents()), clock=broker.clock)
+    counts = journal_counts(journal)
     broker.close()
     journal.close()
+    books["status"] = {k: v for k, v in status_rows(state) if k in counts}  # what `trade status` prints
     return books
 
 
@@ -79,3 +83,6 @@ def test_sigkill_at_random_points_then_restart_matches_uninterrupted_run(tmp_pat
     assert crashed["journal_fills"] == sorted(f[0] for f in reference["fills"])
     assert crashed["cash"] == reference["cash"] and crashed["positions"] == reference["positions"]
     assert crashed["intents"] == reference["intents"] and crashed["clock"] == reference["clock"]
+    assert crashed["status"] == reference["status"]
+    assert int(reference["status"]["cycles"]) == total_cycles and int(reference["status"]["fills"]) == len(
+        reference["fills"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import pytest
 
@@ -21,6 +22,7 @@ from marketcast.trade.broker import BrokerUnavailable
 from marketcast.trade.quotes import quote
 from marketcast.trade.rules import round_price
 from marketcast.trade.state import Intent, Journal
+from marketcast.trade.status import journal_counts
 from marketcast.trade.types import Quote
 
 SYMS = ("SP500", "NASDAQ")
@@ -146,6 +148,8 @@ class QuotingPaperBroker(PaperBroker):
     """The paper broker with a live-like quote feed: its ``latest_quote`` raises ``fail`` times (a broker
     outage), then quotes ``bid``/``ask`` as multiples of the clock bar's close, labelled real."""
 
+    has_quotes = True  # like Alpaca: ADD_LATEST and require_quote apply
+
     def __init__(self, *args, fail: int = 0, bid: float = 1.004, ask: float = 1.006, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fail, self.bid, self.ask, self.calls = fail, bid, ask, 0
@@ -260,7 +264,7 @@ def test_a_lasting_eager_fallback_counts_once_per_model(tmp_path, bars):
         rec = loop.run_cycle(broker.clock).record
         assert (rec["fallbacks_to_eager"], rec["eager_fallback_models"]) == (1, ["toto"])  # 2 symbols, 1 model
     summary = summarise(read_records(tmp_path))
-    assert summary["cycles"] == 3 and summary["fallbacks_to_eager"] == 1  # not 3 cycles x 2 symbols = 6
+    assert journal_counts(loop.journal)["cycles"] == 3 and summary["fallbacks_to_eager"] == 1  # not 3 x 2 = 6
     Monitor(tmp_path).record(decision_ts="2017-03-06", fallbacks_to_eager=1, eager_fallback_models=["kronos"])
     assert summarise(read_records(tmp_path))["fallbacks_to_eager"] == 2
 
@@ -302,7 +306,7 @@ def test_an_order_that_cannot_be_made_valid_is_refused_journalled_and_shown_neve
     assert (stored.status, stored.error, stored.side) == ("refused", reason, "sell")
     assert describe(report)[0]["why_not"] == f"refused: {reason}" and describe(report)[0]["client_order_id"] == cid
     assert report.record["orders_refused"] == 1 and report.record["refused"] == {cid: reason}
-    assert summarise(read_records(tmp_path))["orders_refused"] == 1
+    assert journal_counts(loop.journal)["orders_refused"] == 1
     again = loop.run_cycle(broker.clock)  # the bar's entry is decided: a re-plan neither refuses nor sends again
     assert again.refused == {} and again.kept["BTCUSD"].status == "refused" and broker.submit_log() == []
 
@@ -323,3 +327,14 @@ def test_position_caps_and_exposure_count_the_loops_working_orders(tmp_path, bar
     [nq] = TradingLoop(broker, journal, loop.planner, loop.feed, tight).run_cycle(ts, dry_run=True).planned
     equity = broker.account().equity
     assert nq.symbol == "NASDAQ" and nq.qty * nq.limit_price <= 0.6 * equity - sp_notional < 0.5 * equity
+
+
+def test_require_quote_keeps_a_symbol_without_a_real_quote_from_entering(tmp_path, bars, caplog):
+    caplog.set_level(logging.WARNING, "marketcast.trade")
+    loop, broker = quoting_loop(tmp_path, bars, fail=100)  # the broker has quotes, but none comes
+    report = dry_plan(loop, broker.clock)
+    assert report.quotes == {"SP500": "synthetic"} and report.planned == []
+    assert report.skipped == {"SP500": ("no real quote (require_quote)",)}
+    assert "SP500: no new entry: no real quote (require_quote)" in caplog.messages  # a WARNING
+    loop.config = replace(loop.config, gates=replace(loop.config.gates, require_quote=False))
+    assert [i.symbol for i in dry_plan(loop, broker.clock).planned] == ["SP500"]  # the gate was the only reason

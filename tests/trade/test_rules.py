@@ -15,31 +15,26 @@ from marketcast.backtest.views import WindowView
 from marketcast.trade.planner import expected_edge
 from marketcast.trade.portfolio import PortfolioConfig, allocate
 from marketcast.trade.rules import round_qty
-from marketcast.trade.types import Quote
 
 from .helpers import signal
 
-QUOTE = Quote("A", 100.0, 100.0, source="synthetic")
-
-
 def test_every_gate_passes_for_a_good_signal():
-    result = check_entry(signal("A", edge=0.002, sharpe=0.5, drawdown=0.1), QUOTE, 2e6, GateConfig())
+    result = check_entry(signal("A", edge=0.002, sharpe=0.5, drawdown=0.1), 2e6, GateConfig())
     assert result.passed and result.reasons == ()
 
 
 @pytest.mark.parametrize(
-    "kwargs, dollar_vol, quote, reason",
+    "kwargs, dollar_vol, reason",
     [
-        ({"edge": 0.0009}, 2e6, QUOTE, "edge 0.0900% < 0.1000%"),
-        ({"sharpe": 0.0}, 2e6, QUOTE, "sharpe 0.00 <= 0.00"),
-        ({"drawdown": 0.25}, 2e6, QUOTE, "drawdown 25.0% >= 25.0%"),
-        ({}, 999_999.0, QUOTE, "dollar volume 999,999 < 1,000,000"),
-        ({}, 2e6, None, "no quote"),
-        ({"side": 0}, 2e6, QUOTE, "flat decision"),
+        ({"edge": 0.0009}, 2e6, "edge 0.0900% < 0.1000%"),
+        ({"sharpe": 0.0}, 2e6, "sharpe 0.00 <= 0.00"),
+        ({"drawdown": 0.25}, 2e6, "drawdown 25.0% >= 25.0%"),
+        ({}, 999_999.0, "dollar volume 999,999 < 1,000,000"),
+        ({"side": 0}, 2e6, "flat decision"),
     ],
 )
-def test_each_gate_blocks_with_its_reason(kwargs, dollar_vol, quote, reason):
-    result = check_entry(signal("A", **kwargs), quote, dollar_vol, GateConfig())
+def test_each_gate_blocks_with_its_reason(kwargs, dollar_vol, reason):
+    result = check_entry(signal("A", **kwargs), dollar_vol, GateConfig())
     assert not result.passed
     assert result.reasons == (reason,)
 

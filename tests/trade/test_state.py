@@ -22,7 +22,12 @@ SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
 def trade(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """``marketcast trade ...`` at 2018-07-20 21:30 UTC, after the close of the data's last bar."""
     env = {**{k: v for k, v in os.environ.items() if k != "ADD_LATEST"}, "PYTHONPATH": SRC, "COLUMNS": "250"}
+    clock = cwd / "clock"
+    clock.write_text("2018-07-20T21:30:00Z")
+    if args[0] == "run":
+        args = [*args, "--clock-file", str(clock)]
     return subprocess.run([sys.executable, "-m", "marketcast.trade", *args], capture_output=True, text=True,
                           cwd=cwd, env=env, timeout=120)
 

@@ -1,9 +1,9 @@
 """The live loop's status page: what ``trade status`` says, as one self-contained HTML page.
 
 Read from the state folder only, never from the broker: the cycle records (``records.jsonl``: equity,
-positions, forecast latency, recompiles), the journal (``journal.db``: open orders, fills, halts, the bound
-account) and the alerts (``alerts.jsonl``, one JSON object a line, when the loop writes them). The page is
-a snapshot; ``trade status --html`` writes it again.
+positions, forecast latency, recompiles), the journal (``journal.db``: cycles and orders counted, open orders,
+fills, halts, the bound account) and the alerts (``alerts.jsonl``, one JSON object a line, when the loop writes
+them). The page is a snapshot; ``trade status --html`` writes it again.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from marketcast.report.charts import PALETTE, WALK_FORWARD_COLOUR, figure, line
 from marketcast.report.page import chart, document, heading, paragraph, table
 from marketcast.trade.monitor import read_records, summarise
 from marketcast.trade.state import Journal
+from marketcast.trade.status import journal_counts
 from marketcast.trade.types import HELD_STATUSES, WORKING_STATUSES
 
 PAGE_NAME = "status.html"
@@ -40,6 +41,7 @@ class LiveState:
     fills: list[dict] = field(default_factory=list)
     halts: list[str] = field(default_factory=list)
     alerts: list[dict] = field(default_factory=list)
+    counts: dict = field(default_factory=dict)  # cycles, orders and fills from the journal (they survive kills)
     has_journal: bool = False
 
 
@@ -74,6 +76,7 @@ def read_state(state_dir: str | Path) -> LiveState:
         try:
             state.has_journal = True
             state.meta = journal.meta()
+            state.counts = journal_counts(journal)
             state.open_orders = [vars(i) for i in journal.intents() if is_open(i.status, i.broker_status)]
             state.fills = [vars(f) for f in journal.fills()[-RECENT:]][::-1]
             state.halts = [h.message() for h in journal.halts.active()]
@@ -116,8 +119,8 @@ def _money(v) -> str:
 
 
 def _summary_rows(state: LiveState) -> list[list[str]]:
-    s = summarise(state.records)
-    if not state.records:
+    s = {**summarise(state.records), **state.counts}
+    if not state.records or not state.counts:
         return [["cycles", "0"]]
     first, last = s.get("equity_first"), s.get("equity_last")
     change = f" ({last / first - 1:+.2%})" if first and last else ""

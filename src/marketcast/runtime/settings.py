@@ -1,7 +1,8 @@
 """Compile settings, read once from the environment and ``.env.compile`` (the environment wins).
 
 ``.env.compile`` holds shell lines (``export KEY=VALUE`` or ``KEY=VALUE``, ``#`` comments) so a user can also
-``source`` it. Every value records where it came from: ``env``, ``file`` or ``default``.
+``source`` it; it is parsed by :func:`marketcast.settings.read_env_file`, as every command reads it. Every value
+records where it came from: ``env``, ``file`` or ``default``.
 """
 
 from __future__ import annotations
@@ -13,11 +14,9 @@ from pathlib import Path
 from typing import Mapping
 
 from marketcast.errors import ConfigError
+from marketcast.settings import ENV_FILE, parse_bool, read_env_file  # the one parser of .env.compile
 
-ENV_FILE = ".env.compile"
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-TRUTHY = {"1", "true", "yes", "on"}
-FALSY = {"0", "false", "no", "off"}
 KEYS = (
     "TOTO_DISABLE_COMPILE",
     "TOTO_COMPILE",
@@ -28,44 +27,12 @@ KEYS = (
     "TORCHDYNAMO_RECOMPILE_LIMIT",
     "MARKETCAST_COMPILE_CACHE_DIR",
 )
-_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
-
-
-def parse_bool(key: str, value: str, origin: str) -> bool:
-    v = value.strip().lower()
-    if v in TRUTHY:
-        return True
-    if v in FALSY:
-        return False
-    raise ConfigError(
-        f"{key}={value!r} ({origin}) is not a boolean; use one of {sorted(TRUTHY)} or {sorted(FALSY)}"
-    )
 
 
 def parse_mode(key: str, value: str, origin: str) -> str:
     if value not in MODES:
         raise ConfigError(f"{key}={value!r} ({origin}) is not a compile mode; use one of {', '.join(MODES)}")
     return value
-
-
-def read_env_file(path: str | Path) -> dict[str, str]:
-    """KEY -> raw value of every assignment in a ``.env``-style file (quotes stripped); {} if absent."""
-    p = Path(path)
-    if not p.exists():
-        return {}
-    out: dict[str, str] = {}
-    for line in p.read_text().splitlines():
-        if line.lstrip().startswith("#"):
-            continue
-        m = _LINE.match(line)
-        if m:
-            value = m[2]
-            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-                value = value[1:-1]
-            else:
-                value = value.split(" #", 1)[0].strip()
-            out[m[1]] = value
-    return out
 
 
 @dataclass(frozen=True)

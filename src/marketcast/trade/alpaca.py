@@ -29,11 +29,12 @@ import time
 from typing import Any, Callable, Mapping
 
 from marketcast.errors import AuthError, ConfigError
+from marketcast.trade.alpaca_data import AlpacaMarketData, crypto_symbol
 from marketcast.trade.broker import Broker, BrokerError, BrokerUnavailable, DuplicateOrder, OrderRejected, Snapshot
 from marketcast.trade.endpoints import Endpoint, data_url, trading_endpoint
 from marketcast.trade.redact import redact, register_secrets
 from marketcast.trade.rules import CRYPTO_FEE_CAP, Asset
-from marketcast.trade.types import LIMIT, Account, BarRow, Fill, Order, OrderRequest, Position, Quote, status_kind
+from marketcast.trade.types import LIMIT, Account, Fill, MarketClock, Order, OrderRequest, Position, status_kind
 
 log = logging.getLogger("marketcast.trade.alpaca")
 
@@ -41,20 +42,11 @@ RECENT = 100  # closed orders looked at per listing: the loop's own live a bar o
 KEY_VARS = ("APCA_API_KEY_ID", "ALPACA_API_KEY_ID", "ALPACA_API_KEY")
 SECRET_VARS = ("APCA_API_SECRET_KEY", "ALPACA_API_SECRET_KEY", "ALPACA_SECRET_KEY")
 
-def _crypto_symbol(symbol: str) -> str:
-    s = symbol.upper().replace("-", "/")
-    if "/" not in s:
-        for quote in ("USDT", "USDC", "USD"):
-            if s.endswith(quote):
-                return f"{s[: -len(quote)]}/{quote}"
-    return s
-
-
 def _f(value: Any) -> float | None:
     return None if value is None or value == "" else float(value)
 
 
-class AlpacaBroker(Broker):
+class AlpacaBroker(AlpacaMarketData, Broker):
     """:class:`Broker` over alpaca-py's TradingClient and historical data clients (raw JSON mode)."""
 
     name = "alpaca"
@@ -252,7 +244,7 @@ class AlpacaBroker(Broker):
         from alpaca.trading.requests import LimitOrderRequest, MarketOrderRequest, TakeProfitRequest
 
         crypto = self._is_crypto(request.symbol)
-        common = dict(symbol=_crypto_symbol(request.symbol) if crypto else request.symbol.upper(), qty=request.qty,
+        common = dict(symbol=crypto_symbol(request.symbol) if crypto else request.symbol.upper(), qty=request.qty,
                       side=OrderSide(request.side), time_in_force=TimeInForce(request.time_in_force),
                       client_order_id=request.client_order_id)
         if request.take_profit is not None and self.attaches_take_profit(request.symbol):
@@ -265,6 +257,19 @@ class AlpacaBroker(Broker):
 
     def cancel(self, order_id: str) -> None:
         self._call(f"cancel {order_id}", lambda: self.trading.cancel_order_by_id(order_id), not_found=None)
+
+    def market_clock(self) -> MarketClock:
+        """``GET /v2/clock``: Alpaca's time (New York, with its offset) and the stock market's open and close
+        (https://docs.alpaca.markets/reference/getclock; entity in alpacahq/alpaca-docs
+        ``data/webapi/entities/clock.yaml``). The loop takes its "now" from here, not from the local clock."""
+        raw = self._call("clock", self.trading.get_clock)
+        return MarketClock(str(raw["timestamp"]), bool(raw["is_open"]), raw.get("next_open"), raw.get("next_close"))
+
+    def fee_for(self, asset_class: str) -> float | None:
+        """Crypto: the tier-1 taker fee, 25 bps (https://alpaca.markets/support/crypto-maker-taker-gmt-faq: maker
+        0.15 %, taker 0.25 % up to $100,000 of 30-day volume). The loop's closes are market orders and its limit
+        entries are often marketable, so it assumes the taker's fee; stocks keep the asset class's default."""
+        return CRYPTO_FEE_CAP if asset_class == "crypto" else None
 
     def attaches_take_profit(self, symbol: str) -> bool:
         """Stocks get an OTO order (entry + take-profit leg); Alpaca has no OTO/bracket orders for crypto."""
@@ -299,51 +304,6 @@ class AlpacaBroker(Broker):
             out.append(Fill(key, owner, o["symbol"].replace("/", ""), o["side"], cum, avg, 0.0, ts, kind,
                             order_id=str(o["id"]), cum_qty=cum))
         return out
-
-    def latest_quote(self, symbol: str) -> Quote | None:
-        if self._is_crypto(symbol):
-            from alpaca.data.requests import CryptoLatestQuoteRequest
-
-            sym = _crypto_symbol(symbol)
-            raw = self._call("latest quote", lambda: self.crypto.get_crypto_latest_quote(
-                CryptoLatestQuoteRequest(symbol_or_symbols=sym)))
-        else:
-            from alpaca.data.requests import StockLatestQuoteRequest
-
-            sym = symbol.upper()
-            raw = self._call("latest quote", lambda: self.stocks.get_stock_latest_quote(
-                StockLatestQuoteRequest(symbol_or_symbols=sym)))
-        q = (raw or {}).get(sym)
-        if not q or not q.get("bp") or not q.get("ap"):
-            return None
-        return Quote(symbol.upper(), float(q["bp"]), float(q["ap"]), q.get("t"), "real")
-
-    def latest_bars(self, symbol: str, limit: int) -> list[BarRow]:
-        """The last ``limit`` daily bars, counted back from the broker's clock (``GET /v2/clock``, not the local
-        one); alpaca-py follows ``next_page_token`` until the range is complete (``alpaca/common/rest.py:368-409``
-        ``_get_marketdata``)."""
-        from datetime import timedelta
-
-        import pandas as pd
-        from alpaca.data.timeframe import TimeFrame
-
-        now = pd.Timestamp(self._call("clock", self.trading.get_clock)["timestamp"]).to_pydatetime(warn=False)
-        start = now - timedelta(days=int(limit * 1.6) + 10)
-        if self._is_crypto(symbol):
-            from alpaca.data.requests import CryptoBarsRequest
-
-            sym = _crypto_symbol(symbol)
-            req = CryptoBarsRequest(symbol_or_symbols=sym, timeframe=TimeFrame.Day, start=start)
-            raw = self._call("bars", lambda: self.crypto.get_crypto_bars(req))
-        else:
-            from alpaca.data.requests import StockBarsRequest
-
-            sym = symbol.upper()
-            req = StockBarsRequest(symbol_or_symbols=sym, timeframe=TimeFrame.Day, start=start)
-            raw = self._call("bars", lambda: self.stocks.get_stock_bars(req))
-        rows = (raw or {}).get(sym, [])[-limit:]
-        return [BarRow(r["t"], float(r["o"]), float(r["h"]), float(r["l"]), float(r["c"]), float(r.get("v", 0)))
-                for r in rows]
 
 
 def _timeout_session(requests, timeout_s: float):

@@ -11,11 +11,15 @@ from dataclasses import dataclass
 
 from marketcast.errors import ExitCode, MarketcastError
 from marketcast.trade.rules import Asset
-from marketcast.trade.types import Account, BarRow, Fill, Order, OrderRequest, Position, Quote
+from marketcast.trade.types import Account, BarRow, Fill, MarketClock, Order, OrderRequest, Position, Quote
 
 
 class BrokerError(MarketcastError):
-    """The broker could not do what was asked; the message never contains credentials."""
+    """The broker could not do what was asked, or answered what the loop cannot use; the message never contains
+    credentials. Exit 6 with ``--once`` (the broker, not the user's input, is at fault); a continuous loop backs
+    off and tries again. The rejections and duplicates below never end a run: the loop handles them per order."""
+
+    exit_code = ExitCode.UNAVAILABLE
 
 
 class OrderRejected(BrokerError):
@@ -47,6 +51,7 @@ class Broker(ABC):
 
     name: str = "broker"
     endpoint: str = ""  # where orders go, as records and ``trade status`` show it
+    has_quotes: bool = True  # a live bid/ask feed (ADD_LATEST defaults to on); the paper broker has none
 
     @abstractmethod
     def account(self) -> Account: ...
@@ -89,6 +94,15 @@ class Broker(ABC):
 
     @abstractmethod
     def latest_bars(self, symbol: str, limit: int) -> list[BarRow]: ...
+
+    def market_clock(self) -> MarketClock | None:
+        """The broker's own clock (Alpaca's ``GET /v2/clock``), or None: the loop keeps time itself."""
+        return None
+
+    def fee_for(self, asset_class: str) -> float | None:
+        """The fee per side this broker charges on ``asset_class`` when it differs from the asset class's
+        default (:data:`marketcast.data.asset.DEFAULT_FEE`), for the loop's cost assumption; None: the default."""
+        return None
 
     def snapshot(self, since: str | None = None) -> Snapshot:
         """:meth:`open_orders`, :meth:`orders` and :meth:`fills` together (a broker may read them at once)."""

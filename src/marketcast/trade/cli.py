@@ -1,31 +1,34 @@
-"""``marketcast trade run | status | reconcile | replay``.
+"""``marketcast trade run | resume | status | reconcile | replay``.
 
 Paper (the embedded SQLite broker) is the default. Alpaca needs ``--broker alpaca`` and keys in the
 environment; live money needs ``--live`` *and* ``--i-understand-live-trading`` (the flags choose the host;
-``APCA_API_BASE_URL`` may only agree). One loop per ``--state-dir`` (an OS lock). Keys are never printed.
+``APCA_API_BASE_URL`` may only agree, and no config file can choose it). One loop per ``--state-dir`` (an OS
+lock). Keys are never printed. ``trade run``'s settings come from :mod:`marketcast.trade.config`.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Mapping
 
 import typer
 from rich.table import Table
 
+from marketcast import options
 from marketcast.console import console, progress_steps
-from marketcast.errors import ConfigError
-from marketcast.runtime.settings import ENV_FILE, parse_bool, read_env_file
-from marketcast.trade.launch import open_venue, planner, resolve_command, setup_logging
+from marketcast.errors import ConfigError, ExitCode
+from marketcast.settings import CONFIG_FILE, ENV_FILE, given_flags, resolve, with_options
+from marketcast.trade.config import SECTION, SETTINGS
+from marketcast.trade.launch import open_venue, resolve_command, setup_logging
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
 
 DEFAULT_SYMBOLS = "SP500,NASDAQ"
-STATE_HELP = "folder for broker.db, journal.db, records.jsonl, trade.log"
+STATE_HELP = "folder for broker.db, journal.db, records.jsonl, alerts.jsonl, trade.log"
+STATE_OPT = typer.Option(Path("out/trade"), "--state-dir", help=STATE_HELP)
 
 
 def _symbols(text: str) -> tuple[str, ...]:
@@ -33,40 +36,6 @@ def _symbols(text: str) -> tuple[str, ...]:
     if not out:
         raise ConfigError("--symbols is empty; pass e.g. SP500,NASDAQ")
     return out
-
-
-WEIGHTS_OPT = typer.Option(None, "--weights", help="toto/kronos weights: auto, a local folder, or random")
-DEVICE_OPT = typer.Option("cpu", "--device", help="torch device for toto/kronos")
-
-
-def add_latest_setting(flag: bool | None, env: Mapping[str, str] | None = None, path: str | Path = ENV_FILE) -> bool:
-    """``--add-latest/--no-add-latest``, else ``ADD_LATEST`` from the environment, else from ``.env.compile``
-    (the environment wins, as for the compile settings), else off. Parsed by the project's boolean rules:
-    1/true/yes/on, 0/false/no/off; anything else is a :class:`ConfigError`."""
-    if flag is not None:
-        return flag
-    env = os.environ if env is None else env
-    if env.get("ADD_LATEST", "") != "":
-        return parse_bool("ADD_LATEST", env["ADD_LATEST"], "environment")
-    value = read_env_file(path).get("ADD_LATEST", "")
-    return parse_bool("ADD_LATEST", value, str(path)) if value != "" else False
-
-
-def _scratch_copy(state_dir: Path, scratch: Path) -> Path:
-    """Copy the databases (with their write-ahead logs) of ``state_dir`` into ``scratch``, so a dry run can
-    reconcile and advance the paper clock without creating or touching a file in ``state_dir``."""
-    for name in ("broker.db", "journal.db"):
-        for suffix in ("", "-wal"):
-            src = state_dir / f"{name}{suffix}"
-            if src.exists():
-                shutil.copyfile(src, scratch / src.name)
-    return scratch
-
-
-def _config(symbols, fee, add_latest, mode, resolve: str | None = None):
-    from marketcast.trade.cycle import RESOLVE, LoopConfig
-
-    return LoopConfig(symbols=symbols, fee=fee, add_latest=add_latest, mode=mode, resolve=resolve or RESOLVE)
 
 
 def _venue_flags(paper: bool, i_understand: bool, broker_name: str) -> tuple[str, bool]:
@@ -86,88 +55,75 @@ def _venue_flags(paper: bool, i_understand: bool, broker_name: str) -> tuple[str
     return broker_name, not paper
 
 
-def _print_plan(report, title: str) -> None:
-    from marketcast.trade.cycle import describe
-
-    table = Table(title=title)
-    for col in ("symbol", "strategy", "side", "entry", "take profit", "edge", "sharpe", "qty", "client_order_id",
-                "skipped because"):
-        table.add_column(col)
-    for r in describe(report):
-        fmt = lambda v, f: "" if v is None else format(v, f)  # noqa: E731
-        table.add_row(r["symbol"], r["strategy"], r["side"], fmt(r["entry"], ".2f"), fmt(r["take_profit"], ".2f"),
-                      fmt(r["edge"], ".3%"), fmt(r["sharpe"], ".2f"), fmt(r["qty"], "g"), r["client_order_id"],
-                      r["why_not"])
-    console.print(table)
-
-
 @app.command()
+@with_options(SETTINGS)
 def run(
-    paper: bool = typer.Option(True, "--paper/--live", help="paper (default) or live money"),
-    i_understand: bool = typer.Option(False, "--i-understand-live-trading", help="required with --live"),
-    broker_name: str = typer.Option("paper", "--broker", help="paper (embedded) or alpaca"),
-    once: bool = typer.Option(False, "--once", help="run one cycle and exit"),
-    dry_run: bool = typer.Option(False, "--dry-run", help="print the plan; submit nothing, write nothing"),
-    symbols: str = typer.Option(DEFAULT_SYMBOLS, "--symbols"),
-    state_dir: Path = typer.Option(Path("out/trade"), "--state-dir", help=STATE_HELP),
-    model: str = typer.Option("baseline", "--model"),
-    weights: str | None = WEIGHTS_OPT,
-    device: str = DEVICE_OPT,
-    data_dir: Path | None = typer.Option(None, "--data-dir", help="<SYMBOL>.csv files (paper broker)"),
-    add_latest: bool | None = typer.Option(None, "--add-latest/--no-add-latest", show_default=False,
-                                           help="real bid/ask from the broker (default: ADD_LATEST from the "
-                                                "environment or .env.compile, else off)"),
-    interval: float = typer.Option(60.0, "--interval", help="seconds between cycles without --once"),
-    fee: float | None = typer.Option(None, "--fee"),
-    seed: int = typer.Option(0, "--seed"),
-    verbose: bool = typer.Option(False, "--verbose", "-v"),
+    ctx: typer.Context,
+    paper: bool = typer.Option(True, "--paper/--live", help="Paper (default) or live money; only these flags "
+                                                             "choose, never a config file."),
+    i_understand: bool = typer.Option(False, "--i-understand-live-trading", help="Required with --live."),
+    once: bool = typer.Option(False, "--once", help="One cycle on the newest bar, then exit (without it the loop "
+                                                    "keeps running on the market's schedule)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; submit nothing, write nothing."),
+    config: Path = typer.Option(Path(CONFIG_FILE), "--config", help="TOML settings file (its trade table)."),
+    print_config: bool = typer.Option(False, "--print-config", help="Print every setting in effect and where it "
+                                                                    "came from, then exit."),
+    clock_file: Path | None = typer.Option(None, "--clock-file", help="Paper broker: read 'now' from this file "
+                                                                       "(one ISO time) instead of the system "
+                                                                       "clock; simulated time for tests and drills."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="INFO on stderr (trade.log always has it)."),
+    **flags,
 ) -> None:
-    """Run the trading loop (paper by default)."""
+    """Run the trading loop (paper by default): continuously, or one cycle with --once.
+
+    Settings: defaults < marketcast.toml (its trade table) < .env.compile < environment
+    (MARKETCAST_TRADE_KEY, e.g. MARKETCAST_TRADE_RISK_MAX_DAILY_LOSS; ADD_LATEST) < these flags.
+    """
+    from marketcast.trade import run_command as command
     from marketcast.trade.lock import StateLock
 
+    if ctx.get_parameter_source("config").name == "COMMANDLINE" and not config.exists():
+        raise ConfigError(f"--config {config}: no such file")
+    settings = resolve(SETTINGS, SECTION, config=config, env_file=Path(ENV_FILE), env=os.environ,
+                       flags=given_flags(ctx, SETTINGS, flags))
+    broker_name, live = _venue_flags(paper, i_understand, settings["broker"])
+    if print_config:
+        command.print_config(settings, broker_name, live)
+        return
     setup_logging(None, verbose)
-    broker_name, live = _venue_flags(paper, i_understand, broker_name)
-    args = (broker_name, live, once, _symbols(symbols), model, weights, device, data_dir,
-            add_latest_setting(add_latest), interval, fee, seed)
+    state_dir = Path(settings["state_dir"])
     if not dry_run:
         with StateLock(state_dir):
             setup_logging(state_dir, verbose)
-            _run_loop(state_dir, False, *args)
+            command.run_loop(settings, state_dir, broker_name, live, once, False, clock_file)
         return
     # read-only: the state is read from a scratch copy, nothing is written back
     with tempfile.TemporaryDirectory(prefix="marketcast-dry-run-") as scratch:
-        _run_loop(_scratch_copy(state_dir, Path(scratch)) if state_dir.is_dir() else Path(scratch), True, *args,
-                  resolve_dir=state_dir)
+        copy = command.scratch_copy(state_dir, Path(scratch)) if state_dir.is_dir() else Path(scratch)
+        command.run_loop(settings, copy, broker_name, live, once, True, clock_file, resolve_dir=state_dir)
 
 
-def _run_loop(state_dir: Path, dry_run: bool, broker_name: str, live: bool, once: bool, syms: tuple[str, ...],
-              model: str, weights, device: str, data_dir, add_latest: bool, interval: float, fee, seed: int,
-              resolve_dir: Path | None = None) -> None:
-    from marketcast.trade.cycle import TradingLoop
-    from marketcast.trade.monitor import Monitor
+@app.command()
+def resume(state_dir: Path = STATE_OPT) -> None:
+    """Lift a risk halt (the day's loss count restarts from the next equity reading). A halt because the journal
+    and the broker disagree needs `trade reconcile` instead; exit 5 while one is left."""
+    from marketcast.trade.lock import StateLock
+    from marketcast.trade.risk import lift
     from marketcast.trade.state import Journal
 
-    journal = Journal(state_dir / "journal.db")  # first: a damaged journal stops the run before the broker moves
-    plan = planner(model, seed, weights, device)
-    venue = open_venue(broker_name, live, syms, state_dir, data_dir, fee)
-    mode = "live" if live else "paper"
-    resolve = resolve_command(resolve_dir or state_dir, broker_name, live, syms, data_dir)
-    loop = TradingLoop(venue.broker, journal, plan, venue.feed,
-                       _config(syms, fee, add_latest, mode, resolve), None if dry_run else Monitor(state_dir),
-                       venue.asset_classes)
-    while True:
-        ts = venue.clock()
-        if dry_run:
-            _print_plan(loop.run_cycle(ts, dry_run=True), f"plan for the bar after {ts} (dry run, nothing sent)")
-            return
-        report = loop.run_cycle(ts)
-        _print_plan(report, f"{mode} cycle at {ts} via {venue.broker.endpoint}")
-        console.print(f"submitted {len(report.submitted)}, already there {len(report.already)}, "
-                      f"rejected {len(report.rejected)}, refused {len(report.refused)}, "
-                      f"equity {report.equity:,.2f}")
-        if once:
-            return
-        time.sleep(interval)
+    if not (state_dir / "journal.db").exists():
+        raise ConfigError(f"{state_dir}: no journal.db; nothing to resume")
+    with StateLock(state_dir):
+        setup_logging(state_dir, False)
+        journal = Journal(state_dir / "journal.db")
+        lifted = lift(journal, "trade resume")
+        left = journal.halts.active()
+        journal.close()
+    console.print(f"lifted {lifted} risk halt(s)" if lifted else "no risk halt to lift", highlight=False)
+    if left:
+        for halt in left:
+            console.print(f"still halted: {halt.message()}", highlight=False, soft_wrap=True)
+        raise typer.Exit(ExitCode.HALTED)
 
 
 @app.command("reconcile")
@@ -181,8 +137,9 @@ def reconcile_cmd(
     broker_name: str = typer.Option("paper", "--broker", help="paper (embedded) or alpaca"),
     symbols: str = typer.Option(DEFAULT_SYMBOLS, "--symbols", help="the symbols the loop trades (paper: the bars "
                                                                      "to load)"),
-    state_dir: Path = typer.Option(Path("out/trade"), "--state-dir", help=STATE_HELP),
-    data_dir: Path | None = typer.Option(None, "--data-dir", help="<SYMBOL>.csv files (paper broker)"),
+    state_dir: Path = STATE_OPT,
+    data_dir: options.DataDir = None,
+    on_duplicate: options.OnDuplicate = "error",
     fee: float | None = typer.Option(None, "--fee", help="fee per side as a fraction (paper broker; default per "
                                                          "asset class)"),
 ) -> None:
@@ -198,7 +155,7 @@ def reconcile_cmd(
                           f"--accept-broker to start one from the broker")
     with StateLock(state_dir):
         setup_logging(state_dir, False)
-        venue = open_venue(broker_name, live, syms, state_dir, data_dir, fee)
+        venue = open_venue(broker_name, live, syms, state_dir, data_dir, fee, on_duplicate=on_duplicate)
         journal = Journal(state_dir / "journal.db")
         from marketcast.trade.orders import OrderDesk
         from marketcast.trade.reconcile import Reconciled, Reconciler
@@ -220,12 +177,13 @@ def reconcile_cmd(
 
 @app.command()
 def status(
-    state_dir: Path = typer.Option(Path("out/trade"), "--state-dir", help=STATE_HELP),
+    state_dir: Path = STATE_OPT,
     html: bool = typer.Option(False, "--html", help="also write STATE_DIR/status.html: equity, positions, open "
                                                     "orders, fills, alerts, latency and recompiles (opens offline)"),
 ) -> None:
-    """Summarise the loop's records (JSON lines) and journal: endpoint, halts, orders, foreign holdings."""
-    from marketcast.trade.monitor import read_records, summarise
+    """Summarise the state folder (no broker call): cycles, orders and fills from the journal; endpoint, equity,
+    quotes, latency, warm-up and memory from the records; foreign holdings; halts and how to lift them."""
+    from marketcast.trade.status import status_rows
 
     if not state_dir.exists():
         raise ConfigError(f"{state_dir}: no such state dir; run `marketcast trade run` or `replay` first")
@@ -234,35 +192,11 @@ def status(
         from marketcast.report.page import write_page
 
         write_page(state_dir / PAGE_NAME, status_html(read_state(state_dir)))
-    records = read_records(state_dir)
-    summary = summarise(records)
     table = Table(title=f"trade status: {state_dir}")
     table.add_column("what")
     table.add_column("value")
-    for k, v in summary.items():
-        table.add_row(k, f"{v:,.2f}" if isinstance(v, float) else str(v))
-    if records and records[-1].get("foreign"):
-        table.add_row("foreign (untouched)", "; ".join(
-            f"{s}: position {f['position']:g}, orders {', '.join(f['orders']) or 'none'}"
-            for s, f in records[-1]["foreign"].items()))
-    journal = state_dir / "journal.db"
-    if journal.exists():
-        from marketcast.trade.state import Journal
-
-        j = Journal(journal)
-        meta = j.meta()
-        if meta:
-            table.add_row("bound to", f"account {meta.get('account_id')} at {meta.get('endpoint')}")
-        counts: dict[str, int] = {}
-        for i in j.intents():
-            counts[i.status] = counts.get(i.status, 0) + 1
-        table.add_row("journal intents", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none")
-        table.add_row("journal fills", str(len(j.fills())))
-        for i in [i for i in j.intents() if i.status in ("refused", "rejected")][-3:]:
-            table.add_row(f"{i.status} {i.client_order_id}", f"{i.symbol} {i.decision_ts[:10]}: {i.error}")
-        halts = j.halts.active()
-        table.add_row("halted", "no" if not halts else "\n".join(h.message() for h in halts))
-        j.close()
+    for what, value in status_rows(state_dir):
+        table.add_row(what, value)
     console.print(table)
     if html:
         console.print(f"status page: {state_dir / PAGE_NAME}", highlight=False)
@@ -270,42 +204,56 @@ def status(
 
 @app.command("replay")
 def replay_cmd(
-    start: str = typer.Option(..., "--from", help="first decision date, e.g. 2017-01-01"),
-    end: str = typer.Option(..., "--to", help="last date settled, e.g. 2017-12-31"),
-    symbols: str = typer.Option(DEFAULT_SYMBOLS, "--symbols"),
-    state_dir: Path | None = typer.Option(None, "--state-dir", help=STATE_HELP + " (default out/replay-FROM-TO)"),
-    model: str = typer.Option("baseline", "--model"),
-    weights: str | None = WEIGHTS_OPT,
-    device: str = DEVICE_OPT,
-    data_dir: Path | None = typer.Option(None, "--data-dir"),
-    fee: float | None = typer.Option(None, "--fee"),
-    cash: float = typer.Option(100_000.0, "--cash"),
-    png: Path | None = typer.Option(None, "--png", help="equity curve (default STATE_DIR/equity.png)"),
-    seed: int = typer.Option(0, "--seed"),
-    verbose: bool = typer.Option(False, "--verbose", "-v"),
+    start: str = typer.Option(..., "--start", "--from", help="First decision day, e.g. 2017-01-01 (UTC)."),
+    end: str = typer.Option(..., "--end", "--to", help="Last day settled, e.g. 2017-12-31 (UTC)."),
+    symbols: str = typer.Option(DEFAULT_SYMBOLS, "--symbols", help="Symbols to replay, comma separated."),
+    state_dir: Path | None = typer.Option(None, "--state-dir", help=STATE_HELP + " (default out/replay-START-END)"),
+    model: options.Model = "baseline",
+    weights: options.Weights = None,
+    device: options.Device = "cpu",
+    dtype: options.Dtype = "float32",
+    seed: options.Seed = 0,
+    data_dir: options.DataDir = None,
+    on_duplicate: options.OnDuplicate = "error",
+    fee: float | None = typer.Option(None, "--fee", min=0.0, max=0.5, help="Fee per side as a fraction "
+                                                                           "(default: stock 0.0005, crypto 0.0015)."),
+    cash: float = typer.Option(100_000.0, "--cash", min=0.01, help="Starting cash of the paper account."),
+    png: Path | None = typer.Option(None, "--png", help="Equity curve (default STATE_DIR/equity.png)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="INFO on stderr (trade.log always has it)."),
 ) -> None:
-    """Run the loop with the paper broker over history (resumable: same --state-dir carries on)."""
-    from marketcast.data import load_symbol
-    from marketcast.trade.monitor import read_records, summarise
-    from marketcast.trade.replay import replay, replay_dates
+    """Run the loop with the paper broker over history (resumable: same --state-dir carries on).
 
+    Everything is checked (dates, bars, model) before the state folder or trade.log is created."""
+    from marketcast.data import load_symbol
+    from marketcast.forecast import load_forecaster
+    from marketcast.trade.cycle import LoopConfig
     from marketcast.trade.lock import StateLock
+    from marketcast.trade.planner import PLANNER_CONFIG, BacktestPlanner
+    from marketcast.trade.replay import replay, replay_dates
+    from marketcast.trade.state import Journal
+    from marketcast.trade.status import journal_counts
 
     syms = _symbols(symbols)
     state_dir = state_dir or Path(f"out/replay-{start}-{end}")
-    bars = {s: load_symbol(s, data_dir) for s in syms}
+    bars = {s: load_symbol(s, data_dir, on_duplicate=on_duplicate) for s in syms}
     dates = replay_dates(bars, start, end)
+    forecaster = load_forecaster(model, weights=weights, device=device, dtype=dtype, seed=seed)
     started = time.perf_counter()
     with StateLock(state_dir), progress_steps(len(dates) - 1, "replay") as step:
         setup_logging(state_dir, verbose)
-        result = replay(bars, planner(model, seed, weights, device), state_dir, start, end,
-                        _config(syms, fee, False, "replay", resolve_command(state_dir, "paper", False, syms, data_dir)),
-                        starting_cash=cash, png=png or state_dir / "equity.png", on_step=step)
-    s = summarise(read_records(state_dir))
+        planner = BacktestPlanner(forecaster, replace(PLANNER_CONFIG, seed=seed))
+        config = LoopConfig(syms, fee=fee, mode="replay",
+                            resolve=resolve_command(state_dir, "paper", False, syms, data_dir),
+                            resume=f"marketcast trade resume --state-dir {state_dir}")
+        result = replay(bars, planner, state_dir, start, end, config, starting_cash=cash,
+                        png=png or state_dir / "equity.png", on_step=step)
+    journal = Journal(state_dir / "journal.db")
+    filled = journal_counts(journal)["orders_filled"]
+    journal.close()
     eq = result.equity
     console.print(
         f"replay {start} .. {end} {','.join(syms)}: {result.cycles_run} cycles run in "
-        f"{time.perf_counter() - started:.1f}s; orders {result.orders}, filled {s.get('orders_filled', 0)}; "
+        f"{time.perf_counter() - started:.1f}s; orders {result.orders}, filled {filled}; "
         f"equity {eq.iloc[0]:,.2f} -> {eq.iloc[-1]:,.2f} ({eq.iloc[-1] / cash - 1:+.2%})"
     )
     console.print(f"equity curve: {result.png}\nrecords: {state_dir / 'records.jsonl'}")

@@ -1,4 +1,5 @@
-"""One pass of the loop: reconcile -> plan -> check -> submit -> record. The rules live elsewhere.
+"""One pass of the loop: reconcile -> plan -> check -> submit -> record. The rules live elsewhere (risk limits
+in :mod:`~marketcast.trade.risk`, fresh data in :mod:`~marketcast.trade.freshness`, gates, rules, ownership).
 
 Crash safety comes from three rules: reconcile with the broker before deciding anything (and halt when the
 two disagree, :mod:`~marketcast.trade.reconcile`); every order gets a deterministic ``client_order_id``
@@ -20,6 +21,7 @@ from marketcast.backtest.orders import FLAT, LONG, Costs
 from marketcast.data.bars import Bars
 from marketcast.errors import HaltedError
 from marketcast.trade.broker import Broker
+from marketcast.trade.freshness import Freshness, quote_reasons, stale_reason, went_back
 from marketcast.trade.gates import GateConfig, check_entry, dollar_volume
 from marketcast.trade.ids import ENTRY, client_order_id
 from marketcast.trade.monitor import Monitor
@@ -29,9 +31,10 @@ from marketcast.trade.planner import Planner, Signal
 from marketcast.trade.portfolio import PortfolioConfig, allocate
 from marketcast.trade.quotes import quote, with_last_close
 from marketcast.trade.reconcile import Reconciled, Reconciler
+from marketcast.trade.risk import RESUME, RiskGuard, RiskLimits, day_of
 from marketcast.trade.rules import account_violations, round_price
 from marketcast.trade.state import Intent, Journal
-from marketcast.trade.types import BUY, SELL
+from marketcast.trade.types import BUY, SELL, Account
 
 log = logging.getLogger("marketcast.trade")
 
@@ -46,6 +49,8 @@ class LoopConfig:
     symbols: tuple[str, ...]
     gates: GateConfig = GateConfig()
     portfolio: PortfolioConfig = PortfolioConfig()
+    risk: RiskLimits = RiskLimits()
+    freshness: Freshness = Freshness()
     add_latest: bool = False  # real bid/ask from the broker: mid as the last close, spread into costs
     quote_retries: int = 3
     quote_retry_wait_s: float = 0.5
@@ -53,6 +58,7 @@ class LoopConfig:
     mode: str = "paper"
     cancel_wait_s: float = 10.0  # how long a cancel confirmation is awaited before a close
     resolve: str = RESOLVE  # the command that lifts a reconcile halt, as the user should type it
+    resume: str = RESUME  # ... and the one that lifts a risk halt
 
 
 @dataclass
@@ -73,6 +79,7 @@ class CycleReport:
     foreign: dict[str, dict] = field(default_factory=dict)
     equity: float = 0.0
     buying_power: float = 0.0
+    risk_breach: str | None = None  # an entry beyond a notional limit (sizing should never make one)
     record: dict = field(default_factory=dict)
 
     @property
@@ -92,14 +99,18 @@ class TradingLoop:
         self.broker, self.journal, self.planner, self.feed = broker, journal, planner, feed
         self.config, self.monitor = config, monitor
         self.asset_classes = asset_classes or {}
-        self.desk = OrderDesk(broker, journal, config.cancel_wait_s)
+        self.desk = OrderDesk(broker, journal, config.cancel_wait_s, admit=self._admit)
         self.reconciler = Reconciler(broker, journal, self.desk, config.resolve)
+        self.risk = RiskGuard(journal, config.risk, config.resume)
+        self.seen: dict[str, str] = {}  # symbol -> the last bar the loop decided on (data must not go back)
 
     # ----------------------------------------------------------- reconcile
-    def reconcile(self, decision_ts: str, act: bool = True) -> Reconciled:
+    def reconcile(self, decision_ts: str, act: bool = True, now=None) -> Reconciled:
         """Halted, or journal and broker disagree: :class:`HaltedError` (exit 5), nothing touched. Else
-        sync, then cancel/close/take-profit what earlier bars left (``act`` False: only logged)."""
+        sync; a daily loss beyond the limit trips the risk halt (``act``); then cancel/close/take-profit what
+        earlier bars left (``act`` False: only logged). Also what a watch between two bars does."""
         self.desk.cancelled = set()
+        self.risk.begin(day_of(now, decision_ts))
         halts = self.journal.halts.active()
         if halts:
             raise HaltedError(halts[0].message())
@@ -107,24 +118,36 @@ class TradingLoop:
         disagreements = self.reconciler.compare(decision_ts, result)
         if disagreements:
             raise self.reconciler.halt(disagreements)
+        if act:
+            breach = self.risk.equity_breach(self.broker.account().equity)
+            if breach:
+                raise self.risk.trip(breach, self.broker, self.desk, decision_ts)
         self.reconciler.housekeep(decision_ts, result, act)
         return result
 
+    def _admit(self, intent: Intent) -> None:
+        """Every order's last check before it goes out: the order-count limits."""
+        breach = self.risk.order_breach(intent)
+        if breach:
+            self.journal.mark(intent.client_order_id, "refused", error=f"risk limit: {breach}")
+            raise self.risk.trip(breach, self.broker, self.desk, intent.decision_ts)
+
     # ----------------------------------------------------------- plan
-    def plan(self, decision_ts: str, book: Book) -> CycleReport:
+    def plan(self, decision_ts: str, book: Book, account: Account, now=None) -> CycleReport:
         """Signals, gates and sizing up to the orders, touching nothing (``--dry-run`` stops after check).
 
         A real quote's mid replaces the decision bar's close and its spread (ask / bid - 1) goes into the
         costs. A symbol whose entry for this bar is journalled keeps it (a re-plan never adds a second);
         one the loop holds or has working orders on is skipped, and so is an entry against a foreign
-        position (it would trade shares the loop did not buy).
+        position (it would trade shares the loop did not buy), or on data that is stale at ``now``, went
+        back in time, or a quote too old or too wide (:mod:`~marketcast.trade.freshness`).
         """
         report = CycleReport(decision_ts)
-        account = self.broker.account()
         report.equity, report.buying_power = account.equity, account.buying_power
         assets = self.reconciler.assets(self.config.symbols)
         report.foreign = book.foreign(assets)
         learn_from = self.journal.first_cycle()
+        wanted = self.config.add_latest and self.broker.has_quotes
         candidates, prices = [], {}
         for symbol in self.config.symbols:
             bars = self.feed(symbol)
@@ -133,15 +156,22 @@ class TradingLoop:
             report.quotes[symbol] = "real" if q.source == "real" else "synthetic"
             if q.source == "real":
                 bars = with_last_close(bars, q.mid)
-            signal = self.planner.plan(bars, Costs.for_asset(bars.asset_class, self.config.fee, q.spread), learn_from)
+            fee = self.config.fee if self.config.fee is not None else self.broker.fee_for(bars.asset_class)
+            signal = self.planner.plan(bars, Costs.for_asset(bars.asset_class, fee, q.spread), learn_from)
             report.signals.append(signal)
+            stale = [r for r in (stale_reason(bars, now, self.config.freshness) if now is not None else None,
+                                 went_back(bars.frame.index[-1], self.seen.get(symbol))) if r]
+            stale += quote_reasons(q, now, self.config.freshness, wanted, self.config.gates.require_quote)
+            for reason in stale:
+                log.warning("%s: no new entry: %s", symbol, reason)
+            self.seen[symbol] = max(self.seen.get(symbol, ""), bars.frame.index[-1].isoformat())
             existing = self.journal.intent(client_order_id(symbol, decision_ts, ENTRY))
             if existing is not None:
                 report.kept[symbol] = existing
                 continue
             vol = bars.frame["volume"].to_numpy() if "volume" in bars.frame else np.zeros(len(bars))
-            gate = check_entry(signal, q, dollar_volume(bars.frame["close"].to_numpy(), vol), self.config.gates)
-            reasons = list(gate.reasons) + book.entry_conflicts(symbol, signal.decision.side, assets)
+            gate = check_entry(signal, dollar_volume(bars.frame["close"].to_numpy(), vol), self.config.gates)
+            reasons = stale + list(gate.reasons) + book.entry_conflicts(symbol, signal.decision.side, assets)
             if reasons:
                 report.skipped[symbol] = tuple(reasons)
                 continue
@@ -151,17 +181,21 @@ class TradingLoop:
             candidates.append(signal)
         held, exposure = book.committed(assets)
         steps = {s: a.qty_step for s, a in assets.items()}
-        for alloc in allocate(candidates, account.equity, self.config.portfolio, exposure, held, steps, prices):
-            report.planned.append(entry_intent(alloc.signal, alloc.qty, decision_ts, assets[alloc.signal.symbol].crypto))
+        for alloc in allocate(candidates, account.equity, self.config.portfolio, exposure, held, steps, prices,
+                              self.config.risk.entry_cap):
+            crypto = assets[alloc.signal.symbol].crypto
+            report.planned.append(entry_intent(alloc.signal, alloc.qty, decision_ts, crypto))
         return report
 
     # ----------------------------------------------------------- check
     def check(self, report: CycleReport) -> None:
         """Each planned order on the broker's grid (:func:`~marketcast.trade.rules.conform`) and within what
         the account can carry (shorts, free quantity, buying power left after the orders before it); an
-        order that cannot be made valid moves to ``refused`` with the reasons."""
+        order that cannot be made valid moves to ``refused`` with the reasons. An entry beyond a notional risk
+        limit is refused too and, outside a dry run, trips the limit (sizing keeps entries inside them)."""
         buying_power = report.buying_power
-        positions = report.reconciled.book.positions
+        book = report.reconciled.book
+        positions = book.positions
         closes = {s.symbol: s.close for s in report.signals}
         valid = []
         for intent in report.planned:
@@ -178,7 +212,14 @@ class TradingLoop:
                 continue
             if check.changes:
                 log.info("%s %s conformed: %s", intent.symbol, intent.client_order_id, ", ".join(check.changes))
-            buying_power -= conformed.qty * (conformed.limit_price or closes[intent.symbol])
+            price = conformed.limit_price or closes[intent.symbol]
+            held = abs(book.owned.get(intent.symbol, 0.0)) * (0.0 if p is None else p.avg_entry_price)
+            breach = self.risk.notional_breach(conformed, price, held)
+            if breach:
+                report.risk_breach = report.risk_breach or breach
+                report.refused[intent.client_order_id] = f"risk limit: {breach}"
+                continue
+            buying_power -= conformed.qty * price
             valid.append(conformed)
         report.planned = valid
 
@@ -195,38 +236,44 @@ class TradingLoop:
                 getattr(report, sent.outcome).append(sent.client_order_id)
 
     # ----------------------------------------------------------- cycle
-    def run_cycle(self, decision_ts: str, dry_run: bool = False) -> CycleReport:
-        """Reconcile, plan, check, submit, record. ``dry_run`` reconciles without changing anything at the
-        broker, plans and checks, but sends nothing and records no cycle; it still brings the journal it is
-        given up to date (the CLI hands a dry run a scratch copy of the state)."""
+    def run_cycle(self, decision_ts: str, dry_run: bool = False, now=None) -> CycleReport:
+        """Reconcile, plan, check, submit, record; ``now`` (the loop's clock) makes stale data and old quotes
+        count. ``dry_run`` reconciles without changing anything at the broker, plans and checks, but sends
+        nothing and records no cycle; it still brings the journal it is given up to date (the CLI hands a dry
+        run a scratch copy of the state)."""
         if not dry_run:
             self.journal.start_cycle(decision_ts)
-        reconciled = self.reconcile(decision_ts, act=not dry_run)
-        report = self.plan(decision_ts, reconciled.book)
+        reconciled = self.reconcile(decision_ts, act=not dry_run, now=now)
+        report = self.plan(decision_ts, reconciled.book, self.broker.account(), now)
         report.reconciled = reconciled
         self.check(report)
         if dry_run:
             return report
+        if report.risk_breach:
+            raise self.risk.trip(report.risk_breach, self.broker, self.desk, decision_ts)
         self.execute(report)
         if self.monitor is not None:  # recorded before the cycle is done: a failed write re-runs the bar
-            report.record = self.monitor.record(**self._record_fields(report))
+            report.record = self.monitor.record(**self._record_fields(report, now))
         self.journal.finish_cycle(decision_ts)
         return report
 
-    def _record_fields(self, r: CycleReport) -> dict:
+    def _record_fields(self, r: CycleReport, now) -> dict:
         metas = [s.forecast_meta for s in r.signals]
         latency: dict[str, float] = {}
+        slowest: dict[str, float] = {}
         for s in r.signals:
             model = s.forecast_meta.get("model", self.planner.model)
             latency[model] = round(latency.get(model, 0.0) + s.forecast_latency_s, 6)
+            slowest[model] = round(max(slowest.get(model, 0.0), s.forecast_latency_s), 6)
         quotes = {"real": 0, "synthetic": 0}
         for src in r.quotes.values():
             quotes[src] += 1
         fell_back = sorted({m.get("model", self.planner.model) for m in metas if m.get("fallback_reason")})
         positions = {p.symbol: p.qty for p in self.broker.positions()}
         return {
-            "decision_ts": r.decision_ts, "mode": self.config.mode, "broker": self.broker.name,
-            "endpoint": self.broker.endpoint, "forecast_latency_s": latency,
+            "decision_ts": r.decision_ts, "now": None if now is None else str(now), "mode": self.config.mode,
+            "broker": self.broker.name, "endpoint": self.broker.endpoint, "forecast_latency_s": latency,
+            "forecast_latency_max_s": slowest,
             "compile_mode": next((m.get("compile_mode") for m in metas if "compile_mode" in m), None),
             "compiled": any(bool(m.get("compiled")) for m in metas),
             "fallbacks_to_eager": len(fell_back), "eager_fallback_models": fell_back,
@@ -237,6 +284,9 @@ class TradingLoop:
             "refused": dict(r.refused), "rejected": dict(r.rejected), "deferred_closes": dict(r.reconciled.deferred),
             "equity": r.equity, "positions": positions, "foreign": r.foreign,
             "strategies": {s.symbol: s.strategy for s in r.signals},
+            "chosen": {s.symbol: {"strategy": s.strategy, "pinned": s.pinned, "return": s.metrics.get("total_return"),
+                                  "sharpe": s.metrics.get("sharpe"), "max_drawdown": s.metrics.get("max_drawdown")}
+                       for s in r.signals},
             "skipped": {k: list(v) for k, v in r.skipped.items()},
         }
 
@@ -258,7 +308,8 @@ def describe(report: CycleReport) -> list[dict]:
             f = report.foreign[s.symbol]
             why.append(f"foreign (untouched): position {f['position']:g}, {len(f['orders'])} order(s)")
         rows.append({
-            "symbol": s.symbol, "strategy": s.strategy, "side": {1: "long", -1: "short", FLAT: "flat"}[s.decision.side],
+            "symbol": s.symbol, "strategy": s.strategy + (" (pinned)" if s.pinned else ""),
+            "side": {1: "long", -1: "short", FLAT: "flat"}[s.decision.side],
             "entry": req.limit_price if req else s.decision.entry_limit,
             "take_profit": req.take_profit if req else s.decision.take_profit,
             "edge": s.metrics.get("edge"), "sharpe": s.metrics.get("sharpe"),

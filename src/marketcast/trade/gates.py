@@ -1,6 +1,7 @@
 """Entry gates: a signal becomes an order only if every one of these passes.
 
-Each failing gate adds a reason, so the dry-run plan and the records say why a symbol was skipped.
+Each failing gate adds a reason, so the dry-run plan and the records say why a symbol was skipped. The
+quote's gates (``require_quote``, its age and spread) are in :mod:`marketcast.trade.freshness`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import numpy as np
 
 from marketcast.backtest.orders import FLAT
 from marketcast.trade.planner import Signal
-from marketcast.trade.types import Quote
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class GateConfig:
     min_sharpe: float = 0.0  # walk-forward Sharpe of the chosen strategy must exceed this
     max_drawdown: float = 0.25  # walk-forward drawdown must stay below this
     min_dollar_volume: float = 1_000_000.0  # mean close * volume over the last 20 bars
-    require_quote: bool = True
+    require_quote: bool = True  # with ADD_LATEST on a broker that has quotes: no entry without a real one
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ def dollar_volume(close: np.ndarray, volume: np.ndarray, window: int = 20) -> fl
     return float(np.mean(c * v)) if len(c) else 0.0
 
 
-def check_entry(signal: Signal, quote: Quote | None, dollar_vol: float, cfg: GateConfig) -> GateResult:
+def check_entry(signal: Signal, dollar_vol: float, cfg: GateConfig) -> GateResult:
     """Apply every gate; ``passed`` only if none failed."""
     m = signal.metrics
     reasons = []
@@ -49,6 +49,4 @@ def check_entry(signal: Signal, quote: Quote | None, dollar_vol: float, cfg: Gat
         reasons.append(f"drawdown {m.get('max_drawdown', 0.0):.1%} >= {cfg.max_drawdown:.1%}")
     if dollar_vol < cfg.min_dollar_volume:
         reasons.append(f"dollar volume {dollar_vol:,.0f} < {cfg.min_dollar_volume:,.0f}")
-    if cfg.require_quote and quote is None:
-        reasons.append("no quote")
     return GateResult(not reasons, tuple(reasons))

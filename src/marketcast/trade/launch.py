@@ -1,14 +1,19 @@
-"""What a trade command sets up before its first cycle: the log, the planner, the broker the flags ask for."""
+"""What a trade command sets up before its first cycle: the log, and the venue the flags ask for (a broker, its
+bars re-read at every look, and the loop's clock)."""
 
 from __future__ import annotations
 
 import logging
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from marketcast.errors import StateError
+import pandas as pd
+
+from marketcast.data.bars import Bars
+from marketcast.errors import ConfigError, StateError
+from marketcast.trade.files import private_file
+from marketcast.trade.freshness import complete
 
 
 class StateLogHandler(logging.FileHandler):
@@ -33,11 +38,11 @@ def setup_logging(state_dir: Path | None, verbose: bool) -> None:
             h.close()
     stream = logging.StreamHandler()
     stream.setLevel(logging.INFO if verbose else logging.WARNING)
+    stream.addFilter(lambda record: getattr(record, "console", True))  # said on stderr otherwise (an error line)
     handlers: list[logging.Handler] = [stream]
     if state_dir is not None:
-        state_dir.mkdir(parents=True, exist_ok=True)
         try:
-            handlers.append(StateLogHandler(state_dir / "trade.log", encoding="utf-8"))
+            handlers.append(StateLogHandler(private_file(state_dir / "trade.log"), encoding="utf-8"))
         except OSError as exc:
             raise StateError(f"{state_dir / 'trade.log'}: {exc.strerror}; check permissions and free space") from None
     for h in handlers:
@@ -47,49 +52,99 @@ def setup_logging(state_dir: Path | None, verbose: bool) -> None:
         logger.addHandler(h)
 
 
-def planner(model: str, seed: int, weights: str | None = None, device: str = "cpu"):
-    from dataclasses import replace
+class PaperVenue:
+    """The embedded paper broker over ``<SYMBOL>.csv`` files (or the embedded data), re-read when a file
+    changes: a file that grows a bar at a time is traded a bar at a time."""
 
-    from marketcast.forecast import load_forecaster
-    from marketcast.trade.planner import PLANNER_CONFIG, BacktestPlanner
-
-    forecaster = load_forecaster(model, weights=weights, device=device, seed=seed)
-    return BacktestPlanner(forecaster, replace(PLANNER_CONFIG, seed=seed))
-
-
-@dataclass
-class Venue:
-    """A broker with its bar feed and clock (the decision bar each cycle acts on)."""
-
-    broker: object
-    feed: Callable
-    asset_classes: dict[str, str]
-    clock: Callable[[], str]
-
-
-def open_venue(broker_name: str, live: bool, syms: tuple[str, ...], state_dir: Path, data_dir: Path | None,
-               fee: float | None) -> Venue:
-    """The embedded paper broker over ``data_dir`` bars, or Alpaca on the host ``live`` selects (checked
-    against ``APCA_API_BASE_URL`` before any request)."""
-    if broker_name == "paper":
-        from marketcast.data import load_symbol
+    def __init__(self, syms: tuple[str, ...], state_dir: Path, data_dir: Path | None, fee: float | None,
+                 clock: Callable[[], pd.Timestamp], on_duplicate: str = "error") -> None:
         from marketcast.trade.feed import history_feed
         from marketcast.trade.paper import PaperBroker
 
-        bars = {s: load_symbol(s, data_dir) for s in syms}
-        last = min(b.frame.index[-1] for b in bars.values())
-        broker = PaperBroker(state_dir / "broker.db", bars, fee=fee, start=last)
-        end = max(b.frame.index[-1] for b in bars.values())
-        return Venue(broker, history_feed(bars, lambda: broker.clock), {s: b.asset_class for s, b in bars.items()},
-                     lambda: (broker.advance_to(end), broker.clock)[1])
-    from marketcast.data import infer_asset_class
-    from marketcast.trade.alpaca import AlpacaBroker
-    from marketcast.trade.feed import broker_feed
+        self.syms, self.data_dir, self.now, self.on_duplicate = syms, data_dir, clock, on_duplicate
+        self.raw: dict[str, tuple[object, Bars]] = {}
+        self.bars: dict[str, Bars] = {}  # cut at the clock; shared with the broker and the feed
+        self._load(self.now())
+        last = min(b.frame.index[-1] for b in self.bars.values())
+        self.broker = PaperBroker(state_dir / "broker.db", self.bars, fee=fee, start=last)
+        self.feed = history_feed(self.bars, lambda: self.broker.clock)
+        self.asset_classes = {s: b.asset_class for s, b in self.bars.items()}
 
-    classes = {s: infer_asset_class(s) for s in syms}
-    broker = AlpacaBroker.from_env(live=live, asset_classes=classes)
-    feed = broker_feed(broker, classes)
-    return Venue(broker, feed, classes, lambda: max(feed(s).frame.index[-1] for s in syms).isoformat())
+    def _load(self, now) -> None:
+        from marketcast.data import load_symbol
+        from marketcast.data.load import find_symbol_file
+
+        for s in self.syms:
+            stamp = None
+            if self.data_dir is not None:
+                info = find_symbol_file(self.data_dir, s).stat()
+                stamp = (info.st_mtime_ns, info.st_size)
+            if s not in self.raw or self.raw[s][0] != stamp:
+                self.raw[s] = (stamp, load_symbol(s, self.data_dir, on_duplicate=self.on_duplicate))
+            self.bars[s] = self.raw[s][1] if now is None else complete(self.raw[s][1], now)
+
+    def refresh(self, now) -> str:
+        """Re-read changed files, settle the bars the broker has not seen; the newest bar of the data."""
+        self._load(now)
+        self.broker.set_bars(self.bars)
+        latest = max(b.frame.index[-1] for b in self.bars.values())
+        self.broker.advance_to(latest)
+        return latest.isoformat()
+
+
+class AlpacaVenue:
+    """Alpaca on the host the flags chose; its clock is Alpaca's (``GET /v2/clock``)."""
+
+    def __init__(self, syms: tuple[str, ...], live: bool) -> None:
+        from marketcast.data import infer_asset_class
+        from marketcast.trade.alpaca import AlpacaBroker
+        from marketcast.trade.feed import broker_feed
+
+        self.syms = syms
+        self.asset_classes = {s: infer_asset_class(s) for s in syms}
+        self.broker = AlpacaBroker.from_env(live=live, asset_classes=self.asset_classes)
+        self._fetch = broker_feed(self.broker, self.asset_classes)
+        self.bars: dict[str, Bars] = {}
+
+    def now(self) -> pd.Timestamp:
+        return pd.Timestamp(self.broker.market_clock().now).tz_convert("UTC")
+
+    def refresh(self, now) -> str:
+        self.bars = {s: complete(self._fetch(s), now) for s in self.syms}
+        return max(b.frame.index[-1] for b in self.bars.values()).isoformat()
+
+    def feed(self, symbol: str) -> Bars:
+        return self.bars[symbol]
+
+
+def system_clock() -> pd.Timestamp:
+    return pd.Timestamp.now(tz="UTC")
+
+
+def file_clock(path: Path) -> Callable[[], pd.Timestamp]:
+    """A clock read from ``path`` (one ISO time) at every look: simulated time for a paper loop."""
+
+    def now() -> pd.Timestamp:
+        try:
+            t = pd.Timestamp(path.read_text().strip())
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"--clock-file {path}: {getattr(exc, 'strerror', None) or exc}; write one ISO time "
+                              f"into it, e.g. 2018-07-20T21:00:00Z") from None
+        return t.tz_localize("UTC") if t.tzinfo is None else t.tz_convert("UTC")
+
+    return now
+
+
+def open_venue(broker_name: str, live: bool, syms: tuple[str, ...], state_dir: Path, data_dir: Path | None,
+               fee: float | None, clock_file: Path | None = None, on_duplicate: str = "error"):
+    """The embedded paper broker over ``data_dir`` bars (its clock the system's or ``clock_file``), or Alpaca
+    on the host ``live`` selects (checked against ``APCA_API_BASE_URL`` before any request)."""
+    if broker_name == "paper":
+        clock = system_clock if clock_file is None else file_clock(clock_file)
+        return PaperVenue(syms, state_dir, data_dir, fee, clock, on_duplicate)
+    if clock_file is not None:
+        raise ConfigError("--clock-file drives the paper broker only; Alpaca's clock is Alpaca's")
+    return AlpacaVenue(syms, live)
 
 
 def resolve_command(state_dir: Path, broker_name: str, live: bool, syms: tuple[str, ...],

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from marketcast.errors import ConfigError, StateError
+from marketcast.trade.files import FILE_MODE, private_dir, private_fd
 
 LOCK = "loop.lock"
 
@@ -23,9 +24,10 @@ class StateLock:
         self._fd: int | None = None
 
     def acquire(self) -> "StateLock":
+        private_dir(self.path.parent)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+            private_fd(fd)
         except OSError as exc:
             raise StateError(f"{self.path}: {exc.strerror}; check the folder's permissions") from None
         try:

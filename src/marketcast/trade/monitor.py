@@ -1,21 +1,21 @@
-"""One JSON line per cycle, and the summary ``marketcast trade status`` prints.
+"""One JSON line per cycle (latency, quotes, compile and memory, the chosen strategies, the orders), and what
+``marketcast trade status`` reads from them.
 
 Records are append-only and keyed by ``decision_ts``: a cycle re-run after a crash appends a second
-record for the same bar, and the summary keeps the last one. A line that cannot be written whole (a full
-disk) is cut back off and ends the run with :class:`~marketcast.errors.StateError`.
+record for the same bar, and the summary keeps the last one. What must add up after kills (cycles, orders,
+fills) is counted from the journal instead (:mod:`marketcast.trade.status`). A line that cannot be written
+whole (a full disk) is cut back off and ends the run with :class:`~marketcast.errors.StateError`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import resource
 import sys
 import time
 from pathlib import Path
 
-from marketcast.errors import StateError
+from marketcast.trade.files import append_line, private_dir
 
 RECORDS = "records.jsonl"
 
@@ -35,40 +35,27 @@ def recompiles() -> int:
 
 
 class Monitor:
-    """Appends cycle records to ``state_dir/records.jsonl``."""
+    """Appends cycle records to ``state_dir/records.jsonl``. Recompiles count from the end of the warm-up
+    (:meth:`warmed`), and the first record after it carries the warm-up and the models skipped on the way."""
 
     def __init__(self, state_dir: str | Path) -> None:
-        self.path = Path(state_dir) / RECORDS
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = private_dir(state_dir) / RECORDS
         self._recompiles_at_start = recompiles()
+        self.warm_memory_mb = peak_memory_mb()
+        self._once: dict = {}
+
+    def warmed(self, warmup: dict | None, skipped: list[dict] | None = None) -> None:
+        """The model is loaded and warm: count recompiles and memory growth from here."""
+        self._recompiles_at_start, self.warm_memory_mb = recompiles(), peak_memory_mb()
+        self._once = {k: v for k, v in (("warmup", warmup), ("models_skipped", skipped)) if v}
 
     def record(self, **fields) -> dict:
         rec = {"written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                "recompiles_since_start": recompiles() - self._recompiles_at_start,
-               "peak_memory_mb": round(peak_memory_mb(), 1), **fields}
+               "peak_memory_mb": round(peak_memory_mb(), 1), **self._once, **fields}
         append_line(self.path, json.dumps(rec, sort_keys=True, default=str) + "\n")
+        self._once = {}
         return rec
-
-
-def append_line(path: Path, line: str) -> None:
-    """Append ``line`` whole or not at all (on a failed write the file is cut back to its old size)."""
-    data = line.encode("utf-8")
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise StateError(f"{path}: {exc.strerror}; check the folder's permissions and free space") from None
-    size = os.fstat(fd).st_size
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, size)
-        raise StateError(f"{path}: {exc.strerror}; free disk space and run again (the record was not "
-                         f"written)") from None
-    finally:
-        os.close(fd)
 
 
 def read_records(state_dir: str | Path) -> list[dict]:
@@ -87,35 +74,29 @@ def read_records(state_dir: str | Path) -> list[dict]:
 
 
 def summarise(records: list[dict]) -> dict:
-    """Totals and latest values over all cycles. ``fallbacks_to_eager`` is the number of models that fell
-    back to eager in any cycle: a fallback lasts for the process, so summing cycles would count it again
-    every cycle."""
+    """What the records say over all cycles: the venue, equity, quotes, forecast latency, compile state, memory
+    and the last warm-up. ``fallbacks_to_eager`` is the number of models that fell back to eager in any cycle:
+    a fallback lasts for the process, so summing cycles would count it again every cycle."""
     if not records:
-        return {"cycles": 0}
+        return {}
     latencies: dict[str, list[float]] = {}
     for r in records:
         for model, sec in (r.get("forecast_latency_s") or {}).items():
             latencies.setdefault(model, []).append(sec)
     quotes = [r.get("quotes", {}) for r in records]
     fell_back = {m for r in records for m in r.get("eager_fallback_models") or ()}
+    warm = next((r["warmup"] for r in reversed(records) if r.get("warmup")), None)
     last = records[-1]
     return {
-        "cycles": len(records),
-        "first_bar": records[0].get("decision_ts"),
-        "last_bar": last.get("decision_ts"),
         "mode": last.get("mode"),
         "broker": last.get("broker"),
         "endpoint": last.get("endpoint"),
         "equity_first": records[0].get("equity"),
         "equity_last": last.get("equity"),
-        "orders_submitted": sum(r.get("orders_submitted", 0) for r in records),
-        "orders_filled": sum(r.get("orders_filled", 0) for r in records),
-        "orders_cancelled": sum(r.get("orders_cancelled", 0) for r in records),
-        "orders_rejected": sum(r.get("orders_rejected", 0) for r in records),
-        "orders_refused": sum(r.get("orders_refused", 0) for r in records),
         "quotes_real": sum(q.get("real", 0) for q in quotes),
         "quotes_synthetic": sum(q.get("synthetic", 0) for q in quotes),
         "mean_forecast_latency_ms": {m: round(1000 * sum(v) / len(v), 2) for m, v in latencies.items()},
+        "warmup": None if warm is None else f"{warm['model']} {warm['seconds']:.2f} s ({warm['shape']})",
         "compile_mode": last.get("compile_mode"),
         "recompiles_since_start": last.get("recompiles_since_start"),
         "fallbacks_to_eager": len(fell_back),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from marketcast.backtest.orders import LONG
 from marketcast.trade.broker import Broker, BrokerError, BrokerUnavailable, OrderRejected, submit_once
@@ -51,10 +52,12 @@ def request_of(intent: Intent) -> OrderRequest:
 
 
 class OrderDesk:
-    """Sends and cancels for one loop; ``cancel_wait_s`` bounds how long a cancel confirmation is awaited."""
+    """Sends and cancels for one loop; ``cancel_wait_s`` bounds how long a cancel confirmation is awaited, and
+    ``admit(intent)`` (the risk limits) sees every order just before it goes out and may stop it by raising."""
 
-    def __init__(self, broker: Broker, journal: Journal, cancel_wait_s: float = 10.0, poll_s: float = 1.0) -> None:
-        self.broker, self.journal = broker, journal
+    def __init__(self, broker: Broker, journal: Journal, cancel_wait_s: float = 10.0, poll_s: float = 1.0,
+                 admit: Callable[[Intent], None] | None = None) -> None:
+        self.broker, self.journal, self.admit = broker, journal, admit
         self.cancel_wait_s, self.poll_s = cancel_wait_s, poll_s
         self.cancelled: set[str] = set()  # broker ids cancelled (or, dry, would be) this cycle
 
@@ -88,6 +91,8 @@ class OrderDesk:
             if existing is not None:
                 self.journal.mark(cid, "submitted", existing.id, broker_status=existing.status)
                 return Sent("already", cid)
+            if self.admit is not None:
+                self.admit(stored)
             self.journal.mark_attempt(cid)
             order, new = submit_once(self.broker, request_of(stored), looked_up=True)
         except OrderRejected as exc:

@@ -69,6 +69,7 @@ class PaperBroker(Broker):
     """Simulated account over ``bars``; ``advance_to(ts)`` is the replay clock."""
 
     name = "paper"
+    has_quotes = False  # its quotes are made from bars: synthetic
 
     def __init__(
         self,
@@ -82,10 +83,9 @@ class PaperBroker(Broker):
         same_bar: str = "pessimistic",
         start: str | pd.Timestamp | None = None,
     ) -> None:
-        self.bars = {s.upper(): b for s, b in bars.items()}
-        self.costs = {s: Costs.for_asset(b.asset_class, fee, spread) for s, b in self.bars.items()}
+        self._fee, self._spread = fee, spread
+        self.set_bars(bars)
         self.fill_mode, self.same_bar = fill_mode, same_bar
-        self._index = {s: pd.DatetimeIndex(b.frame.index) for s, b in self.bars.items()}
         self.endpoint = f"embedded paper broker ({Path(db_path).name})"
         self.conn = connect(db_path)
         self.conn.executescript(SCHEMA)
@@ -94,6 +94,12 @@ class PaperBroker(Broker):
             c.execute("INSERT OR IGNORE INTO meta VALUES ('cash', ?)", (repr(float(starting_cash)),))
             if start is not None:
                 c.execute("INSERT OR IGNORE INTO meta VALUES ('clock', ?)", (iso(start),))
+
+    def set_bars(self, bars: Mapping[str, Bars]) -> None:
+        """Trade on ``bars`` from now on (a file that grew is reloaded); what was settled stays settled."""
+        self.bars = {s.upper(): b for s, b in bars.items()}
+        self.costs = {s: Costs.for_asset(b.asset_class, self._fee, self._spread) for s, b in self.bars.items()}
+        self._index = {s: pd.DatetimeIndex(b.frame.index) for s, b in self.bars.items()}
 
     # ------------------------------------------------------------------ clock
     @property

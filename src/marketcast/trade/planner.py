@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Mapping, Protocol
 
 import pandas as pd
 
@@ -29,6 +29,7 @@ from marketcast.backtest import BacktestConfig, StrategyParams, WindowView, deci
 from marketcast.backtest.metrics import strategy_metrics
 from marketcast.backtest.orders import FLAT, Bar, Costs, Decision
 from marketcast.data.bars import Bars
+from marketcast.errors import ConfigError
 from marketcast.forecast.base import Forecaster
 
 # The original live loop ran 70 walk-forward simulations per symbol before each decision.
@@ -51,6 +52,7 @@ class Signal:
     metrics: dict = field(default_factory=dict)  # sharpe, max_drawdown, total_return, trades, edge
     forecast_latency_s: float = 0.0
     forecast_meta: dict = field(default_factory=dict)
+    pinned: bool = False  # the strategy was set for this symbol, not picked
 
 
 class Planner(Protocol):
@@ -86,14 +88,20 @@ class _Carry:
 
 
 class BacktestPlanner:
-    """Backtest the symbol up to the decision bar, trade the best strategy's next decision."""
+    """Backtest the symbol up to the decision bar, trade the best strategy's next decision, or the strategy
+    ``pinned`` to the symbol (``{"ETHUSD": "maxdiff"}``: "focus on ETH with MaxDiff") whatever the pick."""
 
     def __init__(self, forecaster: Forecaster, config: BacktestConfig = PLANNER_CONFIG,
-                 strategies: tuple[str, ...] | None = None) -> None:
+                 strategies: tuple[str, ...] | None = None, pinned: Mapping[str, str] | None = None) -> None:
         self.forecaster = forecaster
         self.model = getattr(forecaster, "name", type(forecaster).__name__)
         self.config = replace(config, strategies=strategies, include_latest=True) if strategies else replace(
             config, include_latest=True)
+        self.pinned = {s.upper(): name for s, name in (pinned or {}).items()}
+        missing = sorted(set(self.pinned.values()) - set(self.config.strategies))
+        if missing:
+            raise ConfigError(f"strategy {', '.join(missing)} is pinned but not among the planner's strategies "
+                              f"({', '.join(self.config.strategies)})")
         self._carry: dict[str, _Carry] = {}
 
     def _start(self, bars: Bars, config: BacktestConfig, learn_from: str | None, key: tuple) -> _Carry:
@@ -134,7 +142,8 @@ class BacktestPlanner:
         latency = time.perf_counter() - started
         returns = {n: [r for r, _ in v] for n, v in record.items()}
         filled = {n: [f for _, f in v] for n, v in record.items()}
-        name = config.selection.pick(returns, filled)  # the backtest's walk-forward rule
+        pinned = self.pinned.get(bars.symbol.upper())
+        name = pinned or config.selection.pick(returns, filled)  # the backtest's walk-forward rule
         view = result.latest_view
         decision = Decision(FLAT) if name is None else decide(name, view, states[name], params)
         m = NO_RECORD if name is None else strategy_metrics(returns[name], filled[name], bars.periods_per_year)
@@ -149,4 +158,4 @@ class BacktestPlanner:
         }
         meta = dict(result.forecast_meta)
         return Signal(bars.symbol, index[-1].isoformat(), name or NO_PICK, decision, float(view.close), metrics,
-                      meta.get("latency_s", latency), meta)
+                      meta.get("latency_s", latency), meta, pinned is not None)

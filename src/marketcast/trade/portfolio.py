@@ -40,11 +40,12 @@ def allocate(
     held_symbols: frozenset[str] = frozenset(),
     steps: Mapping[str, Decimal] | None = None,
     prices: Mapping[str, float] | None = None,
+    cap: float | None = None,
 ) -> list[Allocation]:
     """Best edge first; each new position gets ``min(per_symbol_cap, remaining exposure / slots)`` of
-    equity, rounded down to the symbol's quantity step (``steps``, whole units if not given). ``prices``
-    are the entry prices as the broker will get them (on its grid); else the decision's limit or close.
-    Symbols already held or working are skipped."""
+    equity, at most ``cap`` (the risk limits' notional per order and per symbol), rounded down to the symbol's
+    quantity step (``steps``, whole units if not given). ``prices`` are the entry prices as the broker will get
+    them (on its grid); else the decision's limit or close. Symbols already held or working are skipped."""
     if equity <= 0:
         return []
     fresh = [s for s in signals if s.symbol not in held_symbols]
@@ -54,7 +55,7 @@ def allocate(
     remaining = max(0.0, cfg.max_exposure * equity - held_exposure)
     out = []
     for i, s in enumerate(chosen):
-        budget = min(cfg.per_symbol_cap * equity, remaining / (len(chosen) - i))
+        budget = min(cfg.per_symbol_cap * equity, remaining / (len(chosen) - i), cap if cap else float("inf"))
         price = (prices or {}).get(s.symbol) or (s.decision.entry_limit if s.decision.entry_limit is not None
                                                   else s.close)
         qty = round_qty(budget / price, (steps or {}).get(s.symbol, Decimal(1)))

@@ -116,6 +116,7 @@ class Reconciler:
                     lost.append(cid)
                 elif intent.decision_ts < decision_ts:
                     self.journal.mark(cid, "abandoned", error="bar passed before submit")
+                    log.info("%s %s abandoned: its bar passed before it was sent", intent.symbol, cid)
                 continue
             if order.status == "rejected":
                 self.journal.mark(cid, "rejected", order.id, error="rejected by the broker after it accepted the order",

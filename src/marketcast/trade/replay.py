@@ -16,9 +16,11 @@ from typing import Callable, Mapping
 import pandas as pd
 
 from marketcast.data.bars import Bars
+from marketcast.data.timestamps import ISO_FIX
 from marketcast.errors import ConfigError
 from marketcast.trade.cycle import LoopConfig, TradingLoop
 from marketcast.trade.feed import history_feed
+from marketcast.trade.files import private_dir
 from marketcast.trade.monitor import Monitor
 from marketcast.trade.paper import PaperBroker, iso
 from marketcast.trade.planner import Planner
@@ -37,10 +39,17 @@ class ReplayResult:
     png: Path | None = None
 
 
+def _day(text, flag: str) -> pd.Timestamp:
+    try:
+        return pd.Timestamp(text, tz="UTC")
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{flag} {text!r} is not a date ({exc}); {ISO_FIX}") from None
+
+
 def replay_dates(bars: Mapping[str, Bars], start, end) -> list[pd.Timestamp]:
-    lo, hi = pd.Timestamp(start, tz="UTC"), pd.Timestamp(end, tz="UTC")
+    lo, hi = _day(start, "--start"), _day(end, "--end")
     if hi <= lo:
-        raise ConfigError(f"--to {end} must be after --from {start}")
+        raise ConfigError(f"--end {end} must be after --start {start}")
     stamps = sorted({t for b in bars.values() for t in b.frame.index if lo <= t <= hi})
     if len(stamps) < 2:
         raise ConfigError(f"fewer than 2 bars between {start} and {end}; pick dates inside the data")
@@ -66,7 +75,7 @@ def replay(
     ``on_step`` (a progress display) hears of each decision date as its cycle starts (or is skipped as done).
     """
     state = Path(state_dir)
-    state.mkdir(parents=True, exist_ok=True)
+    private_dir(state)
     dates = replay_dates(bars, start, end)
     journal = Journal(state / "journal.db")  # first: a damaged journal stops the replay before the broker moves
     broker = PaperBroker(state / "broker.db", bars, starting_cash=starting_cash, fee=config.fee,

@@ -16,6 +16,7 @@ The journal is bound to one broker account (``meta``); ``adjustments`` hold the 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,6 +25,8 @@ from marketcast.trade.db import add_missing_columns, connect, transaction
 from marketcast.trade.halts import Halts
 from marketcast.trade.ownership import Booked
 from marketcast.trade.types import Fill
+
+log = logging.getLogger("marketcast.trade")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS intents (
@@ -218,6 +221,8 @@ class Journal:
                 c.execute("INSERT INTO fills VALUES (?,?,?,?,?,?,?,?,?,?)",
                           (f.fill_id, f.client_order_id, f.symbol, f.side, qty, price, f.fee, f.timestamp, kind,
                            f.order_id))
+                log.info("%s fill %s: %s %g @ %.10g (%s, %s) booked", f.symbol, f.client_order_id, f.side, qty, price,
+                         kind, f.timestamp)
             after = c.execute("SELECT COUNT(DISTINCT client_order_id) FROM fills WHERE kind='entry'").fetchone()[0]
         return after - before
 

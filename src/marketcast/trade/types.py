@@ -157,6 +157,16 @@ class Fill:
     cum_qty: float | None = None
 
 
+@dataclass(frozen=True)
+class MarketClock:
+    """A broker's clock: now, and the stock market's state (Alpaca ``GET /v2/clock``)."""
+
+    now: str
+    is_open: bool
+    next_open: str | None = None
+    next_close: str | None = None
+
+
 @dataclass
 class BarRow:
     """One OHLCV bar with its timestamp (ISO, UTC), as brokers return latest bars."""

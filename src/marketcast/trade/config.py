@@ -1,0 +1,186 @@
+"""What ``trade run`` can be told, declared once: each setting's default, flag and help. Layered by
+:mod:`marketcast.settings`: defaults < ``marketcast.toml`` ``[trade]`` < ``.env.compile`` < environment
+(``MARKETCAST_TRADE_<KEY>``, and ``ADD_LATEST``) < flags. A ``marketcast.toml``::
+
+    [trade]
+    symbols = ["ETHUSD", "SP500"]
+    broker = "alpaca"
+    model = ["toto", "kronos", "baseline"]   # the first that loads and warms up
+    dtype = "bfloat16"
+
+    [trade.strategy]        # pinned: traded whatever the walk-forward pick
+    ETHUSD = "maxdiff"
+
+    [trade.risk]
+    max_daily_loss = 0.03
+
+    [trade.alerts]
+    webhook = "https://hooks.example.com/marketcast"
+"""
+
+from __future__ import annotations
+
+
+from marketcast import options
+from marketcast.backtest.config import STRATEGY_NAMES
+from marketcast.data.load import ON_DUPLICATE
+from marketcast.forecast.registry import MODEL_NAMES
+from marketcast.settings import (
+    Setting,
+    Settings,
+    boolean,
+    choice,
+    items,
+    number,
+    optional,
+    pairs,
+    text,
+)
+from marketcast.trade.alerts import AlertThresholds
+from marketcast.trade.freshness import Freshness
+from marketcast.trade.gates import GateConfig
+from marketcast.trade.portfolio import PortfolioConfig
+from marketcast.trade.risk import RiskLimits
+
+SECTION = "trade"
+OFF = " (0: no limit)"
+
+
+def symbol(raw) -> str:
+    value = text(raw).upper()
+    if not all(c.isalnum() or c in "/-._=" for c in value):
+        raise ValueError(f"{value!r} is not a symbol")
+    return value
+
+
+def url(raw) -> str:
+    value = text(raw)
+    if not value.startswith(("http://", "https://")):
+        raise ValueError("not an http:// or https:// URL")
+    return value
+
+
+def _defaults(cls) -> dict:
+    return {k: getattr(cls(), k) for k in cls.__dataclass_fields__}
+
+
+G, P, R, F, A = (_defaults(c) for c in (GateConfig, PortfolioConfig, RiskLimits, Freshness, AlertThresholds))
+FRACTION = number(0.0, 1.0)
+
+SETTINGS = (
+    Setting("symbols", ("SP500", "NASDAQ"), items(symbol), "Symbols to trade, comma separated.", "--symbols",
+            shown="SP500,NASDAQ"),
+    Setting("broker", "paper", choice("paper", "alpaca"), "paper (the embedded broker) or alpaca.", "--broker"),
+    Setting("state_dir", "out/trade", text, "Folder for broker.db, journal.db, records.jsonl, alerts.jsonl, "
+            "trade.log (owner-only).", "--state-dir"),
+    Setting("data_dir", None, optional(text), options.help_of(options.DataDir) + " The paper broker re-reads "
+            "a file that grows.", "--data-dir"),
+    Setting("data.on_duplicate", "error", choice(*ON_DUPLICATE), options.help_of(options.OnDuplicate),
+            "--on-duplicate"),
+    Setting("model", ("baseline",), items(choice(*MODEL_NAMES)), options.help_of(options.Model) + " Or a "
+            "fallback chain such as toto,kronos,baseline: a model that fails to load or warm up is logged, recorded "
+            "and skipped.", "--model -m", shown="baseline", metavar="MODEL[,MODEL...]"),
+    Setting("weights", None, optional(text), options.help_of(options.Weights), "--weights", shown="auto"),
+    Setting("device", "cpu", options.check_device, options.help_of(options.Device), "--device"),
+    Setting("dtype", "float32", choice(*options.DTYPES), options.help_of(options.Dtype), "--dtype"),
+    Setting("seed", 0, number(0, options.MAX_SEED, integer=True), options.help_of(options.Seed), "--seed", int),
+    Setting("strategy", {}, pairs(symbol, choice(*STRATEGY_NAMES)), "Pin a strategy to a symbol, SYMBOL=NAME "
+            f"(repeatable; {', '.join(STRATEGY_NAMES)}): it is traded whatever the walk-forward pick.",
+            "--strategy", list[str], shown="none (the walk-forward pick)", metavar="SYMBOL=NAME"),
+    Setting("add_latest", None, optional(boolean), "Real bid/ask from the broker: the mid replaces the last "
+            "close, the spread goes into the costs.", "--add-latest/--no-add-latest", bool, env=("ADD_LATEST",),
+            shown="auto: on when the broker has quotes (alpaca); the paper broker's are synthetic"),
+    Setting("interval_s", 60.0, number(0.01), "Seconds between two looks at the market in a continuous run.",
+            "--interval", float),
+    Setting("fee", None, optional(number(0.0, 0.5)), "Fee per side as a fraction, the cost the planner assumes.",
+            "--fee", float, shown="per asset class: stock 0.0005, crypto 0.0015; on alpaca crypto 0.0025 (its "
+            "tier-1 taker fee)"),
+    Setting("gates.min_edge", G["min_edge"], number(-1.0, 1.0), "Entry gate: expected return after costs.",
+            "--min-edge", float),
+    Setting("gates.min_sharpe", G["min_sharpe"], number(), "Entry gate: the pick's walk-forward Sharpe must "
+            "exceed this.", "--min-sharpe", float),
+    Setting("gates.max_drawdown", G["max_drawdown"], number(0.0, 1.01), "Entry gate: walk-forward drawdown must "
+            "stay below this.", "--max-drawdown", float),
+    Setting("gates.min_dollar_volume", G["min_dollar_volume"], number(0.0), "Entry gate: mean close x volume "
+            "of the last 20 bars.", "--min-dollar-volume", float),
+    Setting("gates.require_quote", G["require_quote"], boolean, "With ADD_LATEST on a broker that has quotes: "
+            "no entry without a real quote.", "--require-quote/--no-require-quote", bool),
+    Setting("portfolio.max_positions", P["max_positions"], number(1, integer=True), "Most symbols held or "
+            "working at once.", "--max-positions", int),
+    Setting("portfolio.max_exposure", P["max_exposure"], number(0.0), "Gross exposure cap, fraction of equity.",
+            "--max-exposure", float),
+    Setting("portfolio.per_symbol_cap", P["per_symbol_cap"], FRACTION, "One symbol's notional at most this "
+            "fraction of equity.", "--per-symbol-cap", float),
+    Setting("risk.max_daily_loss", R["max_daily_loss"], FRACTION, "Halt when equity falls this fraction below "
+            "the day's starting equity" + OFF + ".", "--max-daily-loss", float),
+    Setting("risk.max_orders_per_cycle", R["max_orders_per_cycle"], number(0, integer=True), "Halt beyond this "
+            "many orders in one cycle" + OFF + ".", "--max-orders-per-cycle", int),
+    Setting("risk.max_orders_per_day", R["max_orders_per_day"], number(0, integer=True), "Halt beyond this many "
+            "orders in one day" + OFF + ".", "--max-orders-per-day", int),
+    Setting("risk.max_notional_per_order", R["max_notional_per_order"], number(0.0), "Largest entry in account "
+            "currency; sizing stays inside it, and an order beyond it halts" + OFF + ".",
+            "--max-notional-per-order", float),
+    Setting("risk.max_notional_per_symbol", R["max_notional_per_symbol"], number(0.0), "Most the loop may carry "
+            "in one symbol, in account currency" + OFF + ".", "--max-notional-per-symbol", float),
+    Setting("data.stale_after_s", F["stale_after_s"], number(0.0), "No entry on a symbol whose last bar is older "
+            "than the calendar's bar complete this many seconds ago.", "--stale-after", float),
+    Setting("data.max_quote_age_s", F["max_quote_age_s"], number(0.0), "No entry on a real quote older than "
+            "this (seconds).", "--max-quote-age", float),
+    Setting("data.max_spread", F["max_spread"], FRACTION, "No entry on a real quote wider than this (ask / bid "
+            "- 1).", "--max-spread", float),
+    Setting("alerts.webhook", None, optional(url), "POST every alert as JSON to this URL (also in alerts.jsonl "
+            "and the log).", "--webhook", shown="none"),
+    Setting("alerts.max_latency_s", A["max_latency_s"], number(0.0), "Alert: one symbol's forecast slower than "
+            "this (seconds).", "--alert-latency", float),
+    Setting("alerts.max_memory_growth_mb", A["max_memory_growth_mb"], number(0.0), "Alert: peak memory grew "
+            "more than this since the warm-up (MB).", "--alert-memory-growth", float),
+    Setting("alerts.max_recompiles", A["max_recompiles"], number(0, integer=True), "Alert: more recompiles than "
+            "this after the warm-up.", "--alert-recompiles", int),
+    Setting("alerts.min_return", A["min_return"], number(-1.0), "Alert: the chosen strategy's walk-forward "
+            "return below this.", "--alert-min-return", float),
+    Setting("alerts.min_sharpe", A["min_sharpe"], number(), "Alert: the chosen strategy's walk-forward Sharpe "
+            "below this.", "--alert-min-sharpe", float),
+)
+
+
+def _group(settings: Settings, prefix: str, cls):
+    """The ``prefix.*`` settings as ``cls`` (a frozen dataclass whose fields they are)."""
+    fields = cls.__dataclass_fields__
+    return cls(**{name: settings[k] for k in settings.values
+                  if (name := k.partition(".")[2]) in fields and k.startswith(f"{prefix}.")})
+
+
+def gates(settings: Settings) -> GateConfig:
+    return _group(settings, "gates", GateConfig)
+
+
+def portfolio(settings: Settings) -> PortfolioConfig:
+    return _group(settings, "portfolio", PortfolioConfig)
+
+
+def risk(settings: Settings) -> RiskLimits:
+    return _group(settings, "risk", RiskLimits)
+
+
+def freshness(settings: Settings) -> Freshness:
+    return _group(settings, "data", Freshness)
+
+
+def thresholds(settings: Settings) -> AlertThresholds:
+    return _group(settings, "alerts", AlertThresholds)
+
+
+def config_rows(settings: Settings, broker_name: str, live: bool) -> list[tuple[str, str, str, str, str]]:
+    """What ``trade run --print-config`` shows: (key, value, source, from, overrides), the mode first (it comes
+    from the flags only) and ``add_latest``'s automatic value resolved for the broker."""
+    from marketcast.trade.alpaca import AlpacaBroker
+    from marketcast.trade.paper import PaperBroker
+
+    rows = [("mode", "live" if live else "paper", "flag" if live else "default", "--live" if live else "", "")]
+    for v in settings.rows():
+        shown = v.shown
+        if v.key == "add_latest" and v.value is None:
+            quotes = (AlpacaBroker if broker_name == "alpaca" else PaperBroker).has_quotes
+            shown += f" -> {'on' if quotes else 'off (synthetic quotes)'}"
+        rows.append((v.key, shown, v.source, "" if v.source == "default" else v.origin, "; ".join(v.shadowed)))
+    return rows

@@ -1,0 +1,75 @@
+"""The state folder is its owner's alone: it holds account ids, positions and order history.
+
+A folder the loop creates is ``0700``; every file it creates (``journal.db``, ``broker.db`` and SQLite's
+``-wal``/``-shm`` beside them, which SQLite gives the database's mode, ``records.jsonl``, ``alerts.jsonl``,
+``trade.log``, ``loop.lock``) is ``0600``, and an older one readable by others is narrowed to ``0600`` when
+opened. A folder that already exists keeps its mode (``--state-dir .`` must not lock the user out of their
+working directory); its files are private all the same. Lines are appended whole or not at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from pathlib import Path
+
+from marketcast.errors import StateError
+
+DIR_MODE, FILE_MODE = 0o700, 0o600
+
+
+def private_dir(path: str | Path) -> Path:
+    """``path``, created ``0700`` (with its parents) if it does not exist."""
+    path = Path(path)
+    if not path.is_dir():
+        try:
+            path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+        except OSError as exc:
+            raise StateError(f"{path}: {exc.strerror}; check the permissions of the folder above") from None
+    return path
+
+
+def private_fd(fd: int) -> None:
+    """Narrow an open regular file to ``0600`` (a device such as ``/dev/full`` is left alone)."""
+    info = os.fstat(fd)
+    if stat.S_ISREG(info.st_mode) and info.st_mode & 0o077:
+        os.fchmod(fd, FILE_MODE)
+
+
+def private_file(path: str | Path) -> Path:
+    """``path`` created empty and ``0600`` if absent, narrowed to ``0600`` if it is a file others may read."""
+    path = Path(path)
+    private_dir(path.parent)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+    except OSError as exc:
+        raise StateError(f"{path}: {exc.strerror}; check the folder's permissions and free space") from None
+    try:
+        private_fd(fd)
+    finally:
+        os.close(fd)
+    return path
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append ``line`` whole or not at all (on a failed write the file is cut back to its old size)."""
+    data = line.encode("utf-8")
+    private_dir(path.parent)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+    except OSError as exc:
+        raise StateError(f"{path}: {exc.strerror}; check the folder's permissions and free space") from None
+    size = os.fstat(fd).st_size
+    try:
+        private_fd(fd)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, size)
+        raise StateError(f"{path}: {exc.strerror}; free disk space and run again (the record was not "
+                         f"written)") from None
+    finally:
+        os.close(fd)

@@ -1,0 +1,110 @@
+"""Fresh data only. A bar older than the calendar says it should be, bars that went back in time, a quote too
+old or too wide: no new entry for that symbol, a WARNING, and the reason in the cycle's record.
+
+The calendar (:mod:`marketcast.data.calendar`) knows which bar should exist at a moment: for daily bars the
+last session that has closed (by session, so Alpaca's bars stamped at midnight New York count as their day),
+for intraday bars the last complete bar on the data's own grid. A bar is *due* once it has been complete for
+``stale_after_s``; data whose last bar is older than the due one is stale. Bars after the last complete one (a
+session still trading, a file ahead of the clock) are never decided on: :func:`complete` cuts them off.
+Bars of another spacing (weekly and longer) have no due bar here: they are never called stale.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from marketcast.data.bars import Bars
+from marketcast.data.calendar import MarketCalendar, infer_interval
+from marketcast.trade.types import Quote
+
+SPACING_BARS = 64  # the last bars whose gaps say the spacing (enough for intraday grids across a weekend)
+
+
+@dataclass(frozen=True)
+class Freshness:
+    stale_after_s: float = 3600.0  # how long after a bar completes it must be in the data
+    max_quote_age_s: float = 60.0
+    max_spread: float = 0.01  # ask / bid - 1 of a real quote
+
+
+def utc(ts) -> pd.Timestamp:
+    t = pd.Timestamp(ts)
+    return t.tz_localize("UTC") if t.tzinfo is None else t.tz_convert("UTC")
+
+
+def latest_complete(bars: Bars, at) -> pd.Timestamp | None:
+    """The bar (its start; for daily bars the session date) of ``bars``' spacing last complete at ``at``."""
+    index = bars.frame.index
+    interval = infer_interval(index[-SPACING_BARS:])
+    if interval.kind == "daily":
+        return bars.calendar.latest_bar(utc(at), interval)
+    if interval.kind == "intraday":
+        return bars.calendar.latest_bar(utc(at), interval, anchor=index[-1])
+    return None
+
+
+def _sessions(calendar: MarketCalendar, stamps) -> list[int]:
+    return [int(p) for p in calendar.session_positions(pd.DatetimeIndex([utc(s) for s in stamps]))]
+
+
+def _behind(bars: Bars, stamp, due: pd.Timestamp) -> bool:
+    """``stamp`` (a bar of ``bars``) lies before the bar ``due``: by session for daily bars, by time otherwise."""
+    if infer_interval(bars.frame.index[-SPACING_BARS:]).kind == "daily":
+        mine, wanted = _sessions(bars.calendar, [stamp, due])
+        return mine < wanted
+    return utc(stamp) < due
+
+
+def complete(bars: Bars, now) -> Bars:
+    """``bars`` without the bars not complete at ``now`` (an in-progress session, bars later than the clock)."""
+    if len(bars.frame) < 2:
+        return bars
+    last = latest_complete(bars, now)
+    if last is None:
+        return bars
+    index = bars.frame.index
+    if infer_interval(index[-SPACING_BARS:]).kind == "daily":
+        keep = bars.calendar.session_positions(index) <= _sessions(bars.calendar, [last])[0]
+    else:
+        keep = index <= last
+    return bars if keep.all() else Bars(bars.symbol, bars.frame[keep], bars.asset_class, bars.source)
+
+
+def stale_reason(bars: Bars, now, cfg: Freshness) -> str | None:
+    """Why ``bars`` are too old to enter on at ``now``, or None."""
+    at = utc(now) - pd.Timedelta(seconds=cfg.stale_after_s)
+    due = latest_complete(bars, at) if len(bars.frame) >= 2 else None
+    last = bars.frame.index[-1]
+    if due is None or not _behind(bars, last, due):
+        return None
+    return (f"stale data: the last bar is {utc(last):%Y-%m-%d %H:%M}, but the {bars.calendar.name} calendar says "
+            f"the bar of {due:%Y-%m-%d %H:%M} was complete by {at:%Y-%m-%d %H:%M} UTC (stale_after_s "
+            f"{cfg.stale_after_s:g})")
+
+
+def went_back(last, seen) -> str | None:
+    """Why bars whose last is ``last`` cannot be trusted after the loop saw ``seen`` (None when in order)."""
+    if seen is not None and utc(last) < utc(seen):
+        return (f"data moved backwards: the last bar is {utc(last):%Y-%m-%d %H:%M}, the loop already saw "
+                f"{utc(seen):%Y-%m-%d %H:%M}")
+    return None
+
+
+def quote_reasons(q: Quote, now, cfg: Freshness, wanted: bool, required: bool) -> list[str]:
+    """Why a quote cannot price an entry: none came although real quotes were ``wanted`` (ADD_LATEST on a broker
+    that has them) and are ``required`` (``require_quote``), it is older than ``max_quote_age_s`` at ``now`` (not
+    checked without a clock), or wider than ``max_spread``."""
+    if not wanted:
+        return []
+    if q.source != "real":
+        return ["no real quote (require_quote)"] if required else []
+    out = []
+    if now is not None and q.timestamp:
+        age = (utc(now) - utc(q.timestamp)).total_seconds()
+        if age > cfg.max_quote_age_s:
+            out.append(f"quote is {age:,.0f} s old (max_quote_age_s {cfg.max_quote_age_s:g})")
+    if q.spread > cfg.max_spread:
+        out.append(f"spread {q.spread:.3%} is wider than max_spread {cfg.max_spread:.3%}")
+    return out

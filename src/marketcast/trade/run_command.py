@@ -1,0 +1,118 @@
+"""What ``trade run`` does once its settings are resolved: open the venue and the journal, load and warm the
+model (the first of the chain that works), build the loop and hand it to the supervisor; print a plan (with each
+symbol's price decimals) or the settings in effect."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from marketcast.console import console
+from marketcast.errors import ConfigError, ExitCode
+from marketcast.settings import Settings
+from marketcast.trade.launch import open_venue, resolve_command
+
+
+def scratch_copy(state_dir: Path, scratch: Path) -> Path:
+    """Copy the databases (with their write-ahead logs) of ``state_dir`` into ``scratch``, so a dry run can
+    reconcile and advance the paper clock without creating or touching a file in ``state_dir``."""
+    for name in ("broker.db", "journal.db"):
+        for suffix in ("", "-wal"):
+            src = state_dir / f"{name}{suffix}"
+            if src.exists():
+                shutil.copyfile(src, scratch / src.name)
+    return scratch
+
+
+def print_plan(report, title: str, decimals: dict[str, int]) -> None:
+    """The plan as a table, each price with its symbol's decimals (a $0.30 coin's limit is not 0.30)."""
+    from marketcast.trade.cycle import describe
+
+    table = Table(title=title)
+    for col in ("symbol", "strategy", "side", "entry", "take profit", "edge", "sharpe", "qty", "client_order_id",
+                "skipped because"):
+        table.add_column(col)
+    for r in describe(report):
+        fmt = lambda v, f: "" if v is None else format(v, f)  # noqa: E731
+        price = f".{decimals.get(r['symbol'], 2)}f"
+        table.add_row(r["symbol"], r["strategy"], r["side"], fmt(r["entry"], price), fmt(r["take_profit"], price),
+                      fmt(r["edge"], ".3%"), fmt(r["sharpe"], ".2f"), fmt(r["qty"], "g"), r["client_order_id"],
+                      r["why_not"])
+    console.print(table)
+
+
+def print_config(settings: Settings, broker_name: str, live: bool) -> None:
+    from marketcast.trade.config import config_rows
+
+    table = Table(title=f"trade settings ({', '.join(settings.files)})")
+    for col in ("key", "value", "source", "from", "overrides"):
+        table.add_column(col)
+    for row in config_rows(settings, broker_name, live):
+        table.add_row(*map(escape, row))
+    console.print(table)
+
+
+def run_loop(settings: Settings, state_dir: Path, broker_name: str, live: bool, once: bool, dry_run: bool,
+              clock_file: Path | None, resolve_dir: Path | None = None) -> None:
+    from marketcast.data.ticks import price_decimals
+    from marketcast.trade import config as cfg
+    from marketcast.trade.alerts import Alerts
+    from marketcast.trade.cycle import LoopConfig, TradingLoop
+    from marketcast.trade.monitor import Monitor
+    from marketcast.trade.planner import PLANNER_CONFIG, BacktestPlanner
+    from marketcast.trade.state import Journal
+    from marketcast.trade.supervisor import Supervisor
+    from marketcast.trade.warmup import load_model
+
+    syms = settings["symbols"]
+    stray = sorted(set(settings["strategy"]) - set(syms))
+    if stray:
+        raise ConfigError(f"strategy pins {', '.join(stray)}, which is not among the symbols ({', '.join(syms)}); "
+                          f"add it to symbols or drop the pin")
+    data_dir = None if settings["data_dir"] is None else Path(settings["data_dir"])
+    journal = Journal(state_dir / "journal.db")  # first: a damaged journal stops the run before the broker moves
+    venue = open_venue(broker_name, live, syms, state_dir, data_dir, settings["fee"], clock_file,
+                       settings["data.on_duplicate"])
+    now = venue.now()
+    latest = venue.refresh(now)
+    decimals = {s: price_decimals(venue.feed(s).frame["close"]) for s in syms}
+    alerts = Alerts(None if dry_run else state_dir, settings["alerts.webhook"])
+    config = replace(PLANNER_CONFIG, seed=settings["seed"])
+    loaded = load_model(settings["model"], None if dry_run else venue.feed(syms[0]), config,
+                        weights=settings["weights"], device=settings["device"], dtype=settings["dtype"],
+                        seed=settings["seed"])
+    for skipped in loaded.skipped:
+        alerts.emit("model_fallback", skipped["model"], f"{skipped['model']} skipped: {skipped['error']}")
+    monitor = None if dry_run else Monitor(state_dir)
+    if monitor is not None:
+        monitor.warmed(loaded.warmup, loaded.skipped)
+    where = resolve_dir or state_dir
+    add_latest = settings["add_latest"] if settings["add_latest"] is not None else venue.broker.has_quotes
+    mode = "live" if live else "paper"
+    loop_config = LoopConfig(syms, gates=cfg.gates(settings), portfolio=cfg.portfolio(settings),
+                             risk=cfg.risk(settings), freshness=cfg.freshness(settings), add_latest=add_latest,
+                             fee=settings["fee"], mode=mode,
+                             resolve=resolve_command(where, broker_name, live, syms, data_dir),
+                             resume=f"marketcast trade resume --state-dir {where}")
+    loop = TradingLoop(venue.broker, journal, BacktestPlanner(loaded.forecaster, config, pinned=settings["strategy"]),
+                       venue.feed, loop_config, monitor, venue.asset_classes)
+    if dry_run:
+        print_plan(loop.run_cycle(latest, dry_run=True, now=now), f"plan for the bar after {latest} (dry run, "
+                                                                   f"nothing sent)", decimals)
+        return
+
+    def show(report) -> None:
+        print_plan(report, f"{mode} cycle at {report.decision_ts} via {venue.broker.endpoint}", decimals)
+        console.print(f"submitted {len(report.submitted)}, already there {len(report.already)}, "
+                      f"rejected {len(report.rejected)}, refused {len(report.refused)}, "
+                      f"equity {report.equity:,.2f}")
+
+    code = Supervisor(loop, venue, alerts, cfg.thresholds(settings), interval_s=settings["interval_s"], once=once,
+                      report=show).run()
+    if code != ExitCode.OK:
+        raise typer.Exit(code)
