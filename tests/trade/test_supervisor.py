@@ -29,6 +29,7 @@ from marketcast.trade.state import Journal
 from marketcast.trade.supervisor import Supervisor
 
 from .alpaca_env import KEY, SECRET, embedded_fake
+from .fake_market import bars_of
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 FRAMES = {s: load_symbol(s).frame for s in ("SP500", "NASDAQ")}
@@ -236,3 +237,23 @@ def test_once_ends_with_an_exit_code_a_supervisor_can_tell_apart(tmp_path, monke
         lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("error:")]
         assert len(lines) == 1 and lines[0].startswith(says), lines
         assert [m for m, _, _ in fake.requests if m in ("POST", "DELETE")] == []
+
+
+def test_alpaca_bars_are_requested_again_only_when_a_newer_bar_is_complete(monkeypatch):
+    """Looks at the same clock reuse the bars held; the next session's close makes its bar due and it is fetched
+    (a minute's look costs one clock request, not one bars request per symbol)."""
+    with embedded_fake("2018-07-20") as fake:
+        for k, v in {"APCA_API_KEY_ID": KEY, "APCA_API_SECRET_KEY": SECRET, "APCA_API_BASE_URL": fake.url,
+                     "APCA_API_DATA_URL": fake.url}.items():
+            monkeypatch.setenv(k, v)
+        venue = AlpacaVenue(("SP500", "NASDAQ"), live=False)
+        bar_requests = lambda: sum(p == "/v2/stocks/bars" for _, p, _ in fake.requests)  # noqa: E731
+        assert venue.refresh(venue.now()) == "2018-07-20T00:00:00+00:00"
+        first = bar_requests()
+        assert first >= 2  # both symbols (pages included)
+        fake.exchange.clock = "2018-07-23T15:00:00Z"  # Monday, the session still trading: no new bar is due
+        assert venue.refresh(venue.now()) == "2018-07-20T00:00:00+00:00" and bar_requests() == first
+        nxt = {s: bars_of(FRAMES[s].loc[:"2018-07-23"]) for s in ("SP500", "NASDAQ")}
+        fake.bars.update(nxt)
+        fake.exchange.clock = "2018-07-23T21:00:00Z"  # after Monday's close: its bar is due and fetched
+        assert venue.refresh(venue.now()) == "2018-07-23T00:00:00+00:00" and bar_requests() > first

@@ -57,6 +57,15 @@ def _behind(bars: Bars, stamp, due: pd.Timestamp) -> bool:
     return utc(stamp) < due
 
 
+def newer_bar_due(bars: Bars, now) -> bool:
+    """A bar later than ``bars``' last one is complete at ``now`` (always True for spacings without a calendar
+    rule, or too few bars to tell one)."""
+    if len(bars.frame) < 2:
+        return True
+    due = latest_complete(bars, now)
+    return due is None or _behind(bars, bars.frame.index[-1], due)
+
+
 def complete(bars: Bars, now) -> Bars:
     """``bars`` without the bars not complete at ``now`` (an in-progress session, bars later than the clock)."""
     if len(bars.frame) < 2:
