@@ -7,14 +7,12 @@ import time
 
 import pytest
 
-pytest.importorskip("alpaca")
+from marketcast.errors import AuthError
+from marketcast.trade.alpaca import AlpacaBroker
+from marketcast.trade.broker import BrokerError, BrokerUnavailable, DuplicateOrder, OrderRejected, submit_once
+from marketcast.trade.endpoints import Endpoint
 
-from marketcast.errors import AuthError  # noqa: E402
-from marketcast.trade.alpaca import AlpacaBroker  # noqa: E402
-from marketcast.trade.broker import BrokerError, BrokerUnavailable, DuplicateOrder, OrderRejected, submit_once  # noqa: E402
-from marketcast.trade.endpoints import Endpoint  # noqa: E402
-
-from .alpaca_env import KEY, adapter, order  # noqa: E402
+from .alpaca_env import KEY, adapter, order
 
 
 def test_account_positions_quotes_bars_assets_and_order_lifecycle(fake):

@@ -9,9 +9,7 @@ import sys
 
 import pytest
 
-pytest.importorskip("alpaca")
-
-from .alpaca_env import KEY, SECRET, SRC, embedded_fake  # noqa: E402
+from .alpaca_env import KEY, SECRET, SRC, embedded_fake
 
 TRADE = [sys.executable, "-m", "marketcast.trade"]
 

@@ -10,11 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-pytest.importorskip("alpaca")
-
-from .alpaca_env import alpaca_loop, embedded_fake  # noqa: E402
+from .alpaca_env import alpaca_loop, embedded_fake
 
 ROOT = Path(__file__).resolve().parents[2]
 START, END = "2018-06-04", "2018-06-22"

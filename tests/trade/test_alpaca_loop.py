@@ -8,14 +8,12 @@ import logging
 
 import pytest
 
-pytest.importorskip("alpaca")
+from marketcast.errors import HaltedError
+from marketcast.trade.broker import BrokerUnavailable
+from marketcast.trade.ids import CLOSE, client_order_id
+from marketcast.trade.state import Intent
 
-from marketcast.errors import HaltedError  # noqa: E402
-from marketcast.trade.broker import BrokerUnavailable  # noqa: E402
-from marketcast.trade.ids import CLOSE, client_order_id  # noqa: E402
-from marketcast.trade.state import Intent  # noqa: E402
-
-from .alpaca_env import D0, D1, D2, KEY, SECRET, adapter, alpaca_loop, order, submitted  # noqa: E402
+from .alpaca_env import D0, D1, D2, KEY, SECRET, adapter, alpaca_loop, order, submitted
 
 
 def test_keys_never_reach_exceptions_logs_or_records(fake, tmp_path, caplog):

@@ -8,17 +8,15 @@ from __future__ import annotations
 from collections import Counter
 
 import pandas as pd
-import pytest
 
-pytest.importorskip("alpaca")
 
-from marketcast.backtest.orders import Decision  # noqa: E402
-from marketcast.data import load_symbol  # noqa: E402
-from marketcast.trade.ids import ENTRY, client_order_id  # noqa: E402
-from marketcast.trade.planner import Signal  # noqa: E402
+from marketcast.backtest.orders import Decision
+from marketcast.data import load_symbol
+from marketcast.trade.ids import ENTRY, client_order_id
+from marketcast.trade.planner import Signal
 
-from .alpaca_env import adapter, alpaca_loop, embedded_fake, order  # noqa: E402
-from .fake_alpaca import FakeAlpaca  # noqa: E402
+from .alpaca_env import adapter, alpaca_loop, embedded_fake, order
+from .fake_alpaca import FakeAlpaca
 
 SYMBOLS = ("SP500", "NQUSD")
 CLASSES = {"SP500": "stock", "NQUSD": "crypto"}
