@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pandas as pd
 import pytest
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _inductor_cache():
+    """Compiled graphs go to torch's own temp cache, shared by test sessions, never to the user's marketcast
+    cache (the runtime points inductor there only when TORCHINDUCTOR_CACHE_DIR is unset)."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())
+    yield
 
 
 def make_ohlcv(n: int = 40, start: str = "2024-01-01", seed: int = 0, freq: str = "D") -> pd.DataFrame:

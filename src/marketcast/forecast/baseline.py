@@ -65,7 +65,7 @@ class BaselineForecaster:
         b, steps = moves.shape[0], moves.shape[1]
         span = np.minimum(counts, self.lookback)
         draws = np.stack([np.random.default_rng([seed, key]).random((num_samples, horizon))
-                          for key in _window_keys(batch)])
+                          for key in batch.window_keys()])
         back = (draws * span[:, None, None]).astype(np.int64)
         picked = moves[np.arange(b)[:, None, None], steps - 1 - back]  # [B, S, H, 4]
         log_close = np.cumsum(picked[..., 0], axis=-1)
@@ -92,9 +92,3 @@ def create(*, weights=None, device="cpu", dtype="float32", compile=None, seed=0)
         raise ConfigError(f"the baseline forecaster has no weights (got --weights {weights}); drop the option")
     return BaselineForecaster()
 
-
-def _window_keys(batch: ContextBatch) -> np.ndarray:
-    """A non-negative integer per window: its last timestamp (ns), or its position without timestamps."""
-    if batch.timestamps is None:
-        return np.arange(batch.batch_size, dtype=np.uint64)
-    return batch.timestamps[:, -1].astype("int64").astype(np.uint64)
