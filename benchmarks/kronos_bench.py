@@ -34,6 +34,9 @@ from marketcast.forecast.kronos.pipeline import normalise, time_features, with_a
 from marketcast.forecast.kronos.sampling import SamplingParams  # noqa: E402
 
 
+KEYS = np.zeros(1, dtype=np.uint64)  # the one window's identity (its random stream)
+
+
 def bars(n: int, seed: int = 0):
     rng = np.random.default_rng(seed)
     close = 100 * np.exp(np.cumsum(rng.normal(0, 0.01, n)))
@@ -135,15 +138,15 @@ def main() -> None:
         print(f"{name}: {total:.2f} s total, {1000 * total / pred_len:.0f} ms/step", flush=True)
 
     variant("upstream_full_recompute", upstream, warmup=False)
-    eager = KronosForecaster(model, tok, mode=None, max_rows=64)
+    eager = KronosForecaster(model, tok, mode=None)
     run_eager = lambda h=pred_len: eager.pipeline.sample_paths(  # noqa: E731
-        x, valid, x_time, y_time[:, :h], samples, params, 0)
+        x, valid, x_time, y_time[:, :h], samples, params, 0, KEYS)
     variant("kv_cache_eager", run_eager, warmup=True)
 
     mode = "reduce-overhead" if cuda else "default"
-    compiled = KronosForecaster(model, tok, mode=mode, max_rows=64)
+    compiled = KronosForecaster(model, tok, mode=mode)
     run_compiled = lambda h=pred_len: compiled.pipeline.sample_paths(  # noqa: E731
-        x, valid, x_time, y_time[:, :h], samples, params, 0)
+        x, valid, x_time, y_time[:, :h], samples, params, 0, KEYS)
     with Memory(dev):
         warm_s = timed(run_compiled, 1, dev)[0]
     for g in compiled.compile_guards():
