@@ -22,6 +22,7 @@ from marketcast.forecast.kronos.sampling import SamplingParams
 from marketcast.runtime.memory import memory_budget, units_in, with_oom_backoff
 from marketcast.runtime.rng import window_streams
 from marketcast.runtime.shapes import pow2_at_least
+from marketcast.runtime.transfer import HostSink
 
 log = logging.getLogger("marketcast.kronos")
 FEATURES = ("open", "high", "low", "close", "volume", "amount")
@@ -117,6 +118,7 @@ class KronosPipeline:
         pad = length - t
         dev = self.device
         out = np.empty((b, samples, horizon, norm.shape[-1]), dtype=np.float64)
+        sink = HostSink(out, dev)
         re_prefills = chunks = 0
         for start in range(0, b, chunk):
             n = min(chunk, b - start)
@@ -130,6 +132,7 @@ class KronosPipeline:
             decoded = self.decoder.decode(torch.as_tensor(x, device=dev), torch.as_tensor(ok, device=dev),
                                           torch.as_tensor(stamps, device=dev), t, horizon, bucket, params,
                                           streams[torch.as_tensor(pick)].to(dev), slide_rows)
-            out[start:start + n] = decoded.bars[:n, :samples].cpu().numpy()
+            sink.put(slice(start, start + n), decoded.bars[:n, :samples])
             re_prefills, chunks = re_prefills + decoded.re_prefills, chunks + 1
+        sink.flush()
         return out, PathInfo(samples, chunk * bucket, chunks, re_prefills, t)

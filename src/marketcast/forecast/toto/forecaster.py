@@ -35,6 +35,7 @@ from marketcast.runtime.precision import tf32
 from marketcast.runtime.rng import window_streams
 from marketcast.runtime.shapes import pow2_at_least
 from marketcast.runtime.steps import CompiledSteps
+from marketcast.runtime.transfer import HostSink
 
 log = logging.getLogger("marketcast.toto")
 
@@ -179,6 +180,7 @@ class TotoForecaster:
         """Sample paths ``[B, V, samples, horizon]`` (float64, host) following ``plan``."""
         b, nvar = x.shape[0], x.shape[1]
         out = np.empty((b, nvar, plan.samples, horizon), dtype=np.float64)
+        sink = HostSink(out, self.device)
         width = plan.patches * self.config.patch_size
         for start in range(0, b, plan.chunk):
             n = min(plan.chunk, b - start)
@@ -188,15 +190,14 @@ class TotoForecaster:
                 bucket = (rows, plan.patches, plan.sample_bucket, plan.draw_steps)
                 values = self.steps.call("prefill", bucket, prefill_draw, self.model, xs, ms, st,
                                          plan.sample_bucket, plan.draw_steps)
-                out[start:start + n] = values[:n, :, :plan.samples, :horizon].cpu().numpy()
+                sink.put(slice(start, start + n), values[:n, :, :plan.samples, :horizon])
                 continue
             bucket = (rows, plan.patches, plan.sample_bucket)
             first, state, k, v = self.steps.call("prefill_kv", bucket, prefill_kv_draw, self.model, xs, ms, st,
                                                  plan.sample_bucket)
             for w0 in range(0, n, plan.group):
-                real = min(plan.group, n - w0)
-                out[start + w0:start + w0 + real] = self._decode_group(first, state, k, v, st, plan, w0, real,
-                                                                       horizon)
+                self._decode_group(first, state, k, v, st, plan, w0, min(plan.group, n - w0), horizon, sink, start)
+        sink.flush()
         return out
 
     def _cache(self, rows: int, slots: int) -> StaticKVCache:
@@ -207,9 +208,9 @@ class TotoForecaster:
         return self._caches[key]
 
     def _decode_group(self, first, state: ScalerState, k, v, streams, plan: Plan, w0: int, real: int,
-                      horizon: int) -> np.ndarray:
-        """All paths of windows ``w0 .. w0 + real`` of a prefilled chunk, ``[real, V, samples, horizon]``; the
-        group is padded to ``plan.group`` windows with copies of its last window."""
+                      horizon: int, sink: HostSink, offset: int) -> None:
+        """All paths of windows ``w0 .. w0 + real`` of a prefilled chunk into ``sink`` (at ``offset + w0``);
+        the group is padded to ``plan.group`` windows with copies of its last window."""
         p, nvar, g, per = self.config.patch_size, first.shape[1], plan.group, plan.per
         rows = g * per
         idx = torch.arange(w0, w0 + g, device=self.device).clamp_max(w0 + real - 1)
@@ -221,7 +222,7 @@ class TotoForecaster:
         state_rows = ScalerState(*(t.unsqueeze(1).expand(g, per, nvar).reshape(rows, nvar) for t in state_g))
         stream_rows = streams.index_select(0, idx).repeat_interleave(per)
         first_g = first.index_select(0, idx)  # [g, V, sample_bucket, P]
-        out = np.empty((real, nvar, plan.samples, horizon), dtype=np.float64)
+        windows = slice(offset + w0, offset + w0 + real)
         for s0 in range(0, plan.samples, per):
             m = min(per, plan.samples - s0)
             cache.load_prefix(k_rows, v_rows)
@@ -236,8 +237,7 @@ class TotoForecaster:
                 args = _contiguous((patch, st, pos, stream_rows, sample_ids, torch.tensor(step, device=self.device)))
                 patch, st = self.steps.call("decode", (rows * nvar, plan.slots), decode_draw, self.model, cache, *args)
                 paths[..., step * p:(step + 1) * p] = patch.view(g, per, nvar, p).permute(0, 2, 1, 3)
-            out[:, :, s0:s0 + m] = paths[:real, :, :m, :horizon].cpu().numpy()
-        return out
+            sink.put((windows, slice(None), slice(s0, s0 + m)), paths[:real, :, :m, :horizon])
 
 
 def create(*, weights: str | None = None, device: str = "cpu", dtype: str = "float32",
