@@ -7,16 +7,12 @@ import os
 import numpy as np
 import pandas as pd
 import pytest
+from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
-
-@pytest.fixture(autouse=True, scope="session")
-def _inductor_cache():
-    """Compiled graphs go to torch's own temp cache, shared by test sessions, never to the user's marketcast
-    cache (the runtime points inductor there only when TORCHINDUCTOR_CACHE_DIR is unset)."""
-    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
-
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())
-    yield
+# Compiled graphs go to torch's own temp cache, shared by test sessions, never to the user's marketcast cache
+# (the runtime points inductor there only when TORCHINDUCTOR_CACHE_DIR is unset when it is first imported,
+# which happens while test modules are collected: hence here, at import, not in a fixture).
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())
 
 
 def make_ohlcv(n: int = 40, start: str = "2024-01-01", seed: int = 0, freq: str = "D") -> pd.DataFrame:

@@ -33,14 +33,16 @@ from marketcast.runtime.settings import load_settings
 
 log = logging.getLogger("marketcast.compile")
 INDUCTOR_ENV = "TORCHINDUCTOR_CACHE_DIR"
+# the user's choice, read before torch itself pins its temp-dir default into the environment (it does so the
+# first time anything asks for the folder, e.g. ``torch._dynamo.list_backends``)
+_USER_FOLDER = os.environ.get(INDUCTOR_ENV)
 
 
 def use_persistent_cache(cache_dir: Path | None = None) -> Path:
-    """Point torch's inductor caches at ``<cache dir>/inductor`` for this process, unless the user (or an
-    earlier compile, which pins torch's default) already chose a folder; returns the folder in use."""
-    current = os.environ.get(INDUCTOR_ENV)
-    if current:
-        return Path(current)
+    """Point torch's inductor caches at ``<cache dir>/inductor`` for this process, unless the user chose a
+    folder with ``TORCHINDUCTOR_CACHE_DIR``; returns the folder in use."""
+    if _USER_FOLDER:
+        return Path(_USER_FOLDER)
     root = Path(cache_dir) if cache_dir is not None else load_settings().cache_dir
     folder = (root / "inductor").resolve()
     folder.mkdir(parents=True, exist_ok=True)

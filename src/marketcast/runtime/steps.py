@@ -14,6 +14,7 @@ from typing import Any, Callable
 import torch
 from torch.utils._pytree import tree_map
 
+from marketcast.runtime.cache import use_persistent_cache
 from marketcast.runtime.guard import CompileGroup, GuardedCompile, check_backend
 
 
@@ -23,6 +24,8 @@ class CompiledSteps:
     def __init__(self, model: str, mode: str | None, device: torch.device, backend: str = "inductor") -> None:
         self.model = model
         self.mode = mode
+        if mode is not None:
+            use_persistent_cache()  # before check_backend: asking for backends pins torch's default folder
         self.backend = check_backend(backend) if mode is not None else backend
         self.device = torch.device(device)
         self.group = CompileGroup(model)
