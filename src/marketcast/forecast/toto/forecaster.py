@@ -233,9 +233,10 @@ class TotoForecaster:
             sample_ids = torch.arange(s0, s0 + per, device=self.device).repeat(g)
             st = state_rows
             for step in range(1, plan.steps):
-                pos = torch.tensor(plan.patches + step - 1, device=self.device)
-                args = _contiguous((patch, st, pos, stream_rows, sample_ids, torch.tensor(step, device=self.device)))
-                patch, st = self.steps.call("decode", (rows * nvar, plan.slots), decode_draw, self.model, cache, *args)
+                pos, step_t = (torch.tensor(i, device=self.device) for i in (plan.patches + step - 1, step))
+                patch, st = _contiguous((patch, st))
+                patch, st = self.steps.call("decode", (rows * nvar, plan.slots), decode_draw, self.model, cache, patch,
+                                            st, pos, stream_rows, sample_ids, step_t)
                 paths[..., step * p:(step + 1) * p] = patch.view(g, per, nvar, p).permute(0, 2, 1, 3)
             sink.put((windows, slice(None), slice(s0, s0 + m)), paths[:real, :, :m, :horizon])
 
