@@ -34,20 +34,24 @@ def test_forecast_shape_positive_reproducible(forecaster, sp500):
     assert (np.abs(np.log(out.field("close")[:, :, 0] / last[:, None])) < 1.0).all()
 
 
-def test_a_windows_paths_do_not_depend_on_the_batch(forecaster, sp500):
+@pytest.mark.parametrize("horizon", [1, 3])
+def test_a_windows_paths_do_not_depend_on_the_batch(forecaster, sp500, horizon):
     """Random streams are keyed by each window's last timestamp: the same window alone, first or last in a
-    batch, or cut into chunks of one window by a tiny memory budget, gets the same paths."""
+    batch, or cut into chunks of one window by a tiny memory budget, gets the same paths (horizon 1 is the
+    one-graph path: prefill, draw and de-tokenizing together)."""
     ends = [len(sp500) - 1, len(sp500) - 30, len(sp500) - 60]
-    batch = make_batch(sp500, ends, context=28, horizon=3)
-    together = forecaster.forecast(batch, 3, 6, seed=4).samples
-    alone = forecaster.forecast(make_batch(sp500, ends[1:2], context=28, horizon=3), 3, 6, seed=4).samples
-    reversed_ = forecaster.forecast(make_batch(sp500, ends[::-1], context=28, horizon=3), 3, 6, seed=4).samples
+    batch = make_batch(sp500, ends, context=28, horizon=horizon)
+    together = forecaster.forecast(batch, horizon, 6, seed=4).samples
+    alone = forecaster.forecast(make_batch(sp500, ends[1:2], context=28, horizon=horizon), horizon, 6, seed=4).samples
+    reversed_ = forecaster.forecast(make_batch(sp500, ends[::-1], context=28, horizon=horizon), horizon, 6,
+                                    seed=4).samples
     np.testing.assert_allclose(alone[0], together[1], rtol=1e-6)
     np.testing.assert_allclose(reversed_[::-1], together, rtol=1e-6)
     small = KronosForecaster(forecaster.decoder.model, forecaster.decoder.tokenizer, memory_budget=1)
-    chunked = small.forecast(batch, 3, 6, seed=4)
+    chunked = small.forecast(batch, horizon, 6, seed=4)
     assert chunked.meta["samples_per_batch_used"] == 8  # one window of 8 paths per chunk
     np.testing.assert_allclose(chunked.samples, together, rtol=1e-6)
+    assert not np.allclose(together[0], together[1], rtol=1e-3)  # the windows' paths differ
 
 
 def test_horizon_beyond_max_context_is_one_clear_error(forecaster, sp500):
