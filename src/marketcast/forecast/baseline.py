@@ -22,6 +22,7 @@ import numpy as np
 
 from marketcast.errors import ConfigError
 from marketcast.forecast.base import INPUT_FIELDS, ContextBatch, Forecast
+from marketcast.forecast.warmup import synthetic_batch, timed_warmup
 
 _O, _H, _L, _C = (INPUT_FIELDS.index(f) for f in ("open", "high", "low", "close"))
 
@@ -84,6 +85,10 @@ class BaselineForecaster:
             "latency_s": time.perf_counter() - started,
         }
         return Forecast(samples=samples, fields=self.fields, meta=meta)
+
+    def warmup(self, context: int, horizon: int, num_samples: int, batch_size: int = 1) -> float:
+        """One forecast of the loop's shapes, timed (nothing to compile: it pages numpy in); as the models'."""
+        return timed_warmup(self.forecast, synthetic_batch(batch_size, context, horizon), horizon, num_samples, 1)
 
 
 def create(*, weights=None, device="cpu", dtype="float32", compile=None, seed=0) -> BaselineForecaster:

@@ -13,6 +13,7 @@ from typing import Callable
 
 import numpy as np
 
+from marketcast.errors import ConfigError
 from marketcast.forecast.base import INPUT_FIELDS, ContextBatch
 
 CUDA_GRAPH_RUNS = 3  # compile + warm-up, record, first replay
@@ -21,8 +22,8 @@ CUDA_GRAPH_RUNS = 3  # compile + warm-up, record, first replay
 def synthetic_batch(batch_size: int, context: int, horizon: int, seed: int = 0) -> ContextBatch:
     """``batch_size`` random-walk daily windows of ``context`` bars (consistent OHLC, business-day stamps)."""
     if batch_size < 1 or context < 2 or horizon < 1:
-        raise ValueError(f"warm-up needs batch_size >= 1, context >= 2 and horizon >= 1, got {batch_size}, "
-                         f"{context}, {horizon}")
+        raise ConfigError(f"warm-up needs batch_size >= 1, context >= 2 and horizon >= 1, got {batch_size}, "
+                          f"{context}, {horizon}; pass the shapes the loop will forecast")
     rng = np.random.default_rng(seed)
     close = 100 * np.exp(np.cumsum(rng.normal(0, 0.01, (batch_size, context)), axis=1))
     open_ = close * np.exp(rng.normal(0, 0.003, close.shape))
