@@ -3,10 +3,12 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip
+# Every install honours constraints.txt: a fresh clone gets the versions the suite was last run green on.
+PIPC   := $(PIP) install -q -c constraints.txt
 TORCH  ?= torch==2.13.0
 ARGS   ?=
 
-.PHONY: run test install install-dev bench clean
+.PHONY: run test install install-dev bench clean lock
 
 # A GPU box already has its CUDA torch: reuse it through system site-packages instead of pulling a
 # multi-GB wheel. Elsewhere install the pinned CPU-friendly torch before anything else can ask for one.
@@ -17,14 +19,14 @@ $(BIN)/python:
 		$(PYTHON) -m venv $(VENV); \
 	fi
 
-$(VENV)/.installed: $(BIN)/python pyproject.toml
+$(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
 	@$(BIN)/python -c "import torch" 2>/dev/null || $(PIP) install -q "$(TORCH)"
-	$(PIP) install -q -e .
+	$(PIPC) -e .
 	@touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed requirements-reference.txt
-	$(PIP) install -q -e ".[dev]"
-	$(PIP) install -q -r requirements-reference.txt
+	$(PIPC) -e ".[dev]"
+	$(PIPC) -r requirements-reference.txt
 	$(PIP) install -q --no-deps toto-ts==0.2.0 kronos-finance==0.1.5 gluonts==0.17.0
 	@touch $@
 
@@ -40,7 +42,16 @@ test: install-dev
 	if [ $$rc = 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
 bench: install-dev
+	$(PIPC) -e ".[bench]"
+	$(PIP) install -q --no-deps vectorbt==1.2.0
+	$(BIN)/python benchmarks/startup_bench.py
 	$(BIN)/python benchmarks/backtest_bench.py
+	$(BIN)/python benchmarks/vectorbt_compare.py
+
+# Refresh constraints.txt from a venv the whole suite just passed in.
+lock:
+	@{ sed -n 1,3p constraints.txt; $(PIP) freeze | grep -viE "^(#|-e |torch==|gluonts==|toto-ts==|kronos-finance==|vectorbt==|ruff==)"; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
 
 clean:
 	rm -rf $(VENV) out .pytest_cache

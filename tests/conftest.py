@@ -27,6 +27,20 @@ def make_ohlcv(n: int = 40, start: str = "2024-01-01", seed: int = 0, freq: str 
                          "volume": rng.integers(1_000, 10_000, n).astype(float)}, index=index)
 
 
+@pytest.fixture(autouse=True)
+def _run_store(tmp_path_factory, monkeypatch):
+    """Backtests record their runs in a throw-away store, never in the checkout's out/runs."""
+    monkeypatch.setenv("MARKETCAST_RUN_STORE", str(tmp_path_factory.mktemp("runs")))
+
+
 @pytest.fixture
 def ohlcv() -> pd.DataFrame:
     return make_ohlcv()
+
+
+@pytest.fixture(scope="session")
+def embedded_bars():
+    """The embedded SP500 and NASDAQ daily bars (1999-2018), loaded once."""
+    from marketcast.data import DEFAULT_SYMBOLS, load_symbol
+
+    return [load_symbol(s) for s in DEFAULT_SYMBOLS]

@@ -1,82 +1,89 @@
-"""``marketcast`` command line: backtest | forecast | data | compile | trade.
+"""``marketcast`` command line: backtest | report | sweep | runs | forecast | data | models | compile | trade.
 
-Bad input ends with one line on stderr and exit code 2 (``--debug`` shows the traceback instead).
+Bad input ends with one line on stderr and an exit code from ``marketcast.errors.ExitCode`` (2 for bad
+input); ``--debug`` shows the traceback instead (see :mod:`marketcast.failures`). Each subcommand is imported
+only when it runs (:mod:`marketcast.lazy_commands`), so ``--help`` answers at once.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
+from typing import Annotated, Optional
 
 import typer
 
-from marketcast.backtest.cli import backtest
-from marketcast.compile.cli import app as compile_app
-from marketcast.console import err_console
-from marketcast.data.cli import app as data_app
-from marketcast.errors import ExitCode, MarketcastError
-from marketcast.forecast.cli import forecast
-from marketcast.trade.cli import app as trade_app
+from marketcast.lazy_commands import lazy_group
+
+COMMANDS = {
+    "backtest": ("marketcast.cli:recorded_backtest()",
+                 "Walk-forward backtest: forecast bar t+1 from bars <= t, decide, settle on bar t+1."),
+    "report": ("marketcast.report.cli:report",
+               "Re-make a run's reports from the run store: report.html, JSON, Markdown, trades.csv and PNGs."),
+    "sweep": ("marketcast.sweep.cli:sweep",
+              "Backtest every cell of SPEC's grid on Ray; a failing cell is recorded with its error, the rest go on."),
+    "runs": ("marketcast.runs.cli:app", "The run store: list, show, compare and query runs."),
+    "forecast": ("marketcast.forecast.cli:forecast", "Forecast the next bars of SYMBOL and print the quantile fan."),
+    "data": ("marketcast.data.cli:app", "Inspect, validate and fetch bar files."),
+    "models": ("marketcast.forecast.models_cli:app", "Download model weights from the Hugging Face hub."),
+    "compile": ("marketcast.compile.cli:app", "torch.compile settings, checks and diagnostics."),
+    "trade": ("marketcast.trade.cli:app", "Paper and live trading loop."),
+}
 
 app = typer.Typer(
     name="marketcast",
     help="Probabilistic forecasts (Toto, Kronos, baseline) -> honest backtests -> trading decisions.",
+    cls=lazy_group(COMMANDS),
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-app.command("backtest")(backtest)
-app.command("forecast")(forecast)
-app.add_typer(data_app, name="data", help="Inspect and validate bar files.")
-app.add_typer(compile_app, name="compile", help="torch.compile settings, checks and diagnostics.")
-app.add_typer(trade_app, name="trade", help="Paper and live trading loop.")
 
 
-def _exception_classes(name: str) -> tuple[type, ...]:
-    """``name`` from click and from the click copy newer typer releases bundle (not click subclasses)."""
-    found = []
-    for module in ("click.exceptions", "typer.exceptions", "typer._click.exceptions"):
-        try:
-            cls = getattr(importlib.import_module(module), name, None)
-        except ImportError:
-            continue
-        if isinstance(cls, type) and cls not in found:
-            found.append(cls)
-    return tuple(found)
+def recorded_backtest():
+    """The backtest command with the run store's recorder installed as its after-run hook (the backtest
+    package never imports the run store, which sits above it)."""
+    from marketcast.backtest import cli as backtest_cli
+    from marketcast.runs.record import record_backtest
+
+    if record_backtest not in backtest_cli.AFTER_RUN:
+        backtest_cli.AFTER_RUN.append(record_backtest)
+    return backtest_cli.backtest
 
 
-EXIT, ABORT, NO_ARGS, CLICK_ERROR = (_exception_classes(n) for n in ("Exit", "Abort", "NoArgsIsHelpError",
-                                                                      "ClickException"))
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("marketcast")
+    except PackageNotFoundError:
+        from marketcast import __version__
+
+        return __version__
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"marketcast {_version()} (Python {sys.version.split()[0]})")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: Annotated[Optional[bool], typer.Option(
+        "--version", callback=_print_version, is_eager=True, help="Print the version and exit.")] = None,
+    debug: Annotated[bool, typer.Option(
+        "--debug", help="Show the full traceback of an error instead of one line (also accepted after the "
+                        "command, or as MARKETCAST_DEBUG=1).")] = False,
+) -> None:
+    """The options before any command; ``--debug`` is declared here for --help and read by
+    :func:`marketcast.failures.main` from anywhere on the command line."""
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code (the console script exits with it)."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in args
-    args = [a for a in args if a != "--debug"]
-    try:
-        result = app(args=args, prog_name="marketcast", standalone_mode=False)
-    except EXIT as exc:
-        return int(exc.exit_code)
-    except ABORT:
-        err_console.print("aborted")
-        return ExitCode.INTERRUPTED
-    except NO_ARGS as exc:  # a bare group: its help, as click does
-        print(exc.format_message())
-        return int(exc.exit_code)
-    except CLICK_ERROR as exc:  # usage errors (unknown option, bad value, missing argument): one line
-        if debug:
-            raise
-        ctx = getattr(exc, "ctx", None)
-        hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
-        err_console.print(f"[red]error:[/red] {exc.format_message()}{hint}", highlight=False, soft_wrap=True)
-        return int(exc.exit_code)
-    except MarketcastError as exc:
-        if debug:
-            raise
-        err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
-        return int(exc.exit_code)
-    return result if isinstance(result, int) else 0
+    from marketcast import failures
+
+    return failures.main(app, argv)
 
 
 if __name__ == "__main__":

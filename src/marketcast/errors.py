@@ -8,10 +8,10 @@ code  name            meaning
 ====  ==============  =============================================================================
 0     OK              done
 1     CHECK_FAILED    a check ran and its verdict is FAIL (``compile check --mode production-check``,
-                      ``compile compare``, ``runs compare``)
+                      ``compile compare``, ``runs compare``), or a ``sweep`` ran with failed cells
 2     USAGE           bad input: an option, a config value, a data file; fix it and run again
-3     STATE           the state folder cannot be used: a corrupt database, a full disk, no permission;
-                      nothing was half-written
+3     STATE           a file or folder cannot be used: a corrupt state database, a full disk, no
+                      permission to write; nothing was half-written
 4     AUTH            the broker refused the credentials
 5     HALTED          trading is halted (a risk limit tripped, or the journal and the broker disagree);
                       see ``trade status``, then ``trade resume`` / ``trade reconcile``
@@ -21,6 +21,11 @@ code  name            meaning
 """
 
 from enum import IntEnum
+
+
+def first_line(exc: BaseException, limit: int = 200) -> str:
+    """The first line of a library's exception message (its type name when it has none), for one-line errors."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:limit]
 
 
 class ExitCode(IntEnum):
@@ -52,6 +57,10 @@ class ModelLoadError(MarketcastError):
     """Weights or a config that cannot be found or do not fit the model."""
 
 
+class ForecastError(MarketcastError):
+    """A model's output that cannot be used (non-finite sample paths); the message names symbol and window."""
+
+
 class StateError(MarketcastError):
     """A state file (journal, broker database, run store) that is corrupt, missing or cannot be written."""
 
@@ -74,3 +83,11 @@ class UnavailableError(MarketcastError):
     """A service stayed unavailable after every retry (rate limits, 5xx, timeouts)."""
 
     exit_code = ExitCode.UNAVAILABLE
+
+
+class DataWarning(UserWarning):
+    """Bars that load but look wrong (a price jump beyond the plausible, dropped duplicate bars)."""
+
+
+class ForecastWarning(UserWarning):
+    """A forecast that needed a documented repair (sample paths floored above zero)."""

@@ -15,11 +15,22 @@ def test_default_symbols_write_every_report(tmp_path, capsys):
     out = tmp_path / "bt"
     assert main(["backtest", *FAST, "--output-dir", str(out)]) == 0
     shown = capsys.readouterr().out
-    assert "Backtest summary for SP500 (12 windows)" in shown and "Backtest summary for NASDAQ (12 windows)" in shown
-    assert sorted(p.name for p in out.iterdir()) == [
-        "NASDAQ.json", "NASDAQ_equity.png", "SP500.json", "SP500_equity.png", "summary.md", "trades.csv"]
+    for symbol in ("SP500", "NASDAQ"):  # each leads with the out-of-sample record and buy & hold
+        head = shown.index(f"{symbol} · stock · 1d bars · 252 periods a year · 12 windows")
+        assert shown.index("Out of sample", head) < shown.index("walk-forward", head) < shown.index(
+            "buy & hold", head) < shown.index("In sample: 8 strategies", head)
+    assert sorted(p.name for p in out.iterdir()) == [  # plots only on request (--plots)
+        "NASDAQ.json", "SP500.json", "summary.md", "trades.csv"]
     report = json.loads((out / "SP500.json").read_text())
     assert report["symbol"] == "SP500" and report["runs"] == 12 and report["best_strategy"] in report["strategies"]
+    assert report["strategies"][report["best_strategy"]]["trades"] > 0 and report["strategies_compared"] == 8
+    assert report["periods_per_year"] == 252 and report["annualisation"] == "sqrt(252)"
+    assert report["asset_class_reason"] == "SP500: no futures, forex or crypto pattern, so a stock"
+    assert report["benchmark"]["trades"] == 1 and report["benchmark"]["name"] == "buy_and_hold"
+    wf = report["walk_forward"]
+    assert wf["lookback"] == 70 and report["metrics"]["walk_forward_oos_return"] == wf["return"]
+    for key in ("psr", "sharpe_ci_low", "sharpe_ci_high", "alpha", "beta", "information_ratio"):
+        assert key in report["strategies"]["simple"] and key in wf
     assert set(report["strategies"]) == {"simple", "all_signals", "buy_hold", "unprofit_shutdown", "ci_guard",
                                          "entry_takeprofit", "highlow", "maxdiff"}
     for key in ("return", "sharpe", "final_day", "avg_daily_return", "annual_return", "turnover"):
@@ -31,8 +42,9 @@ def test_default_symbols_write_every_report(tmp_path, capsys):
     for name, metrics in report["strategies"].items():
         rows = trades[(trades.symbol == "SP500") & (trades.strategy == name)]
         assert (1 + rows.net_return).prod() - 1 == pytest.approx(metrics["return"], abs=1e-9)
-    assert (out / "SP500_equity.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "## SP500 (12 windows" in (out / "summary.md").read_text()
+    md = (out / "summary.md").read_text()
+    assert "## SP500 · stock · 1d bars · 252 periods a year · 12 windows" in md and "_equity.png" not in md
+    assert md.index("### Out of sample") < md.index("| buy & hold |") < md.index("### In sample: 8 strategies")
 
 
 def test_json_flag_and_a_crypto_csv(tmp_path, capsys):
@@ -41,10 +53,13 @@ def test_json_flag_and_a_crypto_csv(tmp_path, capsys):
     make_ohlcv(80, seed=4).to_csv(data / "ETHUSD.csv")
     out = tmp_path / "out"
     code = main(["backtest", "ETHUSD", *FAST, "--data-dir", str(data), "--output-dir", str(out),
-                 "--json", "--fill-mode", "penetrate", "--same-bar", "nearest"])
+                 "--json", "--fill-mode", "penetrate", "--same-bar", "nearest", "--plots"])
     assert code == 0
+    assert (out / "ETHUSD_equity.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "![equity](ETHUSD_equity.png)" in (out / "summary.md").read_text()
     reports = json.loads(capsys.readouterr().out)
     assert reports[0]["asset_class"] == "crypto" and reports[0]["annualisation"] == "sqrt(365)"
+    assert reports[0]["asset_class_reason"] == "ETHUSD: ETH is a crypto ticker, quoted in USD"
     assert reports[0]["config"]["fee_per_side"] == 0.0015 and reports[0]["config"]["fill_mode"] == "penetrate"
     trades = pd.read_csv(out / "trades.csv")
     assert (trades.side >= 0).all()  # crypto is long-only
@@ -52,7 +67,10 @@ def test_json_flag_and_a_crypto_csv(tmp_path, capsys):
 
 @pytest.mark.parametrize("args, message", [
     (["--fill-mode", "cross"], "--fill-mode"),
-    (["--windows", "99999"], "rows but"),
+    (["--windows", "99999"], "SP500 (arch:arch.data.sp500): 5,031 bars fit at most 5,028 windows, not 99,999"),
+    (["--windows", "5029"], "use --windows 5028 or fewer"),
+    (["--asset-class", "bond"], "'bond' is not one of stock, crypto, forex, future"),
+    (["--asset-class", "AAPL=crypto"], "AAPL is not among the symbols given"),
     (["NOSUCH"], "no embedded data"),
     (["--model", "prophet"], "unknown model"),
     (["--strategies", "simple,moon"], "unknown strategies"),
@@ -63,3 +81,63 @@ def test_bad_input_is_one_line_exit_2_and_no_output(tmp_path, capsys, args, mess
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
     assert not out.exists()
+
+
+def _hourly_eurusd(n=240):
+    """Hourly bars of two forex weeks: Sunday 17:00 to Friday 17:00 New York (22:00 UTC in January)."""
+    start = pd.Timestamp("2024-01-07 22:00", tz="UTC")
+    stamps = [t for t in pd.date_range(start, periods=14 * 24, freq="h")
+              if (t - start) % pd.Timedelta(days=7) < pd.Timedelta(days=5)][:n]
+    return make_ohlcv(n, seed=2).set_axis(pd.DatetimeIndex(stamps, name="timestamp"))
+
+
+def test_hourly_eurusd_is_forex_with_hourly_periods_and_monthly_crypto_uses_12(tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    _hourly_eurusd().to_csv(data / "EURUSD.csv")
+    make_ohlcv(150, seed=5, freq="MS", start="2010-01-01").to_csv(data / "BTC-USD.csv")
+    out = tmp_path / "out"
+    assert main(["backtest", "EURUSD", "BTC-USD", *FAST, "--data-dir", str(data), "--output-dir", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "EURUSD · forex · 1h bars · 6,264 periods a year" in shown
+    assert "BTC-USD · crypto · 1mo bars · 12 periods a year" in shown
+    fx, btc = (json.loads((out / f"{s}.json").read_text()) for s in ("EURUSD", "BTC-USD"))
+    assert (fx["asset_class"], fx["periods_per_year"], fx["bar_interval"], fx["calendar"]) == (
+        "forex", 6264, "1h", "FX24x5")
+    assert fx["asset_class_reason"] == "EURUSD: EUR and USD are both ISO 4217 currencies"
+    assert "24 bars a session (the median over 10 sessions in the data) x 261 sessions a year" in fx[
+        "periods_per_year_how"]
+    assert fx["config"]["fee_per_side"] == 0.0001 and fx["annualisation"] == "sqrt(6264)"
+    assert (btc["asset_class"], btc["periods_per_year"], btc["bar_interval"]) == ("crypto", 12, "1mo")
+    assert btc["periods_per_year_how"].endswith(": 12 a year")
+    md = (out / "summary.md").read_text()
+    assert "**6,264 periods a year**" in md and "**12 periods a year**: monthly bars" in md
+    trades = pd.read_csv(out / "trades.csv")
+    assert (trades[trades.symbol == "BTC-USD"].side >= 0).all() and (trades[trades.symbol == "EURUSD"].side < 0).any()
+
+
+def test_asset_class_for_one_symbol_overrides_the_symbol(tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    make_ohlcv(80, seed=4).to_csv(data / "ETHUSD.csv")
+    make_ohlcv(80, seed=6).to_csv(data / "AAPL.csv")
+    code = main(["backtest", "ETHUSD", "AAPL", *FAST, "--data-dir", str(data), "--output-dir", str(tmp_path / "o"),
+                 "--json", "--asset-class", "ethusd=stock"])
+    assert code == 0
+    eth, aapl = json.loads(capsys.readouterr().out)
+    assert eth["asset_class"] == "stock" and aapl["asset_class"] == "stock"
+    assert eth["asset_class_reason"] == "ETHUSD: set to stock by --asset-class (the symbol alone reads as crypto)"
+    # daily bars every calendar day do not fit the stock exchange's sessions: the report says so
+    assert any("same XNYS session" in w for w in eth["data_warnings"])
+
+
+def test_csv_text_equals_pandas_to_csv():
+    from marketcast.backtest.report import csv_text
+
+    frame = pd.DataFrame({
+        "symbol": ["A,B", 'say "hi"', "line\nbreak", "plain"], "side": [1, -1, 0, 1],
+        "price": [1 / 3, float("nan"), 1e-12, 123456789.123], "filled": [True, False, True, False],
+        "reason": ["close", None, "take_profit", None], "offset": [0.001, -0.002, float("nan"), 0.0],
+        "ts": pd.date_range("2024-01-01", periods=4, tz="UTC").map(lambda t: t.isoformat()),
+    })
+    assert csv_text(frame) == frame.to_csv(index=False, float_format="%.10g")

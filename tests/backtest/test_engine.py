@@ -119,8 +119,11 @@ def test_one_forecaster_call_for_all_symbols_and_windows():
 def test_window_placement_and_errors():
     assert list(decision_ends(10, BacktestConfig(windows=3))) == [6, 7, 8, 9]
     assert list(decision_ends(10, BacktestConfig(windows=3, include_latest=False))) == [6, 7, 8]
-    with pytest.raises(DataError):
-        decision_ends(5, BacktestConfig(windows=4))
+    assert decision_ends(10, BacktestConfig(windows=8))[0] == 1  # the first window holds 2 bars
+    with pytest.raises(DataError, match="10 bars fit at most 8 windows, not 9 .* use --windows 8 or fewer"):
+        decision_ends(10, BacktestConfig(windows=9))
+    with pytest.raises(DataError, match="fit at most 7 windows, not 8 .* needs 3 bars of history"):
+        decision_ends(10, BacktestConfig(windows=8), min_context=3)
     with pytest.raises(ConfigError):
         BacktestConfig(windows=0)
     with pytest.raises(ConfigError):
@@ -163,3 +166,45 @@ def test_forecast_skill_is_scored_against_bar_t_plus_1():
         z = np.linspace(-1, 1, 101) * 0.02
         crps = np.mean([crps_bruteforce(p + z, a) for p, a in zip(pred, actual[name])])
         assert result.skill[f"crps_{name}"] == pytest.approx(crps, abs=1e-12)
+
+
+def test_buy_and_hold_benchmark_by_hand():
+    result = run_backtest(make_bars(OHLC), TableForecaster(TABLE, spread=0.02), CONFIG)
+    # in at b2's open 101, out at b5's close 98, 0.001 a side; closes of the settle bars 102, 100, 98.5, 98
+    expected = [0.999 * 102 / 101 - 1, 100 / 102 - 1, 98.5 / 100 - 1, 0.999 * 98 / 98.5 - 1]
+    assert result.benchmark.returns == pytest.approx(expected, abs=1e-15)
+    assert result.benchmark.metrics["return"] == pytest.approx(0.999**2 * 98 / 101 - 1)
+    assert result.benchmark.metrics["trades"] == 1
+    assert result.benchmark.equity[-1] == pytest.approx(0.999**2 * 98 / 101)
+    # buy_hold the strategy pays two costs on every bar and misses the overnight gaps
+    per_bar = result.strategies["buy_hold"].metrics["return"]
+    assert per_bar == pytest.approx(np.prod([1 + g - FEES for g in EXPECTED_STOCK["buy_hold"][0]]) - 1)
+    simple = result.strategies["simple"]
+    b = np.array(expected)
+    beta = np.cov(simple.returns, b, ddof=1)[0, 1] / b.var(ddof=1)
+    assert simple.metrics["beta"] == pytest.approx(beta)
+    assert simple.metrics["alpha"] == pytest.approx((1 + np.mean(simple.returns - beta * b)) ** 252 - 1)
+
+
+def test_a_strategy_that_never_trades_is_never_best():
+    falling = [(100.0 - i, 100.5 - i, 98.5 - i, 99.0 - i) for i in range(12)]  # every bar opens high, closes low
+    never = TableForecaster({}, default=(0.001, 0.004, -0.006))  # mixed signs: all_signals stays flat
+    config = BacktestConfig(windows=8, context=3, num_samples=11, strategies=("all_signals", "simple", "buy_hold"))
+    result = run_backtest(make_bars(falling), never, config)
+    assert result.strategies["all_signals"].metrics["return"] == 0.0  # flat beat both losers ...
+    assert result.strategies["simple"].metrics["return"] < 0
+    assert result.best_strategy == "simple"  # ... and is still not "best" (simple ties buy_hold, listed first)
+    assert set(result.walk_forward["picked"][1:]) == {"simple"}
+    only_flat = run_backtest(make_bars(falling), never, BacktestConfig(windows=8, context=3, num_samples=11,
+                                                                        strategies=("all_signals",)))
+    assert only_flat.best_strategy is None and only_flat.walk_forward["picked"] == [None] * 8
+
+
+def test_the_fair_naive_of_high_and_low_sees_only_the_context():
+    result = run_backtest(make_bars(OHLC), TableForecaster(TABLE, spread=0.02), CONFIG)
+    c = [b[3] for b in OHLC]
+    highs = {t: [OHLC[i][1] / c[i - 1] - 1 for i in range(max(t - 1, 1), t + 1)] for t in range(1, 5)}  # context 3
+    actual = [OHLC[t + 1][1] / c[t] - 1 for t in range(1, 5)]
+    naive_mae = np.mean([abs(np.mean(highs[t]) - a) for t, a in zip(range(1, 5), actual)])
+    assert result.skill["high_excursion_naive_mae"] == pytest.approx(naive_mae, abs=1e-15)
+    assert result.skill["mase_high_excursion"] == pytest.approx(result.skill["high_val_loss"] / naive_mae)

@@ -92,13 +92,54 @@ def test_mae_and_mase_against_no_change():
     assert s["crps"] == pytest.approx(0.01)  # one sample: CRPS = MAE
 
 
-def test_walk_forward_selection_uses_only_earlier_windows():
-    from marketcast.backtest.metrics import walk_forward_selection
+def test_excursion_naive_by_hand():
+    from marketcast.backtest.skill import excursion_naive
 
-    returns = {"a": np.array([0.01, -0.02, 0.01]), "b": np.array([-0.01, 0.03, -0.01])}
-    filled = {"a": np.array([True, True, True]), "b": np.array([True, False, True])}
-    sel = walk_forward_selection(returns, filled)
-    # k=0: nothing known -> flat; k=1: a (1.01 > 0.99); k=2: b (0.99*1.03 = 1.0197 > 1.01*0.98 = 0.9898)
-    assert sel["picked"] == [None, "a", "b"]
-    assert list(sel["returns"]) == [0.0, -0.02, -0.01]
-    assert list(sel["filled"]) == [False, True, True]
+    close = np.array([100.0, 101.0, 99.0, 100.0])
+    high = np.array([100.5, 102.0, 101.0, 101.5])
+    low = np.array([99.5, 99.0, 98.0, 99.0])
+    out = excursion_naive(high, low, close, np.array([1, 2, 3]), context=3)
+    # window ending at t holds bars t-2..t; bar i's excursion needs close_(i-1) inside it
+    assert out["high"] == pytest.approx([102 / 100 - 1, (102 / 100 + 101 / 101) / 2 - 1,
+                                         (101 / 101 + 101.5 / 99) / 2 - 1])
+    assert out["low"] == pytest.approx([99 / 100 - 1, (99 / 100 + 98 / 101) / 2 - 1, (98 / 101 + 99 / 99) / 2 - 1])
+
+
+def test_mase_against_the_excursion_naive():
+    actual = {"close": np.array([0.01, -0.02]), "high": np.array([0.02, 0.01]), "low": np.array([-0.01, -0.03])}
+    point = {"close": np.array([0.0, 0.0]), "high": np.array([0.015, 0.015]), "low": np.array([-0.02, -0.02])}
+    naive = {"high": np.array([0.025, 0.025]), "low": np.array([-0.015, -0.015])}
+    s = forecast_skill(point, {f: point[f][:, None] for f in point}, actual, naive)
+    assert s["mase_high"] == pytest.approx(0.005 / 0.015)  # against high = close_t
+    assert s["high_excursion_naive_mae"] == pytest.approx((0.005 + 0.015) / 2)
+    assert s["mase_high_excursion"] == pytest.approx(0.005 / 0.01)
+    # low: the forecast misses by .01 and .01, the naive by .005 and .015
+    assert s["mase_low_excursion"] == pytest.approx(0.01 / 0.01)
+    assert "mase_close_excursion" not in s
+
+
+@pytest.mark.parametrize("freq, asset_class, periods", [("h", "crypto", 24 * 365), ("MS", "crypto", 12),
+                                                        ("h", "forex", 24 * 261)])
+def test_sharpe_is_annualised_by_the_bar_spacing(freq, asset_class, periods):
+    from marketcast.backtest.config import BacktestConfig
+    from marketcast.backtest.engine import run_backtest
+    from marketcast.data.bars import Bars
+
+    from .helpers import MomentumForecaster, random_bars
+
+    bars = random_bars(140, seed=2, asset_class=asset_class)
+    start = "2024-01-07 22:00" if asset_class == "forex" else "2010-01-01"  # forex: Sunday 17:00 New York
+    index = pd.date_range(start, periods=140, freq=freq, tz="UTC", name="timestamp")
+    if asset_class == "forex":  # five 24-hour sessions a week, Sunday 22:00 to Friday 22:00 UTC in winter
+        index = pd.DatetimeIndex([t for t in pd.date_range(start, periods=400, freq="h", tz="UTC")
+                                  if (t - pd.Timestamp(start, tz="UTC")).total_seconds() % (7 * 86400)
+                                  < 5 * 86400][:140], name="timestamp")
+    frame = bars.frame.set_axis(index)
+    result = run_backtest(Bars("X", frame, asset_class), MomentumForecaster(),
+                          BacktestConfig(windows=40, context=32, num_samples=16))
+    assert result.periods_per_year == periods
+    r = result.strategies["simple"].returns
+    assert result.strategies["simple"].metrics["sharpe"] == pytest.approx(
+        r.mean() / r.std(ddof=1) * math.sqrt(periods), rel=1e-12)
+    assert result.strategies["simple"].metrics["annual_return"] == pytest.approx(
+        np.prod(1 + r) ** (periods / 40) - 1, rel=1e-9)

@@ -31,10 +31,13 @@ def garbage_after(bars: Bars, t: int, seed: int) -> Bars:
 
 def _same_up_to(a, b, t_stamp):
     checked = 0
+    assert a.annualisation == b.annualisation  # bar spacing and calendar: prices after t cannot change them
     for k, ts in enumerate(a.decision_times):
         if ts > t_stamp:
             break
         assert a.views[k] == b.views[k], f"forecast at {ts} changed"
+        if ts < t_stamp:  # buy and hold's return over a bar <= t
+            assert a.benchmark.returns[k] == b.benchmark.returns[k], f"benchmark at {ts} changed"
         for name in a.strategies:
             ra, rb = a.strategies[name], b.strategies[name]
             assert ra.decisions[k] == rb.decisions[k], f"{name} at {ts} changed"
@@ -119,3 +122,15 @@ def test_batched_and_one_window_at_a_time_agree_for_a_per_window_forecaster():
         assert ra.views == rb.views and ra.latest_view == rb.latest_view
         for name in ra.strategies:
             assert np.array_equal(ra.strategies[name].returns, rb.strategies[name].returns)
+
+
+def test_the_fair_naive_of_high_and_low_ignores_later_bars():
+    from marketcast.backtest.skill import excursion_naive
+
+    bars = random_bars(120, seed=7)
+    t = 80
+    other = garbage_after(bars, t, seed=3)
+    ends = np.arange(20, t + 1)
+    got = [excursion_naive(*(x.frame[c].to_numpy() for c in ("high", "low", "close")), ends, 16) for x in (bars, other)]
+    for name in ("high", "low"):
+        np.testing.assert_array_equal(got[0][name], got[1][name])

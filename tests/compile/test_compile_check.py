@@ -1,4 +1,5 @@
-"""Stress harness end to end on real embedded bars: a tiny real torch forecaster and the baseline."""
+"""Stress harness end to end on real embedded bars: a tiny real torch forecaster and tiny Toto, per mode and
+per symbol."""
 
 from __future__ import annotations
 
@@ -7,14 +8,20 @@ import json
 import numpy as np
 import pytest
 
-from marketcast.compile.check import CheckPlan, Thresholds, evaluation_windows, run_check
-from marketcast.compile.report import validate_report, write_report
+from marketcast.compile.check import run_check
+from marketcast.compile.plan import CheckPlan, evaluation_windows, realised
+from marketcast.compile.report import write_report
+from marketcast.compile.schema import validate_report
+from marketcast.compile.study import recommend
+from marketcast.compile.thresholds import Thresholds
+from marketcast.compile.verdict import judge
 from marketcast.data import load_symbol
+from marketcast.forecast.base import make_batch
 from tests.compile.tiny_forecaster import TinyForecaster
 
 PLAN = CheckPlan(iterations=3, context=64, horizon=5, num_samples=32, batch=2, seed=7)
 # speed and memory are not judged in unit tests (timing on a shared CPU): only correctness checks decide
-LENIENT = Thresholds(min_speedup=0.0, max_memory_increase=1e9)
+LENIENT = Thresholds(min_speedup=0.0, max_memory_delta=1e9)
 
 
 @pytest.fixture(scope="module")
@@ -22,12 +29,14 @@ def bars():
     return {s: load_symbol(s).head(600) for s in ("SP500", "NASDAQ")}
 
 
-def test_windows_walk_forward_and_end_at_the_last_bar(bars):
+def test_windows_are_horizon_apart_and_end_at_the_last_bar(bars):
     frame = bars["SP500"].frame
-    windows = evaluation_windows(frame, PLAN)
-    ends = np.concatenate(windows)
-    assert len(windows) == 3 and all(len(w) == 2 for w in windows)
-    assert np.all(np.diff(ends) == PLAN.horizon) and ends[-1] + PLAN.horizon == len(frame) - 1
+    ends = evaluation_windows(frame, PLAN)
+    assert ends.tolist() == [589, 594]  # 600 bars: the last window's 5 realised bars are rows 595..599
+    assert realised(frame, ends, PLAN.horizon)[-1, -1] == frame["close"].iloc[-1]
+    with pytest.raises(ValueError, match="too few"):
+        evaluation_windows(frame.head(PLAN.min_rows - 1), PLAN)
+    assert len(evaluation_windows(frame.head(PLAN.min_rows), PLAN)) == PLAN.batch
 
 
 def test_tiny_torch_forecaster_quick_mode(bars, tmp_path):
@@ -49,7 +58,55 @@ def test_tiny_torch_forecaster_quick_mode(bars, tmp_path):
     json_path, md_path = write_report(report, tmp_path / "out")
     loaded = json.loads(json_path.read_text())
     assert validate_report(loaded) == [] and loaded["modes"][1]["verdict"] == "PASS"
-    assert "| default | PASS |" in md_path.read_text()
+    md = md_path.read_text()
+    assert "| default | PASS |" in md and "| SP500 | default | PASS |" in md and "- **NASDAQ**: default (" in md
+
+
+def test_per_symbol_numbers_match_a_direct_run_of_the_forecaster(bars):
+    """MAE, its sigma over repeats and the repeat count of each symbol, recomputed by calling the forecaster
+    on the same windows with seeds seed+r."""
+    report = run_check(lambda mode: TinyForecaster(mode, PLAN.context, PLAN.horizon), ["default"], bars, PLAN,
+                       LENIENT, model="tiny")
+    eager, compiled = report["modes"]
+    direct = TinyForecaster(None, PLAN.context, PLAN.horizon)
+    for sym, b in bars.items():
+        ends = evaluation_windows(b.frame, PLAN)
+        batch, truth = make_batch(b.frame, ends, PLAN.context, PLAN.horizon), realised(b.frame, ends, PLAN.horizon)
+        maes = [np.mean(np.abs(direct.forecast(batch, PLAN.horizon, PLAN.num_samples, seed=PLAN.seed + r)
+                               .quantile(0.5, "close") - truth)) for r in range(PLAN.iterations)]
+        e, c = eager["per_symbol"][sym], compiled["per_symbol"][sym]
+        assert e["mae"] == pytest.approx(np.mean(maes), rel=1e-12)  # equal-size repeats: pooled = mean
+        assert e["mae_std"] == pytest.approx(np.std(maes, ddof=1), rel=1e-9) and e["mae_std"] > 0
+        assert e["latency_ms"]["n"] == c["latency_ms"]["n"] == PLAN.iterations and e["calls"] == 3
+        assert c["mae_delta_rel"] < 1e-5 and c["output_delta_rel"] < 1e-5 and c["recompiles_after_warmup"] == 0
+        assert c["speedup"] == pytest.approx(e["latency_ms"]["p50"] / c["latency_ms"]["p50"])
+        assert c["verdict"] == "PASS" and report["symbol_recommendations"][sym]["recommended_mode"] == "default"
+    reason = report["symbol_recommendations"]["SP500"]["reason"]
+    assert "x eager (p50 " in reason and "sampling sigma of MAE" in reason and "0 recompiles" in reason
+
+
+def test_gates_decide_per_symbol_and_say_why():
+    """Hand-made numbers: default is fast on A and slow on B; reduce-overhead is faster on A but off by 2e-3."""
+    def entry(p50, out_delta=1e-7, recompiles=0, verdict="PASS", checks=()):
+        return {"latency_ms": {"p50": p50, "std": p50 / 10}, "speedup": 10.0 / p50, "output_delta_rel": out_delta,
+                "mae_delta_rel": 1e-6, "mae": 2.0, "mae_std": 0.1, "recompiles_after_warmup": recompiles,
+                "successes": 3, "verdict": verdict, "checks": list(checks)}
+
+    slow = {"name": "speedup", "value": 10.0 / 12.0, "threshold": 1.1, "op": ">=", "passed": False}
+    off = {"name": "output_delta_rel", "value": 2e-3, "threshold": 1e-3, "op": "<", "passed": False}
+    results = [
+        {"mode": "eager", "per_symbol": {"A": entry(10.0), "B": entry(10.0)}},
+        {"mode": "default", "per_symbol": {"A": entry(5.0), "B": entry(12.0, verdict="FAIL", checks=[slow])}},
+        {"mode": "reduce-overhead", "per_symbol": {"A": entry(4.0, 2e-3, verdict="FAIL", checks=[off]),
+                                                   "B": entry(4.0, 2e-3, verdict="FAIL", checks=[off])}},
+    ]
+    a, b = recommend("A", results), recommend("B", results)
+    assert a["recommended_mode"] == "default" and a["reason"].startswith("2.00x eager (p50 5.0±0.5 vs 10.0±1.0 ms)")
+    assert "MAE delta 0.00% (sampling sigma of MAE 5.00%)" in a["reason"]
+    assert b == {"recommended_mode": "eager", "reason": "no compiled mode passed on B (default: speedup 0.833 "
+                 "(needs >= 1.1); reduce-overhead: output_delta_rel 0.002 (needs < 0.001))"}
+    results[0]["per_symbol"]["B"]["verdict"] = "FAIL"
+    assert recommend("B", results)["reason"].startswith("eager itself failed on B")
 
 
 def test_forced_recompile_after_warmup_fails_the_mode_and_keeps_results(bars):
@@ -64,6 +121,11 @@ def test_forced_recompile_after_warmup_fails_the_mode_and_keeps_results(bars):
     assert compiled["verdict"] == "FAIL"
     assert set(compiled["failed_checks"]) == {"no_fallback", "recompiles_after_warmup"}
     assert report["recommended_mode"] == "eager" and not report["production_ok"]
+    # symbols run one after the other: the refused recompile happened on SP500's second repeat
+    assert compiled["per_symbol"]["SP500"]["recompiles_after_warmup"] == 1
+    assert compiled["per_symbol"]["NASDAQ"]["recompiles_after_warmup"] == 0
+    assert set(compiled["per_symbol"]["NASDAQ"]["failed_checks"]) == {"no_fallback"}  # the mode fell back
+    assert report["symbol_recommendations"]["NASDAQ"]["recommended_mode"] == "eager"
 
 
 def test_report_validation_catches_schema_breaks(bars):
@@ -77,6 +139,12 @@ def test_report_validation_catches_schema_breaks(bars):
     assert any("production_ok" in p for p in problems)
     broken["production_ok"] = True
     assert any("latency_ms" in p for p in validate_report(broken))
+    broken = json.loads(json.dumps(report))
+    del broken["symbol_recommendations"]["NASDAQ"]
+    broken["modes"][0]["per_symbol"]["SP500"]["mae_std"] = "small"
+    assert validate_report(broken) == [
+        "symbol_recommendations: needs exactly one entry per symbol of the plan",
+        "modes[0].per_symbol.SP500.mae_std: str is not int|float|NoneType"]
 
 
 def test_a_mode_that_cannot_be_built_fails_without_crashing_the_check(bars):
@@ -96,8 +164,6 @@ def test_a_mode_that_cannot_be_built_fails_without_crashing_the_check(bars):
 
 def test_memory_verdict_is_relative_to_eagers_whole_footprint():
     """Eager grew 0 MiB above a 400 MiB process (memory reused): +100 MiB compiled is +25 %, not undefined."""
-    from marketcast.compile.check import judge
-
     eager = {"latency_ms": {"p50": 10.0}, "memory": {"peak_mb": 0.0, "base_mb": 400.0}}
 
     def mode(extra_mb):

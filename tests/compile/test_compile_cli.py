@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from marketcast.cli import main
-from marketcast.compile.report import validate_report
+from marketcast.compile.analyze import analyze_paths
+from marketcast.compile.schema import validate_report
+from marketcast.data import load_symbol
 from marketcast.runtime.settings import load_settings
 from marketcast.forecast import registry
 
@@ -40,6 +42,7 @@ def test_check_baseline_quick_writes_valid_report(tmp_path, capsys):
     assert [m["mode"] for m in report["modes"]] == ["eager"] and report["compile_applicable"] is False
     assert report["plan"]["iterations"] == 3 and report["plan"]["symbols"] == ["SP500", "NASDAQ"]
     assert report["modes"][0]["calls"] == 6 and report["modes"][0]["success_rate"] == 1.0
+    assert sorted(report["symbol_recommendations"]) == ["NASDAQ", "SP500"]
     assert report["modes"][0]["repeat_delta_rel"] == 0.0
     assert "compile modes are not applicable" in out and "PASS eager" in out
     assert (out_dir / "compile_check.md").read_text().startswith("# Compile check: baseline (quick)")
@@ -62,14 +65,57 @@ def test_production_check_fails_with_exit_1_and_apply_writes_eager(tmp_path, cap
     assert load_settings(env={}, path=env_file).toto_compile is False
 
 
+def test_check_symbols_prints_the_per_symbol_study_and_gates_come_from_flags(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(registry.FACTORIES, "toto", "tests.compile.tiny_forecaster:create")
+    common = ["check", "--model", "toto", "--symbols", "SP500,NASDAQ", "--env-file", tmp_path / ".env.compile",
+              "--max-memory-delta", "1000", *SMALL]
+    code, out, err = run(capsys, *common, "--min-speedup", "0", "--output-dir", tmp_path / "a")
+    assert code == 0, err
+    report = json.loads((tmp_path / "a" / "compile_check.json").read_text())
+    assert report["thresholds"] == {"max_output_delta": 1e-3, "max_recompiles": 0, "min_speedup": 0.0,
+                                    "max_memory_delta": 1000.0}
+    assert "per symbol" in out and "SP500: recommended default (" in out and "NASDAQ: recommended default (" in out
+    assert {r["recommended_mode"] for r in report["symbol_recommendations"].values()} == {"default"}
+    code, out, err = run(capsys, *common, "--min-speedup", "1000", "--output-dir", tmp_path / "b")
+    assert code == 0, err
+    report = json.loads((tmp_path / "b" / "compile_check.json").read_text())
+    reason = report["symbol_recommendations"]["SP500"]["reason"]
+    assert reason.startswith("no compiled mode passed on SP500 (default: speedup ") and reason.endswith(
+        "(needs >= 1000))")
+    assert f"SP500: recommended eager ({reason})" in out
+    assert report["recommended_mode"] == "eager" and report["modes"][1]["failed_checks"] == ["speedup"]
+
+
+def test_check_data_dir_studies_every_file_in_it(tmp_path, capsys):
+    folder = tmp_path / "bars"
+    folder.mkdir()
+    for name, source in (("aaa.csv", "SP500"), ("BBB.parquet", "NASDAQ")):
+        frame = load_symbol(source).frame.head(300).reset_index()
+        frame.to_csv(folder / name, index=False) if name.endswith(".csv") else frame.to_parquet(folder / name)
+    (folder / "notes.txt").write_text("not bars")
+    code, out, err = run(capsys, "check", "--model", "baseline", "--data-dir", folder, "--iterations", "2",
+                         "--output-dir", tmp_path / "cc", "--env-file", tmp_path / ".env.compile", *SMALL)
+    assert code == 0, err
+    report = json.loads((tmp_path / "cc" / "compile_check.json").read_text())
+    assert report["plan"]["symbols"] == ["AAA", "BBB"] and validate_report(report) == []
+    assert all(report["modes"][0]["per_symbol"][s]["calls"] == 2 for s in ("AAA", "BBB"))
+    assert "AAA: recommended eager (no compile mode was measured" in out
+    (tmp_path / "empty").mkdir()
+    code, out, err = run(capsys, "check", "--model", "baseline", "--data-dir", tmp_path / "empty",
+                         "--output-dir", tmp_path / "none", "--env-file", tmp_path / ".env.compile")
+    assert code == 2 and "no .csv/.parquet/.pq files in it" in err and not (tmp_path / "none").exists()
+
+
 @pytest.mark.parametrize("args,needle", [
     (["check", "--model", "toto", "--modes", "turbo"], "unknown compile mode 'turbo'"),
     (["check", "--model", "chronos"], "--model 'chronos'"),
     (["check", "--model", "baseline", "--mode", "fast"], "--mode 'fast'"),
     (["check", "--model", "baseline", "--apply"], "baseline has no compile setting"),
     (["check", "--model", "baseline", "--symbols", "NOPE"], "no embedded data for 'NOPE'"),
+    (["check", "--model", "baseline", "--symbols", " , "], "--symbols: give at least one symbol"),
+    (["check", "--model", "baseline", "--symbols", "SP500,sp500"], "repeats a symbol"),
     (["mode", "turbo"], "unknown compile mode 'turbo'"),
-    (["analyze", "/nonexistent/recompile.log"], "no such log file"),
+    (["analyze", "/nonexistent/recompile.log"], "no such log file or folder"),
 ])
 def test_bad_input_one_line_exit_2_no_output(tmp_path, capsys, args, needle):
     out_dir = tmp_path / "cc"
@@ -91,10 +137,11 @@ def test_bad_env_value_exits_2(tmp_path, capsys):
 def test_enable_disable_mode_status(tmp_path, capsys, monkeypatch):
     env_file = tmp_path / ".env.compile"
     env_file.write_text("ADD_LATEST=1\n")
-    assert run(capsys, "enable", "--env-file", env_file)[0] == 0
-    assert run(capsys, "mode", "max-autotune", "--env-file", env_file)[0] == 0
+    assert run(capsys, "enable", "--env-file", env_file)[0] == 0  # both models, as its help says
+    assert run(capsys, "mode", "max-autotune", "--model", "toto", "--env-file", env_file)[0] == 0
     assert env_file.read_text() == ("ADD_LATEST=1\nexport TOTO_COMPILE=1\nexport TOTO_DISABLE_COMPILE=0\n"
-                                    "export TOTO_COMPILE_MODE=max-autotune\n")
+                                    "export KRONOS_COMPILE=1\nexport TOTO_COMPILE_MODE=max-autotune\n")
+    assert run(capsys, "enable", "--model", "prophet", "--env-file", env_file)[0] == 2
     monkeypatch.setenv("TOTO_COMPILE_MODE", "default")
     code, out, err = run(capsys, "status", "--env-file", env_file, "--device", "cuda")
     assert code == 0
@@ -106,11 +153,25 @@ def test_enable_disable_mode_status(tmp_path, capsys, monkeypatch):
     assert load_settings(env={}, path=env_file).toto_compile is False
 
 
-def test_analyze_cli_json_and_table(capsys):
+def test_analyze_cli_json_and_table(capsys, reference_logs):
     code, out, err = run(capsys, "analyze", LOGS / "seed_000_production.log", "--json")
     assert code == 0
     data = json.loads(out)
-    assert data["totals"]["recompile_limit"] == 1 and data["totals"]["cudagraph_skip"] == 1
+    assert data["totals"]["recompile_limit"] == 1 and data["totals"]["cudagraph_skip"] == 1 and data["events"] == 2
     assert data["groups"][0]["function"] == "positional_embedding"
-    code, out, err = run(capsys, "analyze", LOGS / "torch213_recompiles_graph_breaks.log")
-    assert code == 0 and "recompile 4" in out and "graph_break 2" in out and "int_guard_layer_index" in out
+    assert data["causes"]["mutated_inputs"]["counts"] == {"cudagraph_skip": 1}
+    code, out, err = run(capsys, "analyze", reference_logs["toto"], reference_logs["kronos"])
+    assert code == 0, err
+    a = analyze_paths([reference_logs["toto"], reference_logs["kronos"]])
+    assert out.startswith(f"2 log file(s), {a.lines} lines: {a.totals()['frame_skipped']} frames skipped, "
+                          f"{a.totals()['recompile_limit']} recompile-limit hits")
+    item = a.causes()["item_call"]
+    assert (f"- item_call ({item['frame_skipped']} frames skipped + {item['graph_break']} graph breaks): "
+            ".item()/data-dependent") in out
+    assert "frame_skipped torch_dynamo_resume_in_forward_at_329 (toto/model/transformer.py:329): dynamo " in out
+    assert "k, v = kv_cache[layer_idx]" in out  # source comments are printed as text, not read as markup
+
+
+def test_analyze_cli_empty_folder_exits_2(tmp_path, capsys):
+    code, out, err = run(capsys, "analyze", tmp_path)
+    assert code == 2 and "holds no log files" in err and len(err.strip().splitlines()) == 1

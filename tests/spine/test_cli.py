@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 
+from marketcast.cli import main
 from tests.conftest import make_ohlcv
 
 
@@ -81,3 +83,62 @@ def test_usage_errors_are_one_line_exit_2_without_traceback(tmp_path, args, frag
 def test_bare_command_prints_help():
     result = run()
     assert "backtest" in result.stdout and "Usage" in result.stdout and "Traceback" not in result.stderr
+
+
+def _one_line(capsys, args, *fragments) -> None:
+    """``marketcast ARGS`` in this process ends with exit 2 and one stderr line holding ``fragments``."""
+    code = main(list(args))
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, lines
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_header_only_csv_is_one_line_exit_2(tmp_path, capsys):
+    path = tmp_path / "AAPL.csv"
+    path.write_text("Date,Open,High,Low,Close,Adj Close,Volume\n")
+    _one_line(capsys, ["data", "check", str(path)], f"{path}: holds no bars")
+
+
+def test_1e300_in_the_last_row_stops_the_backtest_at_the_file(tmp_path, capsys):
+    frame = make_ohlcv(80)
+    frame.iloc[-1, frame.columns.get_loc("close")] = frame.iloc[-1, frame.columns.get_loc("high")] = 1e300
+    frame.to_csv(tmp_path / "SPY.csv")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy overflow on the way
+        _one_line(capsys, ["backtest", "SPY", "--data-dir", str(tmp_path), "-n", "5", "--output-dir",
+                           str(tmp_path / "out")], "SPY.csv: row 80 (line 81), column 'high': price 1e+300 is outside")
+    assert not (tmp_path / "out").exists()
+
+
+def test_epoch_parquet_and_semicolon_csv_pass_data_check_with_their_dates(tmp_path, capsys):
+    frame = make_ohlcv(30)
+    frame.reset_index().assign(timestamp=frame.index.asi8 // 10**9).to_parquet(tmp_path / "epoch.parquet")
+    frame.to_csv(tmp_path / "semi.csv", sep=";")
+    for name in ("epoch.parquet", "semi.csv"):
+        assert main(["data", "check", str(tmp_path / name)]) == 0
+        assert "2024-01-01 00:00:00+00:00 / 2024-01-30 00:00:00+00:00" in capsys.readouterr().out
+
+
+def test_trade_replay_with_an_impossible_date_is_one_line(tmp_path, capsys):
+    _one_line(capsys, ["trade", "replay", "--from", "2018-13-45", "--to", "2018-12-31", "--state-dir",
+                       str(tmp_path / "s")], "month must be in 1..12: 2018-13-45", "ISO 8601")
+
+
+@pytest.mark.parametrize("how", ["after", "env"])
+def test_debug_after_the_command_or_from_the_environment(tmp_path, how):
+    missing = str(tmp_path / "missing.csv")
+    if how == "after":
+        result = run("data", "check", missing, "--debug")
+    else:
+        env = {**os.environ, "COLUMNS": "200", "MARKETCAST_DEBUG": "1"}
+        result = subprocess.run([sys.executable, "-m", "marketcast.cli", "data", "check", missing],
+                                capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode != 0 and "Traceback" in result.stderr and "DataError" in result.stderr
+
+
+def test_data_check_needs_three_bars_and_says_why(tmp_path, capsys):
+    path = tmp_path / "SPY.csv"
+    make_ohlcv(2).to_csv(path)
+    _one_line(capsys, ["data", "check", str(path)], "has 2 rows but 3 are needed (--min-rows 3; a forecast reads "
+                                                    "at least 3 bars, two returns; use a longer file)")

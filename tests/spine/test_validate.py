@@ -99,5 +99,5 @@ def test_fewer_rows_than_context(tmp_path):
 def test_unreadable_parquet(tmp_path):
     path = tmp_path / "junk.parquet"
     path.write_bytes(b"this is not parquet")
-    with pytest.raises(DataError, match="cannot be read as parquet"):
+    with pytest.raises(DataError, match="not a readable Parquet file"):
         load_bars(path)

@@ -89,7 +89,7 @@ def test_missing_tensor_is_a_clear_error(tmp_path, tiny_model, tiny_config):
 def test_missing_folder_offline_says_how_to_fix(tmp_path):
     with pytest.raises(ModelLoadError, match="not a folder"):
         TotoForecaster.from_pretrained(tmp_path / "nowhere")
-    with pytest.raises(ModelLoadError, match=r"offline.*huggingface-cli download.*--weights"):
+    with pytest.raises(ModelLoadError, match=r"offline.*hf download.*--weights"):
         load_forecaster("toto", weights=None, compile="eager")
 
 

@@ -1,22 +1,55 @@
-"""A local stand-in for the handful of Alpaca REST endpoints the adapter uses (127.0.0.1, random port).
+"""A faithful local stand-in for the Alpaca REST endpoints the adapter uses (tests only; 127.0.0.1, random port).
 
-It checks the key headers, keeps orders in memory, refuses duplicate client_order_ids like Alpaca
-(422), and can be told to fail the next matching requests: a status with a body (403/422 rejection,
-429 with Retry-After, 5xx), a sleep past the client's timeout, or to process a POST and then stall so
-its reply is lost. :meth:`FakeAlpaca.fill` executes (part of) an order or its take-profit leg the way
-Alpaca reports it: cumulative ``filled_qty``, average ``filled_avg_price``, ``updated_at``/``filled_at``,
-a held leg becoming ``new`` once its parent has filled, and the position moving.
+The account and its rules live in :class:`tests.trade.fake_exchange.Exchange` (each rule cited there); this
+module is the HTTP face, with Alpaca's shapes and semantics:
+
+* ``APCA-API-KEY-ID``/``APCA-API-SECRET-KEY`` headers, else 401 ``{"code": 40110000, ...}``;
+* ``GET /v2/orders`` filters (alpacahq/alpaca-docs ``data/webapi/endpoints/orders.yaml``; alpaca-py
+  ``alpaca/trading/requests.py`` ``GetOrdersRequest``): ``status``
+  open | closed | all (default open), ``limit`` (default 50, at most 500), ``after``/``until`` (exclusive, on
+  ``submitted_at``), ``direction`` (default desc), ``nested`` (legs under their parent instead of listed on
+  their own), ``symbols``, ``side``;
+* ``GET /v2/orders:by_client_order_id`` and ``GET /v2/orders/{id}`` (404 ``{"code": 40410000}`` when unknown),
+  ``DELETE /v2/orders/{id}`` (204, then ``pending_cancel``);
+* ``GET /v2/assets/{symbol}`` (crypto also by its legacy name without the slash), ``GET /v2/positions``,
+  ``GET /v2/account``, ``GET /v2/clock`` (the fake's clock: what "now" is for a replayed year);
+* bars: ``limit`` (default 1000, at most 10,000) and ``next_page_token`` pagination, ``start``/``end``, never a bar
+  after the clock (``/v2/stocks/bars``, ``/v1beta3/crypto/us/bars``: the ``GET /v2/stocks/{symbol}/bars``
+  reference in alpacahq/alpaca-docs ``data/webapi/endpoints/bars-v2.yaml``; alpaca-py follows the token in
+  ``alpaca/common/rest.py:368-409``). ``page_size`` caps a page lower than Alpaca does, so a test sees it;
+* a 429 carries ``Retry-After`` and/or ``X-RateLimit-Reset`` (epoch seconds, as Alpaca sends it:
+  https://forum.alpaca.markets/t/executing-orders/12029) as the test asks.
+
+Tests steer it: :meth:`FakeAlpaca.fail` makes the next matching requests fail (a status with a body, a sleep
+past the client's timeout, or processing a POST and then stalling so its reply is lost);
+``kill_on_post`` SIGKILLs ``victim_pid`` right after the n-th order POST is booked, before it is answered (a
+crash between the broker call and the journal); :meth:`FakeAlpaca.session` plays a day's bars (also as
+``POST /_test/session`` for a loop running in another process).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 import time
-import uuid
 from dataclasses import dataclass
+from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, unquote, urlparse
+
+import pandas as pd
+
+from .fake_exchange import D, TERMINAL, Exchange, Position, Refused, num
+
+STOCK = {"class": "us_equity", "tradable": True, "fractionable": True, "shortable": True, "easy_to_borrow": True,
+         "min_order_size": None, "min_trade_increment": None, "price_increment": None}
+CRYPTO = {"class": "crypto", "tradable": True, "fractionable": True, "shortable": False, "easy_to_borrow": False,
+          "min_order_size": "0.0001", "min_trade_increment": "0.0001", "price_increment": "1"}
+STAMP = "%Y-%m-%dT%H:%M:%SZ"
+PUBLIC = ("id", "client_order_id", "symbol", "side", "qty", "type", "order_type", "time_in_force", "status",
+          "limit_price", "filled_qty", "filled_avg_price", "submitted_at", "updated_at", "filled_at", "order_class")
 
 
 def _daily_bars(n: int) -> list[dict]:
@@ -33,6 +66,17 @@ def _daily_bars(n: int) -> list[dict]:
     return out
 
 
+def utc(text: str) -> pd.Timestamp:
+    ts = pd.Timestamp(text)
+    return ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
+
+
+def bars_of(frame: pd.DataFrame) -> list[dict]:
+    """Alpaca's bar objects from an OHLCV frame (a UTC DatetimeIndex)."""
+    return [{"t": t.strftime(STAMP), "o": float(r.open), "h": float(r.high), "l": float(r.low),
+             "c": float(r.close), "v": float(getattr(r, "volume", 0.0))} for t, r in zip(frame.index, frame.itertuples())]
+
+
 @dataclass
 class Failure:
     method: str
@@ -41,22 +85,31 @@ class Failure:
     body: dict | str | None = None
     times: int = 1
     retry_after: str | None = None
+    rate_limit_reset: str | None = None
     sleep_s: float = 0.0
     after_processing: bool = False  # do the work, then stall (lost reply)
     echo_headers: bool = False  # put the request headers into the error body
 
 
 class FakeAlpaca:
-    def __init__(self, key: str, secret: str) -> None:
+    def __init__(self, key: str, secret: str, assets: dict[str, dict] | None = None, **account) -> None:
         self.key, self.secret = key, secret
-        self.orders: list[dict] = []
-        self.positions: list[dict] = []
+        assets = assets or {"AAPL": dict(STOCK), "BTCUSD": dict(CRYPTO)}
+        self.exchange = Exchange({k.replace("/", ""): v for k, v in assets.items()}, **account)
+        self.exchange.last.update({"AAPL": Decimal("190"), "BTCUSD": Decimal("60000")})
         self.quotes = {"AAPL": {"ap": 190.10, "bp": 189.90, "as": 1, "bs": 1, "t": "2024-05-01T19:59:59Z"},
                        "BTC/USD": {"ap": 60010.0, "bp": 59990.0, "t": "2024-05-01T19:59:59Z"}}
         self.bars = {"AAPL": _daily_bars(120)}
+        self.page_size = 10_000
+        self._bar_json: dict[str, tuple[list, list]] = {}
         self.failures: list[Failure] = []
         self.requests: list[tuple[str, str, dict]] = []
-        self.lock = threading.Lock()
+        self.rejections: list[tuple[int, int, str, dict]] = []  # (status, code, message, body) of refused POSTs
+        self.kill_on_post: set[int] = set()
+        self.victim_pid: int | None = None
+        self.order_posts = 0
+        self.played: set[str] = set()
+        self.lock = self.exchange.lock
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -70,6 +123,15 @@ class FakeAlpaca:
         self.server.shutdown()
         self.server.server_close()
 
+    # ------------------------------------------------------------------ steering
+    @property
+    def orders(self) -> list[dict]:
+        return self.exchange.orders
+
+    @property
+    def positions(self) -> list[dict]:
+        return [self._position(s, p) for s, p in self.exchange.positions.items()]
+
     def fail(self, method: str, path: str, **kwargs) -> None:
         self.failures.append(Failure(method, path, **kwargs))
 
@@ -77,33 +139,31 @@ class FakeAlpaca:
         return sum(1 for m, p, body in self.requests if m == "POST" and body.get("client_order_id") == client_order_id)
 
     def order(self, client_order_id: str) -> dict:
-        return next(o for o in self.orders if o["client_order_id"] == client_order_id)
+        return next(o for o in self.exchange.orders if o["client_order_id"] == client_order_id)
+
+    def hold(self, symbol: str, qty: float, avg: float) -> None:
+        """A position the account had before the loop (the user's own)."""
+        with self.lock:
+            self.exchange.positions[symbol.replace("/", "")] = Position(D(qty), D(avg))
 
     def fill(self, client_order_id: str, qty: float, price: float, at: str, leg: bool = False) -> dict:
         """Execute ``qty`` more of the order (or of its take-profit leg) at ``price`` at time ``at``."""
         with self.lock:
             parent = self.order(client_order_id)
             o = parent["legs"][0] if leg else parent
-            done, avg = float(o["filled_qty"]), float(o["filled_avg_price"] or 0.0)
-            total = done + qty
-            o["filled_avg_price"] = str((done * avg + qty * price) / total)
-            o["filled_qty"] = str(total)
-            o["status"] = "filled" if total >= float(o["qty"]) - 1e-12 else "partially_filled"
-            o["updated_at"] = at
-            if o["status"] == "filled":
-                o["filled_at"] = at
-                for held in (o.get("legs") or []):
-                    held["status"] = "new"
-            sym = o["symbol"].replace("/", "")
-            signed = qty if o["side"] == "buy" else -qty
-            pos = next((p for p in self.positions if p["symbol"] == sym), None)
-            if pos is None:
-                self.positions.append({"symbol": sym, "qty": str(signed), "avg_entry_price": str(price)})
-            else:
-                pos["qty"] = str(float(pos["qty"]) + signed)
-                if abs(float(pos["qty"])) < 1e-12:
-                    self.positions.remove(pos)
+            self.exchange.fill(o, D(qty), D(price), at)
             return o
+
+    def session(self, ts) -> None:
+        """Play the bar stamped ``ts`` of every symbol through the working orders (once: a day already played
+        is not played again); the clock moves to its close."""
+        day = pd.Timestamp(ts).strftime("%Y-%m-%d")
+        with self.lock:
+            if day in self.played:
+                return
+            self.played.add(day)
+            bars = {s.replace("/", ""): b for s, rows in self.bars.items() for b in rows if b["t"][:10] == day}
+            self.exchange.session(day, bars)
 
     # ------------------------------------------------------------------ handling
     def _take_failure(self, method: str, path: str) -> Failure | None:
@@ -114,64 +174,127 @@ class FakeAlpaca:
                     return f
         return None
 
-    def _route(self, method: str, path: str, query: dict, body: dict):
-        q = {k: v[0] for k, v in query.items()}
+    def _public(self, o: dict, nested: bool = True) -> dict:
+        out = {k: o.get(k) for k in PUBLIC}
+        out["legs"] = [self._public(leg) for leg in o.get("legs") or []] if nested and o.get("legs") else None
+        return out
+
+    def _position(self, sym: str, p: Position) -> dict:
+        crypto = self.exchange.assets[sym]["class"] == "crypto"
+        free = p.qty - self.exchange.held_for_sells(sym) if p.qty > 0 else p.qty
+        last = self.exchange.last.get(sym, p.avg)
+        return {"symbol": sym, "qty": num(p.qty), "qty_available": num(free), "avg_entry_price": num(p.avg),
+                "side": "long" if p.qty > 0 else "short", "asset_class": "crypto" if crypto else "us_equity",
+                "market_value": str(p.qty * last), "current_price": str(last)}
+
+    def _list_orders(self, q: dict) -> tuple[int, object]:
+        status, limit = q.get("status", "open"), int(q.get("limit", 50))
+        if limit > 500 or limit < 1:
+            return 422, {"code": 40010001, "message": "limit must be between 1 and 500"}
+        nested = q.get("nested", "false").lower() == "true"
+        ex = self.exchange
+        rows = ex.orders if nested else ex.everything()
+
+        def matches(o: dict) -> bool:
+            done = o["status"] in TERMINAL
+            return status == "all" or (status == "open") != done
+
+        rows = [o for o in rows if matches(o) or (nested and any(matches(leg) for leg in o.get("legs") or []))]
+        if "after" in q:
+            rows = [o for o in rows if pd.Timestamp(o["submitted_at"]) > pd.Timestamp(q["after"])]
+        if "until" in q:
+            rows = [o for o in rows if pd.Timestamp(o["submitted_at"]) < pd.Timestamp(q["until"])]
+        if "symbols" in q:
+            wanted = {s.replace("/", "").upper() for s in q["symbols"].split(",")}
+            rows = [o for o in rows if ex.key(o["symbol"]) in wanted]
+        if "side" in q:
+            rows = [o for o in rows if o["side"] == q["side"]]
+        rows = sorted(rows, key=lambda o: o["submitted_at"], reverse=q.get("direction", "desc") == "desc")
+        return 200, [self._public(o, nested) for o in rows[:limit]]
+
+    def _bars(self, q: dict) -> tuple[int, object]:
+        limit = int(q.get("limit", 1000))
+        if not 1 <= limit <= 10_000:
+            return 422, {"code": 42210000, "message": "invalid limit: must be between 1 and 10000"}
+        clock = utc(self.exchange.clock)
+        start = utc(q["start"]).strftime(STAMP) if "start" in q else ""
+        end = min(utc(q["end"]), clock).strftime(STAMP) if "end" in q else clock.strftime(STAMP)
+        rows = [(s, b, text) for s in q.get("symbols", "").split(",") for b, text in self._encoded(s)
+                if start <= b["t"] <= end]  # bars are stamped in STAMP's format, so text order is time order
+        first = int(q.get("page_token") or 0)
+        page = rows[first: first + min(limit, self.page_size)]
+        out: dict[str, list] = {}
+        for s, _, text in page:
+            out.setdefault(s, []).append(text)
+        token = json.dumps(str(first + len(page)) if first + len(page) < len(rows) else None)
+        bars = ", ".join(f"{json.dumps(s)}: [{', '.join(texts)}]" for s, texts in out.items())
+        return 200, f'{{"bars": {{{bars}}}, "next_page_token": {token}}}'  # built from each bar's JSON, once
+
+    def _encoded(self, symbol: str) -> list[tuple[dict, str]]:
+        rows = self.bars.get(symbol, [])
+        cached = self._bar_json.get(symbol)
+        if cached is None or cached[0] is not rows or len(cached[1]) != len(rows):
+            cached = (rows, [(b, json.dumps(b)) for b in rows])
+            self._bar_json[symbol] = cached
+        return cached[1]
+
+    def _route(self, method: str, path: str, q: dict, body: dict) -> tuple[int, object]:
+        ex = self.exchange
         if path == "/v2/account":
-            return 200, {"id": "acct", "status": "ACTIVE", "equity": "100000", "cash": "60000",
-                         "buying_power": "120000", "currency": "USD"}
+            return 200, {"id": ex.account_id, "status": "ACTIVE", "currency": "USD", "cash": str(ex.cash),
+                         "equity": str(ex.equity()), "buying_power": str(ex.buying_power()),
+                         "multiplier": str(ex.multiplier)}
+        if path == "/v2/clock":
+            return 200, {"timestamp": ex.clock, "is_open": False, "next_open": ex.clock, "next_close": ex.clock}
+        if path.startswith("/v2/assets/"):
+            sym = unquote(path.rsplit("/assets/", 1)[1])
+            asset = ex.asset(sym)
+            if asset is None:
+                return 404, {"code": 40410000, "message": f"asset not found for {sym}"}
+            return 200, {"id": sym, "symbol": sym, "status": "active", "exchange": "FAKE", **asset}
         if path == "/v2/positions":
-            return 200, self.positions
+            return 200, [self._position(s, p) for s, p in sorted(ex.positions.items())]
         if path == "/v2/orders" and method == "GET":
-            status = q.get("status", "open")
-            done = ("filled", "canceled", "expired", "rejected")
-            every = self.orders if q.get("nested", "").lower() == "true" else [  # not nested: legs are orders of their own
-                x for o in self.orders for x in ({**o, "legs": None}, *(o.get("legs") or []))]
-            rows = [o for o in every if status == "all" or (o["status"] not in done) == (status == "open")]
-            return 200, rows[-int(q.get("limit", 500)):]
+            return self._list_orders(q)
         if path == "/v2/orders" and method == "POST":
-            with self.lock:
-                if any(o["client_order_id"] == body.get("client_order_id") for o in self.orders):
-                    return 422, {"code": 40010001, "message": "client_order_id must be unique"}
-                order = {"id": str(uuid.uuid4()), "client_order_id": body["client_order_id"], "symbol": body["symbol"],
-                         "side": body["side"], "qty": str(body["qty"]), "type": body["type"],
-                         "order_type": body["type"], "time_in_force": body["time_in_force"], "status": "accepted",
-                         "limit_price": body.get("limit_price"), "filled_qty": "0", "filled_avg_price": None,
-                         "submitted_at": "2024-05-01T20:00:00Z", "updated_at": "2024-05-01T20:00:00Z",
-                         "filled_at": None, "order_class": body.get("order_class", "simple"),
-                         "legs": ([{"id": str(uuid.uuid4()), "client_order_id": str(uuid.uuid4()),
-                                    "symbol": body["symbol"], "side": "sell" if body["side"] == "buy" else "buy",
-                                    "qty": str(body["qty"]), "type": "limit", "status": "held", "filled_qty": "0",
-                                    "filled_avg_price": None, "submitted_at": "2024-05-01T20:00:00Z",
-                                    "updated_at": "2024-05-01T20:00:00Z", "filled_at": None,
-                                    "limit_price": body["take_profit"]["limit_price"]}]
-                                  if body.get("take_profit") else None)}
-                self.orders.append(order)
-            return 200, order
+            try:
+                return 200, self._public(ex.submit(body))
+            except Refused as exc:
+                self.rejections.append((exc.status, exc.code, exc.message, body))
+                return exc.status, {"code": exc.code, "message": exc.message}
         if path == "/v2/orders:by_client_order_id":
-            for o in self.orders:
-                if o["client_order_id"] == q.get("client_order_id"):
-                    return 200, o
-            return 404, {"code": 40410000, "message": "order not found"}
-        if path.startswith("/v2/orders/") and method == "DELETE":
-            for o in [x for o in self.orders for x in (o, *(o.get("legs") or []))]:
-                if o["id"] == path.rsplit("/", 1)[1]:
-                    if o["status"] in ("filled", "canceled", "expired", "rejected"):
-                        return 422, {"code": 42210000, "message": f"order is already {o['status']}"}
-                    o["status"] = "canceled"
-                    return 204, None
-            return 404, {"code": 40410000, "message": "order not found"}
+            o = next((o for o in ex.orders if o["client_order_id"] == q.get("client_order_id")), None)
+            return (200, self._public(o)) if o else (404, {"code": 40410000, "message": "order not found"})
+        if path.startswith("/v2/orders/"):
+            order_id = path.rsplit("/", 1)[1]
+            if method == "DELETE":
+                try:
+                    ex.cancel(order_id)
+                except Refused as exc:
+                    return exc.status, {"code": exc.code, "message": exc.message}
+                return 204, None
+            o = ex.find(order_id)
+            if o is None:
+                return 404, {"code": 40410000, "message": "order not found"}
+            ex.poll(o)
+            return 200, self._public(o)
+        if path == "/_test/session" and method == "POST":  # a driver in another process plays a day (tests only)
+            self.session(body["day"])
+            return 200, {"clock": ex.clock}
         if path in ("/v2/stocks/quotes/latest", "/v1beta3/crypto/us/latest/quotes"):
             syms = q.get("symbols", "").split(",")
             return 200, {"quotes": {s: self.quotes[s] for s in syms if s in self.quotes}}
         if path in ("/v2/stocks/bars", "/v1beta3/crypto/us/bars"):
-            syms = q.get("symbols", "").split(",")
-            return 200, {"bars": {s: self.bars[s] for s in syms if s in self.bars}, "next_page_token": None}
+            return self._bars(q)
         return 404, {"code": 40410000, "message": f"no route {method} {path}"}
 
     def _handler(self):
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as Alpaca's servers (requests reuses the connection)
+            disable_nagle_algorithm = True  # headers and body leave at once (no 40 ms delayed-ACK stall)
+
             def log_message(self, *args):  # keep test output quiet
                 pass
 
@@ -191,21 +314,30 @@ class FakeAlpaca:
                     body_out = failure.body
                     if failure.echo_headers:
                         body_out = {"code": 50000000, "message": f"debug: {dict(self.headers)}"}
-                    return self._send(failure.status, body_out, failure.retry_after)
-                status, payload = fake._route(method, url.path, parse_qs(url.query), body)
+                    return self._send(failure.status, body_out, failure)
+                with fake.lock:
+                    status, payload = fake._route(method, url.path, {k: v[0] for k, v in parse_qs(url.query).items()},
+                                                  body)
+                    if method == "POST" and url.path == "/v2/orders":
+                        fake.order_posts += 1
+                        if fake.order_posts in fake.kill_on_post and fake.victim_pid:
+                            os.kill(fake.victim_pid, signal.SIGKILL)  # booked, never answered
+                            return None
                 if failure is not None and failure.after_processing:
                     time.sleep(failure.sleep_s or 2.0)
                     return self._send(504, {"message": "late"})
                 self._send(status, payload)
 
-            def _send(self, status: int, payload, retry_after: str | None = None) -> None:
+            def _send(self, status: int, payload, failure: Failure | None = None) -> None:
                 data = b"" if payload is None else (payload if isinstance(payload, str) else json.dumps(payload)).encode()
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
-                    if retry_after is not None:
-                        self.send_header("Retry-After", retry_after)
+                    if failure is not None and failure.retry_after is not None:
+                        self.send_header("Retry-After", failure.retry_after)
+                    if failure is not None and failure.rate_limit_reset is not None:
+                        self.send_header("X-RateLimit-Reset", failure.rate_limit_reset)
                     self.end_headers()
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):

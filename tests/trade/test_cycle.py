@@ -16,7 +16,10 @@ from marketcast.trade.gates import GateConfig
 from marketcast.trade.monitor import read_records, summarise, Monitor
 from marketcast.trade.paper import PaperBroker
 from marketcast.trade.planner import BacktestPlanner
+from marketcast.errors import HaltedError
 from marketcast.trade.broker import BrokerUnavailable
+from marketcast.trade.quotes import quote
+from marketcast.trade.rules import round_price
 from marketcast.trade.state import Intent, Journal
 from marketcast.trade.types import Quote
 
@@ -43,47 +46,73 @@ def test_same_cycle_twice_submits_each_order_once(tmp_path, bars):
     loop, broker, journal = make_loop(tmp_path, bars, monitor=True)
     ts = broker.clock
     first = loop.run_cycle(ts)
-    assert len(first.submitted) == 2 and first.rejected == {}
-    second = loop.run_cycle(ts)
-    assert second.submitted == [] and sorted(second.already) == sorted(first.submitted)
+    assert len(first.submitted) == 2 and first.rejected == {} and first.refused == {}
+    second = loop.run_cycle(ts)  # a re-plan of the same bar keeps this bar's entries
+    assert second.submitted == second.already == [] and second.planned == []
+    assert sorted(i.client_order_id for i in second.kept.values()) == sorted(first.submitted)
+    assert {i.status for i in second.kept.values()} == {"submitted"}
     assert broker.submit_log() == [(cid, "accepted") for cid in first.submitted]
     assert {i.status for i in journal.intents()} == {"submitted"}
-    # a loop that lost its journal sees the open orders at the broker as held and sends nothing new
-    loop3 = TradingLoop(broker, Journal(tmp_path / "fresh.db"), loop.planner, loop.feed, loop.config)
-    third = loop3.run_cycle(ts)
-    assert third.submitted == [] and third.planned == []
-    assert set(third.skipped) == set() and len(third.signals) == 2
-    assert [o for _, o in broker.submit_log()] == ["accepted", "accepted"]
     recs = read_records(tmp_path)
     assert len(recs) == 1 and recs[0]["decision_ts"] == ts  # re-run cycle: one record per bar kept
     assert summarise(recs)["quotes_synthetic"] == 2
 
 
+def test_a_lost_journal_with_the_loops_orders_at_the_broker_halts_and_sends_nothing(tmp_path, bars):
+    loop, broker, _ = make_loop(tmp_path, bars)
+    ts = broker.clock
+    first = loop.run_cycle(ts)
+    fresh = Journal(tmp_path / "fresh.db")  # journal.db deleted: a new, empty one
+    loop3 = TradingLoop(broker, fresh, loop.planner, loop.feed, loop.config)
+    with pytest.raises(HaltedError, match=r"the broker has 2 order\(s\) placed by a marketcast loop that this "
+                                          r"journal does not know .*trade reconcile --accept-broker"):
+        loop3.run_cycle(ts)
+    with pytest.raises(HaltedError):  # the halt is kept: a restart refuses at once
+        TradingLoop(broker, fresh, loop.planner, loop.feed, loop.config).run_cycle(ts)
+    [halt] = fresh.halts.active()
+    assert halt.source == "reconcile" and all(cid in halt.details["disagreements"][0] for cid in first.submitted)
+    assert [o for _, o in broker.submit_log()] == ["accepted", "accepted"] and fresh.intents() == []
+    assert sorted(o.client_order_id for o in broker.open_orders()) == sorted(first.submitted)  # untouched
+
+
+def test_a_deleted_broker_db_is_another_account_and_halts(tmp_path, bars):
+    loop, broker, journal = make_loop(tmp_path, bars)
+    loop.run_cycle(broker.clock)
+    other = PaperBroker(tmp_path / "other.db", bars, start="2017-03-01")
+    other.advance_to("2017-03-01")
+    with pytest.raises(HaltedError, match="the journal was written for account paper-.* the broker is account paper-"):
+        TradingLoop(other, journal, loop.planner, loop.feed, loop.config).run_cycle(other.clock)
+    assert other.submit_log() == []
+
+
+def dry_plan(loop, ts):
+    """What a cycle would send at ``ts`` (conformed), without sending or journalling it."""
+    return loop.run_cycle(ts, dry_run=True)
+
+
 def test_restart_after_intent_before_post_submits_once(tmp_path, bars):
     loop, broker, journal = make_loop(tmp_path, bars)
     ts = broker.clock
-    plan = loop.plan(ts)
-    for p in plan.planned:  # what a kill right after the write-ahead leaves behind
-        r = p.request
-        journal.record_intent(Intent(r.client_order_id, ts, p.signal.strategy, r.symbol, r.side, r.qty, r.type,
-                                     r.limit_price, r.take_profit, r.time_in_force))
-        journal.mark_attempt(r.client_order_id)
+    plan = dry_plan(loop, ts)
+    for i in plan.planned:  # what a kill right after the write-ahead leaves behind
+        journal.record_intent(i)
+        journal.mark_attempt(i.client_order_id)
     report = loop.run_cycle(ts)
-    assert sorted(report.submitted) == sorted(p.request.client_order_id for p in plan.planned)
+    assert sorted(report.submitted) == sorted(i.client_order_id for i in plan.planned)
     assert [o for _, o in broker.submit_log()] == ["accepted"] * len(plan.planned)
 
 
 def test_restart_after_post_before_journal_update_does_not_resubmit(tmp_path, bars):
+    from marketcast.trade.orders import request_of
+
     loop, broker, journal = make_loop(tmp_path, bars)
     ts = broker.clock
-    plan = loop.plan(ts)
-    for p in plan.planned:  # the broker got the order, the reply was lost with the process
-        r = p.request
-        journal.record_intent(Intent(r.client_order_id, ts, p.signal.strategy, r.symbol, r.side, r.qty, r.type,
-                                     r.limit_price, r.take_profit, r.time_in_force))
-        broker.submit(r)
+    plan = dry_plan(loop, ts)
+    for i in plan.planned:  # the broker got the order, the reply was lost with the process
+        journal.record_intent(i)
+        broker.submit(request_of(i))
     report = loop.run_cycle(ts)
-    assert report.submitted == [] and len(report.already) == len(plan.planned) == 2
+    assert report.submitted == report.already == [] and len(report.kept) == len(plan.planned) == 2
     assert all(i.status == "submitted" and i.broker_order_id for i in journal.intents())
     assert [o for _, o in broker.submit_log()] == ["accepted"] * 2
 
@@ -96,19 +125,21 @@ def test_dry_run_plans_without_submitting_or_journalling(tmp_path, bars):
 
 
 def test_stale_open_order_is_cancelled_and_stale_pending_intent_abandoned(tmp_path, bars):
+    from marketcast.trade.orders import request_of
+
     loop, broker, journal = make_loop(tmp_path, bars)
     old = broker.clock
-    gtc = loop.plan(old).planned[0].request
-    far = 1.0 if gtc.side == "buy" else 1e9  # a limit no bar reaches
-    gtc = type(gtc)(gtc.symbol, gtc.side, gtc.qty, gtc.client_order_id, "limit", far, None, "gtc")
-    journal.record_intent(Intent(gtc.client_order_id, old, "maxdiff", gtc.symbol, gtc.side, gtc.qty, "limit", far,
-                                 None, "gtc"))
-    broker.submit(gtc)
+    planned = dry_plan(loop, old).planned[0]
+    far = 1.0 if planned.side == "buy" else 1e6  # a limit no bar reaches
+    gtc = Intent(planned.client_order_id, old, "maxdiff", planned.symbol, planned.side, 1, "limit", far, None, "gtc")
+    journal.record_intent(gtc)
+    broker.submit(request_of(gtc))
     journal.record_intent(Intent("mc-never-sent", old, "maxdiff", "SP500", "buy", 1, "limit", 1.0, None, "day"))
     broker.advance_to("2017-03-02")
     report = loop.run_cycle(broker.clock)
     assert report.cancelled == 1 and broker.order_by_client_id(gtc.client_order_id).status == "canceled"
     assert journal.intent("mc-never-sent").status == "abandoned"
+    assert len(report.submitted) == 2  # the cancelled order no longer blocks its symbol
 
 
 class QuotingPaperBroker(PaperBroker):
@@ -143,7 +174,7 @@ def test_real_quote_mid_replaces_the_last_close_and_its_spread_feeds_costs(tmp_p
     ts = broker.clock
     close = float(bars["SP500"].frame.loc[ts, "close"])  # 2017-03-01: 2395.96
     mid, spread = close * 1.005, 1.006 / 1.004 - 1.0
-    report = loop.plan(ts)
+    report = dry_plan(loop, ts)
     sig = report.signals[0]
     assert report.quotes == {"SP500": "real"} and sig.close == pytest.approx(mid, rel=1e-15)
     # what the planner must have seen: bars whose decision bar closes at the mid, costs with the spread
@@ -153,12 +184,14 @@ def test_real_quote_mid_replaces_the_last_close_and_its_spread_feeds_costs(tmp_p
         Bars("SP500", frame, "stock", "test"), Costs.for_asset("stock", None, spread))
     assert sig.decision == expected.decision and sig.metrics == expected.metrics
     # and it moved the orders: the synthetic plan (bar close, no spread) prices them differently
-    off = TradingLoop(broker, loop.journal, BacktestPlanner(load_forecaster("baseline"), strategies=("maxdiff",)),
-                      loop.feed, LoopConfig(("SP500",), gates=OPEN_GATES)).plan(ts)
+    off = dry_plan(TradingLoop(broker, loop.journal, BacktestPlanner(load_forecaster("baseline"), strategies=("maxdiff",)),
+                               loop.feed, LoopConfig(("SP500",), gates=OPEN_GATES)), ts)
     assert off.quotes == {"SP500": "synthetic"} and off.signals[0].close == close
     moved = sig.decision.entry_limit / off.signals[0].decision.entry_limit
     assert moved == pytest.approx(1.005, abs=0.003) and moved != 1.0  # limits follow the 0.5 % higher mid
-    assert report.planned[0].request.limit_price == sig.decision.entry_limit
+    sent = report.planned[0]  # the limit on the penny grid, never above the decision for a buy
+    assert sent.limit_price == round_price(sig.decision.entry_limit, broker.asset("SP500"), sent.side)
+    assert abs(sent.limit_price - sig.decision.entry_limit) < 0.01
 
 
 def test_quote_retries_then_succeeds(tmp_path, bars, caplog):
@@ -175,7 +208,7 @@ def test_quote_falls_back_to_synthetic_after_three_failures(tmp_path, bars, capl
     caplog.set_level(logging.WARNING, "marketcast.trade")
     loop, broker = quoting_loop(tmp_path, bars, fail=5, monitor=True)
     close = float(bars["SP500"].frame.loc[broker.clock, "close"])
-    q = loop.quote("SP500", close)
+    q = quote(broker, "SP500", close, True, 3, 0.0)
     assert (q.bid, q.ask, q.source, broker.calls) == (close, close, "synthetic", 3)
     assert caplog.records[-1].getMessage() == (
         f"SP500: no quote after 3 attempts; synthetic quote bid = ask = last close {close:.4f}")
@@ -230,3 +263,63 @@ def test_a_lasting_eager_fallback_counts_once_per_model(tmp_path, bars):
     assert summary["cycles"] == 3 and summary["fallbacks_to_eager"] == 1  # not 3 cycles x 2 symbols = 6
     Monitor(tmp_path).record(decision_ts="2017-03-06", fallbacks_to_eager=1, eager_fallback_models=["kronos"])
     assert summarise(read_records(tmp_path))["fallbacks_to_eager"] == 2
+
+
+class ScriptedPlanner:
+    """Decides what the test says (the loop is under test, not the strategy): ``decisions[symbol]``."""
+
+    model = "scripted"
+
+    def __init__(self, decisions) -> None:
+        self.decisions = decisions
+
+    def plan(self, bars, costs, learn_from=None):
+        from marketcast.trade.planner import Signal
+
+        close = float(bars.frame["close"].iloc[-1])
+        return Signal(bars.symbol, bars.frame.index[-1].isoformat(), "scripted", self.decisions[bars.symbol](close),
+                      close, {"edge": 0.01, "sharpe": 1.0, "max_drawdown": 0.0})
+
+
+def test_an_order_that_cannot_be_made_valid_is_refused_journalled_and_shown_never_sent(tmp_path):
+    from marketcast.backtest.orders import Decision
+    from marketcast.trade.cycle import describe
+
+    from .helpers import bars_from_rows
+
+    rows = [(100 + i % 7, 103 + i % 7, 98 + i % 7, 101 + i % 7) for i in range(120)]
+    bars = {"BTCUSD": bars_from_rows("BTCUSD", rows, asset_class="crypto")}
+    broker = PaperBroker(tmp_path / "broker.db", bars, start="2024-04-01")
+    broker.advance_to("2024-04-01")
+    short = ScriptedPlanner({"BTCUSD": lambda c: Decision(-1, c * 1.01, c * 0.99)})
+    loop = TradingLoop(broker, Journal(tmp_path / "journal.db"), short, history_feed(bars, lambda: broker.clock),
+                       LoopConfig(("BTCUSD",), gates=GateConfig(min_dollar_volume=0.0)), Monitor(tmp_path),
+                       {"BTCUSD": "crypto"})
+    report = loop.run_cycle(broker.clock)
+    [(cid, reason)] = report.refused.items()
+    assert reason == "BTCUSD: crypto cannot be sold short" and report.submitted == [] and broker.submit_log() == []
+    stored = loop.journal.intent(cid)
+    assert (stored.status, stored.error, stored.side) == ("refused", reason, "sell")
+    assert describe(report)[0]["why_not"] == f"refused: {reason}" and describe(report)[0]["client_order_id"] == cid
+    assert report.record["orders_refused"] == 1 and report.record["refused"] == {cid: reason}
+    assert summarise(read_records(tmp_path))["orders_refused"] == 1
+    again = loop.run_cycle(broker.clock)  # the bar's entry is decided: a re-plan neither refuses nor sends again
+    assert again.refused == {} and again.kept["BTCUSD"].status == "refused" and broker.submit_log() == []
+
+
+def test_position_caps_and_exposure_count_the_loops_working_orders(tmp_path, bars):
+    from dataclasses import replace as with_
+
+    from marketcast.trade.portfolio import PortfolioConfig
+
+    loop, broker, journal = make_loop(tmp_path, bars)
+    ts = broker.clock
+    sp_only = TradingLoop(broker, journal, loop.planner, loop.feed, with_(loop.config, symbols=("SP500",)))
+    [sp] = sp_only.run_cycle(ts).submitted  # SP500's entry is working at the broker
+    sp_notional = journal.intent(sp).qty * journal.intent(sp).limit_price
+    one_slot = with_(loop.config, portfolio=PortfolioConfig(max_positions=1))
+    assert TradingLoop(broker, journal, loop.planner, loop.feed, one_slot).run_cycle(ts, dry_run=True).planned == []
+    tight = with_(loop.config, portfolio=PortfolioConfig(max_exposure=0.6))
+    [nq] = TradingLoop(broker, journal, loop.planner, loop.feed, tight).run_cycle(ts, dry_run=True).planned
+    equity = broker.account().equity
+    assert nq.symbol == "NASDAQ" and nq.qty * nq.limit_price <= 0.6 * equity - sp_notional < 0.5 * equity

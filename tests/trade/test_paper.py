@@ -82,3 +82,17 @@ def test_crypto_cannot_be_sold_short(tmp_path):
                     start="2024-01-01")
     with pytest.raises(OrderRejected, match="short"):
         b.submit(OrderRequest("BTCUSD", "sell", 1, "mc-x", limit_price=100.0, take_profit=99.0))
+
+
+def test_the_paper_broker_refuses_what_alpaca_refuses_and_logs_every_attempt(broker):
+    with pytest.raises(OrderRejected, match=r"invalid limit_price 99.123. sub-penny increment"):
+        broker.submit(OrderRequest("AAA", "buy", 10, "mc-sub", limit_price=99.123, take_profit=103.0))
+    with pytest.raises(OrderRejected, match="requested asset is not fractionable"):
+        broker.submit(OrderRequest("AAA", "buy", 1.5, "mc-frac", limit_price=99.0))
+    with pytest.raises(OrderRejected, match=r"insufficient buying power \(required: 1,000,000.00"):
+        broker.submit(OrderRequest("AAA", "buy", 10_000, "mc-big", limit_price=100.0))
+    broker.submit(OrderRequest("AAA", "buy", 999, "mc-ok", limit_price=100.0))  # 99,900 of 100,000
+    assert broker.account().buying_power == pytest.approx(100.0)  # the open order draws on it
+    assert broker.submit_log() == [("mc-sub", "rejected"), ("mc-frac", "rejected"), ("mc-big", "rejected"),
+                                   ("mc-ok", "accepted")]
+    assert [o.client_order_id for o in broker.orders()] == ["mc-ok"]  # a log row and its order, or neither

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 
 import numpy as np
 import pytest
@@ -12,7 +13,8 @@ from marketcast.trade.gates import GateConfig, check_entry, dollar_volume
 from marketcast.trade.ids import client_order_id
 from marketcast.backtest.views import WindowView
 from marketcast.trade.planner import expected_edge
-from marketcast.trade.portfolio import PortfolioConfig, allocate, round_qty
+from marketcast.trade.portfolio import PortfolioConfig, allocate
+from marketcast.trade.rules import round_qty
 from marketcast.trade.types import Quote
 
 from .helpers import signal
@@ -69,10 +71,17 @@ def test_sizing_counts_what_is_already_held():
 
 
 def test_quantities_round_down_to_tradable_units():
-    assert round_qty(16.999, crypto=False) == 16.0
-    assert round_qty(1.6666669, crypto=True) == 1.666666
-    out = allocate([signal("BTCUSD", entry=30_000.7)], 100_000.0, PortfolioConfig(), crypto=frozenset({"BTCUSD"}))
-    assert out[0].qty == math.floor(50_000 / 30_000.7 * 1e6) / 1e6 == 1.666627  # 50_000 / 30_000.7 = 1.6666277...
+    assert round_qty(16.999, Decimal(1)) == 16.0
+    assert round_qty(1.6666669, Decimal("0.000001")) == 1.666666
+    assert round_qty(0.30000000000000004, Decimal("0.1")) == 0.3  # 0.1 + 0.2: the float's printed value counts
+    steps = {"BTCUSD": Decimal("0.0001")}
+    out = allocate([signal("BTCUSD", entry=30_000.7)], 100_000.0, PortfolioConfig(), steps=steps)
+    assert out[0].qty == math.floor(50_000 / 30_000.7 * 1e4) / 1e4 == 1.6666  # 50_000 / 30_000.7 = 1.6666277...
+    # sized at the price the broker will get (a sell limit rounded up), not the decision's
+    # (at the decision's 2380.952 it would be 21 shares = 49_999.99, at 2380.96 those cost 50_000.16 > the cap)
+    assert allocate([signal("A", side=-1, entry=2380.952)], 100_000.0, PortfolioConfig())[0].qty == 21
+    out = allocate([signal("A", side=-1, entry=2380.952)], 100_000.0, PortfolioConfig(), prices={"A": 2380.96})
+    assert out[0].qty == 20 and out[0].notional == pytest.approx(47_619.2)
 
 
 def test_expected_edge_by_hand():
@@ -90,10 +99,12 @@ def test_expected_edge_by_hand():
     assert expected_edge(Decision(FLAT), view, costs) == 0.0
 
 
-def test_client_order_id_is_deterministic_short_and_side_specific():
-    a = client_order_id("maxdiff", "SP500", "2017-03-01T00:00:00+00:00", "buy")
-    assert a == client_order_id("maxdiff", "sp500", "2017-03-01T00:00:00+00:00", "buy")
+def test_client_order_id_is_keyed_on_symbol_bar_and_role_only():
+    a = client_order_id("SP500", "2017-03-01T00:00:00+00:00", "entry")
+    assert a == client_order_id("sp500", "2017-03-01T00:00:00+00:00", "entry")
     assert a.startswith("mc-") and len(a) == 27 <= 48
-    assert a != client_order_id("maxdiff", "SP500", "2017-03-01T00:00:00+00:00", "sell")
-    assert a != client_order_id("maxdiff", "SP500", "2017-03-02T00:00:00+00:00", "buy")
-    assert a != client_order_id("maxdiff_long", "SP500", "2017-03-01T00:00:00+00:00", "buy")
+    assert a != client_order_id("SP500", "2017-03-01T00:00:00+00:00", "close")
+    assert a != client_order_id("SP500", "2017-03-02T00:00:00+00:00", "entry")
+    assert a != client_order_id("NASDAQ", "2017-03-01T00:00:00+00:00", "entry")
+    # what strategy or side a re-plan picks cannot change it: neither is part of the key
+    assert a == "mc-" + __import__("hashlib").sha256(b"SP500|2017-03-01T00:00:00+00:00|entry").hexdigest()[:24]

@@ -5,18 +5,22 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Callable, Optional
 
 import typer
 
+from marketcast import options
 from marketcast.backtest.config import STRATEGY_NAMES, BacktestConfig
 from marketcast.backtest.engine import run_many
+from marketcast.backtest.selection import DEFAULT_LOOKBACK, SelectionRule
 from marketcast.console import console, progress_steps
 from marketcast.data import DEFAULT_SYMBOLS, load_symbol
 from marketcast.errors import ConfigError
 from marketcast.forecast.registry import load_forecaster
 
 DEFAULT_OUTPUT = Path("out/backtest")
+#: Called after each run as hook(results, bars, options); the root CLI adds the run store's recorder.
+AFTER_RUN: list[Callable[[list, list, dict], None]] = []
 
 
 def _strategies(value: str | None) -> tuple[str, ...]:
@@ -29,14 +33,14 @@ def _strategies(value: str | None) -> tuple[str, ...]:
 def backtest(
     symbols: Annotated[Optional[list[str]], typer.Argument(
         help=f"Symbols to test (default: the embedded {' and '.join(DEFAULT_SYMBOLS)}).")] = None,
-    windows: Annotated[int, typer.Option("--windows", "-n", help="Decision bars per symbol (each settled on the next bar).")] = 70,
-    model: Annotated[str, typer.Option(help="Forecaster: baseline, toto or kronos.")] = "baseline",
-    weights: Annotated[Optional[str], typer.Option(help="Model weights: auto, a local folder, or random.")] = None,
-    device: Annotated[str, typer.Option(help="Torch device for toto/kronos.")] = "cpu",
-    dtype: Annotated[str, typer.Option(help="Model precision for toto/kronos: float32 or bfloat16.")] = "float32",
-    context: Annotated[int, typer.Option(help="Context bars per forecast window (fewer available = all).")] = 512,
-    samples: Annotated[int, typer.Option(help="Forecast sample paths per window.")] = 256,
-    seed: Annotated[int, typer.Option(help="Random seed of the forecaster.")] = 0,
+    windows: options.Windows = 70,
+    model: options.Model = "baseline",
+    weights: options.Weights = None,
+    device: options.Device = "cpu",
+    dtype: options.Dtype = "float32",
+    context: options.Context = 512,
+    samples: options.Samples = 256,
+    seed: options.Seed = 0,
     point: Annotated[str, typer.Option(help="Aggregation spec of the point forecast (median, mean, trimmed_mean_10, ...).")] = "median",
     fill_mode: Annotated[str, typer.Option(help="Limit fills: touch (low <= limit) or penetrate (through by 1 bp).")] = "touch",
     same_bar: Annotated[str, typer.Option(help="Limit entry and take profit in one bar: pessimistic or nearest.")] = "pessimistic",
@@ -46,35 +50,70 @@ def backtest(
     ci_high: Annotated[float, typer.Option(help="Upper quantile of ci_guard's band.")] = 0.60,
     ci_multiplier: Annotated[float, typer.Option(help="Widen ci_guard's band about its centre by this factor.")] = 1.0,
     strategies: Annotated[Optional[str], typer.Option(help="Comma-separated subset of strategies (default all).")] = None,
-    asset_class: Annotated[Optional[str], typer.Option(help="Override the asset class: stock or crypto.")] = None,
-    data_dir: Annotated[Optional[Path], typer.Option(help="Folder of <SYMBOL>.csv/.parquet bars (default: embedded data).")] = None,
+    asset_class: options.AssetClass = None,
+    select_lookback: Annotated[int, typer.Option(
+        help="Settled windows the walk-forward pick (and the live planner) looks back over; 0 = all.")
+    ] = DEFAULT_LOOKBACK,
+    data_dir: options.DataDir = None,
+    on_duplicate: options.OnDuplicate = "error",
     output_dir: Annotated[Path, typer.Option(help="Where JSON, Markdown, trades.csv and PNGs go.")] = DEFAULT_OUTPUT,
     as_json: Annotated[bool, typer.Option("--json", help="Print the per-symbol JSON instead of tables.")] = False,
+    plots: options.Plots = False,
+    html: Annotated[bool, typer.Option("--html", help="Also write report.html: a self-contained tearsheet that "
+                                                      "opens offline (see docs/reports.md).")] = False,
+    fan_date: options.FanDates = None,
 ) -> None:
     """Walk-forward backtest: forecast bar t+1 from bars <= t, decide, settle on bar t+1."""
-    from marketcast.backtest.report import skill_table, summary_table, symbol_json, write_outputs  # matplotlib: lazy
+    from marketcast.backtest.report import symbol_json, write_outputs
+    from marketcast.backtest.tables import in_sample_table, skill_table, track_record_table
+    from marketcast.report import fans
 
     started = time.perf_counter()
     config = BacktestConfig(
         windows=windows, context=context, num_samples=samples, seed=seed, point=point,
         ci_band=(ci_low, ci_high), ci_multiplier=ci_multiplier, fill_mode=fill_mode, same_bar=same_bar,
         fee=fee, spread=spread, strategies=_strategies(strategies),
+        selection=SelectionRule(select_lookback or None),
     )
     names = [s.upper() for s in (symbols or DEFAULT_SYMBOLS)]
     if len(set(names)) != len(names):
         raise ConfigError(f"symbols repeat: {', '.join(names)}")
-    bars = [load_symbol(s, data_dir=data_dir, asset_class=asset_class, min_rows=windows + 2) for s in names]
+    classes = options.asset_classes(asset_class, names)
+    bars = [load_symbol(s, data_dir=data_dir, asset_class=classes[s], on_duplicate=on_duplicate) for s in names]
     forecaster = load_forecaster(model, weights=weights, device=device, dtype=dtype, seed=seed)
-    with progress_steps(len(bars) + 2, "backtest") as step:
+    dates = fans.parse_dates(fan_date)
+    if dates and not html:
+        raise ConfigError("--fan-date draws a fan in the HTML tearsheet; add --html")
+    for b in bars:
+        fans.check_span(dates, b, config, getattr(forecaster, "min_context", 2))
+    with progress_steps(len(bars) + 2 + html, "backtest") as step:
         results = run_many(bars, forecaster, config, on_step=step)
-        step("writing reports and plots")
-        written = write_outputs(results, output_dir)
+        if html:  # drawn before anything is written: a failure leaves no file behind
+            step("drawing the HTML tearsheet")
+            from marketcast.report.page import write_page  # plotly: only with --html
+            from marketcast.report.tearsheet import PAGE_NAME, symbol_reports, tearsheet_html
+
+            page = tearsheet_html(symbol_reports(results, bars, forecaster, dates))
+        step("writing reports and plots" if plots else "writing reports")
+        written = write_outputs(results, output_dir, plots)
+        if html:
+            written.append(output_dir / PAGE_NAME)
+            write_page(written[-1], page)
+    for hook in AFTER_RUN:
+        hook(results, bars, {"model": model, "weights": weights, "device": device, "dtype": dtype,
+                             "asset_class": asset_class, "data_dir": data_dir, "on_duplicate": on_duplicate})
     elapsed = time.perf_counter() - started
     if as_json:
         console.print_json(json.dumps([symbol_json(r) for r in results]))
         return
     for r in results:
-        console.print(summary_table(r))
+        console.print(track_record_table(r))
+        for warning in r.annualisation.warnings:
+            console.print(f"[yellow]warning:[/] {r.symbol}: {warning}")
+        console.print(in_sample_table(r))
+        console.print()
     console.print(skill_table(results))
-    console.print(f"[dim]{len(results)} symbols × {windows} windows, model {model}, {samples} samples, "
+    console.print(f"[dim]{len(results)} symbol{'s' if len(results) != 1 else ''} × {windows} windows, model {model}, {samples} samples, "
                   f"{elapsed:.1f} s; wrote {len(written)} files to {output_dir}/[/dim]")
+    if html:
+        console.print(f"tearsheet: {written[-1]}", highlight=False)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from marketcast.backtest.fills import FILL_MODES, SAME_BAR_MODES
 from marketcast.backtest.orders import Costs
+from marketcast.backtest.selection import SelectionRule
 from marketcast.errors import ConfigError
 from marketcast.forecast.aggregate import validate_spec
 
@@ -31,6 +32,8 @@ class BacktestConfig:
     point:         aggregation spec turning samples into the point forecast strategies act on.
     ci_band:       quantiles (of the close-return samples) that ``ci_guard`` requires to exclude zero.
     fee / spread:  per-side fee (None = asset default) and quoted spread, as fractions.
+    selection:     the walk-forward pick (:mod:`marketcast.backtest.selection`), shared with the live planner.
+    bootstrap_reps / confidence: resamples and level of each Sharpe ratio's bootstrap interval.
     """
 
     windows: int = 70
@@ -47,6 +50,9 @@ class BacktestConfig:
     strategies: tuple[str, ...] = STRATEGY_NAMES
     maxdiff_min_history: int = 10
     include_latest: bool = True
+    selection: SelectionRule = SelectionRule()
+    bootstrap_reps: int = 1000
+    confidence: float = 0.95
 
     def __post_init__(self) -> None:
         if self.windows < 1:
@@ -74,6 +80,10 @@ class BacktestConfig:
             raise ConfigError(
                 f"unknown strategies {', '.join(unknown) or '(none given)'}; choose from {', '.join(STRATEGY_NAMES)}"
             )
+        if self.bootstrap_reps < 10:
+            raise ConfigError(f"bootstrap_reps must be >= 10, got {self.bootstrap_reps}")
+        if not 0.0 < self.confidence < 1.0:
+            raise ConfigError(f"confidence must lie in (0, 1), got {self.confidence:g}")
         if self.maxdiff_min_history < 1:
             raise ConfigError(f"maxdiff_min_history must be >= 1, got {self.maxdiff_min_history}")
 

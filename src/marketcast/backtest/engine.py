@@ -13,35 +13,72 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import cached_property
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
+from marketcast.backtest.benchmark import buy_and_hold_metrics, buy_and_hold_returns
 from marketcast.backtest.config import BacktestConfig
-from marketcast.backtest.maxdiff import MaxDiffState
-from marketcast.backtest.metrics import equity_curve, strategy_metrics, walk_forward_selection
-from marketcast.backtest.orders import Bar, Decision, Settlement
-from marketcast.backtest.skill import FIELDS, forecast_skill
-from marketcast.backtest.strategies import StrategyParams, decide, initial_state, step
-from marketcast.backtest.views import ForecastReturns, WindowView
+from marketcast.backtest.fills import REASONS, Fills
+from marketcast.backtest.metrics import equity_curve
+from marketcast.backtest.orders import Bar, Decision
+from marketcast.backtest.scoring import score, score_many, sharpe_trust
+from marketcast.backtest.selection import SelectionRule
+from marketcast.backtest.skill import FIELDS, excursion_naive, forecast_skill
+from marketcast.backtest.strategies import StrategyParams, decide
+from marketcast.backtest.vectorised import Orders, walk
+from marketcast.backtest.views import ForecastReturns, ForecastViews, WindowView
+from marketcast.data.asset import explain_asset_class
 from marketcast.data.bars import Bars
+from marketcast.data.calendar import Annualisation
 from marketcast.errors import DataError, MarketcastError
 from marketcast.forecast.base import ContextBatch, Forecast, Forecaster, make_batch
+from marketcast.forecast.floor import floor_paths
 
 
 @dataclass
 class StrategyRun:
-    """One strategy on one symbol: what it decided at each t, how each settled, and what it earned."""
+    """One strategy on one symbol: what it decided at each t (``decisions[k]``, a :class:`Decision`), how each
+    settled (``settlements[k]``, a :class:`Settlement`), and what it earned. Held as arrays (``decisions.side``,
+    ``settlements.net``, ...) by the vectorised engine (:mod:`marketcast.backtest.vectorised`)."""
 
     name: str
-    decisions: list[Decision]
-    settlements: list[Settlement]
-    returns: np.ndarray
+    decisions: Orders
+    settlements: Fills
     metrics: dict
-    offsets: list[tuple[float, float] | None]
+    offset_array: np.ndarray | None = None
     next_decision: Decision | None = None
     final_state: Any = None
+
+    @cached_property
+    def returns(self) -> np.ndarray:
+        return self.settlements.net
+
+    @property
+    def filled(self) -> np.ndarray:
+        return self.settlements.filled
+
+    @cached_property
+    def offsets(self) -> list[tuple[float, float] | None]:
+        """MaxDiff's learned (entry, exit) offsets per window; None for the other strategies."""
+        if self.offset_array is None:
+            return [None] * len(self.decisions)
+        return [(float(e), float(x)) for e, x in self.offset_array]
+
+    @property
+    def equity(self) -> np.ndarray:
+        return equity_curve(self.returns)
+
+
+@dataclass
+class BenchmarkRun:
+    """Buy and hold over the scored windows (:mod:`marketcast.backtest.benchmark`): per-window returns and
+    their metrics."""
+
+    returns: np.ndarray
+    metrics: dict
 
     @property
     def equity(self) -> np.ndarray:
@@ -57,11 +94,14 @@ class SymbolResult:
     config: BacktestConfig
     decision_times: pd.DatetimeIndex
     settle_times: pd.DatetimeIndex
-    views: list[WindowView]
+    views: ForecastViews
     strategies: dict[str, StrategyRun]
     skill: dict
     market_return: float
     forecast_meta: dict
+    annualisation: Annualisation
+    benchmark: BenchmarkRun
+    asset_reason: str = ""
     latest_view: WindowView | None = None
     generated_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
@@ -70,18 +110,29 @@ class SymbolResult:
         return len(self.views)
 
     @property
+    def periods_per_year(self) -> float:
+        return self.annualisation.periods_per_year
+
+    def score(self, returns: np.ndarray, filled: np.ndarray) -> dict:
+        """Every reported number of a per-window return series (:func:`marketcast.backtest.scoring.score`)."""
+        cfg = self.config
+        return score(returns, filled, self.periods_per_year, self.benchmark.returns, cfg.bootstrap_reps,
+                     cfg.confidence, cfg.seed)
+
+    @cached_property
     def walk_forward(self) -> dict:
-        """The best-so-far selection (see :func:`walk_forward_selection`) with its metrics."""
-        sel = walk_forward_selection({n: r.returns for n, r in self.strategies.items()},
-                                     {n: np.array([s.filled for s in r.settlements]) for n, r in self.strategies.items()})
-        ppy = 365 if self.asset_class == "crypto" else 252
-        return {**sel, "metrics": strategy_metrics(sel["returns"], sel["filled"], ppy)}
+        """Out of sample: trading each window's pick of ``config.selection`` (the live planner's rule, see
+        :mod:`marketcast.backtest.selection`), with its metrics."""
+        sel = self.config.selection.walk_forward({n: r.returns for n, r in self.strategies.items()},
+                                                 {n: r.filled for n, r in self.strategies.items()})
+        return {**sel, "metrics": self.score(sel["returns"], sel["filled"])}
 
     @property
-    def best_strategy(self) -> str:
-        """Highest compounded net return (ties: higher Sharpe, then registry order)."""
-        runs = list(self.strategies.values())
-        return max(runs, key=lambda r: (r.metrics["return"], r.metrics["sharpe"])).name
+    def best_strategy(self) -> str | None:
+        """In sample: the selection rule over all windows (the best compounded return among strategies that
+        traded); None when none traded. Picked on the windows it is scored on, so its numbers flatter it."""
+        return SelectionRule(lookback=None).pick({n: r.returns for n, r in self.strategies.items()},
+                                                 {n: r.filled for n, r in self.strategies.items()})
 
     @property
     def next_decisions(self) -> dict[str, Decision]:
@@ -94,56 +145,47 @@ class SymbolResult:
 
     def trades(self) -> pd.DataFrame:
         """One row per (strategy, window): the forecast used, the orders, the fills and the net return."""
-        rows = []
+        v, n = self.views, self.windows
+        common = {
+            "symbol": self.symbol,
+            "decision_time": [t.isoformat() for t in self.decision_times],
+            "settle_time": [t.isoformat() for t in self.settle_times],
+            "close_t": v.close, "fc_close_ret": v.close_ret, "fc_high_ret": v.high_ret, "fc_low_ret": v.low_ret,
+            "fc_band_low": v.band_low, "fc_band_high": v.band_high,
+        }
+        frames = []
         for name, run in self.strategies.items():
-            for k, (view, d, s) in enumerate(zip(self.views, run.decisions, run.settlements)):
-                off = run.offsets[k]
-                rows.append({
-                    "symbol": self.symbol,
-                    "strategy": name,
-                    "decision_time": self.decision_times[k].isoformat(),
-                    "settle_time": self.settle_times[k].isoformat(),
-                    "close_t": view.close,
-                    "fc_close_ret": view.close_ret,
-                    "fc_high_ret": view.high_ret,
-                    "fc_low_ret": view.low_ret,
-                    "fc_band_low": view.band_low,
-                    "fc_band_high": view.band_high,
-                    "side": d.side,
-                    "entry_limit": d.entry_limit,
-                    "take_profit": d.take_profit,
-                    "offset_entry": None if off is None else off[0],
-                    "offset_exit": None if off is None else off[1],
-                    "filled": s.filled,
-                    "entry_price": s.entry_price,
-                    "exit_price": s.exit_price,
-                    "exit_reason": s.exit_reason,
-                    "fees": s.fees,
-                    "gross_return": s.gross_return,
-                    "net_return": s.net_return,
-                })
-        return pd.DataFrame(rows)
+            d, s = run.decisions, run.settlements
+            off = np.full((n, 2), np.nan) if run.offset_array is None else run.offset_array
+            frames.append(pd.DataFrame({
+                **common, "strategy": name, "side": d.side.astype(np.int64), "entry_limit": d.entry_limit,
+                "take_profit": d.take_profit, "offset_entry": off[:, 0], "offset_exit": off[:, 1],
+                "filled": s.filled, "entry_price": s.entry_price, "exit_price": s.exit_price,
+                "exit_reason": np.array([None, *REASONS.values()], dtype=object)[s.reason],
+                "fees": s.fees, "gross_return": s.gross, "net_return": run.returns,
+            }, columns=TRADE_COLUMNS))
+        return pd.concat(frames, ignore_index=True)
 
 
-def decision_ends(n_bars: int, config: BacktestConfig) -> np.ndarray:
-    """Row positions t of the windows: the last ``windows`` bars with a t+1, then (optionally) the last bar."""
+TRADE_COLUMNS = ("symbol", "strategy", "decision_time", "settle_time", "close_t", "fc_close_ret", "fc_high_ret",
+                 "fc_low_ret", "fc_band_low", "fc_band_high", "side", "entry_limit", "take_profit", "offset_entry",
+                 "offset_exit", "filled", "entry_price", "exit_price", "exit_reason", "fees", "gross_return",
+                 "net_return")
+
+
+def decision_ends(n_bars: int, config: BacktestConfig, min_context: int = 2, where: str = "the data") -> np.ndarray:
+    """Row positions t of the windows: the last ``windows`` bars with a t+1, then (optionally) the last bar.
+
+    The first window must hold ``min_context`` real bars (the forecaster's minimum, at least 2)."""
+    need = max(min_context, 2)
+    fits = n_bars - need  # the first window ends at row need - 1 and is settled on row need
     first = n_bars - 1 - config.windows
-    if first < 1:
-        raise DataError(
-            f"{n_bars} bars are too few for {config.windows} windows (need at least {config.windows + 2}); "
-            "use a longer history or a smaller --windows"
-        )
+    if first < need - 1:
+        fix = f"use --windows {fits} or fewer" if fits >= 1 else "use a longer history"
+        raise DataError(f"{where}: {n_bars:,} bars fit at most {max(fits, 0):,} windows, not {config.windows:,} "
+                        f"(the first needs {need} bars of history and the bar after it); {fix}")
     ends = np.arange(first, n_bars - 1)
     return np.append(ends, n_bars - 1) if config.include_latest else ends
-
-
-def _concat(batches: Sequence[ContextBatch]) -> ContextBatch:
-    def cat(attr):
-        parts = [getattr(b, attr) for b in batches]
-        return None if any(p is None for p in parts) else np.concatenate(parts)
-
-    return ContextBatch(values=cat("values"), mask=cat("mask"), timestamps=cat("timestamps"),
-                        future_timestamps=cat("future_timestamps"))
 
 
 def _check_forecast(fc: Forecast, expected: int, name: str) -> None:
@@ -154,8 +196,11 @@ def _check_forecast(fc: Forecast, expected: int, name: str) -> None:
     missing = [f for f in FIELDS if f not in fc.fields]
     if missing:
         raise MarketcastError(f"forecaster {name!r} gives fields {fc.fields}; the backtest needs {FIELDS}")
-    if not np.all(np.isfinite(fc.samples)) or np.any(fc.samples <= 0):
-        raise MarketcastError(f"forecaster {name!r} returned non-finite or non-positive prices")
+
+
+def _floored(fc: Forecast, bars: Bars, ends: np.ndarray) -> Forecast:
+    """The forecast layer's rule for paths at or below zero (and non-finite ones), per symbol."""
+    return floor_paths(fc, bars.frame["close"].to_numpy()[ends], bars.frame.index[ends], bars.symbol)
 
 
 def forecast_windows(
@@ -167,28 +212,31 @@ def forecast_windows(
     """Forecasts of every window of every (bars, ends) job: one forecaster call in total when ``batched``,
     else one call per window (the benchmark's reference)."""
     name = getattr(forecaster, "name", type(forecaster).__name__)
-    batches = [make_batch(b.frame, ends, config.context, horizon=1) for b, ends in jobs]
+    batches = [make_batch(b.frame, ends, config.context, horizon=1, calendar=b.calendar) for b, ends in jobs]
     sizes = [len(ends) for _, ends in jobs]
     if batched:
-        fc = forecaster.forecast(_concat(batches), horizon=1, num_samples=config.num_samples, seed=config.seed)
+        fc = forecaster.forecast(ContextBatch.concat(batches), horizon=1, num_samples=config.num_samples,
+                                 seed=config.seed)
         _check_forecast(fc, sum(sizes), name)
         bounds = np.cumsum([0, *sizes])
-        return [fc.take(slice(a, b)) for a, b in zip(bounds[:-1], bounds[1:])]
+        return [_floored(fc.take(slice(a, b)), bars, ends) for a, b, (bars, ends) in zip(bounds[:-1], bounds[1:], jobs)]
     out = []
     for (bars, ends) in jobs:
         parts = []
         for t in ends:
-            fc = forecaster.forecast(make_batch(bars.frame, [t], config.context, horizon=1), horizon=1,
+            fc = forecaster.forecast(make_batch(bars.frame, [t], config.context, horizon=1, calendar=bars.calendar),
+                                     horizon=1,
                                      num_samples=config.num_samples, seed=config.seed)
             _check_forecast(fc, 1, name)
             parts.append(fc)
-        out.append(Forecast(np.concatenate([p.samples[:, :, :, :1] for p in parts]), parts[0].fields,
-                            dict(parts[0].meta)))
+        out.append(_floored(Forecast(np.concatenate([p.samples[:, :, :, :1] for p in parts]), parts[0].fields,
+                                     dict(parts[0].meta)), bars, ends))
     return out
 
 
 def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestConfig) -> SymbolResult:
-    """Decide and settle every window of one symbol from its (already computed) forecasts."""
+    """Decide and settle every window of one symbol from its (already computed) forecasts, all windows of a
+    strategy at once (:func:`marketcast.backtest.vectorised.walk`)."""
     frame = bars.frame
     o, h, lo, c = (frame[col].to_numpy(dtype=np.float64) for col in ("open", "high", "low", "close"))
     index = pd.DatetimeIndex(frame.index)
@@ -197,32 +245,28 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
     n_settled = len(ends) - 1 if config.include_latest else len(ends)
     settled = ends[:n_settled]
     views = all_views[:n_settled]
-    latest = all_views[-1] if config.include_latest else None
+    latest = all_views[n_settled] if config.include_latest else None
     params = StrategyParams.from_config(config, bars.asset_class)
-    bars_next = [Bar(float(o[t + 1]), float(h[t + 1]), float(lo[t + 1]), float(c[t + 1])) for t in settled]
+    bars_next = Bar(o[settled + 1], h[settled + 1], lo[settled + 1], c[settled + 1])
+    ppy = bars.periods_per_year
+    held = buy_and_hold_returns(o[settled[0] + 1], bars_next.close, params.costs.per_side)
+    benchmark = BenchmarkRun(held, {**buy_and_hold_metrics(held, ppy),
+                                    **sharpe_trust(held, ppy, config.bootstrap_reps, config.confidence, config.seed)})
 
-    runs = {}
-    for name in config.strategies:
-        state = initial_state(name)
-        decisions, settlements, offsets = [], [], []
-        for view, bar in zip(views, bars_next):
-            offsets.append(state.offsets(params.maxdiff_min_history) if isinstance(state, MaxDiffState) else None)
-            d, s, state = step(name, view, state, bar, params)
-            decisions.append(d)
-            settlements.append(s)
-        r = np.array([s.net_return for s in settlements])
-        filled = np.array([s.filled for s in settlements])
-        runs[name] = StrategyRun(
-            name=name, decisions=decisions, settlements=settlements, returns=r,
-            metrics=strategy_metrics(r, filled, bars.periods_per_year), offsets=offsets,
-            next_decision=decide(name, latest, state, params) if latest is not None else None,
-            final_state=state,
-        )
+    walks = {name: walk(name, views, bars_next, params) for name in config.strategies}
+    metrics = score_many({n: w.fills.net for n, w in walks.items()}, {n: w.fills.filled for n, w in walks.items()},
+                         ppy, held, config.bootstrap_reps, config.confidence, config.seed)
+    runs = {name: StrategyRun(
+        name=name, decisions=w.orders, settlements=w.fills, metrics=metrics[name], offset_array=w.offsets,
+        next_decision=None if latest is None else decide(name, latest, w.final_state, params),
+        final_state=w.final_state,
+    ) for name, w in walks.items()}
 
-    actual = {"close": c[settled + 1] / c[settled] - 1.0, "high": h[settled + 1] / c[settled] - 1.0,
-              "low": lo[settled + 1] / c[settled] - 1.0}
+    actual = {"close": bars_next.close / c[settled] - 1.0, "high": bars_next.high / c[settled] - 1.0,
+              "low": bars_next.low / c[settled] - 1.0}
     samples = {f: s[:n_settled] for f, s in returns.samples.items()}
-    point = {f: np.array([getattr(v, f"{f}_ret") for v in views]) for f in FIELDS}  # the views' point forecasts
+    point = {"close": views.close_ret, "high": views.high_ret, "low": views.low_ret}
+    excursion = excursion_naive(h, lo, c, settled, config.context)  # from bars <= t, like the forecast
     return SymbolResult(
         symbol=bars.symbol,
         asset_class=bars.asset_class,
@@ -231,9 +275,12 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
         settle_times=index[settled + 1],
         views=views,
         strategies=runs,
-        skill=forecast_skill(point, samples, actual),
+        skill=forecast_skill(point, samples, actual, excursion),
         market_return=float(c[settled[-1] + 1] / c[settled[0]] - 1.0),
         forecast_meta=dict(forecast.meta),
+        annualisation=bars.annualisation,
+        benchmark=benchmark,
+        asset_reason=explain_asset_class(bars.symbol, bars.asset_class),
         latest_view=latest,
     )
 
@@ -245,8 +292,12 @@ def run_many(bars_list: Sequence[Bars], forecaster: Forecaster, config: Backtest
     ``on_step`` (a progress display) hears of the forecast call and of each symbol's simulation as they start.
     """
     step = on_step or (lambda _description: None)
-    jobs = [(bars, decision_ends(len(bars), config)) for bars in bars_list]
-    step(f"forecasting {sum(len(ends) + 1 for _, ends in jobs)} windows with {forecaster.name}")
+    min_context = getattr(forecaster, "min_context", 2)
+    jobs = [(bars, decision_ends(len(bars), config, min_context, f"{bars.symbol} ({bars.source or 'bars'})"))
+            for bars in bars_list]
+    for bars, _ in jobs:  # mixed bar spacing fails here, before any forecasting
+        _ = bars.annualisation
+    step(f"forecasting {sum(len(ends) for _, ends in jobs)} windows with {forecaster.name}")
     forecasts = forecast_windows(forecaster, jobs, config, batched=batched)
     results = []
     for (bars, ends), fc in zip(jobs, forecasts):

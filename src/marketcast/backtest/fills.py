@@ -8,9 +8,17 @@
   A take-profit only exists once the entry has filled, so after an entry inside the bar it fills at its
   limit (never at a gap open that happened before the entry), and it fills after all when the bar closes
   beyond it (the price must have crossed it after the entry).
+
+:func:`settle` settles one decision (the live loop, the paper broker and the reference); :func:`settle_all`
+settles many at once with the same float operations (the engine, every window; MaxDiff, every grid pair).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
 
 from marketcast.backtest.orders import FLAT, NO_FILL, Bar, Costs, Decision, Settlement
 
@@ -89,3 +97,96 @@ def _same_bar(long: bool, tp: float, entry: float, bar: Bar, same_bar: str) -> t
     else:
         exit_price = after_entry  # the worse of both paths: tp itself is never worse than after_entry
     return (exit_price, "take_profit") if exit_price == tp else (exit_price, "close")
+
+
+# --- every window at once --------------------------------------------------------------------------------
+
+CLOSE, TAKE_PROFIT = 1, 2  # Fills.reason codes (0: no fill)
+REASONS = {CLOSE: "close", TAKE_PROFIT: "take_profit"}
+
+
+@dataclass(frozen=True)
+class Fills:
+    """Settlements of many orders as arrays (the vectorised engine's record): ``filled``, ``entry_price`` and
+    ``exit_price`` (NaN where unfilled), ``reason`` (0 unfilled, :data:`CLOSE`, :data:`TAKE_PROFIT`), ``gross``
+    and ``fees`` (0 where unfilled). ``fills[k]`` is the :class:`Settlement` that :func:`settle` gives."""
+
+    filled: np.ndarray
+    entry_price: np.ndarray
+    exit_price: np.ndarray
+    reason: np.ndarray
+    gross: np.ndarray
+    fees: np.ndarray
+
+    @property
+    def net(self) -> np.ndarray:
+        return self.gross - self.fees
+
+    def __len__(self) -> int:
+        return len(self.filled)
+
+    def __iter__(self) -> Iterator[Settlement]:
+        return (self[k] for k in range(len(self)))
+
+    def __getitem__(self, k: int) -> Settlement:
+        if not self.filled[k]:
+            return NO_FILL
+        return Settlement(True, float(self.entry_price[k]), float(self.exit_price[k]), REASONS[int(self.reason[k])],
+                          float(self.gross[k]), float(self.fees[k]))
+
+
+def _by_side(long: np.ndarray):
+    """``pick(when_long, when_short)``: the first's values where ``long``, the second's elsewhere, computing
+    only the rule of a side that occurs (MaxDiff's grid settles one side per call)."""
+    if long.all():
+        return lambda when_long, when_short: when_long()
+    if not long.any():
+        return lambda when_long, when_short: when_short()
+    return lambda when_long, when_short: np.where(long, when_long(), when_short())
+
+
+def settle_all(side, entry_limit, take_profit, bar_open, bar_high, bar_low, bar_close, costs: Costs,
+               fill_mode: str = "touch", same_bar: str = "pessimistic") -> Fills:
+    """:func:`settle` of many orders at once, element by element over broadcast arrays, with the same float
+    operations (so equal to it exactly): ``side`` in {-1, 0, 1}, ``entry_limit`` NaN for a market entry at the
+    open, ``take_profit`` NaN for none, and the OHLC of each order's bar t+1."""
+    if fill_mode not in FILL_MODES:
+        raise ValueError(f"fill mode {fill_mode!r} is not one of {FILL_MODES}")
+    if same_bar not in SAME_BAR_MODES:
+        raise ValueError(f"same-bar mode {same_bar!r} is not one of {SAME_BAR_MODES}")
+    side, limit, tp, o, h, lo, c = np.broadcast_arrays(*(np.asarray(a) for a in (
+        side, entry_limit, take_profit, bar_open, bar_high, bar_low, bar_close)))
+    margin = PENETRATION if fill_mode == "penetrate" else 0.0
+    long = side > 0
+    by_side = _by_side(long)
+    market = np.isnan(limit)
+    with np.errstate(invalid="ignore"):
+        limit = np.where(market, o, limit)
+        reached = by_side(lambda: lo <= limit * (1.0 - margin), lambda: h >= limit * (1.0 + margin))
+        filled = (side != 0) & (market | reached)
+        entry = np.where(market, o, by_side(lambda: np.minimum(o, limit), lambda: np.maximum(o, limit)))
+        at_open = entry == o
+        # False where tp is NaN
+        tp_hit = by_side(lambda: h >= tp * (1.0 + margin), lambda: lo <= tp * (1.0 - margin))
+        tp_fill = by_side(lambda: np.maximum(o, tp), lambda: np.minimum(o, tp))
+        # an entry inside the bar: the take profit fills after it (see _same_bar)
+        marketable = by_side(lambda: tp <= entry, lambda: tp >= entry)
+        after_entry = by_side(lambda: np.minimum(tp, c), lambda: np.maximum(tp, c))
+        if same_bar == "nearest":
+            entry_first = by_side(lambda: (o - lo) <= (h - o), lambda: (h - o) <= (o - lo))
+            inside = np.where(entry_first, tp, after_entry)
+        else:
+            inside = after_entry
+        inside = np.where(marketable, entry, inside)
+        exit_price = np.where(tp_hit, np.where(at_open, tp_fill, inside), c)
+        took_profit = tp_hit & (at_open | marketable | (exit_price == tp))
+        gross = side * (exit_price / entry - 1.0)
+    nan = np.float64(np.nan)
+    return Fills(
+        filled=filled,
+        entry_price=np.where(filled, entry, nan),
+        exit_price=np.where(filled, exit_price, nan),
+        reason=np.where(filled, np.where(took_profit, TAKE_PROFIT, CLOSE), 0).astype(np.int8),
+        gross=np.where(filled, gross, 0.0),
+        fees=np.where(filled, 2.0 * costs.per_side, 0.0),
+    )

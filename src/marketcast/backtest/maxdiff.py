@@ -15,8 +15,11 @@ bigger take profit, for both sides. ``e`` and ``x`` each range over :data:`OFFSE
 0.1 % steps (21 values, 441 pairs). Until ``min_history`` windows have settled the offsets are zero. Ties
 go to the pair with the smallest ``|e| + |x|`` (zero first), then the smaller ``e``, then the smaller ``x``.
 
-:func:`settle_grid` is a vectorised copy of :func:`marketcast.backtest.fills.settle` used only to score the
-grid; the trade of record is always settled by ``settle`` itself (tests check the two agree exactly).
+:func:`settle_grid` scores the grid with :func:`marketcast.backtest.fills.settle_all`, which equals ``settle``
+exactly (tests check it). :func:`learn_all` scores every window of a backtest at once: the offsets are a
+sequential rule (window k's depend on windows 0..k-1), but the grid scores they maximise are a running sum of
+per-window scores that do not depend on earlier decisions, so a prefix sum over the windows gives every
+window's state, added in the same order as :meth:`MaxDiffState.add` (equal to the one-window path exactly).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from marketcast.backtest.fills import PENETRATION
+from marketcast.backtest.fills import settle_all
 from marketcast.backtest.orders import LONG, SHORT, Bar, Costs, Decision
 
 OFFSETS = np.round(np.arange(-10, 11) * 0.001, 6)
@@ -33,6 +36,7 @@ GRID_ENTRY, GRID_EXIT = (a.ravel() for a in np.meshgrid(OFFSETS, OFFSETS, indexi
 _PREFERENCE = np.lexsort((GRID_EXIT, GRID_ENTRY, np.abs(GRID_ENTRY) + np.abs(GRID_EXIT)))
 _RANK = np.empty_like(_PREFERENCE)
 _RANK[_PREFERENCE] = np.arange(len(_PREFERENCE))
+_CHUNK = 512  # windows whose grid is settled at once (arrays of 512 x 441)
 
 
 def maxdiff_side(high_ret: float, low_ret: float, allow_short: bool) -> int:
@@ -42,11 +46,16 @@ def maxdiff_side(high_ret: float, low_ret: float, allow_short: bool) -> int:
     return SHORT if allow_short else 0
 
 
-def maxdiff_prices(side: int, high: float, low: float, e, x):
-    """(entry limit, take profit) for forecast prices ``high``/``low`` and offsets ``e``/``x`` (arrays ok)."""
-    if side == LONG:
-        return low * (1.0 + e), high * (1.0 + x)
-    return high * (1.0 - e), low * (1.0 - x)
+def maxdiff_sides(high_ret: np.ndarray, low_ret: np.ndarray, allow_short: bool) -> np.ndarray:
+    """:func:`maxdiff_side` of every window."""
+    return np.where(np.abs(high_ret) > np.abs(low_ret), LONG, SHORT if allow_short else 0).astype(np.int8)
+
+
+def maxdiff_prices(side, high, low, e, x):
+    """(entry limit, take profit) for forecast prices ``high``/``low`` and offsets ``e``/``x``; any argument may
+    be an array (a short wherever ``side`` is not long)."""
+    long = np.asarray(side) == LONG
+    return np.where(long, low * (1.0 + e), high * (1.0 - e)), np.where(long, high * (1.0 + x), low * (1.0 - x))
 
 
 @dataclass(frozen=True)
@@ -81,41 +90,8 @@ def settle_grid(
     fill_mode: str = "touch",
     same_bar: str = "pessimistic",
 ) -> np.ndarray:
-    """Net returns of limit-entry/take-profit orders on one bar, vectorised over the price arrays.
-
-    Mirrors ``settle`` for decisions with both an entry limit and a take profit (unfilled = 0).
-    """
-    entry_limit = np.asarray(entry_limit, dtype=np.float64)
-    take_profit = np.asarray(take_profit, dtype=np.float64)
-    if side == 0:
-        return np.zeros(np.broadcast(entry_limit, take_profit).shape)
-    o, h, lo, c = bar
-    margin = PENETRATION if fill_mode == "penetrate" else 0.0
-    long = side > 0
-    if long:
-        filled = lo <= entry_limit * (1.0 - margin)
-        entry = np.minimum(o, entry_limit)
-        tp_hit = h >= take_profit * (1.0 + margin)
-        tp_price = np.maximum(o, take_profit)
-    else:
-        filled = h >= entry_limit * (1.0 + margin)
-        entry = np.maximum(o, entry_limit)
-        tp_hit = lo <= take_profit * (1.0 - margin)
-        tp_price = np.minimum(o, take_profit)
-    at_open = entry == o
-    # entry inside the bar: the take-profit fills at its limit, and only after the entry (fills.settle)
-    after_entry = np.minimum(take_profit, c) if long else np.maximum(take_profit, c)
-    if same_bar == "nearest":
-        extreme_first = (o - lo) <= (h - o) if long else (h - o) <= (o - lo)
-        same = np.where(extreme_first, take_profit, after_entry)
-    else:
-        same = after_entry
-    marketable = take_profit <= entry if long else take_profit >= entry  # fills at the entry price at once
-    same = np.where(marketable, entry, same)
-    exit_price = np.where(tp_hit, np.where(at_open, tp_price, same), c)
-    gross = side * (exit_price / entry - 1.0)
-    net = gross - 2.0 * costs.per_side
-    return np.where(filled, net, 0.0)
+    """Net returns of limit-entry/take-profit orders on one bar, over the price arrays (unfilled = 0)."""
+    return settle_all(side, entry_limit, take_profit, *bar, costs, fill_mode, same_bar).net
 
 
 def decide_maxdiff(view, state: MaxDiffState, allow_short: bool, min_history: int) -> Decision:
@@ -126,6 +102,33 @@ def decide_maxdiff(view, state: MaxDiffState, allow_short: bool, min_history: in
     e, x = state.offsets(min_history)
     entry, tp = maxdiff_prices(side, view.price(view.high_ret), view.price(view.low_ret), e, x)
     return Decision(side, entry_limit=float(entry), take_profit=float(tp))
+
+
+def grid_scores(views, bars: Bar, allow_short: bool, costs: Costs, fill_mode: str, same_bar: str) -> np.ndarray:
+    """``[N + 1, pairs]``: row k is :attr:`MaxDiffState.scores` before window k (row 0 zeros, row N the final
+    state) for the views of N windows and their bars t+1 (a :class:`Bar` of arrays)."""
+    n = len(views)
+    side = maxdiff_sides(views.high_ret, views.low_ret, allow_short)
+    high, low = views.price(views.high_ret), views.price(views.low_ret)
+    out = np.empty((n + 1, len(GRID_ENTRY)))
+    out[0] = 0.0
+    for a in range(0, n, _CHUNK):
+        rows = np.arange(a, min(a + _CHUNK, n))
+        net = np.zeros((len(rows), len(GRID_ENTRY)))  # flat windows score 0
+        for one_side in (LONG, SHORT):  # each side's orders settled together: one fill rule per call
+            at = rows[side[rows] == one_side]
+            entry, tp = maxdiff_prices(one_side, high[at, None], low[at, None], GRID_ENTRY, GRID_EXIT)
+            net[at - a] = settle_all(one_side, entry, tp, *(x[at, None] for x in bars), costs, fill_mode,
+                                     same_bar).net
+        np.cumsum(np.concatenate([out[a:a + 1], net]), axis=0, out=out[a:a + len(rows) + 1])  # as MaxDiffState.add
+    return out
+
+
+def learned_offsets(scores: np.ndarray, min_history: int) -> np.ndarray:
+    """``[N, 2]`` (e, x) of :meth:`MaxDiffState.offsets` for each row of ``scores`` (row k: k windows settled)."""
+    pick = _PREFERENCE[np.argmax(scores[:, _PREFERENCE], axis=1)]  # the first maximum in preference order
+    learned = (np.arange(len(scores)) >= min_history)[:, None]
+    return np.where(learned, np.column_stack([GRID_ENTRY[pick], GRID_EXIT[pick]]), 0.0)
 
 
 def learn_maxdiff(view, bar_next: Bar, state: MaxDiffState, allow_short: bool, costs: Costs,

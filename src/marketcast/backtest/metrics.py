@@ -1,6 +1,7 @@
 """Performance metrics of one strategy's per-window net returns (fractions; flat/unfilled windows are 0).
 
-Definitions (``P`` = periods per year: 252 stocks, 365 crypto; ``N`` = windows):
+Definitions (``P`` = periods per year from the bar spacing and the market calendar, see
+:func:`marketcast.data.calendar.annualise`; ``N`` = windows):
 
 * ``return``           compounded total, prod(1 + r) - 1
 * ``avg_daily_return`` mean(r)
@@ -31,7 +32,7 @@ def equity_curve(returns: np.ndarray) -> np.ndarray:
     return np.cumprod(1.0 + np.asarray(returns, dtype=np.float64))
 
 
-def sharpe_ratio(returns: np.ndarray, periods_per_year: int) -> float:
+def sharpe_ratio(returns: np.ndarray, periods_per_year: float) -> float:
     r = np.asarray(returns, dtype=np.float64)
     if len(r) < 2:
         return 0.0
@@ -39,7 +40,7 @@ def sharpe_ratio(returns: np.ndarray, periods_per_year: int) -> float:
     return 0.0 if sd == 0 else float(r.mean() / sd * math.sqrt(periods_per_year))
 
 
-def sortino_ratio(returns: np.ndarray, periods_per_year: int) -> float | None:
+def sortino_ratio(returns: np.ndarray, periods_per_year: float) -> float | None:
     r = np.asarray(returns, dtype=np.float64)
     if len(r) == 0:
         return None
@@ -53,7 +54,7 @@ def max_drawdown(returns: np.ndarray) -> float:
     return float(np.max(1.0 - equity / peak))
 
 
-def strategy_metrics(returns: np.ndarray, filled: np.ndarray, periods_per_year: int) -> dict:
+def strategy_metrics(returns: np.ndarray, filled: np.ndarray, periods_per_year: float) -> dict:
     """All metrics above for one strategy on one symbol."""
     r = np.asarray(returns, dtype=np.float64)
     filled = np.asarray(filled, dtype=bool)
@@ -76,24 +77,3 @@ def strategy_metrics(returns: np.ndarray, filled: np.ndarray, periods_per_year: 
         "trades": trades,
         "turnover": 2.0 * trades / n,
     }
-
-
-def walk_forward_selection(returns: dict[str, np.ndarray], filled: dict[str, np.ndarray]) -> dict:
-    """Out-of-sample strategy choice: at window k trade the strategy with the highest compounded return over
-    windows 0..k-1 (ties: the first in ``returns``' order); flat at k = 0.
-
-    ``best_strategy`` is picked on the very windows it is scored on, so its Sharpe is optimistic; this
-    series is what choosing the best-so-far strategy (as the live loop does) would have earned.
-    """
-    names = list(returns)
-    r = np.vstack([np.asarray(returns[n], dtype=np.float64) for n in names])  # [K, N]
-    f = np.vstack([np.asarray(filled[n], dtype=bool) for n in names])
-    growth = np.cumprod(1.0 + r, axis=1)
-    n = r.shape[1]
-    picked: list[str | None] = [None]
-    out, fills = np.zeros(n), np.zeros(n, dtype=bool)
-    for k in range(1, n):
-        best = int(np.argmax(growth[:, k - 1]))
-        picked.append(names[best])
-        out[k], fills[k] = r[best, k], f[best, k]
-    return {"picked": picked, "returns": out, "filled": fills}

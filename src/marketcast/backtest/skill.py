@@ -1,10 +1,13 @@
 """Forecast skill on the scored windows, in returns relative to close_t (scale-free across symbols).
 
-* ``*_val_loss``  MAE of the point forecast of bar t+1's close/high/low (names kept from the original JSON).
-* ``mase*``       that MAE divided by the MAE of the naive no-change forecast (every field = close_t, i.e. a
-                  zero return) on the same windows; < 1 beats the naive forecast.
-* ``crps*``       mean CRPS of the sample distribution, energy form E|X - y| - 1/2 E|X - X'| with the
-                  all-pairs (V-statistic) mean for E|X - X'|, computed in O(S log S) by sorting.
+* ``*_val_loss``        MAE of the point forecast of bar t+1's close/high/low (names kept from the original JSON).
+* ``mase*``             that MAE divided by the MAE of the naive no-change forecast (every field = close_t, i.e.
+                        a zero return) on the same windows; < 1 beats it.
+* ``mase_*_excursion``  for high and low, the MAE divided by that of a fairer naive: the context window's
+                        average excursion, mean(high_i / close_(i-1) - 1) (low alike) over the bars of the
+                        window ending at t. "High = close_t" is easy to beat (a constant +2 % does), this is not.
+* ``crps*``             mean CRPS of the sample distribution, energy form E|X - y| - 1/2 E|X - X'| with the
+                        all-pairs (V-statistic) mean for E|X - X'|, computed in O(S log S) by sorting.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 FIELDS = ("close", "high", "low")
+EXCURSION_FIELDS = ("high", "low")
 
 
 def crps_samples(samples: np.ndarray, observed: np.ndarray) -> np.ndarray:
@@ -35,9 +39,26 @@ def crps_bruteforce(samples: np.ndarray, observed: float) -> float:
     return float(np.abs(x - observed).mean() - 0.5 * np.abs(x[:, None] - x[None, :]).mean())
 
 
+def excursion_naive(high: np.ndarray, low: np.ndarray, close: np.ndarray, ends: np.ndarray,
+                    context: int) -> dict[str, np.ndarray]:
+    """For each window end t: the mean of high_i / close_(i-1) - 1 (and low alike) over the bars i of the
+    ``context``-bar window ending at t that have their previous close inside it (bars <= t only)."""
+    close = np.asarray(close, dtype=np.float64)
+    ends = np.asarray(ends, dtype=np.int64)
+    first = np.maximum(ends - context + 2, 1)  # bar i needs close_(i-1) inside the window
+    count = ends - first + 1
+    out = {}
+    for name, values in (("high", high), ("low", low)):
+        excursion = np.concatenate([[0.0], np.asarray(values, dtype=np.float64)[1:] / close[:-1] - 1.0])
+        total = np.concatenate([[0.0], np.cumsum(excursion)])
+        out[name] = np.where(count > 0, (total[ends + 1] - total[first]) / np.maximum(count, 1), 0.0)
+    return out
+
+
 def forecast_skill(point: dict[str, np.ndarray], samples: dict[str, np.ndarray],
-                   actual: dict[str, np.ndarray]) -> dict:
-    """Skill metrics from point [N], sample [N, S] and actual [N] returns per field."""
+                   actual: dict[str, np.ndarray], excursion: dict[str, np.ndarray] | None = None) -> dict:
+    """Skill metrics from point [N], sample [N, S] and actual [N] returns per field, and the excursion
+    naive's forecasts [N] of high and low when given."""
     out: dict = {}
     for name in FIELDS:
         mae = float(np.abs(point[name] - actual[name]).mean())
@@ -46,6 +67,10 @@ def forecast_skill(point: dict[str, np.ndarray], samples: dict[str, np.ndarray],
         out[f"{name}_naive_mae"] = naive
         out[f"mase_{name}"] = mae / naive if naive > 0 else None
         out[f"crps_{name}"] = float(crps_samples(samples[name], actual[name]).mean())
+        if excursion is not None and name in EXCURSION_FIELDS:
+            fair = float(np.abs(excursion[name] - actual[name]).mean())
+            out[f"{name}_excursion_naive_mae"] = fair
+            out[f"mase_{name}_excursion"] = mae / fair if fair > 0 else None
     out["mase"] = out["mase_close"]
     out["crps"] = out["crps_close"]
     return out

@@ -7,12 +7,14 @@ state, and that state is updated only after bar t+1 settles, from that bar and e
 * ``unprofit_shutdown``: whether ``simple``'s most recent direction call was right.
 * ``maxdiff``: summed grid returns of earlier windows (see :mod:`marketcast.backtest.maxdiff`).
 
-Crypto is long-only in every strategy: where a stock strategy would short, crypto stays flat.
+An asset class that cannot be shorted (crypto, see :mod:`marketcast.data.asset`) stays flat wherever a
+strategy would short.
 
 ==================  ==========================================================================
 ``simple``          long if the close forecast return > 0, else short
 ``all_signals``     long if close, high and low forecast returns are all > 0; short if all < 0
-``buy_hold``        long every bar (open to close; the benchmark)
+``buy_hold``        long every bar, open to close: a round trip and two costs per bar (not buy and
+                    hold; that is the benchmark, :mod:`marketcast.backtest.benchmark`)
 ``unprofit_shutdown`` ``simple``, but flat while ``simple``'s last call was wrong
 ``ci_guard``        ``simple``'s side only when the close band, widened by ``ci_multiplier``
                     about its centre, lies entirely on that side of zero
@@ -37,6 +39,7 @@ from marketcast.backtest.fills import settle
 from marketcast.backtest.maxdiff import MaxDiffState, decide_maxdiff, learn_maxdiff
 from marketcast.backtest.orders import FLAT, LONG, SHORT, Bar, Costs, Decision, Settlement
 from marketcast.backtest.views import WindowView
+from marketcast.data.asset import RULES
 from marketcast.errors import ConfigError
 
 
@@ -54,7 +57,7 @@ class StrategyParams:
     @classmethod
     def from_config(cls, config: BacktestConfig, asset_class: str) -> "StrategyParams":
         return cls(
-            allow_short=asset_class != "crypto",
+            allow_short=RULES[asset_class].allow_short,
             ci_multiplier=config.ci_multiplier,
             costs=config.costs(asset_class),
             fill_mode=config.fill_mode,
@@ -143,21 +146,26 @@ class Strategy:
     """A decision rule plus how its state starts and advances after each settled bar."""
 
     name: str
+    description: str
     decide: Callable[[WindowView, Any, StrategyParams], Decision]
     initial_state: Callable[[], Any] = lambda: None
     update: Callable[[Any, WindowView, Bar, Settlement, StrategyParams], Any] = _no_state
 
 
-STRATEGIES: dict[str, Strategy] = {
-    "simple": Strategy("simple", simple),
-    "all_signals": Strategy("all_signals", all_signals),
-    "buy_hold": Strategy("buy_hold", buy_hold),
-    "unprofit_shutdown": Strategy("unprofit_shutdown", unprofit_shutdown, lambda: None, _update_unprofit),
-    "ci_guard": Strategy("ci_guard", ci_guard),
-    "entry_takeprofit": Strategy("entry_takeprofit", entry_takeprofit),
-    "highlow": Strategy("highlow", highlow),
-    "maxdiff": Strategy("maxdiff", maxdiff, MaxDiffState.initial, _update_maxdiff),
-}
+STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
+    Strategy("simple", "long if the close forecast is up, else short", simple),
+    Strategy("all_signals", "long if close, high and low forecasts are all up; short if all down", all_signals),
+    Strategy("buy_hold", "long every bar open to close: a round trip and two costs per bar, not buy and hold",
+             buy_hold),
+    Strategy("unprofit_shutdown", "simple, but flat while simple's last call was wrong", unprofit_shutdown,
+             lambda: None, _update_unprofit),
+    Strategy("ci_guard", "simple's side only when the forecast close band excludes zero", ci_guard),
+    Strategy("entry_takeprofit", "market entry in simple's direction, take profit at the forecast extreme",
+             entry_takeprofit),
+    Strategy("highlow", "limit entry at the forecast low (long) or high (short), exit at the close", highlow),
+    Strategy("maxdiff", "buy the forecast low, sell the forecast high, offsets learned from earlier windows",
+             maxdiff, MaxDiffState.initial, _update_maxdiff),
+)}
 assert tuple(STRATEGIES) == STRATEGY_NAMES
 
 

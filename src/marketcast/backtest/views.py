@@ -2,12 +2,14 @@
 
 Strategies never see absolute sample arrays or any bar after t; the engine and the live loop build a
 :class:`WindowView` from the forecast of the window ending at t and hand it to
-:func:`marketcast.backtest.strategies.decide`.
+:func:`marketcast.backtest.strategies.decide`; the engine reads every window's view at once from
+:class:`ForecastViews`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -56,21 +58,51 @@ class ForecastReturns:
             out[name] = prices / last_close[:, None] - 1.0
         return cls(last_close=last_close, samples=out)
 
-    def views(self, timestamps, point: str, ci_band: tuple[float, float]) -> list[WindowView]:
-        """One :class:`WindowView` per window, in batch order."""
+    def views(self, timestamps, point: str, ci_band: tuple[float, float]) -> "ForecastViews":
+        """Every window's view, in batch order."""
         pts = {name: aggregate(s[:, :, None], point)[:, 0] for name, s in self.samples.items()}
         close = self.samples["close"]
-        lo = quantile(close[:, :, None], ci_band[0])[:, 0]
-        hi = quantile(close[:, :, None], ci_band[1])[:, 0]
-        return [
-            WindowView(
-                timestamp=timestamps[i],
-                close=float(self.last_close[i]),
-                close_ret=float(pts["close"][i]),
-                high_ret=float(pts["high"][i]),
-                low_ret=float(pts["low"][i]),
-                band_low=float(lo[i]),
-                band_high=float(hi[i]),
-            )
-            for i in range(len(self.last_close))
-        ]
+        return ForecastViews(
+            timestamps=timestamps,
+            close=self.last_close,
+            close_ret=pts["close"],
+            high_ret=pts["high"],
+            low_ret=pts["low"],
+            band_low=quantile(close[:, :, None], ci_band[0])[:, 0],
+            band_high=quantile(close[:, :, None], ci_band[1])[:, 0],
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class ForecastViews:
+    """The views of many windows as arrays ``[N]`` (what the vectorised strategies read); ``views[k]`` is window
+    k's :class:`WindowView` and ``views[a:b]`` a slice of them."""
+
+    timestamps: Sequence
+    close: np.ndarray
+    close_ret: np.ndarray
+    high_ret: np.ndarray
+    low_ret: np.ndarray
+    band_low: np.ndarray
+    band_high: np.ndarray
+
+    def price(self, ret: np.ndarray) -> np.ndarray:
+        """Absolute prices of returns relative to each window's close_t (:meth:`WindowView.price`)."""
+        return self.close * (1.0 + ret)
+
+    def __len__(self) -> int:
+        return len(self.close)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return ForecastViews(*(getattr(self, f.name)[k] for f in fields(self)))
+        return WindowView(self.timestamps[k], *(float(getattr(self, f.name)[k]) for f in fields(self)[1:]))
+
+    def __iter__(self) -> Iterator[WindowView]:
+        return (self[k] for k in range(len(self)))
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, ForecastViews):
+            return NotImplemented
+        return list(self.timestamps) == list(other.timestamps) and all(
+            np.array_equal(getattr(self, f.name), getattr(other, f.name)) for f in fields(self)[1:])

@@ -1,5 +1,8 @@
 """``marketcast compile ...``: enable | disable | mode | status | check | analyze | compare.
 
+The CLI layer of the toolkit: it parses flags and prints; the work is in the modules it imports lazily (so
+``compile enable`` never imports torch).
+
 Bad input raises :class:`~marketcast.errors.ConfigError` before anything is written; the root CLI turns it
 into one line on stderr and exit code 2. ``check --mode production-check`` exits 1 when the configured mode
 fails its verdict.
@@ -12,16 +15,21 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from marketcast.runtime.settings import ENV_FILE, MODES
+from marketcast import options
+from marketcast.compile.thresholds import Thresholds
+from marketcast.compile.toggle import TOGGLE_MODELS
 from marketcast.console import console, err_console
-from marketcast.errors import ConfigError
+from marketcast.errors import ConfigError, ExitCode
+from marketcast.runtime.settings import ENV_FILE, MODES
 
 app = typer.Typer(no_args_is_help=True)
 
 ENV_FILE_OPT = typer.Option(Path(ENV_FILE), "--env-file", help="The settings file to edit or read.")
-MODEL_OPT = typer.Option("toto", "--model", "-m", help="toto | kronos | all")
+MODEL_OPT = typer.Option("all", "--model", "-m", callback=options.one_of(TOGGLE_MODELS),
+                         help="Whose compile setting: toto, kronos or all (both).")
 
 
 def _print_switch(updates: dict[str, str], path: Path) -> None:
@@ -36,7 +44,7 @@ def _print_switch(updates: dict[str, str], path: Path) -> None:
 
 @app.command()
 def enable(model: str = MODEL_OPT, env_file: Path = ENV_FILE_OPT) -> None:
-    """Turn torch.compile on (TOTO_COMPILE=1 and TOTO_DISABLE_COMPILE=0; KRONOS_COMPILE=1)."""
+    """Turn torch.compile on: Toto (TOTO_COMPILE=1, TOTO_DISABLE_COMPILE=0) and/or Kronos (KRONOS_COMPILE=1)."""
     from marketcast.compile.toggle import set_enabled
 
     _print_switch(set_enabled(env_file, model, True), env_file)
@@ -44,7 +52,7 @@ def enable(model: str = MODEL_OPT, env_file: Path = ENV_FILE_OPT) -> None:
 
 @app.command()
 def disable(model: str = MODEL_OPT, env_file: Path = ENV_FILE_OPT) -> None:
-    """Turn torch.compile off (TOTO_COMPILE=0 and TOTO_DISABLE_COMPILE=1; KRONOS_COMPILE=0)."""
+    """Turn torch.compile off: Toto (TOTO_COMPILE=0, TOTO_DISABLE_COMPILE=1) and/or Kronos (KRONOS_COMPILE=0)."""
     from marketcast.compile.toggle import set_enabled
 
     _print_switch(set_enabled(env_file, model, False), env_file)
@@ -52,7 +60,7 @@ def disable(model: str = MODEL_OPT, env_file: Path = ENV_FILE_OPT) -> None:
 
 @app.command("mode")
 def set_mode_cmd(
-    mode: str = typer.Argument(..., help=" | ".join(MODES)),
+    mode: str = typer.Argument(..., help=f"The torch.compile mode: {', '.join(MODES)}."),
     model: str = MODEL_OPT,
     env_file: Path = ENV_FILE_OPT,
 ) -> None:
@@ -63,7 +71,8 @@ def set_mode_cmd(
 
 
 @app.command()
-def status(env_file: Path = ENV_FILE_OPT, device: str = typer.Option("cpu", "--device")) -> None:
+def status(env_file: Path = ENV_FILE_OPT, device: options.Device = "cpu"
+           ) -> None:
     """Effective settings and where each came from (env, file, default)."""
     from marketcast.runtime.settings import describe_sources, load_settings
 
@@ -91,37 +100,99 @@ def _parse_modes(text: Optional[str], device: str) -> list[str]:
     return list(dict.fromkeys(modes))
 
 
+def _symbols(symbols: Optional[str], data_dir: Optional[Path]) -> list[str]:
+    """--symbols as given; else every bars file in --data-dir; else the embedded SP500 and NASDAQ."""
+    from marketcast.data import DEFAULT_SYMBOLS
+    from marketcast.data.load import SUFFIXES
+
+    if symbols is not None:
+        names = [s.strip().upper() for s in symbols.split(",") if s.strip()]
+        if not names:
+            raise ConfigError("--symbols: give at least one symbol, e.g. --symbols SP500,NASDAQ")
+        if len(set(names)) != len(names):
+            raise ConfigError(f"--symbols: {', '.join(names)} repeats a symbol")
+        return names
+    if data_dir is None:
+        return list(DEFAULT_SYMBOLS)
+    if not data_dir.is_dir():
+        raise ConfigError(f"--data-dir {data_dir}: no such folder; pass a folder of <SYMBOL>.csv/.parquet files")
+    names = sorted({f.stem.upper() for f in data_dir.iterdir() if f.is_file() and f.suffix.lower() in SUFFIXES})
+    if not names:
+        raise ConfigError(f"--data-dir {data_dir}: no {'/'.join(SUFFIXES)} files in it; add bars or pass --symbols")
+    return names
+
+
+def _print_report(report: dict, title: str) -> None:
+    from marketcast.compile.report import summary_rows, symbol_rows
+
+    for rows, name in ((summary_rows(report), title), (symbol_rows(report), "per symbol")):
+        table = Table(title=name)
+        for col in rows[0]:
+            table.add_column(col, justify="left" if col in ("symbol", "mode", "verdict") else "right")
+        for r in rows:
+            table.add_row(*r.values())
+        console.print(table)
+    for m in report["modes"]:
+        why = f" - failed: {', '.join(m['failed_checks'])}" if m["failed_checks"] else ""
+        colour = {"PASS": "green", "FAIL": "red"}.get(m["verdict"], "yellow")
+        console.print(f"[{colour}]{m['verdict']}[/{colour}] {m['mode']}{why}", highlight=False)
+        if m.get("fallback_reason"):
+            console.print(f"  fell back to eager: {escape(m['fallback_reason'])}", highlight=False)
+    for sym, rec in report["symbol_recommendations"].items():
+        console.print(f"{sym}: recommended {rec['recommended_mode']} ({escape(rec['reason'])})", highlight=False,
+                      soft_wrap=True)
+    for n in report["notes"]:
+        console.print(f"note: {escape(n)}", highlight=False, soft_wrap=True)
+
+
 @app.command()
 def check(
-    model: str = typer.Option(..., "--model", "-m", help="toto | kronos | baseline"),
-    mode: str = typer.Option("quick", "--mode", help="quick (3) | full (10) | production-check (20 iterations)"),
-    iterations: Optional[int] = typer.Option(None, "--iterations", min=1, help="Override the mode's count."),
+    model: options.Model,
+    mode: str = typer.Option("quick", "--mode", help="quick (3 repeats), full (10) or production-check (20; "
+                             "exits 1 when the configured mode fails)."),
+    iterations: Optional[int] = typer.Option(None, "--iterations", min=1,
+                                             help="Repeats per symbol and mode (overrides --mode's count)."),
     modes: Optional[str] = typer.Option(None, "--modes", help="Compile modes to test, comma separated "
                                         "(default: 'default' on CPU, 'default,reduce-overhead' on CUDA)."),
-    symbols: str = typer.Option("SP500,NASDAQ", "--symbols", help="Comma separated."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Folder with <SYMBOL>.csv/.parquet."),
-    weights: Optional[str] = typer.Option(None, "--weights", help="Checkpoint folder, hub id, or 'random'."),
-    device: str = typer.Option("cpu", "--device"),
-    dtype: str = typer.Option("float32", "--dtype"),
-    context: int = typer.Option(512, "--context", min=8),
-    horizon: int = typer.Option(8, "--horizon", min=1),
-    samples: int = typer.Option(64, "--samples", min=1),
-    batch: int = typer.Option(2, "--batch", min=1, help="Windows per forecast call."),
-    seed: int = typer.Option(0, "--seed"),
-    output_dir: Path = typer.Option(Path("out/compile_check"), "--output-dir"),
+    symbols: Optional[str] = typer.Option(None, "--symbols", help="Symbols to study, comma separated (default: "
+                                          "every file in --data-dir, else the embedded SP500,NASDAQ)."),
+    data_dir: options.DataDir = None,
+    weights: options.Weights = None,
+    device: options.Device = "cpu",
+    dtype: options.Dtype = "float32",
+    context: options.Context = 512,
+    horizon: options.Horizon = 8,
+    samples: options.Samples = 64,
+    batch: int = typer.Option(2, "--batch", min=1, help="Windows per forecast call; every repeat forecasts the "
+                              "same windows."),
+    seed: options.Seed = 0,
+    max_recompiles: int = typer.Option(Thresholds.max_recompiles, "--max-recompiles", min=0,
+                                       help="Gate: recompiles allowed after warm-up."),
+    min_speedup: float = typer.Option(Thresholds.min_speedup, "--min-speedup", min=0.0,
+                                      help="Gate: eager p50 latency / compiled p50 latency, at least."),
+    max_output_delta: float = typer.Option(Thresholds.max_output_delta, "--max-output-delta", min=0.0,
+                                           help="Gate: max relative difference of compiled vs eager median "
+                                           "forecasts (strictly below)."),
+    max_memory_delta: float = typer.Option(Thresholds.max_memory_delta, "--max-memory-delta", min=0.0,
+                                           help="Gate: extra peak memory over eager, as a fraction of eager's "
+                                           "footprint."),
+    output_dir: Path = typer.Option(Path("out/compile_check"), "--output-dir",
+                                    help="Where compile_check.json and compile_check.md are written."),
     apply: bool = typer.Option(False, "--apply", help="Write the recommended mode into --env-file."),
     start_probe: bool = typer.Option(False, "--start-probe", help="Also time cold vs warm start of each "
                                      "compiled mode in two fresh processes (persistent artifacts)."),
     env_file: Path = ENV_FILE_OPT,
 ) -> None:
-    """Stress test eager vs compile modes on real bars; writes compile_check.json/.md, prints verdicts."""
-    from marketcast.compile.check import CHECK_ITERATIONS, CheckPlan, run_check
-    from marketcast.compile.report import summary_rows, write_report
-    from marketcast.runtime.settings import load_settings
+    """Stress test eager vs compile modes on each symbol's real windows; writes compile_check.json/.md, prints
+    the verdicts and a recommended mode per symbol."""
+    from marketcast.compile.check import run_check
+    from marketcast.compile.plan import CHECK_ITERATIONS, CheckPlan
+    from marketcast.compile.report import write_report
     from marketcast.data import load_symbol
     from marketcast.forecast.registry import MODEL_NAMES, load_forecaster
+    from marketcast.runtime.settings import load_settings
 
-    if model not in MODEL_NAMES:
+    if model not in MODEL_NAMES:  # checked here: a factory that fails inside the check is a failed mode
         raise ConfigError(f"--model {model!r}: choose one of {', '.join(MODEL_NAMES)}")
     if mode not in CHECK_ITERATIONS:
         raise ConfigError(f"--mode {mode!r}: choose one of {', '.join(CHECK_ITERATIONS)}")
@@ -136,13 +207,12 @@ def check(
         note = "baseline runs numpy only (no torch module): compile modes are not applicable, eager measured alone"
     elif configured is not None and configured not in compile_modes:
         compile_modes.append(configured)  # always measure what production runs now
-    names = [s.strip() for s in symbols.split(",") if s.strip()]
-    if not names:
-        raise ConfigError("--symbols: give at least one symbol")
+    names = _symbols(symbols, data_dir)
     plan = CheckPlan(iterations=iterations or CHECK_ITERATIONS[mode], context=context, horizon=horizon,
                      num_samples=samples, batch=batch, seed=seed)
-    min_rows = plan.iterations * plan.batch * plan.horizon + plan.horizon + 2
-    bars = {n.upper(): load_symbol(n, data_dir=data_dir, min_rows=min_rows) for n in names}
+    thresholds = Thresholds(max_output_delta=max_output_delta, max_recompiles=max_recompiles,
+                            min_speedup=min_speedup, max_memory_delta=max_memory_delta)
+    bars = {n: load_symbol(n, data_dir=data_dir, min_rows=plan.min_rows) for n in names}
 
     def factory(compile_mode: Optional[str]):
         return load_forecaster(model, weights=weights, device=device, dtype=dtype,
@@ -150,8 +220,8 @@ def check(
 
     with console.status("compile check") as spinner:
         report = run_check(
-            factory, compile_modes, bars, plan, model=model, weights=weights, device=device, check_mode=mode,
-            configured_mode=configured, compile_note=note, progress=lambda msg: spinner.update(msg),
+            factory, compile_modes, bars, plan, thresholds, model=model, weights=weights, device=device,
+            check_mode=mode, configured_mode=configured, compile_note=note, progress=lambda msg: spinner.update(msg),
         )
     if start_probe:
         from marketcast.compile.startprobe import measure_start
@@ -164,22 +234,8 @@ def check(
                     symbol=names[0], data_dir=str(data_dir) if data_dir else None, context=context,
                     horizon=horizon, samples=samples, batch=batch, seed=seed)
     json_path, md_path = write_report(report, output_dir)
-
-    rows = summary_rows(report)
-    table = Table(title=f"compile check: {model} ({mode}, {plan.iterations} iterations, {device})")
-    for col in rows[0]:
-        table.add_column(col, justify="left" if col in ("mode", "verdict") else "right")
-    for r in rows:
-        table.add_row(*r.values())
-    console.print(table)
-    for m in report["modes"]:
-        why = f" - failed: {', '.join(m['failed_checks'])}" if m["failed_checks"] else ""
-        colour = {"PASS": "green", "FAIL": "red"}.get(m["verdict"], "yellow")
-        console.print(f"[{colour}]{m['verdict']}[/{colour}] {m['mode']}{why}", highlight=False)
-        if m.get("fallback_reason"):
-            console.print(f"  fell back to eager: {m['fallback_reason']}", highlight=False)
-    for n in report["notes"]:
-        console.print(f"note: {n}", highlight=False)
+    _print_report(report, f"compile check: {model} ({mode}, {plan.iterations} repeats x {len(names)} symbols, "
+                          f"{device})")
     console.print(f"recommended: {report['recommended_mode']}; configured: {report['configured_mode']} "
                   f"({'OK' if report['production_ok'] else 'NOT OK'}); wrote {json_path} and {md_path}",
                   highlight=False)
@@ -192,39 +248,54 @@ def check(
             updates = {**set_enabled(env_file, model, True), **set_mode(env_file, model, report["recommended_mode"])}
         _print_switch(updates, env_file)
     if mode == "production-check" and not report["production_ok"]:
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.CHECK_FAILED)
+
+
+def _short(path: str | None) -> str:
+    """A location without its site-packages prefix (the table is for reading; --json keeps full paths)."""
+    return (path or "").split("site-packages/")[-1]
 
 
 @app.command()
 def analyze(
-    logfile: Path = typer.Argument(..., help="Output of TORCH_LOGS=recompiles (stderr) to explain."),
+    logs: list[Path] = typer.Argument(..., help="Logs captured with TORCH_LOGS=recompiles,graph_breaks: files "
+                                      "and/or folders (every file in a folder); events are grouped across them."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
 ) -> None:
-    """Group recompiles, recompile-limit hits, graph breaks and CUDA-graph skips; suggest a fix per cause."""
-    from marketcast.compile.analyze import FIXES, analyze_file
+    """Group recompiles, recompile-limit hits, skipped frames, graph breaks and CUDA-graph skips; a fix per cause."""
+    from marketcast.compile.analyze import KINDS, analyze_paths
+    from marketcast.compile.causes import FIXES
 
-    result = analyze_file(logfile)
+    result = analyze_paths(logs)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
         return
     totals = result.totals()
-    console.print(f"{logfile}: {result.lines} lines; " + ", ".join(f"{k} {v}" for k, v in totals.items()),
-                  highlight=False)
+    replaced = f" ({result.undecodable} undecodable byte sequences replaced)" if result.undecodable else ""
+    console.print(f"{len(result.sources)} log file(s), {result.lines} lines{replaced}: "
+                  + ", ".join(f"{n} {KINDS[k]}" for k, n in totals.items()), highlight=False)
     if not result.groups:
         console.print("no recompiles, graph breaks or CUDA-graph skips found "
-                      "(was the log captured with TORCH_LOGS=recompiles?)")
+                      "(was the log captured with TORCH_LOGS=recompiles,graph_breaks?)")
         return
-    table = Table(title="grouped by frame and guard")
-    for col in ("kind", "function", "location", "guard / reason", "count", "cause"):
+    table = Table(title="grouped by kind, place and guard (most severe first)")
+    for col in ("kind", "where", "guard / reason", "count", "cause"):
         table.add_column(col, overflow="fold")
     for g in result.groups:
         count = f"{g.count} ({g.instances} inst.)" if g.kind == "cudagraph_skip" else str(g.count)
         kind = f"{g.kind} ({g.limit})" if g.limit else g.kind
-        table.add_row(kind, g.function or "", g.location or "", g.pattern, count, g.cause)
+        where = escape(f"{g.function or '?'} {_short(g.location)}".strip())
+        text = "\n".join([escape(g.pattern)] + [f"[dim]{escape(x)}[/dim]" for x in (g.detail, g.context) if x])
+        table.add_row(kind, where, text, count, g.cause)
     console.print(table)
+    for g in result.groups:
+        if g.effect:
+            console.print(f"[red]{g.kind}[/red] {escape(g.function or '?')} ({escape(_short(g.location))}): {g.effect}",
+                          highlight=False)
     console.print("fixes:")
-    for cause, n in result.causes().items():
-        console.print(f"- {cause} ({n}): {FIXES[cause]}", highlight=False)
+    for cause, per_kind in result.causes().items():
+        counts = " + ".join(f"{n} {KINDS[k]}" for k, n in per_kind.items())
+        console.print(f"- {cause} ({counts}): {FIXES[cause]}", highlight=False)
 
 
 @app.command()
@@ -236,11 +307,15 @@ def compare(
     """Compare two backtest JSONs per symbol and strategy: return delta > 0.05 FAIL, > 0.01 WARN."""
     from marketcast.compile.compare import compare_files
 
-    result = compare_files(a, b)
+    print_comparison(compare_files(a, b), f"{a.name} vs {b.name}", as_json)
+
+
+def print_comparison(result: dict, title: str, as_json: bool = False) -> None:
+    """A comparison of backtests (``compare_backtests``' result) as JSON or a table; exit 1 on FAIL."""
     if as_json:
         typer.echo(json.dumps(result, indent=2))
     else:
-        table = Table(title=f"{a.name} vs {b.name}")
+        table = Table(title=title)
         for col in ("symbol", "strategy", "return A", "return B", "Δ return", "Δ sharpe", "status"):
             table.add_column(col, justify="left" if col in ("symbol", "strategy", "status") else "right")
         for r in result["rows"]:

@@ -9,13 +9,12 @@ same folder and renamed over the old one, so a crash never leaves a half-written
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Mapping
 
 from marketcast.errors import ConfigError
+from marketcast.fileio import write_atomic
 
 _ASSIGN = re.compile(
     r"^(?P<lead>\s*(?:export\s+)?)(?P<key>[A-Za-z_][A-Za-z0-9_]*)(?P<eq>\s*=\s*)(?P<value>.*?)(?P<trail>\s*)$"
@@ -64,25 +63,6 @@ def render_updates(text: str, updates: Mapping[str, str]) -> str:
     return "".join(out)
 
 
-def write_atomic(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file in the same folder and ``os.replace``."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    mode = target.stat().st_mode & 0o7777 if target.exists() else None
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def update_env_file(path: str | Path, updates: Mapping[str, str]) -> str:
     """Set ``updates`` in the env file at ``path`` (created if absent); returns the new text."""
     target = Path(path)
@@ -91,5 +71,5 @@ def update_env_file(path: str | Path, updates: Mapping[str, str]) -> str:
     old = target.read_text() if target.exists() else ""
     new = render_updates(old, updates)
     if new != old or not target.exists():
-        write_atomic(target, new)
+        write_atomic(target, new, ConfigError)
     return new

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import pandas as pd
 
-from marketcast.data.asset import PERIODS_PER_YEAR
+from marketcast.data.asset import RULES
+from marketcast.data.calendar import Annualisation, MarketCalendar, annualise, calendar_for
 
 PRICE_COLUMNS = ("open", "high", "low", "close")
 
@@ -16,20 +18,35 @@ class Bars:
     """OHLCV bars of one symbol.
 
     ``frame`` has a UTC ``DatetimeIndex`` named ``timestamp`` (strictly increasing) and float64 columns
-    ``open, high, low, close`` plus ``volume`` when the source had it.
+    ``open, high, low, close`` plus ``volume`` when the source had it. ``asset_class`` is one of
+    :data:`marketcast.data.asset.ASSET_CLASSES`; it sets the calendar, the fee default and shorting.
     """
 
     symbol: str
     frame: pd.DataFrame
-    asset_class: str = "stock"  # "stock" | "crypto"
+    asset_class: str = "stock"
     source: str = ""
 
     def __len__(self) -> int:
         return len(self.frame)
 
     @property
-    def periods_per_year(self) -> int:
-        return PERIODS_PER_YEAR[self.asset_class]
+    def calendar(self) -> MarketCalendar:
+        return calendar_for(self.asset_class)
+
+    @cached_property
+    def annualisation(self) -> Annualisation:
+        """Periods per year from the bar spacing and the calendar, with how they were found (raises a
+        ``DataError`` on mixed spacing)."""
+        return annualise(self.frame.index, self.calendar, where=f"{self.symbol} ({self.source or 'bars'})")
+
+    @property
+    def periods_per_year(self) -> float:
+        return self.annualisation.periods_per_year
+
+    @property
+    def allow_short(self) -> bool:
+        return RULES[self.asset_class].allow_short
 
     @property
     def is_crypto(self) -> bool:

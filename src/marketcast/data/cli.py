@@ -1,32 +1,54 @@
-"""``marketcast data check FILE``: validate a bars file and say what was found."""
+"""``marketcast data check FILE`` (validate a bars file) and ``data fetch`` (bars from Alpaca into files)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, List, Optional
 
 import numpy as np
 import typer
 from rich.table import Table
 
 from marketcast.console import console
+from marketcast.data.validate import MAX_JUMP, MIN_BARS
+from marketcast.options import AssetClass, OnDuplicate, asset_classes
 
 app = typer.Typer(no_args_is_help=True)
 
 
+def _jump(value: float) -> float:
+    if not value > 1.0:
+        raise typer.BadParameter(f"{value:g} is not above 1 (a factor between consecutive bars).")
+    return value
+
+
 @app.command("check")
 def check(
-    file: Path = typer.Argument(..., help="CSV or Parquet export (yfinance, Alpaca, lowercase)."),
-    symbol: Optional[str] = typer.Option(None, "--symbol", help="Symbol to pick from a multi-symbol file."),
-    asset_class: Optional[str] = typer.Option(None, "--asset-class", help="stock | crypto (default: inferred)."),
-    min_rows: Optional[int] = typer.Option(None, "--min-rows", help="Fail if fewer rows than this."),
+    file: Annotated[Path, typer.Argument(help="CSV or Parquet export (yfinance, Alpaca, lowercase).")],
+    symbol: Annotated[Optional[str], typer.Option(help="Symbol to pick from a multi-symbol file.")] = None,
+    asset_class: AssetClass = None,
+    min_rows: Annotated[int, typer.Option(
+        min=1, help=f"Fail with fewer bars than this (default {MIN_BARS}: a forecast reads at least two returns; "
+                    "a backtest needs --windows + 2).")] = MIN_BARS,
+    on_duplicate: OnDuplicate = "error",
+    max_jump: Annotated[float, typer.Option(
+        callback=_jump, help="Warn about a bar whose prices move more than this factor from the previous close "
+                             "(a missing split adjustment, a unit change).")] = MAX_JUMP,
 ) -> None:
     """Validate FILE; exit 2 with the row and column of the first problem."""
     from marketcast.data import load_bars
+    from marketcast.data.ticks import price_decimals
 
-    bars = load_bars(file, symbol=symbol, asset_class=asset_class, min_rows=min_rows)
+    named = (symbol or file.stem).upper()  # the symbol a SYMBOL=CLASS override must name
+    bars = load_bars(file, symbol=symbol, asset_class=asset_classes(asset_class, [named])[named], min_rows=min_rows,
+                     on_duplicate=on_duplicate,
+                     max_jump=max_jump,
+                     need=f"--min-rows {min_rows}; a forecast reads at least {MIN_BARS} bars, two returns; "
+                          "use a longer file")
     frame = bars.frame
-    spacing = np.median(np.diff(frame.index.asi8)) / 1e9 if len(frame) > 1 else float("nan")
+    spacing = float(np.median(np.diff(frame.index.asi8))) / 1e9 if len(frame) > 1 else float("nan")
+    close = frame["close"]
+    decimals = price_decimals(close)
     table = Table(title=f"{file}: OK", show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
@@ -34,7 +56,45 @@ def check(
     table.add_row("asset class", f"{bars.asset_class} ({bars.periods_per_year} periods/year)")
     table.add_row("rows", f"{len(frame):,}")
     table.add_row("first / last", f"{frame.index[0]} / {frame.index[-1]}")
-    table.add_row("median spacing", f"{spacing / 86400:.3g} days" if spacing >= 86400 else f"{spacing:.0f} s")
+    table.add_row("median spacing", "-" if spacing != spacing else
+                  f"{spacing / 86400:.3g} days" if spacing >= 86400 else f"{spacing:.0f} s")
     table.add_row("columns", ", ".join(frame.columns))
-    table.add_row("close min / max", f"{frame['close'].min():,.4f} / {frame['close'].max():,.4f}")
+    table.add_row("close min / max", f"{close.min():,.{decimals}f} / {close.max():,.{decimals}f}")
     console.print(table)
+
+
+@app.command("fetch")
+def fetch(
+    symbols: List[str] = typer.Argument(..., help="Symbols, e.g. AAPL MSFT BTCUSD."),
+    start: str = typer.Option(..., "--start", help="First day, e.g. 2020-01-01 (UTC)."),
+    end: Optional[str] = typer.Option(None, "--end", help="Last day (default: now)."),
+    timeframe: str = typer.Option("1Day", "--timeframe", help="1Day, 1Hour, 15Min, 1Week, 1Month."),
+    source: str = typer.Option("alpaca", "--source", help="Where from (alpaca; keys from APCA_API_KEY_ID and "
+                                                          "APCA_API_SECRET_KEY)."),
+    out_dir: Path = typer.Option(Path("data"), "--out-dir", help="Folder for <SYMBOL>.csv (a --data-dir)."),
+    fmt: str = typer.Option("csv", "--format", help="csv or parquet."),
+    asset_class: AssetClass = None,
+    feed: Optional[str] = typer.Option(None, "--feed", help="Stock feed: iex or sip (default: your plan's)."),
+) -> None:
+    """Download bars into OUT_DIR/<SYMBOL>.csv; nothing is written unless every symbol came back valid."""
+    import pandas as pd
+
+    from marketcast.data.fetch import fetch_alpaca, write_bar_files
+    from marketcast.errors import ConfigError
+
+    if source != "alpaca":
+        raise ConfigError(f"--source {source!r}: the only source is alpaca")
+
+    def day(text: str, flag: str, shift: str = "0s"):
+        try:
+            return (pd.Timestamp(text).tz_localize(None) + pd.Timedelta(shift)).to_pydatetime()
+        except (ValueError, TypeError):
+            raise ConfigError(f"{flag} {text!r} is not a date; use YYYY-MM-DD") from None
+
+    # --end names the last day wanted: Alpaca's end is inclusive, and its daily bars are stamped after midnight
+    last = day(end, "--end", "1D") - pd.Timedelta("1us") if end else None
+    frames = fetch_alpaca(symbols, day(start, "--start"), last, timeframe,
+                          asset_classes=asset_classes(asset_class, symbols), feed=feed)
+    written = write_bar_files(frames, out_dir, fmt)
+    rows = sum(len(f) for f in frames.values())
+    console.print(f"wrote {len(written)} files ({rows:,} bars) to {out_dir}/", highlight=False)

@@ -1,11 +1,13 @@
 """The embedded default: real daily S&P 500 and NASDAQ bars (1999-2018) shipped in the ``arch`` package.
 
-They let ``make run`` work offline on real market data. ``--data-dir`` replaces them with user files.
+They let ``make run`` work offline on real market data. ``--data-dir`` replaces them with user files. The
+files are read where ``arch`` installed them, without importing ``arch`` (its import pulls in scipy and
+statsmodels, about a second, for two 5,031-row CSV files).
 """
 
 from __future__ import annotations
 
-from importlib import import_module
+from importlib.util import find_spec
 from pathlib import Path
 
 import pandas as pd
@@ -13,11 +15,24 @@ import pandas as pd
 from marketcast.data.asset import infer_asset_class
 from marketcast.data.bars import Bars
 from marketcast.data.load import find_symbol_file, load_bars
-from marketcast.data.validate import check_bars
+from marketcast.data.validate import check_bars, check_rows
 from marketcast.errors import DataError
 
 EMBEDDED = {"SP500": "arch.data.sp500", "NASDAQ": "arch.data.nasdaq"}
 DEFAULT_SYMBOLS = tuple(EMBEDDED)
+
+
+def _read_arch_csv(module: str) -> pd.DataFrame:
+    """What ``arch.data.<name>.load()`` returns (dates parsed, numbers as floats), read from its package folder."""
+    spec = find_spec("arch")  # a top-level spec: arch is located, not imported
+    if spec is None or not spec.submodule_search_locations:
+        raise DataError("the embedded SP500/NASDAQ bars ship with the arch package, which is not installed; "
+                        "install marketcast's dependencies or use --data-dir DIR")
+    name = module.rsplit(".", 1)[1]
+    path = Path(spec.submodule_search_locations[0], "data", name, f"{name}.csv.gz")
+    raw = pd.read_csv(path, index_col="Date")
+    raw.index = pd.to_datetime(raw.index, format="%m/%d/%Y")
+    return raw
 
 
 def load_embedded(symbol: str, asset_class: str | None = None) -> Bars:
@@ -28,7 +43,7 @@ def load_embedded(symbol: str, asset_class: str | None = None) -> Bars:
             f"no embedded data for {symbol!r}; embedded symbols are {', '.join(EMBEDDED)} "
             "(use --data-dir DIR with <SYMBOL>.csv for others)"
         )
-    raw = import_module(EMBEDDED[key]).load()
+    raw = _read_arch_csv(EMBEDDED[key])
     frame = raw.rename(columns=str.lower)[["open", "high", "low", "close", "volume"]].astype("float64")
     frame.index = pd.DatetimeIndex(raw.index, name="timestamp").tz_localize("UTC")
     source = f"arch:{EMBEDDED[key]}"
@@ -41,12 +56,12 @@ def load_symbol(
     data_dir: str | Path | None = None,
     asset_class: str | None = None,
     min_rows: int | None = None,
+    on_duplicate: str = "error",
 ) -> Bars:
-    """``symbol`` from ``data_dir`` when given, else from the embedded dataset."""
+    """``symbol`` from ``data_dir`` when given, else from the embedded dataset (which has no duplicates)."""
     if data_dir is None:
         bars = load_embedded(symbol, asset_class)
-        if min_rows is not None and len(bars) < min_rows:
-            raise DataError(f"{bars.source}: has {len(bars)} rows but {min_rows} are needed")
+        check_rows(len(bars), bars.source, min_rows)
         return bars
     return load_bars(find_symbol_file(data_dir, symbol), symbol=symbol.upper(), asset_class=asset_class,
-                     min_rows=min_rows)
+                     min_rows=min_rows, on_duplicate=on_duplicate)

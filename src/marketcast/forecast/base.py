@@ -8,31 +8,52 @@ design: a backtest forecasts all of its windows in one call.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 import pandas as pd
 
+from marketcast.data.calendar import BarInterval, MarketCalendar, calendar_for, infer_interval
+from marketcast.data.spacing import infer_intervals
 from marketcast.forecast.aggregate import aggregate, quantile
 
 INPUT_FIELDS = ("open", "high", "low", "close", "volume")
 OUTPUT_FIELDS = ("close", "high", "low", "open")
 
 
-@dataclass(frozen=True)
 class ContextBatch:
     """``B`` context windows of equal length ``T`` (shorter windows are left-padded and masked).
 
-    values:     float64 ``[B, T, 5]`` in :data:`INPUT_FIELDS` order (volume 0 when unknown).
+    values:     float64 ``[B, T, 5]`` in :data:`INPUT_FIELDS` order (volume 0 when unknown); from
+                :func:`make_batch` a read-only view of the bars (as are ``timestamps``), never written to.
     mask:       bool ``[B, T]``; False marks left padding. Padded values repeat the first real bar.
     timestamps: ``datetime64[ns]`` ``[B, T]`` (UTC, naive) or None.
-    future_timestamps: ``datetime64[ns]`` ``[B, horizon]`` or None (models that need them extrapolate).
+    future_timestamps: ``datetime64[ns]`` ``[B, horizon]`` or None; may be given as a function, called the first
+                time a model reads them (only models with a calendar input do; the baseline never pays for them).
     """
 
-    values: np.ndarray
-    mask: np.ndarray
-    timestamps: np.ndarray | None = None
-    future_timestamps: np.ndarray | None = None
+    def __init__(self, values: np.ndarray, mask: np.ndarray, timestamps: np.ndarray | None = None,
+                 future_timestamps: np.ndarray | Callable[[], np.ndarray] | None = None) -> None:
+        self.values, self.mask, self.timestamps = values, mask, timestamps
+        self._future = future_timestamps
+
+    @property
+    def future_timestamps(self) -> np.ndarray | None:
+        if callable(self._future):
+            self._future = self._future()
+        return self._future
+
+    @classmethod
+    def concat(cls, batches: Sequence["ContextBatch"]) -> "ContextBatch":
+        """One batch of every window of ``batches``, in order (future timestamps still computed on first read)."""
+        def cat(attr):
+            parts = [getattr(b, attr) for b in batches]
+            return None if any(p is None for p in parts) else np.concatenate(parts)
+
+        future = None
+        if all(b._future is not None for b in batches):
+            future = lambda: np.concatenate([b.future_timestamps for b in batches])  # noqa: E731
+        return cls(cat("values"), cat("mask"), cat("timestamps"), future)
 
     @property
     def batch_size(self) -> int:
@@ -125,12 +146,15 @@ def make_batch(
     ends: Sequence[int],
     context: int,
     horizon: int | None = None,
+    calendar: MarketCalendar | None = None,
 ) -> ContextBatch:
     """Windows of ``frame`` ending at (and including) row positions ``ends``, each ``context`` bars long.
 
     A window that starts before row 0 is left-padded with its first real bar and masked. Nothing after
-    ``end`` is read, so a decision made from window ``end`` cannot see the future. ``future_timestamps``
-    are extrapolated from the bar spacing of each window (never read from the frame).
+    ``end`` is read, so a decision made from window ``end`` cannot see the future. Windows are strided views
+    of the bars (no copy when ``ends`` are consecutive). ``future_timestamps`` are the next ``horizon`` bar
+    times on ``calendar`` (default: stocks, XNYS) for the bar spacing of each window (never read from the
+    frame), computed when first read.
     """
     ends = np.asarray(ends, dtype=np.int64)
     if len(ends) == 0:
@@ -149,28 +173,41 @@ def make_batch(
         index = index.tz_convert("UTC").tz_localize(None)
     stamps = index.to_numpy("datetime64[ns]")
 
-    offsets = np.arange(context) - (context - 1)  # [-context+1 .. 0]
-    rows = ends[:, None] + offsets[None, :]  # [B, T]
-    mask = rows >= 0
-    first = np.maximum(ends - context + 1, 0)
-    rows = np.where(mask, rows, first[:, None])
-    values = data[rows]
-    timestamps = stamps[rows]
+    pad = context - 1  # row r of a padded array is bar r - pad; the window ending at bar t is rows t .. t + pad
+    def windows(x: np.ndarray, first) -> np.ndarray:
+        padded = np.concatenate([np.repeat(first, pad, axis=0), x])
+        view = np.lib.stride_tricks.sliding_window_view(padded, context, axis=0)  # [n, ..., context]
+        picked = view[ends[0]:ends[-1] + 1] if (np.diff(ends) == 1).all() else view[ends]
+        picked.flags.writeable = False  # a copy when ends skip: read-only all the same
+        return np.moveaxis(picked, -1, 1)
+
+    values = windows(data, data[:1])
+    mask = np.arange(context)[None, :] >= (pad - ends)[:, None]  # bar t - pad + j exists
+    timestamps = windows(stamps, stamps[:1])
     future = None
     if horizon is not None:
-        future = np.empty((len(ends), horizon), dtype="datetime64[ns]")
-        for i, (row, start) in enumerate(zip(ends, first)):
-            span = stamps[start : row + 1]
-            future[i] = _extrapolate(span, stamps[row], horizon)
+        first = np.maximum(ends - pad, 0)
+        future = lambda: _future_times(stamps, first, ends, horizon, calendar or calendar_for("stock"))  # noqa: E731
     return ContextBatch(values=values, mask=mask, timestamps=timestamps, future_timestamps=future)
 
 
-def _extrapolate(span: np.ndarray, last: np.datetime64, horizon: int) -> np.ndarray:
-    """Next ``horizon`` timestamps after ``last``: business days for weekday-only daily bars, else the
-    median spacing of ``span``."""
-    step = np.median(np.diff(span)) if len(span) > 1 else np.timedelta64(1, "D")
-    days = span.astype("datetime64[D]")
-    if step == np.timedelta64(1, "D") and np.is_busday(days).all() and (span == days).all():
-        nxt = np.busday_offset(np.datetime64(last, "D"), np.arange(1, horizon + 1), roll="forward")
-        return nxt.astype("datetime64[ns]")
-    return last + step * np.arange(1, horizon + 1)
+def _future_times(stamps: np.ndarray, first: np.ndarray, ends: np.ndarray, horizon: int,
+                  calendar: MarketCalendar) -> np.ndarray:
+    """``[B, horizon]``: the next bar times after each window's last bar, for the bar interval of the window's
+    own stamps (windows of one interval extrapolate together)."""
+    kinds, steps = infer_intervals(stamps, first, ends)
+    future = np.empty((len(ends), horizon), dtype="datetime64[ns]")
+    groups = pd.DataFrame({"kind": kinds, "step": steps}).groupby(["kind", "step"], sort=False).indices
+    for (kind, step), rows in groups.items():
+        interval = BarInterval(kind, pd.Timedelta(int(step)), "")
+        future[rows] = calendar.next_bar_times_many(stamps[ends[rows]], interval, horizon)
+    return future
+
+
+def _extrapolate(span: np.ndarray, last: np.datetime64, horizon: int,
+                 calendar: MarketCalendar | None = None) -> np.ndarray:
+    """Next ``horizon`` bar times after ``last`` (naive UTC) on ``calendar`` (default XNYS), for the bar
+    interval of ``span`` (the window's own timestamps); what ``make_batch`` does for each window."""
+    interval = infer_interval(np.asarray(span, dtype="datetime64[ns]"))
+    lasts = np.asarray([last], dtype="datetime64[ns]")
+    return (calendar or calendar_for("stock")).next_bar_times_many(lasts, interval, horizon)[0]

@@ -36,6 +36,7 @@ class BaselineForecaster:
     max_vol_ratio: float = 4.0
     name: str = "baseline"
     fields: tuple[str, ...] = ("close", "high", "low", "open")
+    min_context: int = 3  # real bars a window needs: two moves to start the volatility estimate
 
     def _moves(self, batch: ContextBatch) -> tuple[np.ndarray, np.ndarray]:
         """Per-bar log moves ``[B, T-1, 4]`` (close, high, low, open vs previous close), vol-rescaled."""
@@ -45,8 +46,9 @@ class BaselineForecaster:
         valid = batch.mask[:, 1:] & batch.mask[:, :-1]
         r = np.where(valid, moves[:, :, 0], 0.0)
         counts = valid.sum(axis=1)
-        if (counts < 2).any():
-            raise ConfigError("baseline forecaster needs at least 3 real bars per window; give it more context")
+        if (counts < self.min_context - 1).any():
+            raise ConfigError(f"baseline forecaster needs at least {self.min_context} real bars per window; "
+                              "give it more context")
         var = (r**2).sum(axis=1) / counts  # start the EWMA at the window's own mean square
         sigma_before = np.empty_like(r)  # volatility forecast made before each bar
         lam = self.ewma_lambda

@@ -16,8 +16,8 @@ import torch
 from torch import nn
 
 from marketcast.errors import ModelLoadError
+from marketcast.forecast.hub import FILES, download_advice
 
-FILES = ("config.json", "model.safetensors")
 M = TypeVar("M", bound=nn.Module)
 
 
@@ -51,10 +51,7 @@ def resolve_folder(source: str | os.PathLike, model: str, local_files_only: bool
     except Exception as exc:
         how = ("offline (HF_HUB_OFFLINE / local_files_only) and not in the Hugging Face cache" if is_offline
                else f"could not be downloaded ({type(exc).__name__}: {str(exc).strip().splitlines()[0][:120]})")
-        raise ModelLoadError(
-            f"{model} weights {repo!r} {how}; run `huggingface-cli download {repo} config.json model.safetensors` "
-            "on a connected machine, or put config.json and model.safetensors in a folder and pass that folder "
-            "(--weights FOLDER)") from None
+        raise ModelLoadError(f"{model} weights {repo!r} {how}; {download_advice(repo, model)}") from None
     return Path(folder)
 
 

@@ -2,18 +2,23 @@
 
 What alpaca-py does by itself, and what this adapter changes:
 
-* no request timeout at all -> the adapter gives the client's ``requests`` session a default timeout;
-* 429 and 504 are retried 3 times with a fixed 3 s sleep, ignoring ``Retry-After``, for POSTs too ->
-  turned off (``_retry = 0``); the adapter retries 429 honouring ``Retry-After`` (capped), retries 5xx and
-  timeouts for reads only. A submit that times out or gets a 5xx has an unknown outcome: it raises
-  :class:`BrokerUnavailable` and the loop's reconcile asks ``orders:by_client_order_id`` before any retry;
-* every error reaches the loop as a :class:`BrokerError` whose text has the keys scrubbed out
-  (:func:`redact`); :class:`RedactingFilter` does the same for log records.
+* ``url_override`` wins over ``paper`` -> the adapter always passes the host the flags chose
+  (:mod:`marketcast.trade.endpoints`) and names it in ``endpoint``;
+* no request timeout at all -> the client's ``requests`` session gets a default timeout;
+* 429 and 504 are retried 3 times with a fixed 3 s sleep, for POSTs too (``alpaca/common/constants.py:11-13``
+  ``DEFAULT_RETRY_*``, used by ``alpaca/common/rest.py`` ``_request``) -> turned off (``_retry = 0``); the adapter retries 429 after the later of
+  ``Retry-After`` and ``X-RateLimit-Reset`` (epoch seconds; Alpaca sends ``X-Ratelimit-Limit/Remaining/
+  Reset`` on every response, 200 requests a minute: https://forum.alpaca.markets/t/executing-orders/12029),
+  capped; 5xx and timeouts are retried for reads only. A submit that times out or gets a 5xx has an unknown
+  outcome: it raises :class:`BrokerUnavailable` and the loop's reconcile asks ``orders:by_client_order_id``;
+* 401 -> :class:`~marketcast.errors.AuthError` (exit 4); an order status Alpaca does not document ->
+  :class:`BrokerError` (never guessed);
+* every error reaches the loop with the keys scrubbed out (:mod:`marketcast.trade.redact`), as every log
+  record does.
 
-Paper endpoint by default; live only when the caller passes ``paper=False`` (the CLI requires ``--live``
-and ``--i-understand-live-trading``). Crypto: time-in-force gtc/ioc only, never short, and no multi-leg
-orders, so the take-profit is not attached (:meth:`AlpacaBroker.attaches_take_profit` is False) and the loop
-sends it as its own limit order once it sees the entry fill.
+Crypto has no multi-leg orders, so the take-profit is not attached (:meth:`AlpacaBroker.attaches_take_profit`
+is False) and the loop sends it as its own limit order once it sees the entry fill. Assets (increments, sizes,
+shortable) come from ``GET /v2/assets/{symbol}`` and are cached for ``asset_ttl_s``.
 """
 
 from __future__ import annotations
@@ -23,34 +28,18 @@ import os
 import time
 from typing import Any, Callable, Mapping
 
-from marketcast.errors import ConfigError
-from marketcast.trade.broker import Broker, BrokerError, BrokerUnavailable, DuplicateOrder, OrderRejected
-from marketcast.trade.types import BUY, LIMIT, Account, BarRow, Fill, Order, OrderRequest, Position, Quote
+from marketcast.errors import AuthError, ConfigError
+from marketcast.trade.broker import Broker, BrokerError, BrokerUnavailable, DuplicateOrder, OrderRejected, Snapshot
+from marketcast.trade.endpoints import Endpoint, data_url, trading_endpoint
+from marketcast.trade.redact import redact, register_secrets
+from marketcast.trade.rules import CRYPTO_FEE_CAP, Asset
+from marketcast.trade.types import LIMIT, Account, BarRow, Fill, Order, OrderRequest, Position, Quote, status_kind
 
 log = logging.getLogger("marketcast.trade.alpaca")
 
+RECENT = 100  # closed orders looked at per listing: the loop's own live a bar or two
 KEY_VARS = ("APCA_API_KEY_ID", "ALPACA_API_KEY_ID", "ALPACA_API_KEY")
 SECRET_VARS = ("APCA_API_SECRET_KEY", "ALPACA_API_SECRET_KEY", "ALPACA_SECRET_KEY")
-_SECRETS: set[str] = set()
-
-
-def redact(text: object) -> str:
-    """``text`` with every registered key replaced by ``***``."""
-    out = str(text)
-    for s in _SECRETS:
-        out = out.replace(s, "***")
-    return out
-
-
-class RedactingFilter(logging.Filter):
-    """Scrubs registered keys from a log record's message and arguments."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if _SECRETS:
-            record.msg = redact(record.getMessage())
-            record.args = None
-        return True
-
 
 def _crypto_symbol(symbol: str) -> str:
     s = symbol.upper().replace("-", "/")
@@ -70,9 +59,9 @@ class AlpacaBroker(Broker):
 
     name = "alpaca"
 
-    def __init__(self, api_key: str, secret_key: str, *, paper: bool = True, url_override: str | None = None,
-                 data_url_override: str | None = None, timeout_s: float = 10.0, max_retries: int = 3,
-                 max_retry_wait_s: float = 5.0, asset_classes: Mapping[str, str] | None = None) -> None:
+    def __init__(self, api_key: str, secret_key: str, *, endpoint: Endpoint, data_url: str | None = None,
+                 timeout_s: float = 10.0, max_retries: int = 3, max_retry_wait_s: float = 60.0,
+                 asset_classes: Mapping[str, str] | None = None, asset_ttl_s: float = 3600.0) -> None:
         try:
             import requests
             from alpaca.data.historical import CryptoHistoricalDataClient, StockHistoricalDataClient
@@ -81,30 +70,34 @@ class AlpacaBroker(Broker):
             raise ConfigError("the Alpaca broker needs alpaca-py: pip install 'marketcast[alpaca]'") from None
         if not api_key or not secret_key:
             raise ConfigError("Alpaca keys missing: set APCA_API_KEY_ID and APCA_API_SECRET_KEY")
-        _SECRETS.update({api_key, secret_key})
-        self.paper = paper
+        register_secrets(api_key, secret_key)
+        self.mode, self.endpoint = endpoint.mode, str(endpoint)
         self.asset_classes = dict(asset_classes or {})
         self.timeout_s, self.max_retries, self.max_retry_wait_s = timeout_s, max_retries, max_retry_wait_s
+        self.asset_ttl_s, self._assets = asset_ttl_s, {}
         self._requests = requests
-        self.trading = TradingClient(api_key, secret_key, paper=paper, raw_data=True, url_override=url_override)
-        self.stocks = StockHistoricalDataClient(api_key, secret_key, raw_data=True, url_override=data_url_override)
-        self.crypto = CryptoHistoricalDataClient(api_key, secret_key, raw_data=True, url_override=data_url_override)
+        self.trading = TradingClient(api_key, secret_key, paper=endpoint.mode == "paper", raw_data=True,
+                                     url_override=endpoint.url)
+        self.stocks = StockHistoricalDataClient(api_key, secret_key, raw_data=True, url_override=data_url)
+        self.crypto = CryptoHistoricalDataClient(api_key, secret_key, raw_data=True, url_override=data_url)
         for client in (self.trading, self.stocks, self.crypto):
             client._retry = 0  # alpaca-py's own retry ignores Retry-After and re-POSTs orders
             client._session = _timeout_session(requests, timeout_s)
 
     @classmethod
-    def from_env(cls, paper: bool = True, **kwargs) -> "AlpacaBroker":
-        key = next((os.environ[v] for v in KEY_VARS if os.environ.get(v)), "")
-        secret = next((os.environ[v] for v in SECRET_VARS if os.environ.get(v)), "")
+    def from_env(cls, live: bool = False, env: Mapping[str, str] | None = None, **kwargs) -> "AlpacaBroker":
+        """Keys from the environment; the host from ``live`` (checked against ``APCA_API_BASE_URL`` before any
+        request)."""
+        env = os.environ if env is None else env
+        endpoint, data = trading_endpoint(live, env), data_url(env)
+        key = next((env[v] for v in KEY_VARS if env.get(v)), "")
+        secret = next((env[v] for v in SECRET_VARS if env.get(v)), "")
         if not key or not secret:
             raise ConfigError(f"Alpaca keys missing: set {KEY_VARS[0]} and {SECRET_VARS[0]} in the environment")
-        kwargs.setdefault("url_override", os.environ.get("APCA_API_BASE_URL") or None)
-        kwargs.setdefault("data_url_override", os.environ.get("APCA_API_DATA_URL") or None)
-        return cls(key, secret, paper=paper, **kwargs)
+        return cls(key, secret, endpoint=endpoint, data_url=data, **kwargs)
 
     def __repr__(self) -> str:
-        return f"AlpacaBroker(paper={self.paper})"
+        return f"AlpacaBroker({self.endpoint})"
 
     # ------------------------------------------------------------ plumbing
     def _call(self, what: str, fn: Callable[[], Any], *, idempotent: bool = True, not_found: Any = ...):
@@ -121,7 +114,7 @@ class AlpacaBroker(Broker):
                 if status == 404 and not_found is not ...:
                     return not_found
                 if status == 429 and attempt < self.max_retries:
-                    wait = self._retry_after(exc)
+                    wait = self._retry_wait(exc)
                     log.warning("%s: rate limited (429), retry %d/%d in %.1fs", what, attempt + 1,
                                 self.max_retries, wait)
                     time.sleep(wait)
@@ -132,6 +125,8 @@ class AlpacaBroker(Broker):
                     time.sleep(min(0.2 * 2**attempt, self.max_retry_wait_s))
                     attempt += 1
                     continue
+                if status == 401:
+                    raise AuthError(f"{what}: Alpaca refused the keys (HTTP 401): {body}") from None
                 if status in (403, 422) and "client_order_id" in body and "unique" in body:
                     raise DuplicateOrder(f"{what}: {body}") from None
                 if status in (400, 403, 422):
@@ -147,56 +142,103 @@ class AlpacaBroker(Broker):
                     continue
                 raise BrokerUnavailable(f"{what}: {kind} ({type(exc).__name__}); outcome unknown") from None
 
-    def _retry_after(self, exc) -> float:
-        try:
-            value = float(exc.response.headers.get("Retry-After", "1"))
-        except (AttributeError, TypeError, ValueError):
-            value = 1.0
-        return max(0.0, min(value, self.max_retry_wait_s))
+    def _retry_wait(self, exc) -> float:
+        """Seconds until a retry may work: the later of ``Retry-After`` (seconds) and ``X-RateLimit-Reset``
+        (epoch seconds), 1 s if neither is usable, capped at ``max_retry_wait_s``."""
+        headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+        waits = []
+        for name, to_wait in (("Retry-After", float), ("X-RateLimit-Reset", lambda v: float(v) - time.time())):
+            try:
+                waits.append(to_wait(headers[name]))
+            except (KeyError, TypeError, ValueError):
+                pass
+        return max(0.0, min(max(waits) if waits else 1.0, self.max_retry_wait_s))
 
     def _is_crypto(self, symbol: str) -> bool:
         return self.asset_classes.get(symbol.upper()) == "crypto" or "/" in symbol
 
     @staticmethod
-    def _order(raw: dict) -> Order:
-        tp = None
-        for leg in raw.get("legs") or []:
-            if leg.get("limit_price") is not None:
-                tp = _f(leg["limit_price"])
+    def _order(raw: dict, parent: str | None = None) -> Order:
+        try:
+            status_kind(raw["status"])
+        except ValueError:
+            raise BrokerError(f"order {raw.get('client_order_id')} has status {raw['status']!r}, which Alpaca does "
+                              f"not document: not guessing what it means") from None
+        tp = next((_f(leg["limit_price"]) for leg in raw.get("legs") or [] if leg.get("limit_price") is not None),
+                  None)
         return Order(id=str(raw["id"]), client_order_id=raw["client_order_id"], symbol=raw["symbol"].replace("/", ""),
                      side=raw["side"], qty=float(raw.get("qty") or 0), type=raw.get("type") or raw.get("order_type"),
                      status=raw["status"], limit_price=_f(raw.get("limit_price")), take_profit=tp,
                      filled_qty=float(raw.get("filled_qty") or 0), filled_avg_price=_f(raw.get("filled_avg_price")),
-                     submitted_at=raw.get("submitted_at"))
+                     submitted_at=raw.get("submitted_at"), time_in_force=raw.get("time_in_force") or "day",
+                     parent_client_order_id=parent)
 
-    # ------------------------------------------------------------ Broker
-    def account(self) -> Account:
-        raw = self._call("get account", self.trading.get_account)
-        return Account(float(raw["equity"]), float(raw["cash"]), float(raw["buying_power"]))
-
-    def positions(self) -> list[Position]:
-        raw = self._call("get positions", self.trading.get_all_positions)
-        # Alpaca's qty is already signed (negative for shorts)
-        return [Position(p["symbol"].replace("/", ""), float(p["qty"]), float(p["avg_entry_price"])) for p in raw]
-
-    def _raw_orders(self, status: str, limit: int, nested: bool = True) -> list[dict]:
+    def _listing(self, status: str, nested: bool, limit: int = 500) -> list[dict]:
         from alpaca.trading.enums import QueryOrderStatus
         from alpaca.trading.requests import GetOrdersRequest
 
         req = GetOrdersRequest(status=QueryOrderStatus(status), limit=min(limit, 500), nested=nested)
         return self._call(f"get {status} orders", lambda: self.trading.get_orders(req))
 
-    def _orders(self, status: str, limit: int) -> list[Order]:
-        return [self._order(o) for o in self._raw_orders(status, limit)]
+    # ------------------------------------------------------------ Broker
+    def account(self) -> Account:
+        raw = self._call("get account", self.trading.get_account)
+        return Account(float(raw["equity"]), float(raw["cash"]), float(raw["buying_power"]), str(raw.get("id", "")))
+
+    def asset(self, symbol: str) -> Asset:
+        """``GET /v2/assets/{symbol}`` (crypto by its legacy name without the slash, which Alpaca accepts),
+        cached for ``asset_ttl_s``. A crypto asset's fee is taken from the asset bought, at most
+        :data:`~marketcast.trade.rules.CRYPTO_FEE_CAP`."""
+        sym = symbol.upper().replace("/", "")
+        cached = self._assets.get(sym)
+        if cached is not None and time.monotonic() - cached[1] < self.asset_ttl_s:
+            return cached[0]
+        raw = self._call(f"get asset {sym}", lambda: self.trading.get_asset(sym))
+        crypto = raw.get("class") == "crypto"
+        asset = Asset(sym, "crypto" if crypto else "stock", bool(raw.get("tradable")), bool(raw.get("fractionable")),
+                      bool(raw.get("shortable")), bool(raw.get("easy_to_borrow")), _f(raw.get("min_order_size")),
+                      _f(raw.get("min_trade_increment")), _f(raw.get("price_increment")),
+                      CRYPTO_FEE_CAP if crypto else 0.0)
+        self._assets[sym] = (asset, time.monotonic())
+        return asset
+
+    def positions(self) -> list[Position]:
+        raw = self._call("get positions", self.trading.get_all_positions)
+        # Alpaca's qty is already signed (negative for shorts)
+        return [Position(p["symbol"].replace("/", ""), float(p["qty"]), float(p["avg_entry_price"]),
+                         _f(p.get("qty_available"))) for p in raw]
+
+    def _views(self) -> tuple[list[dict], list[dict], dict[str, str]]:
+        """The last :data:`RECENT` orders nested (legs under their parent), the working ones not nested (a
+        leg on its own: once its entry has filled it is the order still working), and leg id -> parent's
+        client id."""
+        recent = self._listing("all", nested=True, limit=RECENT)
+        working = self._listing("open", nested=False)
+        return recent, working, {leg["id"]: raw["client_order_id"] for raw in recent for leg in raw.get("legs") or []}
 
     def open_orders(self) -> list[Order]:
-        """Every working order on its own, take-profit legs included (not nested): once an entry has filled
-        its leg is the order still working, and closing the position must cancel it first. A ``held`` leg
-        (its entry not filled yet) is not working; it goes when its entry is cancelled."""
-        return [self._order(o) for o in self._raw_orders("open", 500, nested=False) if o["status"] != "held"]
+        """Every working order, take-profit legs included, each leg naming its parent's client id. A ``held``
+        leg (its entry not filled yet) is not working; it goes with its entry."""
+        return self.snapshot().working
 
-    def orders(self, limit: int = 500) -> list[Order]:
-        return self._orders("all", limit)
+    def orders(self, limit: int = RECENT) -> list[Order]:
+        return self._flat(self._listing("all", nested=True, limit=limit))
+
+    def _flat(self, recent: list[dict]) -> list[Order]:
+        out = []
+        for raw in reversed(recent):  # Alpaca lists newest first
+            out.append(self._order(raw))
+            out.extend(self._order(leg, raw["client_order_id"]) for leg in raw.get("legs") or [])
+        return out
+
+    def snapshot(self, since: str | None = None) -> Snapshot:
+        recent, working, parents = self._views()
+        return Snapshot([self._order(o, parents.get(o["id"])) for o in working if o["status"] != "held"],
+                        self._flat(recent), self._fills(recent, working, parents, since))
+
+    def order(self, order_id: str) -> Order | None:
+        raw = self._call(f"get order {order_id}", lambda: self.trading.get_order_by_id(order_id), not_found=None)
+        return None if raw is None else self._order(raw)
 
     def order_by_client_id(self, client_order_id: str) -> Order | None:
         raw = self._call("get order by client id", lambda: self.trading.get_order_by_client_id(client_order_id),
@@ -204,18 +246,14 @@ class AlpacaBroker(Broker):
         return None if raw is None else self._order(raw)
 
     def submit(self, request: OrderRequest) -> Order:
+        """Send ``request`` as given (the loop's rules model has put it on Alpaca's grid); stocks attach the
+        take-profit as an OTO leg."""
         from alpaca.trading.enums import OrderClass, OrderSide, TimeInForce
         from alpaca.trading.requests import LimitOrderRequest, MarketOrderRequest, TakeProfitRequest
 
         crypto = self._is_crypto(request.symbol)
-        tif = request.time_in_force
-        if crypto:
-            if request.side != BUY and not any(p.symbol == request.symbol.upper() and p.qty > 0
-                                               for p in self.positions()):
-                raise OrderRejected(f"{request.symbol}: crypto cannot be sold short")
-            tif = tif if tif in ("gtc", "ioc") else "gtc"
         common = dict(symbol=_crypto_symbol(request.symbol) if crypto else request.symbol.upper(), qty=request.qty,
-                      side=OrderSide(request.side), time_in_force=TimeInForce(tif),
+                      side=OrderSide(request.side), time_in_force=TimeInForce(request.time_in_force),
                       client_order_id=request.client_order_id)
         if request.take_profit is not None and self.attaches_take_profit(request.symbol):
             common.update(order_class=OrderClass.OTO, take_profit=TakeProfitRequest(limit_price=request.take_profit))
@@ -238,22 +276,28 @@ class AlpacaBroker(Broker):
         Alpaca's orders carry only ``filled_qty`` (cumulative) and ``filled_avg_price``, so each snapshot's
         id is ``order id@filled qty``: the journal stores each partial top-up once, as an increment. Orders
         are picked by when they last filled or changed (``filled_at``/``updated_at``), not when they were
-        submitted, so an old order that fills later is still seen; open orders are always walked. A leg's
-        fill is booked under its parent's ``client_order_id`` as ``take_profit``. ``fee`` is 0: Alpaca's
-        order objects carry no fee (stock trades are commission-free; crypto fees are taken in the asset).
+        submitted, so an old order that fills later is still seen; working orders are always walked, closed
+        ones among the last :data:`RECENT` (a fill missed beyond them shows as a quantity mismatch, which
+        halts). A leg's fill is booked under its parent's ``client_order_id`` as ``take_profit``. ``fee`` is
+        0: Alpaca's order objects carry no fee (stocks are commission-free; crypto fees are taken in the asset).
         """
+        return self.snapshot(since).fills
+
+    def _fills(self, recent: list[dict], working: list[dict], parents: dict[str, str], since: str | None):
         out, seen = [], set()
-        for raw in self._raw_orders("open", 500) + self._raw_orders("all", 500):
-            parent = raw["client_order_id"]
-            for o, kind in [(raw, "entry"), *((leg, "take_profit") for leg in raw.get("legs") or [])]:
-                cum, avg = float(o.get("filled_qty") or 0), _f(o.get("filled_avg_price"))
-                ts = o.get("filled_at") or o.get("updated_at") or o.get("submitted_at") or ""
-                key = f"{o['id']}@{cum!r}"
-                if cum <= 0 or avg is None or key in seen or (since is not None and ts < since):
-                    continue
-                seen.add(key)
-                out.append(Fill(key, parent, o["symbol"].replace("/", ""), o["side"], cum, avg, 0.0, ts, kind,
-                                order_id=str(o["id"]), cum_qty=cum))
+        rows = [(o, o["client_order_id"], "entry") for o in recent]
+        rows += [(leg, o["client_order_id"], "take_profit") for o in recent for leg in o.get("legs") or []]
+        rows += [(o, parents.get(o["id"], o["client_order_id"]), "take_profit" if o["id"] in parents else "entry")
+                 for o in working]
+        for o, owner, kind in rows:
+            cum, avg = float(o.get("filled_qty") or 0), _f(o.get("filled_avg_price"))
+            ts = o.get("filled_at") or o.get("updated_at") or o.get("submitted_at") or ""
+            key = f"{o['id']}@{cum!r}"
+            if cum <= 0 or avg is None or key in seen or (since is not None and ts < since):
+                continue
+            seen.add(key)
+            out.append(Fill(key, owner, o["symbol"].replace("/", ""), o["side"], cum, avg, 0.0, ts, kind,
+                            order_id=str(o["id"]), cum_qty=cum))
         return out
 
     def latest_quote(self, symbol: str) -> Quote | None:
@@ -275,11 +319,16 @@ class AlpacaBroker(Broker):
         return Quote(symbol.upper(), float(q["bp"]), float(q["ap"]), q.get("t"), "real")
 
     def latest_bars(self, symbol: str, limit: int) -> list[BarRow]:
-        from datetime import datetime, timedelta, timezone
+        """The last ``limit`` daily bars, counted back from the broker's clock (``GET /v2/clock``, not the local
+        one); alpaca-py follows ``next_page_token`` until the range is complete (``alpaca/common/rest.py:368-409``
+        ``_get_marketdata``)."""
+        from datetime import timedelta
 
+        import pandas as pd
         from alpaca.data.timeframe import TimeFrame
 
-        start = datetime.now(timezone.utc) - timedelta(days=int(limit * 1.6) + 10)
+        now = pd.Timestamp(self._call("clock", self.trading.get_clock)["timestamp"]).to_pydatetime(warn=False)
+        start = now - timedelta(days=int(limit * 1.6) + 10)
         if self._is_crypto(symbol):
             from alpaca.data.requests import CryptoBarsRequest
 

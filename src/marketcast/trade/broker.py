@@ -7,8 +7,10 @@ Alpaca adapter implement it (NautilusTrader's split of strategy and execution cl
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 
-from marketcast.errors import MarketcastError
+from marketcast.errors import ExitCode, MarketcastError
+from marketcast.trade.rules import Asset
 from marketcast.trade.types import Account, BarRow, Fill, Order, OrderRequest, Position, Quote
 
 
@@ -27,24 +29,46 @@ class DuplicateOrder(BrokerError):
 class BrokerUnavailable(BrokerError):
     """Rate-limited, 5xx or timed out after retries: the outcome of a submit is unknown until reconciled."""
 
+    exit_code = ExitCode.UNAVAILABLE
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a reconcile reads about orders in one go: the working ones, the recent ones of every status, and
+    the fills since a time."""
+
+    working: list[Order]
+    recent: list[Order]
+    fills: list[Fill]
+
 
 class Broker(ABC):
     """Account, positions, orders, quotes and bars of one trading account."""
 
     name: str = "broker"
+    endpoint: str = ""  # where orders go, as records and ``trade status`` show it
 
     @abstractmethod
     def account(self) -> Account: ...
 
     @abstractmethod
+    def asset(self, symbol: str) -> Asset:
+        """What the broker accepts for ``symbol`` (increments, sizes, shortable): the rules model's input."""
+
+    @abstractmethod
     def positions(self) -> list[Position]: ...
 
     @abstractmethod
-    def open_orders(self) -> list[Order]: ...
+    def open_orders(self) -> list[Order]:
+        """Every working order, take-profit legs included (each naming its parent's client id)."""
 
     @abstractmethod
-    def orders(self, limit: int = 500) -> list[Order]:
-        """Recent orders, open and closed (for reconciling after a restart)."""
+    def orders(self, limit: int = 100) -> list[Order]:
+        """Recent orders of every status, newest last (for reconciling after a restart)."""
+
+    @abstractmethod
+    def order(self, order_id: str) -> Order | None:
+        """One order by the broker's id (None if unknown): how a cancel is confirmed."""
 
     @abstractmethod
     def order_by_client_id(self, client_order_id: str) -> Order | None: ...
@@ -54,7 +78,8 @@ class Broker(ABC):
         """Submit; raises :class:`DuplicateOrder` if ``client_order_id`` was used before."""
 
     @abstractmethod
-    def cancel(self, order_id: str) -> None: ...
+    def cancel(self, order_id: str) -> None:
+        """Ask to cancel; the order may stay ``pending_cancel`` (still able to fill) for a while."""
 
     @abstractmethod
     def fills(self, since: str | None = None) -> list[Fill]: ...
@@ -65,18 +90,23 @@ class Broker(ABC):
     @abstractmethod
     def latest_bars(self, symbol: str, limit: int) -> list[BarRow]: ...
 
+    def snapshot(self, since: str | None = None) -> Snapshot:
+        """:meth:`open_orders`, :meth:`orders` and :meth:`fills` together (a broker may read them at once)."""
+        return Snapshot(self.open_orders(), self.orders(), self.fills(since))
+
     def attaches_take_profit(self, symbol: str) -> bool:
         """Whether :meth:`submit` attaches ``take_profit`` to the entry; if not (Alpaca crypto has no
         OTO/bracket orders) the loop sends the take-profit itself once it sees the entry fill."""
         return True
 
 
-def submit_once(broker: Broker, request: OrderRequest) -> tuple[Order, bool]:
-    """Submit unless the broker already has this ``client_order_id``; returns (order, newly_submitted).
+def submit_once(broker: Broker, request: OrderRequest, looked_up: bool = False) -> tuple[Order, bool]:
+    """Submit unless the broker already has this ``client_order_id`` (``looked_up``: the caller just asked);
+    returns (order, newly_submitted).
 
     A duplicate-id rejection means an earlier attempt (maybe one whose reply was lost) got through.
     """
-    existing = broker.order_by_client_id(request.client_order_id)
+    existing = None if looked_up else broker.order_by_client_id(request.client_order_id)
     if existing is not None:
         return existing, False
     try:

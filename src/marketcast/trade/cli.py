@@ -1,12 +1,12 @@
-"""``marketcast trade run | status | replay``.
+"""``marketcast trade run | status | reconcile | replay``.
 
 Paper (the embedded SQLite broker) is the default. Alpaca needs ``--broker alpaca`` and keys in the
-environment; live money needs ``--live`` *and* ``--i-understand-live-trading``. Keys are never printed.
+environment; live money needs ``--live`` *and* ``--i-understand-live-trading`` (the flags choose the host;
+``APCA_API_BASE_URL`` may only agree). One loop per ``--state-dir`` (an OS lock). Keys are never printed.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import tempfile
@@ -20,6 +20,7 @@ from rich.table import Table
 from marketcast.console import console, progress_steps
 from marketcast.errors import ConfigError
 from marketcast.runtime.settings import ENV_FILE, parse_bool, read_env_file
+from marketcast.trade.launch import open_venue, planner, resolve_command, setup_logging
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
 
@@ -32,38 +33,6 @@ def _symbols(text: str) -> tuple[str, ...]:
     if not out:
         raise ConfigError("--symbols is empty; pass e.g. SP500,NASDAQ")
     return out
-
-
-def _setup_logging(state_dir: Path | None, verbose: bool) -> None:
-    """stderr, plus ``state_dir/trade.log`` unless ``state_dir`` is None (a dry run writes no file)."""
-    from marketcast.trade.alpaca import RedactingFilter
-
-    logger = logging.getLogger("marketcast")
-    logger.setLevel(logging.INFO)
-    for h in list(logger.handlers):
-        if getattr(h, "_marketcast_trade", False):
-            logger.removeHandler(h)
-    stream = logging.StreamHandler()
-    stream.setLevel(logging.INFO if verbose else logging.WARNING)
-    handlers = [stream]
-    if state_dir is not None:
-        state_dir.mkdir(parents=True, exist_ok=True)
-        handlers.append(logging.FileHandler(state_dir / "trade.log", encoding="utf-8"))
-    for h in handlers:
-        h._marketcast_trade = True
-        h.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        h.addFilter(RedactingFilter())
-        logger.addHandler(h)
-
-
-def _planner(model: str, seed: int, weights: str | None = None, device: str = "cpu"):
-    from dataclasses import replace
-
-    from marketcast.forecast import load_forecaster
-    from marketcast.trade.planner import PLANNER_CONFIG, BacktestPlanner
-
-    forecaster = load_forecaster(model, weights=weights, device=device, seed=seed)
-    return BacktestPlanner(forecaster, replace(PLANNER_CONFIG, seed=seed))
 
 
 WEIGHTS_OPT = typer.Option(None, "--weights", help="toto/kronos weights: auto, a local folder, or random")
@@ -94,10 +63,27 @@ def _scratch_copy(state_dir: Path, scratch: Path) -> Path:
     return scratch
 
 
-def _config(symbols, fee, add_latest, mode, bars=None):
-    from marketcast.trade.cycle import LoopConfig
+def _config(symbols, fee, add_latest, mode, resolve: str | None = None):
+    from marketcast.trade.cycle import RESOLVE, LoopConfig
 
-    return LoopConfig(symbols=symbols, fee=fee, add_latest=add_latest, mode=mode)
+    return LoopConfig(symbols=symbols, fee=fee, add_latest=add_latest, mode=mode, resolve=resolve or RESOLVE)
+
+
+def _venue_flags(paper: bool, i_understand: bool, broker_name: str) -> tuple[str, bool]:
+    """(broker, live) from the flags; live money needs both flags, and the host is checked against
+    ``APCA_API_BASE_URL`` here, before any request or state file."""
+    if not paper and not i_understand:
+        raise ConfigError("--live trades real money; add --i-understand-live-trading to confirm")
+    if not paper:
+        broker_name = "alpaca"
+    if broker_name not in ("paper", "alpaca"):
+        raise ConfigError(f"--broker {broker_name!r}: choose paper or alpaca")
+    if broker_name == "alpaca":
+        from marketcast.trade.endpoints import data_url, trading_endpoint
+
+        trading_endpoint(not paper, os.environ, warn=False)
+        data_url(os.environ)
+    return broker_name, not paper
 
 
 def _print_plan(report, title: str) -> None:
@@ -137,92 +123,149 @@ def run(
     verbose: bool = typer.Option(False, "--verbose", "-v"),
 ) -> None:
     """Run the trading loop (paper by default)."""
-    if not paper and not i_understand:
-        raise ConfigError("--live trades real money; add --i-understand-live-trading to confirm")
-    if not paper:
-        broker_name = "alpaca"
-    if broker_name not in ("paper", "alpaca"):
-        raise ConfigError(f"--broker {broker_name!r}: choose paper or alpaca")
-    args = (broker_name, paper, once, _symbols(symbols), model, weights, device, data_dir,
+    from marketcast.trade.lock import StateLock
+
+    setup_logging(None, verbose)
+    broker_name, live = _venue_flags(paper, i_understand, broker_name)
+    args = (broker_name, live, once, _symbols(symbols), model, weights, device, data_dir,
             add_latest_setting(add_latest), interval, fee, seed)
     if not dry_run:
-        _setup_logging(state_dir, verbose)
-        _run_loop(state_dir, False, *args)
+        with StateLock(state_dir):
+            setup_logging(state_dir, verbose)
+            _run_loop(state_dir, False, *args)
         return
-    _setup_logging(None, verbose)  # read-only: the state is read from a scratch copy, nothing is written back
+    # read-only: the state is read from a scratch copy, nothing is written back
     with tempfile.TemporaryDirectory(prefix="marketcast-dry-run-") as scratch:
-        _run_loop(_scratch_copy(state_dir, Path(scratch)) if state_dir.is_dir() else Path(scratch), True, *args)
+        _run_loop(_scratch_copy(state_dir, Path(scratch)) if state_dir.is_dir() else Path(scratch), True, *args,
+                  resolve_dir=state_dir)
 
 
-def _run_loop(state_dir: Path, dry_run: bool, broker_name: str, paper: bool, once: bool, syms: tuple[str, ...],
-              model: str, weights, device: str, data_dir, add_latest: bool, interval: float, fee, seed: int) -> None:
+def _run_loop(state_dir: Path, dry_run: bool, broker_name: str, live: bool, once: bool, syms: tuple[str, ...],
+              model: str, weights, device: str, data_dir, add_latest: bool, interval: float, fee, seed: int,
+              resolve_dir: Path | None = None) -> None:
     from marketcast.trade.cycle import TradingLoop
     from marketcast.trade.monitor import Monitor
     from marketcast.trade.state import Journal
 
-    planner = _planner(model, seed, weights, device)
-    if broker_name == "paper":
-        from marketcast.data import load_symbol
-        from marketcast.trade.feed import history_feed
-        from marketcast.trade.paper import PaperBroker
-
-        bars = {s: load_symbol(s, data_dir) for s in syms}
-        last = min(b.frame.index[-1] for b in bars.values())
-        broker = PaperBroker(state_dir / "broker.db", bars, fee=fee, start=last)
-        feed = history_feed(bars, lambda: broker.clock)
-        classes = {s: b.asset_class for s, b in bars.items()}
-        clock = lambda: (broker.advance_to(max(b.frame.index[-1] for b in bars.values())), broker.clock)[1]  # noqa
-    else:
-        from marketcast.data import infer_asset_class
-        from marketcast.trade.alpaca import AlpacaBroker
-        from marketcast.trade.feed import broker_feed
-
-        classes = {s: infer_asset_class(s) for s in syms}
-        broker = AlpacaBroker.from_env(paper=paper, asset_classes=classes)
-        feed = broker_feed(broker, classes)
-        clock = lambda: max(feed(s).frame.index[-1] for s in syms).isoformat()  # noqa: E731
-    mode = "live" if not paper else "paper"
-    loop = TradingLoop(broker, Journal(state_dir / "journal.db"), planner, feed,
-                       _config(syms, fee, add_latest, mode), None if dry_run else Monitor(state_dir), classes)
+    journal = Journal(state_dir / "journal.db")  # first: a damaged journal stops the run before the broker moves
+    plan = planner(model, seed, weights, device)
+    venue = open_venue(broker_name, live, syms, state_dir, data_dir, fee)
+    mode = "live" if live else "paper"
+    resolve = resolve_command(resolve_dir or state_dir, broker_name, live, syms, data_dir)
+    loop = TradingLoop(venue.broker, journal, plan, venue.feed,
+                       _config(syms, fee, add_latest, mode, resolve), None if dry_run else Monitor(state_dir),
+                       venue.asset_classes)
     while True:
-        ts = clock()
+        ts = venue.clock()
         if dry_run:
             _print_plan(loop.run_cycle(ts, dry_run=True), f"plan for the bar after {ts} (dry run, nothing sent)")
             return
         report = loop.run_cycle(ts)
-        _print_plan(report, f"{mode} cycle at {ts}")
+        _print_plan(report, f"{mode} cycle at {ts} via {venue.broker.endpoint}")
         console.print(f"submitted {len(report.submitted)}, already there {len(report.already)}, "
-                      f"rejected {len(report.rejected)}, equity {report.equity:,.2f}")
+                      f"rejected {len(report.rejected)}, refused {len(report.refused)}, "
+                      f"equity {report.equity:,.2f}")
         if once:
             return
         time.sleep(interval)
 
 
+@app.command("reconcile")
+def reconcile_cmd(
+    accept_broker: bool = typer.Option(False, "--accept-broker",
+                                       help="make the journal agree with the broker: adopt the loop's orders it does "
+                                            "not know, mark the orders the broker does not know as lost, set the "
+                                            "loop's quantities to what the broker can hold, lift the halt"),
+    paper: bool = typer.Option(True, "--paper/--live", help="the account to reconcile: paper (default) or live"),
+    i_understand: bool = typer.Option(False, "--i-understand-live-trading", help="required with --live"),
+    broker_name: str = typer.Option("paper", "--broker", help="paper (embedded) or alpaca"),
+    symbols: str = typer.Option(DEFAULT_SYMBOLS, "--symbols", help="the symbols the loop trades (paper: the bars "
+                                                                     "to load)"),
+    state_dir: Path = typer.Option(Path("out/trade"), "--state-dir", help=STATE_HELP),
+    data_dir: Path | None = typer.Option(None, "--data-dir", help="<SYMBOL>.csv files (paper broker)"),
+    fee: float | None = typer.Option(None, "--fee", help="fee per side as a fraction (paper broker; default per "
+                                                         "asset class)"),
+) -> None:
+    """Compare the journal with the broker; with --accept-broker adopt the broker's view and lift the halt."""
+    from marketcast.trade.lock import StateLock
+    from marketcast.trade.state import Journal
+
+    setup_logging(None, False)
+    broker_name, live = _venue_flags(paper, i_understand, broker_name)
+    syms = _symbols(symbols)
+    if not (state_dir / "journal.db").exists() and not accept_broker:
+        raise ConfigError(f"{state_dir}: no journal.db; run `marketcast trade run` first, or reconcile with "
+                          f"--accept-broker to start one from the broker")
+    with StateLock(state_dir):
+        setup_logging(state_dir, False)
+        venue = open_venue(broker_name, live, syms, state_dir, data_dir, fee)
+        journal = Journal(state_dir / "journal.db")
+        from marketcast.trade.orders import OrderDesk
+        from marketcast.trade.reconcile import Reconciled, Reconciler
+
+        reconciler = Reconciler(venue.broker, journal, OrderDesk(venue.broker, journal),
+                                resolve_command(state_dir, broker_name, live, syms, data_dir))
+        if accept_broker:
+            changes = reconciler.adopt()
+            for line in changes or ["journal and broker already agree"]:
+                console.print(f"- {line}", highlight=False)
+            console.print(f"journal now agrees with {venue.broker.endpoint}; halt lifted")
+            return
+        disagreements = reconciler.compare("", Reconciled())
+        if disagreements:
+            raise reconciler.halt(disagreements)
+        lifted = journal.halts.lift("reconcile", "trade reconcile (journal and broker agree)")
+        console.print(f"journal and broker agree ({venue.broker.endpoint})" + ("; halt lifted" if lifted else ""))
+
+
 @app.command()
-def status(state_dir: Path = typer.Option(Path("out/trade"), "--state-dir", help=STATE_HELP)) -> None:
-    """Summarise the loop's records (JSON lines) and journal."""
+def status(
+    state_dir: Path = typer.Option(Path("out/trade"), "--state-dir", help=STATE_HELP),
+    html: bool = typer.Option(False, "--html", help="also write STATE_DIR/status.html: equity, positions, open "
+                                                    "orders, fills, alerts, latency and recompiles (opens offline)"),
+) -> None:
+    """Summarise the loop's records (JSON lines) and journal: endpoint, halts, orders, foreign holdings."""
     from marketcast.trade.monitor import read_records, summarise
 
     if not state_dir.exists():
         raise ConfigError(f"{state_dir}: no such state dir; run `marketcast trade run` or `replay` first")
-    summary = summarise(read_records(state_dir))
+    if html:
+        from marketcast.report.live import PAGE_NAME, read_state, status_html
+        from marketcast.report.page import write_page
+
+        write_page(state_dir / PAGE_NAME, status_html(read_state(state_dir)))
+    records = read_records(state_dir)
+    summary = summarise(records)
     table = Table(title=f"trade status: {state_dir}")
     table.add_column("what")
     table.add_column("value")
     for k, v in summary.items():
         table.add_row(k, f"{v:,.2f}" if isinstance(v, float) else str(v))
+    if records and records[-1].get("foreign"):
+        table.add_row("foreign (untouched)", "; ".join(
+            f"{s}: position {f['position']:g}, orders {', '.join(f['orders']) or 'none'}"
+            for s, f in records[-1]["foreign"].items()))
     journal = state_dir / "journal.db"
     if journal.exists():
         from marketcast.trade.state import Journal
 
         j = Journal(journal)
+        meta = j.meta()
+        if meta:
+            table.add_row("bound to", f"account {meta.get('account_id')} at {meta.get('endpoint')}")
         counts: dict[str, int] = {}
         for i in j.intents():
             counts[i.status] = counts.get(i.status, 0) + 1
         table.add_row("journal intents", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none")
         table.add_row("journal fills", str(len(j.fills())))
+        for i in [i for i in j.intents() if i.status in ("refused", "rejected")][-3:]:
+            table.add_row(f"{i.status} {i.client_order_id}", f"{i.symbol} {i.decision_ts[:10]}: {i.error}")
+        halts = j.halts.active()
+        table.add_row("halted", "no" if not halts else "\n".join(h.message() for h in halts))
         j.close()
     console.print(table)
+    if html:
+        console.print(f"status page: {state_dir / PAGE_NAME}", highlight=False)
 
 
 @app.command("replay")
@@ -246,15 +289,18 @@ def replay_cmd(
     from marketcast.trade.monitor import read_records, summarise
     from marketcast.trade.replay import replay, replay_dates
 
+    from marketcast.trade.lock import StateLock
+
     syms = _symbols(symbols)
     state_dir = state_dir or Path(f"out/replay-{start}-{end}")
-    _setup_logging(state_dir, verbose)
     bars = {s: load_symbol(s, data_dir) for s in syms}
+    dates = replay_dates(bars, start, end)
     started = time.perf_counter()
-    with progress_steps(len(replay_dates(bars, start, end)) - 1, "replay") as step:
-        result = replay(bars, _planner(model, seed, weights, device), state_dir, start, end,
-                        _config(syms, fee, False, "replay"), starting_cash=cash, png=png or state_dir / "equity.png",
-                        on_step=step)
+    with StateLock(state_dir), progress_steps(len(dates) - 1, "replay") as step:
+        setup_logging(state_dir, verbose)
+        result = replay(bars, planner(model, seed, weights, device), state_dir, start, end,
+                        _config(syms, fee, False, "replay", resolve_command(state_dir, "paper", False, syms, data_dir)),
+                        starting_cash=cash, png=png or state_dir / "equity.png", on_step=step)
     s = summarise(read_records(state_dir))
     eq = result.equity
     console.print(

@@ -1,4 +1,9 @@
-"""SQLite helpers: WAL, explicit transactions, so a SIGKILL leaves either all of a change or none of it."""
+"""SQLite helpers: WAL, explicit transactions, so a SIGKILL leaves either all of a change or none of it.
+
+Every SQLite failure of a state database (corrupt bytes, a full disk, no permission) surfaces as one
+:class:`~marketcast.errors.StateError` naming the file (exit code 3), never as a traceback; the transaction
+it interrupted is rolled back, so nothing is half-written.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,76 @@ import sqlite3
 from pathlib import Path
 from typing import Iterator
 
+from marketcast.errors import StateError
 
-def connect(path: str | Path) -> sqlite3.Connection:
+
+def state_error(path: str | Path, exc: BaseException) -> StateError:
+    text = str(exc)
+    if "full" in text:
+        hint = "free disk space and run again; the change in progress was rolled back"
+    elif "not a database" in text or "malformed" in text or "corrupt" in text:
+        hint = "the file is damaged: restore it from a backup or move it away (the loop will not trade on it)"
+    elif "readonly" in text or "unable to open" in text or "permission" in text.lower():
+        hint = "check the folder's permissions and free space"
+    else:
+        hint = "the state database cannot be used"
+    return StateError(f"{path}: {text}; {hint}")
+
+
+class _Rows:
+    """A cursor whose reads report SQLite failures as :class:`StateError` too."""
+
+    def __init__(self, cursor: sqlite3.Cursor, path: str) -> None:
+        self._cursor, self._path = cursor, path
+
+    def _guard(self, fn, *args):
+        try:
+            return fn(*args)
+        except sqlite3.DatabaseError as exc:
+            raise state_error(self._path, exc) from None
+
+    def fetchone(self):
+        return self._guard(self._cursor.fetchone)
+
+    def fetchall(self):
+        return self._guard(self._cursor.fetchall)
+
+    def __iter__(self):
+        return iter(self.fetchall())
+
+
+class StateConnection(sqlite3.Connection):
+    """``execute``/``executemany``/``executescript`` with failures turned into one-line :class:`StateError`\\ s."""
+
+    path = ""
+
+    def execute(self, sql, parameters=()):  # noqa: D102
+        try:
+            return _Rows(super().execute(sql, parameters), self.path)
+        except sqlite3.DatabaseError as exc:
+            raise state_error(self.path, exc) from None
+
+    def executemany(self, sql, seq):  # noqa: D102
+        try:
+            return super().executemany(sql, seq)
+        except sqlite3.DatabaseError as exc:
+            raise state_error(self.path, exc) from None
+
+    def executescript(self, sql):  # noqa: D102
+        try:
+            return super().executescript(sql)
+        except sqlite3.DatabaseError as exc:
+            raise state_error(self.path, exc) from None
+
+
+def connect(path: str | Path) -> StateConnection:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(path), isolation_level=None, timeout=30.0, check_same_thread=False)
+    try:
+        conn = sqlite3.connect(str(path), isolation_level=None, timeout=30.0, check_same_thread=False,
+                               factory=StateConnection)
+    except sqlite3.DatabaseError as exc:
+        raise state_error(path, exc) from None
+    conn.path = str(path)
     conn.row_factory = sqlite3.Row
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL survives a process kill
@@ -19,11 +90,28 @@ def connect(path: str | Path) -> sqlite3.Connection:
 
 @contextlib.contextmanager
 def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """BEGIN IMMEDIATE ... COMMIT, ROLLBACK on any exception."""
+    """BEGIN IMMEDIATE ... COMMIT, ROLLBACK on any exception (SQLite may have rolled back already, e.g. on a
+    full disk: the original error is the one raised)."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield conn
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:
+            with contextlib.suppress(StateError):
+                conn.execute("ROLLBACK")
         raise
-    conn.execute("COMMIT")
+    try:
+        conn.execute("COMMIT")
+    except StateError:
+        if conn.in_transaction:
+            with contextlib.suppress(StateError):
+                conn.execute("ROLLBACK")
+        raise
+
+
+def add_missing_columns(conn: sqlite3.Connection, table: str, columns: dict[str, str]) -> None:
+    """Columns newer code added to ``table`` (``name -> declaration``), for state folders made before."""
+    have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})").fetchall()}
+    for name, decl in columns.items():
+        if name not in have:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")

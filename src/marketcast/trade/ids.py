@@ -1,6 +1,8 @@
-"""Deterministic order ids: the same decision always gets the same ``client_order_id``.
+"""Deterministic order ids: what must be unique is (symbol, decision bar, order role), so that is the key.
 
-A restarted loop recomputes the id and finds the earlier order instead of placing a second one.
+A restarted loop, or a second pass over the same bar that picks another strategy or side, derives the same
+id for the same role and finds the earlier order instead of placing a second one. Every id starts with
+:data:`PREFIX`: an order without it (a take-profit leg aside, which follows its parent) is not the loop's.
 """
 
 from __future__ import annotations
@@ -9,11 +11,17 @@ import hashlib
 
 PREFIX = "mc-"
 MAX_LEN = 48  # Alpaca's limit for client_order_id
+ENTRY, CLOSE, TAKE_PROFIT = "entry", "close", "take_profit"
 
 
-def client_order_id(strategy: str, symbol: str, decision_ts: str, side: str) -> str:
-    """``mc-`` + 24 hex chars of sha256(strategy|symbol|decision bar|side)."""
-    key = "|".join((strategy, symbol.upper(), decision_ts, side)).encode()
+def client_order_id(symbol: str, decision_ts: str, role: str) -> str:
+    """``mc-`` + 24 hex chars of sha256(symbol|decision bar|role). ``role`` is ``entry``, ``close`` or
+    ``take_profit@<filled qty>`` (one separate take-profit per fill level)."""
+    key = "|".join((symbol.upper(), decision_ts, role)).encode()
     cid = PREFIX + hashlib.sha256(key).hexdigest()[:24]
     assert len(cid) <= MAX_LEN
     return cid
+
+
+def is_loops(client_order_id: str | None) -> bool:
+    return bool(client_order_id) and client_order_id.startswith(PREFIX)

@@ -1,16 +1,21 @@
 """One JSON line per cycle, and the summary ``marketcast trade status`` prints.
 
 Records are append-only and keyed by ``decision_ts``: a cycle re-run after a crash appends a second
-record for the same bar, and the summary keeps the last one.
+record for the same bar, and the summary keeps the last one. A line that cannot be written whole (a full
+disk) is cut back off and ends the run with :class:`~marketcast.errors.StateError`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import resource
 import sys
 import time
 from pathlib import Path
+
+from marketcast.errors import StateError
 
 RECORDS = "records.jsonl"
 
@@ -41,10 +46,29 @@ class Monitor:
         rec = {"written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                "recompiles_since_start": recompiles() - self._recompiles_at_start,
                "peak_memory_mb": round(peak_memory_mb(), 1), **fields}
-        with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(rec, sort_keys=True, default=str) + "\n")
-            fh.flush()
+        append_line(self.path, json.dumps(rec, sort_keys=True, default=str) + "\n")
         return rec
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append ``line`` whole or not at all (on a failed write the file is cut back to its old size)."""
+    data = line.encode("utf-8")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise StateError(f"{path}: {exc.strerror}; check the folder's permissions and free space") from None
+    size = os.fstat(fd).st_size
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, size)
+        raise StateError(f"{path}: {exc.strerror}; free disk space and run again (the record was not "
+                         f"written)") from None
+    finally:
+        os.close(fd)
 
 
 def read_records(state_dir: str | Path) -> list[dict]:
@@ -81,12 +105,14 @@ def summarise(records: list[dict]) -> dict:
         "last_bar": last.get("decision_ts"),
         "mode": last.get("mode"),
         "broker": last.get("broker"),
+        "endpoint": last.get("endpoint"),
         "equity_first": records[0].get("equity"),
         "equity_last": last.get("equity"),
         "orders_submitted": sum(r.get("orders_submitted", 0) for r in records),
         "orders_filled": sum(r.get("orders_filled", 0) for r in records),
         "orders_cancelled": sum(r.get("orders_cancelled", 0) for r in records),
         "orders_rejected": sum(r.get("orders_rejected", 0) for r in records),
+        "orders_refused": sum(r.get("orders_refused", 0) for r in records),
         "quotes_real": sum(q.get("real", 0) for q in quotes),
         "quotes_synthetic": sum(q.get("synthetic", 0) for q in quotes),
         "mean_forecast_latency_ms": {m: round(1000 * sum(v) / len(v), 2) for m, v in latencies.items()},

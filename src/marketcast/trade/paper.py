@@ -6,10 +6,16 @@ backtest's fills exactly: entry at the limit (or the open on a gap / market orde
 take-profit if the bar trades through it, else at the bar's close. Fees follow ``settle`` too: ``per_side``
 of the entry notional on each side. The broker keeps its own database, as a remote broker keeps its own
 books; the loop's journal is separate and is reconciled against it.
+
+It refuses what Alpaca would refuse (:mod:`marketcast.trade.rules`: the price grid, whole shares, crypto's
+time in force and no shorts, buying power), so a replay exercises the same rules the live loop does. Its
+crypto assets have no price grid (none is known without a broker) and the finest size Alpaca takes.
+A submit is one transaction (its ``submit_log`` row and the order), so a kill never splits them.
 """
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Mapping
 
@@ -21,8 +27,10 @@ from marketcast.backtest.orders import LONG, SHORT, Bar, Costs, Decision
 from marketcast.data.bars import Bars
 from marketcast.trade.broker import Broker, BrokerError, DuplicateOrder, OrderRejected
 from marketcast.trade.db import connect, transaction
+from marketcast.trade.rules import Asset, account_violations, violations
 from marketcast.trade.types import (
     BUY,
+    LIMIT,
     MARKET,
     OPEN_STATUSES,
     Account,
@@ -78,9 +86,11 @@ class PaperBroker(Broker):
         self.costs = {s: Costs.for_asset(b.asset_class, fee, spread) for s, b in self.bars.items()}
         self.fill_mode, self.same_bar = fill_mode, same_bar
         self._index = {s: pd.DatetimeIndex(b.frame.index) for s, b in self.bars.items()}
+        self.endpoint = f"embedded paper broker ({Path(db_path).name})"
         self.conn = connect(db_path)
         self.conn.executescript(SCHEMA)
         with transaction(self.conn) as c:
+            c.execute("INSERT OR IGNORE INTO meta VALUES ('account_id', ?)", (f"paper-{uuid.uuid4()}",))
             c.execute("INSERT OR IGNORE INTO meta VALUES ('cash', ?)", (repr(float(starting_cash)),))
             if start is not None:
                 c.execute("INSERT OR IGNORE INTO meta VALUES ('clock', ?)", (iso(start),))
@@ -159,62 +169,94 @@ class PaperBroker(Broker):
         return float(self.conn.execute("SELECT value FROM meta WHERE key='cash'").fetchone()[0])
 
     def account(self) -> Account:
-        cash = self._cash()  # every order round-trips within its bar, so equity == cash between bars
-        return Account(equity=cash, cash=cash, buying_power=cash)
+        """Equity is cash between bars (every order round-trips within its bar); buying power is cash less
+        what open orders would draw (a cash account, as Alpaca counts open orders against it)."""
+        cash = self._cash()
+        account_id = self.conn.execute("SELECT value FROM meta WHERE key='account_id'").fetchone()[0]
+        committed = sum(o.qty * (o.limit_price if o.limit_price is not None else self._last_close(o.symbol))
+                        for o in self.open_orders())
+        return Account(equity=cash, cash=cash, buying_power=cash - committed, id=account_id)
+
+    def asset(self, symbol: str) -> Asset:
+        sym = symbol.upper()
+        if sym in self.bars and self.bars[sym].is_crypto:
+            return Asset(sym, "crypto", fractionable=True, shortable=False, easy_to_borrow=False)
+        return Asset(sym, "stock")
 
     def positions(self) -> list[Position]:
         net: dict[str, float] = {}
         for r in self.conn.execute("SELECT symbol, side, qty FROM fills"):
             net[r[0]] = net.get(r[0], 0.0) + (r[2] if r[1] == BUY else -r[2])
-        return [Position(s, q, 0.0) for s, q in sorted(net.items()) if abs(q) > 1e-12]
+        return [Position(s, q, 0.0, q) for s, q in sorted(net.items()) if abs(q) > 1e-12]
+
+    def _last_close(self, symbol: str) -> float:
+        bars = self.latest_bars(symbol, 1)
+        return bars[-1].close if bars else 0.0
 
     @staticmethod
     def _order(r) -> Order:
         return Order(id=r["id"], client_order_id=r["client_order_id"], symbol=r["symbol"], side=r["side"],
                      qty=r["qty"], type=r["type"], status=r["status"], limit_price=r["limit_price"],
                      take_profit=r["take_profit"], filled_qty=r["filled_qty"],
-                     filled_avg_price=r["filled_avg_price"], submitted_at=r["submitted_at"])
+                     filled_avg_price=r["filled_avg_price"], submitted_at=r["submitted_at"],
+                     time_in_force=r["time_in_force"])
 
     def open_orders(self) -> list[Order]:
         q = "SELECT * FROM orders WHERE status IN (%s) ORDER BY seq" % ",".join("?" * len(OPEN_STATUSES))
         return [self._order(r) for r in self.conn.execute(q, OPEN_STATUSES)]
 
-    def orders(self, limit: int = 500) -> list[Order]:
+    def orders(self, limit: int = 100) -> list[Order]:
         rows = self.conn.execute("SELECT * FROM orders ORDER BY seq DESC LIMIT ?", (limit,)).fetchall()
         return [self._order(r) for r in reversed(rows)]
+
+    def order(self, order_id: str) -> Order | None:
+        r = self.conn.execute("SELECT * FROM orders WHERE id=?", (order_id,)).fetchone()
+        return self._order(r) if r else None
 
     def order_by_client_id(self, client_order_id: str) -> Order | None:
         r = self.conn.execute("SELECT * FROM orders WHERE client_order_id=?", (client_order_id,)).fetchone()
         return self._order(r) if r else None
 
-    def submit(self, request: OrderRequest) -> Order:
+    def _refusal(self, request: OrderRequest) -> str | None:
+        """Why the broker refuses ``request`` (the rules model, as Alpaca would), or None."""
         sym = request.symbol.upper()
         if sym not in self.bars:
-            raise OrderRejected(f"paper broker has no bars for {sym}")
-        if self.bars[sym].is_crypto and request.side == "sell" and not self._holds(sym):
-            raise OrderRejected(f"{sym}: crypto cannot be sold short")
+            return f"paper broker has no bars for {sym}"
+        asset = self.asset(sym)
+        p = next((p for p in self.positions() if p.symbol == sym), None)
+        reasons = violations(request, asset) + account_violations(
+            request, asset, 0.0 if p is None else p.qty, 0.0 if p is None else p.available,
+            self.account().buying_power, self._last_close(sym))
+        return "; ".join(reasons) or None
+
+    def submit(self, request: OrderRequest) -> Order:
+        """Accept, refuse (duplicate id, or the rules) and log the attempt in one transaction, so a test can
+        prove the loop never sent an id twice and a kill never leaves a log row without its order."""
+        sym = request.symbol.upper()
         clock = self.clock
         if clock is None:
             raise BrokerError("paper broker clock not started; call advance_to first")
+        refusal = self._refusal(request)
         with transaction(self.conn) as c:
             duplicate = c.execute("SELECT 1 FROM orders WHERE client_order_id=?",
                                   (request.client_order_id,)).fetchone() is not None
+            outcome = "duplicate" if duplicate else "rejected" if refusal else "accepted"
             c.execute("INSERT INTO submit_log (client_order_id, outcome) VALUES (?, ?)",
-                      (request.client_order_id, "duplicate" if duplicate else "accepted"))
-        if duplicate:  # logged (committed) above, so a test can prove the loop never tried twice
+                      (request.client_order_id, outcome))
+            if outcome == "accepted":
+                seq = c.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM orders").fetchone()[0]
+                c.execute(
+                    "INSERT INTO orders (id, client_order_id, symbol, side, qty, type, limit_price, take_profit, "
+                    "time_in_force, status, submitted_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    (f"paper-{seq:08d}", request.client_order_id, sym, request.side, float(request.qty),
+                     request.type, request.limit_price if request.type == LIMIT else None, request.take_profit,
+                     request.time_in_force, "new", clock),
+                )
+        if duplicate:
             raise DuplicateOrder(f"client_order_id {request.client_order_id} must be unique")
-        with transaction(self.conn) as c:
-            seq = c.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM orders").fetchone()[0]
-            c.execute(
-                "INSERT INTO orders (id, client_order_id, symbol, side, qty, type, limit_price, take_profit, "
-                "time_in_force, status, submitted_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                (f"paper-{seq:08d}", request.client_order_id, sym, request.side, float(request.qty),
-                 request.type, request.limit_price, request.take_profit, request.time_in_force, "new", clock),
-            )
+        if refusal:
+            raise OrderRejected(f"{request.client_order_id}: {refusal}")
         return self.order_by_client_id(request.client_order_id)
-
-    def _holds(self, symbol: str) -> bool:
-        return any(p.symbol == symbol and p.qty > 0 for p in self.positions())
 
     def cancel(self, order_id: str) -> None:
         with transaction(self.conn) as c:
@@ -253,7 +295,7 @@ class PaperBroker(Broker):
                          dtype=np.float64)
 
     def submit_log(self) -> list[tuple[str, str]]:
-        """Every submit that reached the broker: (client_order_id, accepted | duplicate)."""
+        """Every submit that reached the broker: (client_order_id, accepted | duplicate | rejected)."""
         return [(r[0], r[1]) for r in self.conn.execute("SELECT client_order_id, outcome FROM submit_log ORDER BY n")]
 
     def close(self) -> None:

@@ -1,10 +1,11 @@
 """The seam between backtesting and trading: ``plan(bars, costs, learn_from) -> Signal``.
 
 :class:`BacktestPlanner` is a walk-forward backtest (:mod:`marketcast.backtest`) carried from bar to bar: the
-strategy with the best record over the last ``windows`` settled windows (the best-so-far pick) gives the
-:class:`Decision` for the next bar, with those windows' metrics for the entry gates. Strategies, fills and
-metrics are the backtest's own (``run_backtest`` for the windows, then the engine's ``step`` one window at a
-time): nothing is re-implemented here.
+strategy picked by the backtest's own selection rule (:mod:`marketcast.backtest.selection`, over the last
+``config.selection.lookback`` settled windows) gives the :class:`Decision` for the next bar, with those
+windows' metrics for the entry gates. Strategies, fills, metrics and the pick are the backtest's own
+(``run_backtest`` for the windows, then the engine's ``step`` one window at a time): nothing is re-implemented
+here.
 
 Why carried: MaxDiff learns its offsets from every window a backtest has settled, so re-running a 70-window
 backtest each day (the original live loop) learns from a rolling 70 windows and disagrees with a backtest
@@ -34,6 +35,8 @@ from marketcast.forecast.base import Forecaster
 PLANNER_CONFIG = BacktestConfig(windows=70)
 # Bars a cycle must load so every backtest window sees a full context, exactly as the offline backtest does.
 PLANNER_HISTORY = PLANNER_CONFIG.context + PLANNER_CONFIG.windows + 1
+NO_PICK = "none"  # the strategy name of a flat signal when no strategy traded in the selection's lookback
+NO_RECORD = {"sharpe": 0.0, "max_drawdown": 0.0, "return": 0.0, "trades": 0}
 
 
 @dataclass(frozen=True)
@@ -102,7 +105,7 @@ class BacktestPlanner:
         settled = max(1, w - 1, min(w - 1 + since, n - 1 - config.context))
         r = run_backtest(bars.head(n - 1), self.forecaster, replace(config, windows=settled, include_latest=False))
         return _Carry(key, r.decision_times[-1], {k: run.final_state for k, run in r.strategies.items()},
-                      {k: deque(zip(run.returns, (s.filled for s in run.settlements)), maxlen=w)
+                      {k: deque(zip(run.returns, run.filled), maxlen=self.config.selection.lookback)
                        for k, run in r.strategies.items()})
 
     def plan(self, bars: Bars, costs: Costs, learn_from: str | None = None) -> Signal:
@@ -129,12 +132,12 @@ class BacktestPlanner:
                 _, s, states[name] = step(name, view, states[name], bar, params)
                 record[name].append((s.net_return, s.filled))
         latency = time.perf_counter() - started
-        picks = {n: strategy_metrics([r for r, _ in v], [f for _, f in v], bars.periods_per_year)
-                 for n, v in record.items()}
-        name = max(picks, key=lambda n: (picks[n]["return"], picks[n]["sharpe"]))  # as SymbolResult.best_strategy
+        returns = {n: [r for r, _ in v] for n, v in record.items()}
+        filled = {n: [f for _, f in v] for n, v in record.items()}
+        name = config.selection.pick(returns, filled)  # the backtest's walk-forward rule
         view = result.latest_view
-        decision = decide(name, view, states[name], params)
-        m = picks[name]
+        decision = Decision(FLAT) if name is None else decide(name, view, states[name], params)
+        m = NO_RECORD if name is None else strategy_metrics(returns[name], filled[name], bars.periods_per_year)
         metrics = {
             "sharpe": m["sharpe"],
             "max_drawdown": m["max_drawdown"],
@@ -145,5 +148,5 @@ class BacktestPlanner:
             "forecast_high": view.price(view.high_ret),
         }
         meta = dict(result.forecast_meta)
-        return Signal(bars.symbol, index[-1].isoformat(), name, decision, float(view.close), metrics,
+        return Signal(bars.symbol, index[-1].isoformat(), name or NO_PICK, decision, float(view.close), metrics,
                       meta.get("latency_s", latency), meta)

@@ -1,15 +1,17 @@
 """Turn gated signals into sized orders under position, exposure and per-symbol caps.
 
-Exposure is gross (|qty| * price) as a fraction of equity; what is already held or working counts
-against every cap before anything new is added.
+Exposure is gross (|qty| * price) as a fraction of equity; what the loop already holds or has working
+(open orders included) counts against every cap before anything new is added.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from decimal import Decimal
+from typing import Mapping
 
 from marketcast.trade.planner import Signal
+from marketcast.trade.rules import round_qty
 
 
 @dataclass(frozen=True)
@@ -30,23 +32,19 @@ class Allocation:
         return self.qty * self.price
 
 
-def round_qty(qty: float, crypto: bool) -> float:
-    """Whole shares for stocks, 1e-6 units for crypto, always rounded down."""
-    if crypto:
-        return math.floor(qty * 1e6) / 1e6
-    return float(math.floor(qty + 1e-9))
-
-
 def allocate(
     signals: list[Signal],
     equity: float,
     cfg: PortfolioConfig,
     held_exposure: float = 0.0,
     held_symbols: frozenset[str] = frozenset(),
-    crypto: frozenset[str] = frozenset(),
+    steps: Mapping[str, Decimal] | None = None,
+    prices: Mapping[str, float] | None = None,
 ) -> list[Allocation]:
     """Best edge first; each new position gets ``min(per_symbol_cap, remaining exposure / slots)`` of
-    equity, rounded down to a tradable quantity. Symbols already held or working are skipped."""
+    equity, rounded down to the symbol's quantity step (``steps``, whole units if not given). ``prices``
+    are the entry prices as the broker will get them (on its grid); else the decision's limit or close.
+    Symbols already held or working are skipped."""
     if equity <= 0:
         return []
     fresh = [s for s in signals if s.symbol not in held_symbols]
@@ -57,8 +55,9 @@ def allocate(
     out = []
     for i, s in enumerate(chosen):
         budget = min(cfg.per_symbol_cap * equity, remaining / (len(chosen) - i))
-        price = s.decision.entry_limit if s.decision.entry_limit is not None else s.close
-        qty = round_qty(budget / price, s.symbol in crypto)
+        price = (prices or {}).get(s.symbol) or (s.decision.entry_limit if s.decision.entry_limit is not None
+                                                  else s.close)
+        qty = round_qty(budget / price, (steps or {}).get(s.symbol, Decimal(1)))
         if qty <= 0:
             continue
         out.append(Allocation(s, qty, price))

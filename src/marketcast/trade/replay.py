@@ -68,9 +68,9 @@ def replay(
     state = Path(state_dir)
     state.mkdir(parents=True, exist_ok=True)
     dates = replay_dates(bars, start, end)
+    journal = Journal(state / "journal.db")  # first: a damaged journal stops the replay before the broker moves
     broker = PaperBroker(state / "broker.db", bars, starting_cash=starting_cash, fee=config.fee,
                          start=dates[0])
-    journal = Journal(state / "journal.db")
     loop = TradingLoop(broker, journal, planner, history_feed(bars, lambda: broker.clock, history), config,
                        Monitor(state), {s: b.asset_class for s, b in bars.items()})
     run = 0

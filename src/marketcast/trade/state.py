@@ -1,9 +1,16 @@
-"""The loop's journal: what it intended, what the broker answered, which cycles finished.
+"""The loop's journal: what it intended, what the broker answered, which cycles finished, what it owns.
 
 Write-ahead: an intent row (status ``pending``) is committed *before* the broker call and updated
 (``submitted``/``rejected``) in a second transaction after it. A kill between the two leaves a pending
 intent that :meth:`Journal.pending` hands to reconciliation, which asks the broker by ``client_order_id``
 instead of guessing. Cancels get the same treatment in their own table (``pending`` -> ``done``/``failed``).
+
+Intent statuses: ``pending`` (written, maybe sent), ``submitted`` (the broker has it; ``broker_status`` is
+its last known status there), ``rejected`` (refused by the broker, at once or after accepting it),
+``refused`` (the rules model found no valid form; never sent), ``abandoned`` (its bar passed before it was
+sent), ``lost`` (the broker did not know it and ``trade reconcile --accept-broker`` accepted that).
+The journal is bound to one broker account (``meta``); ``adjustments`` hold the owned quantities
+``--accept-broker`` corrected; ``halts`` the halted state (:mod:`marketcast.trade.halts`).
 """
 
 from __future__ import annotations
@@ -13,7 +20,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from marketcast.trade.db import connect, transaction
+from marketcast.trade.db import add_missing_columns, connect, transaction
+from marketcast.trade.halts import Halts
+from marketcast.trade.ownership import Booked
 from marketcast.trade.types import Fill
 
 SCHEMA = """
@@ -22,7 +31,8 @@ CREATE TABLE IF NOT EXISTS intents (
     symbol TEXT NOT NULL, side TEXT NOT NULL, qty REAL NOT NULL, type TEXT NOT NULL,
     limit_price REAL, take_profit REAL, time_in_force TEXT NOT NULL, status TEXT NOT NULL,
     broker_order_id TEXT, error TEXT, attempts INTEGER NOT NULL DEFAULT 0,
-    created_at TEXT NOT NULL, updated_at TEXT NOT NULL, decision TEXT, kind TEXT NOT NULL DEFAULT 'entry');
+    created_at TEXT NOT NULL, updated_at TEXT NOT NULL, decision TEXT, kind TEXT NOT NULL DEFAULT 'entry',
+    broker_status TEXT);
 CREATE TABLE IF NOT EXISTS fills (
     fill_id TEXT PRIMARY KEY, client_order_id TEXT NOT NULL, symbol TEXT NOT NULL, side TEXT NOT NULL,
     qty REAL NOT NULL, price REAL NOT NULL, fee REAL NOT NULL, ts TEXT NOT NULL, kind TEXT NOT NULL,
@@ -34,7 +44,12 @@ CREATE TABLE IF NOT EXISTS cycles (
     decision_ts TEXT PRIMARY KEY, status TEXT NOT NULL, started_at TEXT NOT NULL, finished_at TEXT);
 CREATE TABLE IF NOT EXISTS submissions (
     n INTEGER PRIMARY KEY AUTOINCREMENT, client_order_id TEXT NOT NULL, at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS adjustments (
+    n INTEGER PRIMARY KEY AUTOINCREMENT, symbol TEXT NOT NULL, qty REAL NOT NULL, reason TEXT NOT NULL,
+    at TEXT NOT NULL);
 """
+TERMINAL_INTENTS = ("rejected", "refused", "abandoned", "lost")
 
 
 def now() -> str:
@@ -57,15 +72,28 @@ class Intent:
     broker_order_id: str | None = None
     error: str | None = None
     decision: str | None = None  # JSON of the Decision (side, entry_limit, take_profit)
-    kind: str = "entry"  # entry | close (leftover position) | take_profit (sent apart from its entry)
+    kind: str = "entry"  # entry | close (leftover) | take_profit (sent apart from its entry) | adopted
+    broker_status: str | None = None  # the order's last status at the broker
 
 
 class Journal:
     """SQLite journal in ``state_dir/journal.db``."""
 
     def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
         self.conn = connect(path)
         self.conn.executescript(SCHEMA)
+        add_missing_columns(self.conn, "intents", {"broker_status": "TEXT"})
+        self.halts = Halts(self.conn, now)
+
+    # -------------------------------------------------------------- binding
+    def meta(self) -> dict[str, str]:
+        return {r[0]: r[1] for r in self.conn.execute("SELECT key, value FROM meta").fetchall()}
+
+    def set_meta(self, **values: str) -> None:
+        with transaction(self.conn) as c:
+            for k, v in values.items():
+                c.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (k, str(v)))
 
     # -------------------------------------------------------------- cycles
     def cycle_done(self, decision_ts: str) -> bool:
@@ -95,14 +123,17 @@ class Journal:
         return _intent(r) if r else None
 
     def record_intent(self, intent: Intent) -> Intent:
-        """Insert a pending intent (no-op if the id exists); returns the stored row."""
+        """Insert an intent as given, normally ``pending`` (no-op if the id exists); returns the stored row."""
         t = now()
         with transaction(self.conn) as c:
             c.execute(
-                "INSERT OR IGNORE INTO intents VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?,?)",
+                "INSERT OR IGNORE INTO intents (client_order_id, decision_ts, strategy, symbol, side, qty, type, "
+                "limit_price, take_profit, time_in_force, status, broker_order_id, error, attempts, created_at, "
+                "updated_at, decision, kind, broker_status) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?,?,?)",
                 (intent.client_order_id, intent.decision_ts, intent.strategy, intent.symbol, intent.side,
                  intent.qty, intent.type, intent.limit_price, intent.take_profit, intent.time_in_force,
-                 "pending", None, None, t, t, intent.decision, intent.kind),
+                 intent.status, intent.broker_order_id, intent.error, t, t, intent.decision, intent.kind,
+                 intent.broker_status),
             )
         return self.intent(intent.client_order_id)
 
@@ -114,13 +145,22 @@ class Journal:
             c.execute("INSERT INTO submissions (client_order_id, at) VALUES (?, ?)", (client_order_id, now()))
 
     def mark(self, client_order_id: str, status: str, broker_order_id: str | None = None,
-             error: str | None = None) -> None:
+             error: str | None = None, broker_status: str | None = None) -> None:
         with transaction(self.conn) as c:
             c.execute(
-                "UPDATE intents SET status=?, broker_order_id=COALESCE(?, broker_order_id), error=?, updated_at=? "
-                "WHERE client_order_id=?",
-                (status, broker_order_id, error, now(), client_order_id),
+                "UPDATE intents SET status=?, broker_order_id=COALESCE(?, broker_order_id), error=?, updated_at=?, "
+                "broker_status=COALESCE(?, broker_status) WHERE client_order_id=?",
+                (status, broker_order_id, error, now(), broker_status, client_order_id),
             )
+
+    def set_broker_status(self, statuses: dict[str, str]) -> None:
+        """The broker's current status of submitted intents (``client_order_id -> status``), in one go."""
+        with transaction(self.conn) as c:
+            c.executemany("UPDATE intents SET broker_status=? WHERE client_order_id=? AND broker_status IS NOT ?",
+                          [(s, cid, s) for cid, s in statuses.items()])
+
+    def intent_ids(self) -> set[str]:
+        return {r[0] for r in self.conn.execute("SELECT client_order_id FROM intents").fetchall()}
 
     def pending(self) -> list[Intent]:
         return [_intent(r) for r in self.conn.execute("SELECT * FROM intents WHERE status='pending'")]
@@ -153,9 +193,10 @@ class Journal:
     def add_fills(self, fills: list[Fill]) -> int:
         """Store fills not seen before; returns how many orders got their first entry fill.
 
-        A fill's kind follows the journal's intent for its ``client_order_id`` (a close or a separate
-        take-profit is not an entry). A cumulative snapshot (``cum_qty`` set) is stored as the increment
-        over what this order already has, at the increment's own price, or not at all if nothing is new.
+        Only the loop's own orders count (a fill without an intent is someone else's, never booked). A fill's
+        kind follows the journal's intent for its ``client_order_id`` (a close or a separate take-profit is
+        not an entry). A cumulative snapshot (``cum_qty`` set) is stored as the increment over what this
+        order already has, at the increment's own price, or not at all if nothing is new.
         """
         with transaction(self.conn) as c:
             before = c.execute("SELECT COUNT(DISTINCT client_order_id) FROM fills WHERE kind='entry'").fetchone()[0]
@@ -163,7 +204,9 @@ class Journal:
                 if c.execute("SELECT 1 FROM fills WHERE fill_id=?", (f.fill_id,)).fetchone():
                     continue
                 intent = c.execute("SELECT kind FROM intents WHERE client_order_id=?", (f.client_order_id,)).fetchone()
-                kind = intent[0] if intent is not None and f.kind == "entry" else f.kind
+                if intent is None:
+                    continue
+                kind = intent[0] if f.kind == "entry" else f.kind
                 qty, price = f.qty, f.price
                 if f.cum_qty is not None:
                     had, notional = c.execute("SELECT COALESCE(SUM(qty), 0), COALESCE(SUM(qty * price), 0) FROM fills "
@@ -183,6 +226,12 @@ class Journal:
         return [Fill(r["fill_id"], r["client_order_id"], r["symbol"], r["side"], r["qty"], r["price"], r["fee"],
                      r["ts"], r["kind"], r["order_id"]) for r in rows]
 
+    def booked(self) -> list[Booked]:
+        """Every fill with the decision bar and role of its intent (what the loop owns comes from these)."""
+        rows = self.conn.execute("SELECT f.symbol, f.side, f.qty, i.decision_ts, i.kind FROM fills f "
+                                 "JOIN intents i ON i.client_order_id = f.client_order_id").fetchall()
+        return [Booked(r[0], r[1], float(r[2]), r[3], r[4]) for r in rows]
+
     def filled_qty(self, client_order_id: str, kind: str = "entry") -> float:
         r = self.conn.execute("SELECT COALESCE(SUM(qty), 0) FROM fills WHERE client_order_id=? AND kind=?",
                               (client_order_id, kind)).fetchone()
@@ -190,6 +239,15 @@ class Journal:
 
     def last_fill_ts(self) -> str | None:
         return self.conn.execute("SELECT MAX(ts) FROM fills").fetchone()[0]
+
+    # -------------------------------------------------------------- adjustments
+    def adjust(self, symbol: str, qty: float, reason: str) -> None:
+        with transaction(self.conn) as c:
+            c.execute("INSERT INTO adjustments (symbol, qty, reason, at) VALUES (?,?,?,?)", (symbol, qty, reason, now()))
+
+    def adjustments(self) -> dict[str, float]:
+        rows = self.conn.execute("SELECT symbol, SUM(qty) FROM adjustments GROUP BY symbol").fetchall()
+        return {r[0]: float(r[1]) for r in rows}
 
     def submission_counts(self) -> dict[str, int]:
         rows = self.conn.execute("SELECT client_order_id, COUNT(*) FROM submissions GROUP BY client_order_id")
@@ -202,7 +260,7 @@ class Journal:
 def _intent(r) -> Intent:
     return Intent(r["client_order_id"], r["decision_ts"], r["strategy"], r["symbol"], r["side"], r["qty"],
                   r["type"], r["limit_price"], r["take_profit"], r["time_in_force"], r["status"],
-                  r["broker_order_id"], r["error"], r["decision"], r["kind"])
+                  r["broker_order_id"], r["error"], r["decision"], r["kind"], r["broker_status"])
 
 
 def decision_json(side: int, entry_limit: float | None, take_profit: float | None) -> str:

@@ -6,8 +6,27 @@ from dataclasses import dataclass, field
 
 BUY, SELL = "buy", "sell"
 LIMIT, MARKET = "limit", "market"
-OPEN_STATUSES = ("new", "accepted", "pending_new", "partially_filled")
-DONE_STATUSES = ("filled", "canceled", "expired", "rejected")
+
+# Every order status Alpaca documents (https://docs.alpaca.markets/docs/orders-at-alpaca, "Order Lifecycle"),
+# sorted by what the loop must do about it. An order that is still *working* may trade (pending_cancel
+# included: the cancel is a request, not a fact), counts against the caps and blocks another entry;
+# ``held`` is a bracket/OTO leg waiting for its parent; a *terminal* order never changes again.
+WORKING_STATUSES = ("new", "accepted", "pending_new", "accepted_for_bidding", "partially_filled", "pending_cancel",
+                    "pending_replace", "done_for_day", "stopped", "suspended", "calculated")
+HELD_STATUSES = ("held",)
+TERMINAL_STATUSES = ("filled", "canceled", "expired", "replaced", "rejected")
+OPEN_STATUSES = WORKING_STATUSES  # kept for the paper broker's SQL
+
+
+def status_kind(status: str) -> str:
+    """``working`` | ``held`` | ``terminal``; a status nobody documented is an error, never a guess."""
+    if status in WORKING_STATUSES:
+        return "working"
+    if status in HELD_STATUSES:
+        return "held"
+    if status in TERMINAL_STATUSES:
+        return "terminal"
+    raise ValueError(f"unknown order status {status!r}")
 
 
 @dataclass(frozen=True)
@@ -15,19 +34,25 @@ class Account:
     equity: float
     cash: float
     buying_power: float
+    id: str = ""  # the broker's account id: the journal is bound to one account
 
 
 @dataclass(frozen=True)
 class Position:
-    """``qty`` is signed: negative is short."""
+    """``qty`` is signed: negative is short. ``qty_available`` is what open orders do not hold."""
 
     symbol: str
     qty: float
     avg_entry_price: float
+    qty_available: float | None = None
 
     @property
     def market_value(self) -> float:
         return self.qty * self.avg_entry_price
+
+    @property
+    def available(self) -> float:
+        return abs(self.qty) if self.qty_available is None else abs(self.qty_available)
 
 
 @dataclass(frozen=True)
@@ -58,7 +83,8 @@ class OrderRequest:
 
 @dataclass(frozen=True)
 class Order:
-    """An order as the broker reports it."""
+    """An order as the broker reports it. A take-profit leg has its own (broker-made) client id and names its
+    parent's in ``parent_client_order_id``: ownership follows the parent."""
 
     id: str
     client_order_id: str
@@ -72,10 +98,20 @@ class Order:
     filled_qty: float = 0.0
     filled_avg_price: float | None = None
     submitted_at: str | None = None
+    time_in_force: str = "day"
+    parent_client_order_id: str | None = None
 
     @property
     def is_open(self) -> bool:
-        return self.status in OPEN_STATUSES
+        return status_kind(self.status) == "working"
+
+    @property
+    def is_terminal(self) -> bool:
+        return status_kind(self.status) == "terminal"
+
+    @property
+    def root_client_order_id(self) -> str:
+        return self.parent_client_order_id or self.client_order_id
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,255 @@
+"""Browser check of marketcast's HTML pages in headless Chromium, with the network switched off.
+
+For each page: load it from disk in a fresh headless Chromium (Debian's ``chromium`` package) with the
+network emulated offline, wait until the page says every chart is drawn (``<body data-charts>``), then
+
+* fail on any console error, uncaught exception or error log entry;
+* fail on any request that is not ``file:`` or ``data:`` (the page must not fetch anything);
+* fail unless every chart has traces, every trace has points and the SVG holds its drawn traces, and
+  every table has rows;
+* save a full-page screenshot PNG, and report the page size and the render time (navigation to the last
+  chart drawn, wall clock, and Plotly's own drawing time measured in the page).
+
+Pages are given as paths, or built first with ``--windows N`` (``marketcast backtest --windows N --html`` on
+the embedded default, run store off; its seconds are reported too). It talks to Chromium over the DevTools
+protocol (``websockets``), so it needs no browser driver package. Not run in CI (no Chromium there).
+
+    PYTHONPATH=src python benchmarks/html_check.py [PAGE.html ...] [--windows 70 5000] [--out DIR]
+        [--chromium /usr/bin/chromium] [--timeout 120]
+
+Exit status 1 when a check fails. Results: ``benchmarks/results/html_check.json`` and one PNG per page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+from websockets.sync.client import connect
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-extensions", "--hide-scrollbars", "--remote-debugging-port=0")
+WIDTH, HEIGHT = 1400, 1000
+
+INSPECT = """JSON.stringify({
+  charts: Array.from(document.querySelectorAll("div.plot")).map(function (gd) {
+    return {id: gd.id, drawn: gd.querySelectorAll("g.trace, g.hm, g.imagelayer image").length,
+            title: (gd.layout && gd.layout.title && gd.layout.title.text) || "",
+            traces: (gd._fullData || []).map(function (t) {
+              var n = t._length;
+              if (n == null) n = t.z ? t.z.length : (t.x ? t.x.length : 0);
+              return {type: t.type, name: t.name, points: n};
+            })};
+  }),
+  tables: Array.from(document.querySelectorAll("table")).map(function (t) {
+    return t.tBodies.length ? t.tBodies[0].rows.length : 0;
+  }),
+  renderMs: Number(document.body.getAttribute("data-render-ms")),
+  height: document.documentElement.scrollHeight
+})"""
+
+
+class DevTools:
+    """A minimal DevTools-protocol client over one browser websocket (flattened target sessions)."""
+
+    def __init__(self, ws) -> None:
+        self.ws = ws
+        self.next_id = 0
+        self.events: list[dict] = []
+
+    def call(self, method: str, params: dict | None = None, session: str | None = None, timeout: float = 60.0):
+        self.next_id += 1
+        message = {"id": self.next_id, "method": method, "params": params or {}}
+        if session:
+            message["sessionId"] = session
+        self.ws.send(json.dumps(message))
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = json.loads(self.ws.recv(timeout=max(0.1, deadline - time.monotonic())))
+            if reply.get("id") == self.next_id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply.get("result", {})
+            if "method" in reply:
+                self.events.append(reply)
+
+
+def launch(chromium: str, profile: Path) -> tuple[subprocess.Popen, str]:
+    """Start Chromium with a fresh profile; returns the process and its browser websocket URL."""
+    proc = subprocess.Popen([chromium, *FLAGS, f"--user-data-dir={profile}", f"--window-size={WIDTH},{HEIGHT}",
+                             "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    port_file = profile / "DevToolsActivePort"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if port_file.exists():
+            lines = port_file.read_text().split()
+            if len(lines) >= 2:
+                return proc, f"ws://127.0.0.1:{lines[0]}{lines[1]}"
+        if proc.poll() is not None:
+            raise RuntimeError(f"{chromium} exited with {proc.returncode} before it listened")
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError(f"{chromium} did not open its DevTools port within 60 s")
+
+
+def problems_in(events: list[dict]) -> list[str]:
+    """Console errors, exceptions, error log entries and non-local requests among the page's events."""
+    out = []
+    for e in events:
+        method, p = e["method"], e.get("params", {})
+        if method == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
+            out.append("console error: " + " ".join(str(a.get("value", a.get("description", ""))) for a in p["args"]))
+        elif method == "Runtime.exceptionThrown":
+            d = p["exceptionDetails"]
+            out.append(f"exception: {d.get('exception', {}).get('description') or d.get('text')}")
+        elif method == "Log.entryAdded" and p["entry"]["level"] == "error":
+            out.append(f"log error: {p['entry']['text']} {p['entry'].get('url', '')}")
+        elif method == "Network.requestWillBeSent":
+            url = p["request"]["url"]
+            if not url.startswith(("file:", "data:", "about:")):
+                out.append(f"network request: {url}")
+    return out
+
+
+def chart_problems(found: dict) -> list[str]:
+    out = [] if found["charts"] else ["no charts on the page"]
+    for c in found["charts"]:
+        if not c["traces"]:
+            out.append(f"chart {c['id']}: no traces")
+        out += [f"chart {c['id']}: trace {t['name']!r} ({t['type']}) has no points" for t in c["traces"]
+                if not t["points"]]
+        if c["drawn"] < 1:
+            out.append(f"chart {c['id']}: nothing drawn in its SVG")
+    out += [f"table {i}: no rows" for i, rows in enumerate(found["tables"]) if rows == 0]
+    return out
+
+
+def check_page(chromium: str, page: Path, screenshot: Path, timeout: float) -> dict:
+    """Load ``page`` offline, wait for its charts, inspect and screenshot it."""
+    profile = Path(tempfile.mkdtemp(prefix="marketcast-chromium-"))
+    proc, url = launch(chromium, profile)
+    try:
+        with connect(url, max_size=None, open_timeout=30) as ws:
+            found, rendered, problems = _inspect(DevTools(ws), page, screenshot, timeout)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        shutil.rmtree(profile, ignore_errors=True)
+    return {"page": str(page), "bytes": page.stat().st_size, "render_s": rendered, "plotly_ms": found["renderMs"],
+            "charts": len(found["charts"]), "traces": sum(len(c["traces"]) for c in found["charts"]),
+            "points": sum(t["points"] for c in found["charts"] for t in c["traces"]),
+            "tables": len(found["tables"]), "page_height_px": found["height"], "screenshot": str(screenshot),
+            "chart_titles": [c["title"] for c in found["charts"]], "problems": problems}
+
+
+def _inspect(dt: DevTools, page: Path, screenshot: Path, timeout: float) -> tuple[dict, float | None, list[str]]:
+    """Navigate, wait for the charts, read what the page drew, screenshot it; the problems found."""
+    target = dt.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+    session = dt.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+    for domain in ("Page", "Runtime", "Log", "Network"):
+        dt.call(f"{domain}.enable", session=session)
+    dt.call("Network.emulateNetworkConditions", {"offline": True, "latency": 0, "downloadThroughput": -1,
+                                                 "uploadThroughput": -1}, session)
+    dt.call("Emulation.setDeviceMetricsOverride", {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1,
+                                                   "mobile": False}, session)
+    started = time.perf_counter()
+    dt.call("Page.navigate", {"url": page.resolve().as_uri()}, session)
+    rendered = None
+    while time.perf_counter() - started < timeout:
+        value = dt.call("Runtime.evaluate", {"expression": "document.body && document.body.getAttribute('data-charts')",
+                                             "returnByValue": True}, session)["result"].get("value")
+        if value is not None:
+            rendered = time.perf_counter() - started
+            break
+        time.sleep(0.05)
+    found = json.loads(dt.call("Runtime.evaluate", {"expression": INSPECT, "returnByValue": True},
+                               session)["result"]["value"])
+    time.sleep(0.3)  # late console messages arrive with the next reply
+    dt.call("Runtime.evaluate", {"expression": "1"}, session)
+    shot = dt.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True,
+                                              "clip": {"x": 0, "y": 0, "width": WIDTH, "height": found["height"],
+                                                       "scale": 1}}, session, timeout=120)
+    screenshot.parent.mkdir(parents=True, exist_ok=True)
+    screenshot.write_bytes(base64.b64decode(shot["data"]))
+    problems = problems_in(dt.events) + chart_problems(found)
+    if rendered is None:
+        problems.insert(0, f"charts not drawn within {timeout:g} s")
+    return found, rendered, problems
+
+
+def build_page(windows: int, folder: Path) -> tuple[Path, float]:
+    """``marketcast backtest --windows N --html`` on the embedded default; the page and its seconds."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MARKETCAST_RUN_STORE": "off"}
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "marketcast.cli", "backtest", "--windows", str(windows), "--html",
+                    "--output-dir", str(folder)], env=env, check=True, stdout=subprocess.DEVNULL)
+    return folder / "report.html", time.perf_counter() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("pages", nargs="*", type=Path)
+    parser.add_argument("--windows", type=int, nargs="*", default=[], help="build a backtest page per value")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
+    parser.add_argument("--timeout", type=float, default=120.0)
+    args = parser.parse_args()
+    if not Path(args.chromium).exists():
+        print(f"error: no Chromium at {args.chromium}; install it (apt-get install -y chromium) or pass --chromium",
+              file=sys.stderr)
+        return 2
+    jobs = [(p, None, None) for p in args.pages]
+    work = Path(tempfile.mkdtemp(prefix="marketcast-html-check-"))
+    for n in args.windows:
+        page, seconds = build_page(n, work / f"w{n}")
+        jobs.append((page, n, seconds))
+    if not jobs:
+        parser.error("give pages or --windows")
+    rows = []
+    for page, windows, seconds in jobs:
+        name = f"backtest_{windows}w" if windows else f"{page.parent.name}_{page.stem}"
+        rows.append({**check_page(args.chromium, page, args.out / "html_check" / f"{name}.png", args.timeout),
+                     "windows": windows, "build_s": seconds})
+    shutil.rmtree(work, ignore_errors=True)
+    table = Table(title=f"HTML check in headless Chromium, offline ({platform.node()}, {os.cpu_count()} CPUs)")
+    for col in ("page", "windows", "build s", "size MB", "render s", "plotly ms", "charts", "traces", "points",
+                "problems"):
+        table.add_column(col, justify="left" if col in ("page", "problems") else "right")
+    for r in rows:
+        table.add_row(Path(r["page"]).name, str(r["windows"] or ""), f"{r['build_s']:.1f}" if r["build_s"] else "",
+                      f"{r['bytes'] / 1e6:.2f}", "-" if r["render_s"] is None else f"{r['render_s']:.2f}",
+                      f"{r['plotly_ms']:.0f}", str(r["charts"]), str(r["traces"]), f"{r['points']:,}",
+                      "; ".join(r["problems"]) or "none")
+    Console(width=200).print(table)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "html_check.json").write_text(json.dumps({"chromium": chromium_version(args.chromium),
+                                                          "pages": rows}, indent=2) + "\n")
+    for r in rows:
+        print(f"screenshot: {r['screenshot']}")
+    return 1 if any(r["problems"] for r in rows) else 0
+
+
+def chromium_version(chromium: str) -> str:
+    done = subprocess.run([chromium, "--version"], capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

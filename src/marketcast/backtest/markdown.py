@@ -1,0 +1,62 @@
+"""``summary.md``: the same headline as the terminal (out of sample first), then every metric in full."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from marketcast.backtest.engine import SymbolResult
+from marketcast.backtest.strategies import STRATEGIES
+from marketcast.backtest.tables import (
+    IN_SAMPLE_COLUMNS, SKILL_COLUMNS, SKILL_NOTE, TRACK_COLUMNS, in_sample_note, in_sample_rows, level, num, pct,
+    skill_rows, strategy_label, title, track_note, track_rows,
+)
+
+MORE_COLUMNS = ("strategy", "annual", "Sortino", "max DD", "Calmar", "win rate", "exposure", "turnover",
+                "final bar")
+
+
+def _table(columns: Sequence[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" if i == 0 else "---:" for i in range(len(columns))) + "|"]
+    return out + ["| " + " | ".join(row) + " |" for row in rows]
+
+
+def more_rows(result: SymbolResult) -> list[list[str]]:
+    best = result.best_strategy
+    return [[strategy_label(name, best), pct(m["annual_return"]), num(m["sortino"]), pct(-m["max_drawdown"] or 0.0),
+             num(m["calmar"]), num(m["win_rate"], "{:.0%}"), f"{m['exposure']:.0%}", f"{m['turnover']:.2f}",
+             pct(m["final_day"])] for name, m in ((n, r.metrics) for n, r in result.strategies.items())]
+
+
+def symbol_section(r: SymbolResult, plot: bool = False) -> list[str]:
+    a = r.annualisation
+    lines = [f"## {title(r)}", "",
+             f"Asset class **{r.asset_class}**: {r.asset_reason}. Calendar {a.calendar}. "
+             f"**{a.periods_per_year:,g} periods a year**: {a.how}.", ""]
+    lines += [f"> warning: {w}" for w in a.warnings] + ([""] if a.warnings else [])
+    lines += ["### Out of sample: the walk-forward track record against buy & hold", ""]
+    lines += _table((*TRACK_COLUMNS[:4], level(r), *TRACK_COLUMNS[5:]), track_rows(r))
+    lines += ["", track_note(r), "",
+              f"### In sample: {len(r.strategies)} strategies over the same {r.windows} windows", ""]
+    lines += _table((*IN_SAMPLE_COLUMNS[:3], level(r), *IN_SAMPLE_COLUMNS[4:]), in_sample_rows(r))
+    lines += ["", in_sample_note(r), ""]
+    lines += _table(MORE_COLUMNS, more_rows(r))
+    lines += ["", "Strategies: " + "; ".join(f"`{n}` {STRATEGIES[n].description}" for n in r.strategies) + ".",
+              "", f"Market close-to-close over the same bars: {pct(r.market_return)}.", ""]
+    return lines + ([f"![equity]({r.symbol}_equity.png)", ""] if plot else [])
+
+
+def markdown_summary(results: Sequence[SymbolResult], plots: bool = False) -> str:
+    """A Markdown page: per symbol the headline, the in-sample strategies, every metric (and the equity PNG
+    when ``plots`` drew it); then forecast skill."""
+    lines = ["# Backtest summary", ""]
+    if results:
+        cfg = results[0].config
+        lines += [f"Generated {results[0].generated_at}. Model `{results[0].forecast_meta.get('model')}`, "
+                  f"{cfg.num_samples} samples, seed {cfg.seed}, point forecast `{cfg.point}`, context {cfg.context}, "
+                  f"fill mode `{cfg.fill_mode}`, same-bar `{cfg.same_bar}`. Returns are net of fees and half "
+                  "the spread per side; each decision at bar t is settled on bar t+1.", ""]
+    for r in results:
+        lines += symbol_section(r, plots)
+    if results:
+        lines += ["## Forecast skill for bar t+1", ""] + _table(SKILL_COLUMNS, skill_rows(results)) + ["", SKILL_NOTE, ""]
+    return "\n".join(lines)

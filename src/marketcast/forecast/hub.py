@@ -1,0 +1,106 @@
+"""The public checkpoints by name, and how to get them onto this machine.
+
+``marketcast models download NAME`` puts a model's repos into the Hugging Face cache, where ``--weights auto``
+(or the repo id) finds them, and with ``--to DIR`` also lays them out as the folder ``--weights DIR`` reads:
+Toto's ``config.json`` + ``model.safetensors`` in DIR, Kronos's model in ``DIR/model`` and its tokenizer in
+``DIR/tokenizer``. Every "weights not found" message gives the same advice, with the ``hf`` command that
+huggingface_hub installs (``huggingface-cli`` is gone from it).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from marketcast.errors import ConfigError, ModelLoadError, first_line
+
+FILES = ("config.json", "model.safetensors")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A downloadable model: its repos by subfolder ("" = the folder itself) and the ``--weights`` that loads
+    it from the Hugging Face cache."""
+
+    name: str
+    model: str
+    repos: dict[str, str]
+    weights: str
+
+
+def catalogue() -> dict[str, Checkpoint]:
+    """Toto and every public Kronos (with the tokenizer it was trained with); ``kronos`` is Kronos-small."""
+    from marketcast.forecast.kronos.config import HUB_OWNER, TOKENIZER_OF
+    from marketcast.forecast.kronos.loading import DEFAULT_MODEL
+    from marketcast.forecast.toto.loading import DEFAULT_REPO
+
+    out = {"toto": Checkpoint("toto", "toto", {"": DEFAULT_REPO}, "auto")}
+    for model, tokenizer in TOKENIZER_OF.items():
+        repo = f"{HUB_OWNER}/{model}"
+        repos = {"model": repo, "tokenizer": f"{HUB_OWNER}/{tokenizer}"}
+        out[model.lower()] = Checkpoint(model.lower(), "kronos", repos, "auto" if repo == DEFAULT_MODEL else repo)
+    out["kronos"] = out[DEFAULT_MODEL.split("/")[-1].lower()]
+    return out
+
+
+def _hf(repo: str) -> str:
+    return f"`hf download {repo} {' '.join(FILES)}`"
+
+
+def download_advice(repo: str, model: str) -> str:
+    """What to run when ``repo`` is not on this machine (``model``: "Toto" or "Kronos")."""
+    known = next((c for c in catalogue().values() if repo in c.repos.values()), None)
+    if known is None:
+        commands = _hf(repo)
+    else:
+        each = " and ".join(_hf(r) for r in known.repos.values())
+        commands = f"`marketcast models download {known.name}` (or {each})"
+    layout = ("a folder with model/ and tokenizer/ subfolders, each holding config.json and model.safetensors"
+              if model.lower() == "kronos" else "a folder holding config.json and model.safetensors")
+    return f"run {commands} on a connected machine, or pass --weights DIR with {layout}"
+
+
+def _place(source: Path, target: Path) -> None:
+    """``target`` as a hard link to the cached file (a copy across file systems), written atomically."""
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(source.resolve(), tmp)
+    except OSError:
+        shutil.copyfile(source, tmp)
+    os.replace(tmp, target)
+
+
+def download(name: str, to: str | os.PathLike | None = None) -> tuple[dict[str, Path], str]:
+    """Fetch ``name``'s repos into the HF cache (offline: find them there) and, with ``to``, lay them out in
+    that folder. Returns the folder of each repo and the ``--weights`` value that loads the model."""
+    from huggingface_hub import snapshot_download
+
+    from marketcast.forecast.checkpoint import offline
+
+    models = catalogue()
+    if name not in models:
+        raise ConfigError(f"unknown model {name!r}; choose one of {', '.join(models)}")
+    checkpoint, folders = models[name], {}
+    for sub, repo in checkpoint.repos.items():
+        try:
+            folders[repo] = Path(snapshot_download(repo, allow_patterns=list(FILES), local_files_only=offline()))
+        except Exception as exc:  # the hub raises many types: offline, 401/404, network
+            raise ModelLoadError(f"{repo}: could not be downloaded ({type(exc).__name__}: {first_line(exc, 160)}); "
+                                 "check the network (HF_HUB_OFFLINE must be unset) and HF_TOKEN, or "
+                                 f"{download_advice(repo, checkpoint.model)}") from None
+        missing = [f for f in FILES if not (folders[repo] / f).is_file()]
+        if missing:
+            raise ModelLoadError(f"{repo}: has no {', '.join(missing)}; it is not a {checkpoint.model} checkpoint")
+    if to is None:
+        return folders, checkpoint.weights
+    root = Path(to)
+    for sub, repo in checkpoint.repos.items():
+        target = root / sub if sub else root
+        target.mkdir(parents=True, exist_ok=True)
+        for file in FILES:
+            _place(folders[repo] / file, target / file)
+        folders[repo] = target
+    return folders, str(root)

@@ -1,0 +1,31 @@
+"""``marketcast models download NAME [--to DIR]``: fetch public weights and say where they went."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from marketcast.console import console
+
+app = typer.Typer(no_args_is_help=True)
+NAMES = "toto, kronos (= kronos-small), kronos-mini, kronos-small, kronos-base"
+
+
+@app.command("download")
+def download_cmd(
+    name: Annotated[str, typer.Argument(help=f"Model to fetch: {NAMES}.")],
+    to: Annotated[Optional[Path], typer.Option(
+        "--to", help="Also lay the files out in this folder, to pass as --weights DIR (Kronos: DIR/model and "
+                     "DIR/tokenizer). Default: the Hugging Face cache only.")] = None,
+) -> None:
+    """Download NAME's config.json and model.safetensors (HF_HUB_OFFLINE=1: find them in the cache)."""
+    from marketcast.forecast.hub import catalogue, download
+
+    folders, weights = download(name, to)
+    for repo, folder in folders.items():  # one line each, never wrapped: the paths are for copying
+        console.print(f"{repo}: {folder}", highlight=False, soft_wrap=True)
+    model = catalogue()[name].model
+    console.print(f"use it with: --model {model}" + ("" if weights == "auto" else f" --weights {weights}"),
+                  highlight=False, soft_wrap=True)

@@ -1,0 +1,90 @@
+"""The options commands share, declared once: the same concept has the same name, short flag, range, check
+and help text in every command, and a bad value is refused by click before anything runs, with click's
+one message ("Invalid value for '--context' / '-c': 1 is not in the range x>=3.").
+
+Short flags: ``-m`` model, ``-c`` context, ``-s`` samples, ``-n`` windows, ``-H`` horizon.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Callable, Optional, Sequence
+
+import typer
+
+from marketcast.data.asset import ASSET_CLASSES, check_asset_class
+from marketcast.data.load import ON_DUPLICATE
+from marketcast.data.validate import MIN_BARS
+from marketcast.errors import ConfigError
+from marketcast.forecast.registry import MODEL_NAMES
+
+DTYPES = ("float32", "bfloat16")
+_DEVICE = re.compile(r"^(cpu|cuda(:\d+)?|mps)$")
+MAX_SEED = 2**63 - 1
+
+
+def one_of(choices: Sequence[str]) -> Callable[[Optional[str]], Optional[str]]:
+    """A typer callback accepting only ``choices`` (None passes: the option was not given)."""
+    def check(value: Optional[str]) -> Optional[str]:
+        if value is not None and value not in choices:
+            raise typer.BadParameter(f"{value!r} is not one of {', '.join(map(repr, choices))}.")
+        return value
+
+    return check
+
+
+def _device(value: str) -> str:
+    if not _DEVICE.match(value):
+        raise typer.BadParameter(f"{value!r} is not a torch device; use cpu, cuda, cuda:N or mps.")
+    return value
+
+
+Model = Annotated[str, typer.Option("--model", "-m", help=f"Forecaster: {', '.join(MODEL_NAMES)}.")]
+Weights = Annotated[Optional[str], typer.Option(
+    "--weights", help="toto/kronos weights: auto (the public checkpoint), a local folder, a Hugging Face repo id, "
+                      "or random (plumbing tests only). See `marketcast models download`.")]
+Device = Annotated[str, typer.Option(
+    "--device", callback=_device, help="Torch device for toto/kronos: cpu, cuda, cuda:N or mps (the baseline "
+                                       "always runs on the CPU).")]
+Dtype = Annotated[str, typer.Option(
+    "--dtype", callback=one_of(DTYPES), help=f"Model precision for toto/kronos: {' or '.join(DTYPES)} (the "
+                                             "baseline computes in float64).")]
+Context = Annotated[int, typer.Option(
+    "--context", "-c", min=MIN_BARS, help=f"Bars of history per forecast window, at least {MIN_BARS} (fewer "
+                                          "available: all of them).")]
+Samples = Annotated[int, typer.Option("--samples", "-s", min=1, help="Forecast sample paths per window.")]
+Seed = Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED,
+                                   help="Sampling seed: the same seed gives the same sample paths.")]
+Windows = Annotated[int, typer.Option("--windows", "-n", min=1,
+                                      help="Decision bars per symbol (each settled on the next bar).")]
+Horizon = Annotated[int, typer.Option("--horizon", "-H", min=1, help="Bars ahead to forecast.")]
+DataDir = Annotated[Optional[Path], typer.Option(
+    "--data-dir", help="Folder of <SYMBOL>.csv/.parquet bars (default: the embedded SP500 and NASDAQ).")]
+AssetClass = Annotated[Optional[list[str]], typer.Option(
+    "--asset-class", help=f"Asset class ({', '.join(ASSET_CLASSES)}) for every symbol, or SYMBOL=CLASS for one; "
+                          "repeatable (default: from the symbol).")]
+Plots = Annotated[bool, typer.Option("--plots", help="Also draw each symbol's equity curves as a PNG.")]
+OnDuplicate = Annotated[str, typer.Option(
+    "--on-duplicate", callback=one_of(ON_DUPLICATE),
+    help="A timestamp that repeats: error, or keep the first or the last of its bars (with a warning).")]
+FanDates = Annotated[Optional[list[str]], typer.Option(
+    "--fan-date", help="Decision date of a forecast fan in the HTML tearsheet (YYYY-MM-DD); repeatable (default: "
+                       "three spread over the run).")]
+
+
+def asset_classes(values: Optional[list[str]], symbols: Sequence[str]) -> dict[str, Optional[str]]:
+    """``--asset-class CLASS`` (every symbol) and ``--asset-class SYMBOL=CLASS`` (one; wins) -> the class of each
+    symbol (None: inferred from the symbol)."""
+    names = [s.upper() for s in symbols]
+    everyone, per_symbol = None, {}
+    for value in values or []:
+        symbol, _, cls = value.rpartition("=")
+        if symbol:
+            if symbol.upper() not in names:
+                raise ConfigError(f"--asset-class {value}: {symbol.upper()} is not among the symbols given "
+                                  f"({', '.join(names)})")
+            per_symbol[symbol.upper()] = check_asset_class(cls.strip().lower())
+        else:
+            everyone = check_asset_class(cls.strip().lower())
+    return {s: per_symbol.get(s, everyone) for s in names}

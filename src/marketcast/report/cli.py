@@ -1,0 +1,67 @@
+"""``marketcast report RUN``: a stored run's reports again, with its HTML tearsheet.
+
+The one command that re-makes reports from the run store: JSON, Markdown, trades.csv and (``--plots``) the PNGs through
+the backtest's own writer (byte for byte what ``marketcast backtest`` wrote), and ``report.html`` equal to
+what ``marketcast backtest --html`` wrote for the same run. A run with grid axes (a sweep) gets a folder per
+grid point.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from marketcast import options
+from marketcast.console import console
+from marketcast.errors import ConfigError
+from marketcast.runs.cli import RUN_ARG, STORE_OPT, open_store
+
+DEFAULT_OUTPUT = Path("out/report")
+
+
+def report(
+    run: str = RUN_ARG,
+    output_dir: Annotated[Optional[Path], typer.Option(
+        "--output-dir", "-o", help=f"Where the reports go (default: {DEFAULT_OUTPUT}/<run id>).")] = None,
+    html: Annotated[bool, typer.Option("--html/--no-html", help="Write the HTML tearsheet, report.html (it loads "
+                                                                "the run's model again for the forecast fans).")] = True,
+    fan_date: options.FanDates = None,
+    plots: options.Plots = False,
+    store: Optional[Path] = STORE_OPT,
+) -> None:
+    """Re-make a run's reports from the run store: report.html, JSON, Markdown, trades.csv and PNGs."""
+    from marketcast.backtest.report import write_outputs
+    from marketcast.report.fans import parse_dates
+    from marketcast.runs.remake import cell_results, folder
+
+    dates = parse_dates(fan_date)
+    if dates and not html:
+        raise ConfigError("--fan-date draws a fan in the HTML tearsheet; drop --no-html")
+    runs = open_store(store)
+    run_id = runs.resolve(run)
+    out = output_dir or DEFAULT_OUTPUT / run_id
+    pages = {}
+    if html:  # every page drawn before any file is written
+        from marketcast.report.page import write_page
+        from marketcast.report.stored import stored_reports
+        from marketcast.report.tearsheet import PAGE_NAME, tearsheet_html
+
+        groups = stored_reports(runs, run_id, dates)
+        pages = {key: tearsheet_html(reps) for key, reps in groups.items()}
+        results = {key: [rep.result for rep in reps] for key, reps in groups.items()}
+    else:
+        results = {key: [result for _, result in group] for key, group in cell_results(runs, run_id).items()}
+    if not results:
+        raise ConfigError(f"run {run_id} has no finished cells; there is nothing to report")
+    written = []
+    for key, group in results.items():
+        written += write_outputs(group, folder(out, key), plots)
+        if key in pages:
+            written.append(folder(out, key) / PAGE_NAME)
+            write_page(written[-1], pages[key])
+    console.print(f"wrote {len(written)} files of {run_id} to {out}/", highlight=False)
+    for path in written:
+        if path.suffix == ".html":
+            console.print(f"tearsheet: {path}", highlight=False)

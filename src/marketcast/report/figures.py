@@ -1,0 +1,165 @@
+"""The tearsheet's charts of one symbol, each a Plotly figure built from :mod:`marketcast.report.series`."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from marketcast.backtest.engine import SymbolResult
+from marketcast.backtest.orders import LONG
+from marketcast.data.bars import Bars
+from marketcast.report.charts import (
+    BENCHMARK_COLOUR, DOWN, PALETTE, UP, WALK_FORWARD_COLOUR, figure, line, ms, styled,
+)
+from marketcast.report.fans import QUANTILES, Fan
+from marketcast.report.series import (
+    BUY_AND_HOLD, WALK_FORWARD, decision_rows, drawdown, equity_frame, monthly_returns, rolling_skill,
+    skill_window, walk_forward_trades,
+)
+
+CANDLE_WINDOWS = 250  # the most recent windows drawn as candles: enough to read each trade
+MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+HEADLINE = {WALK_FORWARD: {"color": WALK_FORWARD_COLOUR, "width": 2.6},
+            BUY_AND_HOLD: {"color": BENCHMARK_COLOUR, "width": 2.0, "dash": "dash"}}
+
+
+def _style(name: str, k: int) -> dict:
+    return {"line": HEADLINE.get(name, {"color": PALETTE[k % len(PALETTE)], "width": 1.1}),
+            "opacity": 1.0 if name in HEADLINE else 0.75}
+
+
+def equity_chart(result: SymbolResult) -> go.Figure:
+    """Every strategy's equity with the walk-forward pick and buy and hold on top; log scale when the
+    curves span more than a factor of 10."""
+    eq = equity_frame(result)
+    fig = figure(f"{result.symbol}: equity against buy & hold (start = 1, net of costs)", "equity")
+    order = [c for c in eq.columns if c not in HEADLINE] + list(HEADLINE)
+    for k, name in enumerate(order):
+        fig.add_trace(line(eq.index, eq[name].to_numpy(), name, hovertemplate="%{y:.4f}", **_style(name, k)))
+    values = eq.to_numpy()
+    if values.max() / max(values.min(), 1e-12) > 10:
+        fig.update_yaxes(type="log", exponentformat="none")
+    return fig
+
+
+def drawdown_chart(result: SymbolResult) -> go.Figure:
+    """Underwater curves: the walk-forward record, buy and hold, and the in-sample best strategy."""
+    eq = equity_frame(result)
+    names = [WALK_FORWARD, BUY_AND_HOLD] + ([result.best_strategy] if result.best_strategy else [])
+    fig = figure(f"{result.symbol}: drawdown from the running peak", "drawdown")
+    for k, name in enumerate(names):
+        label = name if name in HEADLINE else f"{name} (in-sample best)"
+        shade = {"fill": "tozeroy", "fillcolor": "rgba(214,39,40,0.12)"} if name == WALK_FORWARD else {}
+        fig.add_trace(line(eq.index, drawdown(eq[name]), label, hovertemplate="%{y:.2%}", **shade,
+                           **_style(name, k)))
+    fig.update_yaxes(tickformat=".0%")
+    return fig
+
+
+def monthly_chart(result: SymbolResult) -> go.Figure:
+    """The walk-forward record's compounded return per calendar month; each year's total in its label."""
+    table = monthly_returns(result.walk_forward["returns"], result.settle_times)
+    yearly = (1.0 + table.fillna(0.0)).prod(axis=1) - 1.0
+    z = table.to_numpy(dtype=np.float64)
+    text = np.where(np.isfinite(z), np.char.mod("%+.1f%%", np.nan_to_num(100 * z)), "")
+    fig = figure(f"{result.symbol}: walk-forward monthly returns", "", height=max(220, 90 + 26 * len(table)),
+                 hovermode="closest")
+    fig.add_trace(go.Heatmap(
+        z=z, x=list(MONTHS), y=[f"{y} ({100 * r:+.1f}%)" for y, r in yearly.items()], text=text,
+        texttemplate="%{text}", colorscale=[[0, DOWN], [0.5, "#f7f7f7"], [1, UP]], zmid=0.0,
+        hovertemplate="%{y} %{x}: %{z:.2%}<extra></extra>", colorbar={"thickness": 12, "tickformat": ".1%"},
+        xgap=2, ygap=2, name="month"))
+    fig.update_xaxes(type="category", showgrid=False, side="top")
+    fig.update_yaxes(type="category", autorange="reversed", showgrid=False, automargin=True)
+    return fig
+
+
+def candle_chart(result: SymbolResult, bars: Bars, last: int = CANDLE_WINDOWS) -> go.Figure:
+    """The settle bars of the last ``last`` windows with the walk-forward record's entries (triangles,
+    pointing the way of the trade) and exits (crosses, green for a gain and red for a loss)."""
+    rows = decision_rows(result, bars)
+    shown = min(last, len(rows))
+    frame = bars.frame.iloc[rows[-shown] + 1:rows[-1] + 2]
+    start = frame.index[0]
+    fig = figure(f"{result.symbol}: the walk-forward record's trades on the last {shown:,} settle bars",
+                 "price", height=440, hovermode="closest")
+    fig.add_trace(go.Candlestick(x=ms(frame.index), open=frame["open"].to_numpy(), high=frame["high"].to_numpy(),
+                                 low=frame["low"].to_numpy(), close=frame["close"].to_numpy(), name=result.symbol,
+                                 increasing={"line": {"color": UP}}, decreasing={"line": {"color": DOWN}}))
+    trades = [t for t in walk_forward_trades(result) if t.settle_time >= start]
+    for side, symbol, colour in ((LONG, "triangle-up", UP), (-LONG, "triangle-down", DOWN)):
+        chosen = [t for t in trades if t.side == side]
+        if chosen:
+            fig.add_trace(go.Scatter(
+                x=ms([t.settle_time for t in chosen]), y=np.array([t.entry_price for t in chosen]), mode="markers",
+                name=f"{chosen[0].label} entry", text=[f"{t.strategy} {t.label} entry" for t in chosen],
+                marker={"symbol": symbol, "size": 10, "color": colour, "line": {"width": 1, "color": "#333"}},
+                hovertemplate="%{text} %{y:.2f}<extra></extra>"))
+    if trades:
+        fig.add_trace(go.Scatter(
+            x=ms([t.settle_time for t in trades]), y=np.array([t.exit_price for t in trades]), mode="markers",
+            name="exit", marker={"symbol": "x-thin", "size": 9, "line": {"width": 2},
+                                 "color": [UP if t.net_return > 0 else DOWN for t in trades]},
+            text=[f"{t.strategy} {t.label} exit ({t.exit_reason.replace('_', ' ')}), net {t.net_return:+.2%}"
+                  for t in trades], hovertemplate="%{text} %{y:.2f}<extra></extra>"))
+    closed = closed_days(frame.index)
+    if len(closed):  # daily bars: no empty slots for weekends and holidays
+        fig.update_xaxes(rangebreaks=[{"values": ms(closed), "dvalue": 86_400_000}])
+    fig.update_xaxes(rangeslider={"visible": False})
+    return fig
+
+
+def closed_days(index) -> pd.DatetimeIndex:
+    """The days between the first and last bar that have no bar, when the bars are daily (else none)."""
+    index = pd.DatetimeIndex(index)
+    if len(index) < 2 or (index != index.normalize()).any() or pd.Series(index).diff().median() != pd.Timedelta("1D"):
+        return pd.DatetimeIndex([], tz=index.tz)
+    return pd.date_range(index[0], index[-1], freq="D").difference(index)
+
+
+def fan_chart(symbol: str, fans: Sequence[Fan]) -> go.Figure:
+    """One panel per fan: the closes before it, the P10-P90 and P25-P75 bands and the median of the
+    forecast, and the realised closes."""
+    titles = [f"from {f.decision_time:%Y-%m-%d %H:%M}".removesuffix(" 00:00") for f in fans]
+    fig = styled(make_subplots(rows=1, cols=len(fans), subplot_titles=titles),
+                 f"{symbol}: forecast fans against the realised path", "close", hovermode="x",
+                 margin={"l": 64, "r": 24, "t": 76, "b": 40})
+    lo_out, lo_in, mid, hi_in, hi_out = QUANTILES
+    for col, f in enumerate(fans, start=1):
+        anchor_x, anchor_y = ms([f.decision_time]), np.array([f.history.iloc[-1]])
+        x = np.concatenate([anchor_x, ms(f.times)])
+        band = {q: np.concatenate([anchor_y, f.quantiles[q]]) for q in QUANTILES}
+        first = col == 1
+        for lo, hi, alpha, label in ((lo_out, hi_out, 0.18, "P10-P90"), (lo_in, hi_in, 0.35, "P25-P75")):
+            fig.add_trace(go.Scatter(x=np.concatenate([x, x[::-1]]), y=np.concatenate([band[hi], band[lo][::-1]]),
+                                     fill="toself", mode="lines", line={"width": 0}, hoverinfo="skip",
+                                     fillcolor=f"rgba(31,119,180,{alpha})", name=label, legendgroup=label,
+                                     showlegend=first), row=1, col=col)
+        fig.add_trace(go.Scatter(x=x, y=band[mid], name="median forecast", legendgroup="median", showlegend=first,
+                                 line={"color": "#1f77b4", "dash": "dash"}, mode="lines"), row=1, col=col)
+        fig.add_trace(go.Scatter(x=ms(f.history.index), y=f.history.to_numpy(), name="close before",
+                                 legendgroup="before", showlegend=first, line={"color": BENCHMARK_COLOUR, "width": 1.2},
+                                 mode="lines"), row=1, col=col)
+        fig.add_trace(go.Scatter(x=np.concatenate([anchor_x, ms(f.realised.index)]),
+                                 y=np.concatenate([anchor_y, f.realised.to_numpy()]), name="realised",
+                                 legendgroup="realised", showlegend=first, mode="lines+markers",
+                                 line={"color": "#ff7f0e", "width": 2}, marker={"size": 4}), row=1, col=col)
+    fig.update_xaxes(nticks=4)
+    return fig
+
+
+def skill_chart(result: SymbolResult, bars: Bars) -> go.Figure:
+    """Trailing MASE of the bar-t+1 point forecasts over time (below 1 beats the naive forecast)."""
+    skill = rolling_skill(result, bars)
+    w = skill_window(result.windows)
+    fig = figure(f"{result.symbol}: forecast skill over time (MASE over the last {w} windows)", "MASE")
+    names = {"close": "close vs no change", "high": "high vs excursion", "low": "low vs excursion"}
+    for k, (field, label) in enumerate(names.items()):
+        fig.add_trace(line(skill.index, skill[field].to_numpy(), label, hovertemplate="%{y:.3f}",
+                           line={"color": PALETTE[k], "width": 1.4}))
+    fig.add_hline(y=1.0, line={"color": "#888888", "dash": "dot", "width": 1})
+    return fig

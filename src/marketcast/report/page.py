@@ -1,0 +1,126 @@
+"""One self-contained HTML page: Plotly's JavaScript inlined once, each chart's figure as JSON beside its
+``<div>``, one small script that draws them all.
+
+Nothing is fetched: no CDN, no web font, no image URL, so the page opens the same without a network. Every
+text that comes from data is escaped. When all charts are drawn the script sets ``data-charts`` (how many)
+and ``data-render-ms`` on ``<body>``, which the browser check (``benchmarks/html_check.py``) waits for.
+Output is deterministic: the same results give the same bytes.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Sequence
+
+import plotly.graph_objects as go
+
+from marketcast.errors import MarketcastError
+from marketcast.fileio import write_atomic
+
+PLOT_CONFIG = {"displaylogo": False, "responsive": True}
+
+STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0; color: #1d1d1f;
+       background: #fafafa; }
+header { background: #1d1d1f; color: #fff; padding: 14px 28px; }
+header h1 { margin: 0; font-size: 20px; } header p { margin: 4px 0 0; color: #c7c7cc; font-size: 13px; }
+nav { position: sticky; top: 0; background: #fff; border-bottom: 1px solid #ddd; padding: 8px 28px; z-index: 9;
+      font-size: 13px; } nav a { margin-right: 14px; color: #0a58ca; text-decoration: none; }
+main { padding: 0 28px 40px; max-width: 1480px; }
+section.symbol { margin-top: 28px; } h2 { font-size: 18px; margin: 18px 0 6px; } h3 { font-size: 15px; margin: 18px 0 6px; }
+p.note, figcaption { color: #555; font-size: 12.5px; max-width: 1200px; line-height: 1.45; }
+p.warning { color: #8a4b00; font-size: 13px; } p.empty { color: #777; font-style: italic; }
+table { border-collapse: collapse; font-size: 13px; background: #fff; margin: 4px 0; }
+th, td { padding: 4px 10px; border-bottom: 1px solid #e5e5e5; white-space: nowrap; }
+th { text-align: right; background: #f2f2f2; font-weight: 600; } th:first-child, td:first-child { text-align: left; }
+td { text-align: right; font-variant-numeric: tabular-nums; } tr.headline td { font-weight: 600; }
+table.text td, table.text th { text-align: left; white-space: normal; }
+figure.chart { background: #fff; border: 1px solid #e5e5e5; margin: 12px 0; padding: 6px 8px 2px; }
+.grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 0 16px; }
+"""
+
+RENDER = """
+(function () {
+  var started = performance.now(), blocks = document.querySelectorAll("script[data-chart]"), jobs = [];
+  var config = %s;
+  blocks.forEach(function (block) {
+    var fig = JSON.parse(block.textContent);
+    jobs.push(Plotly.newPlot(block.getAttribute("data-chart"), fig.data, fig.layout, config));
+  });
+  Promise.all(jobs).then(function () {
+    document.body.setAttribute("data-render-ms", String(Math.round(performance.now() - started)));
+    document.body.setAttribute("data-charts", String(jobs.length));
+  });
+})();
+"""
+
+
+@lru_cache(maxsize=1)
+def plotly_js() -> str:
+    """The plotly.js bundle that ships with the installed plotly package (offline, version-matched)."""
+    from plotly.offline import get_plotlyjs
+
+    return get_plotlyjs()
+
+
+def esc(text) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def anchor(text: str) -> str:
+    """An id for ``text`` that is safe in HTML and CSS (symbols like ``BTC/USD`` or ``ES=F``)."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", text).strip("_") or "x"
+
+
+def chart(chart_id: str, fig: go.Figure, caption: str = "") -> str:
+    """A chart: its ``<div>``, its figure as JSON (``<`` escaped, so no text in it can end the script) and a
+    caption."""
+    data = fig.to_json().replace("<", "\\u003c")
+    cap = f"<figcaption>{esc(caption)}</figcaption>" if caption else ""
+    return (f'<figure class="chart"><div id="{esc(chart_id)}" class="plot"></div>'
+            f'<script type="application/json" data-chart="{esc(chart_id)}">{data}</script>{cap}</figure>')
+
+
+def table(columns: Sequence[str], rows: Sequence[Sequence], headline: int = 0, caption: str = "",
+          text: bool = False) -> str:
+    """An HTML table of numbers (right-aligned; ``text``: left-aligned); the first ``headline`` rows in bold."""
+    head = "".join(f"<th>{esc(c)}</th>" for c in columns)
+    body = "".join(f'<tr{" class=headline" if i < headline else ""}>' + "".join(f"<td>{esc(v)}</td>" for v in row)
+                   + "</tr>" for i, row in enumerate(rows))
+    note = f'<p class="note">{esc(caption)}</p>' if caption else ""
+    return f"<table{' class=text' if text else ''}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}"
+
+
+def heading(anchor_id: str, text: str) -> str:
+    return f'<h2 id="{esc(anchor_id)}">{esc(text)}</h2>'
+
+
+def paragraph(text: str, kind: str = "note") -> str:
+    return f'<p class="{kind}">{esc(text)}</p>'
+
+
+def document(title: str, subtitle: str, nav: Sequence[tuple[str, str]], body: str) -> str:
+    """The whole page: ``nav`` is (anchor id, label) pairs; ``body`` is trusted HTML built by this module."""
+    links = "".join(f'<a href="#{esc(a)}">{esc(label)}</a>' for a, label in nav)
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{esc(title)}</title>"
+            f"<style>{STYLE}</style><script>{plotly_js()}</script></head><body>"
+            f"<header><h1>{esc(title)}</h1><p>{esc(subtitle)}</p></header>"
+            f"{'<nav>' + links + '</nav>' if links else ''}<main>{body}</main>"
+            f"<script>{RENDER % json.dumps(PLOT_CONFIG)}</script></body></html>\n")
+
+
+def write_page(path: str | Path, text: str) -> None:
+    """Write the page atomically (a reader sees the old page or the new one, never half of one)."""
+    final = Path(path)
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise MarketcastError(f"{final.parent}: cannot create the folder ({exc.strerror})") from None
+    if final.is_dir():
+        raise MarketcastError(f"{final}: is a folder; give the HTML file's path")
+    write_atomic(final, lambda tmp: tmp.write_text(text, encoding="utf-8"), MarketcastError)

@@ -1,0 +1,117 @@
+"""The numbers behind the tearsheet's charts, derived from a backtest result and the bars it read.
+
+Everything here is computed from what the backtest already settled (per-window net returns, the views'
+point forecasts) and the realised bars after each decision, which is what a report may look at: the
+charts show what happened, they decide nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from marketcast.backtest.engine import SymbolResult
+from marketcast.backtest.metrics import equity_curve
+from marketcast.backtest.orders import LONG
+from marketcast.backtest.skill import excursion_naive
+from marketcast.data.bars import Bars
+from marketcast.errors import DataError
+
+WALK_FORWARD = "walk-forward (out of sample)"
+BUY_AND_HOLD = "buy & hold (benchmark)"
+
+
+def decision_rows(result: SymbolResult, bars: Bars) -> np.ndarray:
+    """Row positions in ``bars`` of the result's decision bars; a :class:`DataError` when the bars are not
+    the ones the backtest read (a decision bar is missing or its next bar is not the settle bar)."""
+    index = pd.DatetimeIndex(bars.frame.index)
+    rows = index.get_indexer(result.decision_times)
+    if (rows < 0).any() or (rows + 1 >= len(index)).any() or not index[rows + 1].equals(result.settle_times):
+        raise DataError(f"{result.symbol}: the bars given ({bars.source or 'bars'}) are not the ones its backtest "
+                        "read; report on the bars of the run")
+    return rows
+
+
+def equity_frame(result: SymbolResult) -> pd.DataFrame:
+    """Equity (start 1 on the first decision bar) of every strategy, the walk-forward pick and buy and hold,
+    indexed by the decision bar then each settle bar."""
+    curves = {name: run.equity for name, run in result.strategies.items()}
+    curves[WALK_FORWARD] = equity_curve(result.walk_forward["returns"])
+    curves[BUY_AND_HOLD] = result.benchmark.equity
+    index = result.decision_times[:1].append(result.settle_times)
+    return pd.DataFrame({k: np.concatenate([[1.0], v]) for k, v in curves.items()}, index=index)
+
+
+def drawdown(equity: pd.Series | np.ndarray) -> np.ndarray:
+    """Fall from the running peak, as a negative fraction (0 at every new high)."""
+    e = np.asarray(equity, dtype=np.float64)
+    return e / np.maximum.accumulate(e) - 1.0
+
+
+def monthly_returns(returns: np.ndarray, settle_times: pd.DatetimeIndex) -> pd.DataFrame:
+    """Compounded return of each calendar month (by settle time, UTC): years as rows, months 1..12 as
+    columns, NaN where the run has no window."""
+    index = pd.DatetimeIndex(settle_times)
+    growth = pd.Series(1.0 + np.asarray(returns, dtype=np.float64), index=index)
+    months = growth.groupby([index.year, index.month]).prod() - 1.0
+    table = months.unstack()
+    return table.reindex(columns=range(1, 13)).rename_axis(index="year", columns="month")
+
+
+@dataclass(frozen=True)
+class Trade:
+    """One filled window of the walk-forward record: entered and left within the settle bar."""
+
+    settle_time: pd.Timestamp
+    strategy: str
+    side: int
+    entry_price: float
+    exit_price: float
+    exit_reason: str
+    net_return: float
+
+    @property
+    def label(self) -> str:
+        return "long" if self.side == LONG else "short"
+
+
+def walk_forward_trades(result: SymbolResult) -> list[Trade]:
+    """The trades of the walk-forward record: at each window, the picked strategy's fill (if it filled)."""
+    out = []
+    for k, name in enumerate(result.walk_forward["picked"]):
+        if name is None:
+            continue
+        run = result.strategies[name]
+        s = run.settlements[k]
+        if s.filled:
+            out.append(Trade(result.settle_times[k], name, run.decisions[k].side, float(s.entry_price),
+                             float(s.exit_price), s.exit_reason or "close", float(s.net_return)))
+    return out
+
+
+def skill_window(windows: int) -> int:
+    """Windows in the trailing mean of the skill chart: a fifth of the run, between 10 and 60 (at most all)."""
+    return int(min(windows, 60, max(10, windows // 5)))
+
+
+def rolling_skill(result: SymbolResult, bars: Bars, window: int | None = None) -> pd.DataFrame:
+    """Trailing MASE of the point forecasts of bar t+1 (``window`` windows, default :func:`skill_window`):
+    close against no change, high and low against the context's average excursion (the backtest's fair
+    naives, :mod:`marketcast.backtest.skill`). Indexed by settle time; NaN until ``window`` windows settled.
+    Over the whole run it equals the backtest's ``mase_close`` and ``mase_*_excursion``."""
+    rows = decision_rows(result, bars)
+    w = window or skill_window(result.windows)
+    frame = bars.frame
+    c, h, lo = (frame[col].to_numpy(dtype=np.float64) for col in ("close", "high", "low"))
+    actual = {"close": c[rows + 1] / c[rows] - 1.0, "high": h[rows + 1] / c[rows] - 1.0,
+              "low": lo[rows + 1] / c[rows] - 1.0}
+    naive = {"close": np.zeros(len(rows)), **excursion_naive(h, lo, c, rows, result.config.context)}
+    out = {}
+    for f in ("close", "high", "low"):
+        point = np.array([getattr(v, f"{f}_ret") for v in result.views])
+        model = pd.Series(np.abs(point - actual[f])).rolling(w).sum()
+        base = pd.Series(np.abs(naive[f] - actual[f])).rolling(w).sum()
+        out[f] = (model / base.where(base > 0)).to_numpy()
+    return pd.DataFrame(out, index=result.settle_times)

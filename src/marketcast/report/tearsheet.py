@@ -1,0 +1,109 @@
+"""The tearsheet of a backtest run: one HTML page, a section per symbol, the out-of-sample record first.
+
+Per symbol: the summary tables (the walk-forward record and buy and hold, then every strategy in sample with
+its bootstrap interval, then the remaining metrics: the rows :mod:`marketcast.backtest.tables` gives the
+terminal and ``summary.md``), then equity against buy and hold, drawdowns, the walk-forward monthly returns,
+candles with the walk-forward trades, forecast fans at chosen dates, and forecast skill over time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import pandas as pd
+
+from marketcast.backtest.engine import SymbolResult
+from marketcast.backtest.markdown import MORE_COLUMNS, more_rows
+from marketcast.backtest.tables import (
+    IN_SAMPLE_COLUMNS, SKILL_COLUMNS, SKILL_NOTE, TRACK_COLUMNS, in_sample_note, in_sample_rows, level, skill_rows,
+    title, track_note, track_rows,
+)
+from marketcast.data.bars import Bars
+from marketcast.forecast.base import Forecaster
+from marketcast.report import figures
+from marketcast.report.charts import downsampled
+from marketcast.report.fans import HORIZON, Fan, forecast_fans
+from marketcast.report.page import anchor, chart, document, esc, paragraph, table
+from marketcast.report.series import skill_window
+
+PAGE_NAME = "report.html"
+
+
+@dataclass(frozen=True)
+class SymbolReport:
+    """What one symbol's section is drawn from: the backtest result, the bars it read, its fans."""
+
+    result: SymbolResult
+    bars: Bars
+    fans: list[Fan]
+
+
+def symbol_reports(results: Sequence[SymbolResult], bars: Sequence[Bars], forecaster: Forecaster,
+                   fan_dates: Sequence[pd.Timestamp] = (), horizon: int = HORIZON) -> list[SymbolReport]:
+    """Pair each result with its bars and forecast its fans with the run's own forecaster."""
+    by_symbol = {b.symbol: b for b in bars}
+    return [SymbolReport(r, by_symbol[r.symbol], forecast_fans(forecaster, r, by_symbol[r.symbol], fan_dates, horizon))
+            for r in results]
+
+
+def _charts(rep: SymbolReport, key: str) -> list[str]:
+    r, n = rep.result, rep.result.windows
+    shown = min(figures.CANDLE_WINDOWS, n)
+    cfg = r.config
+    h = len(rep.fans[0].times) if rep.fans else 0
+    return [
+        chart(f"{key}-equity", figures.equity_chart(r),
+              "Each strategy (thin), the walk-forward pick (red: the selection rule's choice at every bar, out of "
+              "sample, what the live loop would have traded) and buy & hold of the symbol (dashed). The y axis is "
+              "logarithmic when the curves span more than a factor of 10." + downsampled(n + 1)),
+        chart(f"{key}-drawdown", figures.drawdown_chart(r),
+              "Fall of each equity curve from its running peak." + downsampled(n + 1)),
+        chart(f"{key}-monthly", figures.monthly_chart(r),
+              "The walk-forward record's compounded net return per calendar month of the settle bar (UTC); "
+              "the year's total beside it."),
+        chart(f"{key}-candles", figures.candle_chart(rep.result, rep.bars),
+              f"Bar t+1 of the last {shown:,} of {n:,} windows (candles are not aggregated: each trade opens and "
+              "closes inside one bar). Triangles: the walk-forward pick's entries (up: long, down: short); crosses: "
+              "its exits, green for a net gain. Earlier windows are in the equity and drawdown charts."),
+        chart(f"{key}-fans", figures.fan_chart(r.symbol, rep.fans),
+              f"The {r.forecast_meta.get('model', 'model')} forecast of the next {h} bars made at each date from "
+              f"bars up to that date only ({cfg.num_samples} samples, seed {cfg.seed}, context {cfg.context}): "
+              "P10-P90 and P25-P75 bands of the close and the median, against the closes that followed."),
+        chart(f"{key}-skill", figures.skill_chart(r, rep.bars),
+              f"MASE of the bar-t+1 point forecast ({cfg.point}) over the trailing {skill_window(n)} windows: below "
+              "1 beats the naive forecast (close: no change; high and low: the context's average excursion). "
+              "Over the whole run these are the skill table's numbers." + downsampled(n)),
+    ]
+
+
+def symbol_section(rep: SymbolReport, key: str) -> str:
+    r = rep.result
+    a = r.annualisation
+    parts = [f'<section class="symbol" id="{key}"><h2>{esc(title(r))}</h2>',
+             paragraph(f"Asset class {r.asset_class}: {r.asset_reason}. Calendar {a.calendar}. "
+                       f"{a.periods_per_year:,g} periods a year: {a.how}.")]
+    parts += [paragraph(f"warning: {w}", "warning") for w in a.warnings]
+    parts += ["<h3>Out of sample: the walk-forward track record against buy &amp; hold</h3>",
+              table((*TRACK_COLUMNS[:4], level(r), *TRACK_COLUMNS[5:]), track_rows(r), 2, track_note(r)),
+              f"<h3>In sample: {len(r.strategies)} strategies over the same {r.windows:,} windows</h3>",
+              table((*IN_SAMPLE_COLUMNS[:3], level(r), *IN_SAMPLE_COLUMNS[4:]), in_sample_rows(r), 0, in_sample_note(r)),
+              table(MORE_COLUMNS, more_rows(r))]
+    return "".join(parts + _charts(rep, key)) + "</section>"
+
+
+def tearsheet_html(reports: Sequence[SymbolReport]) -> str:
+    """The page of one run (every symbol of one grid point)."""
+    results = [rep.result for rep in reports]
+    keys = [f"s{i}-{anchor(r.symbol)}" for i, r in enumerate(results)]
+    first = results[0]
+    cfg = first.config
+    subtitle = (f"Generated {first.generated_at}. Model {first.forecast_meta.get('model')}, {cfg.num_samples} samples, "
+                f"seed {cfg.seed}, point forecast {cfg.point}, context {cfg.context}, fill mode {cfg.fill_mode}, "
+                f"same-bar {cfg.same_bar}. Returns net of fees and half the spread per side; each decision at bar t "
+                "is settled on bar t+1.")
+    body = "".join(symbol_section(rep, key) for rep, key in zip(reports, keys))
+    body += ('<section id="skill"><h2>Forecast skill for bar t+1</h2>'
+             f"{table(SKILL_COLUMNS, skill_rows(results), 0, SKILL_NOTE)}</section>")
+    nav = [(key, r.symbol) for key, r in zip(keys, results)] + [("skill", "forecast skill")]
+    return document(f"marketcast backtest: {', '.join(r.symbol for r in results)}", subtitle, nav, body)

@@ -1,0 +1,57 @@
+"""``runs compare``: any two runs, cell by cell and strategy by strategy, judged like ``compile compare``.
+
+Cells are matched on the symbol and on every setting that varies within either run (a sweep's axes); the
+settings that are constant in each run but differ between them (the model, the compile mode, ...) are what
+is being compared. Each matched cell becomes the backtest object ``compile compare`` reads, and
+:func:`marketcast.compile.compare.compare_backtests` judges them: return delta > 0.05 FAIL, > 0.01 WARN.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from marketcast.compile.compare import compare_backtests
+from marketcast.errors import ConfigError
+from marketcast.runs.store import RunStore
+from marketcast.runs.views import axes, cells, label, plain
+
+
+def _backtests(store: RunStore, run_id: str, names: list[str], found: pd.DataFrame) -> tuple[dict, list[str]]:
+    """label -> ``{symbol, strategies: {name: metrics}, metrics}`` for the run's finished cells, and a note
+    per failed cell."""
+    results = store.query('SELECT cell_id, strategy, "return", sharpe FROM results', run_ids=[run_id])
+    out, notes = {}, []
+    for _, cell in found.iterrows():
+        key = label(cell, names)
+        if key in out:
+            raise ConfigError(f"run {run_id} holds two cells {key!r}; nothing tells them apart")
+        if cell["status"] != "ok":
+            notes.append(f"{key}: failed in {run_id}: {cell['error']}")
+            continue
+        mine = results[results["cell_id"] == cell["cell_id"]]
+        strategies = {r["strategy"]: {"return": plain(r["return"]), "sharpe": plain(r["sharpe"])}
+                      for _, r in mine.iterrows()}
+        metrics = {c.removeprefix("metrics."): plain(cell[c]) for c in found.columns if c.startswith("metrics.")}
+        out[key] = {"symbol": key, "strategies": strategies, "metrics": metrics}
+    return out, notes
+
+
+def compare_runs(store: RunStore, run_a: str, run_b: str) -> dict:
+    """``compile compare``'s result (rows, metric deltas, notes, status) for two runs of the store."""
+    found_a, found_b = cells(store, run_a), cells(store, run_b)
+    if found_a.empty or found_b.empty:
+        empty = run_a if found_a.empty else run_b
+        raise ConfigError(f"run {empty} has no finished cells yet; nothing to compare")
+    names = axes([found_a, found_b])
+    a, notes_a = _backtests(store, run_a, names, found_a)
+    b, notes_b = _backtests(store, run_b, names, found_b)
+    if not a or not b:
+        raise ConfigError(f"run {run_a if not a else run_b} has no successful cells; nothing to compare")
+    if not set(a) & set(b):
+        raise ConfigError(f"runs {run_a} and {run_b} have no cell in common (matched on symbol"
+                          f"{''.join(', ' + n for n in names)}); nothing to compare")
+    result = compare_backtests(a, b)
+    result["notes"] = notes_a + notes_b + result["notes"]
+    result["runs"] = {"a": run_a, "b": run_b}
+    result["matched_on"] = ["symbol", *names]
+    return result

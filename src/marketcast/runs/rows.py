@@ -1,0 +1,117 @@
+"""Store rows of one cell, built from the backtest's public results.
+
+Every cell has one *cell row* (``strategy`` NULL): its identity, settings, status (``ok`` or ``error`` with
+the message), the symbol-level metrics and ``record``, the whole result in the lossless form of
+:mod:`marketcast.runs.codec` (reports are re-made from it). A finished cell also has one *strategy row* per
+strategy with that strategy's metrics and its per-window net ``returns``. Metrics are flattened from
+``symbol_json``'s dict generically (nested keys joined by ``.``; the symbol-level ones under ``metrics.``),
+so a metric the backtest adds becomes a column without a change here.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import subprocess
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from marketcast.backtest.engine import SymbolResult
+from marketcast.backtest.report import symbol_json
+from marketcast.data.bars import Bars
+from marketcast.runs.cells import Cell
+from marketcast.runs.codec import encode
+
+STORE_SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every row of one run shares."""
+
+    run_id: str
+    kind: str  # "backtest" | "sweep"
+    spec_hash: str
+    code_version: str
+
+
+def fingerprint(bars: Bars) -> str:
+    """A content hash of the bars a cell read (timestamps, every column, symbol and asset class)."""
+    h = hashlib.sha256(f"{bars.symbol}|{bars.asset_class}|{','.join(map(str, bars.frame.columns))}".encode())
+    h.update(np.ascontiguousarray(bars.frame.index.asi8).tobytes())
+    h.update(np.ascontiguousarray(bars.frame.to_numpy(dtype=np.float64)).tobytes())
+    return h.hexdigest()[:16]
+
+
+def flatten(values: dict, prefix: str = "") -> dict:
+    """``{"a": {"b": 1}, "c": 2}`` -> ``{"a.b": 1, "c": 2}`` (lists and scalars are kept as they are)."""
+    out = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _identity(ctx: RunContext, cell: Cell, position: int, data_fingerprint: str | None,
+              seconds: float | None) -> dict:
+    return {
+        "run_id": ctx.run_id, "cell_id": cell.cell_id, "cell_index": position, "kind": ctx.kind,
+        "spec_hash": ctx.spec_hash,
+        "code_version": ctx.code_version, "store_schema": STORE_SCHEMA,
+        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "seconds": None if seconds is None else float(seconds),
+        "data_fingerprint": data_fingerprint, "symbol": cell.symbol, **cell.settings(),
+    }
+
+
+def _metric_columns(metrics: dict, taken: dict) -> dict:
+    """Flattened metrics; one whose name is already a column (an identity or a setting) gets ``metric.``."""
+    return {(f"metric.{k}" if k in taken else k): v for k, v in flatten(metrics).items()}
+
+
+def ok_rows(ctx: RunContext, cell: Cell, position: int, result: SymbolResult, data_fingerprint: str,
+            seconds: float | None) -> list[dict]:
+    """The cell row and one row per strategy of a finished cell (``position``: its place in the run's plan)."""
+    doc = symbol_json(result)
+    shared = {**_identity(ctx, cell, position, data_fingerprint, seconds), "status": "ok", "error": None,
+              "best_strategy": doc.get("best_strategy"), **flatten(doc.get("metrics") or {}, "metrics."),
+              "settle_times": list(result.settle_times.to_pydatetime())}
+    rows = [{**shared, "strategy": None, "record": encode(result)}]
+    for name, metrics in doc["strategies"].items():
+        rows.append({**shared, "strategy": name, **_metric_columns(metrics, shared),
+                     "returns": [float(x) for x in result.strategies[name].returns]})
+    return rows
+
+
+def error_row(ctx: RunContext, cell: Cell, position: int, message: str, seconds: float | None = None,
+              data_fingerprint: str | None = None) -> dict:
+    """The cell row of a failed cell: what went wrong, in one line."""
+    return {**_identity(ctx, cell, position, data_fingerprint, seconds), "status": "error", "error": message,
+            "strategy": None}
+
+
+@functools.lru_cache(maxsize=1)
+def code_version() -> str:
+    """``<package version>+g<commit>[.dirty]`` in a git checkout, else the package version."""
+    import marketcast
+
+    version = marketcast.__version__
+    here = Path(marketcast.__file__).resolve().parent
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(here), *args], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "--short=12", "HEAD")
+    if not commit:
+        return version
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".")
+    return f"{version}+g{commit}{'.dirty' if dirty else ''}"

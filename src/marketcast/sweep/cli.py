@@ -1,0 +1,58 @@
+"""``marketcast sweep SPEC.toml``: a grid of backtests on Ray, every cell recorded in the run store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+
+from marketcast.console import console, err_console
+from marketcast.errors import ConfigError
+
+
+def sweep(
+    spec: Annotated[Path, typer.Argument(help="The sweep spec (TOML): data, fixed options, grid axes.")],
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the latest run of this spec (or --run-id), "
+                                                          "skipping the cells it already holds.")] = False,
+    run_id: Annotated[Optional[str], typer.Option(help="Name of the new run, or the run to resume.")] = None,
+    address: Annotated[Optional[str], typer.Option(help="Ray cluster to join (default: $RAY_ADDRESS, else a "
+                                                        "local Ray on this machine).")] = None,
+    num_cpus: Annotated[Optional[int], typer.Option(help="CPUs of the local Ray (default: this machine's).")] = None,
+    data_dir: Annotated[Optional[Path], typer.Option(help="Folder of <SYMBOL>.csv/.parquet bars (replaces the "
+                                                          "spec's [data] dir).")] = None,
+    store: Annotated[Optional[Path], typer.Option(help="Run store folder (default: $MARKETCAST_RUN_STORE or "
+                                                       "out/runs).")] = None,
+) -> None:
+    """Backtest every cell of SPEC's grid on Ray; a failing cell is recorded with its error, the rest go on.
+
+    Exits 1 when any cell failed (see 'marketcast runs show RUN').
+    """
+    from marketcast.runs.store import RunStore, store_root
+    from marketcast.sweep.runner import run_sweep
+    from marketcast.sweep.spec import load_spec
+
+    if num_cpus is not None and num_cpus < 1:
+        raise ConfigError(f"--num-cpus must be >= 1, got {num_cpus}")
+    root = store_root(store)
+    if root is None:
+        raise ConfigError("a sweep needs the run store, which is off (MARKETCAST_RUN_STORE=off); pass --store DIR")
+    runs = RunStore(root)
+    outcome = run_sweep(load_spec(spec, data_dir), runs, resume=resume, run_id=run_id, address=address,
+                        num_cpus=num_cpus)
+    resumed = f", {outcome.skipped} from before the resume" if resume else ""
+    console.print(f"sweep {outcome.run_id}: {outcome.planned} cells, {outcome.ok} ok, {outcome.failed} failed"
+                  f"{resumed}; stored in {root}/ (marketcast runs show {outcome.run_id})", highlight=False)
+    if outcome.failed:
+        from marketcast.runs.views import axes, cells, label
+
+        found = cells(runs, outcome.run_id)
+        names = axes([found])
+        failed = found[found["status"] == "error"]
+        for _, row in failed.head(10).iterrows():
+            err_console.print(f"[red]failed:[/red] {escape(label(row, names))}: {escape(row['error'])}",
+                              highlight=False, soft_wrap=True)
+        if len(failed) > 10:
+            err_console.print(f"... and {len(failed) - 10} more", highlight=False)
+        raise typer.Exit(1)

@@ -1,0 +1,252 @@
+"""The sweep spec (TOML): which symbols, which fixed options, which axes; expanded into cells.
+
+::
+
+    name = "fills"                      # optional: the run id starts with it (default: the file's stem)
+
+    [data]
+    symbols = ["SP500", "NASDAQ"]       # the embedded bars, or files in dir (default: every file in dir)
+    dir = "bars"                        # <SYMBOL>.csv / .parquet, relative to this file
+    asset_class = "stock"               # optional override
+    on_duplicate = "error"              # a repeated timestamp: error (default), first or last
+
+    [options]                           # every cell: backtest settings and model options
+    windows = 70
+    num_samples = 256
+
+    [grid]                              # axes: lists of values; the cells are their product
+    model = ["baseline", "toto"]
+    fill_mode = ["touch", "penetrate"]
+    seed = [0, 1]
+
+    [[settings]]                        # an axis of named bundles, e.g. strategy settings
+    name = "narrow"
+    ci_band = [0.45, 0.55]
+
+    [models.toto]                       # options for the cells of one model
+    weights = "Datadog/Toto-Open-Base-1.0"
+    device = "cuda"
+    compile = "reduce-overhead"
+
+    [ray]                               # how to run, not what: not part of the spec's hash
+    actors = 1                          # forecast actors per model (default: 1 on CPU, one per GPU on cuda)
+
+Option names are :class:`BacktestConfig`'s fields and the model options (``model``, ``weights``,
+``device``, ``dtype``, ``compile``); a key set in two places is an error. Symbols and data problems are
+not: a symbol without a file fails its cells and the rest go on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from marketcast.backtest.config import BacktestConfig
+from marketcast.data.load import ON_DUPLICATE, symbol_files
+from marketcast.errors import ConfigError, MarketcastError
+from marketcast.forecast.registry import MODEL_NAMES
+from marketcast.runs.cells import MODEL_OPTIONS, Cell, digest
+from marketcast.runtime.settings import MODES
+
+MODEL_TYPES = {"model": str, "weights": str | None, "device": str, "dtype": str, "compile": str | None}
+RAY_KEYS = {"actors": int, "max_in_flight": int, "flush_cells": int, "flush_seconds": float, "cells_per_task": int}
+TOP_KEYS = ("name", "data", "options", "grid", "settings", "models", "ray")
+
+
+def option_types() -> dict[str, object]:
+    """Option name -> type: every BacktestConfig field (read from the class) and the model options."""
+    hints = typing.get_type_hints(BacktestConfig)
+    return {**MODEL_TYPES, **{f.name: hints[f.name] for f in dataclasses.fields(BacktestConfig)}}
+
+
+def _fits(value, hint) -> bool:
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, h) for h in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if origin is tuple:
+        args = typing.get_args(hint)
+        inner = args[0] if args else object
+        return isinstance(value, (list, tuple)) and all(_fits(v, inner) for v in value)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, hint) if isinstance(hint, type) else True
+
+
+def _name(hint) -> str:
+    """``int``, ``float or None``, ``list of float``: a type as a spec's author reads it."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_name(h) for h in args)
+    if typing.get_origin(hint) is tuple:
+        return f"list of {_name(args[0]) if args else 'values'}"
+    return "None" if hint is type(None) else getattr(hint, "__name__", str(hint))
+
+
+def _option(where: str, key: str, value):
+    types_ = option_types()
+    if key not in types_:
+        raise ConfigError(f"{where}: unknown option {key!r}; options are {', '.join(types_)}")
+    if not _fits(value, types_[key]):
+        raise ConfigError(f"{where}: {key} = {value!r} is not {_name(types_[key])}")
+    if key == "compile" and value not in (None, "eager", *MODES):
+        raise ConfigError(f"{where}: compile = {value!r}; use eager or one of {', '.join(MODES)}")
+    if key == "model" and value not in MODEL_NAMES:
+        raise ConfigError(f"{where}: model = {value!r}; use one of {', '.join(MODEL_NAMES)}")
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _table(raw: dict, key: str, where: str) -> dict:
+    value = raw.get(key, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: [{key}] must be a table")
+    return value
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A parsed spec; :meth:`cells` expands it."""
+
+    path: Path
+    name: str
+    symbols: tuple[str, ...]
+    data_dir: Path | None
+    asset_class: str | None
+    on_duplicate: str
+    options: dict
+    grid: dict[str, list]
+    settings: list[dict]
+    models: dict[str, dict]
+    ray: dict = field(default_factory=dict)
+
+    @property
+    def spec_hash(self) -> str:
+        """What decides the results (not [ray]): a resumed run must have the same."""
+        return digest({"symbols": self.symbols, "data_dir": self.data_dir, "asset_class": self.asset_class,
+                       "on_duplicate": self.on_duplicate,
+                       "options": self.options, "grid": self.grid, "settings": self.settings,
+                       "models": self.models})
+
+    def symbol_paths(self) -> dict[str, Path | None]:
+        """Symbol -> its file (None = embedded). A symbol without a file maps to the file it would need."""
+        if self.data_dir is None:
+            return dict.fromkeys(self.symbols)
+        files = symbol_files(self.data_dir)
+        return {s: files.get(s, self.data_dir / f"{s}.csv") for s in self.symbols}
+
+    def cells(self) -> list[Cell]:
+        """Every grid point (axes in the order written, then the settings bundles) x every symbol."""
+        axes = [[(k, v) for v in values] for k, values in self.grid.items()]
+        bundles = self.settings or [{}]
+        out = []
+        for point in itertools.product(*axes):
+            for bundle in bundles:
+                chosen = {**self.options, **dict(point), **{k: v for k, v in bundle.items() if k != "name"}}
+                chosen = {**chosen, **self.models.get(chosen.get("model", "baseline"), {})}
+                model = {k: chosen.pop(k) for k in MODEL_OPTIONS if k in chosen}
+                try:
+                    config = BacktestConfig(**chosen)
+                except MarketcastError as exc:
+                    raise ConfigError(f"{self.path}: grid point {_describe(point, bundle)}: {exc}") from None
+                data_dir = None if self.data_dir is None else str(self.data_dir)
+                out += [Cell(symbol=s, config=config, asset_class=self.asset_class, data_dir=data_dir,
+                             on_duplicate=self.on_duplicate, **model)
+                        for s in self.symbols]
+        if len({c.cell_id for c in out}) != len(out):
+            raise ConfigError(f"{self.path}: two grid points give the same cells (settings bundles or axis values "
+                              "that repeat); remove the repeat")
+        return out
+
+
+def _describe(point, bundle: dict) -> str:
+    parts = [f"{k}={v}" for k, v in point] + ([f"settings {bundle['name']!r}"] if "name" in bundle else [])
+    return ", ".join(parts) or "(the fixed options)"
+
+
+def _symbols(raw: dict, where: str, base: Path, data_dir_override: Path | None) -> tuple:
+    data = _table(raw, "data", where)
+    unknown = set(data) - {"symbols", "dir", "asset_class", "on_duplicate"}
+    if unknown:
+        raise ConfigError(f"{where}: [data] has unknown keys {', '.join(sorted(unknown))}; use symbols, dir, "
+                          "asset_class, on_duplicate")
+    data_dir = data_dir_override or (base / data["dir"] if "dir" in data else None)
+    symbols = data.get("symbols")
+    if symbols is not None and (not isinstance(symbols, list) or not all(isinstance(s, str) for s in symbols)):
+        raise ConfigError(f"{where}: [data] symbols must be a list of strings")
+    if symbols is None:
+        if data_dir is None:
+            raise ConfigError(f"{where}: [data] needs symbols, a dir, or both (or pass --data-dir)")
+        symbols = sorted(symbol_files(data_dir))
+        if not symbols:
+            raise ConfigError(f"{data_dir}: holds no <SYMBOL>.csv or .parquet files")
+    symbols = [s.upper() for s in symbols]
+    if not symbols or len(set(symbols)) != len(symbols):
+        raise ConfigError(f"{where}: [data] symbols must be a non-empty list without repeats")
+    asset_class = data.get("asset_class")
+    if asset_class is not None and not isinstance(asset_class, str):
+        raise ConfigError(f"{where}: [data] asset_class must be a string")
+    on_duplicate = data.get("on_duplicate", "error")
+    if on_duplicate not in ON_DUPLICATE:
+        raise ConfigError(f"{where}: [data] on_duplicate must be one of {', '.join(ON_DUPLICATE)}, got {on_duplicate!r}")
+    return tuple(symbols), (None if data_dir is None else data_dir.resolve()), asset_class, on_duplicate
+
+
+def load_spec(path: str | Path, data_dir: str | Path | None = None) -> Spec:
+    """Read and check a spec; every problem is one :class:`ConfigError` line naming the file and the key."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such sweep spec") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    where = str(path)
+    unknown = set(raw) - set(TOP_KEYS)
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {', '.join(sorted(unknown))}; a spec has {', '.join(TOP_KEYS)}")
+    symbols, folder, asset_class, on_duplicate = _symbols(raw, where, path.parent, Path(data_dir) if data_dir else None)
+    options = {k: _option(f"{where} [options]", k, v) for k, v in _table(raw, "options", where).items()}
+    grid = {}
+    for key, values in _table(raw, "grid", where).items():
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{where}: [grid] {key} must be a non-empty list of values")
+        grid[key] = [_option(f"{where} [grid]", key, v) for v in values]
+    settings = raw.get("settings", [])
+    if not isinstance(settings, list) or not all(isinstance(b, dict) for b in settings):
+        raise ConfigError(f"{where}: settings must be an array of tables ([[settings]])")
+    settings = [{k: (v if k == "name" else _option(f"{where} [[settings]]", k, v)) for k, v in b.items()}
+                for b in settings]
+    models = {}
+    for name, table in _table(raw, "models", where).items():
+        if name not in MODEL_NAMES or not isinstance(table, dict):
+            raise ConfigError(f"{where}: [models.{name}] must be a table named after a model "
+                              f"({', '.join(MODEL_NAMES)})")
+        models[name] = {k: _option(f"{where} [models.{name}]", k, v) for k, v in table.items() if k != "model"}
+    varied = set(grid) | (set().union(*settings) - {"name"})
+    places = {"[options]": set(options), "[grid]": set(grid), "[[settings]]": set().union(*settings) - {"name"},
+              "[models.*]": set().union(*models.values()) & varied}
+    for (a, keys_a), (b, keys_b) in itertools.combinations(places.items(), 2):
+        twice = keys_a & keys_b
+        if twice:
+            raise ConfigError(f"{where}: {', '.join(sorted(twice))} set in both {a} and {b}; keep it in one")
+    ray = _table(raw, "ray", where)
+    for key, value in ray.items():
+        if key not in RAY_KEYS or not _fits(value, RAY_KEYS[key]) or value <= 0:
+            raise ConfigError(f"{where}: [ray] {key} = {value!r}; [ray] takes positive numbers for "
+                              f"{', '.join(RAY_KEYS)}")
+    name = raw.get("name", path.stem)
+    if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
+        raise ConfigError(f"{where}: name = {name!r}; use letters, digits, - and _")
+    return Spec(path=path, name=name, symbols=symbols, data_dir=folder, asset_class=asset_class,
+                on_duplicate=on_duplicate, options=options,
+                grid=grid, settings=settings, models=models, ray=ray)

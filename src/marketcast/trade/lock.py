@@ -1,0 +1,56 @@
+"""One loop per state folder: an OS lock (``flock``) on ``STATE_DIR/loop.lock`` held while the loop runs.
+
+The kernel drops the lock when the holder exits, however it exits (SIGKILL included), so a stale lock file
+never blocks a restart. The file holds the holder's PID, which a refused second loop names.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+from marketcast.errors import ConfigError, StateError
+
+LOCK = "loop.lock"
+
+
+class StateLock:
+    """``with StateLock(state_dir): ...`` or ``acquire()``/``release()``."""
+
+    def __init__(self, state_dir: str | Path) -> None:
+        self.path = Path(state_dir) / LOCK
+        self._fd: int | None = None
+
+    def acquire(self) -> "StateLock":
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StateError(f"{self.path}: {exc.strerror}; check the folder's permissions") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise ConfigError(f"another marketcast loop (PID {holder}) is using {self.path.parent}; stop it first, "
+                              f"or give this one another --state-dir") from None
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError as exc:
+            os.close(fd)
+            raise StateError(f"{self.path}: {exc.strerror}; free disk space and run again") from None
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = None
+
+    def __enter__(self) -> "StateLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()

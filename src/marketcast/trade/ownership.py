@@ -1,0 +1,124 @@
+"""What the loop owns at the broker, and what it does not.
+
+The loop's orders carry its id prefix (a take-profit leg follows its parent). Its quantity of a symbol is
+what its journal booked: the fills of its own orders (a buy counted net of the most fee the broker may keep
+in the asset, Alpaca crypto) plus what ``trade reconcile --accept-broker`` corrected. Everything else at
+the broker (the rest of a position, orders without the prefix) is foreign: reported, never touched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+from marketcast.trade.ids import CLOSE, is_loops
+from marketcast.trade.rules import Asset
+from marketcast.trade.types import BUY, Order, Position
+
+EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Booked:
+    """One journal fill with the decision bar and role of the intent it belongs to."""
+
+    symbol: str
+    side: str
+    qty: float
+    decision_ts: str
+    kind: str
+
+
+def owned(booked: Iterable[Booked], adjustments: Mapping[str, float], assets: Mapping[str, Asset],
+          before: str | None = None) -> dict[str, float]:
+    """Signed quantity per symbol the loop holds by its journal. With ``before`` (a decision bar): only what
+    earlier bars left, plus what this bar's closes already took off (what a close at ``before`` must sell)."""
+    out: dict[str, float] = dict(adjustments)
+    for b in booked:
+        if before is not None and not (b.decision_ts < before or (b.decision_ts == before and b.kind == CLOSE)):
+            continue
+        asset = assets.get(b.symbol)
+        qty = (asset.received(b.qty) if asset is not None else b.qty) if b.side == BUY else -b.qty
+        out[b.symbol] = out.get(b.symbol, 0.0) + qty
+    return {s: q for s, q in out.items() if abs(q) > EPS}
+
+
+def dust(asset: Asset | None) -> float:
+    """A quantity below which holding is noise: under the smallest crypto order, nothing for whole shares."""
+    if asset is None or not asset.crypto:
+        return EPS
+    return max(asset.min_order_size or 0.0, float(asset.qty_step), EPS)
+
+
+@dataclass
+class Book:
+    """The loop's view of the account: its own quantities and working orders next to everything foreign."""
+
+    owned: dict[str, float]
+    positions: dict[str, Position]
+    own_orders: list[Order] = field(default_factory=list)
+    foreign_orders: list[Order] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, owned_qty: dict[str, float], positions: list[Position], working: list[Order]) -> "Book":
+        return cls(owned_qty, {p.symbol: p for p in positions},
+                   [o for o in working if is_loops(o.root_client_order_id)],
+                   [o for o in working if not is_loops(o.root_client_order_id)])
+
+    def broker_qty(self, symbol: str) -> float:
+        p = self.positions.get(symbol)
+        return 0.0 if p is None else p.qty
+
+    def foreign_qty(self, symbol: str) -> float:
+        return self.broker_qty(symbol) - self.owned.get(symbol, 0.0)
+
+    def mismatches(self, assets: Mapping[str, Asset]) -> list[str]:
+        """Symbols where the broker cannot be holding what the journal says the loop holds."""
+        out = []
+        for symbol, qty in sorted(self.owned.items()):
+            if abs(qty) < dust(assets.get(symbol)):
+                continue
+            held = self.broker_qty(symbol)
+            if (qty > 0 and held < qty - EPS) or (qty < 0 and held > qty + EPS):
+                out.append(f"{symbol}: the journal says the loop holds {qty:g}, the broker shows {held:g}")
+        return out
+
+    def entry_conflicts(self, symbol: str, side: int, assets: Mapping[str, Asset]) -> list[str]:
+        """Why the loop must not enter ``symbol`` on ``side`` (+1/-1) now: it holds or works it already, or
+        the entry would trade against a foreign position (sell the user's shares, cover the user's short)."""
+        out = []
+        if abs(self.owned.get(symbol, 0.0)) >= dust(assets.get(symbol)):
+            out.append(f"the loop holds {self.owned[symbol]:g}")
+        working = [o.client_order_id for o in self.own_orders if o.symbol == symbol]
+        if working:
+            out.append(f"the loop has working order(s) {', '.join(working)}")
+        foreign = self.foreign_qty(symbol)
+        if side and abs(foreign) >= dust(assets.get(symbol)) and (foreign > 0) != (side > 0):
+            out.append(f"foreign position {foreign:g} (not the loop's): this entry would trade against it")
+        return out
+
+    def committed(self, assets: Mapping[str, Asset]) -> tuple[frozenset[str], float]:
+        """Symbols and gross exposure the loop has committed: its quantities (at their average entry price)
+        plus its working orders (at their limit), which count against every cap."""
+        held, exposure = set(), 0.0
+        for symbol, qty in self.owned.items():
+            if abs(qty) >= dust(assets.get(symbol)):
+                held.add(symbol)
+                p = self.positions.get(symbol)
+                exposure += abs(qty) * (p.avg_entry_price if p is not None else 0.0)
+        for o in self.own_orders:
+            held.add(o.symbol)
+            exposure += o.qty * (o.limit_price or 0.0)
+        return frozenset(held), exposure
+
+    def foreign(self, assets: Mapping[str, Asset]) -> dict[str, dict]:
+        """Foreign positions and working orders per symbol (``{symbol: {"position": qty, "orders": [...]}}``)."""
+        out: dict[str, dict] = {}
+        for symbol in sorted(self.positions):
+            qty = self.foreign_qty(symbol)
+            if abs(qty) >= dust(assets.get(symbol)):
+                out.setdefault(symbol, {"position": 0.0, "orders": []})["position"] = qty
+        for o in self.foreign_orders:
+            out.setdefault(o.symbol, {"position": 0.0, "orders": []})["orders"].append(
+                f"{o.side} {o.qty:g} {o.type} ({o.status})")
+        return out

@@ -1,0 +1,274 @@
+"""Bring the journal in line with the broker before deciding anything, and stop when they disagree.
+
+:meth:`Reconciler.compare` syncs what can be synced (pending intents the broker knows, order statuses,
+fills) and lists what cannot be explained; any item halts trading (fail closed, NautilusTrader's
+reconciliation on start):
+
+* the journal is bound to another broker account or endpoint (a deleted ``broker.db``, paper vs live);
+* the broker has orders with the loop's id prefix that the journal does not know (a lost or reset journal);
+* the journal says an order was submitted, the broker does not know it;
+* the broker cannot be holding the quantity the journal says the loop owns (checked three times in a row:
+  a fill landing between two reads is not a disagreement).
+
+:meth:`Reconciler.housekeep` then does what every bar needs: cancel the loop's orders of earlier bars,
+close what earlier bars left (after the cancels are confirmed), and send the take-profits a broker could not
+attach. Only the loop's own orders and quantities are ever touched.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from marketcast.errors import HaltedError
+from marketcast.trade.broker import Broker, BrokerError, Snapshot
+from marketcast.trade.ids import CLOSE, ENTRY, TAKE_PROFIT, client_order_id, is_loops
+from marketcast.trade.orders import OrderDesk
+from marketcast.trade.ownership import Book, dust, owned
+from marketcast.trade.rules import Asset, round_qty
+from marketcast.trade.state import TERMINAL_INTENTS, Intent, Journal
+from marketcast.trade.types import BUY, LIMIT, MARKET, SELL, Order, status_kind
+
+log = logging.getLogger("marketcast.trade")
+RECONCILE = "reconcile"
+CHECKS = 3
+
+
+@dataclass
+class Reconciled:
+    filled: int = 0  # orders that got their first entry fill
+    cancelled: int = 0
+    closes: list[str] = field(default_factory=list)
+    take_profits: list[str] = field(default_factory=list)
+    deferred: dict[str, str] = field(default_factory=dict)  # symbol -> why its close waits for the next cycle
+    book: Book | None = None
+
+
+class Reconciler:
+    def __init__(self, broker: Broker, journal: Journal, desk: OrderDesk, resolve: str) -> None:
+        self.broker, self.journal, self.desk, self.resolve = broker, journal, desk, resolve
+        self._assets: dict[str, Asset] = {}
+        self.unconfirmed: list[str] = []  # this cycle's cancels the broker has not confirmed
+
+    def assets(self, symbols) -> dict[str, Asset]:
+        for s in symbols:
+            if s not in self._assets:
+                self._assets[s] = self.broker.asset(s)
+        return self._assets
+
+    def _read(self, result: Reconciled) -> tuple[Book, dict[str, Asset], Snapshot]:
+        """Positions, then orders and fills (a fill landing after the positions read is booked, so it can
+        only make the broker look short of what the journal says, never hide a loss), then the book."""
+        positions = self.broker.positions()
+        snap = self.broker.snapshot(since=self.journal.last_fill_ts())
+        result.filled += self.journal.add_fills(snap.fills)
+        booked = self.journal.booked()
+        assets = self.assets({b.symbol for b in booked} | {p.symbol for p in positions})
+        return Book.of(owned(booked, self.journal.adjustments(), assets), positions, snap.working), assets, snap
+
+    # ----------------------------------------------------------------- compare
+    def compare(self, decision_ts: str, result: Reconciled) -> list[str]:
+        """Sync the journal with the broker; returns every disagreement that sync cannot explain."""
+        account = self.broker.account()
+        meta = self.journal.meta()
+        if meta.get("account_id", account.id) != account.id:
+            return [f"the journal was written for account {meta['account_id']} at {meta.get('endpoint', '?')}, "
+                    f"the broker is account {account.id} at {self.broker.endpoint}"]
+        if "account_id" not in meta:
+            self.journal.set_meta(account_id=account.id, endpoint=self.broker.endpoint)
+        book, assets, snap = self._read(result)
+        seen = {o.client_order_id: o for o in snap.recent + snap.working}
+        out = self._statuses(decision_ts, seen)
+        known = self.journal.intent_ids()
+        unknown = sorted({cid for cid in seen if is_loops(cid) and cid not in known})
+        if unknown:
+            out.append(f"the broker has {len(unknown)} order(s) placed by a marketcast loop that this journal does "
+                       f"not know ({', '.join(unknown[:3])}{', ...' if len(unknown) > 3 else ''}): the journal was "
+                       f"lost or reset")
+        for _ in range(CHECKS - 1):
+            if not book.mismatches(assets):
+                break
+            book, assets, snap = self._read(result)
+        result.book = book
+        for c in self.journal.cancels("pending"):  # a kill after the cancel call: the order is gone now
+            if c["order_id"] not in {o.id for o in snap.working}:
+                self.journal.mark_cancel(c["order_id"], "done")
+        return out + book.mismatches(assets)
+
+    def _statuses(self, decision_ts: str, seen: dict[str, Order]) -> list[str]:
+        """Pending intents the broker has become ``submitted`` (those of a passed bar it never got:
+        ``abandoned``); submitted ones get the broker's status (``rejected`` after acceptance is booked as
+        such); a submitted one the broker does not know is a disagreement."""
+        lost, statuses = [], {}
+        for intent in self.journal.intents():
+            cid = intent.client_order_id
+            if intent.status not in ("pending", "submitted"):
+                continue
+            order = seen.get(cid)
+            if order is None and (intent.status == "pending" or intent.broker_status is None
+                                  or status_kind(intent.broker_status) != "terminal"):
+                order = self.broker.order_by_client_id(cid)
+            if order is None:
+                if intent.status == "submitted" and intent.broker_status is not None and \
+                        status_kind(intent.broker_status) == "terminal":
+                    continue  # finished long ago, out of the recent listing
+                if intent.status == "submitted":
+                    lost.append(cid)
+                elif intent.decision_ts < decision_ts:
+                    self.journal.mark(cid, "abandoned", error="bar passed before submit")
+                continue
+            if order.status == "rejected":
+                self.journal.mark(cid, "rejected", order.id, error="rejected by the broker after it accepted the order",
+                                  broker_status="rejected")
+                log.warning("%s %s: rejected by the broker after acceptance", intent.symbol, cid)
+            elif intent.status == "pending":
+                self.journal.mark(cid, "submitted", order.id, broker_status=order.status)
+            else:
+                statuses[cid] = order.status
+        self.journal.set_broker_status(statuses)
+        if lost:
+            return [f"the journal says {len(lost)} order(s) were submitted that the broker does not know "
+                    f"({', '.join(lost[:3])}{', ...' if len(lost) > 3 else ''})"]
+        return []
+
+    def halt(self, disagreements: list[str]) -> HaltedError:
+        """Record the halt (once) and return the error that ends the cycle (exit code 5)."""
+        extra = f" (and {len(disagreements) - 1} more, see trade status)" if len(disagreements) > 1 else ""
+        halt = self.journal.halts.add(RECONCILE, f"journal and broker disagree: {disagreements[0]}{extra}",
+                                      self.resolve, {"disagreements": disagreements})
+        return HaltedError(halt.message())
+
+    def adopt(self) -> list[str]:
+        """``trade reconcile --accept-broker``: make the journal agree with the broker and lift the reconcile
+        halt. Orders of another account, and submitted orders the broker does not know, become ``lost``; the
+        loop's orders the journal does not know are adopted (they are the loop's by their prefix, and the
+        next cycle cancels them as stale); each quantity the broker cannot be holding is set to what it can
+        hold (an adjustment, never a trade). Returns what changed."""
+        changes = []
+        account, meta = self.broker.account(), self.journal.meta()
+        rebound = meta.get("account_id") not in (None, account.id)
+        if rebound or "account_id" not in meta:
+            self.journal.set_meta(account_id=account.id, endpoint=self.broker.endpoint)
+            changes.append(f"journal bound to account {account.id} at {self.broker.endpoint}"
+                           + (f" (was {meta['account_id']})" if rebound else ""))
+        snap = self.broker.snapshot()
+        seen = {o.client_order_id: o for o in self.broker.orders(limit=500) + snap.working}
+        for i in self.journal.intents():
+            settled = i.broker_status is not None and status_kind(i.broker_status) == "terminal"
+            if i.status in ("pending", "submitted") and not settled and (rebound or (
+                    seen.get(i.client_order_id) or self.broker.order_by_client_id(i.client_order_id)) is None):
+                self.journal.mark(i.client_order_id, "lost", error="the broker did not know it (accepted by "
+                                                                   "trade reconcile --accept-broker)")
+                changes.append(f"{i.client_order_id} ({i.symbol}) marked lost")
+        known = self.journal.intent_ids()
+        for cid, o in sorted(seen.items()):
+            if is_loops(cid) and cid not in known:
+                self.journal.record_intent(Intent(cid, o.submitted_at or "", "adopted", o.symbol, o.side, o.qty,
+                                                  o.type, o.limit_price, o.take_profit, o.time_in_force, "submitted",
+                                                  o.id, kind="adopted", broker_status=o.status))
+                changes.append(f"{cid} ({o.symbol} {o.side} {o.qty:g}, {o.status}) adopted from the broker")
+        self.journal.add_fills(snap.fills)
+        book = self._read(Reconciled())[0]
+        for symbol, qty in sorted(book.owned.items()):
+            held = book.broker_qty(symbol)
+            target = 0.0 if rebound else min(qty, max(held, 0.0)) if qty > 0 else max(qty, min(held, 0.0))
+            if abs(target - qty) > 1e-12:
+                self.journal.adjust(symbol, target - qty, "trade reconcile --accept-broker")
+                changes.append(f"{symbol}: the loop's quantity {qty:g} -> {target:g} (the broker holds {held:g})")
+        if self.journal.halts.lift(RECONCILE, "trade reconcile --accept-broker"):
+            changes.append("reconcile halt lifted")
+        return changes
+
+    # ----------------------------------------------------------------- housekeep
+    def housekeep(self, decision_ts: str, result: Reconciled, act: bool = True) -> None:
+        """Cancel the loop's orders of earlier bars, close what earlier bars left, send separate take-profits.
+        With ``act`` False (a dry run) nothing at the broker changes; what would be done is logged."""
+        self.unconfirmed = []
+        intents = {i.client_order_id: i for i in self.journal.intents()}
+        stale = [o for o in result.book.own_orders
+                 if (root := intents.get(o.root_client_order_id)) is not None and root.decision_ts < decision_ts]
+        for order in stale:
+            if order.status != "pending_cancel":  # one asked for earlier is only awaited
+                result.cancelled += self.desk.cancel(order, decision_ts, "its bar has passed", act)
+        if act and stale:  # what is confirmed gone no longer counts (a leg may have filled instead: booked)
+            self.unconfirmed = self.desk.await_cancels(
+                [o.id for o in stale if o.status == "pending_cancel" or o.id in self.desk.cancelled])
+            result.book = self._read(result)[0]
+        elif not act:  # dry run: as if every cancel went through
+            result.book.own_orders = [o for o in result.book.own_orders if o.id not in self.desk.cancelled]
+        self._close_leftovers(decision_ts, result, act)
+        if act:
+            self._take_profits(decision_ts, result)
+
+    def _close_leftovers(self, decision_ts: str, result: Reconciled, act: bool) -> None:
+        """What earlier bars left (a take-profit that did not trade) is closed at market, as the backtest
+        closes at the bar's close, once the cancels of its orders are confirmed: only the quantity the journal
+        says the loop owns, never more than the position has free. The id is (symbol, bar, close), so a
+        restart re-finds the close instead of sending a second one."""
+        assets = self._assets
+        leftover = owned(self.journal.booked(), self.journal.adjustments(), assets, before=decision_ts)
+        for symbol, qty in sorted(leftover.items()):
+            asset = assets[symbol]
+            if abs(qty) < dust(asset):
+                continue
+            cid = client_order_id(symbol, decision_ts, CLOSE)
+            if not act:
+                log.info("dry run: would close the loop's leftover %s %g with %s", symbol, qty, cid)
+                continue
+            existing = self.journal.intent(cid)
+            if existing is not None:  # this bar's close is journalled: finish it if a kill left it unsent
+                self._submit(existing, result.closes) if existing.status == "pending" else result.closes.append(cid)
+                continue
+            waiting = [o for o in result.book.own_orders if o.symbol == symbol and o.id in self.unconfirmed]
+            if waiting:
+                result.deferred[symbol] = f"cancel of {waiting[0].client_order_id} not confirmed yet"
+                log.warning("%s: close deferred: %s", symbol, result.deferred[symbol])
+                continue
+            position = next((p for p in self.broker.positions() if p.symbol == symbol), None)
+            free = 0.0 if position is None else position.available
+            size = round_qty(min(abs(qty), free), asset.qty_step)
+            if size <= 0:
+                result.deferred[symbol] = f"the loop owns {qty:g} but the position has {free:g} free"
+                log.warning("%s: %s", symbol, result.deferred[symbol])
+                continue
+            intent = Intent(cid, decision_ts, "close", symbol, SELL if qty > 0 else BUY, size, MARKET, None, None,
+                            "gtc" if asset.crypto else "day", kind=CLOSE)
+            self._submit(intent, result.closes)
+
+    def _take_profits(self, decision_ts: str, result: Reconciled) -> None:
+        """The take-profits of this bar's entries that the broker could not attach (Alpaca crypto): a limit
+        order per new fill level, for what the fills left in the position after the broker's fee, down to
+        the asset's increment; its id is (symbol, bar, take_profit@filled qty), so a restart re-finds it."""
+        intents = self.journal.intents()
+        for t in intents:  # written ahead before a kill, never sent: send it now
+            if t.kind == TAKE_PROFIT and t.status == "pending" and t.decision_ts == decision_ts:
+                self.desk.send(t)
+        for i in intents:
+            if (i.kind != ENTRY or i.take_profit is None or i.status != "submitted" or i.decision_ts != decision_ts
+                    or self.broker.attaches_take_profit(i.symbol)):
+                continue
+            asset = self.assets([i.symbol])[i.symbol]
+            filled = self.journal.filled_qty(i.client_order_id)
+            covered = sum(t.qty for t in intents if t.kind == TAKE_PROFIT and t.symbol == i.symbol
+                          and t.decision_ts == decision_ts and t.status not in TERMINAL_INTENTS)
+            position = next((p for p in self.broker.positions() if p.symbol == i.symbol), None)
+            free = 0.0 if position is None else position.available
+            qty = round_qty(min(asset.received(filled) - covered, free), asset.qty_step)
+            if qty <= 0 or qty < (asset.min_order_size or 0.0):
+                continue
+            cid = client_order_id(i.symbol, decision_ts, f"{TAKE_PROFIT}@{filled!r}")
+            side = SELL if i.side == BUY else BUY
+            self._submit(Intent(cid, decision_ts, TAKE_PROFIT, i.symbol, side, qty, LIMIT, i.take_profit, None,
+                                i.time_in_force, kind=TAKE_PROFIT), result.take_profits)
+
+    def _submit(self, intent: Intent, sent: list[str]) -> None:
+        valid, check = self.desk.conformed(intent)
+        try:
+            outcome = self.desk.send(valid) if valid is not None else self.desk.refuse(intent, check.reasons)
+        except BrokerError as exc:
+            log.warning("%s: %s %s failed: %s", intent.symbol, intent.kind, intent.client_order_id, exc)
+            return
+        if outcome.outcome in ("submitted", "already"):
+            sent.append(intent.client_order_id)
+        log.info("%s: %s %s for %g: %s", intent.symbol, intent.kind, intent.client_order_id, intent.qty,
+                 outcome.outcome)

@@ -1,0 +1,200 @@
+"""What the broker accepts, checked before an order leaves the loop (LEAN's brokerage models: a price and size
+grid, the order types and times in force an asset allows, and whether the account can carry the order).
+
+The facts, as Alpaca documents them:
+
+* stock limit prices: at most 2 decimals at or above $1.00, 4 below; anything finer is refused with 422
+  ``{"code": 42210000, "message": "invalid limit_price 290.123. sub-penny increment does not fulfill minimum
+  pricing criteria"}`` (https://docs.alpaca.markets/docs/orders-at-alpaca, "Sub-penny increments for limit
+  orders"); a take-profit leg's ``take_profit.limit_price`` is held to the same grid;
+* crypto: ``price_increment``, ``min_order_size`` and ``min_trade_increment`` come with each asset from
+  ``GET /v2/assets`` (https://docs.alpaca.markets/docs/crypto-trading); time in force ``gtc`` or ``ioc`` only
+  (https://docs.alpaca.markets/docs/crypto-orders); never short; the fee is charged on the asset received,
+  so a buy of ``q`` leaves at most ``q`` less the fee in the position (tier 1 is the dearest at 25 bps);
+* fractional shares: only for ``fractionable`` assets, as simple ``day`` orders, never short, up to 9
+  decimals (https://docs.alpaca.markets/docs/fractional-trading, "requested asset is not fractionable");
+* shorting a stock needs ``shortable`` and ``easy_to_borrow`` (asset entity, ``GET /v2/assets/{symbol}``);
+* opening orders draw on buying power, open orders included (orders-at-alpaca, "Buying Power"); selling
+  more than a long position's ``qty_available`` is refused with 403 "insufficient qty available for order
+  (requested: 15, available: 11)" (reported in QuantConnect/Lean#3875).
+
+Rounding is direction-aware and never more aggressive than the decision: a buy price goes down, a sell price
+up, so an entry limit never pays more and a take-profit (the opposite side) never moves toward the entry.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+
+from marketcast.trade.types import BUY, LIMIT, SELL, OrderRequest
+
+CRYPTO_FEE_CAP = 0.0025  # Alpaca crypto, tier 1 taker: the most of a bought quantity a fill can cost
+CRYPTO_TIME_IN_FORCE = ("gtc", "ioc")
+FINEST_QTY = Decimal("0.000000001")  # Alpaca takes qty with up to 9 decimals
+PENNY, SUB_PENNY = Decimal("0.01"), Decimal("0.0001")
+
+
+@dataclass(frozen=True)
+class Asset:
+    """What the broker says about one symbol (Alpaca's asset entity). ``fee_in_asset`` is the fraction of a
+    bought quantity the broker may keep as its fee (Alpaca crypto); the paper broker charges fees in cash."""
+
+    symbol: str
+    asset_class: str = "stock"
+    tradable: bool = True
+    fractionable: bool = False
+    shortable: bool = True
+    easy_to_borrow: bool = True
+    min_order_size: float | None = None
+    min_trade_increment: float | None = None
+    price_increment: float | None = None
+    fee_in_asset: float = 0.0
+
+    @property
+    def crypto(self) -> bool:
+        return self.asset_class == "crypto"
+
+    def tick(self, price: float) -> Decimal | None:
+        """The price grid at ``price``: the asset's increment for crypto (None: not known, any price), the
+        penny rule for stocks."""
+        if self.crypto:
+            return None if self.price_increment is None else dec(self.price_increment)
+        return PENNY if price >= 1.0 else SUB_PENNY
+
+    @property
+    def qty_step(self) -> Decimal:
+        """The quantity grid of the orders the loop sends: whole shares for stocks (its entries carry an OTO
+        take-profit, and fractional orders must be simple), the trade increment for crypto."""
+        if self.crypto:
+            return dec(self.min_trade_increment) if self.min_trade_increment else FINEST_QTY
+        return Decimal(1)
+
+    def received(self, qty: float) -> float:
+        """What a buy of ``qty`` leaves in the position at worst, after a fee taken from the asset."""
+        return qty * (1.0 - self.fee_in_asset)
+
+
+def dec(x: float) -> Decimal:
+    """A float as the decimal it prints as (``repr`` is the shortest round-trip), so 4599.86 stays 4599.86."""
+    return Decimal(repr(float(x)))
+
+
+def round_price(price: float, asset: Asset, side: str) -> float:
+    """``price`` on the asset's grid, down for a buy, up for a sell (never more aggressive)."""
+    tick = asset.tick(price)
+    if tick is None:
+        return float(price)
+    steps = (dec(price) / tick).to_integral_value(ROUND_FLOOR if side == BUY else ROUND_CEILING)
+    return float(steps * tick)
+
+
+def round_qty(qty: float, step: Decimal) -> float:
+    """``qty`` down to a multiple of ``step``."""
+    if qty <= 0 or not math.isfinite(qty):
+        return 0.0
+    return float((dec(qty) / step).to_integral_value(ROUND_FLOOR) * step)
+
+
+def on_grid(value: float, step: Decimal | None) -> bool:
+    return step is None or (dec(value) / step) == (dec(value) / step).to_integral_value()
+
+
+def opposite(side: str) -> str:
+    return SELL if side == BUY else BUY
+
+
+@dataclass(frozen=True)
+class Check:
+    """The outcome of :func:`conform`: the order to send (None if it cannot be made valid), why not, and what
+    conforming changed (for the log and the plan)."""
+
+    request: OrderRequest | None
+    reasons: tuple[str, ...] = ()
+    changes: tuple[str, ...] = ()
+
+
+def conform(request: OrderRequest, asset: Asset) -> Check:
+    """Round prices (by side) and size (down) onto the broker's grid, then check what rounding cannot fix."""
+    changes: list[str] = []
+    tif = request.time_in_force
+    if asset.crypto and tif not in CRYPTO_TIME_IN_FORCE:
+        tif = "gtc"
+        changes.append(f"time in force {request.time_in_force} -> gtc (crypto)")
+    limit, tp = request.limit_price, request.take_profit
+    if limit is not None:
+        limit = round_price(limit, asset, request.side)
+    if tp is not None:
+        tp = round_price(tp, asset, opposite(request.side))
+    qty = round_qty(request.qty, asset.qty_step)
+    for name, before, after in (("limit", request.limit_price, limit), ("take-profit", request.take_profit, tp),
+                                ("qty", request.qty, qty)):
+        if before is not None and after != before:
+            changes.append(f"{name} {before!r} -> {after!r}")
+    reasons = []
+    if qty <= 0:
+        reasons.append(f"qty {request.qty:g} rounds down to 0 on the {asset.qty_step} grid")
+    if (limit is not None and limit <= 0) or (tp is not None and tp <= 0):
+        reasons.append("a price rounds down to 0 on the broker's price grid")
+    if reasons:
+        return Check(None, tuple(reasons), tuple(changes))
+    conformed = replace(request, qty=qty, limit_price=limit, take_profit=tp, time_in_force=tif)
+    reasons = violations(conformed, asset)
+    return Check(None if reasons else conformed, tuple(reasons), tuple(changes))
+
+
+def violations(request: OrderRequest, asset: Asset) -> list[str]:
+    """Why the broker would refuse ``request`` for ``asset`` on its own (the order's shape, not the account),
+    in Alpaca's words where it documents them."""
+    out = []
+    if not asset.tradable:
+        out.append(f"asset {asset.symbol} is not tradable")
+    prices = [("limit_price", request.limit_price, request.side)] if request.type == LIMIT else []
+    if request.take_profit is not None:
+        prices.append(("take_profit.limit_price", request.take_profit, opposite(request.side)))
+    for name, price, _ in prices:
+        if not on_grid(price, asset.tick(price)):
+            what = ("sub-penny increment does not fulfill minimum pricing criteria" if not asset.crypto
+                    else f"not a multiple of the price increment {asset.price_increment}")
+            out.append(f"invalid {name} {price!r}. {what}")
+    if asset.crypto:
+        if request.time_in_force not in CRYPTO_TIME_IN_FORCE:
+            out.append(f"invalid crypto time_in_force {request.time_in_force}: gtc or ioc only")
+        if asset.min_order_size is not None and request.qty < asset.min_order_size:
+            out.append(f"qty {request.qty!r} is below the minimum order size {asset.min_order_size}")
+        if not on_grid(request.qty, asset.qty_step):
+            out.append(f"qty {request.qty!r} is not a multiple of the minimum trade increment {asset.qty_step}")
+    elif not on_grid(request.qty, Decimal(1)):
+        if not asset.fractionable:
+            out.append("requested asset is not fractionable")
+        if request.take_profit is not None:
+            out.append("fractional orders must be simple orders")
+        if request.time_in_force != "day":
+            out.append("fractional orders must be day orders")
+        if not on_grid(request.qty, FINEST_QTY):
+            out.append(f"qty {request.qty!r} has more than 9 decimals")
+    return out
+
+
+def account_violations(request: OrderRequest, asset: Asset, position_qty: float, available_qty: float,
+                       buying_power: float, price: float) -> list[str]:
+    """Why the account cannot carry ``request``: a short the asset does not allow, selling more than a long
+    position has free, or an opening order beyond the buying power left (``price`` values a market order)."""
+    out = []
+    opening = request.side == BUY and position_qty >= 0 or request.side == SELL and position_qty <= 0
+    if request.side == SELL and position_qty > 0 and request.qty > available_qty + 1e-12:
+        out.append(f"insufficient qty available for order (requested: {request.qty:g}, "
+                   f"available: {available_qty:g})")
+    if request.side == SELL and position_qty <= 0:
+        if asset.crypto:
+            out.append(f"{asset.symbol}: crypto cannot be sold short")
+        elif not asset.shortable:
+            out.append(f"asset {asset.symbol} is not shortable")
+        elif not asset.easy_to_borrow:
+            out.append(f"asset {asset.symbol} is not easy to borrow")
+    if opening:
+        notional = request.qty * (request.limit_price if request.limit_price is not None else price)
+        if notional > buying_power + 1e-9:
+            out.append(f"insufficient buying power (required: {notional:,.2f}, available: {buying_power:,.2f})")
+    return out

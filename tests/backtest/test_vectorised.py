@@ -1,0 +1,101 @@
+"""The vectorised engine equals the one-window ``step`` (the live planner's path) window by window: every
+strategy's decision, fill, MaxDiff offsets and carried state, in both fill modes and both same-bar modes, for a
+stock and a long-only crypto, on the embedded SP500/NASDAQ bars and on synthetic ones."""
+
+from dataclasses import replace
+from functools import lru_cache
+
+import numpy as np
+import pytest
+
+from marketcast.backtest.config import STRATEGY_NAMES, BacktestConfig
+from marketcast.backtest.engine import decision_ends, forecast_windows, simulate
+from marketcast.backtest.fills import settle, settle_all
+from marketcast.backtest.maxdiff import MaxDiffState
+from marketcast.backtest.orders import Bar, Costs, Decision
+from marketcast.backtest.strategies import StrategyParams, decide, initial_state, step
+from marketcast.data import load_symbol
+from marketcast.forecast.baseline import BaselineForecaster
+
+from .helpers import MomentumForecaster, random_bars
+
+CONFIG = BacktestConfig(windows=250, context=96, num_samples=64, maxdiff_min_history=5)
+DATA = {  # (bars, forecaster): real index bars with the baseline, a synthetic walk with a per-window forecaster
+    "embedded": (lambda cls: load_symbol("SP500" if cls == "stock" else "NASDAQ", asset_class=cls), BaselineForecaster),
+    "synthetic": (lambda cls: random_bars(400, seed=8, asset_class=cls), MomentumForecaster),
+}
+
+
+@lru_cache(maxsize=None)
+def _forecast(data: str, asset_class: str):
+    load, forecaster = DATA[data]
+    bars = load(asset_class)
+    ends = decision_ends(len(bars), CONFIG)
+    (fc,) = forecast_windows(forecaster(), [(bars, ends)], CONFIG)
+    return bars, ends, fc
+
+
+def _same_state(a, b) -> bool:
+    if isinstance(a, MaxDiffState):
+        return a.count == b.count and np.array_equal(a.scores, b.scores)
+    return a == b
+
+
+@pytest.mark.parametrize("data", sorted(DATA))
+@pytest.mark.parametrize("asset_class", ["stock", "crypto"])
+@pytest.mark.parametrize("fill_mode", ["touch", "penetrate"])
+@pytest.mark.parametrize("same_bar", ["pessimistic", "nearest"])
+def test_every_window_equals_the_one_window_step(data, asset_class, fill_mode, same_bar):
+    bars, ends, fc = _forecast(data, asset_class)
+    config = replace(CONFIG, fill_mode=fill_mode, same_bar=same_bar)
+    result = simulate(bars, fc, ends, config)
+    params = StrategyParams.from_config(config, bars.asset_class)
+    frame = bars.frame
+    rows = frame.index.get_indexer(result.settle_times)
+    next_bars = [Bar(*map(float, frame.iloc[t][["open", "high", "low", "close"]])) for t in rows]
+    assert set(result.strategies) == set(STRATEGY_NAMES)
+    for name, run in result.strategies.items():
+        state = initial_state(name)
+        for k, (view, bar) in enumerate(zip(result.views, next_bars)):
+            if name == "maxdiff":
+                assert run.offsets[k] == state.offsets(params.maxdiff_min_history), (name, k)
+            d, s, state = step(name, view, state, bar, params)
+            assert run.decisions[k] == d, (name, k)
+            assert run.settlements[k] == s, (name, k)
+            assert run.returns[k] == s.net_return
+        assert _same_state(run.final_state, state), name
+        assert run.next_decision == decide(name, result.latest_view, state, params), name
+    traded = {n: int(r.filled.sum()) for n, r in result.strategies.items()}
+    assert traded["maxdiff"] > 0 and traded["entry_takeprofit"] > 0  # the limit and take-profit paths ran
+    if asset_class == "crypto":
+        assert all((r.decisions.side >= 0).all() for r in result.strategies.values())
+
+
+def test_settle_all_equals_settle_on_every_kind_of_order():
+    """Market and limit entries, take profits above, below and at the entry, prices exactly at the bar's
+    extremes, gaps, flat, over random bars."""
+    rng = np.random.default_rng(4)
+    n = 4000
+    o = 100 * np.exp(rng.normal(0, 0.01, n))
+    c = 100 * np.exp(rng.normal(0, 0.01, n))
+    h = np.maximum(o, c) * np.exp(np.abs(rng.normal(0, 0.006, n)))
+    lo = np.minimum(o, c) * np.exp(-np.abs(rng.normal(0, 0.006, n)))
+    side = rng.choice([-1, 0, 1], n)
+    entry = np.where(rng.random(n) < 0.3, np.nan, 100 * np.exp(rng.normal(0, 0.012, n)))
+    tp = np.where(rng.random(n) < 0.3, np.nan, 100 * np.exp(rng.normal(0, 0.012, n)))
+    tp[::17] = entry[::17]  # a take profit at the entry price
+    entry[::23] = o[::23]  # limits exactly at the open, the low and the high (touch fills, penetrate does not)
+    entry[::19], entry[::29] = lo[::19], h[::29]
+    tp[::13], tp[::11] = h[::13], lo[::11]
+    costs = Costs(0.0005, 0.0004)
+    for fill_mode in ("touch", "penetrate"):
+        for same_bar in ("pessimistic", "nearest"):
+            fills = settle_all(side, entry, tp, o, h, lo, c, costs, fill_mode, same_bar)
+            reasons = set()
+            for k in range(n):
+                d = Decision(int(side[k]), None if np.isnan(entry[k]) else float(entry[k]),
+                             None if np.isnan(tp[k]) else float(tp[k]))
+                expected = settle(d, Bar(o[k], h[k], lo[k], c[k]), costs, fill_mode, same_bar)
+                assert fills[k] == expected, (fill_mode, same_bar, k)
+                reasons.add(expected.exit_reason)
+            assert reasons == {None, "close", "take_profit"}

@@ -1,0 +1,99 @@
+"""The live status page from a real paper replay's state folder: records, journal and alerts as shown."""
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from marketcast.cli import main
+from marketcast.data import load_symbol
+from marketcast.forecast import load_forecaster
+from marketcast.report.live import PAGE_NAME, is_open, read_alerts, read_state, status_html
+from marketcast.trade.cycle import LoopConfig
+from marketcast.trade.gates import GateConfig
+from marketcast.trade.monitor import read_records
+from marketcast.trade.planner import BacktestPlanner
+from marketcast.trade.replay import replay
+from marketcast.trade.state import Intent, Journal
+from tests.report.pagedata import figures, trace
+
+SYMS = ("SP500", "NASDAQ")
+OPEN_GATES = GateConfig(min_edge=-1.0, min_sharpe=-1e9, max_drawdown=1.01)
+ALERTS = [{"at": "2017-07-13T00:00:05Z", "level": "warning", "kind": "latency", "message": "forecast 1.2 s",
+           "model": "baseline"},
+          {"at": "2017-07-14T00:00:05Z", "level": "critical", "kind": "halt", "message": "daily loss 3 %"}]
+OPEN = Intent("mc-open-1", "2017-07-13T00:00:00+00:00", "maxdiff", "SP500", "buy", 3.0, "limit", 2440.5, 2460.25,
+              "day", status="submitted", broker_order_id="b-1", broker_status="new")
+
+
+@pytest.fixture(scope="module")
+def state_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("trade")
+    replay({s: load_symbol(s) for s in SYMS}, BacktestPlanner(load_forecaster("baseline")), folder,
+           "2017-06-01", "2017-07-15", LoopConfig(SYMS, gates=OPEN_GATES))
+    journal = Journal(folder / "journal.db")
+    journal.record_intent(OPEN)
+    journal.close()
+    (folder / "alerts.jsonl").write_text("".join(json.dumps(a) + "\n" for a in ALERTS) + '{"torn')
+    return folder
+
+
+@pytest.fixture(scope="module")
+def page(state_dir):
+    return status_html(read_state(state_dir))
+
+
+def _section(page: str, anchor: str) -> str:
+    return page.split(f'<h2 id="{anchor}">')[1].split("<h2 ")[0]
+
+
+def test_open_means_sent_and_not_known_finished():
+    assert is_open("submitted", "new") and is_open("submitted", "partially_filled") and is_open("pending", None)
+    assert is_open("submitted", "held")
+    assert not is_open("submitted", "filled") and not is_open("rejected", None) and not is_open("submitted", "expired")
+
+
+def test_equity_and_health_charts_are_the_records(page, state_dir):
+    records = read_records(state_dir)
+    figs = figures(page)
+    assert list(figs) == ["live-equity", "live-health"]
+    np.testing.assert_allclose(trace(figs["live-equity"], "equity")["y"], [r["equity"] for r in records])
+    latency = trace(figs["live-health"], "baseline latency")["y"]
+    np.testing.assert_allclose(latency, [1000 * r["forecast_latency_s"]["baseline"] for r in records])
+    assert trace(figs["live-health"], "recompiles since start")["y"].tolist() == [0] * len(records)
+    first, last = records[0]["equity"], records[-1]["equity"]
+    assert f"{first:,.2f} → {last:,.2f} ({last / first - 1:+.2%})" in page
+
+
+def test_open_orders_fills_and_alerts_come_from_the_journal_and_alerts_file(page, state_dir):
+    orders = _section(page, "orders")
+    assert "mc-open-1" in orders and "2,440.50" in orders and "2,460.25" in orders and orders.count("<tr>") == 2
+    journal = Journal(state_dir / "journal.db")
+    fills = journal.fills()
+    journal.close()
+    rows = [re.findall(r"<td>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", _section(page, "fills"))]
+    assert len(fills) > 25 and len(rows) == 1 + 25  # the header, then the last 25, newest first
+    assert [(r[0], r[1], r[4], r[6]) for r in rows[1:]] == [
+        (f.timestamp, f.symbol, f"{f.price:,.2f}", f.kind) for f in fills[::-1][:25]]
+    alerts = _section(page, "alerts")
+    assert alerts.index("daily loss 3 %") < alerts.index("forecast 1.2 s")  # newest first
+    assert "{&quot;model&quot;: &quot;baseline&quot;}" in alerts and "torn" not in alerts
+    assert read_alerts(state_dir) == ALERTS
+
+
+def test_an_empty_state_folder_says_so(tmp_path):
+    page = status_html(read_state(tmp_path))
+    assert figures(page) == {}
+    for text in ("no positions at the last cycle", "no journal.db in the state folder", "no fills yet", "no alerts"):
+        assert text in page
+
+
+def test_trade_status_html_writes_the_page_or_one_error_line(state_dir, tmp_path, capsys):
+    assert main(["trade", "status", "--state-dir", str(state_dir), "--html"]) == 0
+    assert f"status page: {state_dir / PAGE_NAME}" in capsys.readouterr().out
+    assert figures((state_dir / PAGE_NAME).read_text()).keys() == {"live-equity", "live-health"}
+    assert main(["trade", "status", "--state-dir", str(tmp_path / "nope"), "--html"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "no such state dir" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "nope").exists()

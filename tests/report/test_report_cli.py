@@ -1,0 +1,117 @@
+"""``marketcast backtest --html`` and ``marketcast report RUN``: the page, its twin from the store, bad input."""
+
+import re
+
+from marketcast.cli import main
+from tests.conftest import make_ohlcv
+from tests.report.pagedata import figures
+
+FAST = ["--windows", "25", "--samples", "32", "--context", "64"]
+
+
+def _one_error_line(capsys, *parts):
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: "), err
+    for part in parts:
+        assert part in err, err
+    return err
+
+
+def test_backtest_html_and_report_run_write_the_same_page(tmp_path, capsys):
+    out, again = tmp_path / "bt", tmp_path / "again"
+    assert main(["backtest", *FAST, "--html", "--output-dir", str(out)]) == 0
+    assert f"tearsheet: {out / 'report.html'}" in capsys.readouterr().out
+    page = (out / "report.html").read_text()
+    assert len(figures(page)) == 12 and page.startswith("<!DOCTYPE html>")
+    assert main(["report", "latest", "-o", str(again)]) == 0
+    assert sorted(p.name for p in again.iterdir()) == sorted(p.name for p in out.iterdir())
+    for path in out.iterdir():
+        assert (again / path.name).read_bytes() == path.read_bytes(), path.name
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary file left behind
+
+
+def test_fan_dates_choose_the_fans(tmp_path):
+    out = tmp_path / "bt"
+    assert main(["backtest", "SP500", *FAST, "--html", "--fan-date", "2018-12-01", "--fan-date", "2018-11-26",
+                 "--output-dir", str(out)]) == 0
+    page = (out / "report.html").read_text()
+    fans = figures(page)["s0-SP500-fans"]
+    titles = [a["text"] for a in fans["layout"]["annotations"]]
+    assert titles == ["from 2018-11-26", "from 2018-11-30"]  # Saturday 1 December: the Friday before
+
+
+def test_bad_fan_dates_stop_before_the_run_with_one_line(tmp_path, capsys):
+    out = tmp_path / "bt"
+    cases = [(["--html", "--fan-date", "soon"], ("--fan-date 'soon' is not a date",)),
+             (["--html", "--fan-date", "1990-01-02"], ("--fan-date 1990-01-02", "choose dates in that span")),
+             (["--fan-date", "2018-12-03"], ("add --html",))]
+    for args, parts in cases:
+        assert main(["backtest", *FAST, *args, "--output-dir", str(out)]) == 2
+        _one_error_line(capsys, *parts)
+        assert not out.exists()
+    assert main(["report", "latest", "--no-html", "--fan-date", "2018-12-03"]) == 2
+    _one_error_line(capsys, "drop --no-html")
+
+
+def test_report_refuses_bars_that_changed_since_the_run(tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    frame = make_ohlcv(n=150, seed=4)
+    frame.to_csv(data / "AAA.csv", index_label="timestamp")
+    assert main(["backtest", "AAA", *FAST, "--data-dir", str(data), "--output-dir", str(tmp_path / "bt")]) == 0
+    assert main(["report", "latest", "-o", str(tmp_path / "same")]) == 0
+    assert (tmp_path / "same" / "report.html").exists()
+    frame.iloc[-1, frame.columns.get_loc("close")] *= 1.01
+    frame.iloc[-1, frame.columns.get_loc("high")] *= 1.01
+    frame.to_csv(data / "AAA.csv", index_label="timestamp")
+    capsys.readouterr()
+    assert main(["report", "latest", "-o", str(tmp_path / "changed")]) == 2
+    err = _one_error_line(capsys, "AAA's bars in", "changed since the run", "restore them")
+    assert re.search(r"content hash [0-9a-f]{16}, the run read [0-9a-f]{16}", err)
+    assert not (tmp_path / "changed").exists()  # nothing written: every page is drawn first
+    assert main(["report", "latest", "--no-html", "-o", str(tmp_path / "tables")]) == 0  # the rest needs no bars
+    assert not (tmp_path / "tables" / "report.html").exists() and (tmp_path / "tables" / "AAA.json").exists()
+
+
+def test_report_reads_the_bars_again_the_way_the_run_read_them(tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    frame = make_ohlcv(n=150, seed=5)
+    frame = frame.iloc[list(range(100)) + [99] + list(range(100, 150))]  # one bar repeated: a yfinance export
+    frame.to_csv(data / "AAA.csv", index_label="timestamp")
+    assert main(["backtest", "AAA", *FAST, "--data-dir", str(data), "--output-dir", str(tmp_path / "bt")]) == 2
+    assert "--on-duplicate" in capsys.readouterr().err
+    assert main(["backtest", "AAA", *FAST, "--data-dir", str(data), "--on-duplicate", "last", "--html",
+                 "--output-dir", str(tmp_path / "bt")]) == 0
+    assert main(["report", "latest", "-o", str(tmp_path / "again")]) == 0  # the run store kept --on-duplicate
+    assert (tmp_path / "again" / "report.html").read_bytes() == (tmp_path / "bt" / "report.html").read_bytes()
+
+
+def test_report_of_an_unknown_run_is_one_line(capsys):
+    assert main(["report", "no-such-run"]) == 2
+    _one_error_line(capsys)
+
+
+def test_a_grid_run_gets_a_page_per_grid_point(embedded_bars, tmp_path, monkeypatch):
+    """A sweep-like run (two fill modes of SP500, recorded as the sweep records cells): a folder and a page each."""
+    from dataclasses import replace
+
+    from marketcast.backtest import BacktestConfig, run_many
+    from marketcast.forecast.baseline import BaselineForecaster
+    from marketcast.runs.cells import Cell, digest
+    from marketcast.runs.rows import RunContext, fingerprint, ok_rows
+    from marketcast.runs.store import RunStore
+
+    store = RunStore(tmp_path / "store")
+    sp500 = embedded_bars[0]
+    base = BacktestConfig(windows=12, context=64, num_samples=16)
+    cells = [Cell("SP500", replace(base, fill_mode=mode)) for mode in ("touch", "penetrate")]
+    ctx = RunContext("sweep-test", "sweep", digest([c.cell_id for c in cells]), "test")
+    store.write_info(ctx.run_id, {"kind": "sweep", "cells_total": 2})
+    for i, cell in enumerate(cells):
+        result = run_many([sp500], BaselineForecaster(), cell.config)[0]
+        store.write_rows(ctx.run_id, ok_rows(ctx, cell, i, result, fingerprint(sp500), seconds=None))
+    assert main(["report", "sweep-test", "--store", str(store.root), "-o", str(tmp_path / "out")]) == 0
+    for mode in ("touch", "penetrate"):
+        page = (tmp_path / "out" / f"fill_mode={mode}" / "report.html").read_text()
+        assert f"fill mode {mode}," in page and len(figures(page)) == 6

@@ -1,0 +1,55 @@
+"""What a command imports: ``--help`` nothing heavy, a baseline backtest no torch, scipy, matplotlib or arch,
+and, once the calendar is cached, not exchange_calendars either. Checked in fresh interpreters."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import typer
+
+from marketcast.cli import COMMANDS, app
+from marketcast.data.cache import ENV as CACHE_ENV
+
+PROBE = """
+import json, sys
+from marketcast.cli import main
+code = main(sys.argv[1:])
+print(json.dumps({"code": code, "modules": sorted({m.split('.')[0] for m in sys.modules})}))
+"""
+
+
+def imported(*args: str, env: dict | None = None) -> tuple[int, set[str]]:
+    """Exit code and top-level packages imported by ``marketcast ARGS`` in a fresh interpreter."""
+    out = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "COLUMNS": "120", **(env or {})})
+    last = json.loads(out.stdout.strip().splitlines()[-1])
+    return last["code"], set(last["modules"])
+
+
+def test_help_imports_no_subcommand_and_nothing_heavy():
+    code, modules = imported("--help")
+    assert code == 0
+    assert not modules & {"torch", "matplotlib", "scipy", "pandas", "numpy", "exchange_calendars", "arch"}
+
+
+def test_a_baseline_backtest_imports_no_torch_and_a_cached_calendar_no_exchange_calendars(tmp_path):
+    env = {CACHE_ENV: str(tmp_path / "cache")}
+    args = ("backtest", "--windows", "5", "--samples", "16", "--context", "32", "--output-dir", str(tmp_path / "o"))
+    code, first = imported(*args, env=env)
+    assert code == 0 and "exchange_calendars" in first  # the first run builds the calendar and caches it
+    code, again = imported(*args, env=env)
+    assert code == 0
+    assert not again & {"torch", "matplotlib", "scipy", "arch", "exchange_calendars"}
+    assert {"numpy", "pandas"} <= again
+
+
+def test_the_help_listing_is_each_commands_own_summary():
+    group = typer.main.get_command(app)
+    for name, (_, summary) in COMMANDS.items():
+        command = group.load(name)
+        assert command.name == name
+        assert command.help.strip().splitlines()[0] == summary, name
+    assert group.list_commands(None) == list(COMMANDS)

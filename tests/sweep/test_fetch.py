@@ -1,0 +1,109 @@
+"""``data fetch``: its pieces (timeframes, symbols, Alpaca's bar objects, the files, errors), and the whole
+command against the fake Alpaca server, which pages its bars as Alpaca does."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import requests
+from alpaca.common.exceptions import APIError
+
+from marketcast.data import load_bars
+from marketcast.data.fetch import alpaca_error, alpaca_symbol, bars_frame, parse_timeframe, write_bar_files
+from marketcast.errors import AuthError, ConfigError, DataError, UnavailableError
+
+RAW = [{"t": "2024-01-02T05:00:00Z", "o": 10.0, "h": 11.0, "l": 9.5, "c": 10.5, "v": 1000, "n": 7, "vw": 10.2},
+       {"t": "2024-01-03T05:00:00Z", "o": 10.5, "h": 10.9, "l": 10.1, "c": 10.2, "v": 900, "n": 5, "vw": 10.4}]
+
+
+def test_timeframes_and_symbols():
+    assert parse_timeframe("1Day").value == "1Day" and parse_timeframe("15min").value == "15Min"
+    assert parse_timeframe("3Month").value == "3Month"
+    with pytest.raises(ConfigError, match="use <N>Min"):
+        parse_timeframe("daily")
+    with pytest.raises(ConfigError, match="Day and Week units can only be used with amount 1"):
+        parse_timeframe("2Day")
+    assert [alpaca_symbol(s, "crypto") for s in ("BTCUSD", "eth-usd", "SOL/USDT", "BTCEUR")] == [
+        "BTC/USD", "ETH/USD", "SOL/USDT", "BTCEUR"]
+    assert alpaca_symbol("brk.b", "stock") == "BRK.B"
+
+
+def test_bar_objects_become_a_valid_frame_and_files_the_loader_reads(tmp_path):
+    frame = bars_frame(RAW, "alpaca:X")
+    assert list(frame.columns) == ["open", "high", "low", "close", "volume"]
+    assert frame.index[0] == pd.Timestamp("2024-01-02 05:00", tz="UTC") and frame["close"].tolist() == [10.5, 10.2]
+    bad = [dict(RAW[0], h=9.0)]
+    with pytest.raises(DataError, match="alpaca:X: row 1.* column 'high'"):
+        bars_frame(bad, "alpaca:X")
+    for fmt in ("csv", "parquet"):
+        (path,) = write_bar_files({"BTC/USD": frame}, tmp_path / fmt, fmt)
+        assert path.name == f"BTCUSD.{fmt}" and not list(path.parent.glob(".*"))
+        back = load_bars(path)
+        pd.testing.assert_frame_equal(back.frame, frame, check_freq=False)
+        assert back.symbol == "BTCUSD" and back.asset_class == "crypto"
+    with pytest.raises(ConfigError, match="--format 'xlsx'"):
+        write_bar_files({"X": frame}, tmp_path, "xlsx")
+
+
+def _api_error(status: int) -> APIError:
+    response = requests.Response()
+    response.status_code = status
+    return APIError('{"code": 1, "message": "nope"}', requests.HTTPError(response=response))
+
+
+@pytest.mark.parametrize("exc, kind, text", [
+    (_api_error(401), AuthError, "refused the keys (HTTP 401)"),
+    (_api_error(422), DataError, "rejected the request (HTTP 422)"),
+    (_api_error(429), UnavailableError, "unavailable (HTTP 429)"),
+    (_api_error(503), UnavailableError, "unavailable (HTTP 503)"),
+    (requests.ConnectionError("refused"), UnavailableError, "unavailable (ConnectionError): refused"),
+])
+def test_client_failures_map_to_exit_codes(exc, kind, text):
+    error = alpaca_error(exc, "alpaca stock bars for AAPL")
+    assert type(error) is kind and text in str(error) and str(error).startswith("alpaca stock bars for AAPL")
+
+
+def test_fetch_follows_pages_and_writes_files_equal_to_the_served_bars(tmp_path, monkeypatch):
+    from marketcast.cli import main
+    from marketcast.data import load_symbol
+
+    from tests.trade.fake_alpaca import FakeAlpaca, bars_of
+
+    served = {}
+    for symbol, source in (("AAPL", "SP500"), ("BTC/USD", "NASDAQ")):
+        frame = load_symbol(source).frame.loc["2014-12-01":"2016-01-31"].copy()
+        frame.index = frame.index + pd.Timedelta(hours=5)  # Alpaca stamps daily bars at midnight New York
+        served[symbol] = frame
+    with FakeAlpaca("PKFETCHKEY", "fetch-secret") as fake:
+        fake.bars = {s: bars_of(f) for s, f in served.items()}
+        fake.exchange.clock = "2016-03-01T00:00:00Z"
+        fake.page_size = 40  # far fewer bars a page than a year has: alpaca-py must follow next_page_token
+        monkeypatch.setenv("APCA_API_KEY_ID", "PKFETCHKEY")
+        monkeypatch.setenv("APCA_API_SECRET_KEY", "fetch-secret")
+        monkeypatch.setenv("APCA_API_DATA_URL", fake.url)
+        out = tmp_path / "bars"
+        assert main(["data", "fetch", "AAPL", "BTCUSD", "--start", "2015-01-01", "--end", "2015-12-31",
+                     "--out-dir", str(out)]) == 0
+        pages = {p: sum(1 for _, q, _ in fake.requests if q == p) for p in ("/v2/stocks/bars", "/v1beta3/crypto/us/bars")}
+    year = {s: f.loc["2015-01-01":"2016-01-01"] for s, f in served.items()}  # the last day's bar included
+    assert len(year["AAPL"]) == 252 and year["AAPL"].index[-1] == pd.Timestamp("2015-12-31 05:00", tz="UTC")
+    assert pages["/v2/stocks/bars"] == 7 and pages["/v1beta3/crypto/us/bars"] == 7  # ceil(252 / 40) pages each
+    for name, symbol in (("AAPL", "AAPL"), ("BTCUSD", "BTC/USD")):
+        got = load_bars(out / f"{name}.csv")
+        pd.testing.assert_frame_equal(got.frame, year[symbol][got.frame.columns], check_freq=False)
+    assert load_bars(out / "BTCUSD.csv").asset_class == "crypto"
+    assert sorted(p.name for p in out.iterdir()) == ["AAPL.csv", "BTCUSD.csv"]  # nothing else, no temp files
+
+
+def test_fetch_of_an_unknown_symbol_writes_nothing(tmp_path, monkeypatch):
+    from marketcast.cli import main
+
+    from tests.trade.fake_alpaca import FakeAlpaca
+
+    with FakeAlpaca("PKFETCHKEY", "fetch-secret") as fake:
+        monkeypatch.setenv("APCA_API_KEY_ID", "PKFETCHKEY")
+        monkeypatch.setenv("APCA_API_SECRET_KEY", "fetch-secret")
+        monkeypatch.setenv("APCA_API_DATA_URL", fake.url)
+        out = tmp_path / "bars"
+        assert main(["data", "fetch", "AAPL", "NOPE", "--start", "2024-01-01", "--out-dir", str(out)]) == 2
+    assert not out.exists() or list(out.iterdir()) == []

@@ -1,0 +1,102 @@
+"""A replay-style year through the real TradingLoop and AlpacaBroker against the faithful fake: the embedded
+SP500 as a stock and NASDAQ's bars as a crypto pair (NQUSD: a price grid of $1, sizes in 0.0001), each day's
+bar played through the working orders before the loop decides on it. Every order the loop sends must be one
+Alpaca accepts."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("alpaca")
+
+from marketcast.backtest.orders import Decision  # noqa: E402
+from marketcast.data import load_symbol  # noqa: E402
+from marketcast.trade.ids import ENTRY, client_order_id  # noqa: E402
+from marketcast.trade.planner import Signal  # noqa: E402
+
+from .alpaca_env import adapter, alpaca_loop, embedded_fake, order  # noqa: E402
+from .fake_alpaca import FakeAlpaca  # noqa: E402
+
+SYMBOLS = ("SP500", "NQUSD")
+CLASSES = {"SP500": "stock", "NQUSD": "crypto"}
+
+
+def year_fake(end: str) -> FakeAlpaca:
+    fake = embedded_fake(end, crypto={"NQUSD": "NASDAQ"})
+    fake.exchange.cancel_polls = 0  # the venue confirms a cancel by the first read after it (still asynchronous)
+    return fake
+
+
+def days(start: str, end: str) -> list[pd.Timestamp]:
+    return list(load_symbol("SP500").frame.loc[start:end].index)
+
+
+def test_a_year_of_orders_that_alpaca_accepts_and_the_users_holdings_untouched(tmp_path):
+    with year_fake("2015-12-31") as fake:
+        first = days("2015-01-01", "2015-12-31")
+        fake.exchange.clock = first[0].strftime("%Y-%m-%dT%H:%M:%SZ")
+        fake.hold("SP500", 7, 1900.0)  # the user's own shares, with a good-till-cancelled exit far away
+        user = adapter(fake).submit(order("user-exit", symbol="SP500", side="sell", qty=7, limit_price=9999.0,
+                                          take_profit=None, time_in_force="gtc"))
+        loop = alpaca_loop(fake, tmp_path, SYMBOLS, CLASSES, monitor=True)
+        refused = Counter()
+        for ts in first:
+            fake.session(ts)
+            report = loop.run_cycle(ts.isoformat())
+            refused.update(reason for reason in report.refused.values())
+        posts = [b for m, p, b in fake.requests if m == "POST" and p == "/v2/orders"]
+        assert len(posts) > 150 and fake.rejections == []  # not one order Alpaca would refuse
+        assert len({b["client_order_id"] for b in posts}) == len(posts)  # and none sent twice
+        kinds = Counter(i.kind for i in loop.journal.intents() if i.status == "submitted")
+        assert kinds["entry"] > 60 and kinds["close"] > 30, kinds
+        stock_prices = [b["limit_price"] for b in posts if b["symbol"] == "SP500" and "limit_price" in b]
+        assert all(round(p, 2) == p for p in stock_prices) and any(p != int(p) for p in stock_prices)
+        crypto = [b for b in posts if b["symbol"] == "NQ/USD"]
+        assert crypto and all(b["time_in_force"] == "gtc" and "take_profit" not in b for b in crypto)
+        assert all(round(b["qty"], 4) == b["qty"] for b in crypto)
+        # every planned order could be made valid (the backtest's crypto strategies never go short; a refused
+        # order is covered in test_cycle.py)
+        assert refused == Counter() and not [i for i in loop.journal.intents() if i.status != "submitted"]
+        # the user's order and shares are as they were; what the loop holds is its own
+        assert fake.order("user-exit")["status"] == "new" and fake.order("user-exit")["qty"] == "7"
+        assert not any(p.endswith(user.id) for m, p, _ in fake.requests if m == "DELETE")
+        sp = next(p for p in fake.positions if p["symbol"] == "SP500")
+        assert float(sp["qty"]) == 7 + loop.reconcile(first[-1].isoformat()).book.owned.get("SP500", 0.0)
+        assert loop.journal.halts.active() == []
+
+
+class AlternatingPlanner:
+    """Re-plans of one bar that disagree: every call picks the other side and another strategy name (what a
+    restart with another model, or a re-plan on fresher data, can do). It decides from the real bars."""
+
+    model = "alternating"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def plan(self, bars, costs, learn_from=None) -> Signal:
+        self.calls += 1
+        close = float(bars.frame["close"].iloc[-1])
+        long = (self.calls // 2) % 2 == 0  # two symbols a cycle: each symbol flips from one cycle to the next
+        d = Decision(1, close * 0.99, close * 1.01) if long else Decision(-1, close * 1.01, close * 0.99)
+        return Signal(bars.symbol, bars.frame.index[-1].isoformat(), f"strategy-{self.calls % 3}", d, close,
+                      {"edge": 0.01, "sharpe": 1.0, "max_drawdown": 0.0})
+
+
+def test_ten_re_plans_of_one_bar_leave_exactly_one_order_per_symbol(tmp_path):
+    with year_fake("2015-03-02") as fake:
+        ts = days("2015-03-02", "2015-03-02")[0]
+        fake.exchange.clock = ts.strftime("%Y-%m-%dT%H:%M:%SZ")
+        planner, seen = AlternatingPlanner(), set()
+        for _ in range(10):  # each a fresh process (a new loop over the same state) re-planning the same bar
+            report = alpaca_loop(fake, tmp_path, ("SP500", "NASDAQ"), planner=planner).run_cycle(ts.isoformat())
+            seen |= {(s.symbol, s.decision.side, s.strategy) for s in report.signals}
+        assert {side for _, side, _ in seen} == {1, -1} and len({s for _, _, s in seen}) == 3  # they disagreed
+        entries = [o for o in fake.orders if o["client_order_id"].startswith("mc-")]
+        assert sorted(o["symbol"] for o in entries) == ["NASDAQ", "SP500"]  # ... and still one order each
+        assert {o["client_order_id"] for o in entries} == {client_order_id(s, ts.isoformat(), ENTRY)
+                                                           for s in ("SP500", "NASDAQ")}
+        assert [m for m, p, _ in fake.requests].count("POST") == 2 and fake.rejections == []
