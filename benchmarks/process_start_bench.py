@@ -29,7 +29,7 @@ from pathlib import Path
 
 STARTED = time.perf_counter()  # after the standard library, before torch: the probe's "import torch" starts here
 
-RESULTS = Path(__file__).resolve().parent / "results"  # as bench_common's, without importing torch here
+RESULTS = Path(__file__).resolve().parent / "results"  # as common.RESULTS, without importing numpy here
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 

@@ -6,7 +6,7 @@ different window offsets (symbol j uses series j % 2, its window ends shifted by
 (model x horizon x dtype x eager/compiled): the forecaster's ``warmup`` for the batch's shapes, then
 ``--repeats`` timed ``forecast`` calls of all ``--windows`` x ``--symbols`` windows. Printed per row:
 
-* windows/s (median call), MFU = windows/s x FLOPs per window / the device's peak (bench_common: how the
+* windows/s (median call), MFU = windows/s x FLOPs per window / the device's peak (benchmarks/common.py: how the
   peak is found; FLOPs are those the forecast executes, counted by ``torch.utils.flop_counter`` on one
   window of the eager float32 model: matrix multiplies and attention, padding included);
 * peak MiB: CUDA ``max_memory_allocated`` over building, warm-up and timed calls (weights included); CPU
@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import RESULTS, PeakMemory, peak_flops, rel_delta  # noqa: E402
+from common import RESULTS, PeakMemory, peak_flops, rel_delta  # noqa: E402
 
 
 def windows_batch(symbols: int, per_symbol: int, context: int, horizon: int):

@@ -14,10 +14,9 @@ import statistics
 import time
 import warnings
 
-import numpy as np
 import torch
 
-from bench_common import PeakMemory, hbm_floor_ms, rel_delta  # benchmarks/ (the script's folder) is on sys.path
+from common import PeakMemory, hbm_floor_ms, rel_delta  # benchmarks/ (the script's folder) is on sys.path
 from marketcast.runtime.counters import cudagraph_skip_count, recompile_count
 from marketcast.data import load_symbol
 from marketcast.forecast.base import make_batch
