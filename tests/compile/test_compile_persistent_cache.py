@@ -14,6 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = """
 import json, os
+import marketcast.runtime.counters  # first, as compile check does: importing dynamo pins torch's temp default
 import numpy as np
 from marketcast.runtime.cache import fxgraph_counts
 from marketcast.forecast.base import make_batch
@@ -49,3 +50,15 @@ def test_second_process_loads_the_first_ones_graphs_from_the_cache_dir(tmp_path)
     warm = _process(tmp_path / "cache")
     assert warm["compiled"] is True and warm["cache_loaded"] is True
     assert warm["hits"] == cold["misses"] and warm["misses"] == 0
+
+
+def test_torchs_own_default_is_not_taken_for_the_users_choice(tmp_path, monkeypatch):
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    from marketcast.runtime.cache import use_persistent_cache
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())  # what importing dynamo writes there
+    assert use_persistent_cache(tmp_path / "mc") == (tmp_path / "mc" / "inductor").resolve()
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str((tmp_path / "mc" / "inductor").resolve())
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))  # a user's folder always wins
+    assert use_persistent_cache(tmp_path / "mc") == tmp_path / "mine"

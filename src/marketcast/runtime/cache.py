@@ -14,7 +14,8 @@ dir (``MARKETCAST_COMPILE_CACHE_DIR``/inductor) instead of a temp dir. Why this 
   compile/eager fallback; one package per shape bucket would have to be built ahead of time.
 
 The inductor cache is keyed by the graph, torch version, device and configs, so a stale entry is never
-used; every bucket is persisted as it compiles. A user's ``TORCHINDUCTOR_CACHE_DIR`` always wins. The
+used; every bucket is persisted as it compiles. A user's ``TORCHINDUCTOR_CACHE_DIR`` wins unless it is torch's
+own temp default (which torch itself writes into the environment, so it cannot tell a choice). The
 Mega-Cache blob functions stay for the compile toolkit's start probe, which measures a fresh machine.
 """
 
@@ -33,16 +34,26 @@ from marketcast.runtime.settings import load_settings
 
 log = logging.getLogger("marketcast.compile")
 INDUCTOR_ENV = "TORCHINDUCTOR_CACHE_DIR"
-# the user's choice, read before torch itself pins its temp-dir default into the environment (it does so the
-# first time anything asks for the folder, e.g. ``torch._dynamo.list_backends``)
-_USER_FOLDER = os.environ.get(INDUCTOR_ENV)
+
+
+def _user_folder() -> str | None:
+    """The folder the user chose with ``TORCHINDUCTOR_CACHE_DIR``, if any. Torch writes its temp default into
+    that variable the first time anything asks for the folder (importing dynamo does), so a value equal to
+    that default is torch's, not the user's."""
+    value = os.environ.get(INDUCTOR_ENV)
+    if not value:
+        return None
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    return None if os.path.realpath(value) == os.path.realpath(default_cache_dir()) else value
 
 
 def use_persistent_cache(cache_dir: Path | None = None) -> Path:
-    """Point torch's inductor caches at ``<cache dir>/inductor`` for this process, unless the user chose a
-    folder with ``TORCHINDUCTOR_CACHE_DIR``; returns the folder in use."""
-    if _USER_FOLDER:
-        return Path(_USER_FOLDER)
+    """Point torch's inductor caches at ``<cache dir>/inductor`` for this process, unless the user chose
+    another folder with ``TORCHINDUCTOR_CACHE_DIR``; returns the folder in use."""
+    user = _user_folder()
+    if user:
+        return Path(user)
     root = Path(cache_dir) if cache_dir is not None else load_settings().cache_dir
     folder = (root / "inductor").resolve()
     folder.mkdir(parents=True, exist_ok=True)
