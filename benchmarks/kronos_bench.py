@@ -5,8 +5,8 @@ pred_len 16, sample_count 8, top_p 0.9. Each variant's total includes tokenizing
 the tokens back to bars; per-step latency is total / pred_len. Compiled = ``torch.compile`` of the step
 functions (``default`` on CPU, ``reduce-overhead`` on CUDA), warmed up once, sealed, then timed; on CUDA
 20 further compiled runs must all succeed without fallback or recompile. Peak memory: CUDA
-``max_memory_allocated`` per variant; CPU the process's peak RSS growth during the variant (the first
-variant to need memory pays for it, so read CPU memory as a rough indication).
+``max_memory_allocated`` per variant; CPU the process's resident memory polled during the variant, above
+where it started (``common.PeakMemory``; a rough indication on the CPU).
 
     PYTHONPATH=src python benchmarks/kronos_bench.py [--device cpu] [--repeats 3] [--threads N] [--out FILE] [--quick]
 """
@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import resource
 import statistics
 import sys
 import time
@@ -27,11 +26,15 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from common import PeakMemory  # noqa: E402  benchmarks/ (the script's folder) is on sys.path
 from marketcast.runtime.counters import recompile_count  # noqa: E402
 from marketcast.forecast.kronos import MODELS, TOKENIZERS, Kronos, KronosForecaster, KronosTokenizer  # noqa: E402
 from marketcast.forecast.kronos.loading import from_config  # noqa: E402
 from marketcast.forecast.kronos.pipeline import normalise, time_features, with_amount  # noqa: E402
 from marketcast.forecast.kronos.sampling import SamplingParams  # noqa: E402
+
+
+KEYS = np.zeros(1, dtype=np.uint64)  # the one window's identity (its random stream)
 
 
 def bars(n: int, seed: int = 0):
@@ -45,23 +48,6 @@ def bars(n: int, seed: int = 0):
 def sync(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
-
-
-class Memory:
-    def __init__(self, device: str) -> None:
-        self.device = device
-
-    def __enter__(self):
-        if self.device.startswith("cuda"):
-            torch.cuda.reset_peak_memory_stats()
-        self.rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return self
-
-    def __exit__(self, *exc):
-        if self.device.startswith("cuda"):
-            self.peak_mb = torch.cuda.max_memory_allocated() / 2**20
-        else:
-            self.peak_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - self.rss0) / 1024
 
 
 def timed(fn, repeats: int, device: str) -> list[float]:
@@ -120,7 +106,7 @@ def main() -> None:
 
     def variant(name: str, fn, warmup: bool, extra: dict | None = None):
         """``fn(h)`` decodes ``h`` steps; a 1-step run isolates the per-step cost from the fixed cost."""
-        with Memory(dev) as mem:
+        with PeakMemory(dev) as mem:
             warm_s = timed(fn, 1, dev)[0] if warmup else None
             before = recompile_count()
             times = timed(fn, repeats, dev)
@@ -130,21 +116,21 @@ def main() -> None:
         results[name] = {"total_s": total, "per_step_ms": 1000 * total / pred_len, "runs_s": times,
                          "one_step_run_s": one_step,
                          "marginal_step_ms": 1000 * (total - one_step) / max(pred_len - 1, 1),
-                         "warmup_s": warm_s, "peak_mem_mb": mem.peak_mb, "recompiles_after_warmup": recompiles,
+                         "warmup_s": warm_s, "peak_mem_mb": mem.extra_mib, "recompiles_after_warmup": recompiles,
                          **(extra or {})}
         print(f"{name}: {total:.2f} s total, {1000 * total / pred_len:.0f} ms/step", flush=True)
 
     variant("upstream_full_recompute", upstream, warmup=False)
-    eager = KronosForecaster(model, tok, mode=None, max_rows=64)
+    eager = KronosForecaster(model, tok, mode=None)
     run_eager = lambda h=pred_len: eager.pipeline.sample_paths(  # noqa: E731
-        x, valid, x_time, y_time[:, :h], samples, params, 0)
+        x, valid, x_time, y_time[:, :h], samples, params, 0, KEYS)
     variant("kv_cache_eager", run_eager, warmup=True)
 
     mode = "reduce-overhead" if cuda else "default"
-    compiled = KronosForecaster(model, tok, mode=mode, max_rows=64)
+    compiled = KronosForecaster(model, tok, mode=mode)
     run_compiled = lambda h=pred_len: compiled.pipeline.sample_paths(  # noqa: E731
-        x, valid, x_time, y_time[:, :h], samples, params, 0)
-    with Memory(dev):
+        x, valid, x_time, y_time[:, :h], samples, params, 0, KEYS)
+    with PeakMemory(dev):
         warm_s = timed(run_compiled, 1, dev)[0]
     for g in compiled.compile_guards():
         g.seal()

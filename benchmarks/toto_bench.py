@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import threading
 import time
 import warnings
 
-import numpy as np
 import torch
 
+from common import PeakMemory, hbm_floor_ms, rel_delta  # benchmarks/ (the script's folder) is on sys.path
 from marketcast.runtime.counters import cudagraph_skip_count, recompile_count
 from marketcast.data import load_symbol
 from marketcast.forecast.base import make_batch
@@ -30,48 +28,6 @@ WORKLOADS = [  # name, horizon, samples, toto-ts samples_per_batch (as in REFERE
     ("h256", 256, 256, 64),
 ]
 CONTEXT = 512
-
-
-class PeakMemory:
-    """Peak extra memory of a run: CUDA max_memory_allocated, or RSS polled every 2 ms on CPU."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
-
-    @staticmethod
-    def _rss() -> int:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-    def __enter__(self) -> "PeakMemory":
-        if self.device.type == "cuda":
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            self.base = torch.cuda.memory_allocated()
-            return self
-        self.base = self.peak = self._rss()
-        self._stop = threading.Event()
-
-        def poll() -> None:
-            while not self._stop.wait(0.002):
-                self.peak = max(self.peak, self._rss())
-
-        self._thread = threading.Thread(target=poll, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize()
-            self.peak = torch.cuda.max_memory_allocated()
-        else:
-            self._stop.set()
-            self._thread.join()
-            self.peak = max(self.peak, self._rss())
-
-    @property
-    def extra_mib(self) -> float:
-        return (self.peak - self.base) / 2**20
 
 
 def measure(run, repeats: int, device: torch.device, extra_warmups: int = 2) -> dict:
@@ -95,15 +51,6 @@ def measure(run, repeats: int, device: torch.device, extra_warmups: int = 2) -> 
     return {"p50_s": statistics.median(times), "runs_s": times, "sigma_s": statistics.pstdev(times) if len(times) > 1 else 0.0,
             "first_s": warm, "peak_mib": peak, "recompiles": recompile_count() - r0,
             "cudagraph_skips": cudagraph_skip_count() - g0, "repeats": repeats}
-
-
-def rel_delta(a: np.ndarray, b: np.ndarray) -> dict:
-    """Relative difference of per-step median / P10 / P90 close forecasts (a vs reference b)."""
-    out = {}
-    for name, q in (("median", 0.5), ("p10", 0.1), ("p90", 0.9)):
-        qa, qb = np.quantile(a[:, 0], q, axis=1), np.quantile(b[:, 0], q, axis=1)
-        out[name] = float(np.median(np.abs(qa - qb) / np.abs(qb)))
-    return out
 
 
 def main() -> None:
@@ -169,6 +116,10 @@ def main() -> None:
         d = w["bf16_vs_fp32"]
         lines.append(f"{wname:8} bf16 vs fp32 relative diff: median {d['median']:.4f}, P10 {d['p10']:.4f}, "
                      f"P90 {d['p90']:.4f}")
+    if device.type == "cuda":
+        for dtype, label in ((torch.float32, "fp32"), (torch.bfloat16, "bf16")):
+            ms, how = hbm_floor_ms(device, results["params"] * dtype.itemsize)
+            lines.append(f"HBM floor {label}: {ms:.3f} ms ({how})")
     table = "\n".join(lines)
     print(table)
     results["table"] = table

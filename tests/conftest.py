@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pandas as pd
 import pytest
+from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+# Compiled graphs go to a temp cache of the tests' own, shared by test sessions, never to the user's marketcast
+# cache: the runtime keeps a TORCHINDUCTOR_CACHE_DIR it did not set unless it is torch's own default (which
+# torch writes there itself), so the tests' folder is a sibling of that default. Set at import, before any
+# test module imports torch's compiler.
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", default_cache_dir() + "_marketcast_tests")
 
 
 def make_ohlcv(n: int = 40, start: str = "2024-01-01", seed: int = 0, freq: str = "D") -> pd.DataFrame:

@@ -51,6 +51,7 @@ def test_tiny_torch_forecaster_quick_mode(bars, tmp_path):
     assert compiled["output_delta_rel"] < 1e-5  # same seed, same windows: only float rounding differs
     assert abs(compiled["accuracy"]["mae"] - eager["accuracy"]["mae"]) / eager["accuracy"]["mae"] < 1e-5
     assert compiled["compile_s"] > 0 and compiled["cold_start_s"] >= compiled["load_s"]
+    assert compiled["model_warmup_s"] is None  # the tiny forecaster has no warmup()
     assert compiled["latency_ms"]["n"] == 6 and compiled["latency_ms"]["p99"] >= compiled["latency_ms"]["p50"]
     # MAE is of the median forecast against the realised closes: recompute it for one window
     assert 0 < eager["accuracy"]["mae"] < 0.2 * float(bars["SP500"].frame["close"].iloc[-1])
@@ -193,5 +194,9 @@ def test_tiny_toto_quick_mode_end_to_end(bars, tmp_path):
     assert compiled["compiled_guards"] >= 1 and compiled["fallback_reason"] is None
     assert compiled["recompiles_after_warmup"] == 0 and compiled["output_delta_rel"] < 1e-4
     assert eager["accuracy"]["mae"] > 0 and compiled["latency_ms"]["n"] == 6
-    json_path, _ = write_report(report, tmp_path / "out")
+    # Toto's own warmup() ran for the plan's shapes and counts in the warm-up and the time to first forecast
+    for m in (eager, compiled):
+        assert 0 < m["model_warmup_s"] <= m["warmup_s"] and m["cold_start_s"] >= m["load_s"] + m["model_warmup_s"]
+    json_path, md_path = write_report(report, tmp_path / "out")
+    assert "warm-up s" in md_path.read_text()
     assert validate_report(json.loads(json_path.read_text())) == []

@@ -1,13 +1,17 @@
 """Same weights as the vendored upstream (kronos_finance._vendor.kronos_model, upstream 67b630e): identical
-codes, logits within 1e-5, and identical greedy paths from the KV-cached decoder vs upstream's full recompute."""
+codes, logits within 1e-5, and identical greedy paths from the shared-context decoder vs upstream's full
+recompute (sliding window, context buckets and the de-tokenizer's window included)."""
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
 import torch
 
-from marketcast.forecast.kronos.decode import CachedDecoder
-from marketcast.forecast.kronos.pipeline import KronosPipeline
+from marketcast.forecast.kronos import KronosForecaster
+from marketcast.forecast.kronos.kv_cache import ContextCache, PathCache
 from marketcast.forecast.kronos.sampling import SamplingParams
+from marketcast.runtime.rng import window_streams
 from tests.kronos.conftest import random_stamps
 
 
@@ -34,26 +38,37 @@ def test_logits_match_upstream(tiny_model, tiny_tokenizer, upstream, bars):
                                    rtol=0, atol=1e-5)
 
 
-def test_prefill_and_step_match_full_window(tiny_model, tiny_tokenizer, bars):
-    """Cached step at position p == full-window logits at p (the cache is exact, not an approximation)."""
+def test_shared_context_steps_match_full_window(tiny_model, tiny_tokenizer, bars):
+    """Two paths per window over a context cached once: each path's s1/s2 logits at position p equal the
+    full-window logits at p, and the de-tokenizer run on the new tokens against its cached context prefix
+    equals decoding the whole sequence (the cache is exact, not an approximation)."""
     s1, s2 = tiny_tokenizer.encode(bars)
     stamp = random_stamps(*s1.shape)
-    dec = CachedDecoder(tiny_model, None)
-    cos, sin = tiny_model.rotary(dec.window)
-    cache = dec._cache(s1.shape[0], "cpu", torch.float32)
+    t, paths_per_window = 15, 2
+    ctx = ContextCache.allocate(tiny_model, tiny_tokenizer, 3, t, "cpu", torch.float32)
+    paths = PathCache.allocate(tiny_model, 3, paths_per_window, 8, "cpu", torch.float32)
+    both = lambda a: a[:, None].expand(3, paths_per_window, *a.shape[1:])  # noqa: E731
     with torch.no_grad():
+        context, keys, values = tiny_model.window_pass(s1[:, :t], s2[:, :t], stamp[:, :t], None)
+        dep_k, dep_v = tiny_model.dep_layer.keys_values(context)
+        for dst, src in zip([*ctx.k, *ctx.v, ctx.dep_k, ctx.dep_v], [*keys, *values, dep_k, dep_v]):
+            dst.copy_(src)
+        ctx.mask.fill_(True)
         full_logits, full_context = tiny_model.decode_s1(s1, s2, stamp)
-        logits, _ = tiny_model.prefill(s1[:, :15], s2[:, :15], stamp[:, :15], torch.ones(3, 15, dtype=torch.bool),
-                                       cos, sin, cache)
-        torch.testing.assert_close(logits, full_logits[:, 14], rtol=0, atol=1e-5)
-        for p in range(15, 20):
-            logits, context = tiny_model.step_s1(s1[:, p : p + 1], s2[:, p : p + 1], stamp[:, p : p + 1],
-                                                 torch.tensor([p]), cos, sin, *cache.step_args())
-            torch.testing.assert_close(logits, full_logits[:, p], rtol=0, atol=1e-5)
+        for p in range(t, 20):
+            paths.slot.fill_(p - t)
+            new_mask = (paths.slots <= paths.slot)[None]
+            logits, step_context = tiny_model.step_paths(both(s1[:, p]), both(s2[:, p]), stamp[:, p:p + 1],
+                                                         torch.tensor([p]), ctx, paths, new_mask)
+            torch.testing.assert_close(logits, both(full_logits[:, p]), rtol=0, atol=1e-5)
         ids = torch.tensor([[1], [5], [9]])
         ref_s2 = tiny_model.decode_s2(full_context, ids)[:, -1]
-        torch.testing.assert_close(tiny_model.step_s2(context, ids, cache.dep_k, cache.dep_v, cache.valid), ref_s2,
-                                   rtol=0, atol=1e-5)
+        torch.testing.assert_close(tiny_model.s2_logits_paths(step_context, both(ids[:, 0]), ctx, paths, new_mask),
+                                   both(ref_s2), rtol=0, atol=1e-5)
+        dec_k, dec_v = tiny_tokenizer.decoder_prefix(s1[:, :t], s2[:, :t], None)
+        new_bars = tiny_tokenizer.decode_paths(both(s1[:, t:]), both(s2[:, t:]), dec_k, dec_v,
+                                               torch.ones(3, 1, 1, t, dtype=torch.bool))
+    torch.testing.assert_close(new_bars, both(tiny_tokenizer.decode(s1, s2)[:, t:]), rtol=0, atol=1e-5)
 
 
 def test_left_padding_is_masked(tiny_model, tiny_tokenizer, bars):
@@ -73,27 +88,27 @@ def test_left_padding_is_masked(tiny_model, tiny_tokenizer, bars):
     assert torch.equal(codes[0][:, pad:], s1) and torch.equal(codes[1][:, pad:], s2)
 
 
-def test_greedy_paths_match_upstream_including_re_prefill(tiny_model, tiny_tokenizer, upstream, bars):
-    """top_k=1: our KV-cached decode reproduces upstream's auto_regressive_inference exactly; context 20 +
-    horizon 20 > max_context 32, so the sliding-window re-prefill is exercised (steps 13..19)."""
+@pytest.mark.parametrize("t,h", [(20, 20), (20, 13), (17, 8), (32, 1)],
+                         ids=["sliding-window", "detok-window-drops-one", "padded-context-bucket", "full-context-h1"])
+def test_greedy_paths_match_upstream(tiny_model, tiny_tokenizer, upstream, t, h):
+    """top_k=1: our paths reproduce upstream's auto_regressive_inference (max_context 32). 20 + 20 slides the
+    window from step 13 (7 re-prefills); 20 + 13 makes the de-tokenizer's window drop one context token;
+    17 bars are left-padded to the 32-token context bucket; 32 + 1 decodes from a full window."""
     from kronos_finance._vendor.kronos_model.kronos import auto_regressive_inference
 
     ref_model, ref_tok = upstream
-    t, h, samples = 20, 20, 2
-    stamp = random_stamps(3, t + h)
+    x = torch.randn(3, t, 6, generator=torch.Generator().manual_seed(t))
+    stamp = random_stamps(3, t + h, seed=h)
     with torch.no_grad():
-        ref = auto_regressive_inference(ref_tok, ref_model, bars, stamp[:, :t].float(), stamp[:, t:].float(),
-                                        32, h, clip=5, T=1.0, top_k=1, top_p=1.0, sample_count=samples)[:, -h:]
-    decoder = CachedDecoder(tiny_model, None)
-    pipe = KronosPipeline(tiny_model, tiny_tokenizer, decoder, max_rows=8)
-    s1, s2 = tiny_tokenizer.encode(bars.clamp(-5, 5))
-    rows = torch.arange(3 * samples) // samples  # each series' sample paths share one prefill of its context
-    valid = torch.ones(3 * samples, t, dtype=torch.bool)
-    out = decoder.generate(s1, s2, stamp, valid[:3], h, SamplingParams(1.0, 1, 1.0), torch.Generator().manual_seed(0),
-                           rows=rows)
-    assert out.re_prefills == h - (32 - t) - 1
-    z = pipe.detokenize(s1[rows], s2[rows], valid, out.s1, out.s2).reshape(3, samples, h, 6).mean(1)
-    torch.testing.assert_close(z, torch.as_tensor(ref), rtol=0, atol=1e-5)
+        ref = auto_regressive_inference(ref_tok, ref_model, x, stamp[:, :t].float(), stamp[:, t:].float(), 32, h,
+                                        clip=5, T=1.0, top_k=1, top_p=1.0, sample_count=2)[:, -h:]
+    pipeline = KronosForecaster(tiny_model, tiny_tokenizer).pipeline
+    z, info = pipeline.sample_normalised(x.clamp(-5, 5).numpy(), np.ones((3, t), bool), stamp[:, :t].numpy(),
+                                         stamp[:, t:].numpy(), 2, SamplingParams(1.0, 1, 1.0),
+                                         window_streams(0, np.arange(3)))
+    assert info.re_prefills == max(0, t + h - 1 - 32)
+    assert z.shape == (3, 2, h, 6) and np.array_equal(z[:, 0], z[:, 1])  # greedy: both paths equal
+    np.testing.assert_allclose(z[:, 0], np.asarray(ref), rtol=0, atol=1e-5)
 
 
 def test_stacked_projections_change_nothing(bars):

@@ -16,7 +16,7 @@ from marketcast.forecast.kronos import KronosForecaster
 
 @pytest.fixture(scope="module")
 def forecaster(tiny_model, tiny_tokenizer):
-    return KronosForecaster(tiny_model, tiny_tokenizer, mode=None, max_rows=8)
+    return KronosForecaster(tiny_model, tiny_tokenizer, mode=None)
 
 
 def test_forecast_shape_positive_reproducible(forecaster, sp500):
@@ -27,11 +27,36 @@ def test_forecast_shape_positive_reproducible(forecaster, sp500):
     np.testing.assert_array_equal(out.samples, forecaster.forecast(batch, 6, 5, seed=7).samples)
     assert not np.array_equal(out.samples, forecaster.forecast(batch, 6, 5, seed=8).samples)
     assert out.meta["model"] == "kronos" and out.meta["num_samples_used"] == 5
-    assert out.meta["samples_per_batch_used"] == 8 and out.meta["compiled"] is False
+    assert out.meta["samples_per_batch_used"] == 4 * 8 and out.meta["compiled"] is False  # 4 windows x 8 paths
     assert out.meta["fallback_reason"] is None and out.meta["compile_mode"] is None
     # prices stay near the window's level (the de-normalisation uses each window's own statistics)
     last = batch.last_close()
     assert (np.abs(np.log(out.field("close")[:, :, 0] / last[:, None])) < 1.0).all()
+
+
+@pytest.mark.parametrize("horizon", [1, 3])
+def test_a_windows_paths_do_not_depend_on_the_batch(forecaster, sp500, horizon):
+    """Random streams are keyed by each window's last timestamp: the same window alone, first or last in a
+    batch, or cut into chunks of one window by a tiny memory budget, gets the same paths (horizon 1 is the
+    one-graph path: prefill, draw and de-tokenizing together)."""
+    ends = [len(sp500) - 1, len(sp500) - 30, len(sp500) - 60]
+    batch = make_batch(sp500, ends, context=28, horizon=horizon)
+    together = forecaster.forecast(batch, horizon, 6, seed=4).samples
+    alone = forecaster.forecast(make_batch(sp500, ends[1:2], context=28, horizon=horizon), horizon, 6, seed=4).samples
+    reversed_ = forecaster.forecast(make_batch(sp500, ends[::-1], context=28, horizon=horizon), horizon, 6,
+                                    seed=4).samples
+    np.testing.assert_allclose(alone[0], together[1], rtol=1e-6)
+    np.testing.assert_allclose(reversed_[::-1], together, rtol=1e-6)
+    small = KronosForecaster(forecaster.decoder.model, forecaster.decoder.tokenizer, memory_budget=1)
+    chunked = small.forecast(batch, horizon, 6, seed=4)
+    assert chunked.meta["samples_per_batch_used"] == 8  # one window of 8 paths per chunk
+    np.testing.assert_allclose(chunked.samples, together, rtol=1e-6)
+    assert not np.allclose(together[0], together[1], rtol=1e-3)  # the windows' paths differ
+
+
+def test_horizon_beyond_max_context_is_one_clear_error(forecaster, sp500):
+    with pytest.raises(ConfigError, match="horizon 40 exceeds its max_context 32"):
+        forecaster.forecast(make_batch(sp500, [len(sp500) - 1], context=28, horizon=40), 40, 2)
 
 
 def test_short_horizons_never_re_prefill(forecaster, sp500):

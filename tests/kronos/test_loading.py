@@ -37,6 +37,30 @@ def test_round_trip_is_strict_and_exact(folder, tiny_model, tiny_tokenizer):
     assert model.config == tiny_model.config
 
 
+def test_loading_builds_on_meta_and_forecasts_like_the_saved_model(folder, tiny_model, tiny_tokenizer, sp500,
+                                                                   monkeypatch):
+    """Both modules are built on the meta device (no random initialiser touches real memory), nothing stays
+    on meta, and the loaded pair forecasts exactly like the pair it was saved from."""
+    import numpy as np
+
+    from marketcast.forecast import make_batch
+    from marketcast.forecast.kronos import KronosForecaster
+
+    def no_init(tensor, *args, **kwargs):
+        assert tensor.is_meta, "a random initialiser filled real memory while loading"
+        return tensor
+
+    for name in ("kaiming_uniform_", "uniform_", "normal_", "xavier_normal_", "zeros_", "ones_"):
+        monkeypatch.setattr(torch.nn.init, name, no_init)
+    model = from_pretrained(Kronos, folder / "model", max_context=32, device="cpu")
+    tok = from_pretrained(KronosTokenizer, folder / "tokenizer", device="cpu")
+    monkeypatch.undo()
+    assert not any(t.is_meta for m in (model, tok) for t in [*m.parameters(), *m.buffers()])
+    batch = make_batch(sp500, [len(sp500) - 1, len(sp500) - 40], context=28, horizon=3)
+    expected = KronosForecaster(tiny_model, tiny_tokenizer).forecast(batch, 3, 4, seed=2).samples
+    np.testing.assert_array_equal(KronosForecaster(model, tok).forecast(batch, 3, 4, seed=2).samples, expected)
+
+
 def test_upstream_can_read_our_folder(folder, tiny_model):
     """The files are what PyTorchModelHubMixin expects: upstream's own from_pretrained loads them."""
     from kronos_finance._vendor.kronos_model import Kronos as RefKronos

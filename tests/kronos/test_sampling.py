@@ -1,5 +1,5 @@
-"""The in-graph sampler: upstream's filtering rules exactly, and Gumbel-max draws with the filtered softmax's
-frequencies (never a filtered token; top_k=1 is greedy)."""
+"""The in-graph sampler: upstream's filtering rules exactly, and inverse-CDF draws with the filtered softmax's
+frequencies (never a filtered token; top_k=1 is greedy), one uniform per draw."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ def test_draw_frequencies_follow_the_filtered_softmax():
     logits = torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0, -3.0, 1.5, 0.2]])
     knobs = SamplingParams(0.8, 0, 0.85).knobs()
     n = 200_000
-    u = torch.rand(n, 8, generator=torch.Generator().manual_seed(0))
-    draws = sample(logits.expand(n, -1), knobs, u)
+    u = torch.rand(1, n, generator=torch.Generator().manual_seed(0))
+    draws = sample(logits, knobs, u)[0]  # n draws sharing one row of logits (one sort)
     want = filter_logits(logits, knobs).softmax(-1)[0]
     got = torch.bincount(draws, minlength=8).double() / n
     assert (got[want == 0] == 0).all()  # filtered tokens never drawn
@@ -37,10 +37,18 @@ def test_draw_frequencies_follow_the_filtered_softmax():
 
 def test_top_k_one_is_greedy_for_any_uniforms():
     logits = torch.randn(50, 32, generator=torch.Generator().manual_seed(1))
-    u = torch.rand(50, 32, generator=torch.Generator().manual_seed(2))
-    u[0] = 0.0  # extreme uniforms stay finite noise
+    u = torch.rand(50, 3, generator=torch.Generator().manual_seed(2))
+    u[0] = 0.0  # the extremes of the interval still land on a kept token
     u[1] = 1.0
-    assert torch.equal(sample(logits, SamplingParams(1.5, 1, 0.9).knobs(), u), logits.argmax(-1))
+    assert torch.equal(sample(logits, SamplingParams(1.5, 1, 0.9).knobs(), u), logits.argmax(-1, keepdim=True).expand(50, 3))
+
+
+def test_inverse_cdf_by_hand():
+    """Probabilities (after top-p 0.9) 0.5, 0.3, 0.2 in sorted order: a uniform u picks the first token whose
+    cumulative probability reaches u."""
+    logits = torch.log(torch.tensor([[0.2, 0.5, 0.3, 1e-9]]))  # the last token falls outside top-p
+    u = torch.tensor([[0.0, 0.49, 0.51, 0.79, 0.81, 0.999, 1.0]])
+    assert sample(logits, SamplingParams(1.0, 0, 0.9).knobs(), u).tolist() == [[1, 1, 2, 2, 0, 0, 0]]
 
 
 def test_bad_parameters():

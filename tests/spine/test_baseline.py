@@ -88,3 +88,14 @@ def test_too_short_window_is_a_clear_error(frame):
 def test_baseline_has_no_weights():
     with pytest.raises(ConfigError, match="no weights"):
         load_forecaster("baseline", weights="random")
+
+
+def test_warmup_runs_one_forecast_of_the_announced_shapes(monkeypatch):
+    model, seen = BaselineForecaster(), []
+    real = model.forecast
+    monkeypatch.setattr(model, "forecast", lambda batch, h, s, seed=0: seen.append(
+        (batch.values.shape, h, s)) or real(batch, h, s, seed))
+    seconds = model.warmup(context=40, horizon=3, num_samples=16, batch_size=5)
+    assert seen == [((5, 40, 5), 3, 16)] and seconds > 0
+    with pytest.raises(ConfigError, match="batch_size >= 1"):
+        model.warmup(context=40, horizon=3, num_samples=16, batch_size=0)

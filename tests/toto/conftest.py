@@ -16,12 +16,6 @@ from marketcast.forecast.toto.model import TotoModel, init_weights
 warnings.filterwarnings("ignore", category=ImportWarning)  # toto-ts warns that xFormers is absent
 
 
-@pytest.fixture(autouse=True)
-def _compile_cache(tmp_path, monkeypatch):
-    """Compile artifacts go to a per-test folder, never to the user's cache."""
-    monkeypatch.setenv("MARKETCAST_COMPILE_CACHE_DIR", str(tmp_path / "compile-cache"))
-
-
 @pytest.fixture(scope="session")
 def tiny_config() -> TotoConfig:
     return TotoConfig.tiny()

@@ -1,5 +1,5 @@
-"""After warm-up, Toto never recompiles: new data, context lengths and batch sizes inside their buckets,
-horizons of one patch and of four, under torch's fail_on_recompile stance."""
+"""After ``warmup`` for the loop's shapes, Toto never recompiles: new data, context lengths, batch sizes,
+sample counts and horizons inside their buckets, one patch and four, under torch's fail_on_recompile stance."""
 
 from __future__ import annotations
 
@@ -13,16 +13,16 @@ from marketcast.forecast.toto import TotoForecaster
 from tests.toto.conftest import windows
 
 # (windows, context, horizon): contexts 129..192 share 3 patches, 3 and 4 windows share the 4-row bucket,
-# horizons 129..256 share the 8-slot cache, 17..32 samples share the 32-sample decode batch
-WARMUP = [(4, 192, 8), (4, 192, 256)]
-CALLS = [(3, 150, 20), (3, 131, 64), (4, 192, 256), (3, 170, 200), (3, 140, 129), (4, 188, 1)]
+# horizons 17..32 share the 32-step draw, 129..256 the 8-slot cache, 17..32 samples the 32-path bucket
+WARMUP = [(4, 192, 32), (4, 192, 256)]
+CALLS = [(3, 150, 20), (3, 131, 30), (4, 192, 256), (3, 170, 200), (3, 140, 129), (4, 188, 17)]
 
 
 @pytest.mark.parametrize("mode", ["default", pytest.param("max-autotune-no-cudagraphs", marks=pytest.mark.slow)])
 def test_zero_recompiles_after_warmup(tiny_model, sp500, mode):
     fc = TotoForecaster(tiny_model, compile=mode, samples_per_batch=32)
-    for n, ctx, h in WARMUP:
-        fc.forecast(windows(sp500, n, ctx, h), h, 32, seed=0)
+    seconds = [fc.warmup(ctx, h, 32, batch_size=n) for n, ctx, h in WARMUP]
+    assert all(s > 0 for s in seconds)
     guards = find_guards(fc)
     assert {g.name.split("[")[0] for g in guards} == {"toto.prefill", "toto.prefill_kv", "toto.decode"}
     assert all(g.stats.sealed for g in guards)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from marketcast.errors import ConfigError
-from marketcast.forecast.base import Forecast
+from marketcast.forecast.base import Forecast, make_batch
 from marketcast.forecast.registry import load_forecaster
 from marketcast.forecast.toto import TotoForecaster, create
 from marketcast.forecast.toto.config import TotoConfig
@@ -49,6 +49,27 @@ def test_seeded_reproducible_and_batch_independent(eager, sp500):
     alone = TotoForecaster(eager.model, compile="eager", samples_per_batch=16).forecast(
         windows(sp500, 1, 150, 100), 100, 48, seed=7).samples
     np.testing.assert_allclose(alone[0], a[0], rtol=1e-4)
+
+
+@pytest.mark.parametrize("horizon", [8, 100])
+def test_a_windows_paths_do_not_depend_on_the_batch(tiny_model, sp500, horizon):
+    """Streams are keyed by each window's last timestamp: a window alone, at another position, next to other
+    windows, or in prefill chunks / decode groups of one window (tiny memory budget, 8 paths per decode call)
+    gets the same paths up to float rounding of the batched matrix multiplies."""
+    ends = [1000, 1400, 1900, 2600, 3100]
+    batch = windows(sp500, 1, 150, horizon)
+    together = TotoForecaster(tiny_model, compile="eager").forecast(
+        make_batch(sp500, ends, 150, horizon), horizon, 24, seed=3).samples
+    reordered = TotoForecaster(tiny_model, compile="eager").forecast(
+        make_batch(sp500, ends[::-1], 150, horizon), horizon, 24, seed=3).samples
+    small = TotoForecaster(tiny_model, compile="eager", memory_budget=1, samples_per_batch=8)
+    chunked = small.forecast(make_batch(sp500, ends, 150, horizon), horizon, 24, seed=3)
+    assert chunked.meta["prefill_windows"] == 1 and chunked.meta["decode_windows"] == 1
+    alone = small.forecast(make_batch(sp500, ends[2:3], 150, horizon), horizon, 24, seed=3).samples
+    np.testing.assert_allclose(reordered[::-1], together, rtol=1e-5)
+    np.testing.assert_allclose(chunked.samples, together, rtol=1e-5)
+    np.testing.assert_allclose(alone[0], together[2], rtol=1e-5)
+    assert batch.batch_size == 1 and not np.allclose(together[0], together[1], rtol=0.01)  # windows differ
 
 
 def test_left_padded_window(eager, sp500):
@@ -117,17 +138,29 @@ def test_bad_dtype_and_device(tiny_model):
         TotoForecaster(tiny_model, device="tpu:7")
 
 
-def test_oom_halves_samples_per_batch_then_samples(tiny_model, sp500, monkeypatch):
-    """The retry policy, driven by a real OutOfMemoryError raised for decode batches above 32 rows."""
-    fc = TotoForecaster(tiny_model, compile="eager", samples_per_batch=256)
+def test_oom_halves_the_budget_then_the_samples(tiny_model, sp500, monkeypatch, caplog):
+    """The retry policy, driven by a real OutOfMemoryError raised for decode calls above 32 paths: the
+    budget halves until the decode group fits, the forecast completes with every sample."""
+    fc = TotoForecaster(tiny_model, compile="eager", memory_budget=1 << 30)
     real = fc._sample
 
-    def limited(x, mask, horizon, samples, per_batch, seed):
-        if min(per_batch, samples) > 32:
+    def limited(x, mask, streams, horizon, plan):
+        if plan.per * plan.group > 32:
             raise torch.OutOfMemoryError("simulated device memory limit")
-        return real(x, mask, horizon, samples, per_batch, seed)
+        return real(x, mask, streams, horizon, plan)
 
     monkeypatch.setattr(fc, "_sample", limited)
-    out = fc.forecast(windows(sp500, 1, 100, 70), 70, 200)
-    assert out.meta["samples_per_batch_used"] == 32 and out.meta["num_samples_used"] == 200
-    assert out.samples.shape == (1, 3, 200, 70)
+    with caplog.at_level("WARNING", logger="marketcast.toto"):
+        out = fc.forecast(windows(sp500, 2, 100, 70), 70, 200)
+    assert out.meta["samples_per_batch_used"] * out.meta["decode_windows"] <= 32
+    assert out.meta["num_samples_used"] == 200 and out.samples.shape == (2, 3, 200, 70)
+    assert "out of memory, retrying" in caplog.text
+
+    def always(x, mask, streams, horizon, plan):
+        raise torch.OutOfMemoryError("simulated: nothing fits")
+
+    monkeypatch.setattr(fc, "_sample", always)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="marketcast.toto"), pytest.raises(torch.OutOfMemoryError):
+        fc.forecast(windows(sp500, 2, 100, 70), 70, 200)
+    assert "num_samples=100" in caplog.text and "num_samples=50" in caplog.text  # then below the 32 floor: raise

@@ -34,6 +34,25 @@ def test_folder_round_trip(tmp_path, tiny_model, tiny_config, packed):
         assert torch.equal(fc.model.state_dict()[name], tensor), name
 
 
+def test_loading_builds_on_meta_without_random_init(tmp_path, tiny_model, tiny_config, sp500, monkeypatch):
+    """from_pretrained never initialises real memory (modules are built on the meta device, where torch's
+    default init is a no-op, and the weights come straight from the file) and forecasts exactly like the
+    model it was saved from (rotary tables rebuilt, nothing left on the meta device)."""
+    folder = save_checkpoint(tiny_model, tiny_config, tmp_path / "ckpt")
+
+    def no_init(tensor, *args, **kwargs):
+        assert tensor.is_meta, "a random initialiser filled real memory while loading"
+        return tensor
+
+    monkeypatch.setattr(torch.nn.init, "kaiming_uniform_", no_init)
+    monkeypatch.setattr(torch.nn.init, "uniform_", no_init)
+    loaded = TotoForecaster.from_pretrained(folder, compile="eager")
+    assert not any(t.is_meta for t in [*loaded.model.parameters(), *loaded.model.buffers()])
+    batch = windows(sp500, 2, 100, 70)
+    expected = TotoForecaster(tiny_model, compile="eager").forecast(batch, 70, 16, seed=1).samples
+    np.testing.assert_array_equal(loaded.forecast(batch, 70, 16, seed=1).samples, expected)
+
+
 def test_registry_loads_folder(tmp_path, tiny_model, tiny_config, sp500):
     folder = save_checkpoint(tiny_model, tiny_config, tmp_path / "ckpt")
     fc = load_forecaster("toto", weights=str(folder), compile="eager")

@@ -1,7 +1,8 @@
 """One mode of a compile check, measured; nothing here judges (see :mod:`marketcast.compile.verdict`).
 
-Build the forecaster (``load_s``); warm up once per symbol on its windows (``warmup_s``; the first call's
-excess over the steady p50 is ``compile_s``); seal every :class:`GuardedCompile` it holds, so a later recompile
+Build the forecaster (``load_s``); run its own ``warmup()`` for the plan's shapes when it has one (its seconds
+are ``model_warmup_s``: what a trading loop pays at start), then warm up once per symbol on its windows
+(``warmup_s`` is both; their excess over the steady p50 is ``compile_s``); seal every :class:`GuardedCompile` it holds, so a later recompile
 is refused and counted; then, symbol by symbol, ``iterations`` timed repeats of that symbol's windows with seeds
 ``seed, seed+1, ...``. Load and warm-up are never timed as latency. A failing call is recorded, never allowed
 to crash the check.
@@ -55,7 +56,7 @@ def blank_result(label: str) -> dict:
         "mode": label, "applicable": True, "verdict": "FAIL", "checks": [], "failed_checks": [], "errors": [],
         "accuracy": None, "per_symbol": {}, "output_delta_rel": None, "mae_delta_rel": None,
         "repeat_delta_rel": None, "latency_ms": latency_stats([]), "speedup": None, "load_s": 0.0, "warmup_s": 0.0,
-        "compile_s": 0.0, "cold_start_s": 0.0, "start": None, "memory": {"peak_mb": None, "source": ""},
+        "model_warmup_s": None, "compile_s": 0.0, "cold_start_s": 0.0, "start": None, "memory": {"peak_mb": None, "source": ""},
         "recompiles_warmup": 0, "recompiles_after_warmup": 0, "compiles_after_warmup": 0, "graph_breaks": 0,
         "cudagraph_skips": 0, "recompile_limit_hits": 0, "compiled_guards": 0, "calls": 0, "successes": 0,
         "success_rate": 0.0, "fallback_reason": None, "forecast_meta": {}, "start_probe": None,
@@ -103,6 +104,18 @@ def _timed_repeats(forecaster, batch, plan: CheckPlan, device: str, where: str,
     return done
 
 
+def _model_warmup(forecaster, plan: CheckPlan, batch_size: int, errors: list[str]) -> float | None:
+    """Seconds of the forecaster's own ``warmup()`` for the plan's shapes; None when it has none or it failed."""
+    warmup = getattr(forecaster, "warmup", None)
+    if warmup is None:
+        return None
+    try:
+        return float(warmup(plan.context, plan.horizon, plan.num_samples, batch_size=batch_size))
+    except Exception as exc:  # recorded like a failing warm-up call, never a crashed check
+        errors.append(f"warmup(): {first_line(exc)}")
+        return None
+
+
 def run_mode(
     factory: ForecasterFactory,
     mode: str | None,
@@ -138,8 +151,9 @@ def run_mode(
     def refused() -> int:
         return sum(g.stats.refused_recompiles for g in find_guards(forecaster))
 
+    model_warmup_s = _model_warmup(forecaster, plan, max(b.batch_size for b in batches.values()), result["errors"])
     first_call_s = None
-    warmup_s = 0.0
+    warmup_s = model_warmup_s or 0.0
     warm_medians: dict = {}
     warm_recompiles: dict = {}
     for sym, batch in batches.items():
@@ -197,14 +211,16 @@ def run_mode(
     compiled_ran = any(g.stats.compiled for g in guards) or bool(meta.get("compiled"))
     cache_loaded = [g.stats.extra.get("cache_loaded") for g in guards if "cache_loaded" in g.stats.extra]
     calls = plan.iterations * len(frames)
+    first_s = (model_warmup_s or 0.0) + (first_call_s or 0.0)  # until the first real forecast is answered
     result.update(
         applicable=mode is None or compiled_ran or fallback is not None,
         accuracy=forecast_errors(np.concatenate(preds), np.concatenate(truths)) if preds else None,
         latency_ms=lat,
         load_s=load_s,
         warmup_s=warmup_s,
-        compile_s=(max(0.0, first_call_s - lat["p50"] / 1000.0) if mode and first_call_s and lat["p50"] else 0.0),
-        cold_start_s=load_s + (first_call_s or 0.0),
+        model_warmup_s=model_warmup_s,
+        compile_s=(max(0.0, first_s - lat["p50"] / 1000.0) if mode and first_call_s and lat["p50"] else 0.0),
+        cold_start_s=load_s + first_s,
         start="warm" if cache_loaded and all(cache_loaded) else ("cold" if mode else None),
         memory={"peak_mb": peak_mb - base_mb, "base_mb": base_mb, "source": probe.source},
         recompiles_warmup=warm["recompiles"],

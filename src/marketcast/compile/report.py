@@ -41,6 +41,7 @@ def summary_rows(report: dict) -> list[dict]:
             "p99 ms": _fmt(lat.get("p99"), ".1f"),
             "speed-up": _fmt(m.get("speedup"), ".2f", "x"),
             "compile s": _fmt(m.get("compile_s"), ".1f"),
+            "warm-up s": _fmt(m.get("model_warmup_s"), ".1f"),
             "cold start s": _fmt(m.get("cold_start_s"), ".1f"),
             "peak MiB": _fmt(mem.get("peak_mb"), ".0f"),
             "recompiles": f"{m.get('recompiles_warmup', 0)}/{m.get('recompiles_after_warmup', 0)}",

@@ -25,7 +25,7 @@ THRESHOLD_FIELDS = {"max_output_delta": NUM, "max_recompiles": int, "min_speedup
 MODE_FIELDS = {
     "mode": str, "applicable": bool, "verdict": str, "checks": list, "failed_checks": list, "errors": list,
     "accuracy": (dict, type(None)), "per_symbol": dict, "output_delta_rel": OPT_NUM, "latency_ms": dict,
-    "speedup": OPT_NUM, "load_s": NUM, "warmup_s": NUM, "compile_s": NUM, "cold_start_s": NUM,
+    "speedup": OPT_NUM, "load_s": NUM, "warmup_s": NUM, "model_warmup_s": OPT_NUM, "compile_s": NUM, "cold_start_s": NUM,
     "start": OPT_STR, "memory": dict, "recompiles_warmup": int, "recompiles_after_warmup": int,
     "compiles_after_warmup": int, "repeat_delta_rel": OPT_NUM, "mae_delta_rel": OPT_NUM,
     "graph_breaks": int, "cudagraph_skips": int, "recompile_limit_hits": int, "compiled_guards": int,

@@ -71,6 +71,16 @@ class ContextBatch:
         """``[B]`` close of the last bar of each window (the decision bar)."""
         return self.values[:, -1, INPUT_FIELDS.index("close")]
 
+    def window_keys(self) -> np.ndarray:
+        """uint64 ``[B]``: each window's last timestamp (ns), or its position without timestamps.
+
+        Models key their random streams on it, so a window's paths do not depend on which windows share
+        the batch: the live loop's forecast for day t equals the backtest's.
+        """
+        if self.timestamps is None:
+            return np.arange(self.batch_size, dtype=np.uint64)
+        return self.timestamps[:, -1].astype("int64").astype(np.uint64)
+
 
 @dataclass
 class Forecast:

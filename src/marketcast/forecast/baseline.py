@@ -22,6 +22,7 @@ import numpy as np
 
 from marketcast.errors import ConfigError
 from marketcast.forecast.base import INPUT_FIELDS, ContextBatch, Forecast
+from marketcast.forecast.warmup import synthetic_batch, timed_warmup
 
 _O, _H, _L, _C = (INPUT_FIELDS.index(f) for f in ("open", "high", "low", "close"))
 
@@ -67,7 +68,7 @@ class BaselineForecaster:
         b, steps = moves.shape[0], moves.shape[1]
         span = np.minimum(counts, self.lookback)
         draws = np.stack([np.random.default_rng([seed, key]).random((num_samples, horizon))
-                          for key in _window_keys(batch)])
+                          for key in batch.window_keys()])
         back = (draws * span[:, None, None]).astype(np.int64)
         picked = moves[np.arange(b)[:, None, None], steps - 1 - back]  # [B, S, H, 4]
         log_close = np.cumsum(picked[..., 0], axis=-1)
@@ -87,6 +88,10 @@ class BaselineForecaster:
         }
         return Forecast(samples=samples, fields=self.fields, meta=meta)
 
+    def warmup(self, context: int, horizon: int, num_samples: int, batch_size: int = 1) -> float:
+        """One forecast of the loop's shapes, timed (nothing to compile: it pages numpy in); as the models'."""
+        return timed_warmup(self.forecast, synthetic_batch(batch_size, context, horizon), horizon, num_samples, 1)
+
 
 def create(*, weights=None, device="cpu", dtype="float32", compile=None, seed=0) -> BaselineForecaster:
     """Registry factory; the baseline has no weights, device or compile mode."""
@@ -94,9 +99,3 @@ def create(*, weights=None, device="cpu", dtype="float32", compile=None, seed=0)
         raise ConfigError(f"the baseline forecaster has no weights (got --weights {weights}); drop the option")
     return BaselineForecaster()
 
-
-def _window_keys(batch: ContextBatch) -> np.ndarray:
-    """A non-negative integer per window: its last timestamp (ns), or its position without timestamps."""
-    if batch.timestamps is None:
-        return np.arange(batch.batch_size, dtype=np.uint64)
-    return batch.timestamps[:, -1].astype("int64").astype(np.uint64)

@@ -1,16 +1,24 @@
 """Checkpoint I/O shared by Toto and Kronos: a folder or a Hugging Face repo holding ``config.json`` +
-``model.safetensors``, read offline-safe, loaded strictly, every failure one :class:`ModelLoadError` line."""
+``model.safetensors``, read offline-safe, loaded strictly, every failure one :class:`ModelLoadError` line.
+
+Models are built on the meta device (:func:`build_empty`: no memory, no random init) and the file's tensors
+are read straight to the target device and assigned as the parameters, so loading costs one read of the
+file instead of a random initialisation that is then overwritten.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Callable, TypeVar
 
 import torch
 from torch import nn
 
 from marketcast.errors import ModelLoadError
 from marketcast.forecast.hub import FILES, download_advice
+
+M = TypeVar("M", bound=nn.Module)
 
 
 def offline() -> bool:
@@ -47,13 +55,13 @@ def resolve_folder(source: str | os.PathLike, model: str, local_files_only: bool
     return Path(folder)
 
 
-def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
+def read_safetensors(path: Path, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
     if not path.is_file():
         raise ModelLoadError(f"{path}: model.safetensors not found; put the checkpoint next to its config.json")
     try:
-        return load_file(str(path), device="cpu")
+        return load_file(str(path), device=str(device))
     except Exception as exc:  # safetensors raises its own error types for truncated or corrupt files
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise ModelLoadError(f"{path}: unreadable safetensors file ({first}); it is truncated or corrupt, "
@@ -75,4 +83,24 @@ def load_strict(module: nn.Module, state: dict, source: str, what: str | None = 
         if tuple(state[key].shape) != tuple(want.shape):
             raise ModelLoadError(f"{source}: tensor {key!r} has shape {tuple(state[key].shape)} but config.json "
                                  f"needs {tuple(want.shape)}; config.json and model.safetensors do not belong together")
-    module.load_state_dict({k: v.to(expected[k].dtype) for k, v in state.items()}, strict=True)
+    on_meta = any(t.is_meta for t in expected.values())
+    module.load_state_dict({k: v.to(expected[k].dtype) for k, v in state.items()}, strict=True, assign=on_meta)
+    if on_meta:
+        _materialise_buffers(module, next(iter(state.values())).device)
+
+
+def build_empty(factory: Callable[[], M]) -> M:
+    """``factory()`` on the meta device: shapes only, no storage, no random init (fill with :func:`load_strict`)."""
+    with torch.device("meta"):
+        return factory()
+
+
+def _materialise_buffers(module: nn.Module, device: torch.device) -> None:
+    """Non-persistent buffers are not in a checkpoint: modules holding them rebuild them with
+    ``reset_buffers(device)``; anything still on the meta device after that is a bug, said loudly."""
+    for sub in module.modules():
+        if hasattr(sub, "reset_buffers"):
+            sub.reset_buffers(device)
+    left = [name for name, t in [*module.named_parameters(), *module.named_buffers()] if t.is_meta]
+    if left:
+        raise RuntimeError(f"{type(module).__name__}: {left[0]!r} was not loaded and has no reset_buffers()")

@@ -13,11 +13,11 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import torch
 
-from marketcast.runtime.cache import load_artifacts, save_artifacts
+from marketcast.runtime.cache import fxgraph_counts, use_persistent_cache
 from marketcast.runtime.counters import COMPILE_EVENTS, compile_count, recompile_count
 
 log = logging.getLogger("marketcast.compile")
@@ -70,8 +70,7 @@ class CompileStats:
     recompiles_after_seal: int = 0  # recompiles that happened after seal() (only outside the stance)
     refused_recompiles: int = 0  # recompiles the fail_on_recompile stance refused (each triggers the fallback)
     warmup_s: float = 0.0  # wall time of the calls before seal() (compile included)
-    cache_load_s: float = 0.0
-    extra: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)  # cache_loaded: every graph of the warm-up came from the disk cache
 
 
 @dataclass
@@ -95,7 +94,6 @@ class GuardedCompile:
         name: str = "model",
         fullgraph: bool = True,
         dynamic: bool = False,
-        cache_key: Mapping | None = None,
         group: "CompileGroup | None" = None,
     ) -> None:
         self.fn = fn
@@ -104,13 +102,9 @@ class GuardedCompile:
         self.group = group
         self.stats = CompileStats(mode=mode)
         self._compiled = None
-        self._cache_key = dict(cache_key, mode=mode, backend=backend) if cache_key is not None else None
         if mode is not None:
             ensure_dynamo_settings()
-            if self._cache_key is not None:
-                t0 = time.perf_counter()
-                self.stats.extra["cache_loaded"] = load_artifacts(self._cache_key)
-                self.stats.cache_load_s = time.perf_counter() - t0
+            use_persistent_cache()
             options = {"mode": mode} if backend == "inductor" else {}
             self._compiled = torch.compile(fn, backend=backend, fullgraph=fullgraph, dynamic=dynamic, **options)
 
@@ -122,14 +116,8 @@ class GuardedCompile:
         return self._compiled is not None and self.stats.fallback_reason is None
 
     def seal(self) -> None:
-        """Warm-up is over: from now on a recompile is an error (and triggers the eager fallback).
-
-        The compiled artifacts are saved then (when a ``cache_key`` was given) for the next process.
-        """
+        """Warm-up is over: from now on a recompile is an error (and triggers the eager fallback)."""
         self.stats.sealed = True
-        if self.active and self.stats.compiled and self._cache_key is not None:
-            path = save_artifacts(self._cache_key)
-            self.stats.extra["cache_saved"] = str(path) if path else None
 
     def fall_back(self, reason: str) -> None:
         if self.stats.fallback_reason is not None:
@@ -151,7 +139,7 @@ class GuardedCompile:
             return self.fn(*args, **kwargs)
         sealed = self.stats.sealed
         stance = torch.compiler.set_stance("fail_on_recompile") if sealed else contextlib.nullcontext()
-        compiles0, recompiles0 = compile_count(), recompile_count()
+        compiles0, recompiles0, fx0 = compile_count(), recompile_count(), fxgraph_counts()
         t0 = time.perf_counter()
         try:
             with stance:
@@ -165,8 +153,17 @@ class GuardedCompile:
             self.stats.eager_calls += 1
             return self.fn(*args, **kwargs)
         self._count(compiles0, recompiles0, sealed, t0)
+        if not sealed:
+            self._note_cache(fx0)
         self.stats.compiled = True
         return out
+
+    def _note_cache(self, before: tuple[int, int]) -> None:
+        """``cache_loaded``: the warm-up's graphs all came from the persistent cache (hits, no miss)."""
+        hits, misses = (a - b for a, b in zip(fxgraph_counts(), before))
+        if hits or misses:
+            loaded = self.stats.extra.get("cache_loaded", True)
+            self.stats.extra["cache_loaded"] = bool(loaded and hits and not misses)
 
     def _count(self, compiles0: int, recompiles0: int, sealed: bool, t0: float) -> None:
         self.stats.compiles += COMPILE_EVENTS.compiles - compiles0

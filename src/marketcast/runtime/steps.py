@@ -14,19 +14,20 @@ from typing import Any, Callable
 import torch
 from torch.utils._pytree import tree_map
 
+from marketcast.runtime.cache import use_persistent_cache
 from marketcast.runtime.guard import CompileGroup, GuardedCompile, check_backend
 
 
 class CompiledSteps:
     """Holds the wrappers of one model; ``call(kind, bucket, fn, *args)`` runs ``fn`` through its wrapper."""
 
-    def __init__(self, model: str, mode: str | None, device: torch.device, key: dict,
-                 backend: str = "inductor") -> None:
+    def __init__(self, model: str, mode: str | None, device: torch.device, backend: str = "inductor") -> None:
         self.model = model
         self.mode = mode
+        if mode is not None:
+            use_persistent_cache()  # before check_backend: asking for backends pins torch's default folder
         self.backend = check_backend(backend) if mode is not None else backend
         self.device = torch.device(device)
-        self.key = key  # model config + dtype + device: what makes graphs of two models different
         self.group = CompileGroup(model)
         self.wrappers: dict[tuple, GuardedCompile] = {}
 
@@ -36,11 +37,9 @@ class CompiledSteps:
     def _wrapper(self, kind: str, bucket: tuple, fn: Callable) -> GuardedCompile:
         name = (kind, *bucket)
         if name not in self.wrappers:
-            cache_key = dict(self.key, model=self.model, step=kind, bucket=list(bucket))
             self.wrappers[name] = GuardedCompile(fn, self.mode, backend=self.backend,
                                                  name=f"{self.model}.{kind}{list(bucket)}",
-                                                 fullgraph=True, dynamic=False, cache_key=cache_key,
-                                                 group=self.group)
+                                                 fullgraph=True, dynamic=False, group=self.group)
         return self.wrappers[name]
 
     def call(self, kind: str, bucket: tuple, fn: Callable, *args: Any) -> Any:

@@ -11,12 +11,14 @@ import torch
 
 from marketcast.errors import ConfigError
 from marketcast.forecast.base import INPUT_FIELDS, OUTPUT_FIELDS, ContextBatch, Forecast, _extrapolate
-from marketcast.forecast.kronos.decode import CachedDecoder
+from marketcast.forecast.kronos.decode import PathDecoder
 from marketcast.forecast.kronos.layers import fuse_projections
 from marketcast.forecast.kronos.model import Kronos
 from marketcast.forecast.kronos.pipeline import FEATURES, KronosPipeline, time_features, with_amount
 from marketcast.forecast.kronos.sampling import SamplingParams
 from marketcast.forecast.kronos.tokenizer import KronosTokenizer
+from marketcast.forecast.warmup import CUDA_GRAPH_RUNS, synthetic_batch, timed_warmup
+from marketcast.runtime.precision import tf32
 
 
 @dataclass
@@ -35,27 +37,41 @@ class SeriesPaths:
 
 
 class KronosForecaster:
+    """Forecaster protocol for Kronos. ``memory_budget`` (bytes, None: see
+    :func:`marketcast.runtime.memory.memory_budget`) sizes the chunks of windows decoded together; ``tf32``
+    allows TF32 matrix multiplies for a float32 model on CUDA."""
+
     name = "kronos"
     fields = OUTPUT_FIELDS
 
     def __init__(self, model: Kronos, tokenizer: KronosTokenizer, *, mode: str | None = None, label: str = "kronos",
-                 max_rows: int = 32, sampling: SamplingParams = SamplingParams()) -> None:
+                 memory_budget: int | None = None, sampling: SamplingParams = SamplingParams(),
+                 tf32: bool = False) -> None:
         self.label = label
         self.sampling = sampling
+        self.tf32 = tf32
         fuse_projections(model.eval())  # in place: the forecaster owns its model and tokenizer
         fuse_projections(tokenizer.eval())
-        self.decoder = CachedDecoder(model, mode)
-        self.pipeline = KronosPipeline(model, tokenizer.eval(), self.decoder, max_rows)
+        self.decoder = PathDecoder(model, tokenizer, mode)
+        self.pipeline = KronosPipeline(self.decoder, memory_budget)
 
     def compile_guards(self):
         return self.decoder.guards
 
-    def _meta(self, num_samples: int, info) -> dict:
+    def warmup(self, context: int, horizon: int, num_samples: int, batch_size: int = 1) -> float:
+        """Compile (and on CUDA record) every graph a ``forecast`` of ``batch_size`` windows of ``context``
+        bars needs; returns the seconds it took. Later calls of those shapes never compile."""
+        cuda = self.decoder.device.type == "cuda"
+        runs = CUDA_GRAPH_RUNS if cuda and self.decoder.mode is not None else 1
+        return timed_warmup(self.forecast, synthetic_batch(batch_size, context, horizon), horizon, num_samples,
+                            runs, torch.cuda.synchronize if cuda else None)
+
+    def _meta(self, info) -> dict:
         guards = self.decoder.guards
         return {
             "model": self.label,
-            "num_samples_used": num_samples,
-            "samples_per_batch_used": info.rows_per_chunk,
+            "num_samples_used": info.samples,
+            "samples_per_batch_used": info.samples_per_chunk,
             "compile_mode": self.decoder.mode,
             "compiled": any(g.active and g.stats.compiled for g in guards),
             "fallback_reason": self.decoder.steps.fallback_reason,  # one bucket falling back sends all to eager
@@ -84,11 +100,12 @@ class KronosForecaster:
             raise ConfigError(f"batch has {future.shape[1]} future timestamps but horizon is {horizon}")
         keep = self.lookback_for(batch.length, horizon)
         x = with_amount(batch.values[:, -keep:])
-        paths, info = self.pipeline.sample_paths(
-            x, batch.mask[:, -keep:], time_features(batch.timestamps[:, -keep:]), time_features(future[:, :horizon]),
-            num_samples, self.sampling, seed)
+        with tf32(self.tf32, self.decoder.device):
+            paths, info = self.pipeline.sample_paths(
+                x, batch.mask[:, -keep:], time_features(batch.timestamps[:, -keep:]),
+                time_features(future[:, :horizon]), num_samples, self.sampling, seed, batch.window_keys())
         samples = np.stack([paths[..., FEATURES.index(f)] for f in self.fields], axis=1)  # [B, F, S, H]
-        return Forecast(samples=samples, fields=self.fields, meta=self._meta(num_samples, info))
+        return Forecast(samples=samples, fields=self.fields, meta=self._meta(info))
 
     def predict_series(self, df: pd.DataFrame, columns: Sequence[str] = ("open", "high", "low", "close"),
                        pred_len: int = 16, lookback: int = 400, temperature: float = 1.0, top_p: float = 0.9,
@@ -119,8 +136,11 @@ class KronosForecaster:
         future = (np.asarray(future_timestamps, dtype="datetime64[ns]") if future_timestamps is not None
                   else _extrapolate(stamp_values, stamp_values[-1], pred_len))
         params = SamplingParams(temperature, top_k, top_p)
-        paths, _ = self.pipeline.sample_paths(x[None], np.ones((1, len(x)), bool), time_features(stamp_values)[None],
-                                              time_features(future[:pred_len])[None], sample_count, params, seed)
+        key = stamp_values[-1:].astype("int64").astype(np.uint64)  # the window's identity, as in forecast
+        with tf32(self.tf32, self.decoder.device):
+            paths, _ = self.pipeline.sample_paths(x[None], np.ones((1, len(x)), bool), time_features(stamp_values)[None],
+                                                  time_features(future[:pred_len])[None], sample_count, params, seed,
+                                                  key)
         pick = [FEATURES.index(c) for c in columns]
         absolute = paths[0][..., pick]
         last = x[-1, pick]
@@ -153,8 +173,7 @@ def create(*, weights: str | None = None, device: str = "cpu", dtype: str = "flo
     if dtype not in DTYPES:
         raise ConfigError(f"kronos dtype={dtype!r} unsupported; use one of {', '.join(DTYPES)}")
     mode = resolve_mode(compile, device)
-    model, tokenizer, label = load_pair(weights, seed)
+    model, tokenizer, label = load_pair(weights, seed, device)
     model = model.to(device=device, dtype=DTYPES[dtype])
     tokenizer = tokenizer.to(device=device)
-    max_rows = 256 if str(device).startswith("cuda") else 32
-    return KronosForecaster(model, tokenizer, mode=mode, label=label, max_rows=max_rows)
+    return KronosForecaster(model, tokenizer, mode=mode, label=label)

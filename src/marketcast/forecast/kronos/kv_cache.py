@@ -1,72 +1,85 @@
-"""Preallocated buffers for one row count: keys/values plus the per-step inputs of the compiled decode step.
+"""Preallocated buffers of the decode: what a window's sample paths share, and what each path owns.
 
-One cache per row bucket lives as long as the forecaster, so its addresses never change (CUDA graphs
-replay against them as static inputs, with no copy) and no decode step allocates. The step reads its
-tokens, calendar stamp, position, uniforms and sampling knobs from here and writes the sampled tokens back.
+:class:`ContextCache` holds, per window, the context's keys/values in every model layer, the dependency
+layer and the de-tokenizer, and the context tokens; it is written once by the prefill.
+:class:`PathCache` holds, per sample path, only the keys/values of the tokens generated so far, the tokens
+themselves, and the step's inputs (slot, position, calendar stamp, sampling knobs, window streams).
+Memory per path is a few generated slots instead of the whole window, which is what lets hundreds of
+paths per window share one batch.
+
+Each cache lives as long as the forecaster (one per shape bucket), so its addresses never change: CUDA
+graphs replay against the buffers as static inputs, and no decode step allocates. Keys/values are lists of
+per-layer tensors, not views of one big tensor: with views, inductor copied the whole cache every step.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 
 
+def _static(obj) -> None:
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        for t in value if isinstance(value, list) else [value]:
+            torch._dynamo.mark_static_address(t)  # CUDA graphs may treat the buffers as fixed inputs
+
+
 @dataclass
-class StaticCache:
-    k: list[torch.Tensor]  # per layer [N, heads, window, head_dim] rotated keys; separate tensors (not views
-    v: list[torch.Tensor]  # of one 5-D buffer) so inductor updates them in place instead of copying the cache
-    dep_k: torch.Tensor  # [N, dep_heads, window, dep_head_dim] dependency-layer keys (no rotation)
+class ContextCache:
+    k: list[torch.Tensor]  # per model layer [U, heads, T, head_dim] rotated keys
+    v: list[torch.Tensor]
+    dep_k: torch.Tensor  # [U, dep_heads, T, dep_head_dim] dependency-layer keys (no rotation)
     dep_v: torch.Tensor
-    valid: torch.Tensor  # [N, window] bool: written and not padding
-    tokens: torch.Tensor  # [2, N, 1] int64: the newest (s1, s2) tokens, input and output of a step
-    stamp: torch.Tensor  # [N, 1, 5] int64 calendar features of the newest token
-    pos: torch.Tensor  # [1] int64 its position in the window
-    noise: torch.Tensor  # [N, V1 + V2] float32 uniforms for this step's two draws
-    knobs: torch.Tensor  # [3] float32 temperature, top_k, top_p
+    mask: torch.Tensor  # [U, 1, 1, T] bool: real context tokens
+    dec_k: list[torch.Tensor]  # per de-tokenizer layer [U, heads, T, head_dim]
+    dec_v: list[torch.Tensor]
+    dec_mask: torch.Tensor  # [U, 1, 1, T] bool: context tokens inside the de-tokenizer's window
+    s1: torch.Tensor  # [U, T] int64 context tokens (the sliding-window phase re-reads them)
+    s2: torch.Tensor
 
     @classmethod
-    def allocate(cls, model, rows: int, window: int, device, dtype) -> "StaticCache":
-        cfg = model.config
-        dep = model.dep_layer.cross_attn
-        kv = (rows, cfg.n_heads, window, cfg.d_model // cfg.n_heads)
-        dkv = (rows, dep.n_heads, window, dep.head_dim)
-        make = lambda shape: torch.zeros(shape, device=device, dtype=dtype)  # noqa: E731
-        layers = range(cfg.n_layers)
-        cache = cls([make(kv) for _ in layers], [make(kv) for _ in layers], make(dkv), make(dkv),
-                    torch.zeros(rows, window, dtype=torch.bool, device=device),
-                    torch.zeros(2, rows, 1, dtype=torch.long, device=device),
-                    torch.zeros(rows, 1, 5, dtype=torch.long, device=device),
-                    torch.zeros(1, dtype=torch.long, device=device),
-                    torch.zeros(rows, 2**cfg.s1_bits + 2**cfg.s2_bits, device=device),
-                    torch.zeros(3, device=device))
-        for t in cache.tensors():
-            torch._dynamo.mark_static_address(t)  # CUDA graphs may treat the buffers as fixed inputs
+    def allocate(cls, model, tokenizer, windows: int, length: int, device, dtype) -> "ContextCache":
+        cfg, tcfg, dep = model.config, tokenizer.config, model.dep_layer.cross_attn
+        make = lambda *shape, dt=dtype: torch.zeros(shape, device=device, dtype=dt)  # noqa: E731
+        hd, thd = cfg.d_model // cfg.n_heads, tcfg.d_model // tcfg.n_heads
+        dec = range(len(tokenizer.decoder))
+        cache = cls([make(windows, cfg.n_heads, length, hd) for _ in range(cfg.n_layers)],
+                    [make(windows, cfg.n_heads, length, hd) for _ in range(cfg.n_layers)],
+                    make(windows, dep.n_heads, length, dep.head_dim), make(windows, dep.n_heads, length, dep.head_dim),
+                    make(windows, 1, 1, length, dt=torch.bool),
+                    [make(windows, tcfg.n_heads, length, thd, dt=torch.float32) for _ in dec],
+                    [make(windows, tcfg.n_heads, length, thd, dt=torch.float32) for _ in dec],
+                    make(windows, 1, 1, length, dt=torch.bool), make(windows, length, dt=torch.long),
+                    make(windows, length, dt=torch.long))
+        _static(cache)
         return cache
 
-    def tensors(self) -> tuple[torch.Tensor, ...]:
-        return (*self.k, *self.v, self.dep_k, self.dep_v, self.valid, self.tokens, self.stamp, self.pos, self.noise,
-                self.knobs)
 
-    def step_args(self) -> tuple:
-        """The cache arguments of :meth:`Kronos.step_s1`, in order."""
-        return self.k, self.v, self.dep_k, self.dep_v, self.valid
+@dataclass
+class PathCache:
+    k: list[torch.Tensor]  # per model layer [U, heads, S, M, head_dim]: the generated tokens' keys
+    v: list[torch.Tensor]
+    dep_k: torch.Tensor  # [U, dep_heads, S, M, dep_head_dim]
+    dep_v: torch.Tensor
+    tokens: torch.Tensor  # [2, U, S, M] int64 generated (s1, s2)
+    slots: torch.Tensor  # [M] int64 0..M-1
+    slot: torch.Tensor  # [1] int64: the slot of the token a step feeds (the step draws slot + 1)
+    pos: torch.Tensor  # [1] int64: that token's rotary position
+    stamp: torch.Tensor  # [U, 1, 5] int64 its calendar features
+    knobs: torch.Tensor  # [3] float32 temperature, top_k, top_p
+    streams: torch.Tensor  # [U] int64 the windows' random streams
 
-    def decode_args(self, cos: torch.Tensor, sin: torch.Tensor) -> tuple:
-        """The arguments of :meth:`Kronos.step`: everything it reads or writes lives here, but the rotary table."""
-        return self.tokens, self.stamp, self.pos, self.noise, self.knobs, cos, sin, *self.step_args()
-
-    @property
-    def window(self) -> int:
-        return self.valid.shape[1]
-
-    def write_prefix(self, keys, values, dep_k, dep_v, valid) -> None:
-        """Positions ``0..T-1`` from a full-window pass; later positions become invalid."""
-        t = valid.shape[1]
-        for i, (k, v) in enumerate(zip(keys, values)):
-            self.k[i][:, :, :t].copy_(k)
-            self.v[i][:, :, :t].copy_(v)
-        self.dep_k[:, :, :t].copy_(dep_k)
-        self.dep_v[:, :, :t].copy_(dep_v)
-        self.valid.zero_()
-        self.valid[:, :t].copy_(valid)
+    @classmethod
+    def allocate(cls, model, windows: int, samples: int, slots: int, device, dtype) -> "PathCache":
+        cfg, dep = model.config, model.dep_layer.cross_attn
+        make = lambda *shape, dt=dtype: torch.zeros(shape, device=device, dtype=dt)  # noqa: E731
+        kv = (windows, cfg.n_heads, samples, slots, cfg.d_model // cfg.n_heads)
+        dkv = (windows, dep.n_heads, samples, slots, dep.head_dim)
+        cache = cls([make(*kv) for _ in range(cfg.n_layers)], [make(*kv) for _ in range(cfg.n_layers)],
+                    make(*dkv), make(*dkv), make(2, windows, samples, slots, dt=torch.long),
+                    torch.arange(slots, device=device), make(1, dt=torch.long), make(1, dt=torch.long),
+                    make(windows, 1, 5, dt=torch.long), make(3, dt=torch.float32), make(windows, dt=torch.long))
+        _static(cache)
+        return cache

@@ -1,8 +1,8 @@
 """Kronos building blocks, inference-only, with upstream's module and parameter names.
 
 Every attention takes its rotary angles from the caller (one table per model, computed once for the
-whole window) and returns its rotated keys/values, so the same code serves the full-window pass and the
-one-token step against a static KV cache.
+whole window) and returns its rotated keys/values, so the same code serves the full-window pass over a
+context and the new tokens of many sample paths attending that context (``*_shared``).
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from marketcast.forecast.kronos.attention import attend, attend_shared, rotate
 
 
 class RMSNorm(nn.Module):
@@ -56,32 +58,6 @@ class Rotary(nn.Module):
         self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, head_dim, 2).float() / head_dim)))
 
 
-def rotary_table(inv_freq: torch.Tensor, length: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos/sin ``[length, head_dim]`` for absolute positions ``0..length-1``."""
-    t = torch.arange(length, device=inv_freq.device).type_as(inv_freq)
-    angles = t[:, None] * inv_freq[None, :]
-    angles = torch.cat((angles, angles), dim=-1)
-    return angles.cos(), angles.sin()
-
-
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """Attention of a few queries over a long key/value cache, written out (scores, mask, softmax, weighted sum).
-
-    Why not SDPA: with one query row and a mask, SDPA's fp32 kernel (memory-efficient attention) pads the
-    query to a 64-row tile and took ~65 us per call on an H100, more than the whole rest of a decode step;
-    written out, inductor fuses it into a couple of small kernels.
-    """
-    scores = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    return scores.softmax(-1) @ v
-
-
-def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    x1, x2 = x.chunk(2, dim=-1)
-    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
-
-
 class _Projections(nn.Module):
     def __init__(self, d_model: int, n_heads: int) -> None:
         super().__init__()
@@ -124,6 +100,23 @@ class _Projections(nn.Module):
         b, _, t, _ = o.shape
         return self.out_proj(o.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim))
 
+    def path_heads(self, x: torch.Tensor, parts: str = "qkv") -> tuple[torch.Tensor, ...]:
+        """``x`` ``[U, S, L, d]`` (L new tokens of S paths per window) -> each of ``parts`` as
+        ``[U, heads, S, L, head_dim]``."""
+        weight = self.qkv_weight if self.qkv_weight is not None else torch.cat(
+            [self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
+        bias = self.qkv_bias if self.qkv_bias is not None else torch.cat(
+            [self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])
+        d, first = x.shape[-1], "qkv".index(parts[0])
+        y = F.linear(x, weight[first * d:(first + len(parts)) * d], bias[first * d:(first + len(parts)) * d])
+        y = y.view(*x.shape[:-1], len(parts), self.n_heads, self.head_dim)
+        return tuple(y.permute(3, 0, 4, 1, 2, 5))
+
+    def merge_paths(self, o: torch.Tensor) -> torch.Tensor:
+        """``[U, heads, S, L, head_dim]`` -> ``[U, S, L, d]`` through ``out_proj``."""
+        u, h, s, length, hd = o.shape
+        return self.out_proj(o.permute(0, 2, 3, 1, 4).reshape(u, s, length, h * hd))
+
 
 class SelfAttention(_Projections):
     """Causal self-attention with RoPE; ``mask`` (bool, True = may attend) replaces plain causality."""
@@ -137,13 +130,17 @@ class SelfAttention(_Projections):
             o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return self.merge(o), k, v
 
-    def step(self, x, cos, sin, k_cache, v_cache, pos, mask):
-        """One new token at position ``pos`` (a 1-element tensor): write its k/v in place, attend the cache."""
-        q, k, v = self.qkv(x)
-        k_cache.index_copy_(2, pos, rotate(k, cos, sin))
-        v_cache.index_copy_(2, pos, v)
-        q = rotate(q, cos, sin)
-        return self.merge(attend(q, k_cache, v_cache, mask))
+    def step_shared(self, x, cos, sin, ctx_k, ctx_v, ctx_mask, new_k, new_v, new_mask, slot=None):
+        """New tokens ``x`` ``[U, S, L, d]`` of S paths per window over the shared context and their own new
+        keys. With ``slot`` (one token per path) its keys/values are written into ``new_k``/``new_v``
+        ``[U, heads, S, M, head_dim]`` at that slot first; without, the L tokens attend each other."""
+        q, k, v = self.path_heads(x)
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        if slot is not None:
+            new_k.index_copy_(3, slot, k)
+            new_v.index_copy_(3, slot, v)
+            k, v = new_k, new_v
+        return self.merge_paths(attend_shared(q, ctx_k, ctx_v, ctx_mask, k, v, new_mask))
 
 
 class TransformerBlock(nn.Module):
@@ -159,8 +156,10 @@ class TransformerBlock(nn.Module):
         x = x + attn
         return x + self.ffn(self.norm2(x)), k, v
 
-    def step(self, x, cos, sin, k_cache, v_cache, pos, mask):
-        x = x + self.self_attn.step(self.norm1(x), cos, sin, k_cache, v_cache, pos, mask)
+    def step_shared(self, x, cos, sin, ctx_k, ctx_v, ctx_mask, new_k, new_v, new_mask, slot=None):
+        """:meth:`SelfAttention.step_shared` inside the block (``x`` ``[U, S, L, d]``)."""
+        x = x + self.self_attn.step_shared(self.norm1(x), cos, sin, ctx_k, ctx_v, ctx_mask, new_k, new_v, new_mask,
+                                           slot)
         return x + self.ffn(self.norm2(x))
 
 
@@ -183,6 +182,14 @@ class DependencyAwareLayer(nn.Module):
         a = self.cross_attn
         o = attend(a.heads(a.q_proj, sibling), k, v, mask)
         return self.norm(hidden + a.merge(o))
+
+    def step_shared(self, hidden, sibling, ctx_k, ctx_v, ctx_mask, new_k, new_v, new_mask):
+        """``hidden``/``sibling`` ``[U, S, d]``: one query per path over the shared context's dependency
+        keys and the path's own (``[U, heads, S, M, head_dim]``)."""
+        a = self.cross_attn
+        (q,) = a.path_heads(sibling[:, :, None], "q")
+        o = attend_shared(q, ctx_k, ctx_v, ctx_mask, new_k, new_v, new_mask)
+        return self.norm(hidden + a.merge_paths(o)[:, :, 0])
 
 
 class HierarchicalEmbedding(nn.Module):
@@ -251,20 +258,6 @@ def fuse_projections(module: nn.Module) -> nn.Module:
         if isinstance(m, (FeedForward, _Projections)):
             m.fuse()
     return module
-
-
-def attention_mask(valid: torch.Tensor | None) -> torch.Tensor | None:
-    """Causal mask that also hides left padding: ``[B, 1, T, T]`` bool from ``valid`` ``[B, T]``.
-
-    None (plain ``is_causal``, upstream's kernel) when nothing is padded. A padded query may still see
-    itself, so no row is fully masked (SDPA would return NaN there).
-    """
-    if valid is None or bool(valid.all()):
-        return None
-    t = valid.shape[1]
-    causal = torch.ones(t, t, dtype=torch.bool, device=valid.device).tril()
-    eye = torch.eye(t, dtype=torch.bool, device=valid.device)
-    return ((causal & valid[:, None, :]) | eye)[:, None]
 
 
 def init_weights(module: nn.Module, d_model: int) -> None:

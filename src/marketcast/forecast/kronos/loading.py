@@ -17,7 +17,7 @@ from typing import TypeVar
 import torch
 
 from marketcast.errors import ModelLoadError
-from marketcast.forecast.checkpoint import load_strict, read_safetensors, resolve_folder
+from marketcast.forecast.checkpoint import build_empty, load_strict, read_safetensors, resolve_folder
 from marketcast.forecast.kronos.config import HUB_OWNER, MODELS, TOKENIZER_OF, TOKENIZERS, KronosConfig, TokenizerConfig
 from marketcast.forecast.kronos.layers import init_weights
 from marketcast.forecast.kronos.model import Kronos
@@ -40,16 +40,15 @@ def from_config(cls: type[M], cfg, seed: int = 0) -> M:
 
 
 def from_pretrained(cls: type[M], source: str | os.PathLike, local_files_only: bool | None = None,
-                    max_context: int | None = None) -> M:
-    """Load ``cls`` from a folder or repo id (``max_context`` overrides the Kronos decoding window)."""
+                    max_context: int | None = None, device: str | torch.device = "cpu") -> M:
+    """Load ``cls`` from a folder or repo id (``max_context`` overrides the Kronos decoding window): built on
+    the meta device, the file's tensors read straight to ``device`` (no random init)."""
     folder = resolve_folder(source, "Kronos", local_files_only)
     cfg = _CONFIG[cls].from_file(folder / "config.json")
     if cls is Kronos:
         cfg = _with_context(cfg, max_context, str(source))
-    state = read_safetensors(folder / "model.safetensors")
-    with torch.device("meta"):
-        module = cls(cfg)
-    module = module.to_empty(device="cpu")
+    state = read_safetensors(folder / "model.safetensors", device)
+    module = build_empty(lambda: cls(cfg))
     load_strict(module, state, str(folder / "model.safetensors"))
     return module.eval()
 
@@ -77,8 +76,10 @@ def save_pretrained(module: Kronos | KronosTokenizer, folder: str | os.PathLike)
     return folder
 
 
-def load_pair(weights: str | None, seed: int = 0) -> tuple[Kronos, KronosTokenizer, str]:
-    """(model, tokenizer, label) for the forecaster's ``weights`` argument (see the module docstring)."""
+def load_pair(weights: str | None, seed: int = 0,
+              device: str | torch.device = "cpu") -> tuple[Kronos, KronosTokenizer, str]:
+    """(model, tokenizer, label) for the forecaster's ``weights`` argument (see the module docstring); loaded
+    weights land on ``device`` directly (random ones are made on the CPU)."""
     if weights in (None, "auto"):
         weights = DEFAULT_MODEL
     if weights == "random":
@@ -92,11 +93,12 @@ def load_pair(weights: str | None, seed: int = 0) -> tuple[Kronos, KronosTokeniz
             if not (path / sub).is_dir():
                 raise ModelLoadError(f"Kronos weights folder {path}: no {sub}/ subfolder; the folder needs model/ and "
                                      "tokenizer/, each with config.json and model.safetensors")
-        return from_pretrained(Kronos, path / "model"), from_pretrained(KronosTokenizer, path / "tokenizer"), str(path)
+        return (from_pretrained(Kronos, path / "model", device=device),
+                from_pretrained(KronosTokenizer, path / "tokenizer", device=device), str(path))
     name = weights.split("/")[-1]
     if name not in TOKENIZER_OF:
         raise ModelLoadError(f"Kronos weights {weights!r}: not a folder and not one of "
                              f"{', '.join(f'{HUB_OWNER}/{m}' for m in TOKENIZER_OF)}; pass a folder with model/ and "
                              "tokenizer/ subfolders")
-    tokenizer = from_pretrained(KronosTokenizer, f"{HUB_OWNER}/{TOKENIZER_OF[name]}")
-    return from_pretrained(Kronos, weights), tokenizer, weights
+    tokenizer = from_pretrained(KronosTokenizer, f"{HUB_OWNER}/{TOKENIZER_OF[name]}", device=device)
+    return from_pretrained(Kronos, weights, device=device), tokenizer, weights

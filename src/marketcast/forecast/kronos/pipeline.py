@@ -1,24 +1,30 @@
-"""Bars in, sample paths out: upstream KronosPredictor's preprocessing around the cached decoder.
+"""Bars in, sample paths out: upstream KronosPredictor's preprocessing around the path decoder.
 
 Per series: OHLCV + amount (amount = volume x mean(OHLC) when absent, as upstream), z-scored over the real
-(unpadded) bars with ``(x - mean) / (std + 1e-5)``, clipped to +-5; tokenized once, repeated
-``sample_count`` times, decoded in row chunks of a fixed size, de-normalised. Unlike upstream's ``predict``
-the sample paths are returned, not their mean.
+(unpadded) bars with ``(x - mean) / (std + 1e-5)``, clipped to +-5; windows are decoded in chunks sized from
+a memory budget (all ``sample_count`` paths of a window in the same chunk, sharing its prefill), then
+de-normalised. Unlike upstream's ``predict`` the sample paths are returned, not their mean.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
 
-from marketcast.forecast.kronos.decode import CachedDecoder
-from marketcast.forecast.kronos.model import Kronos
+from marketcast.errors import ConfigError
+from marketcast.forecast.kronos.decode import PathDecoder, context_bucket
+from marketcast.forecast.kronos.plan import chunk_windows, slide_row_bytes, window_bytes
 from marketcast.forecast.kronos.sampling import SamplingParams
-from marketcast.forecast.kronos.tokenizer import KronosTokenizer
+from marketcast.runtime.memory import memory_budget, units_in, with_oom_backoff
+from marketcast.runtime.rng import window_streams
+from marketcast.runtime.shapes import pow2_at_least
+from marketcast.runtime.transfer import HostSink
 
+log = logging.getLogger("marketcast.kronos")
 FEATURES = ("open", "high", "low", "close", "volume", "amount")
 CLIP = 5.0
 
@@ -46,66 +52,87 @@ def normalise(x: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     return np.clip((x - mean) / (std + 1e-5), -CLIP, CLIP), mean, std
 
 
-def row_bucket(rows: int, max_rows: int) -> int:
-    """Rows per decode chunk: the next power of two (so few graph shapes), at most ``max_rows``."""
-    return min(1 << max(rows - 1, 0).bit_length(), max_rows)
-
-
 @dataclass
 class PathInfo:
-    rows_per_chunk: int
+    samples: int  # paths per window actually drawn (after any out-of-memory backoff)
+    samples_per_chunk: int  # paths decoded together in one call: windows per chunk x paths per window
     chunks: int
     re_prefills: int
     lookback: int
 
 
+MIN_SAMPLES = 8  # out-of-memory floor for the sample count
+
+
 class KronosPipeline:
-    def __init__(self, model: Kronos, tokenizer: KronosTokenizer, decoder: CachedDecoder, max_rows: int) -> None:
-        self.model, self.tokenizer, self.decoder, self.max_rows = model, tokenizer, decoder, max_rows
+    def __init__(self, decoder: PathDecoder, memory_budget: int | None = None) -> None:
+        self.decoder, self.memory_budget = decoder, memory_budget
 
     @property
     def device(self) -> torch.device:
-        return self.model.head.proj_s1.weight.device
+        return self.decoder.device
 
-    @torch.no_grad()
     def sample_paths(self, x: np.ndarray, valid: np.ndarray, x_time: np.ndarray, y_time: np.ndarray,
-                     sample_count: int, params: SamplingParams, seed: int = 0) -> tuple[np.ndarray, PathInfo]:
-        """``x`` ``[B, T, 6]`` bars, ``valid`` ``[B, T]``, ``x_time``/``y_time`` ``[B, T|H, 5]`` calendar
-        features -> absolute sample paths ``[B, S, H, 6]`` (float64)."""
+                     sample_count: int, params: SamplingParams, seed: int, keys: np.ndarray) -> tuple[np.ndarray, PathInfo]:
+        """``x`` ``[B, T, 6]`` bars, ``valid`` ``[B, T]``, ``x_time``/``y_time`` ``[B, T|H, 5]`` calendar features,
+        ``keys`` ``[B]`` the windows' identities (random streams) -> absolute paths ``[B, S, H, 6]`` (float64)."""
         window = self.decoder.window
         x, valid, x_time = x[:, -window:], valid[:, -window:], x_time[:, -window:]
-        b, t, _ = x.shape
-        h = y_time.shape[1]
         if not valid[:, -1].all():
             raise ValueError("every window must end with a real bar (padding goes on the left)")
         norm, mean, std = normalise(x, valid)
+        z, info = self.sample_normalised(norm, valid, x_time, y_time, sample_count, params,
+                                         window_streams(seed, keys))
+        return z * (std[:, None].astype(np.float64) + 1e-5) + mean[:, None], info
+
+    def sample_normalised(self, norm: np.ndarray, valid: np.ndarray, x_time: np.ndarray, y_time: np.ndarray,
+                          sample_count: int, params: SamplingParams,
+                          streams: torch.Tensor) -> tuple[np.ndarray, PathInfo]:
+        """Normalised bars ``[B, T, 6]`` -> normalised paths ``[B, S, H, 6]`` (float64), with out-of-memory backoff."""
+        horizon, window = y_time.shape[1], self.decoder.window
+        if horizon > window:
+            raise ConfigError(f"kronos horizon {horizon} exceeds its max_context {window}; forecast at most {window} "
+                              "bars ahead")
+        model, tok = self.decoder.model, self.decoder.tokenizer
+        itemsize = model.head.proj_s1.weight.element_size()
+        length = context_bucket(norm.shape[1], window)
+        floor = window_bytes(model.config, tok.config, length, pow2_at_least(MIN_SAMPLES), pow2_at_least(horizon),
+                             itemsize)
+
+        def run(budget: int, samples: int) -> tuple[np.ndarray, PathInfo]:
+            return self._decode_all(norm, valid, x_time, y_time, samples, params, streams, budget, length)
+
+        return with_oom_backoff(run, max(floor, memory_budget(self.device, self.memory_budget)), sample_count,
+                                min_budget=floor, min_samples=MIN_SAMPLES, log=log, name="kronos")
+
+    def _decode_all(self, norm, valid, x_time, y_time, samples: int, params: SamplingParams, streams: torch.Tensor,
+                    budget: int, length: int) -> tuple[np.ndarray, PathInfo]:
+        b, t, _ = norm.shape
+        horizon = y_time.shape[1]
+        bucket, slots = pow2_at_least(samples), pow2_at_least(horizon)
+        model = self.decoder.model
+        itemsize = model.head.proj_s1.weight.element_size()
+        chunk = chunk_windows(model.config, self.decoder.tokenizer.config, windows=b, length=length, samples=bucket,
+                              slots=slots, itemsize=itemsize, budget=budget)
+        slide_rows = units_in(budget, slide_row_bytes(model.config, itemsize), chunk * bucket)
+        pad = length - t
         dev = self.device
-        valid_t = torch.as_tensor(valid, device=dev)
-        s1, s2 = self.tokenizer.encode(torch.as_tensor(norm, device=dev), valid_t)
-        stamps = torch.as_tensor(np.concatenate([x_time, y_time], 1), device=dev)
-
-        rows = b * sample_count
-        chunk = row_bucket(rows, self.max_rows)
-        order = np.arange(rows) // sample_count  # series of each row, b-major like upstream
-        generator = torch.Generator(device=dev).manual_seed(int(seed))
-        out, re_prefills = [], 0
-        for start in range(0, rows, chunk):
-            idx = order[start : start + chunk]
-            idx = np.concatenate([idx, np.repeat(idx[:1], chunk - len(idx))])  # pad the last chunk with repeats
-            series, inverse = (torch.as_tensor(a, device=dev) for a in np.unique(idx, return_inverse=True))
-            gen = self.decoder.generate(s1[series], s2[series], stamps[series], valid_t[series], h, params, generator,
-                                        rows=inverse)
-            row = series[inverse]
-            out.append(self.detokenize(s1[row], s2[row], valid_t[row], gen.s1, gen.s2)[: rows - start])
-            re_prefills += gen.re_prefills
-        z = torch.cat(out).double().cpu().numpy().reshape(b, sample_count, h, -1)
-        paths = z * (std[:, None].astype(np.float64) + 1e-5) + mean[:, None]
-        return paths, PathInfo(chunk, len(out), re_prefills, t)
-
-    def detokenize(self, s1, s2, valid, new_s1, new_s2) -> torch.Tensor:
-        """Decode the last ``max_context`` tokens (context + generated, as upstream) -> ``[N, H, 6]``."""
-        h, window = new_s1.shape[1], self.decoder.window
-        full_s1 = torch.cat([s1, new_s1], 1)[:, -window:]
-        full_s2 = torch.cat([s2, new_s2], 1)[:, -window:]
-        full_valid = torch.cat([valid, valid.new_ones(valid.shape[0], h)], 1)[:, -window:]
-        return self.tokenizer.decode(full_s1, full_s2, full_valid)[:, -h:].float()
+        out = np.empty((b, samples, horizon, norm.shape[-1]), dtype=np.float64)
+        sink = HostSink(out, dev)
+        re_prefills = chunks = 0
+        for start in range(0, b, chunk):
+            n = min(chunk, b - start)
+            rows = pow2_at_least(n)
+            pick = np.minimum(np.arange(start, start + rows), start + n - 1)
+            pick[n:] = start  # bucket padding rows: copies of the chunk's first window, discarded
+            x = np.zeros((rows, length, norm.shape[-1]), dtype=np.float32)
+            ok = np.zeros((rows, length), dtype=bool)
+            x[:, pad:], ok[:, pad:] = norm[pick], valid[pick]
+            stamps = np.concatenate([np.repeat(x_time[pick, :1], pad, axis=1), x_time[pick], y_time[pick]], axis=1)
+            decoded = self.decoder.decode(torch.as_tensor(x, device=dev), torch.as_tensor(ok, device=dev),
+                                          torch.as_tensor(stamps, device=dev), t, horizon, bucket, params,
+                                          streams[torch.as_tensor(pick)].to(dev), slide_rows)
+            sink.put(slice(start, start + n), decoded.bars[:n, :samples])
+            re_prefills, chunks = re_prefills + decoded.re_prefills, chunks + 1
+        sink.flush()
+        return out, PathInfo(samples, chunk * bucket, chunks, re_prefills, t)

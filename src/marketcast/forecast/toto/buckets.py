@@ -9,15 +9,7 @@ from __future__ import annotations
 
 import math
 
-
-def pow2_at_least(n: int, floor: int = 1) -> int:
-    """Smallest power of two >= max(n, floor)."""
-    return 1 << max(0, math.ceil(math.log2(max(n, floor, 1))))
-
-
-def pow2_at_most(n: int) -> int:
-    """Largest power of two <= n (n >= 1)."""
-    return 1 << (max(1, int(n)).bit_length() - 1)
+from marketcast.runtime.shapes import pow2_at_least
 
 
 def context_patches(length: int, patch: int) -> int:

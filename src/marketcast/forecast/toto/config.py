@@ -115,6 +115,3 @@ class TotoConfig:
             raise ModelLoadError(f"{p}: expected a JSON object; download config.json again")
         return cls.from_dict(raw, str(p))
 
-    def cache_key(self) -> dict:
-        """What identifies the compiled graphs of this architecture."""
-        return {k: v for k, v in self.to_dict().items() if not isinstance(v, (list, dict))}

@@ -1,41 +1,46 @@
 """TotoForecaster: close/high/low as three variates of one series, sampled with at most one model pass
-per patch of horizon.
+per patch of horizon, for every window of a call at once.
 
-Horizon <= one patch: a single prefill over the context gives the mixture of the next 64 steps and every
-sample is drawn from it (toto-ts instead re-runs the identical context once per sample). Longer horizons:
-the context is prefilled once, its keys/values are broadcast into a static cache for ``samples_per_batch``
-sample paths per window, and each decode step feeds one sampled patch back, as toto-ts does.
+Horizon <= one patch: one compiled call per chunk of windows prefills the context and draws every sample of
+every window from the mixture of the next patch (toto-ts instead re-runs the identical context once per
+sample). Longer horizons: the prefill also returns the context's keys/values, which are broadcast into a
+static cache for a group of (windows x sample paths); each decode step is one compiled call that feeds the
+last patch back and draws the next one. Chunks and groups are sized from a memory budget
+(:mod:`marketcast.forecast.toto.plan`); randomness is counter-based and keyed by each window's last
+timestamp, so a window's paths do not depend on the rest of the batch.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import os
 import warnings
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch.utils._pytree import tree_map
 
-from marketcast.runtime.steps import CompiledSteps
 from marketcast.errors import ConfigError
 from marketcast.forecast.base import INPUT_FIELDS, ContextBatch, Forecast
-from marketcast.forecast.checkpoint import resolve_folder
-from marketcast.forecast.toto.buckets import cache_slots, context_patches, pow2_at_least, pow2_at_most
 from marketcast.forecast.toto.config import TotoConfig
+from marketcast.forecast.toto.graphs import decode_draw, prefill_draw, prefill_kv_draw
 from marketcast.forecast.toto.kv_cache import StaticKVCache
-from marketcast.forecast.toto.loading import DEFAULT_REPO, load_checkpoint, load_weights
-from marketcast.forecast.toto.model import MixtureParams, TotoModel, init_weights
-from marketcast.forecast.toto.sampling import clean_feedback, sample_mixture, uniforms
+from marketcast.forecast.toto.loading import DEFAULT_REPO, load_pretrained
+from marketcast.forecast.toto.model import TotoModel, random_model
+from marketcast.forecast.toto.plan import Plan, make_plan, min_budget
 from marketcast.forecast.toto.scaler import ScalerState
+from marketcast.forecast.warmup import CUDA_GRAPH_RUNS, synthetic_batch, timed_warmup
+from marketcast.runtime.memory import memory_budget, with_oom_backoff
+from marketcast.runtime.precision import tf32
+from marketcast.runtime.rng import window_streams
+from marketcast.runtime.shapes import pow2_at_least
+from marketcast.runtime.steps import CompiledSteps
+from marketcast.runtime.transfer import HostSink
 
 log = logging.getLogger("marketcast.toto")
 
 FIELDS = ("close", "high", "low")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-DEFAULT_SAMPLES_PER_BATCH = {"cpu": 256, "cuda": 1024}
 MIN_SAMPLES_PER_BATCH = 8  # OOM policy floors
 MIN_SAMPLES = 32
 
@@ -61,23 +66,13 @@ def _contiguous(tree):
     return tree_map(lambda t: t.clone(memory_format=torch.contiguous_format), tree)
 
 
-@dataclass
-class _Plan:
-    """How one forecast call is cut into compiled steps."""
-
-    windows: int  # real windows
-    window_bucket: int  # prefill rows (power of two)
-    patches: int  # context patches after padding
-    steps: int  # patches of horizon
-    samples: int
-    per_batch: int  # samples per window per decode call (power of two)
-    group: int  # windows per decode call (power of two)
-
-
 class TotoForecaster:
     """Forecaster protocol for Toto; build it with :meth:`from_pretrained` or :meth:`from_config`.
 
     The constructor takes ownership of ``model``: it is moved to ``device`` and cast to ``dtype`` in place.
+    ``samples_per_batch`` caps the sample paths of one decode call (None: as many as ``memory_budget``
+    bytes allow, see :func:`marketcast.runtime.memory.memory_budget`); ``tf32`` allows TF32 matrix
+    multiplies for float32 on CUDA.
     """
 
     name = "toto"
@@ -85,16 +80,17 @@ class TotoForecaster:
 
     def __init__(self, model: TotoModel, *, device: str | torch.device = "cpu", dtype: str = "float32",
                  compile: str | None = None, backend: str = "inductor", samples_per_batch: int | None = None,
-                 source: str = "") -> None:
+                 memory_budget: int | None = None, tf32: bool = False, source: str = "") -> None:
         self.device = _device(device)
         self.dtype_name = dtype
         self.model = model.eval().requires_grad_(False).to(self.device).set_precision(_dtype(dtype)).fuse_head()
         self.config = model.config
         self.source = source
-        self.samples_per_batch = int(samples_per_batch or DEFAULT_SAMPLES_PER_BATCH.get(self.device.type, 256))
+        self.samples_per_batch = samples_per_batch
+        self.memory_budget = memory_budget
+        self.tf32 = tf32
         mode = None if compile in (None, "eager") else compile
-        key = dict(self.config.cache_key(), dtype=dtype, device=str(self.device))
-        self.steps = CompiledSteps("toto", mode, self.device, key, backend)
+        self.steps = CompiledSteps("toto", mode, self.device, backend)
         self._caches: dict[tuple, StaticKVCache] = {}
 
     # --- construction -------------------------------------------------------------------------------
@@ -103,23 +99,29 @@ class TotoForecaster:
     def from_pretrained(cls, name_or_folder: str | os.PathLike = DEFAULT_REPO, *, device: str = "cpu",
                         dtype: str = "float32", compile: str | None = None, local_files_only: bool | None = None,
                         cache_dir: str | os.PathLike | None = None, **kwargs) -> "TotoForecaster":
-        """Load ``config.json`` + ``model.safetensors`` from a folder or a Hugging Face repo (cache first)."""
-        folder = resolve_folder(name_or_folder, "Toto", local_files_only, cache_dir)
-        config, state = load_checkpoint(folder)
-        model = TotoModel(config)
-        load_weights(model, state, str(folder / "model.safetensors"))
+        """Load ``config.json`` + ``model.safetensors`` from a folder or a Hugging Face repo (cache first),
+        built on the meta device and filled straight from the file on ``device`` (no random init)."""
+        model, folder = load_pretrained(name_or_folder, _device(device), local_files_only, cache_dir)
         return cls(model, device=device, dtype=dtype, compile=compile, source=str(folder), **kwargs)
 
     @classmethod
     def from_config(cls, config: TotoConfig | None = None, *, seed: int = 0, device: str = "cpu",
                     dtype: str = "float32", compile: str | None = None, **kwargs) -> "TotoForecaster":
         """Random weights (reproducible from ``seed``): for tests and benchmarks, not for forecasting."""
-        model = init_weights(TotoModel(config or TotoConfig.base()), seed)
+        model = random_model(config or TotoConfig.base(), seed)
         return cls(model, device=device, dtype=dtype, compile=compile, source=f"random(seed={seed})", **kwargs)
 
     def compile_guards(self):
         """The compile wrappers (one per step function and bucket) for the stress harness."""
         return self.steps.compile_guards()
+
+    def warmup(self, context: int, horizon: int, num_samples: int, batch_size: int = 1) -> float:
+        """Compile (and on CUDA record) every graph a ``forecast`` of ``batch_size`` windows of ``context``
+        bars needs; returns the seconds it took. Later calls of those shapes never compile."""
+        runs = CUDA_GRAPH_RUNS if self.device.type == "cuda" and self.steps.mode is not None else 1
+        sync = torch.cuda.synchronize if self.device.type == "cuda" else None
+        return timed_warmup(self.forecast, synthetic_batch(batch_size, context, horizon), horizon, num_samples,
+                            runs, sync)
 
     # --- forecasting --------------------------------------------------------------------------------
 
@@ -127,27 +129,25 @@ class TotoForecaster:
         if horizon < 1 or num_samples < 1:
             raise ConfigError(f"Toto needs horizon >= 1 and num_samples >= 1, got {horizon} and {num_samples}")
         x, mask = self._inputs(batch)
-        samples, per_batch = num_samples, self.samples_per_batch
-        while True:
-            try:
-                paths, plan = self._sample(x, mask, horizon, samples, per_batch, seed)
-                break
-            except torch.OutOfMemoryError:
-                if self.device.type == "cuda":
-                    torch.cuda.empty_cache()
-                if per_batch > MIN_SAMPLES_PER_BATCH:
-                    per_batch = max(MIN_SAMPLES_PER_BATCH, per_batch // 2)
-                elif samples > MIN_SAMPLES:
-                    samples = max(MIN_SAMPLES, samples // 2)
-                else:
-                    raise
-                log.warning("toto: out of memory, retrying with num_samples=%d samples_per_batch=%d",
-                            samples, per_batch)
-        values = paths[:, :, :, :horizon].to(torch.float64).cpu().numpy()
+        streams = window_streams(seed, batch.window_keys())
+        itemsize = _dtype(self.dtype_name).itemsize
+        floor = min_budget(self.config, x.shape[-1], horizon, itemsize, x.shape[1], MIN_SAMPLES_PER_BATCH)
+        budget = max(floor, memory_budget(self.device, self.memory_budget))
+
+        def run(budget: int, samples: int) -> tuple[np.ndarray, Plan]:
+            plan = make_plan(self.config, windows=x.shape[0], length=x.shape[-1], horizon=horizon, samples=samples,
+                             budget=budget, itemsize=itemsize, variates=x.shape[1],
+                             samples_per_batch=self.samples_per_batch)
+            return self._sample(x, mask, streams, horizon, plan), plan
+
+        with tf32(self.tf32, self.device):
+            values, plan = with_oom_backoff(run, budget, num_samples, min_budget=floor, min_samples=MIN_SAMPLES,
+                                            log=log, name="toto")
         meta = {
             "model": "toto", "source": self.source, "dtype": self.dtype_name, "device": str(self.device),
-            "num_samples_used": plan.samples, "samples_per_batch_used": plan.per_batch,
+            "num_samples_used": plan.samples, "samples_per_batch_used": plan.per,
             "decode_steps": plan.steps - 1, "context_patches": plan.patches,
+            "prefill_windows": plan.chunk, "decode_windows": plan.group,
             "compile_mode": self.steps.mode, "compile_backend": self.steps.backend, "compiled": self.steps.compiled,
             "fallback_reason": self.steps.fallback_reason,
         }
@@ -164,43 +164,41 @@ class TotoForecaster:
                               "clean the bars")
         return torch.as_tensor(values, dtype=torch.float32), torch.as_tensor(np.ascontiguousarray(mask))
 
-    def _plan(self, x: torch.Tensor, horizon: int, samples: int, per_batch: int) -> _Plan:
-        b = x.shape[0]
-        steps = math.ceil(horizon / self.config.patch_size)
-        per = min(pow2_at_least(samples), pow2_at_most(per_batch))
-        group = min(pow2_at_least(b), max(1, pow2_at_most(max(1, per_batch // per))))
-        return _Plan(b, pow2_at_least(b), context_patches(x.shape[-1], self.config.patch_size), steps,
-                     samples, per if steps > 1 else samples, group)
-
-    @torch.inference_mode()
-    def _sample(self, x, mask, horizon, samples, per_batch, seed) -> tuple[torch.Tensor, _Plan]:
-        plan = self._plan(x, horizon, samples, per_batch)
-        p = self.config.patch_size
-        width = plan.patches * p
-        rows = plan.window_bucket
+    def _chunk(self, x, mask, streams, start: int, n: int, rows: int, width: int):
+        """Windows ``start .. start + n`` left-padded to ``width`` steps, on the device, with ``rows - n``
+        bucket padding rows (copies of the first window, discarded)."""
+        pick = torch.arange(start, start + rows).clamp_max(start + n - 1)
+        pick[n:] = start
         xs = torch.zeros((rows, x.shape[1], width), dtype=torch.float32)
         ms = torch.zeros((rows, x.shape[1], width), dtype=torch.bool)
-        xs[: plan.windows, :, width - x.shape[-1]:] = x
-        ms[: plan.windows, :, width - x.shape[-1]:] = mask
-        xs[plan.windows:], ms[plan.windows:] = xs[0], ms[0]  # bucket padding rows: copies of window 0
-        xs, ms = xs.to(self.device), ms.to(self.device)
-        bucket = (rows, plan.patches)
-        out = torch.empty((plan.windows, x.shape[1], samples, plan.steps * p), dtype=torch.float32,
-                          device=self.device)
-        if plan.steps == 1:
-            first = self.steps.call("prefill", bucket, self.model.prefill, xs, ms)
-            for i in range(plan.windows):
-                steps_needed = min(horizon, p)
-                u = uniforms(seed, i, 0, (samples, x.shape[1], p), self.device)[:, :, :steps_needed]
-                params = MixtureParams(*(t[i, :, :steps_needed] for t in first.params))
-                draw = sample_mixture(params, u)  # [S, V, h]
-                out[i, :, :, :steps_needed] = clean_feedback(
-                    first.loc[i, :, None] + first.scale[i, :, None] * draw).transpose(0, 1)
-            return out, plan
-        first, k, v = self.steps.call("prefill_kv", bucket, self.model.prefill_with_cache, xs, ms)
-        for start in range(0, plan.windows, plan.group):
-            self._decode_group(first, k, v, plan, start, seed, out)
-        return out, plan
+        xs[:, :, width - x.shape[-1]:] = x[pick]
+        ms[:, :, width - x.shape[-1]:] = mask[pick]
+        return xs.to(self.device), ms.to(self.device), streams[pick].to(self.device)
+
+    @torch.inference_mode()
+    def _sample(self, x, mask, streams, horizon: int, plan: Plan) -> np.ndarray:
+        """Sample paths ``[B, V, samples, horizon]`` (float64, host) following ``plan``."""
+        b, nvar = x.shape[0], x.shape[1]
+        out = np.empty((b, nvar, plan.samples, horizon), dtype=np.float64)
+        sink = HostSink(out, self.device)
+        width = plan.patches * self.config.patch_size
+        for start in range(0, b, plan.chunk):
+            n = min(plan.chunk, b - start)
+            rows = pow2_at_least(n)
+            xs, ms, st = self._chunk(x, mask, streams, start, n, rows, width)
+            if plan.steps == 1:
+                bucket = (rows, plan.patches, plan.sample_bucket, plan.draw_steps)
+                values = self.steps.call("prefill", bucket, prefill_draw, self.model, xs, ms, st,
+                                         plan.sample_bucket, plan.draw_steps)
+                sink.put(slice(start, start + n), values[:n, :, :plan.samples, :horizon])
+                continue
+            bucket = (rows, plan.patches, plan.sample_bucket)
+            first, state, k, v = self.steps.call("prefill_kv", bucket, prefill_kv_draw, self.model, xs, ms, st,
+                                                 plan.sample_bucket)
+            for w0 in range(0, n, plan.group):
+                self._decode_group(first, state, k, v, st, plan, w0, min(plan.group, n - w0), horizon, sink, start)
+        sink.flush()
+        return out
 
     def _cache(self, rows: int, slots: int) -> StaticKVCache:
         """One persistent cache per (rows, slots) bucket: same buffers every call, so no new guards."""
@@ -209,50 +207,38 @@ class TotoForecaster:
             self._caches[key] = self.model.new_cache(rows, slots, self.device)
         return self._caches[key]
 
-    def _decode_group(self, first, k, v, plan: _Plan, start: int, seed: int, out: torch.Tensor) -> None:
-        """Sample paths for windows ``start .. start + group`` (group padded with the first of them)."""
-        p, nvar, per, g = self.config.patch_size, out.shape[1], plan.per_batch, plan.group
-        idx = [min(start + j, plan.windows - 1) for j in range(g)]
-        real = [j for j in range(g) if start + j < plan.windows]
-        sel = torch.tensor(idx, device=self.device)
+    def _decode_group(self, first, state: ScalerState, k, v, streams, plan: Plan, w0: int, real: int,
+                      horizon: int, sink: HostSink, offset: int) -> None:
+        """All paths of windows ``w0 .. w0 + real`` of a prefilled chunk into ``sink`` (at ``offset + w0``);
+        the group is padded to ``plan.group`` windows with copies of its last window."""
+        p, nvar, g, per = self.config.patch_size, first.shape[1], plan.group, plan.per
         rows = g * per
-        cache = self._cache(rows * nvar, cache_slots(plan.patches, plan.steps - 1))
-        # window-major rows: (window, sample) sequences, each with nvar variates
-        def spread(t: torch.Tensor) -> torch.Tensor:  # [g, ...] -> [g * per, ...]
-            return t.unsqueeze(1).expand(g, per, *t.shape[1:]).reshape(rows, *t.shape[1:])
-
-        def spread_kv(t: torch.Tensor) -> torch.Tensor:  # [L, B*V, H, n, d] -> view [L, g, per, V, H, n, d]
-            lt, _, h, n, d = t.shape
-            t = t.view(lt, -1, nvar, h, n, d).index_select(1, sel)
-            return t.unsqueeze(2).expand(lt, g, per, nvar, h, n, d)
-
-        k_rows, v_rows = spread_kv(k), spread_kv(v)
-        # the first patch's mixture is shared by a window's samples: a sample axis of size 1 broadcasts
-        params0 = MixtureParams(*(t.index_select(0, sel).unsqueeze(1) for t in first.params))
-        loc0, scale0 = first.loc.index_select(0, sel).unsqueeze(1), first.scale.index_select(0, sel).unsqueeze(1)
-        state0 = ScalerState(*(spread(t.index_select(0, sel)) for t in first.state))
+        idx = torch.arange(w0, w0 + g, device=self.device).clamp_max(w0 + real - 1)
+        cache = self._cache(rows * nvar, plan.slots)
+        lt, _, heads, n, d = k.shape  # [layers, chunk * V, heads, patches, head_dim]
+        k_rows, v_rows = (t.view(lt, -1, nvar, heads, n, d).index_select(1, idx).unsqueeze(2)
+                          .expand(lt, g, per, nvar, heads, n, d) for t in (k, v))
+        state_g = ScalerState(*(t.index_select(0, idx) for t in state))
+        state_rows = ScalerState(*(t.unsqueeze(1).expand(g, per, nvar).reshape(rows, nvar) for t in state_g))
+        stream_rows = streams.index_select(0, idx).repeat_interleave(per)
+        first_g = first.index_select(0, idx)  # [g, V, sample_bucket, P]
+        windows = slice(offset + w0, offset + w0 + real)
         for s0 in range(0, plan.samples, per):
-            n = min(per, plan.samples - s0)
+            m = min(per, plan.samples - s0)
             cache.load_prefix(k_rows, v_rows)
-            params, loc, scale, state = params0, loc0, scale0, state0
-            for step in range(plan.steps):
-                patch = torch.empty((g, per, nvar, p), dtype=torch.float32, device=self.device)
-                for j in range(g):
-                    u = uniforms(seed, idx[j], step, (plan.samples, nvar, p), self.device)[s0: s0 + per]
-                    if u.shape[0] < per:  # last chunk: unused rows get neutral draws
-                        u = torch.cat([u, torch.full((per - u.shape[0], nvar, p, 3), 0.5, device=self.device)])
-                    draw = sample_mixture(MixtureParams(*(t[j] for t in params)), u)
-                    patch[j] = clean_feedback(loc[j][:, :, None] + scale[j][:, :, None] * draw)
-                for j in real:
-                    out[start + j, :, s0: s0 + n, step * p:(step + 1) * p] = patch[j, :n].transpose(0, 1)
-                if step + 1 == plan.steps:
-                    break
-                pos = torch.tensor(plan.patches + step, device=self.device)
-                x_in, state_in, pos = _contiguous((patch.view(rows, nvar, p), state, pos))
-                res = self.steps.call("decode", (rows * nvar, cache.length), self.model.decode, cache,
-                                      x_in, state_in, pos)
-                params = MixtureParams(*(t.view(g, per, *t.shape[1:]) for t in res.params))
-                loc, scale, state = res.loc.view(g, per, nvar), res.scale.view(g, per, nvar), res.state
+            paths = torch.empty((g, nvar, per, plan.steps * p), dtype=torch.float32, device=self.device)
+            patch = first_g[:, :, s0:s0 + per]
+            paths[..., :p] = patch
+            patch = patch.permute(0, 2, 1, 3).reshape(rows, nvar, p)
+            sample_ids = torch.arange(s0, s0 + per, device=self.device).repeat(g)
+            st = state_rows
+            for step in range(1, plan.steps):
+                pos, step_t = (torch.tensor(i, device=self.device) for i in (plan.patches + step - 1, step))
+                patch, st = _contiguous((patch, st))
+                patch, st = self.steps.call("decode", (rows * nvar, plan.slots), decode_draw, self.model, cache, patch,
+                                            st, pos, stream_rows, sample_ids, step_t)
+                paths[..., step * p:(step + 1) * p] = patch.view(g, per, nvar, p).permute(0, 2, 1, 3)
+            sink.put((windows, slice(None), slice(s0, s0 + m)), paths[:real, :, :m, :horizon])
 
 
 def create(*, weights: str | None = None, device: str = "cpu", dtype: str = "float32",

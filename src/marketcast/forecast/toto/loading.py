@@ -14,8 +14,9 @@ from pathlib import Path
 
 import torch
 
-from marketcast.forecast.checkpoint import load_strict, read_safetensors
+from marketcast.forecast.checkpoint import build_empty, load_strict, read_safetensors, resolve_folder
 from marketcast.forecast.toto.config import TotoConfig
+from marketcast.forecast.toto.model import TotoModel
 
 DEFAULT_REPO = "Datadog/Toto-Open-Base-1.0"
 _UNPACKED = [(re.compile(r"\.mlp\.0\.(weight|bias)$"), r".mlp.0.w12.\1"),
@@ -51,9 +52,15 @@ def load_weights(model: torch.nn.Module, state: dict, source: str) -> None:
     load_strict(model, to_packed_keys(state), source, "Toto")
 
 
-def load_checkpoint(folder: Path) -> tuple[TotoConfig, dict]:
+def load_pretrained(source: str | os.PathLike, device: torch.device, local_files_only: bool | None = None,
+                    cache_dir: str | os.PathLike | None = None):
+    """(model, folder): ``TotoModel`` built on the meta device, its weights read straight to ``device``."""
+    folder = resolve_folder(source, "Toto", local_files_only, cache_dir)
     config = TotoConfig.from_file(folder / "config.json")
-    return config, read_safetensors(folder / "model.safetensors")
+    state = read_safetensors(folder / "model.safetensors", device)
+    model = build_empty(lambda: TotoModel(config))
+    load_weights(model, state, str(folder / "model.safetensors"))
+    return model, folder
 
 
 def save_checkpoint(model: torch.nn.Module, config: TotoConfig, folder: str | os.PathLike, packed: bool = True) -> Path:

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from marketcast.forecast.checkpoint import build_empty
 from marketcast.forecast.toto.config import TotoConfig
 from marketcast.forecast.toto.kv_cache import StaticKVCache
 from marketcast.forecast.toto.scaler import ScalerState, causal_patch_scale, scale_next_patch
@@ -117,10 +118,17 @@ class Rotary(nn.Module):
 
     def __init__(self, head_dim: int) -> None:
         super().__init__()
-        inv = 1.0 / (ROPE_THETA ** (torch.arange(0, head_dim, 2)[: head_dim // 2].float() / head_dim))
-        self.register_buffer("inv_freq", inv, persistent=False)
-        xscale = (torch.arange(0, head_dim, 2) + 0.4 * head_dim) / (1.4 * head_dim)
-        self.register_buffer("xscale", xscale, persistent=False)
+        self.head_dim = head_dim
+        self.register_buffer("inv_freq", None, persistent=False)
+        self.register_buffer("xscale", None, persistent=False)
+        self.reset_buffers(None)
+
+    def reset_buffers(self, device: torch.device | str | None) -> None:
+        """(Re)compute the frequency tables on ``device`` (not in checkpoints; after a meta-device build)."""
+        d = self.head_dim
+        arange = torch.arange(0, d, 2, device=device)
+        self.inv_freq = 1.0 / (ROPE_THETA ** (arange[: d // 2].float() / d))
+        self.xscale = (arange + 0.4 * d) / (1.4 * d)
 
     def tables(self, positions: torch.Tensor, center: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Query (cos, sin) and key (cos, sin) ``[seq, head_dim]`` with the xPos scale (keys: 1/scale) folded
@@ -328,12 +336,22 @@ def count_parameters(model: nn.Module) -> int:
 
 
 def init_weights(model: TotoModel, seed: int) -> TotoModel:
-    """Deterministic random init (PyTorch's default Linear init under a fixed seed); RMSNorm scales 1."""
+    """Deterministic random init in place (PyTorch's default Linear bounds under a fixed seed, RMSNorm
+    scales 1): every parameter is written, so the model may come from ``to_empty``."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for module in model.modules():
             if isinstance(module, nn.Linear):
                 bound = 1.0 / math.sqrt(module.in_features)
-                module.weight.copy_(torch.empty_like(module.weight).uniform_(-bound, bound, generator=g))
-                module.bias.copy_(torch.empty_like(module.bias).uniform_(-bound, bound, generator=g))
+                module.weight.uniform_(-bound, bound, generator=g)
+                module.bias.uniform_(-bound, bound, generator=g)
+            elif isinstance(module, RMSNorm):
+                module.scale.fill_(1.0)
     return model
+
+
+def random_model(config: TotoConfig, seed: int) -> TotoModel:
+    """A CPU model with :func:`init_weights`' weights, allocated once (no default init to overwrite)."""
+    model = build_empty(lambda: TotoModel(config)).to_empty(device="cpu")
+    model.rotary.reset_buffers("cpu")
+    return init_weights(model, seed).eval()
