@@ -255,6 +255,5 @@ def create(*, weights: str | None = None, device: str = "cpu", dtype: str = "flo
         message = ("toto: weights='random' uses randomly initialised Toto-Open-Base-1.0 weights; its forecasts "
                    "are meaningless (use it for speed and plumbing tests only)")
         warnings.warn(message, stacklevel=2)
-        log.warning(message)
         return TotoForecaster.from_config(TotoConfig.base(), seed=seed, **options)
     return TotoForecaster.from_pretrained(DEFAULT_REPO if weights in (None, "auto") else weights, **options)
