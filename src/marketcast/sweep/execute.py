@@ -1,8 +1,8 @@
 """Running a sweep on Ray: an embedded local Ray by default, or an existing cluster (``--address`` or
 ``RAY_ADDRESS``).
 
-Per forecast job (:mod:`marketcast.sweep.plan`) a CPU task loads the symbol, a model actor forecasts it and
-CPU tasks settle its cells. Model actors hold a loaded forecaster for the whole sweep (``num_gpus=1`` when
+Per forecast job (:mod:`marketcast.sweep.plan`) a CPU task loads the symbol; a model actor forecasts up to
+``symbols_per_call`` symbols of the same model and settings in one batch; CPU tasks settle each job's cells. Model actors hold a loaded forecaster for the whole sweep (``num_gpus=1`` when
 the cells ask for CUDA, none on the CPU) and are released as soon as the last forecast of their model is
 in, so their CPU or GPU goes back to the pool. The driver alone writes the store: finished cells are
 flushed in parts (every ``flush_cells`` cells or ``flush_seconds``), so a killed sweep loses at most the
@@ -20,10 +20,11 @@ from marketcast.errors import ConfigError, UnavailableError
 from marketcast.runs.rows import RunContext, error_row
 from marketcast.runs.store import RunStore
 from marketcast.sweep import tasks
-from marketcast.sweep.plan import Job
+from marketcast.sweep.plan import FORECAST_FIELDS, Job
 
 RAY_HINT = "marketcast sweep needs Ray, an optional extra: pip install 'marketcast[ray]'"
-DEFAULTS = {"actors": None, "max_in_flight": None, "flush_cells": 64, "flush_seconds": 10.0, "cells_per_task": 8}
+DEFAULTS = {"actors": None, "max_in_flight": None, "flush_cells": 64, "flush_seconds": 10.0, "cells_per_task": 8,
+            "symbols_per_call": 8}
 
 
 def import_ray():
@@ -71,12 +72,14 @@ class Pool:
     turn: int = 0
     last: dict = field(default_factory=dict)
 
-    def submit(self, method: str, *args):
+    def submit(self, method: str, returns: int, *args) -> list:
+        """``returns`` object refs, one per result of the call (Ray's ``num_returns``)."""
         index = self.turn % len(self.actors)
         self.turn += 1
-        ref = getattr(self.actors[index], method).remote(*args)
-        self.last[index] = ref
-        return ref
+        refs = getattr(self.actors[index], method).options(num_returns=returns).remote(*args)
+        refs = [refs] if returns == 1 else list(refs)
+        self.last[index] = refs[-1]
+        return refs
 
 
 class Sweep:
@@ -103,10 +106,10 @@ class Sweep:
 
     def run(self) -> dict:
         try:
-            for job in self.jobs:
+            for group in self._calls():
                 while len(self.inflight) >= self.max_in_flight:
                     self._harvest()
-                self._submit(job)
+                self._submit(group)
             while self.inflight:
                 self._harvest()
         finally:
@@ -130,17 +133,29 @@ class Sweep:
                 self.pools[key] = Pool([make.remote(cell.model_options()) for _ in range(count)])
         return self.pools[key]
 
-    def _submit(self, job: Job) -> None:
-        pool = self._pool(job)
-        self.unsubmitted[job.model_key] -= 1
+    def _calls(self) -> list[list[Job]]:
+        """Jobs of one model and the same forecast settings, ``symbols_per_call`` at a time, in plan order: the
+        symbols an actor forecasts in one batch."""
+        size, groups = self.options["symbols_per_call"], {}
+        for job in self.jobs:
+            groups.setdefault((job.model_key, *(getattr(job.config, f) for f in FORECAST_FIELDS)), []).append(job)
+        calls = [g[i:i + size] for g in groups.values() for i in range(0, len(g), size)]
+        order = {id(job): n for n, job in enumerate(self.jobs)}
+        return sorted(calls, key=lambda call: order[id(call[0])])
+
+    def _submit(self, jobs: list[Job]) -> None:
+        pool = self._pool(jobs[0])
+        self.unsubmitted[jobs[0].model_key] -= len(jobs)
         if pool.error:
-            self._record([[error_row(self.ctx, cell, pos, pool.error)] for pos, cell in job.cells])
+            for job in jobs:
+                self._record([[error_row(self.ctx, cell, pos, pool.error)] for pos, cell in job.cells])
             return
-        loaded = self.load.remote(job.symbol, job.path, job.first)
-        forecasted = pool.submit("forecast", loaded, job.config)
-        for chunk in job.chunks(self.options["cells_per_task"]):
-            ref = self.settle.remote(self.ctx, loaded, forecasted, chunk, len(job.cells))
-            self.inflight[ref] = chunk
+        loaded = [self.load.remote(job.symbol, job.path, job.first) for job in jobs]
+        forecasted = pool.submit("forecast", len(jobs), jobs[0].config, *loaded)
+        for job, one_loaded, one_forecast in zip(jobs, loaded, forecasted):
+            for chunk in job.chunks(self.options["cells_per_task"]):
+                ref = self.settle.remote(self.ctx, one_loaded, one_forecast, chunk, len(job.cells))
+                self.inflight[ref] = chunk
 
     # --- collecting -------------------------------------------------------------------------------------
 

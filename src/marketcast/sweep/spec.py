@@ -54,7 +54,8 @@ from marketcast.runs.cells import MODEL_OPTIONS, Cell, digest
 from marketcast.runtime.settings import MODES
 
 MODEL_TYPES = {"model": str, "weights": str | None, "device": str, "dtype": str, "compile": str | None}
-RAY_KEYS = {"actors": int, "max_in_flight": int, "flush_cells": int, "flush_seconds": float, "cells_per_task": int}
+RAY_KEYS = {"actors": int, "max_in_flight": int, "flush_cells": int, "flush_seconds": float, "cells_per_task": int,
+            "symbols_per_call": int}
 TOP_KEYS = ("name", "data", "options", "grid", "settings", "models", "ray")
 
 

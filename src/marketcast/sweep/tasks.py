@@ -38,14 +38,30 @@ class Loaded:
 
 
 @dataclass
+class Failed:
+    """A symbol whose load or forecast failed: its cells are recorded with ``message``, the others of its
+    forecast call go on."""
+
+    message: str
+
+
+@dataclass
 class Forecasted:
     forecast: Forecast
     ends: np.ndarray
     seconds: float
 
 
-def load(symbol: str, path: Path | None, cell: Cell) -> Loaded:
-    """The symbol's bars, as ``marketcast backtest`` loads them (``path`` spares a folder listing)."""
+def load(symbol: str, path: Path | None, cell: Cell) -> Loaded | Failed:
+    """The symbol's bars, as ``marketcast backtest`` loads them (``path`` spares a folder listing), or why they
+    cannot be used (returned, not raised: a bad file must not fail the other symbols of its forecast call)."""
+    try:
+        return _load(symbol, path, cell)
+    except Exception as exc:  # recorded on the symbol's cells
+        return Failed(describe(exc))
+
+
+def _load(symbol: str, path: Path | None, cell: Cell) -> Loaded:
     min_rows = cell.config.windows + 2
     if path is not None and path.is_file():
         bars = load_bars(path, symbol=symbol, asset_class=cell.asset_class, min_rows=min_rows,
@@ -57,12 +73,14 @@ def load(symbol: str, path: Path | None, cell: Cell) -> Loaded:
 
 
 class ForecastServer:
-    """Holds one loaded (and, on CUDA, compiled) forecaster and forecasts symbol after symbol with it.
+    """Holds one loaded (and, on CUDA, compiled) forecaster and serves batched forecasts for many symbols.
 
-    Each call forecasts all windows of one symbol in one batch, the call ``marketcast backtest`` makes: the
-    forecaster's shape buckets let every symbol with the same windows reuse the graphs compiled for the
-    first. A model that fails to load does not kill the actor: every call reports the load error, so its
-    cells are recorded as failed and the sweep goes on.
+    A call forecasts every window of several symbols in one batch: ``forecast_windows`` over their (bars, ends)
+    jobs, the call ``marketcast backtest SYM1 SYM2 ...`` makes. A window's sample paths depend on the seed and
+    the window alone, not on the batch around it (the forecasters' batch-invariance tests), so a symbol forecast
+    with others equals its backtest alone. The shape buckets let every call reuse the graphs compiled for the
+    first. A model that fails to load does not kill the actor: every call reports the load error, so its cells
+    are recorded as failed and the sweep goes on.
     """
 
     def __init__(self, options: dict) -> None:
@@ -72,19 +90,45 @@ class ForecastServer:
         except Exception as exc:  # any load failure becomes the message of this model's cells
             self.error = f"model {options.get('name')!r} failed to load: {describe(exc)}"
 
-    def forecast(self, loaded: Loaded, config: BacktestConfig) -> Forecasted:
+    def forecast(self, config: BacktestConfig, *loaded: Loaded | Failed) -> list[Forecasted | Failed]:
+        """One result per symbol, in order. A symbol that could not be loaded stays :class:`Failed`; if the
+        batch fails (a non-finite path names its symbol), each symbol is forecast alone so only it fails."""
         if self.forecaster is None:
             raise ModelLoadError(self.error)
+        good = [i for i, item in enumerate(loaded) if isinstance(item, Loaded)]
+        out: list[Forecasted | Failed] = list(loaded)
+        try:
+            for i, result in zip(good, self._batch([loaded[i] for i in good], config)):
+                out[i] = result
+        except MarketcastError as exc:
+            if len(good) == 1:
+                out[good[0]] = Failed(describe(exc))
+                return out
+            for i in good:
+                try:
+                    (out[i],) = self._batch([loaded[i]], config)
+                except MarketcastError as exc:
+                    out[i] = Failed(describe(exc))
+        return out
+
+    def _batch(self, loaded: list[Loaded], config: BacktestConfig) -> list[Forecasted]:
+        if not loaded:
+            return []
         started = time.perf_counter()
-        ends = decision_ends(len(loaded.bars), config)
-        (forecast,) = forecast_windows(self.forecaster, [(loaded.bars, ends)], config)
-        return Forecasted(forecast, ends, time.perf_counter() - started)
+        ends = [decision_ends(len(item.bars), config) for item in loaded]
+        forecasts = forecast_windows(self.forecaster, [(item.bars, e) for item, e in zip(loaded, ends)], config)
+        share = (time.perf_counter() - started) / len(loaded)
+        return [Forecasted(f, e, share) for f, e in zip(forecasts, ends)]
 
 
-def settle(ctx: RunContext, loaded: Loaded, forecasted: Forecasted, cells: list[tuple[int, Cell]],
+def settle(ctx: RunContext, loaded: Loaded | Failed, forecasted: Forecasted | Failed, cells: list[tuple[int, Cell]],
            job_cells: int) -> list[list[dict]]:
     """The rows of each cell: simulated on the shared forecast, or its error. ``seconds`` of a cell is its
     own simulation plus an equal share of the job's forecast."""
+    if isinstance(forecasted, Failed) or isinstance(loaded, Failed):
+        failed = forecasted if isinstance(forecasted, Failed) else loaded
+        fp = loaded.fingerprint if isinstance(loaded, Loaded) else None
+        return [[error_row(ctx, cell, position, failed.message, data_fingerprint=fp)] for position, cell in cells]
     out = []
     for position, cell in cells:
         started = time.perf_counter()
