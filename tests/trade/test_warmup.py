@@ -38,10 +38,25 @@ def test_a_forecaster_with_warmup_is_asked_for_the_loops_shapes():
     assert forecaster.calls[-1]["context"] == 100
 
 
+class ForecastsOnly:
+    """A forecaster without ``warmup()``: the baseline's forecasts, counted."""
+
+    name = "baseline"
+
+    def __init__(self) -> None:
+        self.inner, self.shapes = BaselineForecaster(), []
+
+    def forecast(self, batch, **kw):
+        self.shapes.append((*batch.values.shape[:2], kw["num_samples"], kw["horizon"]))
+        return self.inner.forecast(batch, **kw)
+
+
 def test_without_warmup_one_forecast_of_the_loops_shape_is_run_and_timed():
     config = BacktestConfig(context=64, num_samples=32)
-    done = warm_up(BaselineForecaster(), BARS, config)
+    forecaster = ForecastsOnly()
+    done = warm_up(forecaster, BARS, config)
     assert done["how"] == "one forecast" and done["seconds"] > 0
+    assert forecaster.shapes == [(1, 64, 32, 1)]  # one window of 64 bars, 32 paths, one step
     assert done["shape"] == "1 window x 64 bars, 32 samples, horizon 1"
 
 
