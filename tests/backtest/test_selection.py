@@ -53,7 +53,7 @@ def test_lookback_must_be_positive():
 def test_the_live_planner_picks_with_the_same_rule():
     from marketcast.backtest import BacktestConfig, run_backtest
     from marketcast.backtest.orders import FLAT, Costs
-    from marketcast.trade.planner import NO_PICK, BacktestPlanner
+    from marketcast.trade.loop.planner import NO_PICK, BacktestPlanner
 
     from .helpers import MomentumForecaster, TableForecaster, random_bars
 

@@ -10,12 +10,12 @@ from marketcast.cli import main
 from marketcast.data import load_symbol
 from marketcast.forecast import load_forecaster
 from marketcast.report.live import PAGE_NAME, is_open, read_alerts, read_state, status_html
-from marketcast.trade.cycle import LoopConfig
-from marketcast.trade.gates import GateConfig
-from marketcast.trade.monitor import read_records
-from marketcast.trade.planner import BacktestPlanner
+from marketcast.trade.loop.cycle import LoopConfig
+from marketcast.trade.loop.gates import GateConfig
+from marketcast.trade.ops.monitor import read_records
+from marketcast.trade.loop.planner import BacktestPlanner
 from marketcast.trade.replay import replay
-from marketcast.trade.state import Intent, Journal
+from marketcast.trade.journal.state import Intent, Journal
 from tests.report.pagedata import figures, trace
 
 SYMS = ("SP500", "NASDAQ")

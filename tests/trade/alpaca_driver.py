@@ -15,7 +15,7 @@ def main(url: str, state: str, start: str, end: str) -> int:
     import requests
 
     from marketcast.data import load_symbol
-    from marketcast.trade.lock import StateLock
+    from marketcast.trade.journal.lock import StateLock
 
     from .alpaca_env import KEY, SECRET, alpaca_loop
 

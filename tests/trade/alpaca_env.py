@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from marketcast.trade.types import OrderRequest
+from marketcast.trade.broker.types import OrderRequest
 
 KEY, SECRET = "PKFAKEKEYZ9Q7W3E5R1T", "sEcReT-fake-9f8e7d6c5b4a3f2e1d0c"
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -32,8 +32,8 @@ def embedded_fake(end: str, crypto: dict[str, str] | None = None):
 
 def adapter(fake, **kw):
     """The real AlpacaBroker (alpaca-py underneath) talking to ``fake``."""
-    from marketcast.trade.alpaca import AlpacaBroker
-    from marketcast.trade.endpoints import Endpoint
+    from marketcast.trade.broker.alpaca import AlpacaBroker
+    from marketcast.trade.broker.endpoints import Endpoint
 
     kw.setdefault("timeout_s", 0.5)
     kw.setdefault("max_retries", 2)
@@ -51,12 +51,12 @@ def alpaca_loop(fake, tmp_path, symbols=("AAPL",), classes=None, planner=None, c
     """A loop over the adapter with its own journal connection, as a freshly (re)started process has;
     ``loop_config`` overrides fields of its LoopConfig."""
     from marketcast.forecast import load_forecaster
-    from marketcast.trade.cycle import LoopConfig, TradingLoop
-    from marketcast.trade.feed import broker_feed
-    from marketcast.trade.gates import GateConfig
-    from marketcast.trade.monitor import Monitor
-    from marketcast.trade.planner import BacktestPlanner
-    from marketcast.trade.state import Journal
+    from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
+    from marketcast.trade.loop.feed import broker_feed
+    from marketcast.trade.loop.gates import GateConfig
+    from marketcast.trade.ops.monitor import Monitor
+    from marketcast.trade.loop.planner import BacktestPlanner
+    from marketcast.trade.journal.state import Journal
 
     classes = classes or {s: "stock" for s in symbols}
     b = adapter(fake, asset_classes=classes, **kw)
@@ -70,7 +70,7 @@ def alpaca_loop(fake, tmp_path, symbols=("AAPL",), classes=None, planner=None, c
 
 def submitted(loop, request: OrderRequest, decision_ts: str, kind: str = "entry") -> None:
     """An order the loop sent on an earlier cycle: at the broker and journalled as submitted."""
-    from marketcast.trade.state import Intent
+    from marketcast.trade.journal.state import Intent
 
     placed = loop.broker.submit(request)
     r = request

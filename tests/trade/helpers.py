@@ -6,7 +6,7 @@ import pandas as pd
 
 from marketcast.backtest.orders import Decision
 from marketcast.data.bars import Bars
-from marketcast.trade.planner import Signal
+from marketcast.trade.loop.planner import Signal
 
 
 def bars_from_rows(symbol: str, rows: list[tuple[float, float, float, float]], start: str = "2024-01-01",

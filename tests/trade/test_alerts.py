@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from marketcast.trade.alerts import Alerts, AlertThresholds, cycle_alerts
-from marketcast.trade.redact import register_secrets
+from marketcast.trade.ops.alerts import Alerts, AlertThresholds, cycle_alerts
+from marketcast.trade.ops.redact import register_secrets
 
 
 class Webhook:
@@ -53,7 +53,7 @@ def lines(path) -> list[dict]:
 
 
 def test_an_alert_reaches_the_webhook_alerts_jsonl_and_the_log(tmp_path, webhook, caplog):
-    caplog.set_level(logging.WARNING, "marketcast.trade.alerts")
+    caplog.set_level(logging.WARNING, "marketcast.trade.ops.alerts")
     register_secrets("sEcReT-in-an-alert")
     alerts = Alerts(tmp_path, webhook.url)
     sent = alerts.emit("halt", "loop", "trading is halted (risk): daily loss 5.10% (key sEcReT-in-an-alert)",
@@ -82,7 +82,7 @@ def test_a_dead_webhook_is_a_warning_and_the_alert_is_still_kept(tmp_path, caplo
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    caplog.set_level(logging.WARNING, "marketcast.trade.alerts")
+    caplog.set_level(logging.WARNING, "marketcast.trade.ops.alerts")
     Alerts(tmp_path, f"http://127.0.0.1:{port}/x", timeout_s=2.0).emit("stale_data", "SP500", "SP500: stale")
     assert lines(tmp_path / "alerts.jsonl")[0]["message"] == "SP500: stale"
     assert caplog.records[-1].levelname == "WARNING"

@@ -78,7 +78,7 @@ def deleted_journal_then_accept_broker(fake, tmp_path, capsys):
     assert (f"marketcast trade reconcile --accept-broker --state-dir {state} --symbols SP500,NASDAQ --broker alpaca"
             in line)
     assert len([m for m, _, _ in fake.requests if m in ("POST", "DELETE")]) == posts  # nothing touched
-    from marketcast.trade.state import Journal
+    from marketcast.trade.journal.state import Journal
 
     from marketcast.trade.__main__ import main as trade_main
 
@@ -102,7 +102,7 @@ def deleted_journal_then_accept_broker(fake, tmp_path, capsys):
 
 
 def test_a_second_loop_on_one_state_folder_exits_2_naming_the_holder(fake, tmp_path):
-    from marketcast.trade.lock import StateLock
+    from marketcast.trade.journal.lock import StateLock
 
     with StateLock(tmp_path):  # this test process is the running loop
         second = trade(["run", "--broker", "alpaca", "--symbols", "AAPL", "--state-dir", str(tmp_path), "--once"],

@@ -9,9 +9,9 @@ import logging
 import pytest
 
 from marketcast.errors import HaltedError
-from marketcast.trade.broker import BrokerUnavailable
-from marketcast.trade.ids import CLOSE, client_order_id
-from marketcast.trade.state import Intent
+from marketcast.trade.broker.interface import BrokerUnavailable
+from marketcast.trade.journal.ids import CLOSE, client_order_id
+from marketcast.trade.journal.state import Intent
 
 from .alpaca_env import D0, D1, D2, KEY, SECRET, adapter, alpaca_loop, order, submitted
 
@@ -31,7 +31,7 @@ def test_keys_never_reach_exceptions_logs_or_records(fake, tmp_path, caplog):
     setup_logging(tmp_path, verbose=True)
     logging.getLogger("marketcast.trade").info("account %s", f"{KEY}:{SECRET}")  # even if someone logs it
     from marketcast.forecast import load_forecaster
-    from marketcast.trade.planner import BacktestPlanner
+    from marketcast.trade.loop.planner import BacktestPlanner
 
     loop = alpaca_loop(fake, tmp_path, monitor=True,
                        planner=BacktestPlanner(load_forecaster("baseline"), strategies=("maxdiff",)))

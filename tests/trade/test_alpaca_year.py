@@ -12,8 +12,8 @@ import pandas as pd
 
 from marketcast.backtest.orders import Decision
 from marketcast.data import load_symbol
-from marketcast.trade.ids import ENTRY, client_order_id
-from marketcast.trade.planner import Signal
+from marketcast.trade.journal.ids import ENTRY, client_order_id
+from marketcast.trade.loop.planner import Signal
 
 from .alpaca_env import adapter, alpaca_loop, embedded_fake, order
 from .fake_alpaca import FakeAlpaca

@@ -17,8 +17,8 @@ from marketcast.data import load_symbol
 from marketcast.errors import ConfigError
 from marketcast.settings import resolve
 from marketcast.trade.config import SECTION, SETTINGS
-from marketcast.trade.monitor import read_records
-from marketcast.trade.state import Journal
+from marketcast.trade.ops.monitor import read_records
+from marketcast.trade.journal.state import Journal
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 RUN = [sys.executable, "-m", "marketcast.trade", "run", "--symbols", "SP500,NASDAQ"]

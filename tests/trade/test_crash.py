@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 from marketcast.data import load_symbol
-from marketcast.trade.paper import PaperBroker
-from marketcast.trade.state import Journal
-from marketcast.trade.status import journal_counts, status_rows
+from marketcast.trade.broker.paper import PaperBroker
+from marketcast.trade.journal.state import Journal
+from marketcast.trade.ops.status import journal_counts, status_rows
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 ARGS = ["replay", "--from", "2015-01-01", "--to", "2015-06-30", "--symbols", "SP500,NASDAQ"]

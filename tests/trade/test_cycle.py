@@ -11,19 +11,19 @@ from marketcast.backtest.orders import Costs
 from marketcast.data import load_symbol
 from marketcast.data.bars import Bars
 from marketcast.forecast import load_forecaster
-from marketcast.trade.cycle import LoopConfig, TradingLoop
-from marketcast.trade.feed import history_feed
-from marketcast.trade.gates import GateConfig
-from marketcast.trade.monitor import read_records, summarise, Monitor
-from marketcast.trade.paper import PaperBroker
-from marketcast.trade.planner import BacktestPlanner
+from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
+from marketcast.trade.loop.feed import history_feed
+from marketcast.trade.loop.gates import GateConfig
+from marketcast.trade.ops.monitor import read_records, summarise, Monitor
+from marketcast.trade.broker.paper import PaperBroker
+from marketcast.trade.loop.planner import BacktestPlanner
 from marketcast.errors import HaltedError
-from marketcast.trade.broker import BrokerUnavailable
-from marketcast.trade.quotes import quote
-from marketcast.trade.rules import round_price
-from marketcast.trade.state import Intent, Journal
-from marketcast.trade.status import journal_counts
-from marketcast.trade.types import Quote
+from marketcast.trade.broker.interface import BrokerUnavailable
+from marketcast.trade.loop.quotes import quote
+from marketcast.trade.broker.rules import round_price
+from marketcast.trade.journal.state import Intent, Journal
+from marketcast.trade.ops.status import journal_counts
+from marketcast.trade.broker.types import Quote
 
 SYMS = ("SP500", "NASDAQ")
 OPEN_GATES = GateConfig(min_edge=-1.0, min_sharpe=-1e9, max_drawdown=1.01)  # let every non-flat signal through
@@ -105,7 +105,7 @@ def test_restart_after_intent_before_post_submits_once(tmp_path, bars):
 
 
 def test_restart_after_post_before_journal_update_does_not_resubmit(tmp_path, bars):
-    from marketcast.trade.orders import request_of
+    from marketcast.trade.loop.orders import request_of
 
     loop, broker, journal = make_loop(tmp_path, bars)
     ts = broker.clock
@@ -127,7 +127,7 @@ def test_dry_run_plans_without_submitting_or_journalling(tmp_path, bars):
 
 
 def test_stale_open_order_is_cancelled_and_stale_pending_intent_abandoned(tmp_path, bars):
-    from marketcast.trade.orders import request_of
+    from marketcast.trade.loop.orders import request_of
 
     loop, broker, journal = make_loop(tmp_path, bars)
     old = broker.clock
@@ -278,7 +278,7 @@ class ScriptedPlanner:
         self.decisions = decisions
 
     def plan(self, bars, costs, learn_from=None):
-        from marketcast.trade.planner import Signal
+        from marketcast.trade.loop.planner import Signal
 
         close = float(bars.frame["close"].iloc[-1])
         return Signal(bars.symbol, bars.frame.index[-1].isoformat(), "scripted", self.decisions[bars.symbol](close),
@@ -287,7 +287,7 @@ class ScriptedPlanner:
 
 def test_an_order_that_cannot_be_made_valid_is_refused_journalled_and_shown_never_sent(tmp_path):
     from marketcast.backtest.orders import Decision
-    from marketcast.trade.cycle import describe
+    from marketcast.trade.loop.cycle import describe
 
     from .helpers import bars_from_rows
 

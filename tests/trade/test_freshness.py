@@ -12,15 +12,15 @@ import pytest
 from marketcast.data import load_symbol
 from marketcast.data.bars import Bars
 from marketcast.forecast import load_forecaster
-from marketcast.trade.cycle import LoopConfig, TradingLoop
-from marketcast.trade.feed import history_feed
-from marketcast.trade.freshness import Freshness, complete, latest_complete, quote_reasons, stale_reason, went_back
-from marketcast.trade.gates import GateConfig
-from marketcast.trade.monitor import Monitor
-from marketcast.trade.paper import PaperBroker
-from marketcast.trade.planner import BacktestPlanner
-from marketcast.trade.state import Journal
-from marketcast.trade.types import Quote
+from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
+from marketcast.trade.loop.feed import history_feed
+from marketcast.trade.loop.freshness import Freshness, complete, latest_complete, quote_reasons, stale_reason, went_back
+from marketcast.trade.loop.gates import GateConfig
+from marketcast.trade.ops.monitor import Monitor
+from marketcast.trade.broker.paper import PaperBroker
+from marketcast.trade.loop.planner import BacktestPlanner
+from marketcast.trade.journal.state import Journal
+from marketcast.trade.broker.types import Quote
 
 T = pd.Timestamp
 SP = load_symbol("SP500")

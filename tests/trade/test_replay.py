@@ -20,13 +20,13 @@ from marketcast.backtest.fills import settle
 from marketcast.backtest.orders import Bar, Costs, Decision
 from marketcast.data import load_symbol
 from marketcast.forecast import load_forecaster
-from marketcast.trade.cycle import LoopConfig
-from marketcast.trade.paper import PaperBroker
-from marketcast.trade.gates import GateConfig
-from marketcast.trade.planner import PLANNER_CONFIG, BacktestPlanner
+from marketcast.trade.loop.cycle import LoopConfig
+from marketcast.trade.broker.paper import PaperBroker
+from marketcast.trade.loop.gates import GateConfig
+from marketcast.trade.loop.planner import PLANNER_CONFIG, BacktestPlanner
 from marketcast.trade.replay import replay
-from marketcast.trade.rules import round_price
-from marketcast.trade.state import Journal
+from marketcast.trade.broker.rules import round_price
+from marketcast.trade.journal.state import Journal
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 SYMS = ("SP500", "NASDAQ")

@@ -15,15 +15,15 @@ from marketcast.data import load_symbol
 from marketcast.errors import HaltedError
 from marketcast.forecast import load_forecaster
 from marketcast.trade.__main__ import main as trade_main
-from marketcast.trade.cycle import LoopConfig, TradingLoop
-from marketcast.trade.feed import history_feed
-from marketcast.trade.freshness import Freshness
-from marketcast.trade.gates import GateConfig
-from marketcast.trade.paper import PaperBroker
-from marketcast.trade.planner import BacktestPlanner
+from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
+from marketcast.trade.loop.feed import history_feed
+from marketcast.trade.loop.freshness import Freshness
+from marketcast.trade.loop.gates import GateConfig
+from marketcast.trade.broker.paper import PaperBroker
+from marketcast.trade.loop.planner import BacktestPlanner
 from marketcast.trade.portfolio import PortfolioConfig, allocate
 from marketcast.trade.risk import RiskGuard, RiskLimits
-from marketcast.trade.state import Intent, Journal
+from marketcast.trade.journal.state import Intent, Journal
 
 from .alpaca_env import D1, D2, alpaca_loop, order, submitted
 from .helpers import signal

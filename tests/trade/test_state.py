@@ -15,8 +15,8 @@ import pytest
 
 from marketcast.data import load_symbol
 from marketcast.errors import ConfigError, StateError
-from marketcast.trade.lock import StateLock
-from marketcast.trade.state import Intent, Journal
+from marketcast.trade.journal.lock import StateLock
+from marketcast.trade.journal.state import Intent, Journal
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -121,7 +121,7 @@ def test_one_loop_per_state_folder_and_a_killed_holder_frees_it(tmp_path):
         with pytest.raises(ConfigError, match=rf"another marketcast loop \(PID {os.getpid()}\) is using {tmp_path}"):
             StateLock(tmp_path).acquire()
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; sys.path.insert(0, sys.argv[1]);"
-                               "from marketcast.trade.lock import StateLock; StateLock(sys.argv[2]).acquire();"
+                               "from marketcast.trade.journal.lock import StateLock; StateLock(sys.argv[2]).acquire();"
                                "print('locked', flush=True); time.sleep(60)", SRC, str(tmp_path)],
                               stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "locked"

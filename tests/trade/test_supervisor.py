@@ -19,14 +19,14 @@ import pytest
 from marketcast.data import load_symbol
 from marketcast.errors import AuthError, ExitCode, HaltedError
 from marketcast.trade.__main__ import main as trade_main
-from marketcast.trade.alerts import Alerts, AlertThresholds
-from marketcast.trade.cycle import LoopConfig, TradingLoop
-from marketcast.trade.gates import GateConfig
+from marketcast.trade.ops.alerts import Alerts, AlertThresholds
+from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
+from marketcast.trade.loop.gates import GateConfig
 from marketcast.trade.launch import AlpacaVenue, PaperVenue, file_clock, setup_logging
-from marketcast.trade.monitor import Monitor
-from marketcast.trade.planner import BacktestPlanner
-from marketcast.trade.state import Journal
-from marketcast.trade.supervisor import Supervisor
+from marketcast.trade.ops.monitor import Monitor
+from marketcast.trade.loop.planner import BacktestPlanner
+from marketcast.trade.journal.state import Journal
+from marketcast.trade.loop.supervisor import Supervisor
 
 from .alpaca_env import KEY, SECRET, embedded_fake
 from .fake_market import bars_of
@@ -136,7 +136,7 @@ def test_sigterm_during_a_cycle_finishes_the_cycle_then_exits_0(tmp_path):
     records = [json.loads(x) for x in (state / "records.jsonl").read_text().splitlines()]
     assert [r["decision_ts"] for r in records] == [DAYS[0].isoformat()] and records[0]["warmup"]["model"] == "baseline"
     assert all(s == "submitted" for (s,) in journal(state, "SELECT status FROM intents"))
-    from marketcast.trade.lock import StateLock
+    from marketcast.trade.journal.lock import StateLock
 
     StateLock(state).acquire().release()  # the lock went with the process
 

@@ -10,8 +10,8 @@ from marketcast.backtest.config import BacktestConfig
 from marketcast.data import load_symbol
 from marketcast.errors import ModelLoadError
 from marketcast.forecast.baseline import BaselineForecaster
-from marketcast.trade.planner import PLANNER_CONFIG
-from marketcast.trade.warmup import load_model, warm_up
+from marketcast.trade.loop.planner import PLANNER_CONFIG
+from marketcast.trade.loop.warmup import load_model, warm_up
 
 BARS = load_symbol("SP500")
 

@@ -1,7 +1,7 @@
 """The walk-forward pick: which strategy to trade at the next bar, judged on the windows settled so far.
 
 One rule for the backtest's walk-forward track record (``walk_forward_oos_*`` in the JSON) and the live
-planner (:mod:`marketcast.trade.planner`), so the backtest reports the record of the rule the live loop
+planner (:mod:`marketcast.trade.loop.planner`), so the backtest reports the record of the rule the live loop
 follows.
 
 The rule (:class:`SelectionRule`, ``--select-lookback``):

@@ -19,10 +19,10 @@ import plotly.graph_objects as go
 from marketcast.errors import ConfigError
 from marketcast.report.charts import PALETTE, WALK_FORWARD_COLOUR, figure, line
 from marketcast.report.page import chart, document, heading, paragraph, table
-from marketcast.trade.monitor import read_records, summarise
-from marketcast.trade.state import Journal
-from marketcast.trade.status import journal_counts
-from marketcast.trade.types import HELD_STATUSES, WORKING_STATUSES
+from marketcast.trade.ops.monitor import read_records, summarise
+from marketcast.trade.journal.state import Journal
+from marketcast.trade.ops.status import journal_counts
+from marketcast.trade.broker.types import HELD_STATUSES, WORKING_STATUSES
 
 PAGE_NAME = "status.html"
 ALERTS = "alerts.jsonl"

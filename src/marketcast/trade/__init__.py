@@ -1,15 +1,15 @@
-"""Paper and live trading loop: ``marketcast trade run | status | reconcile | replay``.
+"""Paper and live trading loop: ``marketcast trade run | status | orders | reconcile | resume | replay``.
 
-Layout (decision code never imports a concrete broker):
+Rooms, importing one way down (``tests/trade/test_rooms.py`` keeps it so):
 
-* ``types``/``broker``: data types and the :class:`~marketcast.trade.broker.Broker` interface;
-  ``paper`` (embedded SQLite broker, fills by ``marketcast.backtest.fills.settle``) and ``alpaca``
-  (alpaca-py, imported lazily; ``endpoints`` picks its host from the flags, ``redact`` scrubs keys).
-* ``rules``: what the broker accepts (price grid, sizes, time in force, shorts, buying power).
-* ``cycle``: one cycle, orchestrated: ``reconcile`` (journal vs broker, fail closed, stale cancels, closes),
-  plan (``planner``, ``quotes``, ``gates``, ``portfolio``), check (``rules``), submit (``orders``), record
-  (``monitor``).
-* ``state`` (write-ahead journal), ``halts`` (the halted state), ``ownership`` (what the loop owns),
-  ``ids`` (deterministic ``client_order_id``), ``lock`` (one loop per state folder), ``db`` (SQLite).
-* ``feed``, ``replay``, ``launch`` and ``cli`` (the commands).
+* ``broker/``: the :class:`~marketcast.trade.broker.interface.Broker` interface and its plain ``types``; the
+  rules model (``rules``: what Alpaca accepts, shared by the paper broker, the fake Alpaca in the tests and the
+  loop's own pre-check); the adapters ``paper`` (embedded SQLite broker, fills by the backtest's rule) and
+  ``alpaca`` (alpaca-py, with ``alpaca_data`` and ``endpoints``), which only the wiring imports.
+* ``journal/``: the write-ahead journal (``state``, ``db``), ``halts``, the ``lock``, owner-only ``files``, ``ids``.
+* ``loop/``: ``cycle`` (reconcile -> plan -> check -> submit -> record), ``supervisor`` (per-clock cycles),
+  ``planner``, ``orders``, ``reconcile``, ``ownership``, ``freshness``, ``gates``, ``quotes``, ``feed``, ``warmup``.
+* ``ops/``: ``alerts``, ``monitor`` (records), ``status``, ``redact``.
+* at the top: ``risk`` and ``portfolio`` (policy), and the wiring: ``cli``, ``config``, ``launch``, ``replay``,
+  ``run_command``.
 """

@@ -48,7 +48,7 @@ def _venue_flags(paper: bool, i_understand: bool, broker_name: str) -> tuple[str
     if broker_name not in ("paper", "alpaca"):
         raise ConfigError(f"--broker {broker_name!r}: choose paper or alpaca")
     if broker_name == "alpaca":
-        from marketcast.trade.endpoints import data_url, trading_endpoint
+        from marketcast.trade.broker.endpoints import data_url, trading_endpoint
 
         trading_endpoint(not paper, os.environ, warn=False)
         data_url(os.environ)
@@ -80,7 +80,7 @@ def run(
     (MARKETCAST_TRADE_KEY, e.g. MARKETCAST_TRADE_RISK_MAX_DAILY_LOSS; ADD_LATEST) < these flags.
     """
     from marketcast.trade import run_command as command
-    from marketcast.trade.lock import StateLock
+    from marketcast.trade.journal.lock import StateLock
 
     if ctx.get_parameter_source("config").name == "COMMANDLINE" and not config.exists():
         raise ConfigError(f"--config {config}: no such file")
@@ -107,9 +107,9 @@ def run(
 def resume(state_dir: Path = STATE_OPT) -> None:
     """Lift a risk halt (the day's loss count restarts from the next equity reading). A halt because the journal
     and the broker disagree needs `trade reconcile` instead; exit 5 while one is left."""
-    from marketcast.trade.lock import StateLock
+    from marketcast.trade.journal.lock import StateLock
     from marketcast.trade.risk import lift
-    from marketcast.trade.state import Journal
+    from marketcast.trade.journal.state import Journal
 
     if not (state_dir / "journal.db").exists():
         raise ConfigError(f"{state_dir}: no journal.db; nothing to resume")
@@ -144,8 +144,8 @@ def reconcile_cmd(
                                                          "asset class)"),
 ) -> None:
     """Compare the journal with the broker; with --accept-broker adopt the broker's view and lift the halt."""
-    from marketcast.trade.lock import StateLock
-    from marketcast.trade.state import Journal
+    from marketcast.trade.journal.lock import StateLock
+    from marketcast.trade.journal.state import Journal
 
     setup_logging(None, False)
     broker_name, live = _venue_flags(paper, i_understand, broker_name)
@@ -157,8 +157,8 @@ def reconcile_cmd(
         setup_logging(state_dir, False)
         venue = open_venue(broker_name, live, syms, state_dir, data_dir, fee, on_duplicate=on_duplicate)
         journal = Journal(state_dir / "journal.db")
-        from marketcast.trade.orders import OrderDesk
-        from marketcast.trade.reconcile import Reconciled, Reconciler
+        from marketcast.trade.loop.orders import OrderDesk
+        from marketcast.trade.loop.reconcile import Reconciled, Reconciler
 
         reconciler = Reconciler(venue.broker, journal, OrderDesk(venue.broker, journal),
                                 resolve_command(state_dir, broker_name, live, syms, data_dir))
@@ -183,7 +183,7 @@ def status(
 ) -> None:
     """Summarise the state folder (no broker call): cycles, orders and fills from the journal; endpoint, equity,
     quotes, latency, warm-up and memory from the records; foreign holdings; halts and how to lift them."""
-    from marketcast.trade.status import status_rows
+    from marketcast.trade.ops.status import status_rows
 
     if not state_dir.exists():
         raise ConfigError(f"{state_dir}: no such state dir; run `marketcast trade run` or `replay` first")
@@ -226,12 +226,12 @@ def replay_cmd(
     Everything is checked (dates, bars, model) before the state folder or trade.log is created."""
     from marketcast.data import load_symbol
     from marketcast.forecast import load_forecaster
-    from marketcast.trade.cycle import LoopConfig
-    from marketcast.trade.lock import StateLock
-    from marketcast.trade.planner import PLANNER_CONFIG, BacktestPlanner
+    from marketcast.trade.loop.cycle import LoopConfig
+    from marketcast.trade.journal.lock import StateLock
+    from marketcast.trade.loop.planner import PLANNER_CONFIG, BacktestPlanner
     from marketcast.trade.replay import replay, replay_dates
-    from marketcast.trade.state import Journal
-    from marketcast.trade.status import journal_counts
+    from marketcast.trade.journal.state import Journal
+    from marketcast.trade.ops.status import journal_counts
 
     syms = _symbols(symbols)
     state_dir = state_dir or Path(f"out/replay-{start}-{end}")

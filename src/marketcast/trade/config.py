@@ -36,9 +36,9 @@ from marketcast.settings import (
     pairs,
     text,
 )
-from marketcast.trade.alerts import AlertThresholds
-from marketcast.trade.freshness import Freshness
-from marketcast.trade.gates import GateConfig
+from marketcast.trade.ops.alerts import AlertThresholds
+from marketcast.trade.loop.freshness import Freshness
+from marketcast.trade.loop.gates import GateConfig
 from marketcast.trade.portfolio import PortfolioConfig
 from marketcast.trade.risk import RiskLimits
 
@@ -173,8 +173,8 @@ def thresholds(settings: Settings) -> AlertThresholds:
 def config_rows(settings: Settings, broker_name: str, live: bool) -> list[tuple[str, str, str, str, str]]:
     """What ``trade run --print-config`` shows: (key, value, source, from, overrides), the mode first (it comes
     from the flags only) and ``add_latest``'s automatic value resolved for the broker."""
-    from marketcast.trade.alpaca import AlpacaBroker
-    from marketcast.trade.paper import PaperBroker
+    from marketcast.trade.broker.alpaca import AlpacaBroker
+    from marketcast.trade.broker.paper import PaperBroker
 
     rows = [("mode", "live" if live else "paper", "flag" if live else "default", "--live" if live else "", "")]
     for v in settings.rows():

@@ -12,8 +12,8 @@ import pandas as pd
 
 from marketcast.data.bars import Bars
 from marketcast.errors import ConfigError, StateError
-from marketcast.trade.files import private_file
-from marketcast.trade.freshness import complete, newer_bar_due
+from marketcast.trade.journal.files import private_file
+from marketcast.trade.loop.freshness import complete, newer_bar_due
 
 
 class StateLogHandler(logging.FileHandler):
@@ -28,7 +28,7 @@ class StateLogHandler(logging.FileHandler):
 
 def setup_logging(state_dir: Path | None, verbose: bool) -> None:
     """stderr, plus ``state_dir/trade.log`` unless ``state_dir`` is None (a dry run writes no file)."""
-    from marketcast.trade.redact import RedactingFilter
+    from marketcast.trade.ops.redact import RedactingFilter
 
     logger = logging.getLogger("marketcast")
     logger.setLevel(logging.INFO)
@@ -58,8 +58,8 @@ class PaperVenue:
 
     def __init__(self, syms: tuple[str, ...], state_dir: Path, data_dir: Path | None, fee: float | None,
                  clock: Callable[[], pd.Timestamp], on_duplicate: str = "error") -> None:
-        from marketcast.trade.feed import history_feed
-        from marketcast.trade.paper import PaperBroker
+        from marketcast.trade.loop.feed import history_feed
+        from marketcast.trade.broker.paper import PaperBroker
 
         self.syms, self.data_dir, self.now, self.on_duplicate = syms, data_dir, clock, on_duplicate
         self.raw: dict[str, tuple[object, Bars]] = {}
@@ -99,8 +99,8 @@ class AlpacaVenue:
 
     def __init__(self, syms: tuple[str, ...], live: bool) -> None:
         from marketcast.data import infer_asset_class
-        from marketcast.trade.alpaca import AlpacaBroker
-        from marketcast.trade.feed import broker_feed
+        from marketcast.trade.broker.alpaca import AlpacaBroker
+        from marketcast.trade.loop.feed import broker_feed
 
         self.syms = syms
         self.asset_classes = {s: infer_asset_class(s) for s in syms}

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
-from marketcast.trade.planner import Signal
-from marketcast.trade.rules import round_qty
+from marketcast.trade.broker.rules import round_qty
+
+if TYPE_CHECKING:  # the loop hands its signals down; policy never imports the loop
+    from marketcast.trade.loop.planner import Signal
 
 
 @dataclass(frozen=True)

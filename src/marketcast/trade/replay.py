@@ -18,13 +18,13 @@ import pandas as pd
 from marketcast.data.bars import Bars
 from marketcast.data.timestamps import ISO_FIX
 from marketcast.errors import ConfigError
-from marketcast.trade.cycle import LoopConfig, TradingLoop
-from marketcast.trade.feed import history_feed
-from marketcast.trade.files import private_dir
-from marketcast.trade.monitor import Monitor
-from marketcast.trade.paper import PaperBroker, iso
-from marketcast.trade.planner import Planner
-from marketcast.trade.state import Journal
+from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
+from marketcast.trade.loop.feed import history_feed
+from marketcast.trade.journal.files import private_dir
+from marketcast.trade.ops.monitor import Monitor
+from marketcast.trade.broker.paper import PaperBroker, iso
+from marketcast.trade.loop.planner import Planner
+from marketcast.trade.journal.state import Journal
 
 log = logging.getLogger("marketcast.trade")
 

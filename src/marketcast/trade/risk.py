@@ -21,15 +21,18 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from marketcast.errors import HaltedError
-from marketcast.trade.broker import Broker
-from marketcast.trade.db import transaction
-from marketcast.trade.ids import is_loops
-from marketcast.trade.orders import OrderDesk
-from marketcast.trade.state import Intent, Journal, now
+from marketcast.trade.broker.interface import Broker
+from marketcast.trade.journal.db import transaction
+from marketcast.trade.journal.ids import is_loops
+from marketcast.trade.journal.state import Intent, Journal, now
+
+if TYPE_CHECKING:  # the loop passes its desk in; policy never imports the loop
+    from marketcast.trade.loop.orders import OrderDesk
 
 log = logging.getLogger("marketcast.trade")
 

@@ -31,7 +31,7 @@ def scratch_copy(state_dir: Path, scratch: Path) -> Path:
 
 def print_plan(report, title: str, decimals: dict[str, int]) -> None:
     """The plan as a table, each price with its symbol's decimals (a $0.30 coin's limit is not 0.30)."""
-    from marketcast.trade.cycle import describe
+    from marketcast.trade.loop.cycle import describe
 
     table = Table(title=title)
     for col in ("symbol", "strategy", "side", "entry", "take profit", "edge", "sharpe", "qty", "client_order_id",
@@ -61,13 +61,13 @@ def run_loop(settings: Settings, state_dir: Path, broker_name: str, live: bool, 
               clock_file: Path | None, resolve_dir: Path | None = None) -> None:
     from marketcast.data.ticks import price_decimals
     from marketcast.trade import config as cfg
-    from marketcast.trade.alerts import Alerts
-    from marketcast.trade.cycle import LoopConfig, TradingLoop
-    from marketcast.trade.monitor import Monitor
-    from marketcast.trade.planner import PLANNER_CONFIG, BacktestPlanner
-    from marketcast.trade.state import Journal
-    from marketcast.trade.supervisor import Supervisor
-    from marketcast.trade.warmup import load_model
+    from marketcast.trade.ops.alerts import Alerts
+    from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
+    from marketcast.trade.ops.monitor import Monitor
+    from marketcast.trade.loop.planner import PLANNER_CONFIG, BacktestPlanner
+    from marketcast.trade.journal.state import Journal
+    from marketcast.trade.loop.supervisor import Supervisor
+    from marketcast.trade.loop.warmup import load_model
 
     syms = settings["symbols"]
     stray = sorted(set(settings["strategy"]) - set(syms))

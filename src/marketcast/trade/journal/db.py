@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterator
 
 from marketcast.errors import StateError
-from marketcast.trade.files import private_file
+from marketcast.trade.journal.files import private_file
 
 
 def state_error(path: str | Path, exc: BaseException) -> StateError:
@@ -76,7 +76,7 @@ class StateConnection(sqlite3.Connection):
 
 
 def connect(path: str | Path) -> StateConnection:
-    """A state database, owner-only (:mod:`marketcast.trade.files`: SQLite gives its -wal/-shm the same mode)."""
+    """A state database, owner-only (:mod:`marketcast.trade.journal.files`: SQLite gives its -wal/-shm the same mode)."""
     private_file(path)
     try:
         conn = sqlite3.connect(str(path), isolation_level=None, timeout=30.0, check_same_thread=False,

@@ -10,7 +10,7 @@ its last known status there), ``rejected`` (refused by the broker, at once or af
 ``refused`` (the rules model found no valid form; never sent), ``abandoned`` (its bar passed before it was
 sent), ``lost`` (the broker did not know it and ``trade reconcile --accept-broker`` accepted that).
 The journal is bound to one broker account (``meta``); ``adjustments`` hold the owned quantities
-``--accept-broker`` corrected; ``halts`` the halted state (:mod:`marketcast.trade.halts`).
+``--accept-broker`` corrected; ``halts`` the halted state (:mod:`marketcast.trade.journal.halts`).
 """
 
 from __future__ import annotations
@@ -21,10 +21,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from marketcast.trade.db import add_missing_columns, connect, transaction
-from marketcast.trade.halts import Halts
-from marketcast.trade.ownership import Booked
-from marketcast.trade.types import Fill
+from marketcast.trade.journal.db import add_missing_columns, connect, transaction
+from marketcast.trade.journal.halts import Halts
+from marketcast.trade.broker.types import Fill
 
 log = logging.getLogger("marketcast.trade")
 
@@ -77,6 +76,17 @@ class Intent:
     decision: str | None = None  # JSON of the Decision (side, entry_limit, take_profit)
     kind: str = "entry"  # entry | close (leftover) | take_profit (sent apart from its entry) | adopted
     broker_status: str | None = None  # the order's last status at the broker
+
+
+@dataclass(frozen=True)
+class Booked:
+    """One journal fill with the decision bar and role of the intent it belongs to."""
+
+    symbol: str
+    side: str
+    qty: float
+    decision_ts: str
+    kind: str
 
 
 class Journal:

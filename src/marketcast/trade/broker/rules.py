@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass, replace
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 
-from marketcast.trade.types import BUY, LIMIT, SELL, OrderRequest
+from marketcast.trade.broker.types import BUY, LIMIT, SELL, OrderRequest
 
 CRYPTO_FEE_CAP = 0.0025  # Alpaca crypto, tier 1 taker: the most of a bought quantity a fill can cost
 CRYPTO_TIME_IN_FORCE = ("gtc", "ioc")

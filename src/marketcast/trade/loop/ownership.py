@@ -11,22 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from marketcast.trade.ids import CLOSE, is_loops
-from marketcast.trade.rules import Asset
-from marketcast.trade.types import BUY, Order, Position
+from marketcast.trade.journal.ids import CLOSE, is_loops
+from marketcast.trade.broker.rules import Asset
+from marketcast.trade.journal.state import Booked
+from marketcast.trade.broker.types import BUY, Order, Position
 
 EPS = 1e-9
-
-
-@dataclass(frozen=True)
-class Booked:
-    """One journal fill with the decision bar and role of the intent it belongs to."""
-
-    symbol: str
-    side: str
-    qty: float
-    decision_ts: str
-    kind: str
 
 
 def owned(booked: Iterable[Booked], adjustments: Mapping[str, float], assets: Mapping[str, Asset],

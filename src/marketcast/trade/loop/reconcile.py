@@ -21,13 +21,13 @@ import logging
 from dataclasses import dataclass, field
 
 from marketcast.errors import HaltedError
-from marketcast.trade.broker import Broker, BrokerError, Snapshot
-from marketcast.trade.ids import CLOSE, ENTRY, TAKE_PROFIT, client_order_id, is_loops
-from marketcast.trade.orders import OrderDesk
-from marketcast.trade.ownership import Book, dust, owned
-from marketcast.trade.rules import Asset, round_qty
-from marketcast.trade.state import TERMINAL_INTENTS, Intent, Journal
-from marketcast.trade.types import BUY, LIMIT, MARKET, SELL, Order, status_kind
+from marketcast.trade.broker.interface import Broker, BrokerError, Snapshot
+from marketcast.trade.journal.ids import CLOSE, ENTRY, TAKE_PROFIT, client_order_id, is_loops
+from marketcast.trade.loop.orders import OrderDesk
+from marketcast.trade.loop.ownership import Book, dust, owned
+from marketcast.trade.broker.rules import Asset, round_qty
+from marketcast.trade.journal.state import TERMINAL_INTENTS, Intent, Journal
+from marketcast.trade.broker.types import BUY, LIMIT, MARKET, SELL, Order, status_kind
 
 log = logging.getLogger("marketcast.trade")
 RECONCILE = "reconcile"

@@ -8,11 +8,11 @@ import pandas as pd
 
 from marketcast.data.bars import Bars
 from marketcast.errors import DataError
-from marketcast.trade.broker import Broker
-from marketcast.trade.planner import PLANNER_HISTORY
+from marketcast.trade.broker.interface import Broker
+from marketcast.trade.loop.planner import PLANNER_HISTORY
 
 # The broker feed loads a year beyond what a 70-window backtest needs, so MaxDiff can learn from the loop's
-# first bar on for a year (see marketcast.trade.planner); after that it learns from the last year.
+# first bar on for a year (see marketcast.trade.loop.planner); after that it learns from the last year.
 BROKER_HISTORY = PLANNER_HISTORY + 365
 
 

@@ -1,10 +1,10 @@
 """One pass of the loop: reconcile -> plan -> check -> submit -> record. The rules live elsewhere (risk limits
-in :mod:`~marketcast.trade.risk`, fresh data in :mod:`~marketcast.trade.freshness`, gates, rules, ownership).
+in :mod:`~marketcast.trade.risk`, fresh data in :mod:`~marketcast.trade.loop.freshness`, gates, rules, ownership).
 
 Crash safety comes from three rules: reconcile with the broker before deciding anything (and halt when the
-two disagree, :mod:`~marketcast.trade.reconcile`); every order gets a deterministic ``client_order_id``
+two disagree, :mod:`~marketcast.trade.loop.reconcile`); every order gets a deterministic ``client_order_id``
 keyed on (symbol, bar, role) and a journal intent committed before the broker call
-(:mod:`~marketcast.trade.orders`); and an order is only sent if neither the journal nor the broker already
+(:mod:`~marketcast.trade.loop.orders`); and an order is only sent if neither the journal nor the broker already
 has that id. Re-running a cycle after a kill, or re-planning the same bar, therefore re-derives the same
 ids and sends only what is missing.
 """
@@ -20,21 +20,21 @@ import numpy as np
 from marketcast.backtest.orders import FLAT, LONG, Costs
 from marketcast.data.bars import Bars
 from marketcast.errors import HaltedError
-from marketcast.trade.broker import Broker
-from marketcast.trade.freshness import Freshness, quote_reasons, stale_reason, went_back
-from marketcast.trade.gates import GateConfig, check_entry, dollar_volume
-from marketcast.trade.ids import ENTRY, client_order_id
-from marketcast.trade.monitor import Monitor
-from marketcast.trade.orders import OrderDesk, entry_intent, request_of
-from marketcast.trade.ownership import Book
-from marketcast.trade.planner import Planner, Signal
+from marketcast.trade.broker.interface import Broker
+from marketcast.trade.loop.freshness import Freshness, quote_reasons, stale_reason, went_back
+from marketcast.trade.loop.gates import GateConfig, check_entry, dollar_volume
+from marketcast.trade.journal.ids import ENTRY, client_order_id
+from marketcast.trade.ops.monitor import Monitor
+from marketcast.trade.loop.orders import OrderDesk, entry_intent, request_of
+from marketcast.trade.loop.ownership import Book
+from marketcast.trade.loop.planner import Planner, Signal
 from marketcast.trade.portfolio import PortfolioConfig, allocate
-from marketcast.trade.quotes import quote, with_last_close
-from marketcast.trade.reconcile import Reconciled, Reconciler
+from marketcast.trade.loop.quotes import quote, with_last_close
+from marketcast.trade.loop.reconcile import Reconciled, Reconciler
 from marketcast.trade.risk import RESUME, RiskGuard, RiskLimits, day_of
-from marketcast.trade.rules import account_violations, round_price
-from marketcast.trade.state import Intent, Journal
-from marketcast.trade.types import BUY, SELL, Account
+from marketcast.trade.broker.rules import account_violations, round_price
+from marketcast.trade.journal.state import Intent, Journal
+from marketcast.trade.broker.types import BUY, SELL, Account
 
 log = logging.getLogger("marketcast.trade")
 
@@ -140,7 +140,7 @@ class TradingLoop:
         costs. A symbol whose entry for this bar is journalled keeps it (a re-plan never adds a second);
         one the loop holds or has working orders on is skipped, and so is an entry against a foreign
         position (it would trade shares the loop did not buy), or on data that is stale at ``now``, went
-        back in time, or a quote too old or too wide (:mod:`~marketcast.trade.freshness`).
+        back in time, or a quote too old or too wide (:mod:`~marketcast.trade.loop.freshness`).
         """
         report = CycleReport(decision_ts)
         report.equity, report.buying_power = account.equity, account.buying_power
@@ -189,7 +189,7 @@ class TradingLoop:
 
     # ----------------------------------------------------------- check
     def check(self, report: CycleReport) -> None:
-        """Each planned order on the broker's grid (:func:`~marketcast.trade.rules.conform`) and within what
+        """Each planned order on the broker's grid (:func:`~marketcast.trade.broker.rules.conform`) and within what
         the account can carry (shorts, free quantity, buying power left after the orders before it); an
         order that cannot be made valid moves to ``refused`` with the reasons. An entry beyond a notional risk
         limit is refused too and, outside a dry run, trips the limit (sizing keeps entries inside them)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from marketcast.trade.db import transaction
+from marketcast.trade.journal.db import transaction
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS halts (

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from marketcast.errors import ConfigError, StateError
-from marketcast.trade.files import FILE_MODE, private_dir, private_fd
+from marketcast.trade.journal.files import FILE_MODE, private_dir, private_fd
 
 LOCK = "loop.lock"
 

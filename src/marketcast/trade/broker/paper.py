@@ -7,7 +7,7 @@ take-profit if the bar trades through it, else at the bar's close. Fees follow `
 of the entry notional on each side. The broker keeps its own database, as a remote broker keeps its own
 books; the loop's journal is separate and is reconciled against it.
 
-It refuses what Alpaca would refuse (:mod:`marketcast.trade.rules`: the price grid, whole shares, crypto's
+It refuses what Alpaca would refuse (:mod:`marketcast.trade.broker.rules`: the price grid, whole shares, crypto's
 time in force and no shorts, buying power), so a replay exercises the same rules the live loop does. Its
 crypto assets have no price grid (none is known without a broker) and the finest size Alpaca takes.
 A submit is one transaction (its ``submit_log`` row and the order), so a kill never splits them.
@@ -25,10 +25,10 @@ import pandas as pd
 from marketcast.backtest.fills import settle
 from marketcast.backtest.orders import LONG, SHORT, Bar, Costs, Decision
 from marketcast.data.bars import Bars
-from marketcast.trade.broker import Broker, BrokerError, DuplicateOrder, OrderRejected
-from marketcast.trade.db import connect, transaction
-from marketcast.trade.rules import Asset, account_violations, violations
-from marketcast.trade.types import (
+from marketcast.trade.broker.interface import Broker, BrokerError, DuplicateOrder, OrderRejected
+from marketcast.trade.journal.db import connect, transaction
+from marketcast.trade.broker.rules import Asset, account_violations, violations
+from marketcast.trade.broker.types import (
     BUY,
     LIMIT,
     MARKET,

@@ -3,7 +3,7 @@
 What alpaca-py does by itself, and what this adapter changes:
 
 * ``url_override`` wins over ``paper`` -> the adapter always passes the host the flags chose
-  (:mod:`marketcast.trade.endpoints`) and names it in ``endpoint``;
+  (:mod:`marketcast.trade.broker.endpoints`) and names it in ``endpoint``;
 * no request timeout at all -> the client's ``requests`` session gets a default timeout;
 * 429 and 504 are retried 3 times with a fixed 3 s sleep, for POSTs too (``alpaca/common/constants.py:11-13``
   ``DEFAULT_RETRY_*``, used by ``alpaca/common/rest.py`` ``_request``) -> turned off (``_retry = 0``); the adapter retries 429 after the later of
@@ -13,7 +13,7 @@ What alpaca-py does by itself, and what this adapter changes:
   outcome: it raises :class:`BrokerUnavailable` and the loop's reconcile asks ``orders:by_client_order_id``;
 * 401 -> :class:`~marketcast.errors.AuthError` (exit 4); an order status Alpaca does not document ->
   :class:`BrokerError` (never guessed);
-* every error reaches the loop with the keys scrubbed out (:mod:`marketcast.trade.redact`), as every log
+* every error reaches the loop with the keys scrubbed out (:mod:`marketcast.trade.ops.redact`), as every log
   record does.
 
 Crypto has no multi-leg orders, so the take-profit is not attached (:meth:`AlpacaBroker.attaches_take_profit`
@@ -29,14 +29,14 @@ import time
 from typing import Any, Callable, Mapping
 
 from marketcast.errors import AuthError, ConfigError
-from marketcast.trade.alpaca_data import AlpacaMarketData, crypto_symbol
-from marketcast.trade.broker import Broker, BrokerError, BrokerUnavailable, DuplicateOrder, OrderRejected, Snapshot
-from marketcast.trade.endpoints import Endpoint, data_url, trading_endpoint
-from marketcast.trade.redact import redact, register_secrets
-from marketcast.trade.rules import CRYPTO_FEE_CAP, Asset
-from marketcast.trade.types import LIMIT, Account, Fill, MarketClock, Order, OrderRequest, Position, status_kind
+from marketcast.trade.broker.alpaca_data import AlpacaMarketData, crypto_symbol
+from marketcast.trade.broker.interface import Broker, BrokerError, BrokerUnavailable, DuplicateOrder, OrderRejected, Snapshot
+from marketcast.trade.broker.endpoints import Endpoint, data_url, trading_endpoint
+from marketcast.trade.ops.redact import redact, register_secrets
+from marketcast.trade.broker.rules import CRYPTO_FEE_CAP, Asset
+from marketcast.trade.broker.types import LIMIT, Account, Fill, MarketClock, Order, OrderRequest, Position, status_kind
 
-log = logging.getLogger("marketcast.trade.alpaca")
+log = logging.getLogger("marketcast.trade.broker.alpaca")
 
 RECENT = 100  # closed orders looked at per listing: the loop's own live a bar or two
 KEY_VARS = ("APCA_API_KEY_ID", "ALPACA_API_KEY_ID", "ALPACA_API_KEY")
@@ -180,7 +180,7 @@ class AlpacaBroker(AlpacaMarketData, Broker):
     def asset(self, symbol: str) -> Asset:
         """``GET /v2/assets/{symbol}`` (crypto by its legacy name without the slash, which Alpaca accepts),
         cached for ``asset_ttl_s``. A crypto asset's fee is taken from the asset bought, at most
-        :data:`~marketcast.trade.rules.CRYPTO_FEE_CAP`."""
+        :data:`~marketcast.trade.broker.rules.CRYPTO_FEE_CAP`."""
         sym = symbol.upper().replace("/", "")
         cached = self._assets.get(sym)
         if cached is not None and time.monotonic() - cached[1] < self.asset_ttl_s:

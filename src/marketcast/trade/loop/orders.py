@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from typing import Callable
 
 from marketcast.backtest.orders import LONG
-from marketcast.trade.broker import Broker, BrokerError, BrokerUnavailable, OrderRejected, submit_once
-from marketcast.trade.ids import ENTRY, client_order_id
-from marketcast.trade.planner import Signal
-from marketcast.trade.rules import Check, conform
-from marketcast.trade.state import Intent, Journal, decision_json
-from marketcast.trade.types import BUY, LIMIT, MARKET, SELL, Order, OrderRequest
+from marketcast.trade.broker.interface import Broker, BrokerError, BrokerUnavailable, OrderRejected, submit_once
+from marketcast.trade.journal.ids import ENTRY, client_order_id
+from marketcast.trade.loop.planner import Signal
+from marketcast.trade.broker.rules import Check, conform
+from marketcast.trade.journal.state import Intent, Journal, decision_json
+from marketcast.trade.broker.types import BUY, LIMIT, MARKET, SELL, Order, OrderRequest
 
 log = logging.getLogger("marketcast.trade")
 
@@ -38,7 +38,7 @@ class Sent:
 
 def entry_intent(signal: Signal, qty: float, decision_ts: str, crypto: bool) -> Intent:
     """The bar's entry for ``signal`` (MaxDiff: a limit with its take-profit; market without a limit), as
-    decided: :func:`~marketcast.trade.rules.conform` puts it on the broker's grid before it is sent."""
+    decided: :func:`~marketcast.trade.broker.rules.conform` puts it on the broker's grid before it is sent."""
     d = signal.decision
     return Intent(client_order_id(signal.symbol, decision_ts, ENTRY), decision_ts, signal.strategy, signal.symbol,
                   BUY if d.side == LONG else SELL, qty, LIMIT if d.entry_limit is not None else MARKET, d.entry_limit,

@@ -3,7 +3,7 @@
 
 Records are append-only and keyed by ``decision_ts``: a cycle re-run after a crash appends a second
 record for the same bar, and the summary keeps the last one. What must add up after kills (cycles, orders,
-fills) is counted from the journal instead (:mod:`marketcast.trade.status`). A line that cannot be written
+fills) is counted from the journal instead (:mod:`marketcast.trade.ops.status`). A line that cannot be written
 whole (a full disk) is cut back off and ends the run with :class:`~marketcast.errors.StateError`.
 """
 
@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from marketcast.trade.files import append_line, private_dir
+from marketcast.trade.journal.files import append_line, private_dir
 
 RECORDS = "records.jsonl"
 

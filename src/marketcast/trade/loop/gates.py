@@ -1,7 +1,7 @@
 """Entry gates: a signal becomes an order only if every one of these passes.
 
 Each failing gate adds a reason, so the dry-run plan and the records say why a symbol was skipped. The
-quote's gates (``require_quote``, its age and spread) are in :mod:`marketcast.trade.freshness`.
+quote's gates (``require_quote``, its age and spread) are in :mod:`marketcast.trade.loop.freshness`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from marketcast.backtest.orders import FLAT
-from marketcast.trade.planner import Signal
+from marketcast.trade.loop.planner import Signal
 
 
 @dataclass(frozen=True)

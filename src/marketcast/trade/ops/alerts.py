@@ -7,7 +7,7 @@ return or Sharpe below a floor ("returns drop significantly"), stale data, a hal
 
 A condition alerts when it starts (:meth:`Alerts.watch` is edge-triggered per kind and subject: a stale symbol
 alerts once, not every tick) and again after it cleared and came back. A webhook that fails is a WARNING in the
-log, never the end of the loop; keys are scrubbed from every alert (:mod:`marketcast.trade.redact`).
+log, never the end of the loop; keys are scrubbed from every alert (:mod:`marketcast.trade.ops.redact`).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from marketcast.trade.files import append_line
-from marketcast.trade.redact import redact
+from marketcast.trade.journal.files import append_line
+from marketcast.trade.ops.redact import redact
 
-log = logging.getLogger("marketcast.trade.alerts")
+log = logging.getLogger("marketcast.trade.ops.alerts")
 
 ALERTS = "alerts.jsonl"
 
@@ -83,7 +83,7 @@ class Alerts:
 
 
 def cycle_alerts(alerts: Alerts, record: dict, thresholds: AlertThresholds, warm_memory_mb: float) -> None:
-    """Check one cycle's record (see :mod:`marketcast.trade.monitor`) against the thresholds."""
+    """Check one cycle's record (see :mod:`marketcast.trade.ops.monitor`) against the thresholds."""
     t = thresholds
     for model, seconds in (record.get("forecast_latency_max_s") or {}).items():
         alerts.watch("latency", model, seconds > t.max_latency_s,

@@ -9,7 +9,7 @@ Each look (:meth:`Supervisor.tick`):
    fills, take-profits, the daily loss limit); an older one means the data moved backwards: a WARNING and an
    alert, nothing traded;
 4. a symbol whose last bar is older than the calendar says it should be raises a stale-data alert (once, until
-   it is fresh again); the cycle itself gives it no new entry (:mod:`~marketcast.trade.freshness`).
+   it is fresh again); the cycle itself gives it no new entry (:mod:`~marketcast.trade.loop.freshness`).
 
 ``--once`` is one cycle on the newest bar, as ``trade run --once`` always was.
 
@@ -31,10 +31,10 @@ import threading
 from typing import Callable
 
 from marketcast.errors import DataError, ExitCode, HaltedError, UnavailableError
-from marketcast.trade.alerts import Alerts, AlertThresholds, cycle_alerts
-from marketcast.trade.broker import BrokerError
-from marketcast.trade.cycle import CycleReport, TradingLoop
-from marketcast.trade.freshness import stale_reason, went_back
+from marketcast.trade.ops.alerts import Alerts, AlertThresholds, cycle_alerts
+from marketcast.trade.broker.interface import BrokerError
+from marketcast.trade.loop.cycle import CycleReport, TradingLoop
+from marketcast.trade.loop.freshness import stale_reason, went_back
 
 log = logging.getLogger("marketcast.trade")
 

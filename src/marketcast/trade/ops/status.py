@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from marketcast.trade.monitor import read_records, summarise
-from marketcast.trade.state import Journal
+from marketcast.trade.ops.monitor import read_records, summarise
+from marketcast.trade.journal.state import Journal
 
 INTENT_STATUSES = ("submitted", "rejected", "refused", "abandoned", "lost", "pending")
 

@@ -1,0 +1,1 @@
+"""Operating the loop: alerts, the monitor's records, the status summary, secret redaction."""
