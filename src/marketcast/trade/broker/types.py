@@ -31,10 +31,22 @@ def status_kind(status: str) -> str:
 
 @dataclass(frozen=True)
 class Account:
+    """``buying_power`` is what marginable orders (stocks) may draw; ``non_marginable_buying_power`` what
+    crypto may (Alpaca: crypto is not marginable and is bought with cash,
+    https://docs.alpaca.markets/docs/crypto-trading, "Margin and Short Selling"); None where the broker does
+    not tell them apart (then it is ``buying_power``)."""
+
     equity: float
     cash: float
     buying_power: float
     id: str = ""  # the broker's account id: the journal is bound to one account
+    non_marginable_buying_power: float | None = None
+
+    def buying_power_for(self, crypto: bool) -> float:
+        """What an opening order of this kind may draw on."""
+        if crypto and self.non_marginable_buying_power is not None:
+            return self.non_marginable_buying_power
+        return self.buying_power
 
 
 @dataclass(frozen=True)
