@@ -1,8 +1,17 @@
 """The account behind the fake Alpaca server (:mod:`tests.trade.fake_alpaca`): orders, positions, cash, and a
-bar driver that plays a day's bar through the working orders. Written apart from marketcast's own rules model
-(nothing here imports it), so a test against it checks the loop against Alpaca's rules, not against itself.
+bar driver that plays a day's bar through the working orders.
 
-Each rule and where Alpaca states it:
+Whether an order is accepted is asked of the shared rules model
+(:func:`marketcast.trade.broker.protections.refusals`, each rule cited there: wash trades, pattern-day-trader
+protection, the OTO take-profit's base price, crypto on non-marginable buying power, shorts valued 3 % over the
+ask, free quantity, buying power), the same model the paper broker refuses with and the loop checks with, so the
+venue, the paper broker and the loop agree; the fake answers its verdict with Alpaca's HTTP status, code and
+message. Its account mechanics stay its own: the figures the model is given (cash, equity, both buying powers,
+``qty_available``, the day-trade count, which orders are working) are computed here, as the venue keeps its
+own books, and so are the order-shape checks below (written apart from the model, a second reading of the
+same pages).
+
+Each rule the fake keeps and where Alpaca states it:
 
 * Stock limit prices at most 2 decimals from $1.00 up, 4 below; else 422 ``{"code": 42210000, "message":
   "invalid limit_price 290.123. sub-penny increment does not fulfill minimum pricing criteria"}``
@@ -18,11 +27,16 @@ Each rule and where Alpaca states it:
   orders-at-alpaca). The wording of the last two refusals is the fake's.
 * Duplicate ``client_order_id``: 422 ``{"code": 40010001, "message": "client_order_id must be unique"}``;
   ``client_order_id`` at most 48 characters (``POST /v2/orders`` body reference).
-* Selling more than a long position's free quantity (``qty_available``: the position less what open sell
-  orders hold, a ``pending_cancel`` one included, and an active take-profit leg): 403 ``{"code": 40310000,
-  "message": "insufficient qty available for order (requested: 15, available: 11)"}`` (QuantConnect/Lean#3875,
-  alpaca-trade-api-csharp#247); a short needs ``shortable`` and ``easy_to_borrow``; opening orders need
-  buying power, which open orders reduce (orders-at-alpaca, "Buying Power"): 403 "insufficient buying power".
+* ``qty_available``: the position less what open sell orders hold, a ``pending_cancel`` one included, and an
+  active take-profit leg (QuantConnect/Lean#3875, alpaca-trade-api-csharp#247); the model refuses selling more.
+* Buying power: ``multiplier`` x equity less what positions and open opening orders use (a margin account,
+  multiplier 2); ``non_marginable_buying_power`` (what crypto may draw: "Cryptocurrencies are non-marginable ...
+  orders are evaluated against non_marginable_buying_power", crypto-trading, "Margin and Short Selling") is cash
+  less what open opening orders use, never margin.
+* Day trades (user-protection, "The Rule", FINRA's examples A-F): per symbol and day, each closing fill after an
+  opening fill of the same day counts one; ``daytrade_count`` is those of the last 5 sessions, ``last_equity``
+  the equity at the previous session's close (reported as Alpaca did before 2026-07-06; ``reports_day_trades``
+  False drops them, as Alpaca does since).
 * Cancels are asynchronous: ``DELETE /v2/orders/{id}`` answers 204 and the order is ``pending_cancel`` until the
   venue confirms (here: after ``cancel_polls`` reads of the order, or the next session); a terminal order
   answers 422 (``DELETE /v2/orders/{order_id}``: "The order status is not cancelable").
@@ -45,7 +59,13 @@ from __future__ import annotations
 import threading
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import Decimal
+from zoneinfo import ZoneInfo
+
+from marketcast.trade.broker.protections import Standing, refusals
+from marketcast.trade.broker.rules import Asset, opening_value
+from marketcast.trade.broker.types import Account, Order, OrderRequest
 
 TERMINAL = ("filled", "canceled", "expired", "replaced", "rejected")
 CLOSE_HOUR = "T21:00:00Z"  # 16:00 New York (EST) in UTC: when a session's day orders end
@@ -61,6 +81,10 @@ def D(x) -> Decimal:  # noqa: N802
     return Decimal(str(x))
 
 
+def _f(x) -> float | None:
+    return None if x is None or x == "" else float(x)
+
+
 def num(x: Decimal) -> str:
     """A decimal as Alpaca prints quantities: ``10``, ``0.25`` (never ``1E+1``)."""
     return format(x.normalize(), "f")
@@ -68,6 +92,11 @@ def num(x: Decimal) -> str:
 
 def on_grid(value: Decimal, step: Decimal) -> bool:
     return (value / step) % 1 == 0
+
+
+def ny_day(ts: str) -> str:
+    """The New York trading date of a UTC timestamp (a session's date, as day trades are counted)."""
+    return datetime.fromisoformat(ts.replace("Z", "+00:00")).astimezone(ZoneInfo("America/New_York")).date().isoformat()
 
 
 @dataclass
@@ -89,6 +118,13 @@ class Exchange:
     positions: dict[str, Position] = field(default_factory=dict)
     last: dict[str, Decimal] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock)
+    reports_day_trades: bool = True  # Alpaca's account carried daytrade_count & co. until 2026-07-06
+    pattern_day_trader: bool = False
+    last_equity: Decimal | None = None  # equity at the previous session's close (None: none played yet)
+    sessions: list[str] = field(default_factory=list)  # the days played, in order
+    day_trades: list[str] = field(default_factory=list)  # the day of each day trade
+    marks: dict[tuple[str, str], str] = field(default_factory=dict)  # (symbol, day) -> "open" | "closed"
+    opened_on: dict[str, str] = field(default_factory=dict)  # symbol -> the day of its last opening fill
 
     # ------------------------------------------------------------- lookups
     def asset(self, symbol: str) -> dict | None:
@@ -112,15 +148,57 @@ class Exchange:
     def equity(self) -> Decimal:
         return self.cash + sum((p.qty * self.last.get(s, p.avg) for s, p in self.positions.items()), Decimal(0))
 
+    def _committed(self) -> Decimal:
+        """What open opening orders hold back, valued as Alpaca values them (shorts 3 % over the ask)."""
+        out = Decimal(0)
+        for o in self.orders:
+            rest = D(o["qty"]) - D(o["filled_qty"])
+            if o["status"] not in TERMINAL and rest > 0 and self._opening(o, rest):
+                req = OrderRequest(o["symbol"], o["side"], float(rest), o["client_order_id"], "limit" if
+                                   o.get("limit_price") is not None else "market", _f(o.get("limit_price")))
+                out += D(opening_value(req, float(self.last.get(self.key(o["symbol"]), 0))))
+        return out
+
     def buying_power(self) -> Decimal:
         used = sum((abs(p.qty) * self.last.get(s, p.avg) for s, p in self.positions.items()), Decimal(0))
-        for o in self.orders:
-            if o["status"] not in TERMINAL and self._opening(o, D(o["qty"]) - D(o["filled_qty"])):
-                used += (D(o["qty"]) - D(o["filled_qty"])) * self._price(o)
-        return max(Decimal(0), self.multiplier * self.equity() - used)
+        return max(Decimal(0), self.multiplier * self.equity() - used - self._committed())
 
-    def _price(self, o: dict) -> Decimal:
-        return D(o["limit_price"]) if o.get("limit_price") is not None else self.last.get(self.key(o["symbol"]), 0)
+    def non_marginable_buying_power(self) -> Decimal:
+        """Cash, never margin, less what open opening orders hold back: what crypto may draw on."""
+        return max(Decimal(0), self.cash - self._committed())
+
+    def daytrade_count(self) -> int:
+        recent = set(self.sessions[-5:]) | {ny_day(self.clock)}
+        return sum(1 for d in self.day_trades if d in recent)
+
+    def account(self) -> Account:
+        """The account's figures as the rules model reads them."""
+        equity = self.equity()
+        return Account(float(equity), float(self.cash), float(self.buying_power()), self.account_id,
+                       float(self.non_marginable_buying_power()),
+                       float(self.last_equity if self.last_equity is not None else equity)
+                       if self.reports_day_trades else None,
+                       self.daytrade_count() if self.reports_day_trades else None,
+                       self.pattern_day_trader if self.reports_day_trades else None)
+
+    def model_orders(self) -> list[Order]:
+        """Every order and leg not yet terminal, as the model sees them (a leg names its parent)."""
+        out = []
+        for o in self.orders:
+            legs = o.get("legs") or []
+            tp = next((_f(leg["limit_price"]) for leg in legs), None)
+            for x, parent in ((o, None), *((leg, o["client_order_id"]) for leg in legs)):
+                if x["status"] not in TERMINAL:
+                    out.append(Order(x["id"], x["client_order_id"], self.key(x["symbol"]), x["side"], float(x["qty"]),
+                                     x["type"], x["status"], _f(x.get("limit_price")),
+                                     tp if parent is None else None, parent_client_order_id=parent))
+        return out
+
+    def model_asset(self, asset: dict, symbol: str) -> Asset:
+        return Asset(self.key(symbol), "crypto" if asset["class"] == "crypto" else "stock", asset["tradable"],
+                     asset["fractionable"], asset["shortable"], asset["easy_to_borrow"],
+                     _f(asset.get("min_order_size")), _f(asset.get("min_trade_increment")),
+                     _f(asset.get("price_increment")))
 
     def _opening(self, o: dict, qty: Decimal) -> bool:
         held = self.positions.get(self.key(o["symbol"]), Position()).qty
@@ -167,18 +245,23 @@ class Exchange:
             if klass != "simple" or tif != "day":
                 raise Refused(422, 42210000, "fractional orders must be simple day orders")
         sym = self.key(body["symbol"])
+        if body["type"] not in ("limit", "market"):
+            raise Refused(422, 42210000, f"the fake takes limit and market orders only, not {body['type']}")
+        if body["type"] == "limit" and body.get("limit_price") is None:
+            raise Refused(422, 40010001, "limit_price is required for limit orders")
+        # the shared rules model judges what the account can take
         held = self.positions.get(sym, Position()).qty
-        if body["side"] == "sell" and held > 0:
-            free = held - self.held_for_sells(sym)
-            if qty > free:
-                raise Refused(403, 40310000, f"insufficient qty available for order (requested: {num(qty)}, "
-                                             f"available: {num(free)})")
-        elif body["side"] == "sell":
-            if crypto or not (asset["shortable"] and asset["easy_to_borrow"]):
-                raise Refused(403, 40310000, f"asset {sym} cannot be sold short")
+        request = OrderRequest(body["symbol"], body["side"], float(qty), cid, body["type"],
+                               _f(body.get("limit_price")), _f((body.get("take_profit") or {}).get("limit_price")),
+                               tif)
+        last = float(self.last.get(sym, 0))
+        free = float(held - self.held_for_sells(sym)) if held > 0 else 0.0
+        standing = Standing(self.account(), last, float(held), free, self.model_orders(), last,
+                            self.opened_on.get(sym) == ny_day(self.clock))
+        refused = refusals(request, self.model_asset(asset, sym), standing)
+        if refused:
+            raise Refused(refused[0].status, refused[0].code, refused[0].message)
         order = self._order(cid, body, qty, klass)
-        if self._opening(order, qty) and qty * self._price(order) > self.buying_power():
-            raise Refused(403, 40310000, "insufficient buying power")
         self.orders.append(order)
         return order
 
@@ -239,6 +322,8 @@ class Exchange:
         cash = -qty * price if o["side"] == "buy" else qty * price * (1 - self.crypto_fee if crypto else 1)
         self.cash += cash
         p = self.positions.setdefault(sym, Position())
+        if not crypto:  # crypto is not subject to the PDT rule
+            self._count_day_trade(sym, p.qty, signed, ny_day(at))
         if p.qty == 0 or (p.qty > 0) == (signed > 0):
             p.avg = (abs(p.qty) * p.avg + abs(signed) * price) / (abs(p.qty) + abs(signed))
         elif abs(signed) > abs(p.qty):
@@ -247,11 +332,26 @@ class Exchange:
         if p.qty == 0:
             del self.positions[sym]
 
+    def _count_day_trade(self, sym: str, held: Decimal, signed: Decimal, day: str) -> None:
+        """A closing fill after an opening fill of the same day is one day trade (FINRA's examples: buy, buy,
+        sell is one; buy, sell, buy, sell two); a fill through zero closes, then opens."""
+        opening = held == 0 or (held > 0) == (signed > 0)
+        if not opening:
+            if self.marks.get((sym, day)) == "open":
+                self.day_trades.append(day)
+            self.marks[(sym, day)] = "closed"
+            opening = abs(signed) > abs(held)
+        if opening:
+            self.marks[(sym, day)] = "open"
+            self.opened_on[sym] = day
+
     def session(self, day: str, bars: dict[str, dict]) -> None:
         """Play one session: pending cancels complete, queued orders go live, each working order fills by the
         day's bar (in the order sent), day orders still working at the close expire; then the clock is the close."""
         at = f"{day[:10]}{CLOSE_HOUR}"
         with self.lock:
+            self.last_equity = self.equity()  # marked at the previous close: the session has not traded yet
+            self.sessions.append(day[:10])
             for o in self.everything():
                 if o["status"] == "pending_cancel":
                     self._end(o, "canceled")

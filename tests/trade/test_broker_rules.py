@@ -88,9 +88,10 @@ def test_account_rules_for_shorts_free_quantity_and_buying_power():
     assert account_violations(sell, STOCK, 100.0, 11.0, 0.0, 100.0) == [
         "insufficient qty available for order (requested: 15, available: 11)"]
     assert account_violations(sell, STOCK, 100.0, 15.0, 0.0, 100.0) == []  # closing: no buying power needed
-    assert account_violations(sell, STOCK, 0.0, 0.0, 1_500.0, 100.0) == []  # a short: 1,500 of buying power
-    assert account_violations(sell, STOCK, 0.0, 0.0, 1_499.0, 100.0) == [
-        "insufficient buying power (required: 1,500.00, available: 1,499.00)"]
+    # a short at 100 with the ask at 100 is valued at 3 % above the ask: 15 x 103 = 1,545 of buying power
+    assert account_violations(sell, STOCK, 0.0, 0.0, 1_545.0, 100.0) == []
+    assert account_violations(sell, STOCK, 0.0, 0.0, 1_544.99, 100.0) == [
+        "insufficient buying power (required: 1,545.00, available: 1,544.99)"]
     assert account_violations(sell, Asset("AAPL", shortable=False), 0.0, 0.0, 1e9, 100.0) == [
         "asset AAPL is not shortable"]
     assert account_violations(sell, Asset("AAPL", easy_to_borrow=False), 0.0, 0.0, 1e9, 100.0) == [

@@ -44,7 +44,8 @@ def test_limit_entry_and_take_profit_in_one_bar_settle_pessimistically(broker):
 def test_short_gap_fill_at_open_and_unfilled_order_expires(broker):
     broker.advance_to("2024-01-02")
     broker.submit(OrderRequest("AAA", "sell", 5, "mc-s", limit_price=100.0, take_profit=99.0))  # bar 3 opens 101
-    broker.submit(OrderRequest("AAA", "buy", 5, "mc-b", limit_price=90.0, take_profit=95.0))  # never reached
+    # never reached; its take-profit above the short's (99) so the two legs cannot cross (a wash trade)
+    broker.submit(OrderRequest("AAA", "buy", 5, "mc-b", limit_price=90.0, take_profit=99.5))
     broker.advance_to("2024-01-03")
     s = settle(Decision(SHORT, 100.0, 99.0), Bar(101, 102, 100.5, 101.5), Costs(0.0005))
     entry, exit_ = [f for f in broker.fills() if f.client_order_id == "mc-s"]

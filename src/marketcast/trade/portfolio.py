@@ -43,11 +43,16 @@ def allocate(
     steps: Mapping[str, Decimal] | None = None,
     prices: Mapping[str, float] | None = None,
     cap: float | None = None,
+    power: Mapping[str, float] | None = None,
+    draws: Mapping[str, float] | None = None,
 ) -> list[Allocation]:
     """Best edge first; each new position gets ``min(per_symbol_cap, remaining exposure / slots)`` of
     equity, at most ``cap`` (the risk limits' notional per order and per symbol), rounded down to the symbol's
     quantity step (``steps``, whole units if not given). ``prices`` are the entry prices as the broker will get
-    them (on its grid); else the decision's limit or close. Symbols already held or working are skipped."""
+    them (on its grid); else the decision's limit or close. Symbols already held or working are skipped.
+    ``power`` is the buying power a symbol's entry may draw on at the broker (for crypto the non-marginable
+    one, cash), less what the entries before it here draw; ``draws`` what one unit of it draws (the price, for
+    a short what the broker values it at)."""
     if equity <= 0:
         return []
     fresh = [s for s in signals if s.symbol not in held_symbols]
@@ -55,14 +60,19 @@ def allocate(
     slots = max(0, cfg.max_positions - len(held_symbols))
     chosen = fresh[:slots]
     remaining = max(0.0, cfg.max_exposure * equity - held_exposure)
-    out = []
+    out, drawn = [], 0.0
     for i, s in enumerate(chosen):
         budget = min(cfg.per_symbol_cap * equity, remaining / (len(chosen) - i), cap if cap else float("inf"))
         price = (prices or {}).get(s.symbol) or (s.decision.entry_limit if s.decision.entry_limit is not None
                                                   else s.close)
-        qty = round_qty(budget / price, (steps or {}).get(s.symbol, Decimal(1)))
+        unit = (draws or {}).get(s.symbol) or price
+        size = budget / price
+        if power is not None and s.symbol in power:
+            size = min(size, max(0.0, power[s.symbol] - drawn) / unit)
+        qty = round_qty(size, (steps or {}).get(s.symbol, Decimal(1)))
         if qty <= 0:
             continue
         out.append(Allocation(s, qty, price))
         remaining -= qty * price
+        drawn += qty * unit
     return out

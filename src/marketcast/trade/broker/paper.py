@@ -7,8 +7,11 @@ take-profit if the bar trades through it, else at the bar's close. Fees follow `
 of the entry notional on each side. The broker keeps its own database, as a remote broker keeps its own
 books; the loop's journal is separate and is reconciled against it.
 
-It refuses what Alpaca would refuse (:mod:`marketcast.trade.broker.rules`: the price grid, whole shares, crypto's
-time in force and no shorts, buying power), so a replay exercises the same rules the live loop does. Its
+It refuses what Alpaca would refuse, by the same model the loop checks with and the fake Alpaca answers with
+(:func:`marketcast.trade.broker.protections.refusals`: the price grid, whole shares, crypto's time in force and
+no shorts, buying power, wash trades against its own open orders, the take-profit's base price), so a replay
+exercises the same rules the live loop does. It is a cash account: crypto and stocks draw on the same cash, and
+it reports no day-trade count (pattern-day-trader protection is Alpaca's, for margin accounts). Its
 crypto assets have no price grid (none is known without a broker) and the finest size Alpaca takes.
 A submit is one transaction (its ``submit_log`` row and the order), so a kill never splits them.
 """
@@ -27,7 +30,8 @@ from marketcast.backtest.orders import LONG, SHORT, Bar, Costs, Decision
 from marketcast.data.bars import Bars
 from marketcast.trade.broker.interface import Broker, BrokerError, DuplicateOrder, OrderRejected
 from marketcast.trade.journal.db import connect, transaction
-from marketcast.trade.broker.rules import Asset, account_violations, violations
+from marketcast.trade.broker.protections import Standing, refusals
+from marketcast.trade.broker.rules import Asset, opening_value
 from marketcast.trade.broker.types import (
     BUY,
     LIMIT,
@@ -40,6 +44,7 @@ from marketcast.trade.broker.types import (
     OrderRequest,
     Position,
     Quote,
+    utc_time,
 )
 
 SCHEMA = """
@@ -176,12 +181,15 @@ class PaperBroker(Broker):
 
     def account(self) -> Account:
         """Equity is cash between bars (every order round-trips within its bar); buying power is cash less
-        what open orders would draw (a cash account, as Alpaca counts open orders against it)."""
+        what open orders would draw (a cash account, as Alpaca counts open orders against it, shorts valued as
+        Alpaca values them); crypto draws on the same cash (``non_marginable_buying_power``)."""
         cash = self._cash()
         account_id = self.conn.execute("SELECT value FROM meta WHERE key='account_id'").fetchone()[0]
-        committed = sum(o.qty * (o.limit_price if o.limit_price is not None else self._last_close(o.symbol))
+        committed = sum(opening_value(OrderRequest(o.symbol, o.side, o.qty, o.client_order_id, o.type,
+                                                   o.limit_price), self._last_close(o.symbol))
                         for o in self.open_orders())
-        return Account(equity=cash, cash=cash, buying_power=cash - committed, id=account_id)
+        return Account(equity=cash, cash=cash, buying_power=cash - committed, id=account_id,
+                       non_marginable_buying_power=cash - committed)
 
     def asset(self, symbol: str) -> Asset:
         sym = symbol.upper()
@@ -215,6 +223,11 @@ class PaperBroker(Broker):
         rows = self.conn.execute("SELECT * FROM orders ORDER BY seq DESC LIMIT ?", (limit,)).fetchall()
         return [self._order(r) for r in reversed(rows)]
 
+    def order_history(self, since: str | None = None) -> list[Order]:
+        """Every order submitted at or after ``since`` (all when None), oldest first (the paper broker has no
+        legs: its take-profit is settled with the entry)."""
+        return [self._order(r) for r in self._since("orders", "submitted_at", since, "seq")]
+
     def order(self, order_id: str) -> Order | None:
         r = self.conn.execute("SELECT * FROM orders WHERE id=?", (order_id,)).fetchone()
         return self._order(r) if r else None
@@ -228,12 +241,10 @@ class PaperBroker(Broker):
         sym = request.symbol.upper()
         if sym not in self.bars:
             return f"paper broker has no bars for {sym}"
-        asset = self.asset(sym)
         p = next((p for p in self.positions() if p.symbol == sym), None)
-        reasons = violations(request, asset) + account_violations(
-            request, asset, 0.0 if p is None else p.qty, 0.0 if p is None else p.available,
-            self.account().buying_power, self._last_close(sym))
-        return "; ".join(reasons) or None
+        standing = Standing(self.account(), self._last_close(sym), 0.0 if p is None else p.qty,
+                            0.0 if p is None else p.available, self.open_orders())
+        return "; ".join(r.message for r in refusals(request, self.asset(sym), standing)) or None
 
     def submit(self, request: OrderRequest) -> Order:
         """Accept, refuse (duplicate id, or the rules) and log the attempt in one transaction, so a test can
@@ -270,12 +281,19 @@ class PaperBroker(Broker):
                       (self.clock, order_id))
 
     def fills(self, since: str | None = None) -> list[Fill]:
-        q, args = "SELECT * FROM fills", ()
-        if since is not None:
-            q, args = q + " WHERE ts >= ?", (since,)
-        rows = self.conn.execute(q + " ORDER BY ts, fill_id", args).fetchall()
+        """Fills at or after ``since``, compared as times (any spelling of ``since``); SQL narrows the rows by
+        whole second first (this database writes UTC ISO times, so their first 19 characters sort as times)."""
+        rows = self._since("fills", "ts", since, "ts, fill_id")
         return [Fill(r["fill_id"], r["client_order_id"], r["symbol"], r["side"], r["qty"], r["price"], r["fee"],
                      r["ts"], r["kind"]) for r in rows]
+
+    def _since(self, table: str, column: str, since: str | None, order: str) -> list:
+        if since is None:
+            return self.conn.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
+        t = utc_time(since)
+        rows = self.conn.execute(f"SELECT * FROM {table} WHERE substr({column}, 1, 19) >= ? ORDER BY {order}",
+                                 (t.floor("s").strftime("%Y-%m-%dT%H:%M:%S"),)).fetchall()
+        return [r for r in rows if utc_time(r[column]) >= t]
 
     def latest_quote(self, symbol: str) -> Quote | None:
         """The close of the bar at the clock, widened by the configured spread: made from bars, so

@@ -14,9 +14,17 @@ The facts, as Alpaca documents them:
 * fractional shares: only for ``fractionable`` assets, as simple ``day`` orders, never short, up to 9
   decimals (https://docs.alpaca.markets/docs/fractional-trading, "requested asset is not fractionable");
 * shorting a stock needs ``shortable`` and ``easy_to_borrow`` (asset entity, ``GET /v2/assets/{symbol}``);
-* opening orders draw on buying power, open orders included (orders-at-alpaca, "Buying Power"); selling
-  more than a long position's ``qty_available`` is refused with 403 "insufficient qty available for order
-  (requested: 15, available: 11)" (reported in QuantConnect/Lean#3875).
+* opening orders draw on buying power, open orders included (orders-at-alpaca, "Buying Power"); crypto is not
+  marginable and draws on ``non_marginable_buying_power`` (crypto-trading, "Margin and Short Selling": "orders
+  are evaluated against non_marginable_buying_power"); an opening short is valued at "MAX(order's limit price,
+  3% above the current ask price) * order quantity", a market short at "(3% above the current ask price) *
+  order quantity" (orders-at-alpaca, "Buying Power"); selling more than a long position's ``qty_available`` is
+  refused with 403 "insufficient qty available for order (requested: 15, available: 11)" (reported in
+  QuantConnect/Lean#3875).
+
+What the account's state adds (wash trades, pattern-day-trader protection, the take-profit's base price) is
+in :mod:`marketcast.trade.broker.protections`, whose :func:`~marketcast.trade.broker.protections.refusals` is
+the one answer to "would this venue accept this order?".
 
 Rounding is direction-aware and never more aggressive than the decision: a buy price goes down, a sell price
 up, so an entry limit never pays more and a take-profit (the opposite side) never moves toward the entry.
@@ -32,6 +40,7 @@ from marketcast.trade.broker.types import BUY, LIMIT, SELL, OrderRequest
 
 CRYPTO_FEE_CAP = 0.0025  # Alpaca crypto, tier 1 taker: the most of a bought quantity a fill can cost
 CRYPTO_TIME_IN_FORCE = ("gtc", "ioc")
+SHORT_MARKUP = 0.03  # an opening short is valued at least 3 % above the ask (orders-at-alpaca, "Buying Power")
 FINEST_QTY = Decimal("0.000000001")  # Alpaca takes qty with up to 9 decimals
 PENNY, SUB_PENNY = Decimal("0.01"), Decimal("0.0001")
 
@@ -177,10 +186,21 @@ def violations(request: OrderRequest, asset: Asset) -> list[str]:
     return out
 
 
+def opening_value(request: OrderRequest, ask: float) -> float:
+    """What an opening order draws from buying power, as Alpaca values it: a buy at its limit (a market buy at
+    ``ask``, the far side of the quote in the core session), a short at the greater of its limit and 3 % above
+    ``ask`` (a market short at 3 % above ``ask``): orders-at-alpaca, "Buying Power"."""
+    if request.side == BUY:
+        return request.qty * (request.limit_price if request.limit_price is not None else ask)
+    floor = ask * (1.0 + SHORT_MARKUP)
+    return request.qty * (max(request.limit_price, floor) if request.limit_price is not None else floor)
+
+
 def account_violations(request: OrderRequest, asset: Asset, position_qty: float, available_qty: float,
                        buying_power: float, price: float) -> list[str]:
     """Why the account cannot carry ``request``: a short the asset does not allow, selling more than a long
-    position has free, or an opening order beyond the buying power left (``price`` values a market order)."""
+    position has free, or an opening order beyond ``buying_power`` (what its kind may draw: for crypto the
+    non-marginable buying power), valued by :func:`opening_value` with ``price`` as the ask."""
     out = []
     opening = request.side == BUY and position_qty >= 0 or request.side == SELL and position_qty <= 0
     if request.side == SELL and position_qty > 0 and request.qty > available_qty + 1e-12:
@@ -194,7 +214,7 @@ def account_violations(request: OrderRequest, asset: Asset, position_qty: float,
         elif not asset.easy_to_borrow:
             out.append(f"asset {asset.symbol} is not easy to borrow")
     if opening:
-        notional = request.qty * (request.limit_price if request.limit_price is not None else price)
+        notional = opening_value(request, price)
         if notional > buying_power + 1e-9:
             out.append(f"insufficient buying power (required: {notional:,.2f}, available: {buying_power:,.2f})")
     return out

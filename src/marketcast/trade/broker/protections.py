@@ -1,0 +1,196 @@
+"""Would this venue accept this order? One answer, shared by the paper broker, the fake Alpaca and the loop's
+own pre-check (LEAN's brokerage model ``CanSubmitOrder``): :func:`refusals`.
+
+:mod:`~marketcast.trade.broker.rules` judges the order's shape and what the position and buying power allow;
+this module adds what the account's other orders and its history decide, each as Alpaca documents it:
+
+* **Wash trades** (https://docs.alpaca.markets/docs/user-protection, "Preventing Wash Trades at Alpaca"): an
+  order that "could potentially interact" with the account's own opposite-side order on the same symbol is
+  refused with 403 ``{"code": 40310000, "message": "potential wash trade detected. use complex orders"}``
+  (the code and message as users report them: forum.alpaca.markets/t/13817). The page's table
+  ("Existing Order | New Order | Reject Condition"): against a market or stop order on either side "always
+  rejected"; limit and stop_limit against limit and stop_limit "rejected if buy limit price >= sell limit
+  price". "These complex orders [bracket, OCO] and trailing stop orders are exceptions": the legs of one
+  complex order never wash against each other, a trailing stop never washes. It "does apply to crypto".
+  Not documented, read conservatively: a ``held`` leg (an OTO/bracket take-profit waiting for its entry)
+  and a ``pending_cancel`` order count as existing orders (both may still trade); the take-profit leg of a
+  new OTO order is checked as well as its entry; a new complex order is not exempt from the account's other
+  orders.
+* **Pattern-day-trader protection** (user-protection, "Pattern Day Trader (PDT) Protection at Alpaca",
+  "Alpaca's Order Rejection"): when "the previous day's closing account equity is less than $25,000", an
+  order that could complete a 4th day trade within 5 business days is refused with 403 ``{"code": 40310100,
+  "message": "trade denied due to pattern day trading protection"}``. A day trade is a position opened and
+  closed the same day; "regardless of the order of pending orders, a pair of buy and sell orders is counted
+  as a potential day trade", so a new order with a working opposite order on the symbol counts, and so (read
+  conservatively) does an OTO entry with its take-profit leg. An account flagged PDT under $25,000 is
+  "restricted from placing any new day trades". Crypto is exempt ("crypto orders are not evaluated by PDT
+  protection logic"). Alpaca removed ``daytrade_count`` and ``pattern_day_trader`` from the account on
+  2026-07-06 (changelog 2026-06-03 "Pattern day trading and DTBP fields ... are deprecated"; FINRA's revised
+  Rule 4210): an account that does not report them is not evaluated.
+* **OTO/bracket take-profit price** (orders-at-alpaca, "Threshold on stop price of stop-loss orders": the
+  base price "is the limit price of the entry order, for bracket or OTO orders if the entry type is limit",
+  else "the current market price"; the take-profit side as Alpaca's staff state it, forum.alpaca.markets/t/
+  13049: base is the entry's limit, or the ask for a market buy and the bid for a market sell): a buy's
+  ``take_profit.limit_price`` must be at least base + $0.01, a sell's at most base - $0.01, else 422
+  ``{"code": 42210000, "message": "take_profit.limit_price must be >= base_price + 0.01"}`` (``<= base_price -
+  0.01`` for a sell). Crypto has no OTO orders (crypto-orders), so it is not evaluated there.
+* **Margin for shorts** (https://docs.alpaca.markets/docs/margin-and-short-selling): "In order to trade on
+  margin or sell short, you must have $2,000 or more account equity"; the refusal's wording is ours.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Sequence
+
+from marketcast.trade.broker.rules import Asset, account_violations, dec, opening_value, opposite, violations
+from marketcast.trade.broker.types import BUY, LIMIT, SELL, Account, Order, OrderRequest, status_kind
+
+PDT_EQUITY = 25_000.0  # the protection applies below this previous-close equity
+PDT_LIMIT = 3  # day trades already made in 5 business days: one more would flag the account
+SHORT_EQUITY = 2_000.0  # margin and short selling need at least this equity
+LIMITED = ("limit", "stop_limit")  # carry a limit price: interact with another limited order only if they cross
+EXEMPT = ("trailing_stop",)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One reason the venue refuses an order, with the HTTP status and code Alpaca answers it with."""
+
+    rule: str  # shape | take_profit_price | account | short_equity | wash_trade | pattern_day_trader
+    status: int
+    code: int
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+WASH_MESSAGE = "potential wash trade detected. use complex orders"
+PDT_MESSAGE = "trade denied due to pattern day trading protection"
+
+
+@dataclass(frozen=True)
+class Standing:
+    """The account as one order meets it: the account's figures, the symbol's position (signed) and what of it
+    is free, every working or held order of the account (any symbol), the quote (``ask`` values buys and
+    shorts; ``bid`` is a market sell's base price), whether the position was opened today, and what earlier
+    orders of the same pass will draw from buying power that the account does not show yet."""
+
+    account: Account
+    ask: float  # what a market buy fills at and a short is valued from: never guessed
+    position_qty: float = 0.0
+    available_qty: float = 0.0
+    orders: Sequence[Order] = ()
+    bid: float | None = None
+    opened_today: bool = False
+    spent: float = 0.0
+
+
+def key(symbol: str) -> str:
+    return symbol.replace("/", "").upper()
+
+
+# ------------------------------------------------------------------ wash trades
+def _legs(side: str, type_: str, limit: float | None, take_profit: float | None) -> Iterator[tuple]:
+    yield side, type_, limit
+    if take_profit is not None:  # the take-profit leg: a limit on the other side
+        yield opposite(side), LIMIT, take_profit
+
+
+def interact(a: tuple, b: tuple) -> bool:
+    """Whether two (side, type, limit) orders could fill against each other, by Alpaca's table."""
+    (a_side, a_type, a_limit), (b_side, b_type, b_limit) = a, b
+    if a_side == b_side or a_type in EXEMPT or b_type in EXEMPT:
+        return False
+    if a_type in LIMITED and b_type in LIMITED and a_limit is not None and b_limit is not None:
+        buy, sell = (a_limit, b_limit) if a_side == BUY else (b_limit, a_limit)
+        return dec(buy) >= dec(sell)
+    return True  # a market or stop order on either side: always
+
+
+def washes(request: OrderRequest, order: Order) -> bool:
+    """Whether ``request`` could interact with the account's ``order`` (a leg of the same complex order never
+    does; a terminal order no longer can)."""
+    if key(order.symbol) != key(request.symbol) or status_kind(order.status) == "terminal":
+        return False
+    if order.root_client_order_id == request.client_order_id:
+        return False
+    mine = list(_legs(request.side, request.type, request.limit_price, request.take_profit))
+    theirs = list(_legs(order.side, order.type, order.limit_price, order.take_profit))
+    return any(interact(a, b) for a in mine for b in theirs)
+
+
+def wash_trades(request: OrderRequest, orders: Iterable[Order]) -> list[Order]:
+    """The account's orders ``request`` could fill against: any one makes Alpaca refuse it."""
+    return [o for o in orders if washes(request, o)]
+
+
+# ------------------------------------------------------------------ pattern day trader
+def closes(request: OrderRequest, position_qty: float) -> bool:
+    """Whether ``request`` reduces the position (a sell of a long, a buy of a short)."""
+    return (request.side == SELL and position_qty > 0) or (request.side == BUY and position_qty < 0)
+
+
+def day_trade(request: OrderRequest, asset: Asset, standing: Standing) -> Refusal | None:
+    """Alpaca's PDT protection: under $25,000 of previous-close equity, an order that could complete a day
+    trade is refused once 3 day trades were made in 5 business days (or the account is flagged PDT)."""
+    account = standing.account
+    if asset.crypto or account.daytrade_count is None:
+        return None
+    equity = account.last_equity if account.last_equity is not None else account.equity
+    if equity >= PDT_EQUITY:
+        return None
+    pair = ((standing.opened_today and closes(request, standing.position_qty)) or request.take_profit is not None
+            or any(key(o.symbol) == key(request.symbol) and o.side == opposite(request.side)
+                   and status_kind(o.status) != "terminal" for o in standing.orders))
+    if pair and (account.daytrade_count >= PDT_LIMIT or account.pattern_day_trader):
+        return Refusal("pattern_day_trader", 403, 40310100, PDT_MESSAGE)
+    return None
+
+
+# ------------------------------------------------------------------ OTO take-profit
+def take_profit_price(request: OrderRequest, asset: Asset, ask: float, bid: float | None) -> Refusal | None:
+    """An OTO entry's take-profit at least a cent beyond its base price (the entry's limit, or the quote's far
+    side for a market entry)."""
+    if request.take_profit is None or asset.crypto:
+        return None
+    if request.limit_price is not None:
+        base = request.limit_price
+    else:
+        base = ask if request.side == BUY else (bid if bid is not None else ask)
+    cent = dec(0.01)
+    if request.side == BUY and dec(request.take_profit) < dec(base) + cent:
+        return Refusal("take_profit_price", 422, 42210000, "take_profit.limit_price must be >= base_price + 0.01")
+    if request.side == SELL and dec(request.take_profit) > dec(base) - cent:
+        return Refusal("take_profit_price", 422, 42210000, "take_profit.limit_price must be <= base_price - 0.01")
+    return None
+
+
+# ------------------------------------------------------------------ the one answer
+def refusals(request: OrderRequest, asset: Asset, standing: Standing) -> list[Refusal]:
+    """Every reason the venue would refuse ``request`` now (empty: it accepts it): the order's shape, the
+    take-profit's base price, what the account can carry (crypto on non-marginable buying power, shorts
+    valued 3 % over the ask), the $2,000 for shorts, wash trades and pattern-day-trader protection."""
+    out = [Refusal("shape", 422, 42210000, r) for r in violations(request, asset)]
+    tp = take_profit_price(request, asset, standing.ask, standing.bid)
+    if tp is not None:
+        out.append(tp)
+    account = standing.account
+    power = account.buying_power_for(asset.crypto) - standing.spent
+    out += [Refusal("account", 403, 40310000, r) for r in account_violations(
+        request, asset, standing.position_qty, standing.available_qty, power, standing.ask)]
+    if request.side == SELL and standing.position_qty <= 0 and not asset.crypto and account.equity < SHORT_EQUITY:
+        out.append(Refusal("short_equity", 403, 40310000, f"account equity {account.equity:,.2f} is below the "
+                                                          f"$2,000 margin and short selling need"))
+    if wash_trades(request, standing.orders):
+        out.append(Refusal("wash_trade", 403, 40310000, WASH_MESSAGE))
+    pdt = day_trade(request, asset, standing)
+    if pdt is not None:
+        out.append(pdt)
+    return out
+
+
+def opening_draw(request: OrderRequest, position_qty: float, ask: float) -> float:
+    """What ``request`` takes from buying power (0 for an order that reduces the position)."""
+    return 0.0 if closes(request, position_qty) else opening_value(request, ask)
