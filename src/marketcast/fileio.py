@@ -3,7 +3,9 @@
 A reader sees the old file or the new one, never a half one, even when the writer is killed; the temporary
 name (``.<name>.<random>.tmp``) matches no glob of real files. :func:`write_files` writes a set of files (a
 run's reports) all or nothing: every file is written first, and only then are they renamed, so an error
-(a full disk on the third file) leaves the folder as it was. A target that exists keeps its permissions.
+(a full disk on the third file) leaves the folder as it was. A target that exists keeps its permissions, unless
+``mode`` is given: then each temporary file has exactly ``mode`` from its creation, before its first byte (a
+private file is never readable by others, not even while it is written).
 """
 
 from __future__ import annotations
@@ -41,8 +43,17 @@ def _write(tmp: Path, content: Content) -> None:
         os.fsync(fh.fileno())
 
 
+def _create(tmp: Path, mode: int) -> None:
+    """``tmp`` created empty with exactly ``mode`` (whatever the umask)."""
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
 def write_files(folder: str | Path, files: Mapping[str, Content],
-                error: type[MarketcastError] = MarketcastError) -> list[Path]:
+                error: type[MarketcastError] = MarketcastError, mode: int | None = None) -> list[Path]:
     """Write ``name -> content`` into ``folder`` all or nothing; returns the paths written."""
     root = make_folder(folder, error)
     staged: list[tuple[Path, Path]] = []
@@ -51,8 +62,10 @@ def write_files(folder: str | Path, files: Mapping[str, Content],
             final = root / name
             tmp = final.with_name(f".{final.name}.{uuid.uuid4().hex[:8]}.tmp")
             staged.append((tmp, final))
+            if mode is not None:
+                _create(tmp, mode)
             _write(tmp, content)
-            if final.exists():
+            if mode is None and final.exists():
                 os.chmod(tmp, final.stat().st_mode & 0o7777)
     except OSError as exc:
         for tmp, _ in staged:
@@ -72,7 +85,8 @@ def write_files(folder: str | Path, files: Mapping[str, Content],
     return [final for _, final in staged]
 
 
-def write_atomic(final: str | Path, content: Content, error: type[MarketcastError] = MarketcastError) -> Path:
+def write_atomic(final: str | Path, content: Content, error: type[MarketcastError] = MarketcastError,
+                 mode: int | None = None) -> Path:
     """One file, atomically (see :func:`write_files`)."""
     final = Path(final)
-    return write_files(final.parent, {final.name: content}, error)[0]
+    return write_files(final.parent, {final.name: content}, error, mode)[0]

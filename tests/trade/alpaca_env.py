@@ -31,11 +31,13 @@ def embedded_fake(end: str, crypto: dict[str, str] | None = None):
 
 
 def adapter(fake, **kw):
-    """The real AlpacaBroker (alpaca-py underneath) talking to ``fake``."""
+    """The real AlpacaBroker (alpaca-py underneath) talking to ``fake``. Its timeout is generous: a loaded
+    machine can stall a reply past half a second, and a timed-out submit is not retried; a timeout costs time
+    only when it fires, and the tests of timeouts set a short one of their own."""
     from marketcast.trade.broker.alpaca import AlpacaBroker
     from marketcast.trade.broker.endpoints import Endpoint
 
-    kw.setdefault("timeout_s", 0.5)
+    kw.setdefault("timeout_s", 5.0)
     kw.setdefault("max_retries", 2)
     kw.setdefault("max_retry_wait_s", 5.0)
     return AlpacaBroker(KEY, SECRET, endpoint=Endpoint(fake.url, "paper", custom=True), data_url=fake.url, **kw)

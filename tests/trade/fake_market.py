@@ -25,7 +25,9 @@ def daily_bars(n: int) -> list[dict]:
 
 
 @lru_cache(maxsize=1)
-def _xnys():
+def nyse_calendar():
+    """NYSE's sessions, built once per process (about 1 s on a loaded machine): :class:`FakeAlpaca` builds it at
+    start-up, so no request waits for it under the fake's lock while the client's timeout runs."""
     import exchange_calendars as xc
 
     return xc.get_calendar("XNYS", start="2010-01-01")
@@ -38,7 +40,7 @@ def market_clock(now: str) -> dict:
     ``data/webapi/entities/clock.yaml``: ``{"timestamp": "2022-04-28T14:07:04.451420928-04:00", "is_open": true,
     "next_open": "2022-04-29T09:30:00-04:00", "next_close": "2022-04-28T16:00:00-04:00"}``). The sessions are
     NYSE's from exchange_calendars, apart from the loop's own calendar module."""
-    t, cal = utc(now), _xnys()
+    t, cal = utc(now), nyse_calendar()
     ny = lambda x: x.tz_convert("America/New_York").isoformat()  # noqa: E731
     return {"timestamp": ny(t), "is_open": bool(cal.is_open_on_minute(t)), "next_open": ny(cal.next_open(t)),
             "next_close": ny(cal.next_close(t))}

@@ -20,12 +20,14 @@ class Webhook:
 
     def __init__(self) -> None:
         self.received: list[tuple[str, str, dict]] = []
+        self.auth: list[str | None] = []  # each POST's Authorization header
         hook = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802 - http.server's name
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 hook.received.append((self.path, self.headers["Content-Type"], json.loads(body)))
+                hook.auth.append(self.headers.get("Authorization"))
                 self.send_response(204)
                 self.end_headers()
 

@@ -176,12 +176,14 @@ def test_5xx_retries_reads_but_never_blindly_reposts_an_order(fake):
 
 
 def test_timeout_is_enforced_and_a_lost_submit_reply_is_reconciled_not_resent(fake):
-    fake.fail("GET", "/v2/account", sleep_s=1.5)
+    """1 s, not less: the retry must beat it on a loaded machine; the server stalls 3 s, so a wait for its reply
+    would show."""
+    fake.fail("GET", "/v2/account", sleep_s=3.0)
     started = time.perf_counter()
-    assert adapter(fake, timeout_s=0.3).account().cash == 100_000.0  # first try times out, the retry works
-    assert time.perf_counter() - started < 1.4
-    fake.fail("POST", "/v2/orders", after_processing=True, sleep_s=1.0)
-    b = adapter(fake, timeout_s=0.3)
+    assert adapter(fake, timeout_s=1.0).account().cash == 100_000.0  # first try times out, the retry works
+    assert time.perf_counter() - started < 2.9
+    fake.fail("POST", "/v2/orders", after_processing=True, sleep_s=3.0)
+    b = adapter(fake, timeout_s=1.0)
     with pytest.raises(BrokerUnavailable, match="timed out"):
         b.submit(order())  # the server took the order but the reply never came
     found, new = submit_once(b, order())  # what reconcile does: ask by client_order_id first
@@ -231,7 +233,9 @@ def test_the_fake_plays_a_session_cash_average_price_and_day_expiry(fake):
     assert (p.qty, p.avg_entry_price) == (20.0, 184.0)  # (10 * 180 + 10 * 188) / 20
     assert b.account().cash == 100_000 - 10 * 188.0
     assert fake.exchange.clock == "2024-05-02T21:00:00Z"
-    b.submit(order("mc-sell", side="sell", qty=5, type="market", limit_price=None, take_profit=None))
+    # a limit, not a market sell: mc-gtc's buy at 150 is still working, and a market sell against it would be a
+    # potential wash trade (refused); a sell limit at 195 cannot cross a buy at 150
+    b.submit(order("mc-sell", side="sell", qty=5, limit_price=195.0, take_profit=None))
     fake.bars["AAPL"].append({"t": "2024-05-03T04:00:00Z", "o": 195.0, "h": 196.0, "l": 194.0, "c": 195.5, "v": 1e6})
     fake.session("2024-05-03")
     [p] = b.positions()

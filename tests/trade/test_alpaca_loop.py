@@ -14,6 +14,7 @@ from marketcast.trade.journal.ids import CLOSE, client_order_id
 from marketcast.trade.journal.state import Intent
 
 from .alpaca_env import D0, D1, D2, KEY, SECRET, adapter, alpaca_loop, order, submitted
+from .helpers import LongPlanner
 
 
 def test_keys_never_reach_exceptions_logs_or_records(fake, tmp_path, caplog):
@@ -79,13 +80,13 @@ def test_fills_partial_top_ups_take_profit_legs_and_orders_filled_after_later_on
 
 
 def test_leftover_close_waits_for_the_confirmed_cancel_and_a_restart_never_closes_twice(fake, tmp_path):
-    first = alpaca_loop(fake, tmp_path, timeout_s=0.3)
+    first = alpaca_loop(fake, tmp_path, timeout_s=1.0)
     submitted(first, order("mc-entry"), D0)
     fake.fill("mc-entry", 10, 188.5, at="2024-04-28T15:00:00Z")  # filled; its take-profit leg is now working
     leg = fake.order("mc-entry")["legs"][0]
     assert leg["status"] == "new" and fake.positions[0]["qty_available"] == "0"  # the leg holds the shares
     close_id = client_order_id("AAPL", D1, CLOSE)
-    fake.fail("POST", "/v2/orders", after_processing=True, sleep_s=1.0)  # the server takes the close, the reply is lost
+    fake.fail("POST", "/v2/orders", after_processing=True, sleep_s=3.0)  # the server takes the close, the reply is lost
     r = first.reconcile(D1)
     assert (r.filled, r.cancelled) == (1, 1) and leg["status"] == "canceled"  # confirmed before the close went out
     requests = [(m, p) for m, p, _ in fake.requests]
@@ -180,25 +181,24 @@ def test_crypto_take_profit_sells_what_the_fills_left_after_the_fee_on_the_asset
     assert float(fake.positions[0]["qty"]) > 0.1496  # the fee's difference stays: never sold
 
 
-def test_the_users_position_and_order_are_reported_and_never_touched(fake, tmp_path):
+def test_the_users_position_and_order_are_reported_never_touched_and_never_entered(fake, tmp_path):
+    """A symbol someone else holds is foreign: the loop does not enter it, since its first fill would mix its
+    quantity with the user's (then a split could not be told from the user's shares)."""
     fake.hold("AAPL", 100, 150.0)
     user = adapter(fake).submit(order("user-gtc-exit", side="sell", qty=100, limit_price=250.0, take_profit=None,
                                       time_in_force="gtc"))
-    loop = alpaca_loop(fake, tmp_path)
-    submitted(loop, order("mc-entry"), D0)  # the loop's 10, with its take-profit leg
-    fake.fill("mc-entry", 10, 188.5, at="2024-04-28T15:00:00Z")
+    loop = alpaca_loop(fake, tmp_path, planner=LongPlanner())  # it wants in
     r = loop.reconcile(D1)
-    assert r.book.owned == {"AAPL": 10.0} and r.book.foreign_qty("AAPL") == 100.0
+    assert r.book.owned == {} and r.book.foreign_qty("AAPL") == 100.0 and r.book.unexpected({}) == {}
     assert [o.client_order_id for o in r.book.foreign_orders] == ["user-gtc-exit"]
-    close = fake.order(client_order_id("AAPL", D1, CLOSE))
-    assert (close["side"], close["qty"]) == ("sell", "10")  # only the loop's 10 (not 110)
-    deleted = [p for m, p, _ in fake.requests if m == "DELETE"]
-    assert deleted == [f"/v2/orders/{fake.order('mc-entry')['legs'][0]['id']}"]  # its own leg, never the user's
+    report = loop.run_cycle(D1)
+    assert report.foreign == {"AAPL": {"position": 100.0, "orders": ["sell 100 limit (accepted)"]}}
+    assert report.skipped == {"AAPL": ("foreign position 100 (not the loop's): an entry would mix the loop's "
+                                       "quantity with it",)} and report.planned == []
+    assert [m for m, _, _ in fake.requests if m in ("POST", "DELETE")] == ["POST"]  # the user's own order only
     assert fake.order("user-gtc-exit")["status"] == "accepted" and user.qty == 100
-    plan = loop.run_cycle(D1, dry_run=True)
-    assert plan.foreign == {"AAPL": {"position": 100.0, "orders": ["sell 100 limit (accepted)"]}}
     fake.bars["AAPL"].append({"t": "2024-04-30T04:00:00Z", "o": 191.0, "h": 193.0, "l": 189.0, "c": 192.0, "v": 5e7})
-    fake.session("2024-04-30")  # the close fills at the open; the user's limit at 250 does not
+    fake.session("2024-04-30")  # the user's limit at 250 does not fill
     assert fake.positions == [{**fake.positions[0], "qty": "100"}] and fake.order("user-gtc-exit")["status"] == "new"
 
 
@@ -221,7 +221,9 @@ def test_disagreements_halt_until_accept_broker_adopts_the_brokers_view(fake, tm
     fake.fill("mc-entry", 10, 188.5, at="2024-04-28T15:00:00Z")
     loop.reconcile(D1)  # the loop owns 10 and closes them ...
     fake.exchange.positions["AAPL"].qty -= 4  # ... but someone sold 4 of its shares at the broker
-    submitted_elsewhere = adapter(fake).submit(order("mc-0000000000000000000000ff", take_profit=None))
+    # placed by another loop, on another symbol (on AAPL a buy would wash against the loop's queued close)
+    submitted_elsewhere = adapter(fake).submit(order("mc-0000000000000000000000ff", symbol="BTC/USD", qty=0.1,
+                                                     limit_price=60_000.0, take_profit=None, time_in_force="gtc"))
     with pytest.raises(HaltedError) as err:
         alpaca_loop(fake, tmp_path).run_cycle(D1)
     halt = loop.journal.halts.active()[0]
@@ -235,7 +237,7 @@ def test_disagreements_halt_until_accept_broker_adopts_the_brokers_view(fake, tm
         alpaca_loop(fake, tmp_path).run_cycle(D1)
     assert len([m for m, _, _ in fake.requests if m in ("POST", "DELETE")]) == posts
     changes = alpaca_loop(fake, tmp_path).reconciler.adopt()
-    assert changes == ["mc-0000000000000000000000ff (AAPL buy 10, accepted) adopted from the broker",
+    assert changes == ["mc-0000000000000000000000ff (BTCUSD buy 0.1, accepted) adopted from the broker",
                        "AAPL: the loop's quantity 10 -> 6 (the broker holds 6)", "reconcile halt lifted"]
     again = alpaca_loop(fake, tmp_path)
     r = again.reconcile("2024-05-02T04:00:00+00:00")  # trades again: the adopted order is the loop's, stale now

@@ -20,6 +20,7 @@ from marketcast.errors import ConfigError
 from marketcast.report.charts import PALETTE, WALK_FORWARD_COLOUR, figure, line
 from marketcast.report.page import chart, document, heading, paragraph, table
 from marketcast.trade.ops.monitor import read_records, summarise
+from marketcast.trade.ops.redact import redact
 from marketcast.trade.journal.state import Journal
 from marketcast.trade.ops.status import journal_counts
 from marketcast.trade.broker.types import HELD_STATUSES, WORKING_STATUSES
@@ -148,13 +149,14 @@ def _alert_row(a: dict) -> list[str]:
     shown = {"at", "time", "ts", "written_at", "kind", "name", "alert", "type", "level", "severity", "message",
              "text", "reason"}
     rest = {k: v for k, v in a.items() if k not in shown}
-    return [str(when), str(level), str(kind), str(message), json.dumps(rest, default=str) if rest else ""]
+    return [redact(x) for x in (when, level, kind, message, json.dumps(rest, default=str) if rest else "")]
 
 
 def status_html(state: LiveState) -> str:
     last = state.records[-1] if state.records else {}
-    parts = [heading("summary", "Summary"), table(["", ""], _summary_rows(state), text=True)]
-    parts += [paragraph(h, "warning") for h in state.halts]
+    summary = [[what, redact(value)] for what, value in _summary_rows(state)]  # endpoints may be older than redaction
+    parts = [heading("summary", "Summary"), table(["", ""], summary, text=True)]
+    parts += [paragraph(redact(h), "warning") for h in state.halts]
     if state.records:
         parts.append(chart("live-equity", equity_chart(state.records), "Account equity the broker reported at "
                                                                        "each cycle's decision bar."))

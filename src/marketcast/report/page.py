@@ -114,8 +114,9 @@ def document(title: str, subtitle: str, nav: Sequence[tuple[str, str]], body: st
             f"<script>{RENDER % json.dumps(PLOT_CONFIG)}</script></body></html>\n")
 
 
-def write_page(path: str | Path, text: str) -> None:
-    """Write the page atomically (a reader sees the old page or the new one, never half of one)."""
+def write_page(path: str | Path, text: str, mode: int | None = None) -> None:
+    """Write the page atomically (a reader sees the old page or the new one, never half of one); ``mode``: its
+    permission bits from the first byte (``trade status``'s page is its owner's alone)."""
     final = Path(path)
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
@@ -123,4 +124,4 @@ def write_page(path: str | Path, text: str) -> None:
         raise MarketcastError(f"{final.parent}: cannot create the folder ({exc.strerror})") from None
     if final.is_dir():
         raise MarketcastError(f"{final}: is a folder; give the HTML file's path")
-    write_atomic(final, lambda tmp: tmp.write_text(text, encoding="utf-8"), MarketcastError)
+    write_atomic(final, lambda tmp: tmp.write_text(text, encoding="utf-8"), MarketcastError, mode)

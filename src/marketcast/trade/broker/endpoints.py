@@ -11,7 +11,9 @@ default paper run into live trading while the records said paper. Here the mode 
 * a loopback host (127.0.0.1, ::1, localhost: a local test server or a tunnel): used, with a warning, and
   recorded as the endpoint; any other host is refused (keys are never sent anywhere else).
 
-``APCA_API_DATA_URL`` follows the same host rule for the market-data host (``data.alpaca.markets``).
+``APCA_API_DATA_URL`` follows the same host rule for the market-data host (``data.alpaca.markets``). A URL is
+shown (records, status, errors, the log) with its secrets redacted (:func:`marketcast.trade.ops.redact.redact_url`:
+``https://user:pass@host`` is ``https://***@host``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Mapping
 from urllib.parse import urlsplit
 
 from marketcast.errors import ConfigError
+from marketcast.trade.ops.redact import redact_url
 
 log = logging.getLogger("marketcast.trade")
 
@@ -36,7 +39,7 @@ class Endpoint:
     custom: bool = False  # a loopback host, not Alpaca's
 
     def __str__(self) -> str:
-        return f"{self.url} ({self.mode}{', local test server' if self.custom else ''})"
+        return f"{redact_url(self.url)} ({self.mode}{', local test server' if self.custom else ''})"
 
 
 def _loopback(host: str) -> bool:
@@ -51,7 +54,7 @@ def _loopback(host: str) -> bool:
 def _clean(url: str, var: str) -> tuple[str, str]:
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"{var}={url!r} is not a URL; unset it")
+        raise ConfigError(f"{var}={redact_url(url)!r} is not a URL; unset it")
     path = parts.path.rstrip("/")
     path = path[:-3] if path.endswith("/v2") else path
     return f"{parts.scheme}://{parts.netloc}{path}", parts.hostname.lower()
@@ -65,6 +68,7 @@ def trading_endpoint(live: bool, env: Mapping[str, str], warn: bool = True) -> E
     if not raw:
         return Endpoint(f"https://{host}", mode)
     url, given = _clean(raw, "APCA_API_BASE_URL")
+    raw = redact_url(raw.strip())  # as the errors and the log show it
     if given == host:
         if not url.startswith("https://"):
             raise ConfigError(f"APCA_API_BASE_URL={raw} must use https:// for Alpaca's {mode} host")
@@ -77,7 +81,8 @@ def trading_endpoint(live: bool, env: Mapping[str, str], warn: bool = True) -> E
                           f"unset APCA_API_BASE_URL, or pass --live --i-understand-live-trading to trade real money")
     if _loopback(given):
         if warn:
-                log.warning("APCA_API_BASE_URL=%s is a local test server, not Alpaca: %s orders go there", url, mode)
+            log.warning("APCA_API_BASE_URL=%s is a local test server, not Alpaca: %s orders go there", redact_url(url),
+                        mode)
         return Endpoint(url, mode, custom=True)
     raise ConfigError(f"APCA_API_BASE_URL={raw} is not an Alpaca host ({PAPER_HOST}, {LIVE_HOST}) nor a local "
                       f"test server (127.0.0.1); the keys are not sent to it. Unset it")
@@ -91,5 +96,5 @@ def data_url(env: Mapping[str, str]) -> str | None:
     url, host = _clean(raw, "APCA_API_DATA_URL")
     if host == DATA_HOST or _loopback(host):
         return url
-    raise ConfigError(f"APCA_API_DATA_URL={raw} is not Alpaca's data host ({DATA_HOST}) nor a local test server; "
-                      f"unset it")
+    raise ConfigError(f"APCA_API_DATA_URL={redact_url(raw.strip())} is not Alpaca's data host ({DATA_HOST}) nor "
+                      f"a local test server; unset it")

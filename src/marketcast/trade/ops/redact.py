@@ -1,29 +1,84 @@
-"""Keys never leave the process in text: errors and log records have every registered key replaced by ``***``."""
+"""Secrets never leave the process in text: every registered key, and every secret a URL can carry, is replaced
+by ``***`` in errors, log records, records, alerts and status.
+
+A webhook's URL is its credential (Slack: "Keep it secret, keep it safe. Your webhook URL contains a secret",
+https://api.slack.com/messaging/webhooks), and secrets in URLs end up in logs (OWASP, "Information exposure
+through query strings in URL", https://owasp.org/www-community/vulnerabilities/Information_exposure_through_query_strings_in_url).
+So a URL in any text (``scheme://...``, ``file:`` aside) keeps what says *where* and loses what lets one *in*:
+
+* scheme, host and port are kept;
+* userinfo goes: ``https://user:pass@host/`` -> ``https://***@host/``;
+* the path keeps its first segment only when that is a plain word (letters, ``-``, ``_``, at most 16; or a
+  version such as ``v2``); the rest is ``***``: ``https://hooks.slack.com/services/T000/B000/XXXX`` ->
+  ``https://hooks.slack.com/services/***``; ``https://example.com/0a1b2c3d`` -> ``https://example.com/***``;
+* every query value goes, its key stays: ``?token=abc&x=1`` -> ``?token=***&x=***``; a fragment is ``#***``.
+
+``http://127.0.0.1:8080/alerts`` or ``https://paper-api.alpaca.markets`` carry nothing of that and stay as they
+are. Redacting twice gives the same text as once.
+"""
 
 from __future__ import annotations
 
 import logging
+import re
 
 _SECRETS: set[str] = set()
+MASK = "***"
+_URL = re.compile(r"(?<![\w.+-])([a-zA-Z][a-zA-Z0-9+.-]*)://([^\s'\"<>`]+)")
+_TRAILING = ".,;:!?)]}"  # sentence punctuation after a URL, not part of it
+_PLAIN = re.compile(r"[A-Za-z][A-Za-z_-]{0,15}|v\d{1,2}")
 
 
 def register_secrets(*values: str) -> None:
     _SECRETS.update(v for v in values if v)
 
 
+def redact_url(url: str) -> str:
+    """``url`` without userinfo, path tokens, query values or fragment (the module's rule)."""
+    match = _URL.fullmatch(url)
+    return url if match is None else _url(match)
+
+
+def _url(match: re.Match) -> str:
+    scheme, rest = match.group(1), match.group(2)
+    if scheme.lower() == "file":
+        return match.group(0)
+    stripped = rest.rstrip(_TRAILING)
+    tail = rest[len(stripped):]
+    rest, fragment = stripped.partition("#")[::2] if "#" in stripped else (stripped, None)
+    rest, query = rest.partition("?")[::2] if "?" in rest else (rest, None)
+    authority, slash, path = rest.partition("/")
+    if "@" in authority:
+        authority = f"{MASK}@{authority.rpartition('@')[2]}"
+    out = f"{scheme}://{authority}{slash}"
+    if path:
+        first, more, others = path.partition("/")
+        out += (first if _PLAIN.fullmatch(first) else MASK) + (f"/{MASK}" if others else more)
+    if query is not None:
+        out += "?" + "&".join(f"{p.partition('=')[0]}={MASK}" if "=" in p else MASK if p else ""
+                              for p in query.split("&"))
+    if fragment is not None:
+        out += f"#{MASK}"
+    return out + tail
+
+
 def redact(text: object) -> str:
-    """``text`` with every registered key replaced by ``***``."""
+    """``text`` with every registered key, and the secret parts of every URL in it, replaced by ``***``."""
     out = str(text)
     for s in _SECRETS:
-        out = out.replace(s, "***")
-    return out
+        out = out.replace(s, MASK)
+    return _URL.sub(_url, out) if "://" in out else out
 
 
 class RedactingFilter(logging.Filter):
-    """Scrubs registered keys from a log record's message and arguments."""
+    """Scrubs keys and URL secrets from a log record: its message, arguments and traceback."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if _SECRETS:
-            record.msg = redact(record.getMessage())
-            record.args = None
+        record.msg, record.args = redact(record.getMessage()), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
         return True
