@@ -1,0 +1,240 @@
+"""``trade orders``: a replay's journal audited through the blotter, against the journal's own fills, the
+paper broker's books and cash figures computed by hand; bad input is one line and leaves no file."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import sqlite3
+import stat
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from marketcast.cli import main
+from marketcast.data import load_symbol
+from marketcast.data.bars import Bars
+from marketcast.forecast import load_forecaster
+from marketcast.trade.broker.paper import PaperBroker
+from marketcast.trade.journal.state import Journal
+from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
+from marketcast.trade.loop.feed import history_feed
+from marketcast.trade.loop.gates import GateConfig
+from marketcast.trade.loop.planner import BacktestPlanner
+from marketcast.trade.ops.blotter import COLUMNS, rows
+from marketcast.trade.replay import replay
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "trading.md"
+SYMS = ("SP500", "NASDAQ")
+OPEN_GATES = GateConfig(min_edge=-1.0, min_sharpe=-1e9, max_drawdown=1.01)  # every non-flat signal trades
+CASH = 50_000.0
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory):
+    """January 2017 of SP500 and NASDAQ with the baseline model: about 20 orders, most of them filled."""
+    state = tmp_path_factory.mktemp("replay")
+    bars = {s: load_symbol(s) for s in SYMS}
+    replay(bars, BacktestPlanner(load_forecaster("baseline")), state, "2017-01-01", "2017-02-01",
+           LoopConfig(SYMS, gates=OPEN_GATES), starting_cash=CASH)
+    return state, bars
+
+
+def cash_flow(fill) -> float:
+    return (fill.qty * fill.price if fill.side == "sell" else -fill.qty * fill.price) - fill.fee
+
+
+def test_a_replays_blotter_has_every_submitted_order_with_its_fills_and_the_cash_it_saw(replayed):
+    state, bars = replayed
+    journal = Journal(state / "journal.db")
+    got = rows(journal)
+    posted = journal.submission_counts()
+    fills = journal.fills()
+    broker = PaperBroker(state / "broker.db", bars)
+    assert len(got) == len(journal.intents()) >= 15 and all(list(r) == list(COLUMNS) for r in got)
+    assert {r["client_order_id"] for r in got if r["submitted_at"]} == set(posted)  # every POST is a row
+    assert sum(r["filled_qty"] > 0 for r in got) >= 5
+    for r in got:
+        cid, decided = r["client_order_id"], pd.Timestamp(r["decision_ts"])
+        assert pd.Timestamp(r["submitted_at"]) >= decided, r  # sent after its bar closed, never before
+        assert (r["asset_class"], r["stop_price"], r["status"]) == ("stock", None, "submitted")
+        own = [f for f in fills if f.client_order_id == cid and f.kind == "entry"]
+        exits = [f for f in fills if f.client_order_id == cid and f.kind != "entry"]
+        assert r["filled_qty"] == sum(f.qty for f in own)
+        order = broker.order_by_client_id(cid)  # the broker's own books agree
+        assert (order.status, order.filled_qty, order.filled_avg_price) == (
+            r["broker_status"], r["filled_qty"], r["avg_fill_price"])
+        if own:
+            assert r["avg_fill_price"] == pytest.approx(sum(f.qty * f.price for f in own) / r["filled_qty"])
+            assert r["filled_at"] == max(f.timestamp for f in own) and pd.Timestamp(r["filled_at"]) > decided
+            assert r["exit_filled_qty"] == sum(f.qty for f in exits) == r["filled_qty"]  # each round-trips a bar
+        # seen at the check: the starting cash plus every fill settled by the decision bar (a cash account
+        # with nothing open between bars, so the buying power is the cash)
+        by_hand = CASH + sum(cash_flow(f) for f in fills if pd.Timestamp(f.timestamp) <= decided)
+        assert r["cash_seen"] == pytest.approx(by_hand, rel=1e-12) and r["buying_power_seen"] == r["cash_seen"]
+    assert got[0]["cash_seen"] == CASH  # the first bar's orders saw the untouched account
+    broker.close()
+    journal.close()
+
+
+def documented_columns() -> list[str]:
+    section = DOCS.read_text().split("## Order blotter: `trade orders`")[1].split("\n## ")[0]
+    return re.findall(r"^\| `(\w+)` \|", section, flags=re.M)
+
+
+def test_the_cli_writes_exactly_the_documented_columns_as_csv_and_json(replayed, tmp_path, capsys):
+    state, _ = replayed
+    journal = Journal(state / "journal.db")
+    want = rows(journal)
+    journal.close()
+    out = tmp_path / "audit" / "orders.csv"
+    assert main(["trade", "orders", "--state-dir", str(state), "--csv", str(out)]) == 0
+    assert f"{len(want)} orders" in capsys.readouterr().out
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    with open(out, newline="") as fh:
+        reader = csv.DictReader(fh)
+        assert reader.fieldnames == documented_columns() == list(COLUMNS)
+        written = list(reader)
+    assert written == [{k: "" if v is None else str(v) for k, v in r.items()} for r in want]
+    assert main(["trade", "orders", "--state-dir", str(state), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == want
+    assert main(["trade", "orders", "--state-dir", str(state)]) == 0
+    assert f"({len(want)} orders)" in capsys.readouterr().out  # the table (its columns fit the terminal)
+
+
+class MarginPaper(PaperBroker):
+    """A margin account as Alpaca reports one: stocks may draw twice the cash, crypto the cash alone."""
+
+    def account(self):
+        a = super().account()
+        return replace(a, buying_power=2 * a.buying_power, non_marginable_buying_power=a.buying_power)
+
+
+def test_a_crypto_order_records_the_non_marginable_buying_power_it_was_checked_against(tmp_path):
+    sp500 = load_symbol("SP500")
+    coin = Bars("BTCUSD", load_symbol("NASDAQ").frame, "crypto", "test")  # fractional, long only
+    bars = {"SP500": sp500, "BTCUSD": coin}
+    broker = MarginPaper(tmp_path / "broker.db", bars, starting_cash=10_000.0, start="2017-03-01")
+    broker.advance_to("2017-03-01")
+    journal = Journal(tmp_path / "journal.db")
+    loop = TradingLoop(broker, journal, BacktestPlanner(load_forecaster("baseline"), strategies=("maxdiff",)),
+                       history_feed(bars, lambda: broker.clock), LoopConfig(("SP500", "BTCUSD"), gates=OPEN_GATES))
+    loop.run_cycle(broker.clock)
+    seen = {r["symbol"]: (r["asset_class"], r["cash_seen"], r["buying_power_seen"]) for r in rows(journal)}
+    assert seen == {"SP500": ("stock", 10_000.0, 20_000.0), "BTCUSD": ("crypto", 10_000.0, 10_000.0)}
+    journal.close()
+    broker.close()
+
+
+def test_a_take_profit_and_a_close_record_the_account_their_reconcile_read(fake, tmp_path):
+    from .alpaca_env import D1, D2, adapter, alpaca_loop, order, submitted
+
+    loop = alpaca_loop(fake, tmp_path, symbols=("BTCUSD",), classes={"BTCUSD": "crypto"})
+    submitted(loop, order("mc-btc", symbol="BTCUSD", qty=0.25, limit_price=59_000.0, take_profit=61_000.0,
+                          time_in_force="gtc"), D1)
+    fake.fill("mc-btc", 0.25, 59_000.0, at="2024-04-29T10:00:00Z")
+    before_take_profit = adapter(fake).account()  # what the next reconcile reads: nothing moves in between
+    loop.reconcile(D1)  # Alpaca cannot attach a crypto take-profit: sent on its own
+    before_close = adapter(fake).account()
+    loop.reconcile(D2)  # the next bar: the take-profit is cancelled, the leftover closed at market
+    by_kind = {r["kind"]: r for r in rows(loop.journal)}
+    assert set(by_kind) == {"entry", "take_profit", "close"}
+    for kind, account in (("take_profit", before_take_profit), ("close", before_close)):
+        r = by_kind[kind]
+        assert r["submitted_at"] and r["asset_class"] == "crypto", r
+        assert (r["cash_seen"], r["buying_power_seen"]) == (account.cash, account.buying_power_for(True)), kind
+    assert before_close.cash == pytest.approx(before_take_profit.cash)  # the fill was paid before either
+    assert by_kind["entry"]["filled_qty"] == 0.25 and by_kind["entry"]["avg_fill_price"] == 59_000.0
+
+
+OLD_INTENTS = """CREATE TABLE intents (
+    client_order_id TEXT PRIMARY KEY, decision_ts TEXT NOT NULL, strategy TEXT NOT NULL,
+    symbol TEXT NOT NULL, side TEXT NOT NULL, qty REAL NOT NULL, type TEXT NOT NULL,
+    limit_price REAL, take_profit REAL, time_in_force TEXT NOT NULL, status TEXT NOT NULL,
+    broker_order_id TEXT, error TEXT, attempts INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL, updated_at TEXT NOT NULL, decision TEXT, kind TEXT NOT NULL DEFAULT 'entry',
+    broker_status TEXT);
+CREATE TABLE fills (fill_id TEXT PRIMARY KEY, client_order_id TEXT NOT NULL, symbol TEXT NOT NULL,
+    side TEXT NOT NULL, qty REAL NOT NULL, price REAL NOT NULL, fee REAL NOT NULL, ts TEXT NOT NULL,
+    kind TEXT NOT NULL, order_id TEXT);
+CREATE TABLE submissions (n INTEGER PRIMARY KEY AUTOINCREMENT, client_order_id TEXT NOT NULL, at TEXT NOT NULL);
+INSERT INTO intents VALUES ('mc-old', '2017-01-03T00:00:00+00:00', 'maxdiff', 'SP500', 'buy', 3, 'limit', 2250.5,
+    2270.0, 'day', 'submitted', 'b1', NULL, 1, '2017-01-03T21:00:00.000+00:00', '2017-01-03T21:00:00.000+00:00',
+    NULL, 'entry', 'filled');
+INSERT INTO submissions (client_order_id, at) VALUES ('mc-old', '2017-01-03T21:00:00.000+00:00');
+INSERT INTO fills VALUES ('f1', 'mc-old', 'SP500', 'buy', 1, 2250.0, 0, '2017-01-04T15:00:00+00:00', 'entry', 'b1');
+INSERT INTO fills VALUES ('f2', 'mc-old', 'SP500', 'buy', 2, 2250.5, 0, '2017-01-04T15:30:00+00:00', 'entry', 'b1');
+"""
+
+
+def test_a_journal_from_before_the_blotter_gains_the_columns_and_lists_its_orders(tmp_path, capsys):
+    conn = sqlite3.connect(tmp_path / "journal.db")
+    conn.executescript(OLD_INTENTS)
+    conn.close()
+    assert main(["trade", "orders", "--state-dir", str(tmp_path), "--json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert row["submitted_at"] == "2017-01-03T21:00:00.000+00:00" and row["filled_at"] == "2017-01-04T15:30:00+00:00"
+    assert (row["filled_qty"], row["avg_fill_price"]) == (3.0, pytest.approx((2250.0 + 2 * 2250.5) / 3))
+    assert (row["asset_class"], row["cash_seen"], row["buying_power_seen"]) == (None, None, None)
+    columns = {r[1] for r in sqlite3.connect(tmp_path / "journal.db").execute("PRAGMA table_info(intents)")}
+    assert {"asset_class", "cash_seen", "buying_power_seen"} <= columns
+
+
+def bad_state(tmp_path: Path, case: str) -> Path:
+    state = tmp_path / "state"
+    if case != "missing":
+        state.mkdir()
+    if case == "damaged":
+        (state / "journal.db").write_bytes(b"this is not a database at all, it is text" * 100)
+    if case == "not a journal":
+        sqlite3.connect(state / "journal.db").executescript("CREATE TABLE things (x); INSERT INTO things VALUES (1);")
+    return state
+
+
+@pytest.mark.parametrize("case, code, says", [
+    ("missing", 2, "no such state folder"),
+    ("empty", 2, "no journal.db, not a state folder"),
+    ("damaged", 3, "file is not a database"),
+    ("not a journal", 3, "not a marketcast journal"),
+])
+def test_a_folder_that_is_no_state_folder_is_one_line(tmp_path, capsys, case, code, says):
+    state = bad_state(tmp_path, case)
+    before = sorted(p.name for p in state.iterdir()) if state.exists() else None
+    assert main(["trade", "orders", "--state-dir", str(state), "--csv", str(tmp_path / "o.csv")]) == code
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "o.csv").exists()
+    assert (sorted(p.name for p in state.iterdir()) if state.exists() else None) == before
+    if case == "not a journal":  # never given the journal's tables
+        assert [r[0] for r in sqlite3.connect(state / "journal.db").execute("SELECT name FROM sqlite_master")] == [
+            "things"]
+
+
+@pytest.mark.parametrize("target, extra, code, says", [
+    ("blocker/orders.csv", [], 3, "exists and is not a folder"),  # the parent is a file: cannot be written
+    ("folder", [], 2, "is a folder; give a file name"),
+    ("o.csv", ["--json"], 2, "--json and --csv: choose one"),
+])
+def test_a_csv_that_cannot_be_written_is_one_line_and_no_file(replayed, tmp_path, capsys, target, extra, code,
+                                                              says):
+    state, _ = replayed
+    (tmp_path / "blocker").write_text("a file")
+    (tmp_path / "folder").mkdir()
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    assert main(["trade", "orders", "--state-dir", str(state), "--csv", str(tmp_path / target), *extra]) == code
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # no file, no temporary left
+
+
+def test_every_option_of_orders_has_help():
+    import typer
+
+    from marketcast.trade.cli import app
+
+    params = typer.main.get_command(app).commands["orders"].params
+    assert {p.opts[0] for p in params} == {"--state-dir", "--json", "--csv"}
+    assert all((p.help or "").strip() for p in params)
