@@ -1,6 +1,8 @@
 """Risk limits with a halted state: a scripted losing day trips the daily loss limit against the faithful fake
-Alpaca (the loop's working orders cancelled, nothing sent after, ``trade status`` shows the halt, ``trade
-resume`` lifts it); order-count and notional limits; the day's starting equity by hand."""
+Alpaca, where exits are real OTO legs (the entry cancelled, the take-profit kept; re-placed once, and only once,
+after its day leg expired or a partly filled entry took it along; ``flatten_on_halt`` closes the loop's quantity
+and never the user's; ``trade status`` shows the positions and their exits, ``trade resume`` lifts the halt);
+order-count and notional limits on the paper broker; the day's starting equity by hand."""
 
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ from marketcast.trade.portfolio import PortfolioConfig, allocate
 from marketcast.trade.risk import RiskGuard, RiskLimits
 from marketcast.trade.journal.state import Intent, Journal
 
+from marketcast.trade.journal.ids import client_order_id
+
 from .alpaca_env import D1, D2, alpaca_loop, order, submitted
 from .helpers import signal
 
@@ -36,44 +40,163 @@ def posts_and_deletes(fake) -> list[tuple[str, str]]:
     return [(m, p) for m, p, _ in fake.requests if m in ("POST", "DELETE")]
 
 
-def test_a_losing_day_trips_the_daily_loss_limit_then_resume_lifts_it(fake, tmp_path, capsys, caplog):
-    caplog.set_level(logging.INFO, "marketcast.trade")
-    loop = alpaca_loop(fake, tmp_path, loop_config={"risk": RiskLimits(max_daily_loss=0.02),
-                                                    "resume": f"marketcast trade resume --state-dir {tmp_path}"})
-    submitted(loop, order("mc-big", qty=400, limit_price=188.5, take_profit=199.0), D1)  # this bar's entry
-    fake.fill("mc-big", 400, 188.5, at="2024-04-30T14:00:00Z")  # 400 AAPL held, its take-profit leg working
-    leg = fake.order("mc-big")["legs"][0]
-    assert leg["status"] == "new"
-    morning = loop.reconcile(D1, now=T("2024-04-30T14:30Z"))  # the day's first reading: 24,600 + 400 x 190
+AAPL_BTC = {"symbols": ("AAPL", "BTCUSD"), "classes": {"AAPL": "stock", "BTCUSD": "crypto"}}
+
+
+def held_with_a_take_profit_and_an_open_entry(fake, tmp_path, **limits):
+    """400 AAPL the loop bought at 188.50 with its OTO take-profit leg at 199 working, and a working BTC entry (0.2
+    at 59,000, gtc); the day's first equity reading 24,600 cash + 400 x 190 = 100,600 (the day's start)."""
+    loop = alpaca_loop(fake, tmp_path, **AAPL_BTC, loop_config={"risk": RiskLimits(**limits), "resume": RESUME_CMD})
+    submitted(loop, order("mc-big", qty=400, limit_price=188.5, take_profit=199.0), D1)
+    fake.fill("mc-big", 400, 188.5, at="2024-04-30T14:00:00Z")
+    submitted(loop, order("mc-btc", symbol="BTCUSD", qty=0.2, limit_price=59_000.0, take_profit=61_000.0,
+                          time_in_force="gtc"), D1)
+    morning = loop.reconcile(D1, now=T("2024-04-30T14:30Z"))
     assert morning.cancelled == 0 and loop.journal.halts.active() == []
+    return loop
+
+
+RESUME_CMD = "marketcast trade resume --state-dir STATE"
+LOSS = ("risk limit: daily loss 2.78% of the day's starting equity 100,600.00 (now 97,800.00) reached the limit "
+        "max_daily_loss 2.00% on 2024-04-30")
+
+
+def working_exits(fake, symbol="AAPL") -> list[dict]:
+    return [o for o in fake.exchange.everything() if o["symbol"] == symbol and o["side"] == "sell"
+            and o["status"] in ("new", "accepted", "partially_filled")]
+
+
+def test_a_losing_day_cancels_the_entry_keeps_the_take_profit_and_resume_lifts_it(fake, tmp_path, capsys, caplog):
+    caplog.set_level(logging.INFO, "marketcast.trade")
+    loop = held_with_a_take_profit_and_an_open_entry(fake, tmp_path, max_daily_loss=0.02)
+    leg, btc = fake.order("mc-big")["legs"][0], fake.order("mc-btc")
     fake.exchange.last["AAPL"] = Decimal("183")  # the afternoon: equity 24,600 + 400 x 183 = 97,800
     before = len(posts_and_deletes(fake))
     with pytest.raises(HaltedError) as err:
         loop.reconcile(D1, now=T("2024-04-30T18:00Z"))
+    assert err.value.exit_code == 5
     [halt] = loop.journal.halts.active()
-    reason = ("risk limit: daily loss 2.78% of the day's starting equity 100,600.00 (now 97,800.00) reached the limit "
-              "max_daily_loss 2.00% on 2024-04-30")
-    assert (halt.source, halt.reason, halt.details["cancelled"]) == ("risk", reason, [leg["client_order_id"]])
-    assert str(err.value) == halt.message() and halt.resolve == f"marketcast trade resume --state-dir {tmp_path}"
-    assert posts_and_deletes(fake)[before:] == [("DELETE", f"/v2/orders/{leg['id']}")]  # its own order, cancelled
-    assert leg["status"] == "canceled"  # confirmed: the cancel was awaited
-    assert any(m.startswith(f"AAPL: cancel {leg['client_order_id']} requested: risk limit: daily loss")
-               for m in caplog.messages)  # trade.log names the order it cancels
-    for _ in range(2):  # no new entry, no order at all, while halted (a restart refuses at once too)
+    assert (halt.source, halt.reason, str(err.value)) == ("risk", LOSS, halt.message())
+    assert posts_and_deletes(fake)[before:] == [("DELETE", f"/v2/orders/{btc['id']}")]  # the entry, nothing else
+    assert (btc["status"], leg["status"]) == ("canceled", "new")  # cancel confirmed; the take-profit still works
+    assert any(m.startswith("BTCUSD: cancel mc-btc requested: risk limit: daily loss") for m in caplog.messages)
+    exit_ = {"client_order_id": leg["client_order_id"], "entry": "mc-big", "side": "sell", "type": "limit",
+             "qty": 400.0, "limit_price": 199.0, "status": "new"}
+    assert halt.details["cancelled"] == ["mc-btc"] and halt.details["unconfirmed"] == []
+    assert halt.details["positions"] == [{"symbol": "AAPL", "qty": 400.0, "exits": [exit_]}]
+    assert halt.details["flattened"] is False and halt.details["sent"] == []
+
+    for _ in range(2):  # while the leg works, a look (a restart refuses at once) sends nothing
         with pytest.raises(HaltedError):
-            alpaca_loop(fake, tmp_path).run_cycle(D2, now=T("2024-05-01T20:30Z"))
+            alpaca_loop(fake, tmp_path, **AAPL_BTC).run_cycle(D1, now=T("2024-04-30T19:00Z"))
     assert len(posts_and_deletes(fake)) == before + 1
+
+    fake.session("2024-05-01")  # halted over the next session: the day leg expires at its close, unfilled
+    assert leg["status"] == "expired" and working_exits(fake) == []
+    for _ in range(2):  # the next bar's look re-places it for the loop's 400 at 199, once (gtc: it stays)
+        with pytest.raises(HaltedError):
+            alpaca_loop(fake, tmp_path, **AAPL_BTC).reconcile(D2, now=T("2024-05-01T21:30Z"))
+    tp = client_order_id("AAPL", D2, "take_profit@halt@400.0")
+    [placed] = working_exits(fake)
+    assert (placed["client_order_id"], placed["qty"], placed["limit_price"], placed["type"],
+            placed["time_in_force"], fake.posts(tp)) == (tp, "400", "199.0", "limit", "gtc", 1)
+    assert posts_and_deletes(fake)[before + 1:] == [("POST", "/v2/orders")]
+    journalled = loop.journal.intent(tp)
+    assert (journalled.kind, journalled.decision_ts, journalled.status) == ("take_profit", D1, "submitted")
+    [halt] = loop.journal.halts.active()
+    assert halt.details["positions"] == [{"symbol": "AAPL", "qty": 400.0, "exits": [
+        {**exit_, "client_order_id": tp, "entry": None, "status": "accepted"}]}]
+    assert halt.details["sent"] == [tp] and halt.details["cancelled"] == ["mc-btc"]
 
     assert trade_main(["status", "--state-dir", str(tmp_path)]) == 0
     shown = " ".join(capsys.readouterr().out.replace("│", " ").split())
     assert f"halted trading is halted since {halt.since} (risk): risk limit: daily loss 2.78%" in shown
+    assert f"AAPL 400: exits {tp} sell 400 limit @ 199 accepted" in shown
     assert trade_main(["resume", "--state-dir", str(tmp_path)]) == 0
     assert capsys.readouterr().out.strip() == "lifted 1 risk halt(s)"
     assert loop.journal.halts.active() == []
-    after = alpaca_loop(fake, tmp_path).reconcile(D2, now=T("2024-05-01T20:30Z"))  # trading again: the day's
-    assert after.closes and fake.order(after.closes[0])["side"] == "sell"  # count restarted; the leftover closes
+    after = alpaca_loop(fake, tmp_path, **AAPL_BTC).reconcile(D2, now=T("2024-05-01T21:30Z"))  # trading again:
+    assert fake.order(tp)["status"] == "canceled"  # the halt's take-profit (of D1's entry) is stale at D2,
+    assert after.closes and fake.order(after.closes[0])["qty"] == "400"  # cancelled first, the leftover closed
     assert trade_main(["resume", "--state-dir", str(tmp_path)]) == 0
     assert capsys.readouterr().out.strip() == "no risk halt to lift"
+
+
+def test_a_halt_re_places_the_take_profit_of_a_partly_filled_entry_it_cancels(fake, tmp_path):
+    """Alpaca activates an OTO leg only once its entry has filled; cancelling the partly filled entry may take the
+    held leg with it (the fake does): the filled 150 get a take-profit of their own at the entry's 199."""
+    loop = alpaca_loop(fake, tmp_path, loop_config={"risk": RiskLimits(max_daily_loss=0.01)})
+    submitted(loop, order("mc-part", qty=400, limit_price=188.5, take_profit=199.0), D1)
+    fake.fill("mc-part", 150, 188.5, at="2024-04-30T14:00:00Z")
+    loop.reconcile(D1, now=T("2024-04-30T14:30Z"))  # 71,725 cash + 150 x 190 = 100,225
+    fake.exchange.last["AAPL"] = Decimal("183")  # 71,725 + 150 x 183 = 99,175: -1.05 %
+    with pytest.raises(HaltedError, match=r"daily loss 1\.05%"):
+        loop.reconcile(D1, now=T("2024-04-30T18:00Z"))
+    entry = fake.order("mc-part")
+    assert (entry["status"], entry["filled_qty"], entry["legs"][0]["status"]) == ("canceled", "150", "canceled")
+    tp = client_order_id("AAPL", D1, "take_profit@halt@150.0")
+    [placed] = working_exits(fake)
+    assert (placed["client_order_id"], placed["qty"], placed["limit_price"]) == (tp, "150", "199.0")
+    [halt] = loop.journal.halts.active()
+    assert halt.details["cancelled"] == ["mc-part"] and halt.details["sent"] == [tp]
+    assert [(p["symbol"], p["qty"], [e["client_order_id"] for e in p["exits"]]) for p in halt.details["positions"]] \
+        == [("AAPL", 150.0, [tp])]
+    with pytest.raises(HaltedError):  # a restart's look: covered, nothing sent
+        alpaca_loop(fake, tmp_path).reconcile(D1, now=T("2024-04-30T19:00Z"))
+    assert fake.posts(tp) == 1 and len(working_exits(fake)) == 1
+
+
+def test_an_exit_for_more_than_the_loop_holds_is_replaced_by_one_for_its_quantity(fake, tmp_path):
+    """The loop's quantity was lowered to 300 (``trade reconcile --accept-broker``) while its leg sells 400: kept,
+    the leg would sell 100 shares that are not the loop's. The halt cancels it (confirmed) and re-places 300."""
+    loop = alpaca_loop(fake, tmp_path)
+    submitted(loop, order("mc-big", qty=400, limit_price=188.5, take_profit=199.0), D1)
+    fake.fill("mc-big", 400, 188.5, at="2024-04-30T14:00:00Z")
+    loop.reconcile(D1, now=T("2024-04-30T14:30Z"))
+    loop.journal.adjust("AAPL", -100.0, "trade reconcile --accept-broker")
+    with pytest.raises(HaltedError):
+        raise loop.risk.trip("max_orders_per_day 100", loop.broker, loop.desk, D1)
+    assert fake.order("mc-big")["legs"][0]["status"] == "canceled"
+    tp = client_order_id("AAPL", D1, "take_profit@halt@300.0")
+    [placed] = working_exits(fake)
+    assert (placed["client_order_id"], placed["qty"], placed["limit_price"]) == (tp, "300", "199.0")
+    assert fake.exchange.positions["AAPL"].qty == 400  # nothing traded
+
+
+def test_flatten_on_halt_closes_the_loops_quantity_only(fake, tmp_path, capsys):
+    fake.hold("AAPL", 100, 150.0)  # the user's own 100 AAPL on the same account
+    loop = held_with_a_take_profit_and_an_open_entry(fake, tmp_path, max_daily_loss=0.02, flatten_on_halt=True)
+    leg, btc = fake.order("mc-big")["legs"][0], fake.order("mc-btc")
+    fake.exchange.last["AAPL"] = Decimal("183")  # 24,600 + 500 x 183 = 116,100 of 119,600: -2.93 %
+    before = len(posts_and_deletes(fake))
+    with pytest.raises(HaltedError, match=r"daily loss 2\.93%"):
+        loop.reconcile(D1, now=T("2024-04-30T18:00Z"))
+    close = client_order_id("AAPL", D1, "flatten@400.0")
+    sent = posts_and_deletes(fake)[before:]
+    assert sorted(sent[:2]) == sorted([("DELETE", f"/v2/orders/{leg['id']}"), ("DELETE", f"/v2/orders/{btc['id']}")])
+    assert sent[2:] == [("POST", "/v2/orders")]  # the close only once both cancels were confirmed
+    assert (leg["status"], btc["status"]) == ("canceled", "canceled")
+    body = next(b for m, p, b in fake.requests if m == "POST" and b.get("client_order_id") == close)
+    assert (body["side"], body["qty"], body["type"], body["time_in_force"]) == ("sell", 400, "market", "day")
+    [halt] = loop.journal.halts.active()
+    assert halt.details["flattened"] is True and sorted(halt.details["cancelled"]) == sorted(
+        [leg["client_order_id"], "mc-btc"])
+    assert halt.details["positions"] == [{"symbol": "AAPL", "qty": 400.0, "exits": [
+        {"client_order_id": close, "entry": None, "side": "sell", "type": "market", "qty": 400.0,
+         "limit_price": None, "status": "accepted"}]}]
+    assert trade_main(["status", "--state-dir", str(tmp_path)]) == 0
+    assert f"AAPL 400: flattened by {close} sell 400 market accepted" in " ".join(
+        capsys.readouterr().out.replace("│", " ").split())
+
+    fake.fill(close, 400, 183.0, at="2024-04-30T18:01:00Z")
+    for _ in range(2):  # later looks: the loop holds nothing, nothing more goes out
+        with pytest.raises(HaltedError):
+            alpaca_loop(fake, tmp_path, **AAPL_BTC, loop_config={"risk": RiskLimits(flatten_on_halt=True)}).reconcile(
+                D1, now=T("2024-04-30T19:00Z"))
+    assert fake.posts(close) == 1 and len(posts_and_deletes(fake)) == before + 3
+    assert fake.exchange.positions["AAPL"].qty == 100  # the user's 100, untouched
+    [halt] = loop.journal.halts.active()
+    assert halt.details["positions"] == [] and halt.details["sent"] == [close]
 
 
 def test_the_days_starting_equity_is_the_last_reading_of_an_earlier_day(tmp_path):
@@ -111,6 +234,9 @@ def test_an_order_beyond_the_cycles_limit_halts_and_the_loops_orders_are_cancell
     assert first.status == "submitted" and broker.order_by_client_id(first.client_order_id).status == "canceled"
     assert (second.status, second.error.startswith("risk limit: ")) == ("refused", True)
     assert [cid for cid, _ in broker.submit_log()] == [first.client_order_id]  # the second never went out
+    [halt] = loop.journal.halts.active()  # the loop held nothing (the paper broker settles within the bar)
+    assert (halt.details["cancelled"], halt.details["positions"], halt.details["flattened"]) == (
+        [first.client_order_id], [], False)
 
 
 def test_orders_per_day_count_across_cycles_of_one_day(tmp_path):

@@ -11,10 +11,14 @@ Limits (0 turns one off):
 * ``max_notional_per_order``, ``max_notional_per_symbol`` (account currency): entries. Sizing already stays
   inside them (:func:`~marketcast.trade.portfolio.allocate`); this is the last line of defence.
 
-When one trips, :meth:`RiskGuard.trip` cancels the loop's working orders (its own only), records the halt in the
-journal (source ``risk``) and returns the :class:`~marketcast.errors.HaltedError` that ends the cycle (exit 5).
-Every later cycle refuses at once until ``marketcast trade resume`` lifts it, which also restarts the day's
-loss count from the next equity reading (else the same loss would trip again at once).
+When one trips, :meth:`RiskGuard.trip` records the halt in the journal (source ``risk``) first, so nothing new
+goes out even if what follows fails, then stops new entries but keeps the exits of what the loop holds (its
+``keeper``, :mod:`~marketcast.trade.loop.exits`: entries cancelled, take-profit legs kept or re-placed; with
+``flatten_on_halt`` everything cancelled and the loop's quantities closed at market), lists each position with
+its exits in the halt's details, and returns the :class:`~marketcast.errors.HaltedError` that ends the cycle
+(exit 5). Every later look refuses to trade but keeps those exits (:meth:`RiskGuard.hold`) until ``marketcast
+trade resume`` lifts the halt, which also restarts the day's loss count from the next equity reading (else the
+same loss would trip again at once).
 """
 
 from __future__ import annotations
@@ -26,12 +30,14 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from marketcast.errors import HaltedError
-from marketcast.trade.broker.interface import Broker
+from marketcast.trade.broker.interface import Broker, BrokerError
 from marketcast.trade.journal.db import transaction
 from marketcast.trade.journal.ids import is_loops
 from marketcast.trade.journal.state import Intent, Journal, now
 
-if TYPE_CHECKING:  # the loop passes its desk in; policy never imports the loop
+if TYPE_CHECKING:  # the loop passes its desk and its exit keeper in; policy never imports the loop
+    from marketcast.trade.journal.halts import Halt
+    from marketcast.trade.loop.exits import HaltExits
     from marketcast.trade.loop.orders import OrderDesk
 
 log = logging.getLogger("marketcast.trade")
@@ -58,6 +64,7 @@ class RiskLimits:
     max_orders_per_day: int = 100
     max_notional_per_order: float = 0.0  # account currency; 0: no limit
     max_notional_per_symbol: float = 0.0
+    flatten_on_halt: bool = False  # a halt closes the loop's quantities at market instead of keeping their exits
 
     @property
     def entry_cap(self) -> float | None:
@@ -69,8 +76,9 @@ class RiskLimits:
 class RiskGuard:
     """The limits of one loop over its journal (tables ``equity_days`` and ``sends``)."""
 
-    def __init__(self, journal: Journal, limits: RiskLimits, resolve: str = RESUME) -> None:
-        self.journal, self.limits, self.resolve = journal, limits, resolve
+    def __init__(self, journal: Journal, limits: RiskLimits, resolve: str = RESUME,
+                 keeper: HaltExits | None = None) -> None:
+        self.journal, self.limits, self.resolve, self.keeper = journal, limits, resolve, keeper
         journal.conn.executescript(SCHEMA)
         self.day = ""
         self.sent_in_cycle = 0
@@ -131,17 +139,40 @@ class RiskGuard:
 
     # ----------------------------------------------------------------- the halted state
     def trip(self, reason: str, broker: Broker, desk: OrderDesk, decision_ts: str) -> HaltedError:
-        """Cancel the loop's working orders (confirmed, bounded), record the halt; the error to raise."""
-        own = [o for o in broker.open_orders() if is_loops(o.root_client_order_id)]
-        for order in own:
-            if order.status != "pending_cancel":
-                desk.cancel(order, decision_ts, f"risk limit: {reason}", act=True)
-        still = desk.await_cancels([o.id for o in own]) if own else []
-        log.error("risk limit tripped: %s; cancelled %d working order(s) of the loop%s", reason, len(own) - len(still),
-                  f", {len(still)} not confirmed yet" if still else "")
-        halt = self.journal.halts.add(RISK, f"risk limit: {reason}", self.resolve,
-                                      {"cancelled": [o.client_order_id for o in own], "unconfirmed": still})
+        """Record the halt, then stop entries and keep exits (or flatten); the error to raise."""
+        halt = self.journal.halts.add(RISK, f"risk limit: {reason}", self.resolve)
+        log.error("risk limit tripped: %s; no new entry until %s", reason, self.resolve)
+        if self.keeper is None:  # a guard without the loop (nothing to keep exits with): cancel all, fail closed
+            own = [o for o in broker.open_orders() if is_loops(o.root_client_order_id)]
+            for order in own:
+                if order.status != "pending_cancel":
+                    desk.cancel(order, decision_ts, halt.reason, act=True)
+            still = desk.await_cancels([o.id for o in own]) if own else []
+            self.journal.halts.update(halt.id, {"cancelled": [o.client_order_id for o in own], "unconfirmed": still})
+        else:
+            self.hold(decision_ts, halt)
         return HaltedError(halt.message())
+
+    def hold(self, decision_ts: str, halt: Halt) -> None:
+        """What a risk halt does at its trip and at each look while it lasts: cancel entries, keep or re-place
+        the exits of what the loop holds (``flatten_on_halt``: close it), and record each position with its
+        exits in the halt's details. A broker error is logged and recorded: the halt stands, the next look
+        tries again."""
+        if self.keeper is None:
+            return
+        before = halt.details
+        try:
+            found = self.keeper.enforce(decision_ts, halt.reason, self.limits.flatten_on_halt)
+        except BrokerError as exc:
+            log.error("risk halt: could not see to the loop's exits: %s; the next look tries again", exc)
+            found = {"error": str(exc)}
+        merged = {k: v for k, v in before.items() if k != "error"}
+        for key in ("cancelled", "sent"):  # what the halt did, over all its looks
+            merged[key] = merged.get(key, []) + [c for c in found.pop(key, []) if c not in merged.get(key, [])]
+        self.journal.halts.update(halt.id, {**merged, **found, "looked_at": decision_ts})
+        now = next((h for h in self.journal.halts.active() if h.id == halt.id), None)
+        for line in now.positions() if now is not None else []:
+            log.warning("risk halt: %s", line)
 
 
 def lift(journal: Journal, by: str) -> int:

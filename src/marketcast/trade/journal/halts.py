@@ -31,6 +31,21 @@ class Halt:
     def message(self) -> str:
         return f"trading is halted since {self.since} ({self.source}): {self.reason}. To resolve: {self.resolve}"
 
+    def positions(self) -> list[str]:
+        """One line per position the halt lists with its exits (a risk halt's ``details["positions"]``)."""
+        def one(e: dict) -> str:
+            leg = f" (leg of {e['entry']})" if e.get("entry") else ""
+            price = "" if e.get("limit_price") is None else f" @ {e['limit_price']:g}"
+            return f"{e['client_order_id']}{leg} {e['side']} {e['qty']:g} {e['type']}{price} {e['status']}"
+
+        out = []
+        for p in self.details.get("positions", []):
+            exits = p.get("exits", [])
+            shown = exits if isinstance(exits, str) else ", ".join(one(e) for e in exits) or "none"
+            out.append(f"{p['symbol']} {p['qty']:g}: {'flattened by' if self.details.get('flattened') else 'exits'} "
+                       f"{shown}" + (f" ({p['note']})" if p.get("note") else ""))
+        return out
+
 
 class Halts:
     """The ``halts`` table of one journal connection."""
@@ -53,6 +68,12 @@ class Halts:
         rows = self.conn.execute("SELECT * FROM halts WHERE lifted_at IS NULL ORDER BY id").fetchall()
         return [Halt(r["id"], r["source"], r["reason"], r["resolve"], r["since"], json.loads(r["details"] or "{}"))
                 for r in rows]
+
+    def update(self, halt_id: int, details: dict) -> None:
+        """Replace an active halt's details: what its latest look found (positions, their exits)."""
+        with transaction(self.conn) as c:
+            c.execute("UPDATE halts SET details=? WHERE id=? AND lifted_at IS NULL",
+                      (json.dumps(details, default=str), halt_id))
 
     def lift(self, source: str, by: str) -> int:
         """Lift every active halt of ``source``; returns how many."""
