@@ -21,3 +21,16 @@ def signal(symbol: str, side: int = 1, entry: float = 100.0, tp: float = 102.0, 
            sharpe: float = 1.0, drawdown: float = 0.05, close: float = 100.0) -> Signal:
     return Signal(symbol, "2024-01-02T00:00:00+00:00", "maxdiff", Decision(side, entry, tp), close,
                   {"edge": edge, "sharpe": sharpe, "max_drawdown": drawdown})
+
+
+class LongPlanner:
+    """Long every symbol at 1 % under its last close, take-profit 1 % over, decided from the real bars: a
+    planner with a known answer, for tests of what the loop does with an entry it wants."""
+
+    model = "long"
+
+    def plan(self, bars: Bars, costs, learn_from=None) -> Signal:
+        close = float(bars.frame["close"].iloc[-1])
+        return Signal(bars.symbol, bars.frame.index[-1].isoformat(), "long",
+                      Decision(1, round(close * 0.99, 2), round(close * 1.01, 2)), close,
+                      {"edge": 0.01, "sharpe": 1.0, "max_drawdown": 0.0, "total_return": 0.01})
