@@ -43,7 +43,8 @@ from urllib.parse import parse_qs, unquote, urlparse
 import pandas as pd
 
 from .fake_exchange import D, TERMINAL, Exchange, Position, Refused, num
-from .fake_market import STAMP, bars_of, daily_bars, market_clock, utc  # noqa: F401 - bars_of for the tests
+from .fake_market import bars_of  # noqa: F401 - for the tests
+from .fake_market import STAMP, daily_bars, market_clock, nyse_calendar, utc
 
 STOCK = {"class": "us_equity", "tradable": True, "fractionable": True, "shortable": True, "easy_to_borrow": True,
          "min_order_size": None, "min_trade_increment": None, "price_increment": None}
@@ -51,6 +52,17 @@ CRYPTO = {"class": "crypto", "tradable": True, "fractionable": True, "shortable"
           "min_order_size": "0.0001", "min_trade_increment": "0.0001", "price_increment": "1"}
 PUBLIC = ("id", "client_order_id", "symbol", "side", "qty", "type", "order_type", "time_in_force", "status",
           "limit_price", "filled_qty", "filled_avg_price", "submitted_at", "updated_at", "filled_at", "order_class")
+
+
+_stamps: dict[str, pd.Timestamp] = {}
+
+
+def submitted(o: dict) -> pd.Timestamp:
+    """An order's ``submitted_at`` as a time (parsed once: every listing sorts by it)."""
+    text = o["submitted_at"]
+    if text not in _stamps:
+        _stamps[text] = utc(text)
+    return _stamps[text]
 
 
 @dataclass
@@ -80,12 +92,14 @@ class FakeAlpaca:
         self._bar_json: dict[str, tuple[list, list]] = {}
         self.failures: list[Failure] = []
         self.requests: list[tuple[str, str, dict]] = []
+        self.listings: list[dict] = []  # the query of each GET /v2/orders
         self.rejections: list[tuple[int, int, str, dict]] = []  # (status, code, message, body) of refused POSTs
         self.kill_on_post: set[int] = set()
         self.victim_pid: int | None = None
         self.order_posts = 0
         self.played: set[str] = set()
         self.lock = self.exchange.lock
+        nyse_calendar()  # built now, not by the first GET /v2/clock under the lock (the client times out)
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -164,6 +178,9 @@ class FakeAlpaca:
                 "market_value": str(p.qty * last), "current_price": str(last)}
 
     def _list_orders(self, q: dict) -> tuple[int, object]:
+        """One page, as Alpaca pages: ``limit`` orders at most, sorted by ``submitted_at`` as a time (ties in the
+        order they were placed), ``after``/``until`` exclusive; a client walks the pages itself."""
+        self.listings.append(dict(q))
         status, limit = q.get("status", "open"), int(q.get("limit", 50))
         if limit > 500 or limit < 1:
             return 422, {"code": 40010001, "message": "limit must be between 1 and 500"}
@@ -177,15 +194,15 @@ class FakeAlpaca:
 
         rows = [o for o in rows if matches(o) or (nested and any(matches(leg) for leg in o.get("legs") or []))]
         if "after" in q:
-            rows = [o for o in rows if pd.Timestamp(o["submitted_at"]) > pd.Timestamp(q["after"])]
+            rows = [o for o in rows if submitted(o) > utc(q["after"])]
         if "until" in q:
-            rows = [o for o in rows if pd.Timestamp(o["submitted_at"]) < pd.Timestamp(q["until"])]
+            rows = [o for o in rows if submitted(o) < utc(q["until"])]
         if "symbols" in q:
             wanted = {s.replace("/", "").upper() for s in q["symbols"].split(",")}
             rows = [o for o in rows if ex.key(o["symbol"]) in wanted]
         if "side" in q:
             rows = [o for o in rows if o["side"] == q["side"]]
-        rows = sorted(rows, key=lambda o: o["submitted_at"], reverse=q.get("direction", "desc") == "desc")
+        rows = sorted(rows, key=submitted, reverse=q.get("direction", "desc") == "desc")
         return 200, [self._public(o, nested) for o in rows[:limit]]
 
     def _bars(self, q: dict) -> tuple[int, object]:
@@ -217,9 +234,15 @@ class FakeAlpaca:
     def _route(self, method: str, path: str, q: dict, body: dict) -> tuple[int, object]:
         ex = self.exchange
         if path == "/v2/account":
-            return 200, {"id": ex.account_id, "status": "ACTIVE", "currency": "USD", "cash": str(ex.cash),
-                         "equity": str(ex.equity()), "buying_power": str(ex.buying_power()),
-                         "multiplier": str(ex.multiplier)}
+            a = ex.account()  # the figures the rules model judges orders by (alpaca-py TradeAccount's names)
+            out = {"id": ex.account_id, "status": "ACTIVE", "currency": "USD", "cash": str(ex.cash),
+                   "equity": str(ex.equity()), "buying_power": str(ex.buying_power()),
+                   "non_marginable_buying_power": str(ex.non_marginable_buying_power()),
+                   "multiplier": str(ex.multiplier)}
+            if a.daytrade_count is not None:  # Alpaca reported these until 2026-07-06
+                out.update(last_equity=str(a.last_equity), daytrade_count=a.daytrade_count,
+                           pattern_day_trader=a.pattern_day_trader)
+            return 200, out
         if path == "/v2/clock":
             return 200, market_clock(ex.clock)
         if path.startswith("/v2/assets/"):

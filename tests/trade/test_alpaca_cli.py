@@ -113,3 +113,18 @@ def test_a_second_loop_on_one_state_folder_exits_2_naming_the_holder(fake, tmp_p
     assert fake.requests == []
     with StateLock(tmp_path):  # released on exit, and the refused loop never took it
         pass
+
+
+@pytest.mark.parametrize("symbols, says", [
+    ("SP500,NOSUCH", "NOSUCH: Alpaca does not list this symbol (GET /v2/assets/NOSUCH: 404)"),
+    ("SP500,EURUSD", "trade.symbols: EURUSD (forex): the loop trades stock and crypto only"),
+])
+def test_a_symbol_the_broker_does_not_list_or_a_market_the_loop_cannot_trade_is_one_line_before_any_order(
+        tmp_path, symbols, says):
+    with embedded_fake("2018-07-20") as fake:
+        out = trade(["run", "--broker", "alpaca", "--symbols", symbols, "--state-dir", str(tmp_path), "--once"],
+                    env_for(fake))
+        sent = [m for m, _, _ in fake.requests if m in ("POST", "DELETE")]
+    lines = [x for x in out.stderr.splitlines() if "local test server" not in x]
+    assert out.returncode == 2 and len(lines) == 1 and says in lines[0], out.stderr
+    assert sent == []

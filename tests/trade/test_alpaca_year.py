@@ -15,8 +15,11 @@ from marketcast.data import load_symbol
 from marketcast.trade.journal.ids import ENTRY, client_order_id
 from marketcast.trade.loop.planner import Signal
 
+from marketcast.trade.ops import blotter
+
 from .alpaca_env import adapter, alpaca_loop, embedded_fake, order
 from .fake_alpaca import FakeAlpaca
+from .test_clocks import audit_blotter
 
 SYMBOLS = ("SP500", "NQUSD")
 CLASSES = {"SP500": "stock", "NQUSD": "crypto"}
@@ -36,8 +39,10 @@ def test_a_year_of_orders_that_alpaca_accepts_and_the_users_holdings_untouched(t
     with year_fake("2015-12-31") as fake:
         first = days("2015-01-01", "2015-12-31")
         fake.exchange.clock = first[0].strftime("%Y-%m-%dT%H:%M:%SZ")
-        fake.hold("SP500", 7, 1900.0)  # the user's own shares, with a good-till-cancelled exit far away
-        user = adapter(fake).submit(order("user-exit", symbol="SP500", side="sell", qty=7, limit_price=9999.0,
+        # the user's own shares, with a good-till-cancelled exit far away, on a stock the loop does not trade (on
+        # one it trades they would hold it: the loop could not tell its shares from theirs, test_holdings.py)
+        fake.hold("NASDAQ", 7, 4000.0)
+        user = adapter(fake).submit(order("user-exit", symbol="NASDAQ", side="sell", qty=7, limit_price=9999.0,
                                           take_profit=None, time_in_force="gtc"))
         loop = alpaca_loop(fake, tmp_path, SYMBOLS, CLASSES, monitor=True)
         refused = Counter()
@@ -61,9 +66,18 @@ def test_a_year_of_orders_that_alpaca_accepts_and_the_users_holdings_untouched(t
         # the user's order and shares are as they were; what the loop holds is its own
         assert fake.order("user-exit")["status"] == "new" and fake.order("user-exit")["qty"] == "7"
         assert not any(p.endswith(user.id) for m, p, _ in fake.requests if m == "DELETE")
-        sp = next(p for p in fake.positions if p["symbol"] == "SP500")
-        assert float(sp["qty"]) == 7 + loop.reconcile(first[-1].isoformat()).book.owned.get("SP500", 0.0)
+        held = {p["symbol"]: float(p["qty"]) for p in fake.positions}
+        book = loop.reconcile(first[-1].isoformat()).book
+        assert held["NASDAQ"] == 7 and held.get("SP500", 0.0) == book.owned.get("SP500", 0.0)
+        assets = loop.reconciler.assets(("NASDAQ", *SYMBOLS))
+        assert book.foreign(assets)["NASDAQ"]["position"] == 7 and book.unexpected(assets) == {}  # crypto fee dust too
         assert loop.journal.halts.active() == []
+        # the blotter shows it too: crypto bought within the cash it saw (the fake lends stocks 2x, not crypto)
+        orders = pd.DataFrame(blotter.rows(loop.journal))
+        audit_blotter(orders, weekends=False, stock_limits=True)
+        crypto = orders[(orders["asset_class"] == "crypto") & (orders["side"] == "buy")]
+        stock = orders[(orders["asset_class"] == "stock") & (orders["kind"] == "entry")]
+        assert (crypto["buying_power_seen"] < stock["buying_power_seen"].max() / 1.5).any()
 
 
 class AlternatingPlanner:

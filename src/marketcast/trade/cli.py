@@ -1,4 +1,4 @@
-"""``marketcast trade run | resume | status | reconcile | replay``.
+"""``marketcast trade run | resume | status | orders | reconcile | replay``.
 
 Paper (the embedded SQLite broker) is the default. Alpaca needs ``--broker alpaca`` and keys in the
 environment; live money needs ``--live`` *and* ``--i-understand-live-trading`` (the flags choose the host;
@@ -131,7 +131,8 @@ def reconcile_cmd(
     accept_broker: bool = typer.Option(False, "--accept-broker",
                                        help="make the journal agree with the broker: adopt the loop's orders it does "
                                             "not know, mark the orders the broker does not know as lost, set the "
-                                            "loop's quantities to what the broker can hold, lift the halt"),
+                                            "loop's quantities to what the broker can hold, adopt the broker's "
+                                            "quantity of a symbol held for holding more (a split), lift the halt"),
     paper: bool = typer.Option(True, "--paper/--live", help="the account to reconcile: paper (default) or live"),
     i_understand: bool = typer.Option(False, "--i-understand-live-trading", help="required with --live"),
     broker_name: str = typer.Option("paper", "--broker", help="paper (embedded) or alpaca"),
@@ -168,11 +169,16 @@ def reconcile_cmd(
                 console.print(f"- {line}", highlight=False)
             console.print(f"journal now agrees with {venue.broker.endpoint}; halt lifted")
             return
-        disagreements = reconciler.compare("", Reconciled())
+        result = Reconciled()
+        disagreements = reconciler.compare("", result)
         if disagreements:
             raise reconciler.halt(disagreements)
         lifted = journal.halts.lift("reconcile", "trade reconcile (journal and broker agree)")
-        console.print(f"journal and broker agree ({venue.broker.endpoint})" + ("; halt lifted" if lifted else ""))
+        held = result.book.unexpected(reconciler.assets(())) if result.book is not None else {}
+        for line in held.values():  # a split or an outside trade: that symbol is held, the rest trades
+            console.print(f"- {line}", highlight=False, soft_wrap=True)
+        console.print(f"journal and broker agree ({venue.broker.endpoint})" + ("; halt lifted" if lifted else "")
+                      + (f", except {len(held)} held symbol(s) listed above" if held else ""))
 
 
 @app.command()
@@ -190,8 +196,9 @@ def status(
     if html:
         from marketcast.report.live import PAGE_NAME, read_state, status_html
         from marketcast.report.page import write_page
+        from marketcast.trade.journal.files import FILE_MODE
 
-        write_page(state_dir / PAGE_NAME, status_html(read_state(state_dir)))
+        write_page(state_dir / PAGE_NAME, status_html(read_state(state_dir)), FILE_MODE)  # 0600, as the state
     table = Table(title=f"trade status: {state_dir}")
     table.add_column("what")
     table.add_column("value")
@@ -202,11 +209,45 @@ def status(
         console.print(f"status page: {state_dir / PAGE_NAME}", highlight=False)
 
 
+@app.command()
+def orders(
+    state_dir: Path = STATE_OPT,
+    as_json: bool = typer.Option(False, "--json", help="print every column as JSON (a list of objects, one per "
+                                                        "order) instead of the table"),
+    csv_path: Path | None = typer.Option(None, "--csv", help="write every column to this CSV file instead of the "
+                                                             "table (atomically, created 0600)"),
+) -> None:
+    """The order blotter (no broker call): every order the journal recorded, submitted or refused, with its
+    decision bar, first submission, status, fills and the cash and buying power its check saw. Columns:
+    docs/trading.md."""
+    from marketcast.trade.ops import blotter
+
+    if as_json and csv_path is not None:
+        raise ConfigError("--json and --csv: choose one")
+    journal = blotter.open_journal(state_dir)
+    try:
+        rows = blotter.rows(journal)
+    finally:
+        journal.close()
+    if as_json:
+        typer.echo(blotter.to_json(rows))
+    elif csv_path is not None:
+        path = blotter.write_csv(csv_path, rows)
+        console.print(f"{len(rows)} orders: {path}", highlight=False)
+    else:
+        console.print(blotter.table(rows, f"trade orders: {state_dir} ({len(rows)} orders)"))
+
+
 @app.command("replay")
 def replay_cmd(
+    ctx: typer.Context,
     start: str = typer.Option(..., "--start", "--from", help="First decision day, e.g. 2017-01-01 (UTC)."),
     end: str = typer.Option(..., "--end", "--to", help="Last day settled, e.g. 2017-12-31 (UTC)."),
-    symbols: str = typer.Option(DEFAULT_SYMBOLS, "--symbols", help="Symbols to replay, comma separated."),
+    symbols: str | None = typer.Option(None, "--symbols", help="Symbols to replay, comma separated (default: "
+                                                               f"the config's trade.symbols, else {DEFAULT_SYMBOLS})."),
+    config: Path = typer.Option(Path(CONFIG_FILE), "--config", help="TOML settings file: its trade table's symbols, "
+                                                                    "strategy pins, gates, portfolio and risk "
+                                                                    "limits are replayed as trade run uses them."),
     state_dir: Path | None = typer.Option(None, "--state-dir", help=STATE_HELP + " (default out/replay-START-END)"),
     model: options.Model = "baseline",
     weights: options.Weights = None,
@@ -223,7 +264,7 @@ def replay_cmd(
 ) -> None:
     """Run the loop with the paper broker over history (resumable: same --state-dir carries on).
 
-    Everything is checked (dates, bars, model) before the state folder or trade.log is created."""
+    Everything is checked (dates, bars, model, settings) before the state folder or trade.log is created."""
     from marketcast.data import load_symbol
     from marketcast.forecast import load_forecaster
     from marketcast.trade.loop.cycle import LoopConfig
@@ -233,7 +274,13 @@ def replay_cmd(
     from marketcast.trade.journal.state import Journal
     from marketcast.trade.ops.status import journal_counts
 
-    syms = _symbols(symbols)
+    from marketcast.trade import config as cfg
+
+    if ctx.get_parameter_source("config").name == "COMMANDLINE" and not config.exists():
+        raise ConfigError(f"--config {config}: no such file")
+    settings = resolve(SETTINGS, SECTION, config=config, env_file=Path(ENV_FILE), env=os.environ)
+    syms = _symbols(symbols) if symbols is not None else tuple(settings["symbols"])
+    pins = {s: name for s, name in settings["strategy"].items() if s in syms}
     state_dir = state_dir or Path(f"out/replay-{start}-{end}")
     bars = {s: load_symbol(s, data_dir, on_duplicate=on_duplicate) for s in syms}
     dates = replay_dates(bars, start, end)
@@ -241,11 +288,12 @@ def replay_cmd(
     started = time.perf_counter()
     with StateLock(state_dir), progress_steps(len(dates) - 1, "replay") as step:
         setup_logging(state_dir, verbose)
-        planner = BacktestPlanner(forecaster, replace(PLANNER_CONFIG, seed=seed))
-        config = LoopConfig(syms, fee=fee, mode="replay",
-                            resolve=resolve_command(state_dir, "paper", False, syms, data_dir),
-                            resume=f"marketcast trade resume --state-dir {state_dir}")
-        result = replay(bars, planner, state_dir, start, end, config, starting_cash=cash,
+        planner = BacktestPlanner(forecaster, replace(PLANNER_CONFIG, seed=seed), pinned=pins)
+        loop_config = LoopConfig(syms, gates=cfg.gates(settings), portfolio=cfg.portfolio(settings),
+                                 risk=cfg.risk(settings), fee=fee, mode="replay",
+                                 resolve=resolve_command(state_dir, "paper", False, syms, data_dir),
+                                 resume=f"marketcast trade resume --state-dir {state_dir}")
+        result = replay(bars, planner, state_dir, start, end, loop_config, starting_cash=cash,
                         png=png or state_dir / "equity.png", on_step=step)
     journal = Journal(state_dir / "journal.db")
     filled = journal_counts(journal)["orders_filled"]
@@ -253,7 +301,8 @@ def replay_cmd(
     eq = result.equity
     console.print(
         f"replay {start} .. {end} {','.join(syms)}: {result.cycles_run} cycles run in "
-        f"{time.perf_counter() - started:.1f}s; orders {result.orders}, filled {filled}; "
+        f"{time.perf_counter() - started:.1f}s; orders {result.orders}, filled {filled}, "
+        f"broker refusals {result.refusals}; "
         f"equity {eq.iloc[0]:,.2f} -> {eq.iloc[-1]:,.2f} ({eq.iloc[-1] / cash - 1:+.2%})"
     )
     console.print(f"equity curve: {result.png}\nrecords: {state_dir / 'records.jsonl'}")

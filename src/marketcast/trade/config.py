@@ -122,6 +122,9 @@ SETTINGS = (
             "--max-notional-per-order", float),
     Setting("risk.max_notional_per_symbol", R["max_notional_per_symbol"], number(0.0), "Most the loop may carry "
             "in one symbol, in account currency" + OFF + ".", "--max-notional-per-symbol", float),
+    Setting("risk.flatten_on_halt", R["flatten_on_halt"], boolean, "When a risk limit halts the loop, cancel all its "
+            "orders and close its quantities at market (never foreign shares), instead of cancelling only its entries "
+            "and keeping the exits (take-profits) of what it holds.", "--flatten-on-halt/--no-flatten-on-halt", bool),
     Setting("data.stale_after_s", F["stale_after_s"], number(0.0), "No entry on a symbol whose last bar is older "
             "than the calendar's bar complete this many seconds ago.", "--stale-after", float),
     Setting("data.max_quote_age_s", F["max_quote_age_s"], number(0.0), "No entry on a real quote older than "
@@ -172,9 +175,10 @@ def thresholds(settings: Settings) -> AlertThresholds:
 
 def config_rows(settings: Settings, broker_name: str, live: bool) -> list[tuple[str, str, str, str, str]]:
     """What ``trade run --print-config`` shows: (key, value, source, from, overrides), the mode first (it comes
-    from the flags only) and ``add_latest``'s automatic value resolved for the broker."""
+    from the flags only), ``add_latest``'s automatic value resolved for the broker, and every URL redacted."""
     from marketcast.trade.broker.alpaca import AlpacaBroker
     from marketcast.trade.broker.paper import PaperBroker
+    from marketcast.trade.ops.redact import redact
 
     rows = [("mode", "live" if live else "paper", "flag" if live else "default", "--live" if live else "", "")]
     for v in settings.rows():
@@ -183,4 +187,4 @@ def config_rows(settings: Settings, broker_name: str, live: bool) -> list[tuple[
             quotes = (AlpacaBroker if broker_name == "alpaca" else PaperBroker).has_quotes
             shown += f" -> {'on' if quotes else 'off (synthetic quotes)'}"
         rows.append((v.key, shown, v.source, "" if v.source == "default" else v.origin, "; ".join(v.shadowed)))
-    return rows
+    return [tuple(map(redact, row)) for row in rows]  # a webhook's URL is its secret (ops/redact.py)

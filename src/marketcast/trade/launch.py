@@ -123,6 +123,29 @@ class AlpacaVenue:
         return self.bars[symbol]
 
 
+TRADED = ("stock", "crypto")  # what the rules model knows (Alpaca: us_equity and crypto asset classes)
+
+
+def check_markets(venue) -> None:
+    """Before any order: every symbol is of an asset class the loop can trade and the broker lists it as that
+    class and tradable (Alpaca: ``GET /v2/assets/{symbol}``, https://docs.alpaca.markets/reference/get-v2-assets-
+    symbol_or_asset_id); else one line, exit 2. A symbol whose asset class the loop cannot trade (forex, futures)
+    is named with the classes it can."""
+    odd = {s: c for s, c in venue.asset_classes.items() if c not in TRADED}
+    if odd:
+        listed = ", ".join(f"{s} ({c})" for s, c in sorted(odd.items()))
+        raise ConfigError(f"trade.symbols: {listed}: the loop trades {' and '.join(TRADED)} only; drop "
+                          f"{'them' if len(odd) > 1 else 'it'} from the symbols (or pass --asset-class where the "
+                          f"name misleads)")
+    for s, c in venue.asset_classes.items():
+        asset = venue.broker.asset(s)
+        if asset.asset_class != c:
+            raise ConfigError(f"trade.symbols: {s} is {c} by its data but the broker lists it as {asset.asset_class}; "
+                              f"check the symbol")
+        if not asset.tradable:
+            raise ConfigError(f"trade.symbols: the broker lists {s} as not tradable; drop it from the symbols")
+
+
 def system_clock() -> pd.Timestamp:
     return pd.Timestamp.now(tz="UTC")
 

@@ -1,7 +1,8 @@
 """Run the loop over history with the paper broker: one cycle per bar, in seconds, resumable.
 
-The replay clock is the paper broker's: before the cycle for bar t it settles bar t (the orders of
-bar t-1), so the loop sees exactly what it would see live after the close of t. Finished cycles are
+The replay clock is the paper broker's: before the cycles for bar t it settles bar t (the orders of
+bar t-1), so the loop sees exactly what it would see live after the close of t. Each market's clock has its
+cycle only at its own bars (a crypto pair on a Saturday, a stock on its sessions), as the live supervisor. Finished cycles are
 recorded in the journal, so a killed replay restarted with the same state dir carries on where it
 stopped and ends with the same orders and fills as an uninterrupted one.
 """
@@ -20,7 +21,7 @@ from marketcast.data.timestamps import ISO_FIX
 from marketcast.errors import ConfigError
 from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
 from marketcast.trade.loop.feed import history_feed
-from marketcast.trade.journal.files import private_dir
+from marketcast.trade.journal.files import private_dir, private_file
 from marketcast.trade.ops.monitor import Monitor
 from marketcast.trade.broker.paper import PaperBroker, iso
 from marketcast.trade.loop.planner import Planner
@@ -36,6 +37,7 @@ class ReplayResult:
     equity: pd.Series
     orders: int
     fills: int
+    refusals: int = 0  # orders the broker refused (the rules model should leave none)
     png: Path | None = None
 
 
@@ -82,23 +84,28 @@ def replay(
                          start=dates[0])
     loop = TradingLoop(broker, journal, planner, history_feed(bars, lambda: broker.clock, history), config,
                        Monitor(state), {s: b.asset_class for s, b in bars.items()})
+    clocks = {clock: [bars[s].frame.index for s in symbols] for clock, symbols in loop.clocks().items()}
     run = 0
     for ts in dates[:-1]:
         key = iso(ts)
         if on_step is not None:
             on_step(f"{ts:%Y-%m-%d}")
-        if journal.cycle_done(key):
+        due = [c for c, indexes in clocks.items()
+               if any(ts in index for index in indexes) and not journal.cycle_done(key, c)]
+        if not due:
             continue
         if max_cycles is not None and run >= max_cycles:
             break
         broker.advance_to(ts)
-        loop.run_cycle(key)
+        for clock in due:  # each market decides on its own bars: crypto on weekends too, stocks on sessions
+            loop.run_cycle(key, clock=clock)
         run += 1
     else:
         broker.advance_to(dates[-1])
         loop.reconcile(iso(dates[-1]))
+    refusals = sum(outcome == "rejected" for _, outcome in broker.submit_log())
     result = ReplayResult(state, run, broker.equity_curve(), len(broker.orders(limit=1_000_000)),
-                          len(broker.fills()))
+                          len(broker.fills()), refusals)
     if png is not None:
         result.png = plot_equity(result.equity, Path(png), title=f"paper replay {dates[0]:%Y-%m-%d} .. {dates[-1]:%Y-%m-%d}")
     broker.close()
@@ -118,7 +125,7 @@ def plot_equity(equity: pd.Series, path: Path, title: str = "equity") -> Path:
     ax.set_ylabel("equity")
     ax.grid(alpha=0.3)
     fig.autofmt_xdate()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_file(path)  # 0600 before the first byte: an account's equity curve is its owner's
     fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
     return path

@@ -15,7 +15,7 @@ from rich.table import Table
 from marketcast.console import console
 from marketcast.errors import ConfigError, ExitCode
 from marketcast.settings import Settings
-from marketcast.trade.launch import open_venue, resolve_command
+from marketcast.trade.launch import check_markets, open_venue, resolve_command
 
 
 def scratch_copy(state_dir: Path, scratch: Path) -> Path:
@@ -78,8 +78,9 @@ def run_loop(settings: Settings, state_dir: Path, broker_name: str, live: bool, 
     journal = Journal(state_dir / "journal.db")  # first: a damaged journal stops the run before the broker moves
     venue = open_venue(broker_name, live, syms, state_dir, data_dir, settings["fee"], clock_file,
                        settings["data.on_duplicate"])
-    now = venue.now()
-    latest = venue.refresh(now)
+    now = venue.now()  # the first request: refused keys or an unavailable broker end the run here
+    check_markets(venue)
+    venue.refresh(now)
     decimals = {s: price_decimals(venue.feed(s).frame["close"]) for s in syms}
     alerts = Alerts(None if dry_run else state_dir, settings["alerts.webhook"])
     config = replace(PLANNER_CONFIG, seed=settings["seed"])
@@ -101,9 +102,11 @@ def run_loop(settings: Settings, state_dir: Path, broker_name: str, live: bool, 
                              resume=f"marketcast trade resume --state-dir {where}")
     loop = TradingLoop(venue.broker, journal, BacktestPlanner(loaded.forecaster, config, pinned=settings["strategy"]),
                        venue.feed, loop_config, monitor, venue.asset_classes)
-    if dry_run:
-        print_plan(loop.run_cycle(latest, dry_run=True, now=now), f"plan for the bar after {latest} (dry run, "
-                                                                   f"nothing sent)", decimals)
+    if dry_run:  # each market's clock plans on its own newest bar
+        for clock, symbols in loop.clocks().items():
+            bar = max(venue.feed(s).frame.index[-1] for s in symbols).isoformat()
+            print_plan(loop.run_cycle(bar, dry_run=True, now=now, clock=clock),
+                       f"plan for the bar after {bar} ({clock}; dry run, nothing sent)", decimals)
         return
 
     def show(report) -> None:

@@ -34,11 +34,13 @@ from marketcast.trade.broker.interface import Broker, BrokerError, BrokerUnavail
 from marketcast.trade.broker.endpoints import Endpoint, data_url, trading_endpoint
 from marketcast.trade.ops.redact import redact, register_secrets
 from marketcast.trade.broker.rules import CRYPTO_FEE_CAP, Asset
-from marketcast.trade.broker.types import LIMIT, Account, Fill, MarketClock, Order, OrderRequest, Position, status_kind
+from marketcast.trade.broker.types import (LIMIT, Account, Fill, MarketClock, Order, OrderRequest, Position,
+                                            status_kind, utc_time)
 
 log = logging.getLogger("marketcast.trade.broker.alpaca")
 
 RECENT = 100  # closed orders looked at per listing: the loop's own live a bar or two
+PAGE = 500  # GET /v2/orders: "limit ... Defaults to 50 and max is 500" (alpaca-py GetOrdersRequest)
 KEY_VARS = ("APCA_API_KEY_ID", "ALPACA_API_KEY_ID", "ALPACA_API_KEY")
 SECRET_VARS = ("APCA_API_SECRET_KEY", "ALPACA_API_SECRET_KEY", "ALPACA_SECRET_KEY")
 
@@ -150,14 +152,14 @@ class AlpacaBroker(AlpacaMarketData, Broker):
         return self.asset_classes.get(symbol.upper()) == "crypto" or "/" in symbol
 
     @staticmethod
-    def _order(raw: dict, parent: str | None = None) -> Order:
+    def _order(raw: dict, parent: str | None = None, take_profit: float | None = None) -> Order:
         try:
             status_kind(raw["status"])
         except ValueError:
             raise BrokerError(f"order {raw.get('client_order_id')} has status {raw['status']!r}, which Alpaca does "
                               f"not document: not guessing what it means") from None
         tp = next((_f(leg["limit_price"]) for leg in raw.get("legs") or [] if leg.get("limit_price") is not None),
-                  None)
+                  take_profit)
         return Order(id=str(raw["id"]), client_order_id=raw["client_order_id"], symbol=raw["symbol"].replace("/", ""),
                      side=raw["side"], qty=float(raw.get("qty") or 0), type=raw.get("type") or raw.get("order_type"),
                      status=raw["status"], limit_price=_f(raw.get("limit_price")), take_profit=tp,
@@ -174,8 +176,16 @@ class AlpacaBroker(AlpacaMarketData, Broker):
 
     # ------------------------------------------------------------ Broker
     def account(self) -> Account:
+        """``GET /v2/account`` (alpaca-py ``TradeAccount``): crypto draws on ``non_marginable_buying_power``
+        (crypto-trading, "Margin and Short Selling"); ``last_equity``, ``daytrade_count`` and
+        ``pattern_day_trader`` feed the pattern-day-trader protection (absent since Alpaca's 2026-07-06 removal:
+        then None, and the protection is not evaluated)."""
         raw = self._call("get account", self.trading.get_account)
-        return Account(float(raw["equity"]), float(raw["cash"]), float(raw["buying_power"]), str(raw.get("id", "")))
+        count = raw.get("daytrade_count")
+        pdt = raw.get("pattern_day_trader")
+        return Account(float(raw["equity"]), float(raw["cash"]), float(raw["buying_power"]), str(raw.get("id", "")),
+                       _f(raw.get("non_marginable_buying_power")), _f(raw.get("last_equity")),
+                       None if count is None else int(count), None if pdt is None else bool(pdt))
 
     def asset(self, symbol: str) -> Asset:
         """``GET /v2/assets/{symbol}`` (crypto by its legacy name without the slash, which Alpaca accepts),
@@ -185,7 +195,10 @@ class AlpacaBroker(AlpacaMarketData, Broker):
         cached = self._assets.get(sym)
         if cached is not None and time.monotonic() - cached[1] < self.asset_ttl_s:
             return cached[0]
-        raw = self._call(f"get asset {sym}", lambda: self.trading.get_asset(sym))
+        raw = self._call(f"get asset {sym}", lambda: self.trading.get_asset(sym), not_found=None)
+        if raw is None:
+            raise ConfigError(f"{symbol}: Alpaca does not list this symbol (GET /v2/assets/{sym}: 404); check its "
+                              f"spelling (crypto as BTC/USD or BTCUSD) or drop it from trade.symbols")
         crypto = raw.get("class") == "crypto"
         asset = Asset(sym, "crypto" if crypto else "stock", bool(raw.get("tradable")), bool(raw.get("fractionable")),
                       bool(raw.get("shortable")), bool(raw.get("easy_to_borrow")), _f(raw.get("min_order_size")),
@@ -216,6 +229,44 @@ class AlpacaBroker(AlpacaMarketData, Broker):
     def orders(self, limit: int = RECENT) -> list[Order]:
         return self._flat(self._listing("all", nested=True, limit=limit))
 
+    def order_history(self, since: str | None = None) -> list[Order]:
+        """Every order submitted at or after ``since`` (all when None), oldest first, legs after their parent.
+
+        alpaca-py's ``TradingClient.get_orders`` makes one request and ``GetOrdersRequest.limit`` is "not
+        pagination" (``alpaca/trading/requests.py``: "Defaults to 50 and max is 500"; ``after``: "only ones
+        submitted after this timestamp"; ``direction``: "chronological order ... based on the submission
+        time"; https://docs.alpaca.markets/reference/getallorders), so the pages are walked here:
+        ``status=all``, ``nested=true``, ``direction=asc``, :data:`PAGE` a page, each page ``after`` the one
+        before. ``after`` is exclusive and a page may end partway through the orders of one instant, so the
+        next page starts after the page's second-newest ``submitted_at`` (floored to the microsecond a
+        ``datetime`` carries; Alpaca's times have nanoseconds) and what was seen is dropped by id. A full page
+        that adds nothing (more than a page of orders at two instants) raises :class:`BrokerError`: a partial
+        history would hide the loop's orders."""
+        import pandas as pd
+        from alpaca.common.enums import Sort
+        from alpaca.trading.enums import QueryOrderStatus
+        from alpaca.trading.requests import GetOrdersRequest
+
+        start = None if since is None else utc_time(since)
+        after = None if start is None else start.floor("us") - pd.Timedelta(1, "us")
+        rows: dict[str, dict] = {}
+        while True:
+            req = GetOrdersRequest(status=QueryOrderStatus.ALL, limit=PAGE, direction=Sort.ASC, nested=True,
+                                   after=None if after is None else after.to_pydatetime())
+            page = self._call("get order history", lambda: self.trading.get_orders(req))
+            new = [o for o in page if o["id"] not in rows]
+            rows.update((o["id"], o) for o in new)
+            if len(page) < PAGE:
+                break
+            stamps = sorted({utc_time(o["submitted_at"]) for o in page})
+            if not new or len(stamps) < 2:
+                raise BrokerError(f"order history: a page of {PAGE} orders submitted from {stamps[0].isoformat()} to "
+                                  f"{stamps[-1].isoformat()} cannot be paged past (after is on submitted_at)")
+            after = stamps[-2].floor("us")
+        kept = [o for o in sorted(rows.values(), key=lambda o: utc_time(o["submitted_at"]))  # ties: as listed
+                if start is None or utc_time(o["submitted_at"]) >= start]
+        return self._flat(kept[::-1])  # _flat takes Alpaca's newest-first order
+
     def _flat(self, recent: list[dict]) -> list[Order]:
         out = []
         for raw in reversed(recent):  # Alpaca lists newest first
@@ -225,8 +276,11 @@ class AlpacaBroker(AlpacaMarketData, Broker):
 
     def snapshot(self, since: str | None = None) -> Snapshot:
         recent, working, parents = self._views()
-        return Snapshot([self._order(o, parents.get(o["id"])) for o in working if o["status"] != "held"],
-                        self._flat(recent), self._fills(recent, working, parents, since))
+        # a held leg goes with its entry: as the entry's take-profit, so a wash check sees the sell it will be
+        held = {parents[o["id"]]: _f(o.get("limit_price")) for o in working
+                if o["status"] == "held" and o["id"] in parents}
+        return Snapshot([self._order(o, parents.get(o["id"]), held.get(o["client_order_id"])) for o in working
+                         if o["status"] != "held"], self._flat(recent), self._fills(recent, working, parents, since))
 
     def order(self, order_id: str) -> Order | None:
         raw = self._call(f"get order {order_id}", lambda: self.trading.get_order_by_id(order_id), not_found=None)
@@ -282,14 +336,16 @@ class AlpacaBroker(AlpacaMarketData, Broker):
         id is ``order id@filled qty``: the journal stores each partial top-up once, as an increment. Orders
         are picked by when they last filled or changed (``filled_at``/``updated_at``), not when they were
         submitted, so an old order that fills later is still seen; working orders are always walked, closed
-        ones among the last :data:`RECENT` (a fill missed beyond them shows as a quantity mismatch, which
-        halts). A leg's fill is booked under its parent's ``client_order_id`` as ``take_profit``. ``fee`` is
-        0: Alpaca's order objects carry no fee (stocks are commission-free; crypto fees are taken in the asset).
+        ones among the last :data:`RECENT` (a fill missed beyond them shows as the broker holding more than the
+        journal, which holds that symbol, or less, which halts). ``since`` is compared as a time. A leg's fill
+        is booked under its parent's ``client_order_id`` as ``take_profit``. ``fee`` is 0: Alpaca's order
+        objects carry no fee (stocks are commission-free; crypto fees are taken in the asset).
         """
         return self.snapshot(since).fills
 
     def _fills(self, recent: list[dict], working: list[dict], parents: dict[str, str], since: str | None):
         out, seen = [], set()
+        after = None if since is None else utc_time(since)  # a time, not text: "...:00Z" > "...:00.5Z" as text
         rows = [(o, o["client_order_id"], "entry") for o in recent]
         rows += [(leg, o["client_order_id"], "take_profit") for o in recent for leg in o.get("legs") or []]
         rows += [(o, parents.get(o["id"], o["client_order_id"]), "take_profit" if o["id"] in parents else "entry")
@@ -298,7 +354,7 @@ class AlpacaBroker(AlpacaMarketData, Broker):
             cum, avg = float(o.get("filled_qty") or 0), _f(o.get("filled_avg_price"))
             ts = o.get("filled_at") or o.get("updated_at") or o.get("submitted_at") or ""
             key = f"{o['id']}@{cum!r}"
-            if cum <= 0 or avg is None or key in seen or (since is not None and ts < since):
+            if cum <= 0 or avg is None or key in seen or (after is not None and ts and utc_time(ts) < after):
                 continue
             seen.add(key)
             out.append(Fill(key, owner, o["symbol"].replace("/", ""), o["side"], cum, avg, 0.0, ts, kind,

@@ -72,6 +72,13 @@ class Broker(ABC):
         """Recent orders of every status, newest last (for reconciling after a restart)."""
 
     @abstractmethod
+    def order_history(self, since: str | None = None) -> list[Order]:
+        """Every order submitted at or after ``since`` (an ISO time; None: every order the account ever had),
+        oldest first, each take-profit leg after its parent: how a lost or replaced journal is found however
+        old the loop's orders are. A broker that pages must walk every page, or raise :class:`BrokerError`:
+        a partial history is never returned."""
+
+    @abstractmethod
     def order(self, order_id: str) -> Order | None:
         """One order by the broker's id (None if unknown): how a cancel is confirmed."""
 

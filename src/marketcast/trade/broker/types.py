@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 BUY, SELL = "buy", "sell"
 LIMIT, MARKET = "limit", "market"
@@ -41,6 +42,12 @@ class Account:
     buying_power: float
     id: str = ""  # the broker's account id: the journal is bound to one account
     non_marginable_buying_power: float | None = None
+    # Pattern-day-trader protection's inputs (alpaca-py ``TradeAccount``): equity at the previous close, day
+    # trades in the last 5 business days, the PDT flag. None where the broker does not report them (Alpaca
+    # removed them on 2026-07-06 with FINRA's intraday margin rule; then the protection is not evaluated).
+    last_equity: float | None = None
+    daytrade_count: int | None = None
+    pattern_day_trader: bool | None = None
 
     def buying_power_for(self, crypto: bool) -> float:
         """What an opening order of this kind may draw on."""
@@ -190,3 +197,20 @@ class BarRow:
     close: float
     volume: float = 0.0
     extra: dict = field(default_factory=dict)
+
+
+@lru_cache(maxsize=65_536)
+def utc_time(ts: str):
+    """An ISO time as a UTC ``pd.Timestamp`` (naive = UTC), to compare times as times: Alpaca writes
+    ``2024-01-02T15:30:00.123456789Z`` (nanoseconds, ``Z``; some fields microseconds, or none), pandas and the
+    journal ``...+00:00``, and as text ``...:00Z`` sorts after ``...:00.5Z`` (``Z`` > ``.``). Cached: the
+    journal's times repeat every cycle."""
+    import pandas as pd
+
+    t = pd.Timestamp(ts)
+    return t.tz_localize("UTC") if t.tzinfo is None else t.tz_convert("UTC")
+
+
+def utc_text(ts: str) -> str:
+    """``ts`` in one spelling (pandas' UTC ISO form, ``+00:00``), so two spellings of a time are one key."""
+    return utc_time(ts).isoformat()

@@ -9,6 +9,8 @@ Intent statuses: ``pending`` (written, maybe sent), ``submitted`` (the broker ha
 its last known status there), ``rejected`` (refused by the broker, at once or after accepting it),
 ``refused`` (the rules model found no valid form; never sent), ``abandoned`` (its bar passed before it was
 sent), ``lost`` (the broker did not know it and ``trade reconcile --accept-broker`` accepted that).
+An intent also keeps its asset class and the account figures its check saw (``cash_seen``,
+``buying_power_seen``), written with it, for the blotter (:mod:`marketcast.trade.ops.blotter`).
 The journal is bound to one broker account (``meta``); ``adjustments`` hold the owned quantities
 ``--accept-broker`` corrected; ``halts`` the halted state (:mod:`marketcast.trade.journal.halts`).
 """
@@ -23,7 +25,7 @@ from pathlib import Path
 
 from marketcast.trade.journal.db import add_missing_columns, connect, transaction
 from marketcast.trade.journal.halts import Halts
-from marketcast.trade.broker.types import Fill
+from marketcast.trade.broker.types import Fill, utc_text, utc_time
 
 log = logging.getLogger("marketcast.trade")
 
@@ -34,7 +36,7 @@ CREATE TABLE IF NOT EXISTS intents (
     limit_price REAL, take_profit REAL, time_in_force TEXT NOT NULL, status TEXT NOT NULL,
     broker_order_id TEXT, error TEXT, attempts INTEGER NOT NULL DEFAULT 0,
     created_at TEXT NOT NULL, updated_at TEXT NOT NULL, decision TEXT, kind TEXT NOT NULL DEFAULT 'entry',
-    broker_status TEXT);
+    broker_status TEXT, asset_class TEXT, cash_seen REAL, buying_power_seen REAL);
 CREATE TABLE IF NOT EXISTS fills (
     fill_id TEXT PRIMARY KEY, client_order_id TEXT NOT NULL, symbol TEXT NOT NULL, side TEXT NOT NULL,
     qty REAL NOT NULL, price REAL NOT NULL, fee REAL NOT NULL, ts TEXT NOT NULL, kind TEXT NOT NULL,
@@ -43,7 +45,8 @@ CREATE TABLE IF NOT EXISTS cancels (
     order_id TEXT PRIMARY KEY, client_order_id TEXT NOT NULL, symbol TEXT NOT NULL, decision_ts TEXT NOT NULL,
     reason TEXT NOT NULL, status TEXT NOT NULL, error TEXT, created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS cycles (
-    decision_ts TEXT PRIMARY KEY, status TEXT NOT NULL, started_at TEXT NOT NULL, finished_at TEXT);
+    clock TEXT NOT NULL DEFAULT '', decision_ts TEXT NOT NULL, status TEXT NOT NULL, started_at TEXT NOT NULL,
+    finished_at TEXT, PRIMARY KEY (clock, decision_ts));
 CREATE TABLE IF NOT EXISTS submissions (
     n INTEGER PRIMARY KEY AUTOINCREMENT, client_order_id TEXT NOT NULL, at TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -76,6 +79,9 @@ class Intent:
     decision: str | None = None  # JSON of the Decision (side, entry_limit, take_profit)
     kind: str = "entry"  # entry | close (leftover) | take_profit (sent apart from its entry) | adopted
     broker_status: str | None = None  # the order's last status at the broker
+    asset_class: str | None = None  # the broker's class of the symbol (stock | crypto)
+    cash_seen: float | None = None  # the account's cash when the order was checked (None: from before this)
+    buying_power_seen: float | None = None  # ... and what it could draw on (crypto: non-marginable)
 
 
 @dataclass(frozen=True)
@@ -95,8 +101,10 @@ class Journal:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.conn = connect(path)
+        _clocked_cycles(self.conn)
         self.conn.executescript(SCHEMA)
-        add_missing_columns(self.conn, "intents", {"broker_status": "TEXT"})
+        add_missing_columns(self.conn, "intents", {"broker_status": "TEXT", "asset_class": "TEXT",
+                                                   "cash_seen": "REAL", "buying_power_seen": "REAL"})
         self.halts = Halts(self.conn, now)
 
     # -------------------------------------------------------------- binding
@@ -109,21 +117,29 @@ class Journal:
                 c.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (k, str(v)))
 
     # -------------------------------------------------------------- cycles
-    def cycle_done(self, decision_ts: str) -> bool:
-        r = self.conn.execute("SELECT status FROM cycles WHERE decision_ts=?", (decision_ts,)).fetchone()
+    # A cycle is one (clock, bar): each market decides on its own bars (``clock`` is the asset class whose
+    # calendar it follows: crypto 24/7, stock NYSE, forex 24/5), so a crypto bar on a Saturday is a cycle of
+    # the crypto clock alone. ``''`` is a cycle of every symbol at once (a journal from before clocks).
+    def cycle_done(self, decision_ts: str, clock: str = "") -> bool:
+        r = self.conn.execute("SELECT status FROM cycles WHERE decision_ts=? AND clock=?",
+                              (decision_ts, clock)).fetchone()
         return bool(r) and r[0] == "done"
 
-    def start_cycle(self, decision_ts: str) -> None:
+    def start_cycle(self, decision_ts: str, clock: str = "") -> None:
         with transaction(self.conn) as c:
-            c.execute("INSERT OR IGNORE INTO cycles VALUES (?, 'started', ?, NULL)", (decision_ts, now()))
+            c.execute("INSERT OR IGNORE INTO cycles VALUES (?, ?, 'started', ?, NULL)", (clock, decision_ts, now()))
 
-    def finish_cycle(self, decision_ts: str) -> None:
+    def finish_cycle(self, decision_ts: str, clock: str = "") -> None:
         with transaction(self.conn) as c:
-            c.execute("UPDATE cycles SET status='done', finished_at=? WHERE decision_ts=?", (now(), decision_ts))
+            c.execute("UPDATE cycles SET status='done', finished_at=? WHERE decision_ts=? AND clock=?",
+                      (now(), decision_ts, clock))
 
-    def last_done_cycle(self) -> str | None:
-        r = self.conn.execute("SELECT MAX(decision_ts) FROM cycles WHERE status='done'").fetchone()
-        return r[0]
+    def last_done_cycle(self, clock: str | None = None) -> str | None:
+        """The newest finished bar of ``clock`` (a pre-clock cycle counts for every clock), or of any clock."""
+        if clock is None:
+            return self.conn.execute("SELECT MAX(decision_ts) FROM cycles WHERE status='done'").fetchone()[0]
+        return self.conn.execute("SELECT MAX(decision_ts) FROM cycles WHERE status='done' AND clock IN (?, '')",
+                                 (clock,)).fetchone()[0]
 
     def first_cycle(self) -> str | None:
         """The loop's first decision bar: the planner learns MaxDiff offsets from there on, as a backtest
@@ -142,11 +158,12 @@ class Journal:
             c.execute(
                 "INSERT OR IGNORE INTO intents (client_order_id, decision_ts, strategy, symbol, side, qty, type, "
                 "limit_price, take_profit, time_in_force, status, broker_order_id, error, attempts, created_at, "
-                "updated_at, decision, kind, broker_status) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?,?,?)",
+                "updated_at, decision, kind, broker_status, asset_class, cash_seen, buying_power_seen) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?,?,?,?,?,?)",
                 (intent.client_order_id, intent.decision_ts, intent.strategy, intent.symbol, intent.side,
                  intent.qty, intent.type, intent.limit_price, intent.take_profit, intent.time_in_force,
                  intent.status, intent.broker_order_id, intent.error, t, t, intent.decision, intent.kind,
-                 intent.broker_status),
+                 intent.broker_status, intent.asset_class, intent.cash_seen, intent.buying_power_seen),
             )
         return self.intent(intent.client_order_id)
 
@@ -171,6 +188,10 @@ class Journal:
         with transaction(self.conn) as c:
             c.executemany("UPDATE intents SET broker_status=? WHERE client_order_id=? AND broker_status IS NOT ?",
                           [(s, cid, s) for cid, s in statuses.items()])
+
+    def rejected_count(self) -> int:
+        """Orders the broker refused, at once or after accepting them, over the journal's life."""
+        return self.conn.execute("SELECT COUNT(*) FROM intents WHERE status='rejected'").fetchone()[0]
 
     def intent_ids(self) -> set[str]:
         return {r[0] for r in self.conn.execute("SELECT client_order_id FROM intents").fetchall()}
@@ -237,7 +258,9 @@ class Journal:
         return after - before
 
     def fills(self) -> list[Fill]:
-        rows = self.conn.execute("SELECT * FROM fills ORDER BY ts, fill_id").fetchall()
+        """Every fill, oldest first by time (not by text: ``...:00.1Z`` is later than ``...:00Z``)."""
+        rows = self.conn.execute("SELECT * FROM fills ORDER BY rowid").fetchall()
+        rows.sort(key=lambda r: (bool(r["ts"]), utc_time(r["ts"]) if r["ts"] else 0, r["fill_id"]))  # no time: first
         return [Fill(r["fill_id"], r["client_order_id"], r["symbol"], r["side"], r["qty"], r["price"], r["fee"],
                      r["ts"], r["kind"], r["order_id"]) for r in rows]
 
@@ -253,7 +276,10 @@ class Journal:
         return float(r[0])
 
     def last_fill_ts(self) -> str | None:
-        return self.conn.execute("SELECT MAX(ts) FROM fills").fetchone()[0]
+        """The newest fill's time, compared as a time, not as text (SQL's ``MAX(ts)`` would rank
+        ``...:00Z`` above ``...:00.5Z``), in :func:`~marketcast.trade.broker.types.utc_text`'s spelling."""
+        stamps = [r[0] for r in self.conn.execute("SELECT DISTINCT ts FROM fills WHERE ts != ''")]
+        return utc_text(max(stamps, key=utc_time)) if stamps else None
 
     # -------------------------------------------------------------- adjustments
     def adjust(self, symbol: str, qty: float, reason: str) -> None:
@@ -272,10 +298,26 @@ class Journal:
         self.conn.close()
 
 
+def _clocked_cycles(conn) -> None:
+    """A journal from before per-symbol clocks keyed cycles by bar alone: rebuild the table keyed by (clock,
+    bar), its rows kept as cycles of every symbol (``clock`` ``''``), in one transaction."""
+    columns = [r[1] for r in conn.execute("PRAGMA table_info(cycles)").fetchall()]
+    if not columns or "clock" in columns:
+        return
+    with transaction(conn) as c:
+        c.execute("ALTER TABLE cycles RENAME TO cycles_before_clocks")
+        c.execute("CREATE TABLE cycles (clock TEXT NOT NULL DEFAULT '', decision_ts TEXT NOT NULL, status TEXT NOT "
+                  "NULL, started_at TEXT NOT NULL, finished_at TEXT, PRIMARY KEY (clock, decision_ts))")
+        c.execute("INSERT INTO cycles SELECT '', decision_ts, status, started_at, finished_at "
+                  "FROM cycles_before_clocks")
+        c.execute("DROP TABLE cycles_before_clocks")
+
+
 def _intent(r) -> Intent:
     return Intent(r["client_order_id"], r["decision_ts"], r["strategy"], r["symbol"], r["side"], r["qty"],
                   r["type"], r["limit_price"], r["take_profit"], r["time_in_force"], r["status"],
-                  r["broker_order_id"], r["error"], r["decision"], r["kind"], r["broker_status"])
+                  r["broker_order_id"], r["error"], r["decision"], r["kind"], r["broker_status"], r["asset_class"],
+                  r["cash_seen"], r["buying_power_seen"])
 
 
 def decision_json(side: int, entry_limit: float | None, take_profit: float | None) -> str:

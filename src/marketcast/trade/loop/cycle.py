@@ -25,14 +25,17 @@ from marketcast.trade.loop.freshness import Freshness, quote_reasons, stale_reas
 from marketcast.trade.loop.gates import GateConfig, check_entry, dollar_volume
 from marketcast.trade.journal.ids import ENTRY, client_order_id
 from marketcast.trade.ops.monitor import Monitor
+from marketcast.trade.loop.exits import HaltExits
 from marketcast.trade.loop.orders import OrderDesk, entry_intent, request_of
 from marketcast.trade.loop.ownership import Book
 from marketcast.trade.loop.planner import Planner, Signal
+from marketcast.trade.loop.precheck import unit_draw
 from marketcast.trade.portfolio import PortfolioConfig, allocate
 from marketcast.trade.loop.quotes import quote, with_last_close
 from marketcast.trade.loop.reconcile import Reconciled, Reconciler
-from marketcast.trade.risk import RESUME, RiskGuard, RiskLimits, day_of
-from marketcast.trade.broker.rules import account_violations, round_price
+from marketcast.trade.risk import RESUME, RISK, RiskGuard, RiskLimits, day_of
+from marketcast.trade.broker.protections import opening_draw
+from marketcast.trade.broker.rules import round_price
 from marketcast.trade.journal.state import Intent, Journal
 from marketcast.trade.broker.types import BUY, SELL, Account
 
@@ -64,6 +67,7 @@ class LoopConfig:
 @dataclass
 class CycleReport:
     decision_ts: str
+    clock: str = ""  # the market clock this cycle decided for ('' : every symbol)
     signals: list[Signal] = field(default_factory=list)
     skipped: dict[str, tuple[str, ...]] = field(default_factory=dict)
     planned: list[Intent] = field(default_factory=list)
@@ -79,6 +83,9 @@ class CycleReport:
     foreign: dict[str, dict] = field(default_factory=dict)
     equity: float = 0.0
     buying_power: float = 0.0
+    account: Account | None = None  # what plan and check saw
+    asks: dict[str, float] = field(default_factory=dict)  # the ask each entry is valued at (synthetic: the close)
+    bids: dict[str, float] = field(default_factory=dict)  # ... and the bid (a market sell's base price)
     risk_breach: str | None = None  # an entry beyond a notional limit (sizing should never make one)
     record: dict = field(default_factory=dict)
 
@@ -101,11 +108,27 @@ class TradingLoop:
         self.asset_classes = asset_classes or {}
         self.desk = OrderDesk(broker, journal, config.cancel_wait_s, admit=self._admit)
         self.reconciler = Reconciler(broker, journal, self.desk, config.resolve)
-        self.risk = RiskGuard(journal, config.risk, config.resume)
+        self.precheck = self.reconciler.precheck
+        self.exits = HaltExits(broker, journal, self.desk, lambda: self.reconciler._read(Reconciled())[0],
+                               self.reconciler.assets)
+        self.risk = RiskGuard(journal, config.risk, config.resume, self.exits)
         self.seen: dict[str, str] = {}  # symbol -> the last bar the loop decided on (data must not go back)
 
+    # ----------------------------------------------------------- clocks
+    def clock_of(self, symbol: str) -> str:
+        """The market clock ``symbol`` decides on: its asset class (crypto 24/7, stock NYSE, forex 24/5)."""
+        return self.asset_classes.get(symbol) or self.broker.asset(symbol).asset_class
+
+    def clocks(self) -> dict[str, tuple[str, ...]]:
+        """The configured symbols by clock: each clock has cycles of its own, on its own bars, so a crypto bar
+        on a Saturday is decided on at once and a stock is never decided on at a crypto bar's time."""
+        out: dict[str, tuple[str, ...]] = {}
+        for s in self.config.symbols:
+            out[self.clock_of(s)] = out.get(self.clock_of(s), ()) + (s,)
+        return out
+
     # ----------------------------------------------------------- reconcile
-    def reconcile(self, decision_ts: str, act: bool = True, now=None) -> Reconciled:
+    def reconcile(self, decision_ts: str, act: bool = True, now=None, clock: str = "") -> Reconciled:
         """Halted, or journal and broker disagree: :class:`HaltedError` (exit 5), nothing touched. Else
         sync; a daily loss beyond the limit trips the risk halt (``act``); then cancel/close/take-profit what
         earlier bars left (``act`` False: only logged). Also what a watch between two bars does."""
@@ -113,7 +136,7 @@ class TradingLoop:
         self.risk.begin(day_of(now, decision_ts))
         halts = self.journal.halts.active()
         if halts:
-            raise HaltedError(halts[0].message())
+            raise self._halted(decision_ts, halts, act)
         result = Reconciled()
         disagreements = self.reconciler.compare(decision_ts, result)
         if disagreements:
@@ -122,8 +145,20 @@ class TradingLoop:
             breach = self.risk.equity_breach(self.broker.account().equity)
             if breach:
                 raise self.risk.trip(breach, self.broker, self.desk, decision_ts)
-        self.reconciler.housekeep(decision_ts, result, act)
+        self.reconciler.housekeep(decision_ts, result, act, lambda s: not clock or self.clock_of(s) == clock, now)
         return result
+
+    def _halted(self, decision_ts: str, halts: list, act: bool) -> HaltedError:
+        """A look while halted trades nothing new. Under risk halts alone (never while journal and broker
+        disagree: then nothing is touched) it syncs with the broker and keeps the exits of what the loop holds
+        (:meth:`RiskGuard.hold`); a dry run only refuses."""
+        if act and all(h.source == RISK for h in halts):
+            result = Reconciled()
+            disagreements = self.reconciler.compare(decision_ts, result)
+            if disagreements:
+                return self.reconciler.halt(disagreements)
+            self.risk.hold(decision_ts, halts[0])
+        return HaltedError(halts[0].message())
 
     def _admit(self, intent: Intent) -> None:
         """Every order's last check before it goes out: the order-count limits."""
@@ -133,7 +168,8 @@ class TradingLoop:
             raise self.risk.trip(breach, self.broker, self.desk, intent.decision_ts)
 
     # ----------------------------------------------------------- plan
-    def plan(self, decision_ts: str, book: Book, account: Account, now=None) -> CycleReport:
+    def plan(self, decision_ts: str, book: Book, account: Account, now=None,
+             symbols: tuple[str, ...] | None = None) -> CycleReport:
         """Signals, gates and sizing up to the orders, touching nothing (``--dry-run`` stops after check).
 
         A real quote's mid replaces the decision bar's close and its spread (ask / bid - 1) goes into the
@@ -143,17 +179,21 @@ class TradingLoop:
         back in time, or a quote too old or too wide (:mod:`~marketcast.trade.loop.freshness`).
         """
         report = CycleReport(decision_ts)
-        report.equity, report.buying_power = account.equity, account.buying_power
-        assets = self.reconciler.assets(self.config.symbols)
+        report.equity, report.buying_power, report.account = account.equity, account.buying_power, account
+        self.desk.account = account  # the figures each entry is checked against, journalled with it
+        symbols = symbols or self.config.symbols
+        assets = self.reconciler.assets(symbols)
         report.foreign = book.foreign(assets)
         learn_from = self.journal.first_cycle()
         wanted = self.config.add_latest and self.broker.has_quotes
         candidates, prices = [], {}
-        for symbol in self.config.symbols:
+        for symbol in symbols:
             bars = self.feed(symbol)
             q = quote(self.broker, symbol, float(bars.frame["close"].iloc[-1]), self.config.add_latest,
                       self.config.quote_retries, self.config.quote_retry_wait_s)
             report.quotes[symbol] = "real" if q.source == "real" else "synthetic"
+            last = float(bars.frame["close"].iloc[-1])
+            report.asks[symbol], report.bids[symbol] = max(q.ask, last), min(q.bid, last)  # the far side
             if q.source == "real":
                 bars = with_last_close(bars, q.mid)
             fee = self.config.fee if self.config.fee is not None else self.broker.fee_for(bars.asset_class)
@@ -181,31 +221,40 @@ class TradingLoop:
             candidates.append(signal)
         held, exposure = book.committed(assets)
         steps = {s: a.qty_step for s, a in assets.items()}
+        power = {s.symbol: account.buying_power_for(assets[s.symbol].crypto) for s in candidates}
+        draws = {s.symbol: unit_draw(s.decision.side == LONG, None if s.decision.entry_limit is None
+                                     else prices[s.symbol], report.asks[s.symbol]) for s in candidates}
         for alloc in allocate(candidates, account.equity, self.config.portfolio, exposure, held, steps, prices,
-                              self.config.risk.entry_cap):
+                              self.config.risk.entry_cap, power, draws):
             crypto = assets[alloc.signal.symbol].crypto
             report.planned.append(entry_intent(alloc.signal, alloc.qty, decision_ts, crypto))
         return report
 
     # ----------------------------------------------------------- check
     def check(self, report: CycleReport) -> None:
-        """Each planned order on the broker's grid (:func:`~marketcast.trade.broker.rules.conform`) and within what
-        the account can carry (shorts, free quantity, buying power left after the orders before it); an
-        order that cannot be made valid moves to ``refused`` with the reasons. An entry beyond a notional risk
-        limit is refused too and, outside a dry run, trips the limit (sizing keeps entries inside them)."""
-        buying_power = report.buying_power
+        """Each planned order on the broker's grid (:func:`~marketcast.trade.broker.rules.conform`), then asked of
+        the broker's rules model (:func:`~marketcast.trade.broker.protections.refusals`) with the account and
+        the working orders the broker shows now: shorts, free quantity, buying power left after the orders
+        before it (crypto: the non-marginable one), wash trades (a queued close, a foreign order), pattern-day-
+        trader protection, the take-profit's base price. An order the model refuses moves to ``refused`` with
+        the reasons and is never sent. An entry beyond a notional risk limit is refused too and, outside a dry
+        run, trips the limit (sizing keeps entries inside them)."""
         book = report.reconciled.book
         positions = book.positions
         closes = {s.symbol: s.close for s in report.signals}
-        valid = []
+        account = report.account or self.broker.account()
+        orders = self.broker.open_orders() if report.planned else []  # closes sent since the book was read too
+        spent, valid = 0.0, []
         for intent in report.planned:
             conformed, check = self.desk.conformed(intent)
             reasons = list(check.reasons)
+            p = positions.get(intent.symbol)
+            ask = report.asks.get(intent.symbol, closes[intent.symbol])
             if conformed is not None:
-                p = positions.get(intent.symbol)
-                reasons = account_violations(request_of(conformed), self.broker.asset(intent.symbol),
-                                             0.0 if p is None else p.qty, 0.0 if p is None else p.available,
-                                             buying_power, closes[intent.symbol])
+                standing = self.precheck.standing(intent.symbol, account, orders, p, ask, spent,
+                                                  report.bids.get(intent.symbol, ask))
+                reasons = [str(r) for r in self.precheck.refusals(self.precheck.as_sent(conformed),
+                                                                   self.broker.asset(intent.symbol), standing)]
             if reasons:
                 report.refused[intent.client_order_id] = "; ".join(reasons)
                 report.not_sent.append((intent, tuple(reasons)))
@@ -219,7 +268,7 @@ class TradingLoop:
                 report.risk_breach = report.risk_breach or breach
                 report.refused[intent.client_order_id] = f"risk limit: {breach}"
                 continue
-            buying_power -= conformed.qty * price
+            spent += opening_draw(request_of(conformed), 0.0 if p is None else p.qty, ask)
             valid.append(conformed)
         report.planned = valid
 
@@ -236,15 +285,18 @@ class TradingLoop:
                 getattr(report, sent.outcome).append(sent.client_order_id)
 
     # ----------------------------------------------------------- cycle
-    def run_cycle(self, decision_ts: str, dry_run: bool = False, now=None) -> CycleReport:
+    def run_cycle(self, decision_ts: str, dry_run: bool = False, now=None, clock: str = "") -> CycleReport:
         """Reconcile, plan, check, submit, record; ``now`` (the loop's clock) makes stale data and old quotes
         count. ``dry_run`` reconciles without changing anything at the broker, plans and checks, but sends
         nothing and records no cycle; it still brings the journal it is given up to date (the CLI hands a dry
-        run a scratch copy of the state)."""
+        run a scratch copy of the state). A cycle of one market's ``clock`` (:meth:`clocks`) decides and
+        housekeeps only that market's symbols; ``''`` decides for every symbol at once."""
         if not dry_run:
-            self.journal.start_cycle(decision_ts)
-        reconciled = self.reconcile(decision_ts, act=not dry_run, now=now)
-        report = self.plan(decision_ts, reconciled.book, self.broker.account(), now)
+            self.journal.start_cycle(decision_ts, clock)
+        reconciled = self.reconcile(decision_ts, act=not dry_run, now=now, clock=clock)
+        symbols = self.clocks().get(clock, ()) if clock else None
+        report = self.plan(decision_ts, reconciled.book, self.broker.account(), now, symbols)
+        report.clock = clock
         report.reconciled = reconciled
         self.check(report)
         if dry_run:
@@ -254,7 +306,7 @@ class TradingLoop:
         self.execute(report)
         if self.monitor is not None:  # recorded before the cycle is done: a failed write re-runs the bar
             report.record = self.monitor.record(**self._record_fields(report, now))
-        self.journal.finish_cycle(decision_ts)
+        self.journal.finish_cycle(decision_ts, clock)
         return report
 
     def _record_fields(self, r: CycleReport, now) -> dict:
@@ -271,7 +323,7 @@ class TradingLoop:
         fell_back = sorted({m.get("model", self.planner.model) for m in metas if m.get("fallback_reason")})
         positions = {p.symbol: p.qty for p in self.broker.positions()}
         return {
-            "decision_ts": r.decision_ts, "now": None if now is None else str(now), "mode": self.config.mode,
+            "decision_ts": r.decision_ts, "clock": r.clock, "now": None if now is None else str(now), "mode": self.config.mode,
             "broker": self.broker.name, "endpoint": self.broker.endpoint, "forecast_latency_s": latency,
             "forecast_latency_max_s": slowest,
             "compile_mode": next((m.get("compile_mode") for m in metas if "compile_mode" in m), None),
@@ -280,9 +332,10 @@ class TradingLoop:
             "quotes": quotes, "quote_source": dict(r.quotes),
             "orders_submitted": len(r.submitted), "orders_already": len(r.already),
             "orders_filled": r.filled, "orders_cancelled": r.cancelled, "orders_rejected": len(r.rejected),
-            "orders_refused": len(r.refused), "orders_unknown": len(r.unknown), "closes": len(r.reconciled.closes),
+            "orders_refused": len(r.refused), "broker_refusals": self.journal.rejected_count(), "orders_unknown": len(r.unknown), "closes": len(r.reconciled.closes),
             "refused": dict(r.refused), "rejected": dict(r.rejected), "deferred_closes": dict(r.reconciled.deferred),
             "equity": r.equity, "positions": positions, "foreign": r.foreign,
+            "unexpected": r.reconciled.book.unexpected(self.reconciler.assets(())) if r.reconciled.book else {},
             "strategies": {s.symbol: s.strategy for s in r.signals},
             "chosen": {s.symbol: {"strategy": s.strategy, "pinned": s.pinned, "return": s.metrics.get("total_return"),
                                   "sharpe": s.metrics.get("sharpe"), "max_drawdown": s.metrics.get("max_drawdown")}

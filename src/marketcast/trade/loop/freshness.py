@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from marketcast.data.bars import Bars
-from marketcast.data.calendar import MarketCalendar, infer_interval
+from marketcast.data.calendar import MarketCalendar, calendar_for, infer_interval
 from marketcast.trade.broker.types import Quote
 
 SPACING_BARS = 64  # the last bars whose gaps say the spacing (enough for intraday grids across a weekend)
@@ -117,3 +117,15 @@ def quote_reasons(q: Quote, now, cfg: Freshness, wanted: bool, required: bool) -
     if q.spread > cfg.max_spread:
         out.append(f"spread {q.spread:.3%} is wider than max_spread {cfg.max_spread:.3%}")
     return out
+
+
+def queued_until(asset_class: str, now, decision_ts: str) -> str | None:
+    """When an order sent at ``now`` (None: at the close of the decision bar's session, as in a replay) can
+    first trade, if its market is closed then: the next session's open (UTC), else None. A stock exit
+    placed after the close waits for the next open (Alpaca: "Order Lifecycle", orders sent outside market
+    hours are queued); crypto trades 24/7 and never waits."""
+    calendar = calendar_for(asset_class)
+    when = utc(now) if now is not None else calendar.next_close(utc(decision_ts))
+    if calendar.is_open(when):
+        return None
+    return f"{calendar.next_open(when):%Y-%m-%d %H:%M} UTC"

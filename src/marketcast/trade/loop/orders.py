@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from marketcast.backtest.orders import LONG
@@ -22,6 +22,7 @@ from marketcast.trade.loop.planner import Signal
 from marketcast.trade.broker.rules import Check, conform
 from marketcast.trade.journal.state import Intent, Journal, decision_json
 from marketcast.trade.broker.types import BUY, LIMIT, MARKET, SELL, Order, OrderRequest
+from marketcast.trade.broker.types import Account
 
 log = logging.getLogger("marketcast.trade")
 
@@ -60,6 +61,7 @@ class OrderDesk:
         self.broker, self.journal, self.admit = broker, journal, admit
         self.cancel_wait_s, self.poll_s = cancel_wait_s, poll_s
         self.cancelled: set[str] = set()  # broker ids cancelled (or, dry, would be) this cycle
+        self.account: Account | None = None  # what the cycle's checks saw; stamped on each intent it records
 
     def conformed(self, intent: Intent) -> tuple[Intent | None, Check]:
         """``intent`` on the broker's grid (prices rounded by side, size down), or None with the reasons."""
@@ -71,10 +73,20 @@ class OrderDesk:
                       r.type, r.limit_price, r.take_profit, r.time_in_force, decision=intent.decision,
                       kind=intent.kind), check
 
+    def seen(self, intent: Intent) -> Intent:
+        """``intent`` with its asset class and the account figures its check saw (crypto draws on the
+        non-marginable buying power), so the blotter can show them: written with the intent, before any POST."""
+        if intent.asset_class is not None:
+            return intent
+        asset, account = self.broker.asset(intent.symbol), self.account
+        return replace(intent, asset_class=asset.asset_class, cash_seen=None if account is None else account.cash,
+                       buying_power_seen=None if account is None else account.buying_power_for(asset.crypto))
+
     def refuse(self, intent: Intent, reasons: tuple[str, ...] | list[str]) -> Sent:
         """Journal an order that will not be sent, with why (shown in the plan, the records and the status)."""
         reason = "; ".join(reasons)
-        stored = self.journal.record_intent(Intent(**{**intent.__dict__, "status": "refused", "error": reason}))
+        stored = self.journal.record_intent(self.seen(Intent(**{**intent.__dict__, "status": "refused",
+                                                                  "error": reason})))
         if stored.status != "refused":
             return Sent("already", stored.client_order_id)
         log.warning("%s %s not sent: %s", intent.symbol, intent.client_order_id, reason)
@@ -82,7 +94,7 @@ class OrderDesk:
 
     def send(self, intent: Intent) -> Sent:
         """Submit write-ahead; an id the journal or the broker already has is never sent again."""
-        stored = self.journal.record_intent(intent)
+        stored = self.journal.record_intent(self.seen(intent))
         cid = stored.client_order_id
         if stored.status != "pending":
             return Sent("already", cid)

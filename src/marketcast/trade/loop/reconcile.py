@@ -5,33 +5,48 @@ fills) and lists what cannot be explained; any item halts trading (fail closed, 
 reconciliation on start):
 
 * the journal is bound to another broker account or endpoint (a deleted ``broker.db``, paper vs live);
-* the broker has orders with the loop's id prefix that the journal does not know (a lost or reset journal);
+* the broker has orders with the loop's id prefix that the journal does not know (a lost, reset or replaced
+  journal, or a second loop on the account), however old: the first compare of a process reads the account's
+  whole order history (:meth:`~marketcast.trade.broker.interface.Broker.order_history`), later ones only what
+  was submitted since the newest submission seen (less :data:`HISTORY_OVERLAP`), so a cycle costs one page;
 * the journal says an order was submitted, the broker does not know it;
 * the broker cannot be holding the quantity the journal says the loop owns (checked three times in a row:
   a fill landing between two reads is not a disagreement).
 
+The broker holding *more* of a symbol the loop trades than the journal explains does not halt the loop: that
+symbol alone is held (:meth:`~marketcast.trade.loop.ownership.Book.unexpected`: no entry, no close, a warning
+each cycle) until :meth:`Reconciler.adopt` takes the broker's quantity.
+
 :meth:`Reconciler.housekeep` then does what every bar needs: cancel the loop's orders of earlier bars,
 close what earlier bars left (after the cancels are confirmed), and send the take-profits a broker could not
-attach. Only the loop's own orders and quantities are ever touched.
+attach. Only the loop's own orders and quantities are ever touched. Each close and take-profit is first
+cleared by the broker's rules model (:meth:`~marketcast.trade.loop.precheck.PreCheck.clear`): the loop's own
+orders it would wash-trade against are cancelled and confirmed before it goes out; a foreign order in its way,
+or pattern-day-trader protection, defers it with the reason.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Callable
 
 from marketcast.errors import HaltedError
 from marketcast.trade.broker.interface import Broker, BrokerError, Snapshot
 from marketcast.trade.journal.ids import CLOSE, ENTRY, TAKE_PROFIT, client_order_id, is_loops
 from marketcast.trade.loop.orders import OrderDesk
-from marketcast.trade.loop.ownership import Book, dust, owned
+from marketcast.trade.loop.precheck import PreCheck
+from marketcast.trade.loop.freshness import queued_until
+from marketcast.trade.loop.ownership import Book, dust, fee_slack, owned
 from marketcast.trade.broker.rules import Asset, round_qty
 from marketcast.trade.journal.state import TERMINAL_INTENTS, Intent, Journal
-from marketcast.trade.broker.types import BUY, LIMIT, MARKET, SELL, Order, status_kind
+from marketcast.trade.broker.types import BUY, LIMIT, MARKET, SELL, Order, status_kind, utc_text, utc_time
 
 log = logging.getLogger("marketcast.trade")
 RECONCILE = "reconcile"
 CHECKS = 3
+HISTORY_OVERLAP = timedelta(hours=1)  # re-read before the newest submission seen: a listing may show an order late
 
 
 @dataclass
@@ -49,6 +64,10 @@ class Reconciler:
         self.broker, self.journal, self.desk, self.resolve = broker, journal, desk, resolve
         self._assets: dict[str, Asset] = {}
         self.unconfirmed: list[str] = []  # this cycle's cancels the broker has not confirmed
+        self.history_from: str | None = None  # order history read from here on (None: all of it, a new process)
+        self.scope: Callable[[str], bool] = lambda symbol: True  # the symbols this pass housekeeps
+        self.precheck = PreCheck(broker, journal, desk)  # the rules model, asked before every close and exit
+        self.now = None  # the loop's clock during this pass (None: a replay, at the decision bar's close)
 
     def assets(self, symbols) -> dict[str, Asset]:
         for s in symbols:
@@ -62,14 +81,17 @@ class Reconciler:
         positions = self.broker.positions()
         snap = self.broker.snapshot(since=self.journal.last_fill_ts())
         result.filled += self.journal.add_fills(snap.fills)
-        booked = self.journal.booked()
-        assets = self.assets({b.symbol for b in booked} | {p.symbol for p in positions})
-        return Book.of(owned(booked, self.journal.adjustments(), assets), positions, snap.working), assets, snap
+        booked, adjustments = self.journal.booked(), self.journal.adjustments()
+        traded = {b.symbol for b in booked} | set(adjustments)
+        assets = self.assets(traded | {p.symbol for p in positions})
+        return Book.of(owned(booked, adjustments, assets), positions, snap.working, traded, fee_slack(booked, assets),
+                       self.resolve), assets, snap
 
     # ----------------------------------------------------------------- compare
     def compare(self, decision_ts: str, result: Reconciled) -> list[str]:
         """Sync the journal with the broker; returns every disagreement that sync cannot explain."""
         account = self.broker.account()
+        self.desk.account = account  # the figures journalled with this pass's closes and take-profits
         meta = self.journal.meta()
         if meta.get("account_id", account.id) != account.id:
             return [f"the journal was written for account {meta['account_id']} at {meta.get('endpoint', '?')}, "
@@ -80,20 +102,33 @@ class Reconciler:
         seen = {o.client_order_id: o for o in snap.recent + snap.working}
         out = self._statuses(decision_ts, seen)
         known = self.journal.intent_ids()
-        unknown = sorted({cid for cid in seen if is_loops(cid) and cid not in known})
+        unknown = sorted({cid for cid in seen if is_loops(cid) and cid not in known} | self._unknown_in_history(known))
         if unknown:
             out.append(f"the broker has {len(unknown)} order(s) placed by a marketcast loop that this journal does "
                        f"not know ({', '.join(unknown[:3])}{', ...' if len(unknown) > 3 else ''}): the journal was "
                        f"lost or reset")
         for _ in range(CHECKS - 1):
-            if not book.mismatches(assets):
+            if not book.mismatches(assets) and not book.unexpected(assets):
                 break
             book, assets, snap = self._read(result)
         result.book = book
+        for line in book.unexpected(assets).values():
+            log.warning("%s", line)
         for c in self.journal.cancels("pending"):  # a kill after the cancel call: the order is gone now
             if c["order_id"] not in {o.id for o in snap.working}:
                 self.journal.mark_cancel(c["order_id"], "done")
         return out + book.mismatches(assets)
+
+    def _unknown_in_history(self, known: set[str]) -> set[str]:
+        """The loop's orders (by their id prefix) in the account's order history that the journal does not
+        know: all of the history on a process's first compare, then from :attr:`history_from`, which moves up
+        only while nothing is unknown (a halt is re-checked in full)."""
+        history = self.broker.order_history(self.history_from)
+        unknown = {o.client_order_id for o in history if is_loops(o.client_order_id) and o.client_order_id not in known}
+        stamps = [utc_time(o.submitted_at) for o in history if o.submitted_at]
+        if not unknown and stamps:
+            self.history_from = (max(stamps) - HISTORY_OVERLAP).isoformat()
+        return unknown
 
     def _statuses(self, decision_ts: str, seen: dict[str, Order]) -> list[str]:
         """Pending intents the broker has become ``submitted`` (those of a passed bar it never got:
@@ -144,7 +179,8 @@ class Reconciler:
         halt. Orders of another account, and submitted orders the broker does not know, become ``lost``; the
         loop's orders the journal does not know are adopted (they are the loop's by their prefix, and the
         next cycle cancels them as stale); each quantity the broker cannot be holding is set to what it can
-        hold (an adjustment, never a trade). Returns what changed."""
+        hold, and a symbol held for an unexpected quantity (a split, an outside trade) gets the broker's whole
+        quantity, which the loop then owns and closes (adjustments, never a trade). Returns what changed."""
         changes = []
         account, meta = self.broker.account(), self.journal.meta()
         rebound = meta.get("account_id") not in (None, account.id)
@@ -153,7 +189,7 @@ class Reconciler:
             changes.append(f"journal bound to account {account.id} at {self.broker.endpoint}"
                            + (f" (was {meta['account_id']})" if rebound else ""))
         snap = self.broker.snapshot()
-        seen = {o.client_order_id: o for o in self.broker.orders(limit=500) + snap.working}
+        seen = {o.client_order_id: o for o in self.broker.order_history() + snap.working}
         for i in self.journal.intents():
             settled = i.broker_status is not None and status_kind(i.broker_status) == "terminal"
             if i.status in ("pending", "submitted") and not settled and (rebound or (
@@ -164,15 +200,22 @@ class Reconciler:
         known = self.journal.intent_ids()
         for cid, o in sorted(seen.items()):
             if is_loops(cid) and cid not in known:
-                self.journal.record_intent(Intent(cid, o.submitted_at or "", "adopted", o.symbol, o.side, o.qty,
+                self.journal.record_intent(Intent(cid, utc_text(o.submitted_at) if o.submitted_at else "", "adopted",
+                                                  o.symbol, o.side, o.qty,
                                                   o.type, o.limit_price, o.take_profit, o.time_in_force, "submitted",
                                                   o.id, kind="adopted", broker_status=o.status))
                 changes.append(f"{cid} ({o.symbol} {o.side} {o.qty:g}, {o.status}) adopted from the broker")
         self.journal.add_fills(snap.fills)
-        book = self._read(Reconciled())[0]
-        for symbol, qty in sorted(book.owned.items()):
-            held = book.broker_qty(symbol)
-            target = 0.0 if rebound else min(qty, max(held, 0.0)) if qty > 0 else max(qty, min(held, 0.0))
+        book, assets, _ = self._read(Reconciled())
+        extra = book.unexpected(assets)
+        for symbol in sorted(set(book.owned) | set(extra)):
+            qty, held = book.owned.get(symbol, 0.0), book.broker_qty(symbol)
+            if rebound:
+                target = 0.0
+            elif symbol in extra:  # a split or an outside trade: the user says the broker's quantity is the loop's
+                target = held
+            else:
+                target = min(qty, max(held, 0.0)) if qty > 0 else max(qty, min(held, 0.0))
             if abs(target - qty) > 1e-12:
                 self.journal.adjust(symbol, target - qty, "trade reconcile --accept-broker")
                 changes.append(f"{symbol}: the loop's quantity {qty:g} -> {target:g} (the broker holds {held:g})")
@@ -181,13 +224,16 @@ class Reconciler:
         return changes
 
     # ----------------------------------------------------------------- housekeep
-    def housekeep(self, decision_ts: str, result: Reconciled, act: bool = True) -> None:
-        """Cancel the loop's orders of earlier bars, close what earlier bars left, send separate take-profits.
-        With ``act`` False (a dry run) nothing at the broker changes; what would be done is logged."""
-        self.unconfirmed = []
+    def housekeep(self, decision_ts: str, result: Reconciled, act: bool = True,
+                  scope: Callable[[str], bool] = lambda symbol: True, now=None) -> None:
+        """Cancel the loop's orders of earlier bars, close what earlier bars left, send separate take-profits,
+        for the symbols in ``scope`` (those of the clock whose bar ``decision_ts`` is: another market's orders
+        keep to their own bars). With ``act`` False (a dry run) nothing at the broker changes; what would be
+        done is logged. ``now`` (the loop's clock) tells an exit sent outside its market's session."""
+        self.unconfirmed, self.scope, self.now = [], scope, now
         intents = {i.client_order_id: i for i in self.journal.intents()}
-        stale = [o for o in result.book.own_orders
-                 if (root := intents.get(o.root_client_order_id)) is not None and root.decision_ts < decision_ts]
+        stale = [o for o in result.book.own_orders if scope(o.symbol)
+                 and (root := intents.get(o.root_client_order_id)) is not None and root.decision_ts < decision_ts]
         for order in stale:
             if order.status != "pending_cancel":  # one asked for earlier is only awaited
                 result.cancelled += self.desk.cancel(order, decision_ts, "its bar has passed", act)
@@ -209,8 +255,13 @@ class Reconciler:
         assets = self._assets
         leftover = owned(self.journal.booked(), self.journal.adjustments(), assets, before=decision_ts)
         for symbol, qty in sorted(leftover.items()):
+            if not self.scope(symbol):
+                continue
             asset = assets[symbol]
             if abs(qty) < dust(asset):
+                continue
+            if symbol in (held_back := result.book.unexpected(assets)):  # the split's or outside trade's symbol
+                result.deferred[symbol] = held_back[symbol]
                 continue
             cid = client_order_id(symbol, decision_ts, CLOSE)
             if not act:
@@ -218,7 +269,8 @@ class Reconciler:
                 continue
             existing = self.journal.intent(cid)
             if existing is not None:  # this bar's close is journalled: finish it if a kill left it unsent
-                self._submit(existing, result.closes) if existing.status == "pending" else result.closes.append(cid)
+                self._submit(existing, result.closes, result) if existing.status == "pending" else \
+                    result.closes.append(cid)
                 continue
             waiting = [o for o in result.book.own_orders if o.symbol == symbol and o.id in self.unconfirmed]
             if waiting:
@@ -234,7 +286,7 @@ class Reconciler:
                 continue
             intent = Intent(cid, decision_ts, "close", symbol, SELL if qty > 0 else BUY, size, MARKET, None, None,
                             "gtc" if asset.crypto else "day", kind=CLOSE)
-            self._submit(intent, result.closes)
+            self._submit(intent, result.closes, result)
 
     def _take_profits(self, decision_ts: str, result: Reconciled) -> None:
         """The take-profits of this bar's entries that the broker could not attach (Alpaca crypto): a limit
@@ -242,11 +294,11 @@ class Reconciler:
         the asset's increment; its id is (symbol, bar, take_profit@filled qty), so a restart re-finds it."""
         intents = self.journal.intents()
         for t in intents:  # written ahead before a kill, never sent: send it now
-            if t.kind == TAKE_PROFIT and t.status == "pending" and t.decision_ts == decision_ts:
-                self.desk.send(t)
+            if t.kind == TAKE_PROFIT and t.status == "pending" and t.decision_ts == decision_ts and self.scope(t.symbol):
+                self._submit(t, result.take_profits, result)
         for i in intents:
             if (i.kind != ENTRY or i.take_profit is None or i.status != "submitted" or i.decision_ts != decision_ts
-                    or self.broker.attaches_take_profit(i.symbol)):
+                    or not self.scope(i.symbol) or self.broker.attaches_take_profit(i.symbol)):
                 continue
             asset = self.assets([i.symbol])[i.symbol]
             filled = self.journal.filled_qty(i.client_order_id)
@@ -260,16 +312,26 @@ class Reconciler:
             cid = client_order_id(i.symbol, decision_ts, f"{TAKE_PROFIT}@{filled!r}")
             side = SELL if i.side == BUY else BUY
             self._submit(Intent(cid, decision_ts, TAKE_PROFIT, i.symbol, side, qty, LIMIT, i.take_profit, None,
-                                i.time_in_force, kind=TAKE_PROFIT), result.take_profits)
+                                i.time_in_force, kind=TAKE_PROFIT), result.take_profits, result)
 
-    def _submit(self, intent: Intent, sent: list[str]) -> None:
+    def _submit(self, intent: Intent, sent: list[str], result: Reconciled) -> None:
+        """Send a close or take-profit once the rules model says the broker would take it: the loop's own
+        orders it would wash against are cancelled and confirmed first; anything else in the way (a foreign
+        order, pattern-day-trader protection) defers it to a later pass, with the reason."""
         valid, check = self.desk.conformed(intent)
         try:
+            wait = None if valid is None else self.precheck.clear(valid, intent.decision_ts)
+            if wait:
+                result.deferred[intent.symbol] = wait
+                log.warning("%s: %s %s deferred: %s", intent.symbol, intent.kind, intent.client_order_id, wait)
+                return
             outcome = self.desk.send(valid) if valid is not None else self.desk.refuse(intent, check.reasons)
         except BrokerError as exc:
             log.warning("%s: %s %s failed: %s", intent.symbol, intent.kind, intent.client_order_id, exc)
             return
         if outcome.outcome in ("submitted", "already"):
             sent.append(intent.client_order_id)
-        log.info("%s: %s %s for %g: %s", intent.symbol, intent.kind, intent.client_order_id, intent.qty,
-                 outcome.outcome)
+        queued = queued_until(self.assets([intent.symbol])[intent.symbol].asset_class, self.now, intent.decision_ts)
+        log.info("%s: %s %s for %g: %s%s", intent.symbol, intent.kind, intent.client_order_id, intent.qty,
+                 outcome.outcome, f"; queued to the next open at {queued}" if queued and outcome.outcome ==
+                 "submitted" else "")

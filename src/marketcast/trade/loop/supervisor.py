@@ -5,9 +5,10 @@ Each look (:meth:`Supervisor.tick`):
 
 1. ``now`` is the venue's clock: Alpaca's (``GET /v2/clock``), else the system's or ``--clock-file``'s;
 2. the bars are re-read, without any bar not complete at ``now`` on its calendar (a session still trading);
-3. a bar newer than the journal's last finished cycle gets a cycle; the same bar gets a watch (reconcile:
-   fills, take-profits, the daily loss limit); an older one means the data moved backwards: a WARNING and an
-   alert, nothing traded;
+3. each clock (the symbols of one market: crypto 24/7, stocks on NYSE sessions, forex 24/5) steps on its own
+   bars: its newest bar, if newer than the clock's last finished cycle, gets a cycle of that clock's symbols;
+   the same bar gets a watch (reconcile: fills, take-profits, the daily loss limit); an older one means the
+   data moved backwards: a WARNING and an alert, nothing traded on that clock;
 4. a symbol whose last bar is older than the calendar says it should be raises a stale-data alert (once, until
    it is fresh again); the cycle itself gives it no new entry (:mod:`~marketcast.trade.loop.freshness`).
 
@@ -108,23 +109,30 @@ class Supervisor:
         return ExitCode.INTERRUPTED if self.stopped_by == signal.SIGINT else ExitCode.OK
 
     def tick(self) -> None:
+        """One look: every clock (market) with a newer bar of its own gets its cycle, the others a watch."""
         now = self.venue.now()
-        latest = self.venue.refresh(now)
+        self.venue.refresh(now)
         self.looked = True
         cfg = self.loop.config.freshness
         for symbol in self.loop.config.symbols:
             reason = stale_reason(self.venue.feed(symbol), now, cfg)
             self.alerts.watch("stale_data", symbol, reason is not None, f"{symbol}: {reason}")
-        done = self.loop.journal.last_done_cycle()
+        for clock, symbols in self.loop.clocks().items():
+            self.step(clock, max(self.venue.feed(s).frame.index[-1] for s in symbols).isoformat(), now)
+
+    def step(self, clock: str, latest: str, now) -> None:
+        """``clock``'s newest bar ``latest``: a cycle if it is new, a watch if it was decided, nothing (an alert)
+        if the data went back. A stale symbol of the clock gets no entry; it never holds back the others."""
+        done = self.loop.journal.last_done_cycle(clock)
         back = None if self.once else went_back(latest, done)
-        self.alerts.watch("data_backwards", "bars", back is not None, back or "")
+        self.alerts.watch("data_backwards", clock, back is not None, back or "")
         if back:
-            log.warning("%s; nothing is traded until the data is past it again", back)
+            log.warning("%s: %s; nothing is traded until the data is past it again", clock, back)
             return
         if self.once or latest != done:
-            report = self.loop.run_cycle(latest, now=now)
+            report = self.loop.run_cycle(latest, now=now, clock=clock)
             self.report(report)
             if report.record:
                 cycle_alerts(self.alerts, report.record, self.thresholds, self.loop.monitor.warm_memory_mb)
         else:
-            self.loop.reconcile(latest, now=now)
+            self.loop.reconcile(latest, now=now, clock=clock)

@@ -7,11 +7,15 @@ return or Sharpe below a floor ("returns drop significantly"), stale data, a hal
 
 A condition alerts when it starts (:meth:`Alerts.watch` is edge-triggered per kind and subject: a stale symbol
 alerts once, not every tick) and again after it cleared and came back. A webhook that fails is a WARNING in the
-log, never the end of the loop; keys are scrubbed from every alert (:mod:`marketcast.trade.ops.redact`).
+log, never the end of the loop. Keys and URL secrets (the webhook's own path token, userinfo and query) are
+scrubbed from every alert and log line (:mod:`marketcast.trade.ops.redact`). A webhook's ``user:pass@`` goes as
+HTTP Basic auth (RFC 7617), as curl and requests send it, never in the host name (urllib would look the whole
+``user:pass@host`` up in DNS).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import time
@@ -19,6 +23,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from marketcast.trade.journal.files import append_line
 from marketcast.trade.ops.redact import redact
@@ -49,7 +54,7 @@ class Alerts:
              **details) -> dict:
         """Send one alert now: log (``console`` False: the log file only, when the command prints the same line
         as its error), ``alerts.jsonl``, webhook."""
-        alert = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "kind": kind, "subject": subject,
+        alert = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "kind": kind, "subject": redact(subject),
                  "level": level, "message": redact(message), "details": json.loads(redact(json.dumps(details,
                                                                                                   default=str)))}
         log.log(logging.ERROR if level == "error" else logging.WARNING, "ALERT %s: %s", kind, alert["message"],
@@ -73,8 +78,13 @@ class Alerts:
         return self.emit(kind, subject, message, level, **details)
 
     def _post(self, alert: dict) -> None:
-        request = urllib.request.Request(self.webhook, data=json.dumps(alert).encode(), method="POST",
-                                         headers={"Content-Type": "application/json"})
+        url, headers = self.webhook, {"Content-Type": "application/json"}
+        parts = urlsplit(url)
+        if "@" in parts.netloc:
+            creds = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}".encode()
+            headers["Authorization"] = "Basic " + base64.b64encode(creds).decode()
+            url = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+        request = urllib.request.Request(url, data=json.dumps(alert).encode(), method="POST", headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as reply:
                 reply.read()
@@ -105,3 +115,6 @@ def cycle_alerts(alerts: Alerts, record: dict, thresholds: AlertThresholds, warm
                      f"{symbol}: {c['strategy']}{' (pinned)' if c.get('pinned') else ''} walk-forward return "
                      f"{c['return']:+.2%}, Sharpe {c['sharpe']:.2f} (floors {t.min_return:+.2%}, {t.min_sharpe:.2f})",
                      **c)
+    held = record.get("unexpected") or {}  # the broker holds more than the journal: a split or an outside trade
+    for symbol in sorted(held.keys() | {s for kind, s in alerts.firing if kind == "holdings"}):
+        alerts.watch("holdings", symbol, symbol in held, held.get(symbol, ""))

@@ -1,8 +1,8 @@
 """One JSON line per cycle (latency, quotes, compile and memory, the chosen strategies, the orders), and what
 ``marketcast trade status`` reads from them.
 
-Records are append-only and keyed by ``decision_ts``: a cycle re-run after a crash appends a second
-record for the same bar, and the summary keeps the last one. What must add up after kills (cycles, orders,
+Records are append-only and keyed by (``clock``, ``decision_ts``): a cycle re-run after a crash appends a
+second record for the same bar, and the summary keeps the last one. What must add up after kills (cycles, orders,
 fills) is counted from the journal instead (:mod:`marketcast.trade.ops.status`). A line that cannot be written
 whole (a full disk) is cut back off and ends the run with :class:`~marketcast.errors.StateError`.
 """
@@ -59,17 +59,18 @@ class Monitor:
 
 
 def read_records(state_dir: str | Path) -> list[dict]:
-    """All records, last one per decision bar, in bar order (a torn last line from a kill is skipped)."""
+    """All records, the last one per (clock, decision bar), in bar order (a torn last line from a kill is
+    skipped)."""
     path = Path(state_dir) / RECORDS
     if not path.exists():
         return []
-    by_bar: dict[str, dict] = {}
+    by_bar: dict[tuple[str, str], dict] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
             continue
-        by_bar[str(rec.get("decision_ts"))] = rec
+        by_bar[(str(rec.get("decision_ts")), str(rec.get("clock") or ""))] = rec
     return [by_bar[k] for k in sorted(by_bar)]
 
 

@@ -3,7 +3,8 @@
 What must add up after kills (cycles, orders, fills) is counted from the journal, which commits every step
 before the loop moves on; ``records.jsonl`` may hold a bar twice or miss one a kill cut short. The records add
 what only they know: the venue and endpoint, equity, quotes, forecast latency, compile state, memory, the
-warm-up, and the foreign holdings the last cycle saw.
+warm-up, the foreign holdings the last cycle saw, and the symbols it held because the broker holds more of them
+than the journal explains.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from marketcast.trade.ops.monitor import read_records, summarise
 from marketcast.trade.journal.state import Journal
+from marketcast.trade.ops.redact import redact
 
 INTENT_STATUSES = ("submitted", "rejected", "refused", "abandoned", "lost", "pending")
 
@@ -36,7 +38,12 @@ def _text(value) -> str:
 
 
 def status_rows(state_dir: Path) -> list[tuple[str, str]]:
-    """(what, value) rows of the status table."""
+    """(what, value) rows of the status table, redacted (a state folder written before redaction covered URLs
+    may still hold an endpoint's userinfo or a broker error's URL)."""
+    return [(what, redact(value)) for what, value in _rows(state_dir)]
+
+
+def _rows(state_dir: Path) -> list[tuple[str, str]]:
     records = read_records(state_dir)
     rows: list[tuple[str, str]] = []
     path = state_dir / "journal.db"
@@ -49,6 +56,8 @@ def status_rows(state_dir: Path) -> list[tuple[str, str]]:
             rows.append(("foreign (untouched)", "; ".join(
                 f"{s}: position {f['position']:g}, orders {', '.join(f['orders']) or 'none'}"
                 for s, f in records[-1]["foreign"].items())))
+        if records and records[-1].get("unexpected"):  # a split or outside trade: the symbol is held
+            rows.append(("held (broker holds more than the journal)", "\n".join(records[-1]["unexpected"].values())))
         if records and records[-1].get("chosen"):
             rows.append(("strategies (last bar)", "; ".join(
                 f"{s}: {c['strategy']}{' pinned' if c.get('pinned') else ''}" + (
@@ -63,6 +72,9 @@ def status_rows(state_dir: Path) -> list[tuple[str, str]]:
             rows.append((f"{i.status} {i.client_order_id}", f"{i.symbol} {i.decision_ts[:10]}: {i.error}"))
         halts = journal.halts.active()
         rows.append(("halted", "no" if not halts else "\n".join(h.message() for h in halts)))
+        for h in halts:  # a risk halt keeps (or flattened) the loop's positions: each with its exits
+            if h.positions():
+                rows.append(("halt: positions and exits", "\n".join(h.positions())))
     finally:
         if journal is not None:
             journal.close()
