@@ -18,6 +18,7 @@ def main(url: str, state: str, start: str, end: str) -> int:
     from marketcast.trade.journal.lock import StateLock
 
     from .alpaca_env import KEY, SECRET, alpaca_loop
+    from .chaos import CLASSES, SYMBOLS
 
     class Fake:  # what alpaca_loop needs of the fake: where it is
         pass
@@ -25,7 +26,7 @@ def main(url: str, state: str, start: str, end: str) -> int:
     fake = Fake()
     fake.url = url
     with StateLock(state):
-        loop = alpaca_loop(fake, Path(state), ("SP500", "NASDAQ"), monitor=True, strategies=("maxdiff",))
+        loop = alpaca_loop(fake, Path(state), SYMBOLS, CLASSES, monitor=True, strategies=("maxdiff",))
         for ts in load_symbol("SP500").frame.loc[start:end].index:
             key = ts.isoformat()
             if loop.journal.cycle_done(key):

@@ -24,7 +24,8 @@ module is the HTTP face, with Alpaca's shapes and semantics:
 Tests steer it: :meth:`FakeAlpaca.fail` makes the next matching requests fail (a status with a body, a sleep
 past the client's timeout, or processing a POST and then stalling so its reply is lost);
 ``kill_on_post`` SIGKILLs ``victim_pid`` right after the n-th order POST is booked, before it is answered (a
-crash between the broker call and the journal); :meth:`FakeAlpaca.session` plays a day's bars (also as
+crash between the broker call and the journal), ``kill_on_delete`` right after the n-th cancel is taken (a
+crash between a cancel and the close that waits for its confirmation); :meth:`FakeAlpaca.session` plays a day's bars (also as
 ``POST /_test/session`` for a loop running in another process).
 """
 
@@ -95,6 +96,8 @@ class FakeAlpaca:
         self.listings: list[dict] = []  # the query of each GET /v2/orders
         self.rejections: list[tuple[int, int, str, dict]] = []  # (status, code, message, body) of refused POSTs
         self.kill_on_post: set[int] = set()
+        self.kill_on_delete: set[int] = set()
+        self.order_deletes = 0
         self.victim_pid: int | None = None
         self.order_posts = 0
         self.played: set[str] = set()
@@ -321,6 +324,11 @@ class FakeAlpaca:
                         fake.order_posts += 1
                         if fake.order_posts in fake.kill_on_post and fake.victim_pid:
                             os.kill(fake.victim_pid, signal.SIGKILL)  # booked, never answered
+                            return None
+                    if method == "DELETE" and url.path.startswith("/v2/orders/") and status < 300:
+                        fake.order_deletes += 1
+                        if fake.order_deletes in fake.kill_on_delete and fake.victim_pid:
+                            os.kill(fake.victim_pid, signal.SIGKILL)  # the cancel is under way, never answered
                             return None
                 if failure is not None and failure.after_processing:
                     time.sleep(failure.sleep_s or 2.0)

@@ -264,3 +264,28 @@ def test_sizing_stays_inside_the_notional_limits_and_an_order_beyond_them_is_ref
     assert guard.notional_breach(smaller, 100.0, 0.0) is None
     assert guard.notional_breach(smaller, 100.0, 10_001.0) == ("A would carry 30,001.00 with entry mc-y: "
                                                                "max_notional_per_symbol 30,000.00")
+
+
+def test_a_re_placed_take_profit_that_would_wash_against_a_foreign_order_waits_and_never_touches_it(fake, tmp_path):
+    from .alpaca_env import adapter
+
+    loop = held_with_a_take_profit_and_an_open_entry(fake, tmp_path, max_daily_loss=0.02)
+    fake.exchange.last["AAPL"] = Decimal("183")
+    with pytest.raises(HaltedError):
+        loop.reconcile(D1, now=T("2024-04-30T18:00Z"))
+    fake.session("2024-05-01")  # the kept day leg expires
+    user = adapter(fake).submit(order("user-bid", symbol="AAPL", side="buy", qty=5, limit_price=199.5,
+                                      take_profit=None, time_in_force="gtc"))  # the user's bid above the 199 exit
+    before = len(posts_and_deletes(fake))
+    with pytest.raises(HaltedError):
+        alpaca_loop(fake, tmp_path, **AAPL_BTC).reconcile(D2, now=T("2024-05-01T21:30Z"))
+    assert posts_and_deletes(fake)[before:] == [] and fake.rejections == []  # not sent, the user's bid untouched
+    assert fake.order("user-bid")["status"] == "accepted" and working_exits(fake) == []
+    adapter(fake).cancel(user.id)  # the user withdraws the bid: the next look places the exit
+    statuses = [adapter(fake).order(user.id).status for _ in range(2)]  # the venue confirms at the 2nd read
+    assert statuses == ["pending_cancel", "canceled"]
+    with pytest.raises(HaltedError):
+        alpaca_loop(fake, tmp_path, **AAPL_BTC).reconcile(D2, now=T("2024-05-01T21:45Z"))
+    [placed] = working_exits(fake)
+    assert (placed["side"], placed["qty"], placed["limit_price"]) == ("sell", "400", "199.0")
+    assert fake.rejections == []

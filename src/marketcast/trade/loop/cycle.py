@@ -110,7 +110,7 @@ class TradingLoop:
         self.reconciler = Reconciler(broker, journal, self.desk, config.resolve)
         self.precheck = self.reconciler.precheck
         self.exits = HaltExits(broker, journal, self.desk, lambda: self.reconciler._read(Reconciled())[0],
-                               self.reconciler.assets)
+                               self.reconciler.assets, self.precheck.clear)
         self.risk = RiskGuard(journal, config.risk, config.resume, self.exits)
         self.seen: dict[str, str] = {}  # symbol -> the last bar the loop decided on (data must not go back)
 

@@ -44,11 +44,14 @@ ORIGINS = (ENTRY, "adopted")  # the intents a held quantity comes from
 
 class HaltExits:
     """The loop's side of a risk halt; ``read()`` is a fresh :class:`Book` (fills booked first), ``assets``
-    the reconciler's cached asset lookup."""
+    the reconciler's cached asset lookup, ``clear(intent, decision_ts)`` the pre-check every exit of the loop
+    passes (:meth:`marketcast.trade.loop.precheck.PreCheck.clear`: the venue's rules, wash trades included)."""
 
     def __init__(self, broker: Broker, journal: Journal, desk: OrderDesk, read: Callable[[], Book],
-                 assets: Callable[[Iterable[str]], dict[str, Asset]]) -> None:
+                 assets: Callable[[Iterable[str]], dict[str, Asset]],
+                 clear: Callable[[Intent, str], str | None] = lambda intent, decision_ts: None) -> None:
         self.broker, self.journal, self.desk, self.read, self.assets = broker, journal, desk, read, assets
+        self.clear = clear
 
     def enforce(self, decision_ts: str, reason: str, flatten: bool) -> dict:
         """Cancel what a halt does not keep (entries; with ``flatten`` everything but the loop's own flatten
@@ -152,6 +155,10 @@ class HaltExits:
         if reasons:
             self.desk.refuse(intent, reasons)
             return "not sent: " + "; ".join(reasons)
+        waits = self.clear(valid, valid.decision_ts)  # e.g. a foreign order it would wash against: a later look
+        if waits:
+            log.warning("%s: halted: %s %s waits: %s", valid.symbol, valid.kind, valid.client_order_id, waits)
+            return f"waits: {waits}"
         stored = self.journal.intent(valid.client_order_id)
         if stored is not None and stored.status == "abandoned":  # written at an earlier look of this bar, never
             self.journal.mark(valid.client_order_id, "pending")  # sent (reconcile asked the broker): the same exit
