@@ -1,5 +1,6 @@
-"""What a command imports: ``--help`` nothing heavy, a baseline backtest no torch, scipy, matplotlib or arch,
-and, once the calendar is cached, not exchange_calendars either. Checked in fresh interpreters."""
+"""What a command imports: ``--help`` nothing heavy, a baseline backtest without SPA (``--no-spa``; the SPA
+p-value needs arch, which brings scipy, statsmodels and matplotlib) no torch, scipy, matplotlib or arch, and,
+once the calendar is cached, not exchange_calendars either. Checked in fresh interpreters."""
 
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ def test_help_imports_no_subcommand_and_nothing_heavy():
 
 def test_a_baseline_backtest_imports_no_torch_and_a_cached_calendar_no_exchange_calendars(tmp_path):
     env = {CACHE_ENV: str(tmp_path / "cache")}
-    args = ("backtest", "--windows", "5", "--samples", "16", "--context", "32", "--output-dir", str(tmp_path / "o"))
+    args = ("backtest", "--windows", "5", "--samples", "16", "--context", "32", "--no-spa",  # SPA imports arch
+            "--output-dir", str(tmp_path / "o"))
     code, first = imported(*args, env=env)
     assert code == 0 and "exchange_calendars" in first  # the first run builds the calendar and caches it
     code, again = imported(*args, env=env)

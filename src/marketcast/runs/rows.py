@@ -4,7 +4,8 @@ Every cell has one *cell row* (``strategy`` NULL): its identity, settings, statu
 the message), the symbol-level metrics and ``record``, the whole result in the lossless form of
 :mod:`marketcast.runs.codec` (reports are re-made from it). A finished cell also has one *strategy row* per
 strategy with that strategy's metrics and its per-window net ``returns``. Metrics are flattened from
-``symbol_json``'s dict generically (nested keys joined by ``.``; the symbol-level ones under ``metrics.``),
+``symbol_json``'s dict generically (nested keys joined by ``.``; the symbol-level ones under ``metrics.``, the
+multiple-testing figures of :mod:`marketcast.backtest.overfit` under ``selection.``),
 so a metric the backtest adds becomes a column without a change here.
 """
 
@@ -80,6 +81,7 @@ def ok_rows(ctx: RunContext, cell: Cell, position: int, result: SymbolResult, da
     doc = symbol_json(result)
     shared = {**_identity(ctx, cell, position, data_fingerprint, seconds), "status": "ok", "error": None,
               "best_strategy": doc.get("best_strategy"), **flatten(doc.get("metrics") or {}, "metrics."),
+              **flatten(doc.get("selection") or {}, "selection."),
               "settle_times": list(result.settle_times.to_pydatetime())}
     rows = [{**shared, "strategy": None, "record": encode(result)}]
     for name, metrics in doc["strategies"].items():
