@@ -79,3 +79,24 @@ class MomentumForecaster:
             out[i, 1] = (last[i] * (1 + np.maximum(c, 0) + rng_up[i]))[:, None]
             out[i, 2] = (last[i] * (1 + np.minimum(c, 0) + rng_dn[i]))[:, None]
         return Forecast(out, self.fields, {"model": self.name})
+
+
+def goog_hourly(start="2022-06-01", end="2022-07-29", jump="2022-07-18", seed=0) -> pd.DataFrame:
+    """Hourly GOOG-like bars on NYSE sessions (09:30, 10:30, ... 15:30 New York: 7 a session, half days
+    shorter), a seeded random walk around 115; before ``jump`` the prices are divided by 20, as in a file that
+    joins split-adjusted history to raw bars (GOOG split 20-for-1 on 2022-07-18). The bar across the jump earns
+    a long +1,900 %: compounded to a year of 1,764 hourly bars from one window it overflowed a float."""
+    from marketcast.data.calendar import calendar_for
+
+    sessions = calendar_for("stock").sessions(start, end)
+    stamps = [t for o, c in zip(sessions["open"], sessions["close"]) for t in pd.date_range(o, c, freq="h")
+              if t < c]
+    index = pd.DatetimeIndex(stamps, name="timestamp")
+    rng = np.random.default_rng(seed)
+    close = 115 * np.exp(np.cumsum(rng.normal(0.0, 0.006, len(index))))
+    close[index < pd.Timestamp(jump, tz="UTC")] /= 20
+    open_ = np.r_[close[0], close[:-1]]
+    wick = np.abs(rng.normal(0, 0.002, len(index)))
+    return pd.DataFrame({"open": open_, "high": np.maximum(open_, close) * (1 + wick),
+                         "low": np.minimum(open_, close) * (1 - wick), "close": close,
+                         "volume": np.full(len(index), 1e6)}, index=index)

@@ -23,7 +23,8 @@ def test_default_symbols_write_every_report(tmp_path, capsys):
         "NASDAQ.json", "SP500.json", "summary.md", "trades.csv"]
     report = json.loads((out / "SP500.json").read_text())
     assert report["symbol"] == "SP500" and report["runs"] == 12 and report["best_strategy"] in report["strategies"]
-    assert report["strategies"][report["best_strategy"]]["trades"] > 0 and report["strategies_compared"] == 8
+    assert report["config"]["min_trades"] == 10 and report["strategies_compared"] == 8
+    assert report["strategies"][report["best_strategy"]]["trades"] >= 10  # never one with fewer (min_trades)
     assert report["periods_per_year"] == 252 and report["annualisation"] == "sqrt(252)"
     assert report["asset_class_reason"] == "SP500: no futures, forex or crypto pattern, so a stock"
     assert report["benchmark"]["trades"] == 1 and report["benchmark"]["name"] == "buy_and_hold"
@@ -74,6 +75,8 @@ def test_json_flag_and_a_crypto_csv(tmp_path, capsys):
     (["NOSUCH"], "no embedded data"),
     (["--model", "prophet"], "unknown model"),
     (["--strategies", "simple,moon"], "unknown strategies"),
+    (["--min-trades", "0"], "--min-trades must be an integer >= 1, got 0"),
+    (["--min-trades", "20", "--select-lookback", "12"], "--min-trades 20 is more than --select-lookback 12"),
 ])
 def test_bad_input_is_one_line_exit_2_and_no_output(tmp_path, capsys, args, message):
     out = tmp_path / "never"

@@ -7,6 +7,7 @@ import pytest
 from marketcast.backtest.config import BacktestConfig
 from marketcast.backtest.engine import decision_ends, run_backtest, run_many
 from marketcast.backtest.orders import LONG, Decision
+from marketcast.backtest.selection import SelectionRule
 from marketcast.errors import ConfigError, DataError, MarketcastError
 
 from .helpers import TableForecaster, make_bars, random_bars
@@ -183,21 +184,52 @@ def test_buy_and_hold_benchmark_by_hand():
     b = np.array(expected)
     beta = np.cov(simple.returns, b, ddof=1)[0, 1] / b.var(ddof=1)
     assert simple.metrics["beta"] == pytest.approx(beta)
-    assert simple.metrics["alpha"] == pytest.approx((1 + np.mean(simple.returns - beta * b)) ** 252 - 1)
+    # four daily windows are not a year: no annualised alpha (its formula: tests/backtest/test_benchmark.py)
+    assert simple.metrics["alpha"] is None and simple.metrics["alpha_reason"] == "n/a (< 1 year): 4 bars, 252 a year"
 
 
 def test_a_strategy_that_never_trades_is_never_best():
     falling = [(100.0 - i, 100.5 - i, 98.5 - i, 99.0 - i) for i in range(12)]  # every bar opens high, closes low
     never = TableForecaster({}, default=(0.001, 0.004, -0.006))  # mixed signs: all_signals stays flat
-    config = BacktestConfig(windows=8, context=3, num_samples=11, strategies=("all_signals", "simple", "buy_hold"))
+    one = SelectionRule(min_trades=1)  # eligibility as "traded at all", so 8 windows can show the ranking
+    config = BacktestConfig(windows=8, context=3, num_samples=11, strategies=("all_signals", "simple", "buy_hold"),
+                            selection=one)
     result = run_backtest(make_bars(falling), never, config)
     assert result.strategies["all_signals"].metrics["return"] == 0.0  # flat beat both losers ...
     assert result.strategies["simple"].metrics["return"] < 0
     assert result.best_strategy == "simple"  # ... and is still not "best" (simple ties buy_hold, listed first)
     assert set(result.walk_forward["picked"][1:]) == {"simple"}
     only_flat = run_backtest(make_bars(falling), never, BacktestConfig(windows=8, context=3, num_samples=11,
-                                                                        strategies=("all_signals",)))
+                                                                        strategies=("all_signals",), selection=one))
     assert only_flat.best_strategy is None and only_flat.walk_forward["picked"] == [None] * 8
+
+
+def test_fewer_than_min_trades_is_never_best_and_gets_no_psr_or_interval():
+    """The default min_trades (10) over 8 windows: simple and buy_hold trade all 8, too few to be picked, called
+    best or given a PSR and a bootstrap interval; the rows say why."""
+    from marketcast.backtest.markdown import markdown_summary
+    from marketcast.backtest.report import symbol_json
+    from marketcast.backtest.tables import in_sample_note, in_sample_rows, track_rows
+
+    falling = [(100.0 - i, 100.5 - i, 98.5 - i, 99.0 - i) for i in range(12)]
+    never = TableForecaster({}, default=(0.001, 0.004, -0.006))
+    config = BacktestConfig(windows=8, context=3, num_samples=11, strategies=("all_signals", "simple", "buy_hold"))
+    result = run_backtest(make_bars(falling), never, config)
+    simple = result.strategies["simple"].metrics
+    assert simple["trades"] == 8 and result.best_strategy is None and result.walk_forward["picked"] == [None] * 8
+    assert (simple["psr"], simple["sharpe_ci_low"], simple["sharpe_ci_high"]) == (None, None, None)
+    assert simple["psr_ci_reason"] == "too few trades (8)" and simple["sharpe"] != 0  # the Sharpe itself stays
+    assert result.benchmark.metrics["psr_ci_reason"] == "too few windows held (8)"
+    rows = {row[0]: row for row in in_sample_rows(result)}
+    assert rows["simple"][3] == "too few trades (8)" and rows["simple"][4] == "—"
+    assert rows["all_signals"][3] == "too few trades (0)"
+    assert track_rows(result)[0][4] == "too few trades (0)"  # the walk-forward stayed flat
+    note = in_sample_note(result)
+    assert note.startswith("No strategy has 10 trades, so none is best")
+    assert "too few trades (< 10) to be best: simple (8), buy_hold (8)" in note
+    doc = symbol_json(result)
+    assert doc["best_strategy"] is None and doc["strategies"]["simple"]["psr_ci_reason"] == "too few trades (8)"
+    assert doc["config"]["min_trades"] == 10 and "| simple | " in markdown_summary([result])
 
 
 def test_the_fair_naive_of_high_and_low_sees_only_the_context():

@@ -24,8 +24,13 @@ def test_metrics_by_hand():
     assert m["sortino"] == pytest.approx(0.004 / 0.005 * math.sqrt(252))
     # equity 1.02, 1.0098, 1.02495, 1.02495, 1.01982: worst fall 1.02 -> 1.0098 = the 1 % loss
     assert m["max_drawdown"] == pytest.approx(0.01)
-    assert m["annual_return"] == pytest.approx((1 + m["return"]) ** (252 / 5) - 1)
-    assert m["calmar"] == pytest.approx(m["annual_return"] / m["max_drawdown"])
+    # five daily windows are not a year: no annual return or Calmar, and the reason
+    assert m["annual_return"] is None and m["calmar"] is None
+    assert m["annual_reason"] == "n/a (< 1 year): 5 bars, 252 a year"
+    # over 5 bars of a year of 5 periods (P = 5) they are the plain formulas
+    y = strategy_metrics(R, FILLED, 5)
+    assert y["annual_return"] == pytest.approx(m["return"], rel=1e-15) and y["annual_reason"] is None
+    assert y["calmar"] == pytest.approx(y["annual_return"] / y["max_drawdown"])
     assert (m["trades"], m["exposure"], m["win_rate"], m["turnover"]) == (4, 0.8, 0.5, 1.6)
     assert m["final_day"] == -0.005
     assert strategy_metrics(R, FILLED, 365)["sharpe"] == pytest.approx(m["sharpe"] * math.sqrt(365 / 252))
@@ -141,5 +146,8 @@ def test_sharpe_is_annualised_by_the_bar_spacing(freq, asset_class, periods):
     r = result.strategies["simple"].returns
     assert result.strategies["simple"].metrics["sharpe"] == pytest.approx(
         r.mean() / r.std(ddof=1) * math.sqrt(periods), rel=1e-12)
-    assert result.strategies["simple"].metrics["annual_return"] == pytest.approx(
-        np.prod(1 + r) ** (periods / 40) - 1, rel=1e-9)
+    m = result.strategies["simple"].metrics
+    if periods <= 40:  # 40 monthly bars: over three years, annualised as before
+        assert m["annual_return"] == pytest.approx(np.prod(1 + r) ** (periods / 40) - 1, rel=1e-9)
+    else:  # 40 hourly bars are days, not a year
+        assert m["annual_return"] is None and m["annual_reason"] == f"n/a (< 1 year): 40 bars, {periods:,} a year"

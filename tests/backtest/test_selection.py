@@ -7,47 +7,75 @@ from marketcast.backtest.selection import SelectionRule
 from marketcast.errors import ConfigError
 
 YES = np.ones(4, dtype=bool)
+ONE = 1  # min_trades in the ranking tests below: eligibility is tested on its own (test_too_few_trades_...)
 
 
 def test_pick_the_best_compounded_return_among_strategies_that_traded():
     returns = {"idle": [0.0] * 4, "a": [-0.01, -0.01, 0.0, 0.0], "b": [0.01, -0.03, 0.0, 0.0]}
     filled = {"idle": [False] * 4, "a": YES, "b": YES}
     # everything lost: the strategy that never traded is still not picked (0.99^2 = 0.9801 > 1.01 * 0.97)
-    assert SelectionRule(None).pick(returns, filled) == "a"
-    assert SelectionRule(None).pick({"idle": [0.0]}, {"idle": [False]}) is None
+    assert SelectionRule(None, ONE).pick(returns, filled) == "a"
+    assert SelectionRule(None, ONE).pick({"idle": [0.0]}, {"idle": [False]}) is None
 
 
 def test_ties_go_to_the_higher_sharpe_then_the_listing_order():
     returns = {"a": [1.0, -0.25], "b": [0.5, 0.0]}  # both compound to exactly 1.5; b's Sharpe 0.71 > a's 0.42
     filled = {"a": [True, True], "b": [True, True]}
-    assert SelectionRule(None).pick(returns, filled) == "b"
-    assert SelectionRule(None).pick({"a": [0.01], "b": [0.01]}, {"a": [True], "b": [True]}) == "a"
+    assert SelectionRule(None, ONE).pick(returns, filled) == "b"
+    assert SelectionRule(None, ONE).pick({"a": [0.01], "b": [0.01]}, {"a": [True], "b": [True]}) == "a"
 
 
 def test_only_the_last_lookback_windows_count():
     returns = {"a": [0.10, -0.01, -0.01], "b": [-0.10, 0.0, 0.005]}
     filled = {"a": [True] * 3, "b": [True] * 3}
-    assert SelectionRule(None).pick(returns, filled) == "a"
-    assert SelectionRule(2).pick(returns, filled) == "b"
+    assert SelectionRule(None, ONE).pick(returns, filled) == "a"
+    assert SelectionRule(2, ONE).pick(returns, filled) == "b"
     # a strategy that traded only before the lookback is not eligible in it
-    assert SelectionRule(1).pick({"a": [0.1, 0.0]}, {"a": [True, False]}) is None
+    assert SelectionRule(1, ONE).pick({"a": [0.1, 0.0]}, {"a": [True, False]}) is None
 
 
 def test_walk_forward_uses_only_earlier_windows():
     returns = {"a": np.array([0.01, -0.02, 0.01]), "b": np.array([-0.01, 0.03, -0.01])}
     filled = {"a": np.array([True, True, True]), "b": np.array([True, False, True])}
-    sel = SelectionRule(None).walk_forward(returns, filled)
+    sel = SelectionRule(None, ONE).walk_forward(returns, filled)
     # k=0: nothing settled -> flat; k=1: a (1.01 > 0.99); k=2: b (0.99*1.03 = 1.0197 > 1.01*0.98 = 0.9898)
     assert sel["picked"] == [None, "a", "b"]
     assert list(sel["returns"]) == [0.0, -0.02, -0.01]
     assert list(sel["filled"]) == [False, True, True]
     # with a one-window lookback k=2 sees only window 1, where b's order did not fill: only a is eligible
-    assert SelectionRule(1).walk_forward(returns, filled)["picked"] == [None, "a", "a"]
+    assert SelectionRule(1, ONE).walk_forward(returns, filled)["picked"] == [None, "a", "a"]
 
 
 def test_lookback_must_be_positive():
     with pytest.raises(ConfigError, match="--select-lookback"):
         SelectionRule(0)
+
+
+def test_too_few_trades_are_never_picked():
+    """GOOG's case: a strategy with one lucky trade led the ranking. Below min_trades (default 10) it is not
+    eligible, however high its return; at min_trades it is."""
+    lucky = [0.05] + [0.0] * 19  # one trade, +5 %
+    steady = [0.001] * 12 + [0.0] * 8  # twelve trades, +1.2 %
+    returns = {"lucky": lucky, "steady": steady}
+    filled = {"lucky": [True] + [False] * 19, "steady": [True] * 12 + [False] * 8}
+    assert SelectionRule(None, 1).pick(returns, filled) == "lucky"  # the old rule: traded at all
+    assert SelectionRule(None).min_trades == 10 and SelectionRule(None).pick(returns, filled) == "steady"
+    assert SelectionRule(None, 13).pick(returns, filled) is None  # nobody has 13 trades: flat
+    # the walk-forward: steady becomes eligible at window 10 (ten trades settled in windows 0..9)
+    picked = SelectionRule(None).walk_forward({k: np.array(v) for k, v in returns.items()},
+                                              {k: np.array(v) for k, v in filled.items()})["picked"]
+    assert picked == [None] * 10 + ["steady"] * 10
+    assert "at least 10 trades" in SelectionRule().describe()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"min_trades": 0}, "--min-trades must be an integer >= 1, got 0"),
+    ({"min_trades": -3}, "--min-trades must be an integer >= 1, got -3"),
+    ({"lookback": 5, "min_trades": 6}, "--min-trades 6 is more than --select-lookback 5 windows hold"),
+])
+def test_min_trades_below_one_or_above_the_lookback_is_a_config_error(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        SelectionRule(**kwargs)
 
 
 def test_the_live_planner_picks_with_the_same_rule():
@@ -95,7 +123,7 @@ def test_walk_forward_equals_picking_window_by_window(lookback):
                    "p": rng.choice([-0.5, 0.0, 1.0, 3.0], n), "q": rng.choice([-0.5, 0.0, 1.0, 3.0], n)}
         filled = {k: v != 0 for k, v in returns.items()}
         filled["b"] = rng.random(n) < 0.8
-        rule = SelectionRule(lookback)
+        rule = SelectionRule(lookback, min(2, lookback or 2))  # eligibility by a count, not just "traded"
         got = rule.walk_forward(returns, filled)
         picked, out, fills = _walk_forward_one_by_one(rule, returns, filled)
         assert got["picked"] == picked, trial

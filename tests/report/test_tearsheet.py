@@ -1,12 +1,13 @@
 """The tearsheet's HTML, read back without a browser: every section, its data, and nothing fetched."""
 
+import html
 import re
 
 import numpy as np
 import pytest
 
 from marketcast.backtest import BacktestConfig, run_many
-from marketcast.backtest.tables import interval, pct, track_rows
+from marketcast.backtest.tables import interval, pct, selection_rows, track_rows
 from marketcast.forecast.baseline import BaselineForecaster
 from marketcast.report.charts import ms
 from marketcast.report.downsample import MAX_POINTS
@@ -111,7 +112,7 @@ def test_the_summary_leads_with_the_out_of_sample_record_then_each_strategy_with
     r = reports[0].result
     head = _rows(page, 0)
     assert [row[0] for row in head] == ["walk-forward", "buy &amp; hold"]
-    assert head == [[c.replace("&", "&amp;") for c in row] for row in track_rows(r)]
+    assert head == [[html.escape(c, quote=False) for c in row] for row in track_rows(r)]  # "n/a (&lt; 1 year)"
     assert "<tr class=headline>" in page
     strategies = {row[0].rstrip("*†"): row for row in _rows(page, 1)}
     assert list(strategies) == list(r.strategies)
@@ -120,7 +121,8 @@ def test_the_summary_leads_with_the_out_of_sample_record_then_each_strategy_with
         assert row[1] == pct(m["return"]) and row[3] == interval(m)
         if m["sharpe_ci_low"] is not None:
             assert row[3] == f"[{m['sharpe_ci_low']:+.1f}, {m['sharpe_ci_high']:+.1f}]"
-    skill = _rows(page, 6)  # two symbols x three tables, then forecast skill
+    assert _rows(page, 3) == [[c.replace("&", "&amp;") for c in row] for row in selection_rows(r)]  # trials, DSR..
+    skill = _rows(page, 8)  # two symbols x four tables, then forecast skill
     assert [row[0] for row in skill] == ["SP500", "NASDAQ"]
 
 

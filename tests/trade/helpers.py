@@ -34,3 +34,18 @@ class LongPlanner:
         return Signal(bars.symbol, bars.frame.index[-1].isoformat(), "long",
                       Decision(1, round(close * 0.99, 2), round(close * 1.01, 2)), close,
                       {"edge": 0.01, "sharpe": 1.0, "max_drawdown": 0.0, "total_return": 0.01})
+
+
+def maxdiff_planner(forecaster=None):
+    """The real planner choosing among maxdiff alone, eligible once it traded in the lookback (min_trades 1):
+    for tests of the loop's mechanics (idempotency, restarts, caps, freshness), which want an order from each
+    symbol on the 2017 bars whatever the selection's trade count (10 by default; NASDAQ's maxdiff has fewer
+    on 2017-03-01 and would stay flat)."""
+    from dataclasses import replace
+
+    from marketcast.backtest.selection import SelectionRule
+    from marketcast.forecast import load_forecaster
+    from marketcast.trade.loop.planner import PLANNER_CONFIG, BacktestPlanner
+
+    config = replace(PLANNER_CONFIG, selection=SelectionRule(PLANNER_CONFIG.selection.lookback, 1))
+    return BacktestPlanner(forecaster or load_forecaster("baseline"), config, strategies=("maxdiff",))

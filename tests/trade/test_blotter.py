@@ -27,6 +27,8 @@ from marketcast.trade.loop.planner import BacktestPlanner
 from marketcast.trade.ops.blotter import COLUMNS, rows
 from marketcast.trade.replay import replay
 
+from .helpers import maxdiff_planner
+
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "trading.md"
 SYMS = ("SP500", "NASDAQ")
 OPEN_GATES = GateConfig(min_edge=-1.0, min_sharpe=-1e9, max_drawdown=1.01)  # every non-flat signal trades
@@ -120,7 +122,7 @@ def test_a_crypto_order_records_the_non_marginable_buying_power_it_was_checked_a
     broker = MarginPaper(tmp_path / "broker.db", bars, starting_cash=10_000.0, start="2017-03-01")
     broker.advance_to("2017-03-01")
     journal = Journal(tmp_path / "journal.db")
-    loop = TradingLoop(broker, journal, BacktestPlanner(load_forecaster("baseline"), strategies=("maxdiff",)),
+    loop = TradingLoop(broker, journal, maxdiff_planner(),
                        history_feed(bars, lambda: broker.clock), LoopConfig(("SP500", "BTCUSD"), gates=OPEN_GATES))
     loop.run_cycle(broker.clock)
     seen = {r["symbol"]: (r["asset_class"], r["cash_seen"], r["buying_power_seen"]) for r in rows(journal)}

@@ -122,7 +122,17 @@ def test_a_pinned_strategy_trades_regardless_of_the_walk_forward_pick(tmp_path):
     common = ["--data-dir", str(data), "--state-dir", str(state), "--clock-file", str(clock)]
     picked = trade(["--config", "picked.toml", "--dry-run", *common], tmp_path, RUN[:-2])  # symbols: the file's
     assert picked.returncode == 0, picked.stderr
-    assert re.search(r"│ ETHUSD │ ci_guard +│ flat ", picked.stdout), picked.stdout  # the walk-forward pick
+    # the walk-forward pick: the backtest's rule over the 70 windows up to the decision bar (min_trades 10;
+    # ci_guard, flat, led while one trade was enough)
+    from marketcast.backtest import run_backtest
+    from marketcast.forecast import load_forecaster
+    from marketcast.trade.loop.planner import PLANNER_CONFIG
+
+    bt = run_backtest(load_symbol("ETHUSD", data), load_forecaster("baseline"), PLANNER_CONFIG)
+    pick = PLANNER_CONFIG.selection.pick({n: r.returns for n, r in bt.strategies.items()},
+                                         {n: r.filled for n, r in bt.strategies.items()})
+    assert pick not in (None, "maxdiff") and bt.strategies[pick].metrics["trades"] >= 10
+    assert re.search(rf"│ ETHUSD │ {pick} +│ ", picked.stdout), (pick, picked.stdout)
     pinned = trade(["--config", "pinned.toml", "--once", *common], tmp_path, RUN[:-2])
     assert pinned.returncode == 0, pinned.stderr
     assert re.search(r"│ ETHUSD │ maxdiff \(pinned\) │ long ", pinned.stdout), pinned.stdout

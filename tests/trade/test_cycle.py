@@ -25,6 +25,8 @@ from marketcast.trade.journal.state import Intent, Journal
 from marketcast.trade.ops.status import journal_counts
 from marketcast.trade.broker.types import Quote
 
+from .helpers import maxdiff_planner
+
 SYMS = ("SP500", "NASDAQ")
 OPEN_GATES = GateConfig(min_edge=-1.0, min_sharpe=-1e9, max_drawdown=1.01)  # let every non-flat signal through
 
@@ -38,7 +40,7 @@ def make_loop(tmp_path, bars, journal_name="journal.db", monitor=False):
     broker = PaperBroker(tmp_path / "broker.db", bars, start="2017-03-01")
     broker.advance_to("2017-03-01")
     journal = Journal(tmp_path / journal_name)
-    loop = TradingLoop(broker, journal, BacktestPlanner(load_forecaster("baseline"), strategies=("maxdiff",)),
+    loop = TradingLoop(broker, journal, maxdiff_planner(),
                        history_feed(bars, lambda: broker.clock), LoopConfig(SYMS, gates=OPEN_GATES),
                        Monitor(tmp_path) if monitor else None)
     return loop, broker, journal
@@ -166,7 +168,7 @@ def quoting_loop(tmp_path, bars, syms=("SP500",), monitor=False, **kw):
     broker = QuotingPaperBroker(tmp_path / "broker.db", bars, start="2017-03-01", **kw)
     broker.advance_to("2017-03-01")
     loop = TradingLoop(broker, Journal(tmp_path / "journal.db"),
-                       BacktestPlanner(load_forecaster("baseline"), strategies=("maxdiff",)),
+                       maxdiff_planner(),
                        history_feed(bars, lambda: broker.clock),
                        LoopConfig(syms, gates=OPEN_GATES, add_latest=True, quote_retry_wait_s=0.0),
                        Monitor(tmp_path) if monitor else None)
@@ -184,11 +186,11 @@ def test_real_quote_mid_replaces_the_last_close_and_its_spread_feeds_costs(tmp_p
     # what the planner must have seen: bars whose decision bar closes at the mid, costs with the spread
     frame = bars["SP500"].frame.loc[:ts].copy()
     frame.loc[ts, ["close", "high"]] = [mid, max(frame.at[ts, "high"], mid)]
-    expected = BacktestPlanner(load_forecaster("baseline"), strategies=("maxdiff",)).plan(
+    expected = maxdiff_planner().plan(
         Bars("SP500", frame, "stock", "test"), Costs.for_asset("stock", None, spread))
     assert sig.decision == expected.decision and sig.metrics == expected.metrics
     # and it moved the orders: the synthetic plan (bar close, no spread) prices them differently
-    off = dry_plan(TradingLoop(broker, loop.journal, BacktestPlanner(load_forecaster("baseline"), strategies=("maxdiff",)),
+    off = dry_plan(TradingLoop(broker, loop.journal, maxdiff_planner(),
                                loop.feed, LoopConfig(("SP500",), gates=OPEN_GATES)), ts)
     assert off.quotes == {"SP500": "synthetic"} and off.signals[0].close == close
     moved = sig.decision.entry_limit / off.signals[0].decision.entry_limit
@@ -230,7 +232,7 @@ def test_paper_broker_quotes_are_synthetic_in_the_records(tmp_path, bars):
     q = broker.latest_quote("SP500")
     assert q.source == "synthetic" and q.spread == pytest.approx(1.0005 / 0.9995 - 1)
     loop = TradingLoop(broker, Journal(tmp_path / "journal.db"),
-                       BacktestPlanner(load_forecaster("baseline"), strategies=("maxdiff",)),
+                       maxdiff_planner(),
                        history_feed(bars, lambda: broker.clock),
                        LoopConfig(SYMS, gates=OPEN_GATES, add_latest=True), Monitor(tmp_path))
     report = loop.run_cycle(broker.clock)

@@ -11,16 +11,16 @@ import pytest
 
 from marketcast.data import load_symbol
 from marketcast.data.bars import Bars
-from marketcast.forecast import load_forecaster
 from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
 from marketcast.trade.loop.feed import history_feed
 from marketcast.trade.loop.freshness import Freshness, complete, latest_complete, quote_reasons, stale_reason, went_back
 from marketcast.trade.loop.gates import GateConfig
 from marketcast.trade.ops.monitor import Monitor
 from marketcast.trade.broker.paper import PaperBroker
-from marketcast.trade.loop.planner import BacktestPlanner
 from marketcast.trade.journal.state import Journal
 from marketcast.trade.broker.types import Quote
+
+from .helpers import maxdiff_planner
 
 T = pd.Timestamp
 SP = load_symbol("SP500")
@@ -107,7 +107,7 @@ def test_the_loop_skips_a_stale_symbol_with_a_warning_and_the_reason_in_its_reco
     broker.advance_to("2017-03-01")
     open_gates = GateConfig(min_edge=-1.0, min_sharpe=-1e9, max_drawdown=1.01)
     loop = TradingLoop(broker, Journal(tmp_path / "journal.db"),
-                       BacktestPlanner(load_forecaster("baseline"), strategies=("maxdiff",)),
+                       maxdiff_planner(),
                        history_feed(bars, lambda: broker.clock), LoopConfig(("SP500", "NASDAQ"), gates=open_gates),
                        Monitor(tmp_path))
     caplog.set_level(logging.WARNING, "marketcast.trade")

@@ -15,14 +15,12 @@ import pytest
 
 from marketcast.data import load_symbol
 from marketcast.errors import HaltedError
-from marketcast.forecast import load_forecaster
 from marketcast.trade.__main__ import main as trade_main
 from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
 from marketcast.trade.loop.feed import history_feed
 from marketcast.trade.loop.freshness import Freshness
 from marketcast.trade.loop.gates import GateConfig
 from marketcast.trade.broker.paper import PaperBroker
-from marketcast.trade.loop.planner import BacktestPlanner
 from marketcast.trade.portfolio import PortfolioConfig, allocate
 from marketcast.trade.risk import RiskGuard, RiskLimits
 from marketcast.trade.journal.state import Intent, Journal
@@ -30,7 +28,7 @@ from marketcast.trade.journal.state import Intent, Journal
 from marketcast.trade.journal.ids import client_order_id
 
 from .alpaca_env import D1, D2, alpaca_loop, order, submitted
-from .helpers import signal
+from .helpers import maxdiff_planner, signal
 
 T = pd.Timestamp
 OPEN_GATES = GateConfig(min_edge=-1.0, min_sharpe=-1e9, max_drawdown=1.01)
@@ -216,8 +214,7 @@ def paper_loop(tmp_path, limits: RiskLimits, name="journal.db"):
     bars = {s: load_symbol(s) for s in ("SP500", "NASDAQ")}
     broker = PaperBroker(tmp_path / "broker.db", bars, start="2017-03-01")
     broker.advance_to("2017-03-01")
-    loop = TradingLoop(broker, Journal(tmp_path / name), BacktestPlanner(load_forecaster("baseline"),
-                                                                        strategies=("maxdiff",)),
+    loop = TradingLoop(broker, Journal(tmp_path / name), maxdiff_planner(),
                        history_feed(bars, lambda: broker.clock),
                        LoopConfig(("SP500", "NASDAQ"), gates=OPEN_GATES, risk=limits,
                                   freshness=Freshness(stale_after_s=1e9)))

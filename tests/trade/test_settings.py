@@ -155,3 +155,22 @@ def test_settings_sit_at_the_bottom_of_the_layers():
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
         a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert {m for m in imported if m and m.startswith("marketcast")} == {"marketcast.errors"}
+
+
+def test_min_trades_sets_the_planners_selection_rule(tmp_path, capsys):
+    """The live pick uses the backtest's SelectionRule; ``selection.min_trades`` (``--min-trades``) is its
+    eligibility, 1 to the planner's 70-window lookback; 0 is one line, exit 2."""
+    from marketcast.trade.loop.planner import PLANNER_CONFIG
+
+    path = tmp_path / "marketcast.toml"
+    path.write_text("[trade.selection]\nmin_trades = 25\n")
+    s = resolve(SETTINGS, SECTION, config=path, env={})
+    rule = cfg.selection(s, PLANNER_CONFIG.selection)
+    assert (rule.lookback, rule.min_trades) == (70, 25)
+    assert cfg.selection(resolve(SETTINGS, SECTION, env={}), PLANNER_CONFIG.selection) == PLANNER_CONFIG.selection
+    path.write_text("[trade.selection]\nmin_trades = 71\n")
+    with pytest.raises(ConfigError, match=r"selection.min_trades = '71' .* is more than 70"):
+        resolve(SETTINGS, SECTION, config=path, env={})
+    assert trade_main(["run", "--print-config", "--min-trades", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--min-trades" in err[0], err

@@ -15,7 +15,9 @@ Each strategy's per-window net returns ``r`` against the benchmark's ``b`` (``P`
 
 * ``beta``              cov(r, b) / var(b) (ddof 1 both); None when b never varies
 * ``alpha``             Jensen's alpha with a zero risk-free rate, compounded to a year as empyrical does:
-                        (1 + mean(r - beta * b)) ** P - 1
+                        (1 + mean(r - beta * b)) ** P - 1; only when the windows cover at least a year (N >= P),
+                        else None with ``alpha_reason`` "n/a (< 1 year): ..." (compounding a few weeks' mean
+                        P times showed alpha +142 % for a 9 % loss); None too where it would overflow a float
 * ``information_ratio`` mean(r - b) / std(r - b, ddof=1) * sqrt(P), annualised like the Sharpe ratio; None
                         when r - b never varies
 """
@@ -26,7 +28,7 @@ import math
 
 import numpy as np
 
-from marketcast.backtest.metrics import strategy_metrics
+from marketcast.backtest.metrics import compound, strategy_metrics, under_a_year
 
 NAME = "buy_and_hold"
 DESCRIPTION = ("buy once at the first open, hold through every close and gap, sell once at the last close; "
@@ -55,7 +57,8 @@ def relative_metrics(returns: np.ndarray, benchmark: np.ndarray, periods_per_yea
     """Alpha, beta and information ratio of ``returns`` against ``benchmark`` (see the module docstring)."""
     r = np.asarray(returns, dtype=np.float64)
     b = np.asarray(benchmark, dtype=np.float64)
-    out = {"alpha": None, "beta": None, "information_ratio": None}
+    why = under_a_year(len(r), periods_per_year)
+    out = {"alpha": None, "alpha_reason": why, "beta": None, "information_ratio": None}
     if len(r) < 2:
         return out
     var_b = b.var(ddof=1)
@@ -63,7 +66,8 @@ def relative_metrics(returns: np.ndarray, benchmark: np.ndarray, periods_per_yea
         beta = float(np.cov(r, b, ddof=1)[0, 1] / var_b)
         alpha_per_period = float(np.mean(r - beta * b))
         out["beta"] = beta
-        out["alpha"] = (1.0 + alpha_per_period) ** periods_per_year - 1.0 if alpha_per_period > -1 else -1.0
+        if why is None:
+            out["alpha"] = compound(1.0 + alpha_per_period, periods_per_year)
     active = r - b
     sd = active.std(ddof=1)
     if sd > 0:

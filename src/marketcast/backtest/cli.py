@@ -12,7 +12,7 @@ import typer
 from marketcast import options
 from marketcast.backtest.config import STRATEGY_NAMES, BacktestConfig
 from marketcast.backtest.engine import run_many
-from marketcast.backtest.selection import DEFAULT_LOOKBACK, SelectionRule
+from marketcast.backtest.selection import DEFAULT_LOOKBACK, DEFAULT_MIN_TRADES, SelectionRule
 from marketcast.console import console, progress_steps
 from marketcast.data import DEFAULT_SYMBOLS, load_symbol
 from marketcast.errors import ConfigError
@@ -54,6 +54,16 @@ def backtest(
     select_lookback: Annotated[int, typer.Option(
         help="Settled windows the walk-forward pick (and the live planner) looks back over; 0 = all.")
     ] = DEFAULT_LOOKBACK,
+    min_trades: Annotated[int, typer.Option(
+        help="Trades a strategy needs in the lookback to be picked or called best (and a series to get a PSR "
+             "and a Sharpe CI).")
+    ] = DEFAULT_MIN_TRADES,
+    cscv_splits: Annotated[Optional[int], typer.Option(
+        help="Blocks of the windows for the probability of backtest overfitting (CSCV): even, 2 to --windows; "
+             "default 16, or the largest even number the windows allow.")] = None,
+    spa: Annotated[bool, typer.Option(
+        help="Hansen's SPA p-value of the best strategy against buy & hold (arch; about a second to import).")
+    ] = True,
     data_dir: options.DataDir = None,
     on_duplicate: options.OnDuplicate = "error",
     output_dir: Annotated[Path, typer.Option(help="Where JSON, Markdown, trades.csv and PNGs go.")] = DEFAULT_OUTPUT,
@@ -65,7 +75,9 @@ def backtest(
 ) -> None:
     """Walk-forward backtest: forecast bar t+1 from bars <= t, decide, settle on bar t+1."""
     from marketcast.backtest.report import symbol_json, write_outputs
-    from marketcast.backtest.tables import in_sample_table, skill_table, track_record_table
+    from marketcast.backtest.tables import (
+        in_sample_table, selection_table, selection_verdict, skill_table, track_record_table,
+    )
     from marketcast.report import fans
 
     started = time.perf_counter()
@@ -73,7 +85,8 @@ def backtest(
         windows=windows, context=context, num_samples=samples, seed=seed, point=point,
         ci_band=(ci_low, ci_high), ci_multiplier=ci_multiplier, fill_mode=fill_mode, same_bar=same_bar,
         fee=fee, spread=spread, strategies=_strategies(strategies),
-        selection=SelectionRule(select_lookback or None),
+        selection=SelectionRule(select_lookback or None, min_trades),
+        cscv_splits=cscv_splits, spa=spa,
     )
     names = [s.upper() for s in (symbols or DEFAULT_SYMBOLS)]
     if len(set(names)) != len(names):
@@ -111,6 +124,9 @@ def backtest(
         for warning in r.annualisation.warnings:
             console.print(f"[yellow]warning:[/] {r.symbol}: {warning}")
         console.print(in_sample_table(r))
+        console.print(selection_table(r))
+        if selection_verdict(r):
+            console.print(f"[bold yellow]{selection_verdict(r)}[/]", highlight=False)
         console.print()
     console.print(skill_table(results))
     console.print(f"[dim]{len(results)} symbol{'s' if len(results) != 1 else ''} × {windows} windows, model {model}, {samples} samples, "

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from marketcast.backtest.fills import FILL_MODES, SAME_BAR_MODES
 from marketcast.backtest.orders import Costs
+from marketcast.backtest.overfit import check_splits
 from marketcast.backtest.selection import SelectionRule
 from marketcast.errors import ConfigError
 from marketcast.forecast.aggregate import validate_spec
@@ -32,8 +33,13 @@ class BacktestConfig:
     point:         aggregation spec turning samples into the point forecast strategies act on.
     ci_band:       quantiles (of the close-return samples) that ``ci_guard`` requires to exclude zero.
     fee / spread:  per-side fee (None = asset default) and quoted spread, as fractions.
-    selection:     the walk-forward pick (:mod:`marketcast.backtest.selection`), shared with the live planner.
+    selection:     the walk-forward pick (:mod:`marketcast.backtest.selection`), shared with the live planner:
+                   its lookback (``--select-lookback``) and ``min_trades`` (``--min-trades``, default 10), the
+                   trades a strategy needs to be picked or called best, and a series to get a PSR and a CI.
     bootstrap_reps / confidence: resamples and level of each Sharpe ratio's bootstrap interval.
+    cscv_splits:   blocks of the PBO's cross-validation (:mod:`marketcast.backtest.overfit`; even, 2 to
+                   ``windows``); None = 16, or the largest even number the windows allow.
+    spa:           compute the SPA / reality-check p-value (imports arch, about a second).
     """
 
     windows: int = 70
@@ -53,6 +59,8 @@ class BacktestConfig:
     selection: SelectionRule = SelectionRule()
     bootstrap_reps: int = 1000
     confidence: float = 0.95
+    cscv_splits: int | None = None
+    spa: bool = True
 
     def __post_init__(self) -> None:
         if self.windows < 1:
@@ -84,6 +92,8 @@ class BacktestConfig:
             raise ConfigError(f"bootstrap_reps must be >= 10, got {self.bootstrap_reps}")
         if not 0.0 < self.confidence < 1.0:
             raise ConfigError(f"confidence must lie in (0, 1), got {self.confidence:g}")
+        if self.cscv_splits is not None:
+            check_splits(self.cscv_splits, self.windows)
         if self.maxdiff_min_history < 1:
             raise ConfigError(f"maxdiff_min_history must be >= 1, got {self.maxdiff_min_history}")
 

@@ -24,6 +24,7 @@ from marketcast.backtest.config import BacktestConfig
 from marketcast.backtest.fills import REASONS, Fills
 from marketcast.backtest.metrics import equity_curve
 from marketcast.backtest.orders import Bar, Decision
+from marketcast.backtest.overfit import SelectionStats, assess
 from marketcast.backtest.scoring import score, score_many, sharpe_trust
 from marketcast.backtest.selection import SelectionRule
 from marketcast.backtest.skill import FIELDS, excursion_naive, forecast_skill
@@ -117,7 +118,7 @@ class SymbolResult:
         """Every reported number of a per-window return series (:func:`marketcast.backtest.scoring.score`)."""
         cfg = self.config
         return score(returns, filled, self.periods_per_year, self.benchmark.returns, cfg.bootstrap_reps,
-                     cfg.confidence, cfg.seed)
+                     cfg.confidence, cfg.seed, cfg.selection.min_trades)
 
     @cached_property
     def walk_forward(self) -> dict:
@@ -129,10 +130,21 @@ class SymbolResult:
 
     @property
     def best_strategy(self) -> str | None:
-        """In sample: the selection rule over all windows (the best compounded return among strategies that
-        traded); None when none traded. Picked on the windows it is scored on, so its numbers flatter it."""
-        return SelectionRule(lookback=None).pick({n: r.returns for n, r in self.strategies.items()},
-                                                 {n: r.filled for n, r in self.strategies.items()})
+        """In sample: the selection rule over all windows (the best compounded return among strategies with at
+        least ``config.selection.min_trades`` trades); None when none has. Picked on the windows it is scored on,
+        so its numbers flatter it."""
+        rule = SelectionRule(None, self.config.selection.min_trades)
+        return rule.pick({n: r.returns for n, r in self.strategies.items()},
+                         {n: r.filled for n, r in self.strategies.items()})
+
+    @cached_property
+    def overfit(self) -> SelectionStats:
+        """Is the best better than luck: trials, deflated Sharpe (in-sample best and walk-forward), PBO and
+        SPA against buy and hold (:mod:`marketcast.backtest.overfit`)."""
+        cfg = self.config
+        return assess({n: r.returns for n, r in self.strategies.items()}, self.best_strategy,
+                      self.walk_forward["returns"], self.benchmark.returns, self.periods_per_year,
+                      splits=cfg.cscv_splits, reps=cfg.bootstrap_reps, seed=cfg.seed, spa=cfg.spa)
 
     @property
     def next_decisions(self) -> dict[str, Decision]:
@@ -251,11 +263,12 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
     ppy = bars.periods_per_year
     held = buy_and_hold_returns(o[settled[0] + 1], bars_next.close, params.costs.per_side)
     benchmark = BenchmarkRun(held, {**buy_and_hold_metrics(held, ppy),
-                                    **sharpe_trust(held, ppy, config.bootstrap_reps, config.confidence, config.seed)})
+                                    **sharpe_trust(held, ppy, config.bootstrap_reps, config.confidence, config.seed,
+                                                   config.selection.min_trades)})
 
     walks = {name: walk(name, views, bars_next, params) for name in config.strategies}
     metrics = score_many({n: w.fills.net for n, w in walks.items()}, {n: w.fills.filled for n, w in walks.items()},
-                         ppy, held, config.bootstrap_reps, config.confidence, config.seed)
+                         ppy, held, config.bootstrap_reps, config.confidence, config.seed, config.selection.min_trades)
     runs = {name: StrategyRun(
         name=name, decisions=w.orders, settlements=w.fills, metrics=metrics[name], offset_array=w.offsets,
         next_decision=None if latest is None else decide(name, latest, w.final_state, params),

@@ -6,9 +6,11 @@ from typing import Sequence
 
 from marketcast.backtest.engine import SymbolResult
 from marketcast.backtest.strategies import STRATEGIES
+from marketcast.backtest.tables import annual
 from marketcast.backtest.tables import (
-    IN_SAMPLE_COLUMNS, SKILL_COLUMNS, SKILL_NOTE, TRACK_COLUMNS, in_sample_note, in_sample_rows, level, num, pct,
-    skill_rows, strategy_label, title, track_note, track_rows,
+    IN_SAMPLE_COLUMNS, SELECTION_COLUMNS, SKILL_COLUMNS, SKILL_NOTE, TRACK_COLUMNS, in_sample_note, in_sample_rows,
+    level, num, pct, selection_note, selection_rows, selection_verdict, skill_rows, strategy_label, title,
+    track_note, track_rows,
 )
 
 MORE_COLUMNS = ("strategy", "annual", "Sortino", "max DD", "Calmar", "win rate", "exposure", "turnover",
@@ -22,8 +24,8 @@ def _table(columns: Sequence[str], rows: list[list[str]]) -> list[str]:
 
 def more_rows(result: SymbolResult) -> list[list[str]]:
     best = result.best_strategy
-    return [[strategy_label(name, best), pct(m["annual_return"]), num(m["sortino"]), pct(-m["max_drawdown"] or 0.0),
-             num(m["calmar"]), num(m["win_rate"], "{:.0%}"), f"{m['exposure']:.0%}", f"{m['turnover']:.2f}",
+    return [[strategy_label(name, best), annual(m), num(m["sortino"]), pct(-m["max_drawdown"] or 0.0),
+             annual(m, "calmar", fmt=num), num(m["win_rate"], "{:.0%}"), f"{m['exposure']:.0%}", f"{m['turnover']:.2f}",
              pct(m["final_day"])] for name, m in ((n, r.metrics) for n, r in result.strategies.items())]
 
 
@@ -40,6 +42,9 @@ def symbol_section(r: SymbolResult, plot: bool = False) -> list[str]:
     lines += _table((*IN_SAMPLE_COLUMNS[:3], level(r), *IN_SAMPLE_COLUMNS[4:]), in_sample_rows(r))
     lines += ["", in_sample_note(r), ""]
     lines += _table(MORE_COLUMNS, more_rows(r))
+    lines += ["", "### Multiple testing: is the best better than luck?", ""]
+    lines += _table(SELECTION_COLUMNS, selection_rows(r)) + ["", selection_note(r)]
+    lines += ["", f"**{selection_verdict(r)}**"] if selection_verdict(r) else []
     lines += ["", "Strategies: " + "; ".join(f"`{n}` {STRATEGIES[n].description}" for n in r.strategies) + ".",
               "", f"Market close-to-close over the same bars: {pct(r.market_return)}.", ""]
     return lines + ([f"![equity]({r.symbol}_equity.png)", ""] if plot else [])

@@ -70,10 +70,12 @@ def symbol_json(result: SymbolResult) -> dict:
             "ci_band": list(cfg.ci_band), "ci_multiplier": cfg.ci_multiplier, "fill_mode": cfg.fill_mode,
             "same_bar": cfg.same_bar, "fee_per_side": cfg.costs(result.asset_class).fee,
             "spread": cfg.spread, "maxdiff_min_history": cfg.maxdiff_min_history,
-            "select_lookback": cfg.selection.lookback, "bootstrap_reps": cfg.bootstrap_reps,
-            "confidence": cfg.confidence,
+            "select_lookback": cfg.selection.lookback, "min_trades": cfg.selection.min_trades,
+            "bootstrap_reps": cfg.bootstrap_reps,
+            "confidence": cfg.confidence, "cscv_splits": cfg.cscv_splits, "spa": cfg.spa,
         },
-        "walk_forward": {"rule": cfg.selection.describe(), "lookback": cfg.selection.lookback, **wfm},
+        "walk_forward": {"rule": cfg.selection.describe(), "lookback": cfg.selection.lookback,
+                         "min_trades": cfg.selection.min_trades, **wfm},
         "benchmark": {"name": BENCHMARK_NAME, "description": BENCHMARK_DESCRIPTION, **result.benchmark.metrics},
         "strategies": {name: run.metrics for name, run in result.strategies.items()},
         "strategy_descriptions": {name: STRATEGIES[name].description for name in result.strategies},
@@ -95,8 +97,11 @@ def symbol_json(result: SymbolResult) -> dict:
             "walk_forward_picks": wf["picked"],
         },
         "best_strategy": result.best_strategy,
-        "best_strategy_is": "in-sample: picked on the windows it is scored on; never a strategy without trades",
+        "best_strategy_is": ("in-sample: picked on the windows it is scored on; never a strategy with fewer than "
+                             f"{cfg.selection.min_trades} trades (min_trades)"),
         "strategies_compared": len(result.strategies),
+        # multiple testing (marketcast.backtest.overfit): deflated Sharpe, PBO (CSCV), SPA against buy & hold
+        "selection": result.overfit.as_dict(),
         "next_decisions": None if result.latest_view is None else {
             "decision_time": pd.Timestamp(result.latest_view.timestamp).isoformat(),
             "close": result.latest_view.close,

@@ -4,12 +4,14 @@ One rule for the backtest's walk-forward track record (``walk_forward_oos_*`` in
 planner (:mod:`marketcast.trade.loop.planner`), so the backtest reports the record of the rule the live loop
 follows.
 
-The rule (:class:`SelectionRule`, ``--select-lookback``):
+The rule (:class:`SelectionRule`, ``--select-lookback``, ``--min-trades``):
 
 1. Look back over the last ``lookback`` settled windows (default 70; ``None`` = every settled window). Early
    on there are fewer.
-2. A strategy is eligible when it traded (had a filled order) at least once in them: a strategy that never
-   trades is never picked, it would only be flat by accident.
+2. A strategy is eligible when it traded (had a filled order) at least ``min_trades`` times in them (default
+   10, ``--min-trades``): a strategy that never trades would only be flat by accident, and one with a trade or
+   three can lead by the luck of those few (on GOOG ``ci_guard`` led with one trade). Early on, before any
+   strategy has ``min_trades`` trades in its lookback, nothing is eligible.
 3. The eligible strategy with the highest compounded net return over those windows wins; ties go to the
    higher Sharpe ratio, then to the strategy listed first.
 4. No eligible strategy: stay flat (no pick).
@@ -31,22 +33,35 @@ from marketcast.backtest.metrics import sharpe_ratio
 from marketcast.errors import ConfigError
 
 DEFAULT_LOOKBACK = 70  # the original live loop's 70 walk-forward windows
+DEFAULT_MIN_TRADES = 10  # trades a strategy needs in the lookback to be picked or called best
 
 
 @dataclass(frozen=True)
 class SelectionRule:
-    """Pick the eligible strategy with the best compounded net return over the last ``lookback`` windows."""
+    """Pick the eligible strategy (at least ``min_trades`` trades) with the best compounded net return over the
+    last ``lookback`` windows."""
 
     lookback: int | None = DEFAULT_LOOKBACK
+    min_trades: int = DEFAULT_MIN_TRADES
 
     def __post_init__(self) -> None:
         if self.lookback is not None and self.lookback < 1:
             raise ConfigError(f"--select-lookback must be >= 1 (or 0 for every settled window), got {self.lookback}")
+        if isinstance(self.min_trades, bool) or not isinstance(self.min_trades, int) or self.min_trades < 1:
+            raise ConfigError(f"--min-trades must be an integer >= 1, got {self.min_trades!r}")
+        if self.lookback is not None and self.lookback < self.min_trades:
+            raise ConfigError(f"--min-trades {self.min_trades} is more than --select-lookback {self.lookback} windows "
+                              "hold: no strategy could ever be picked; lower --min-trades or raise --select-lookback")
+
+    def eligible(self, trades: int) -> bool:
+        """Whether a strategy with ``trades`` trades may be picked or called best."""
+        return trades >= self.min_trades
 
     def describe(self) -> str:
         span = "every settled window" if self.lookback is None else f"the last {self.lookback} settled windows"
-        return (f"at each bar, the strategy with the highest compounded net return over {span} among those that "
-                "traded in them (ties: higher Sharpe, then listing order); flat when none traded")
+        return (f"at each bar, the strategy with the highest compounded net return over {span} among those with "
+                f"at least {self.min_trades} trades in them (ties: higher Sharpe, then listing order); flat when "
+                "none has")
 
     def pick(self, returns: Mapping[str, Sequence[float]], filled: Mapping[str, Sequence[bool]]) -> str | None:
         """The strategy to trade next, from each strategy's settled windows (oldest first; only the last
@@ -57,7 +72,7 @@ class SelectionRule:
             f = np.asarray(filled[name], dtype=bool)
             if self.lookback is not None:
                 r, f = r[-self.lookback:], f[-self.lookback:]
-            if not f.any():
+            if not self.eligible(int(f.sum())):
                 continue
             key = (float(np.prod(1.0 + r)), sharpe_ratio(r, 1))
             if best_key is None or key > best_key:
@@ -78,7 +93,7 @@ class SelectionRule:
         f = np.array([np.asarray(filled[n], dtype=bool) for n in names])
         n_windows = r.shape[1]
         growth, trades = self._lookback_growth(1.0 + r), self._lookback_trades(f)
-        eligible = trades > 0
+        eligible = trades >= self.min_trades
         best = np.where(eligible, growth, -np.inf).max(axis=0)
         tied = eligible & (growth == best)
         pick = np.where(tied.any(axis=0), np.argmax(tied, axis=0), -1)

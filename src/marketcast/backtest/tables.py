@@ -15,6 +15,8 @@ from rich.table import Table
 
 from marketcast.backtest.benchmark import DESCRIPTION as BENCHMARK_DESCRIPTION
 from marketcast.backtest.engine import SymbolResult
+from marketcast.backtest.metrics import UNDER_A_YEAR
+from marketcast.backtest.stats import MIN_NONZERO
 
 WALK_FORWARD = "walk-forward"
 BUY_AND_HOLD = "buy & hold"
@@ -30,8 +32,16 @@ def num(x, fmt="{:+.2f}") -> str:
 
 
 def interval(m: dict) -> str:
+    """The Sharpe CI, or why it is not shown ("too few trades (3)", :func:`marketcast.backtest.stats.trust_reason`)."""
     lo, hi = m.get("sharpe_ci_low"), m.get("sharpe_ci_high")
-    return "—" if lo is None or hi is None else f"[{lo:+.1f}, {hi:+.1f}]"
+    if lo is None or hi is None:
+        return m.get("psr_ci_reason") or "—"
+    return f"[{lo:+.1f}, {hi:+.1f}]"
+
+
+def annual(m: dict, key: str = "annual_return", reason: str = "annual_reason", fmt=pct) -> str:
+    """An annualised figure, or "n/a (< 1 year)" where the windows cover less than a year."""
+    return UNDER_A_YEAR if m.get(key) is None and m.get(reason) else fmt(m.get(key))
 
 
 def level(result: SymbolResult) -> str:
@@ -59,7 +69,7 @@ def track_rows(result: SymbolResult) -> list[list[str]]:
     """The headline: the walk-forward record and buy and hold, over the same windows."""
     rows = []
     for label, m in ((WALK_FORWARD, result.walk_forward["metrics"]), (BUY_AND_HOLD, result.benchmark.metrics)):
-        rows.append([label, pct(m["return"]), pct(m["annual_return"]), num(m["sharpe"]), interval(m),
+        rows.append([label, pct(m["return"]), annual(m), num(m["sharpe"]), interval(m),
                      num(m["psr"], "{:.2f}"), pct(-m["max_drawdown"] or 0.0), str(m["trades"])])
     return rows
 
@@ -67,9 +77,13 @@ def track_rows(result: SymbolResult) -> list[list[str]]:
 def track_note(result: SymbolResult) -> str:
     wf = result.walk_forward["metrics"]
     return (f"Walk-forward: {result.config.selection.describe()}. Buy & hold: {BENCHMARK_DESCRIPTION}. "
-            f"Walk-forward against buy & hold: alpha {pct(wf['alpha'])}, beta {num(wf['beta'])}, information "
-            f"ratio {num(wf['information_ratio'])}. Net of costs; Sharpe × sqrt({result.periods_per_year:g}) with "
-            f"its bootstrap {level(result)}; PSR = probability that the true Sharpe is above 0.")
+            f"Walk-forward against buy & hold: alpha {annual(wf, 'alpha', 'alpha_reason')}, beta {num(wf['beta'])}, "
+            f"information ratio {num(wf['information_ratio'])}. Net of costs; Sharpe × "
+            f"sqrt({result.periods_per_year:g}) with its bootstrap {level(result)}; PSR = probability that the true "
+            "Sharpe is above 0; both only with "
+            f"at least {result.config.selection.min_trades} trades and {MIN_NONZERO} non-zero returns."
+            + (f" Annual figures {UNDER_A_YEAR}: {result.windows:,} bars, {result.periods_per_year:,g} a year; the "
+               "return is the period's." if under_a_year(result) else ""))
 
 
 IN_SAMPLE_COLUMNS = ("strategy", "return", "Sharpe", "CI", "PSR", "alpha", "beta", "IR", "trades")
@@ -79,23 +93,67 @@ def in_sample_rows(result: SymbolResult, information_ratio: bool = True) -> list
     """One row per strategy; ``information_ratio=False`` leaves the IR column out (an 80-column terminal)."""
     best = result.best_strategy
     rows = [[strategy_label(name, best), pct(m["return"]), num(m["sharpe"]), interval(m), num(m["psr"], "{:.2f}"),
-             pct(m["alpha"]), num(m["beta"]), num(m["information_ratio"]), str(m["trades"])]
+             annual(m, "alpha", "alpha_reason"), num(m["beta"]), num(m["information_ratio"]), str(m["trades"])]
             for name, m in ((n, r.metrics) for n, r in result.strategies.items())]
     return rows if information_ratio else [row[:7] + row[8:] for row in rows]
 
 
 def in_sample_note(result: SymbolResult, information_ratio: bool = True) -> str:
-    best, idle = result.best_strategy, never_traded(result)
+    best, idle, need = result.best_strategy, never_traded(result), result.config.selection.min_trades
+    few = [f"{n} ({r.metrics['trades']})" for n, r in result.strategies.items() if 0 < r.metrics["trades"] < need]
     lead = (f"Best in sample (*): {best}, picked on the windows it is scored on (optimistic)" if best else
-            "No strategy traded, so none is best")
+            f"No strategy has {need} trades, so none is best")
     parts = [lead, f"{len(result.strategies)} strategies compared"]
     if idle:
         parts.append(f"never traded: {', '.join(idle)}")
+    if few:
+        parts.append(f"too few trades (< {need}) to be best: {', '.join(few)}")
     if PER_BAR in result.strategies:
         parts.append(f"† {PER_BAR} is long each bar open to close (a round trip and two costs per bar), not buy & hold")
-    parts.append("alpha, beta and information ratio (IR) against buy & hold" if information_ratio else
-                 "alpha and beta against buy & hold (the information ratio is in summary.md and the JSON)")
+    if information_ratio:
+        parts.append("alpha, beta and information ratio (IR) against buy & hold")
+    elif under_a_year(result):  # the terminal leaves the all-"n/a" alpha column out
+        parts.append(f"beta against buy & hold; alpha {UNDER_A_YEAR} (the information ratio is in summary.md and "
+                     "the JSON)")
+    else:
+        parts.append("alpha and beta against buy & hold (the information ratio is in summary.md and the JSON)")
     return "; ".join(parts) + "."
+
+
+def under_a_year(result: SymbolResult) -> bool:
+    """Fewer windows than periods a year: annualised figures are n/a
+    (:func:`marketcast.backtest.metrics.under_a_year`)."""
+    return result.windows < result.periods_per_year
+
+
+SELECTION_COLUMNS = ("trials", "DSR pick", "DSR walk-forward", "PBO", "CSCV S", "SPA p")
+
+
+def selection_rows(result: SymbolResult) -> list[list[str]]:
+    """Multiple testing (:mod:`marketcast.backtest.overfit`): one row."""
+    o = result.overfit
+    return [[str(o.trials), num(o.dsr_pick, "{:.2f}"), num(o.dsr_walk_forward, "{:.2f}"), num(o.pbo, "{:.2f}"),
+             "—" if o.cscv_splits is None else str(o.cscv_splits), num(o.spa_pvalue, "{:.3f}")]]
+
+
+def selection_verdict(result: SymbolResult) -> str | None:
+    """The plain sentence when the best is not distinguishable from luck, as its own line; else None."""
+    v = result.overfit.verdict()
+    return None if v is None else f"{v[0].upper()}{v[1:]}."
+
+
+def selection_note(result: SymbolResult) -> str:
+    o = result.overfit
+    best = f"the in-sample best ({o.pick})" if o.pick else "the in-sample best (none)"
+    pbo = (f"share of the {o.cscv_combinations:,} CSCV splits of {o.cscv_splits} blocks where the in-sample best is "
+           "at or below the median out of sample" if o.pbo is not None
+           else "needs 2 windows and 2 strategies that trade")
+    spa = (f"{o.spa_reps:,} stationary-bootstrap resamples, blocks of {o.spa_block_size}" if o.spa_pvalue is not None
+           else "off: --no-spa" if not result.config.spa else "needs 10 windows")
+    return (f"{o.trials} trials: {o.trials} strategies, one setting each. DSR (Bailey & López de Prado 2014): "
+            f"probability that the Sharpe of {best} and of the walk-forward record beats an annual "
+            f"{num(o.expected_max_sharpe)}, what the best of {o.trials} trials reaches by luck. PBO (Bailey et al. "
+            f"2017): {pbo}. SPA p (Hansen 2005): p-value of 'no strategy beats buy & hold' ({spa}).")
 
 
 SKILL_COLUMNS = ("symbol", "model", "MAE c/h/l %", "MASE c/h/l", "vs excursion", "CRPS c %")
@@ -134,11 +192,20 @@ def track_record_table(result: SymbolResult) -> Table:
 
 
 def in_sample_table(result: SymbolResult) -> Table:
-    """The strategies without the IR column (the JSON and summary.md have it), to fit 80 columns."""
+    """The strategies without the IR column (the JSON and summary.md have it), to fit 80 columns; under a year
+    also without the alpha column (n/a in every row, said in the note)."""
     cols = (*IN_SAMPLE_COLUMNS[:3], level(result), *IN_SAMPLE_COLUMNS[4:7], *IN_SAMPLE_COLUMNS[8:])
+    rows = in_sample_rows(result, information_ratio=False)
+    if under_a_year(result):
+        alpha = cols.index("alpha")
+        cols, rows = (*cols[:alpha], *cols[alpha + 1:]), [row[:alpha] + row[alpha + 1:] for row in rows]
     return _table(f"In sample: {len(result.strategies)} strategies over the same {result.windows} windows", cols,
-                  in_sample_rows(result, information_ratio=False),
-                  in_sample_note(result, information_ratio=False))
+                  rows, in_sample_note(result, information_ratio=False))
+
+
+def selection_table(result: SymbolResult) -> Table:
+    return _table("Multiple testing: is the best better than luck?", SELECTION_COLUMNS, selection_rows(result),
+                  selection_note(result))
 
 
 def skill_table(results: Sequence[SymbolResult]) -> Table:

@@ -16,8 +16,8 @@ import pandas as pd
 from marketcast.backtest.engine import SymbolResult
 from marketcast.backtest.markdown import MORE_COLUMNS, more_rows
 from marketcast.backtest.tables import (
-    IN_SAMPLE_COLUMNS, SKILL_COLUMNS, SKILL_NOTE, TRACK_COLUMNS, in_sample_note, in_sample_rows, level, skill_rows,
-    title, track_note, track_rows,
+    IN_SAMPLE_COLUMNS, SELECTION_COLUMNS, SKILL_COLUMNS, SKILL_NOTE, TRACK_COLUMNS, in_sample_note, in_sample_rows,
+    level, selection_note, selection_rows, selection_verdict, skill_rows, title, track_note, track_rows,
 )
 from marketcast.data.bars import Bars
 from marketcast.forecast.base import Forecaster
@@ -88,7 +88,10 @@ def symbol_section(rep: SymbolReport, key: str) -> str:
               table((*TRACK_COLUMNS[:4], level(r), *TRACK_COLUMNS[5:]), track_rows(r), 2, track_note(r)),
               f"<h3>In sample: {len(r.strategies)} strategies over the same {r.windows:,} windows</h3>",
               table((*IN_SAMPLE_COLUMNS[:3], level(r), *IN_SAMPLE_COLUMNS[4:]), in_sample_rows(r), 0, in_sample_note(r)),
-              table(MORE_COLUMNS, more_rows(r))]
+              table(MORE_COLUMNS, more_rows(r)),
+              "<h3>Multiple testing: is the best better than luck?</h3>",
+              table(SELECTION_COLUMNS, selection_rows(r), 0, selection_note(r))]
+    parts += [paragraph(selection_verdict(r), "warning")] if selection_verdict(r) else []
     return "".join(parts + _charts(rep, key)) + "</section>"
 
 

@@ -288,7 +288,9 @@ def replay_cmd(
     started = time.perf_counter()
     with StateLock(state_dir), progress_steps(len(dates) - 1, "replay") as step:
         setup_logging(state_dir, verbose)
-        planner = BacktestPlanner(forecaster, replace(PLANNER_CONFIG, seed=seed), pinned=pins)
+        planner = BacktestPlanner(forecaster, replace(PLANNER_CONFIG, seed=seed,
+                                                      selection=cfg.selection(settings, PLANNER_CONFIG.selection)),
+                                  pinned=pins)
         loop_config = LoopConfig(syms, gates=cfg.gates(settings), portfolio=cfg.portfolio(settings),
                                  risk=cfg.risk(settings), fee=fee, mode="replay",
                                  resolve=resolve_command(state_dir, "paper", False, syms, data_dir),

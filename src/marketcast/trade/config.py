@@ -20,9 +20,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 
 from marketcast import options
 from marketcast.backtest.config import STRATEGY_NAMES
+from marketcast.backtest.selection import DEFAULT_LOOKBACK, DEFAULT_MIN_TRADES, SelectionRule
 from marketcast.data.load import ON_DUPLICATE
 from marketcast.forecast.registry import MODEL_NAMES
 from marketcast.settings import (
@@ -87,6 +89,9 @@ SETTINGS = (
     Setting("strategy", {}, pairs(symbol, choice(*STRATEGY_NAMES)), "Pin a strategy to a symbol, SYMBOL=NAME "
             f"(repeatable; {', '.join(STRATEGY_NAMES)}): it is traded whatever the walk-forward pick.",
             "--strategy", list[str], shown="none (the walk-forward pick)", metavar="SYMBOL=NAME"),
+    Setting("selection.min_trades", DEFAULT_MIN_TRADES, number(1, DEFAULT_LOOKBACK, integer=True), "The walk-forward "
+            f"pick: a strategy needs this many trades in the last {DEFAULT_LOOKBACK} windows to be picked (the "
+            "backtest's --min-trades; its rule, marketcast.backtest.selection).", "--min-trades", int),
     Setting("add_latest", None, optional(boolean), "Real bid/ask from the broker: the mid replaces the last "
             "close, the spread goes into the costs.", "--add-latest/--no-add-latest", bool, env=("ADD_LATEST",),
             shown="auto: on when the broker has quotes (alpaca); the paper broker's are synthetic"),
@@ -151,6 +156,11 @@ def _group(settings: Settings, prefix: str, cls):
     fields = cls.__dataclass_fields__
     return cls(**{name: settings[k] for k in settings.values
                   if (name := k.partition(".")[2]) in fields and k.startswith(f"{prefix}.")})
+
+
+def selection(settings: Settings, base: SelectionRule) -> SelectionRule:
+    """The planner's selection rule: ``base`` (its lookback) with ``selection.min_trades``."""
+    return replace(base, min_trades=settings["selection.min_trades"])
 
 
 def gates(settings: Settings) -> GateConfig:

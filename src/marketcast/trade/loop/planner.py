@@ -36,7 +36,7 @@ from marketcast.forecast.base import Forecaster
 PLANNER_CONFIG = BacktestConfig(windows=70)
 # Bars a cycle must load so every backtest window sees a full context, exactly as the offline backtest does.
 PLANNER_HISTORY = PLANNER_CONFIG.context + PLANNER_CONFIG.windows + 1
-NO_PICK = "none"  # the strategy name of a flat signal when no strategy traded in the selection's lookback
+NO_PICK = "none"  # the strategy name of a flat signal when no strategy has min_trades in the selection's lookback
 NO_RECORD = {"sharpe": 0.0, "max_drawdown": 0.0, "return": 0.0, "trades": 0}
 
 
