@@ -12,6 +12,9 @@ from marketcast.runs.cells import setting_names
 from marketcast.runs.store import RunStore
 
 SHOWN_METRICS = ("return", "sharpe", "max_drawdown")
+WF_RETURNS = "walk_forward.returns"
+MAX_PBO_CELLS = 200  # CSCV over more cells holds C(16, 8) x 2N sums in memory: PBO is n/a above this
+MAX_SYMBOL_LINES = 20  # per-symbol PBO (one query each) and per-symbol lines on screen up to this many symbols
 
 
 def plain(value):
@@ -56,8 +59,8 @@ def list_runs(store: RunStore) -> pd.DataFrame:
 
 
 def cells(store: RunStore, run_id: str) -> pd.DataFrame:
-    """The cell rows of a run (without their records), in plan order."""
-    columns = [c for c in store.columns([run_id]) if c != "record"]
+    """The cell rows of a run (without their records and walk-forward returns), in plan order."""
+    columns = [c for c in store.columns([run_id]) if c not in ("record", WF_RETURNS)]
     listing = ", ".join(f'"{c}"' for c in columns)
     return store.query(f"SELECT {listing} FROM cells ORDER BY cell_index", run_ids=[run_id])
 
@@ -97,3 +100,120 @@ def summary(store: RunStore, run_id: str, by: list[str] | None = None,
     table = grouped[list(metrics)].mean(numeric_only=True)
     table.insert(0, "cells", grouped.size())
     return table.reset_index()
+
+
+# --- multiple testing across cells ------------------------------------------------------------------------
+
+_TRIALS_SQL = """
+WITH c AS (
+    SELECT {scope} AS scope, cell_id, cell_index, "walk_forward.sharpe_per_period" AS sr,
+           "walk_forward.observations" AS t, "walk_forward.skew" AS g3, "walk_forward.kurtosis" AS g4,
+           "walk_forward.periods_per_year" AS ppy, hash(settle_times) AS windows_key
+    FROM cells WHERE status = 'ok'),
+g AS (
+    SELECT scope, count(*) AS trials, count(sr) AS sharpes, avg(sr) AS sharpe_mean, var_samp(sr) AS sharpe_variance,
+           count(DISTINCT windows_key) AS window_sets
+    FROM c GROUP BY scope),
+b AS (SELECT *, row_number() OVER (PARTITION BY scope ORDER BY sr DESC NULLS LAST, cell_index) AS k FROM c)
+SELECT g.*, b.cell_id AS best_cell, b.sr AS best_sharpe, b.t AS observations, b.g3 AS skew, b.g4 AS kurtosis,
+       b.ppy AS periods_per_year
+FROM g JOIN b USING (scope) WHERE b.k = 1 ORDER BY scope
+"""
+
+
+def _finite_or_none(value) -> float | None:
+    value = plain(value)
+    return None if value is None else float(value)
+
+
+def _cell_pbo(store: RunStore, run_id: str, symbol: str | None, trials: int, window_sets: int,
+              symbols: int) -> dict:
+    """PBO by CSCV (:func:`marketcast.backtest.overfit.cscv`) on the ``[windows, cells]`` matrix of the cells'
+    walk-forward returns, with the default number of blocks; n/a (and why) when the cells' windows differ,
+    there are too many cells to hold the split sums in memory, or (per symbol) too many symbols to query each."""
+    from marketcast.backtest.overfit import cscv, default_splits
+
+    if symbol is not None and symbols > MAX_SYMBOL_LINES:
+        return {"pbo": None, "cscv_splits": None, "pbo_note": f"per symbol only up to {MAX_SYMBOL_LINES} symbols"}
+    if trials < 2:
+        return {"pbo": None, "cscv_splits": None, "pbo_note": "one cell"}
+    if window_sets != 1:
+        return {"pbo": None, "cscv_splits": None, "pbo_note": "the cells' windows differ"}
+    if trials > MAX_PBO_CELLS:
+        return {"pbo": None, "cscv_splits": None, "pbo_note": f"more than {MAX_PBO_CELLS} cells"}
+    where, params = ("AND symbol = ?", [symbol]) if symbol is not None else ("", [])
+    found = store.query(f'SELECT "{WF_RETURNS}" AS r FROM cells WHERE status = \'ok\' {where} ORDER BY cell_index',
+                        params, run_ids=[run_id])
+    matrix = np.array([np.asarray(r, dtype=np.float64) for r in found["r"]]).T  # [T windows, N cells]
+    splits = default_splits(len(matrix))
+    result = None if splits is None else cscv(matrix, splits)
+    if result is None:
+        return {"pbo": None, "cscv_splits": None,
+                "pbo_note": "too few windows" if splits is None else "fewer than 2 cells vary"}
+    return {"pbo": result.pbo, "cscv_splits": splits, "pbo_note": None}
+
+
+def selection(store: RunStore, run_id: str) -> list[dict]:
+    """Multiple testing across a run's cells: every finished cell is a trial. For the whole run and, when
+    it spans several symbols, for each symbol: the trial count, the best cell by its walk-forward record's
+    Sharpe ratio (ties: the first in plan order), the Sharpe variance across the cells (per period) as V[SR],
+    the best cell's deflated Sharpe ratio (:func:`marketcast.backtest.overfit.expected_max_sharpe` and
+    :func:`~marketcast.backtest.overfit.deflated_sharpe`), PBO across the cells and the plain sentence when the
+    best is not distinguishable from luck. Aggregated in DuckDB; only the best cell's moments and (for PBO,
+    up to :data:`MAX_PBO_CELLS` cells) the walk-forward returns come to Python. Empty for a run recorded
+    before the cells held their walk-forward record."""
+    from marketcast.backtest.overfit import deflated_sharpe, expected_max_sharpe, luck_sentence
+
+    if WF_RETURNS not in store.columns([run_id]):
+        return []
+    frames = [store.query(_TRIALS_SQL.format(scope="'run'"), run_ids=[run_id])]
+    if frames[0].empty:
+        return []
+    by_symbol = store.query(_TRIALS_SQL.format(scope="symbol"), run_ids=[run_id])
+    if len(by_symbol) > 1:
+        frames.append(by_symbol)
+    found = cells(store, run_id).set_index("cell_id")
+    names = axes([found])
+    out = []
+    for frame in frames:
+        for row in frame.to_dict("records"):
+            trials, sharpes = int(row["trials"]), int(row["sharpes"])
+            variance = _finite_or_none(row["sharpe_variance"]) if sharpes > 1 else (0.0 if trials == 1 else None)
+            best = _finite_or_none(row["best_sharpe"])
+            ppy = _finite_or_none(row["periods_per_year"])
+            sr0 = None if variance is None else expected_max_sharpe(trials, variance)
+            dsr = None if sr0 is None or best is None else deflated_sharpe(
+                best, int(row["observations"]), float(row["skew"]), float(row["kurtosis"]), sr0)
+            symbol = None if frame is frames[0] else row["scope"]
+            pbo = _cell_pbo(store, run_id, symbol, trials, int(row["window_sets"]), len(by_symbol))
+            cell = found.loc[row["best_cell"]]
+            out.append({
+                "scope": "run" if symbol is None else symbol, "trials": trials, "cells_with_sharpe": sharpes,
+                "sharpe_mean": _finite_or_none(row["sharpe_mean"]), "sharpe_variance": variance,
+                "expected_max_sharpe": sr0,
+                "best_cell": row["best_cell"], "best_label": label(cell, names),
+                "best_sharpe": best, "best_sharpe_annualised": None if best is None or ppy is None
+                else best * float(np.sqrt(ppy)), "observations": int(row["observations"]),
+                "dsr": dsr, **pbo, "verdict": luck_sentence(trials, "cells", dsr, pbo["pbo"]),
+            })
+    return out
+
+
+def selection_lines(figures: list[dict]) -> list[str]:
+    """:func:`selection` in plain lines: one per scope (the run, then up to :data:`MAX_SYMBOL_LINES` symbols),
+    then each plain sentence of those."""
+    fmt = lambda x, spec="+.3f": "—" if x is None else format(x, spec)  # noqa: E731
+    lines, hidden = [], max(0, len(figures) - 1 - MAX_SYMBOL_LINES)
+    figures = figures[:1 + MAX_SYMBOL_LINES]
+    for f in figures:
+        where = "run" if f["scope"] == "run" else f["scope"]
+        pbo = (f"PBO {fmt(f['pbo'], '.2f')} (CSCV, S={f['cscv_splits']})" if f["pbo"] is not None
+               else f"PBO n/a ({f['pbo_note']})")
+        lines.append(f"{where}: {f['trials']} trials (cells); best cell {f['best_label']}: walk-forward Sharpe "
+                     f"{fmt(f['best_sharpe_annualised'], '+.2f')} (annualised), DSR {fmt(f['dsr'], '.2f')} (SR0 "
+                     f"{fmt(f['expected_max_sharpe'], '+.4f')} per period from V[SR] "
+                     f"{fmt(f['sharpe_variance'], '.3g')} across the cells); {pbo}")
+    if hidden:
+        lines.append(f"... and {hidden} more symbols (runs show --json lists them)")
+    lines += [f"{'the run' if f['scope'] == 'run' else f['scope']}: {f['verdict']}" for f in figures if f["verdict"]]
+    return lines

@@ -65,10 +65,10 @@ def _load(symbol: str, path: Path | None, cell: Cell) -> Loaded:
     min_rows = cell.config.windows + 2
     if path is not None and path.is_file():
         bars = load_bars(path, symbol=symbol, asset_class=cell.asset_class, min_rows=min_rows,
-                         on_duplicate=cell.on_duplicate)
+                         on_duplicate=cell.on_duplicate, periods_per_year=cell.periods_per_year)
     else:
         bars = load_symbol(symbol, data_dir=cell.data_dir, asset_class=cell.asset_class, min_rows=min_rows,
-                           on_duplicate=cell.on_duplicate)
+                           on_duplicate=cell.on_duplicate, periods_per_year=cell.periods_per_year)
     return Loaded(bars, fingerprint(bars))
 
 
@@ -90,7 +90,13 @@ class ForecastServer:
         except Exception as exc:  # any load failure becomes the message of this model's cells
             self.error = f"model {options.get('name')!r} failed to load: {describe(exc)}"
 
-    def forecast(self, config: BacktestConfig, *loaded: Loaded | Failed) -> list[Forecasted | Failed]:
+    def forecast(self, config: BacktestConfig, *loaded: Loaded | Failed):
+        """One result per symbol, in order; a call for one symbol returns its result itself (Ray's
+        ``num_returns=1`` hands the whole return value to its one reference, not the items of a list)."""
+        out = self._forecast(config, *loaded)
+        return out[0] if len(loaded) == 1 else out
+
+    def _forecast(self, config: BacktestConfig, *loaded: Loaded | Failed) -> list[Forecasted | Failed]:
         """One result per symbol, in order. A symbol that could not be loaded stays :class:`Failed`; if the
         batch fails (a non-finite path names its symbol), each symbol is forecast alone so only it fails."""
         if self.forecaster is None:
