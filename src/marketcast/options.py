@@ -48,6 +48,13 @@ def _device(value: str) -> str:
         raise typer.BadParameter(f"{exc}.") from None
 
 
+def positive_periods(value: Optional[float]) -> Optional[float]:
+    """``--periods-per-year``: None (the calendar's) or a positive, finite number."""
+    if value is not None and not (0 < value < float("inf")):
+        raise typer.BadParameter(f"{value:g} is not a positive number of periods per year.")
+    return value
+
+
 def help_of(option) -> str:
     """The help text of an option declared here, for a command that declares the same concept as a layered
     setting (``trade run``: :mod:`marketcast.trade.config`)."""
@@ -77,7 +84,11 @@ DataDir = Annotated[Optional[Path], typer.Option(
     "--data-dir", help="Folder of <SYMBOL>.csv/.parquet bars (default: the embedded SP500 and NASDAQ).")]
 AssetClass = Annotated[Optional[list[str]], typer.Option(
     "--asset-class", help=f"Asset class ({', '.join(ASSET_CLASSES)}) for every symbol, or SYMBOL=CLASS for one; "
-                          "repeatable (default: from the symbol).")]
+                          "repeatable (default: from the bar times; the symbol breaks a tie).")]
+PeriodsPerYear = Annotated[Optional[float], typer.Option(
+    "--periods-per-year", callback=positive_periods,
+    help="Periods per year for annualising, a positive number (default: from the bar spacing and the asset "
+         "class's calendar, e.g. 252 for NYSE daily bars, 365 for crypto).")]
 Plots = Annotated[bool, typer.Option("--plots", help="Also draw each symbol's equity curves as a PNG.")]
 OnDuplicate = Annotated[str, typer.Option(
     "--on-duplicate", callback=one_of(ON_DUPLICATE),

@@ -26,7 +26,8 @@ def test_default_symbols_write_every_report(tmp_path, capsys):
     assert report["config"]["min_trades"] == 10 and report["strategies_compared"] == 8
     assert report["strategies"][report["best_strategy"]]["trades"] >= 10  # never one with fewer (min_trades)
     assert report["periods_per_year"] == 252 and report["annualisation"] == "sqrt(252)"
-    assert report["asset_class_reason"] == "SP500: no futures, forex or crypto pattern, so a stock"
+    assert report["asset_class_reason"] == ("SP500: no futures, forex or crypto pattern, so a stock; the bar times "
+                                            "allow it: daily bars on weekdays only (a stock, a forex pair or a future)")
     assert report["benchmark"]["trades"] == 1 and report["benchmark"]["name"] == "buy_and_hold"
     wf = report["walk_forward"]
     assert wf["lookback"] == 70 and report["metrics"]["walk_forward_oos_return"] == wf["return"]
@@ -60,8 +61,14 @@ def test_json_flag_and_a_crypto_csv(tmp_path, capsys):
     assert "![equity](ETHUSD_equity.png)" in (out / "summary.md").read_text()
     reports = json.loads(capsys.readouterr().out)
     assert reports[0]["asset_class"] == "crypto" and reports[0]["annualisation"] == "sqrt(365)"
-    assert reports[0]["asset_class_reason"] == "ETHUSD: ETH is a crypto ticker, quoted in USD"
-    assert reports[0]["config"]["fee_per_side"] == 0.0015 and reports[0]["config"]["fill_mode"] == "penetrate"
+    assert reports[0]["asset_class_reason"].startswith("ETHUSD: ETH is a crypto ticker, quoted in USD; the bar "
+                                                       "times agree: 28% of the 80 bars fall on a weekend")
+    # crypto's default fee is Alpaca's tier-1 taker fee, 0.25 % (was 0.0015, the maker fee; docs/backtest.md#costs)
+    assert reports[0]["config"]["fee_per_side"] == 0.0025 and reports[0]["config"]["fill_mode"] == "penetrate"
+    costs = reports[0]["costs"]
+    assert (costs["fee_bps"], costs["half_spread_bps"], costs["slippage_bps"], costs["borrow_rate"]) == \
+        pytest.approx((25, 5, 2, 0))
+    assert "costs per side: fee 25 bp + half-spread 5 bp + slippage 2 bp = 32 bp" in (out / "summary.md").read_text()
     trades = pd.read_csv(out / "trades.csv")
     assert (trades.side >= 0).all()  # crypto is long-only
 
@@ -107,10 +114,14 @@ def test_hourly_eurusd_is_forex_with_hourly_periods_and_monthly_crypto_uses_12(t
     fx, btc = (json.loads((out / f"{s}.json").read_text()) for s in ("EURUSD", "BTC-USD"))
     assert (fx["asset_class"], fx["periods_per_year"], fx["bar_interval"], fx["calendar"]) == (
         "forex", 6264, "1h", "FX24x5")
-    assert fx["asset_class_reason"] == "EURUSD: EUR and USD are both ISO 4217 currencies"
+    assert fx["asset_class_reason"] == ("EURUSD: EUR and USD are both ISO 4217 currencies; the bar times allow it: "
+                                        "1h bars in 24 of 24 hours of the day (UTC) and not on weekends: the "
+                                        "market trades 24/5")
     assert "24 bars a session (the median over 10 sessions in the data) x 261 sessions a year" in fx[
         "periods_per_year_how"]
-    assert fx["config"]["fee_per_side"] == 0.0001 and fx["annualisation"] == "sqrt(6264)"
+    # forex's fee is now the ECN commission alone (0.3 bp); its spread is modelled apart (0.5 bp a side)
+    assert fx["config"]["fee_per_side"] == pytest.approx(0.00003) and fx["annualisation"] == "sqrt(6264)"
+    assert fx["costs"]["half_spread_bps"] == pytest.approx(0.5) and fx["costs"]["borrow_rate"] == 0
     assert (btc["asset_class"], btc["periods_per_year"], btc["bar_interval"]) == ("crypto", 12, "1mo")
     assert btc["periods_per_year_how"].endswith(": 12 a year")
     md = (out / "summary.md").read_text()
@@ -123,7 +134,7 @@ def test_asset_class_for_one_symbol_overrides_the_symbol(tmp_path, capsys):
     data = tmp_path / "data"
     data.mkdir()
     make_ohlcv(80, seed=4).to_csv(data / "ETHUSD.csv")
-    make_ohlcv(80, seed=6).to_csv(data / "AAPL.csv")
+    make_ohlcv(80, seed=6, freq="B").to_csv(data / "AAPL.csv")
     code = main(["backtest", "ETHUSD", "AAPL", *FAST, "--data-dir", str(data), "--output-dir", str(tmp_path / "o"),
                  "--json", "--asset-class", "ethusd=stock"])
     assert code == 0

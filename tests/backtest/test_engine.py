@@ -29,7 +29,9 @@ TABLE = {  # (close, high, low) forecast returns made at each t
     DAYS[5]: (0.01, 0.02, -0.01),
 }
 FEES = 0.002  # fee 0.001 per side, no spread
-CONFIG = BacktestConfig(windows=4, context=3, num_samples=101, fee=0.001)
+# These tests are about the strategies' decisions and fills: they keep the old explicit costs (fee only; no
+# spread, slippage or borrow), not the per-class defaults of marketcast.backtest.costs (test_costs.py has those).
+CONFIG = BacktestConfig(windows=4, context=3, num_samples=101, fee=0.001, spread=0.0, slippage=0.0, borrow_rate=0.0)
 
 # gross returns settled on b2..b5
 SIMPLE = [102 / 101 - 1, -(100 / 102 - 1), 98.5 / 99 - 1, -(98 / 100.5 - 1)]
@@ -92,8 +94,12 @@ def test_crypto_is_long_only():
 def test_default_crypto_fee_and_spread():
     config = BacktestConfig(windows=4, context=3, num_samples=101, spread=0.002)
     result = run_backtest(make_bars(OHLC, "BTCUSD", "crypto"), TableForecaster(TABLE, spread=0.02), config)
-    # 0.0015 fee + 0.001 half spread per side
-    assert result.strategies["simple"].returns[0] == pytest.approx(SIMPLE[0] - 2 * 0.0025)
+    # crypto's default 0.0025 taker fee + 0.001 half spread (given) + 0.0002 default slippage per side
+    assert result.strategies["simple"].returns[0] == pytest.approx(SIMPLE[0] - 2 * 0.0037)
+    default = run_backtest(make_bars(OHLC, "BTCUSD", "crypto"), TableForecaster(TABLE, spread=0.02),
+                           BacktestConfig(windows=4, context=3, num_samples=101))
+    # all defaults: 25 bp fee + 5 bp half spread + 2 bp slippage = 32 bp a side
+    assert default.strategies["simple"].returns[0] == pytest.approx(SIMPLE[0] - 2 * 0.0032)
 
 
 def test_trades_table_traces_every_number():

@@ -12,8 +12,10 @@ COSTS = Costs(fee=0.001, spread=0.002)  # 0.002 per side, 0.004 per round trip
 def test_costs_per_side_is_fee_plus_half_spread():
     assert COSTS.per_side == pytest.approx(0.002)
     assert Costs.for_asset("stock").fee == 0.0005
-    assert Costs.for_asset("crypto").fee == 0.0015
-    assert Costs.for_asset("crypto", fee=0.01, spread=0.004).per_side == pytest.approx(0.012)
+    assert Costs.for_asset("crypto").fee == 0.0025  # Alpaca's tier-1 taker fee (was the 0.0015 maker fee)
+    # + crypto's default 2 bp slippage (tests/backtest/test_costs.py has the per-class defaults)
+    assert Costs.for_asset("crypto", fee=0.01, spread=0.004).per_side == pytest.approx(0.0122)
+    assert Costs.for_asset("crypto", fee=0.01, spread=0.004, slippage=0.0).per_side == pytest.approx(0.012)
 
 
 def test_market_long_and_short_open_to_close_with_fees():

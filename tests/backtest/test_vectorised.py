@@ -49,7 +49,7 @@ def test_every_window_equals_the_one_window_step(data, asset_class, fill_mode, s
     bars, ends, fc = _forecast(data, asset_class)
     config = replace(CONFIG, fill_mode=fill_mode, same_bar=same_bar)
     result = simulate(bars, fc, ends, config)
-    params = StrategyParams.from_config(config, bars.asset_class)
+    params = StrategyParams.from_config(config, bars.asset_class, bars.periods_per_year)  # the engine's costs
     frame = bars.frame
     rows = frame.index.get_indexer(result.settle_times)
     next_bars = [Bar(*map(float, frame.iloc[t][["open", "high", "low", "close"]])) for t in rows]

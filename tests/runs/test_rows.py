@@ -5,6 +5,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from marketcast.backtest.overfit import moments
 from marketcast.backtest.report import symbol_json
 from marketcast.runs import rows as rows_module
 from marketcast.runs.cells import Cell, setting_names
@@ -36,6 +37,14 @@ def test_a_cell_has_one_cell_row_and_one_row_per_strategy_with_its_metrics(resul
         assert all(r[f"metrics.{key}"] == value for r in rows)
     assert rows[0]["windows"] == 15 and rows[0]["ci_band"] == [0.4, 0.6] and rows[0]["fill_mode"] == "touch"
     assert set(setting_names()) <= set(rows[0])
+    # the cell as a trial of its run: its walk-forward record and the moments its deflated Sharpe needs
+    record = result.walk_forward["returns"]
+    sharpe, skew, kurtosis = moments(record)
+    assert rows[0]["walk_forward.returns"] == record.tolist() and rows[0]["walk_forward.observations"] == len(record)
+    assert (rows[0]["walk_forward.sharpe_per_period"], rows[0]["walk_forward.skew"],
+            rows[0]["walk_forward.kurtosis"]) == (sharpe, skew, kurtosis)
+    assert rows[0]["walk_forward.periods_per_year"] == result.periods_per_year
+    assert all(not any(k.startswith("walk_forward.") for k in r) for r in rows[1:])
 
 
 def test_a_metric_the_backtest_adds_becomes_a_column(results, monkeypatch):

@@ -15,7 +15,8 @@ from marketcast.cli import app, main
 from tests.conftest import make_ohlcv
 
 SHARED = ("--model", "--weights", "--device", "--dtype", "--context", "--samples", "--seed", "--data-dir",
-          "--on-duplicate")
+          "--on-duplicate", "--asset-class", "--periods-per-year")
+BARS_OPTIONS = ("--asset-class", "--periods-per-year")  # every command that reads bars
 MINE = ("backtest", "forecast", "data check", "models download")  # compile and trade adopt them later
 
 
@@ -56,6 +57,10 @@ def test_shared_options_are_declared_identically():
     assert backtest["--samples"].opts == ["--samples", "-s"] and backtest["--windows"].opts == ["--windows", "-n"]
     assert backtest["--context"].min == forecast["--context"].min == 3
     assert _options("data check")["--asset-class"].help == backtest["--asset-class"].help
+    for path in ("data check", "trade replay"):
+        for name in BARS_OPTIONS:
+            a, b = _options(path)[name], backtest[name]
+            assert (a.opts, a.help, a.callback is None) == (b.opts, b.help, b.callback is None), (path, name)
 
 
 @pytest.mark.parametrize("path", MINE)

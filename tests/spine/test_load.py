@@ -19,7 +19,8 @@ def _assert_same(bars: Bars, frame: pd.DataFrame, volume: bool = True) -> None:
         np.testing.assert_allclose(bars.frame[col].to_numpy(), frame[col].to_numpy(), rtol=1e-12)
 
 
-def test_yfinance_export_with_extra_columns_any_order(tmp_path, ohlcv):
+def test_yfinance_export_with_extra_columns_any_order(tmp_path):
+    ohlcv = make_ohlcv(40, freq="B")  # weekdays: a stock's bars (a 24/7 series is crypto, whatever its name)
     out = pd.DataFrame({
         "Volume": ohlcv["volume"].astype(int), "Close": ohlcv["close"], "Dividends": 0.0,
         "Adj Close": ohlcv["close"] * 0.98, "High": ohlcv["high"], "Low": ohlcv["low"], "Open": ohlcv["open"],

@@ -64,7 +64,7 @@ def test_volume_beyond_float32_use_is_refused(tmp_path):
 
 
 def test_a_price_jump_is_a_warning_naming_the_row(tmp_path):
-    frame = make_ohlcv(20)
+    frame = make_ohlcv(20, freq="B")  # weekdays: no asset-class warning besides the jump
     frame.iloc[12:, :4] *= 20.0  # a 1:20 reverse split not adjusted for
     path = tmp_path / "split.csv"
     frame.to_csv(path)

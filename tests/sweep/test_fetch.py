@@ -10,7 +10,7 @@ from alpaca.common.exceptions import APIError
 
 from marketcast.data import load_bars
 from marketcast.data.fetch import alpaca_error, alpaca_symbol, bars_frame, parse_timeframe, write_bar_files
-from marketcast.errors import AuthError, ConfigError, DataError, UnavailableError
+from marketcast.errors import AuthError, ConfigError, DataError, DataWarning, UnavailableError
 
 RAW = [{"t": "2024-01-02T05:00:00Z", "o": 10.0, "h": 11.0, "l": 9.5, "c": 10.5, "v": 1000, "n": 7, "vw": 10.2},
        {"t": "2024-01-03T05:00:00Z", "o": 10.5, "h": 10.9, "l": 10.1, "c": 10.2, "v": 900, "n": 5, "vw": 10.4}]
@@ -89,9 +89,11 @@ def test_fetch_follows_pages_and_writes_files_equal_to_the_served_bars(tmp_path,
     assert len(year["AAPL"]) == 252 and year["AAPL"].index[-1] == pd.Timestamp("2015-12-31 05:00", tz="UTC")
     assert pages["/v2/stocks/bars"] == 7 and pages["/v1beta3/crypto/us/bars"] == 7  # ceil(252 / 40) pages each
     for name, symbol in (("AAPL", "AAPL"), ("BTCUSD", "BTC/USD")):
-        got = load_bars(out / f"{name}.csv")
+        got = load_bars(out / f"{name}.csv", asset_class="crypto" if name == "BTCUSD" else None)
         pd.testing.assert_frame_equal(got.frame, year[symbol][got.frame.columns], check_freq=False)
-    assert load_bars(out / "BTCUSD.csv").asset_class == "crypto"
+    # NASDAQ's weekday-only bars served as BTC/USD: the bar times overrule the name, with a warning
+    with pytest.warns(DataWarning, match="the bar times say stock, not crypto as the name reads"):
+        assert load_bars(out / "BTCUSD.csv").asset_class == "stock"
     assert sorted(p.name for p in out.iterdir()) == ["AAPL.csv", "BTCUSD.csv"]  # nothing else, no temp files
 
 

@@ -48,7 +48,9 @@ def test_every_cell_equals_the_backtest_of_that_cell(tmp_path, capsys):
     spec = _spec(tmp_path / "grid.toml", 'dir = "bars"', 'fill_mode = ["touch", "penetrate"]', bundles)
     store = RunStore(os.environ["MARKETCAST_RUN_STORE"])
     assert main(["sweep", str(spec)]) == 0
-    assert "18 cells, 18 ok, 0 failed" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "18 cells, 18 ok, 0 failed" in out
+    assert "run: 18 trials (cells); best cell " in out and "AAA: 6 trials (cells)" in out  # every cell a trial
     (sweep_run,) = store.run_ids()
     swept = _rows(store, sweep_run)
     assert len(swept) == 18 * 9 and (swept["status"] == "ok").all()

@@ -54,7 +54,9 @@ def test_sigkill_at_random_points_then_restart_matches_uninterrupted_run(tmp_pat
     assert _start(ref_dir).wait(timeout=90) == 0
     reference = _books(ref_dir)
     total_cycles = _lines(ref_dir / "records.jsonl")
-    assert total_cycles > 100 and len(reference["orders"]) > 20 and len(reference["fills"]) > 10
+    # enough activity to crash into: with the stock class's default costs (marketcast.backtest.costs; before,
+    # the fee alone, it filled more than 10) the run fills 10, five round trips
+    assert total_cycles > 100 and len(reference["orders"]) > 20 and len(reference["fills"]) >= 10
 
     rng = random.Random(20240607)
     interrupted = 0

@@ -340,3 +340,26 @@ def test_require_quote_keeps_a_symbol_without_a_real_quote_from_entering(tmp_pat
     assert "SP500: no new entry: no real quote (require_quote)" in caplog.messages  # a WARNING
     loop.config = replace(loop.config, gates=replace(loop.config.gates, require_quote=False))
     assert [i.symbol for i in dry_plan(loop, broker.clock).planned] == ["SP500"]  # the gate was the only reason
+
+
+@pytest.mark.parametrize("kw", [{}, {"spread": 0.001, "slippage": 0.0003, "borrow_rate": 0.02}])
+def test_the_loop_plans_with_the_costs_the_paper_broker_charges(tmp_path, bars, kw):
+    """One cost model (marketcast.backtest.costs): what the planner assumes is what the paper broker books,
+    the class defaults or the broker's own settings, borrow per bar included."""
+    broker = PaperBroker(tmp_path / "broker.db", bars, start="2017-03-01", **kw)
+    broker.advance_to("2017-03-01")
+    seen = []
+
+    class Spy:
+        model = "spy"
+
+        def plan(self, b, costs, learn_from=None):
+            seen.append(costs)
+            return maxdiff_planner().plan(b, costs, learn_from)
+
+    loop = TradingLoop(broker, Journal(tmp_path / "journal.db"), Spy(), history_feed(bars, lambda: broker.clock),
+                       LoopConfig(("SP500",), gates=OPEN_GATES))
+    dry_plan(loop, broker.clock)
+    assert seen == [broker.costs["SP500"]]
+    assert seen[0].borrow == pytest.approx(seen[0].borrow_rate / bars["SP500"].periods_per_year)
+    assert seen[0].borrow_rate == kw.get("borrow_rate", 0.005)

@@ -17,8 +17,9 @@ ROWS = [(100, 101, 99, 100), (100, 104, 98, 101), (101, 102, 100.5, 101.5), (99,
 
 @pytest.fixture
 def broker(tmp_path):
-    b = PaperBroker(tmp_path / "broker.db", {"AAA": bars_from_rows("AAA", ROWS)}, fee=0.0005,
-                    start="2024-01-01")
+    # fee only (no spread or slippage), as before the per-class costs: these tests are about the fill rules
+    b = PaperBroker(tmp_path / "broker.db", {"AAA": bars_from_rows("AAA", ROWS)}, fee=0.0005, spread=0.0,
+                    slippage=0.0, borrow_rate=0.0, start="2024-01-01")
     yield b
     b.close()
 

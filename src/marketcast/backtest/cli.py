@@ -11,10 +11,12 @@ import typer
 
 from marketcast import options
 from marketcast.backtest.config import STRATEGY_NAMES, BacktestConfig
+from marketcast.backtest.costs import BP
 from marketcast.backtest.engine import run_many
 from marketcast.backtest.selection import DEFAULT_LOOKBACK, DEFAULT_MIN_TRADES, SelectionRule
 from marketcast.console import console, progress_steps
-from marketcast.data import DEFAULT_SYMBOLS, load_symbol
+from marketcast.data import DEFAULT_SYMBOLS, load_bars, load_symbol
+from marketcast.data.read import SUFFIXES
 from marketcast.errors import ConfigError
 from marketcast.forecast.registry import load_forecaster
 
@@ -30,9 +32,37 @@ def _strategies(value: str | None) -> tuple[str, ...]:
     return names
 
 
+def _check_costs(**given: float | None) -> None:
+    """A negative cost option is one line and exit 2, in the option's own unit, before anything runs."""
+    for name, value in given.items():
+        if value is not None and not value >= 0:
+            raise ConfigError(f"--{name.replace('_', '-')} must not be negative, got {value:g}")
+
+
+def _spread(spread: float | None, half_spread_bps: float | None) -> float | None:
+    """The full quoted spread from ``--spread`` (a fraction) or ``--half-spread-bps``; None: the default."""
+    if spread is not None and half_spread_bps is not None:
+        raise ConfigError("give --spread or --half-spread-bps, not both")
+    return spread if half_spread_bps is None else 2.0 * half_spread_bps * BP
+
+
+def _file_arguments(symbols: list[str]) -> dict[str, Path]:
+    """The arguments that name a file (an existing file, or a name ending in .csv/.parquet) -> their path; a
+    file that does not exist is a one-line error."""
+    files = {}
+    for arg in symbols:
+        path = Path(arg).expanduser()
+        if path.is_file() or path.suffix.lower() in SUFFIXES:
+            if not path.is_file():
+                raise ConfigError(f"{arg}: no such file; pass a symbol or the path of a .csv/.parquet file of bars")
+            files[arg] = path
+    return files
+
+
 def backtest(
     symbols: Annotated[Optional[list[str]], typer.Argument(
-        help=f"Symbols to test (default: the embedded {' and '.join(DEFAULT_SYMBOLS)}).")] = None,
+        help=f"Symbols to test, or paths of .csv/.parquet files of bars (a file's symbol is its stem; default: "
+             f"the embedded {' and '.join(DEFAULT_SYMBOLS)}).")] = None,
     windows: options.Windows = 70,
     model: options.Model = "baseline",
     weights: options.Weights = None,
@@ -44,13 +74,26 @@ def backtest(
     point: Annotated[str, typer.Option(help="Aggregation spec of the point forecast (median, mean, trimmed_mean_10, ...).")] = "median",
     fill_mode: Annotated[str, typer.Option(help="Limit fills: touch (low <= limit) or penetrate (through by 1 bp).")] = "touch",
     same_bar: Annotated[str, typer.Option(help="Limit entry and take profit in one bar: pessimistic or nearest.")] = "pessimistic",
-    fee: Annotated[Optional[float], typer.Option(help="Fee per side as a fraction (default: stock 0.0005, crypto 0.0015).")] = None,
-    spread: Annotated[float, typer.Option(help="Quoted spread as a fraction; half is paid per side.")] = 0.0,
+    fee: Annotated[Optional[float], typer.Option(
+        help="Fee per side as a fraction (default per asset class: stock 0.0005, crypto 0.0025 = Alpaca's tier-1 "
+             "taker fee, forex 0.00003, future 0.00001; see docs/backtest.md#costs).")] = None,
+    half_spread_bps: Annotated[Optional[float], typer.Option(
+        help="Half the quoted spread, paid per side, in basis points (default: stock 1, crypto 5, forex 0.5, "
+             "future 0.25).")] = None,
+    spread: Annotated[Optional[float], typer.Option(
+        help="The full quoted spread as a fraction, half paid per side (the sweep grid's `spread`); an "
+             "alternative to --half-spread-bps.")] = None,
+    slippage_bps: Annotated[Optional[float], typer.Option(
+        help="Slippage per side in basis points (default: stock 1, crypto 2, forex 0.2, future 0.25).")] = None,
+    borrow_rate: Annotated[Optional[float], typer.Option(
+        help="Short-borrow rate a year as a fraction, charged per bar held short as rate / periods a year "
+             "(default: stock 0.005; crypto, forex and futures 0).")] = None,
     ci_low: Annotated[float, typer.Option(help="Lower quantile of ci_guard's band.")] = 0.40,
     ci_high: Annotated[float, typer.Option(help="Upper quantile of ci_guard's band.")] = 0.60,
     ci_multiplier: Annotated[float, typer.Option(help="Widen ci_guard's band about its centre by this factor.")] = 1.0,
     strategies: Annotated[Optional[str], typer.Option(help="Comma-separated subset of strategies (default all).")] = None,
     asset_class: options.AssetClass = None,
+    periods_per_year: options.PeriodsPerYear = None,
     select_lookback: Annotated[int, typer.Option(
         help="Settled windows the walk-forward pick (and the live planner) looks back over; 0 = all.")
     ] = DEFAULT_LOOKBACK,
@@ -81,18 +124,32 @@ def backtest(
     from marketcast.report import fans
 
     started = time.perf_counter()
+    _check_costs(fee=fee, half_spread_bps=half_spread_bps, spread=spread, slippage_bps=slippage_bps,
+                 borrow_rate=borrow_rate)
     config = BacktestConfig(
         windows=windows, context=context, num_samples=samples, seed=seed, point=point,
         ci_band=(ci_low, ci_high), ci_multiplier=ci_multiplier, fill_mode=fill_mode, same_bar=same_bar,
-        fee=fee, spread=spread, strategies=_strategies(strategies),
+        fee=fee, spread=_spread(spread, half_spread_bps),
+        slippage=None if slippage_bps is None else slippage_bps * BP, borrow_rate=borrow_rate,
+        strategies=_strategies(strategies),
         selection=SelectionRule(select_lookback or None, min_trades),
         cscv_splits=cscv_splits, spa=spa,
     )
-    names = [s.upper() for s in (symbols or DEFAULT_SYMBOLS)]
+    given = list(symbols or DEFAULT_SYMBOLS)
+    files = _file_arguments(given)
+    names = [files[s].stem.upper() if s in files else s.upper() for s in given]
     if len(set(names)) != len(names):
         raise ConfigError(f"symbols repeat: {', '.join(names)}")
     classes = options.asset_classes(asset_class, names)
-    bars = [load_symbol(s, data_dir=data_dir, asset_class=classes[s], on_duplicate=on_duplicate) for s in names]
+    bars = [load_bars(files[s], symbol=n, asset_class=classes[n], on_duplicate=on_duplicate,
+                      periods_per_year=periods_per_year)
+            if s in files else
+            load_symbol(n, data_dir=data_dir, asset_class=classes[n], on_duplicate=on_duplicate,
+                        periods_per_year=periods_per_year)
+            for s, n in zip(given, names)]
+    folders = {str(p.resolve().parent) for p in files.values()}
+    if files and data_dir is None and len(folders) == 1 and len(files) == len(given):
+        data_dir = Path(folders.pop())  # the run store finds the files again as <SYMBOL>.csv in their folder
     forecaster = load_forecaster(model, weights=weights, device=device, dtype=dtype, seed=seed)
     dates = fans.parse_dates(fan_date)
     if dates and not html:
@@ -114,7 +171,8 @@ def backtest(
             write_page(written[-1], page)
     for hook in AFTER_RUN:
         hook(results, bars, {"model": model, "weights": weights, "device": device, "dtype": dtype,
-                             "asset_class": asset_class, "data_dir": data_dir, "on_duplicate": on_duplicate})
+                             "asset_class": asset_class, "data_dir": data_dir, "on_duplicate": on_duplicate,
+                             "periods_per_year": periods_per_year})
     elapsed = time.perf_counter() - started
     if as_json:
         console.print_json(json.dumps([symbol_json(r) for r in results]))

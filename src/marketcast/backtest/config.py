@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from marketcast.backtest.fills import FILL_MODES, SAME_BAR_MODES
-from marketcast.backtest.orders import Costs
+from marketcast.backtest.costs import Costs, check_costs
 from marketcast.backtest.overfit import check_splits
 from marketcast.backtest.selection import SelectionRule
 from marketcast.errors import ConfigError
@@ -32,7 +32,9 @@ class BacktestConfig:
     num_samples:   forecast sample paths per window; ``seed`` makes them reproducible.
     point:         aggregation spec turning samples into the point forecast strategies act on.
     ci_band:       quantiles (of the close-return samples) that ``ci_guard`` requires to exclude zero.
-    fee / spread:  per-side fee (None = asset default) and quoted spread, as fractions.
+    fee / spread / slippage / borrow_rate: per-side fee, full quoted spread (half paid per side), per-side
+                   slippage, all fractions, and the short-borrow rate a year; None = the asset class's default
+                   (:mod:`marketcast.backtest.costs`).
     selection:     the walk-forward pick (:mod:`marketcast.backtest.selection`), shared with the live planner:
                    its lookback (``--select-lookback``) and ``min_trades`` (``--min-trades``, default 10), the
                    trades a strategy needs to be picked or called best, and a series to get a PSR and a CI.
@@ -52,7 +54,9 @@ class BacktestConfig:
     fill_mode: str = "touch"
     same_bar: str = "pessimistic"
     fee: float | None = None
-    spread: float = 0.0
+    spread: float | None = None
+    slippage: float | None = None
+    borrow_rate: float | None = None
     strategies: tuple[str, ...] = STRATEGY_NAMES
     maxdiff_min_history: int = 10
     include_latest: bool = True
@@ -79,10 +83,7 @@ class BacktestConfig:
             raise ConfigError(f"--fill-mode must be one of {', '.join(FILL_MODES)}, got {self.fill_mode!r}")
         if self.same_bar not in SAME_BAR_MODES:
             raise ConfigError(f"--same-bar must be one of {', '.join(SAME_BAR_MODES)}, got {self.same_bar!r}")
-        if self.fee is not None and not 0.0 <= self.fee < 0.5:
-            raise ConfigError(f"--fee must lie in [0, 0.5), got {self.fee:g}")
-        if not 0.0 <= self.spread < 0.5:
-            raise ConfigError(f"--spread must lie in [0, 0.5), got {self.spread:g}")
+        check_costs(self.fee, self.spread, self.slippage, self.borrow_rate)
         unknown = [s for s in self.strategies if s not in STRATEGY_NAMES]
         if unknown or not self.strategies:
             raise ConfigError(
@@ -97,5 +98,7 @@ class BacktestConfig:
         if self.maxdiff_min_history < 1:
             raise ConfigError(f"maxdiff_min_history must be >= 1, got {self.maxdiff_min_history}")
 
-    def costs(self, asset_class: str) -> Costs:
-        return Costs.for_asset(asset_class, fee=self.fee, spread=self.spread)
+    def costs(self, asset_class: str, periods_per_year: float | None = None) -> Costs:
+        """The costs of ``asset_class`` with this run's overrides; borrow per bar needs ``periods_per_year``."""
+        return Costs.for_asset(asset_class, fee=self.fee, spread=self.spread, slippage=self.slippage,
+                               borrow_rate=self.borrow_rate, periods_per_year=periods_per_year)

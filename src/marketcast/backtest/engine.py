@@ -21,6 +21,7 @@ import pandas as pd
 
 from marketcast.backtest.benchmark import buy_and_hold_metrics, buy_and_hold_returns
 from marketcast.backtest.config import BacktestConfig
+from marketcast.backtest.costs import Costs
 from marketcast.backtest.fills import REASONS, Fills
 from marketcast.backtest.metrics import equity_curve
 from marketcast.backtest.orders import Bar, Decision
@@ -113,6 +114,11 @@ class SymbolResult:
     @property
     def periods_per_year(self) -> float:
         return self.annualisation.periods_per_year
+
+    @property
+    def costs(self) -> Costs:
+        """The costs every fill of this run paid (:mod:`marketcast.backtest.costs`)."""
+        return self.config.costs(self.asset_class, self.periods_per_year)
 
     def score(self, returns: np.ndarray, filled: np.ndarray) -> dict:
         """Every reported number of a per-window return series (:func:`marketcast.backtest.scoring.score`)."""
@@ -258,7 +264,7 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
     settled = ends[:n_settled]
     views = all_views[:n_settled]
     latest = all_views[n_settled] if config.include_latest else None
-    params = StrategyParams.from_config(config, bars.asset_class)
+    params = StrategyParams.from_config(config, bars.asset_class, bars.periods_per_year)
     bars_next = Bar(o[settled + 1], h[settled + 1], lo[settled + 1], c[settled + 1])
     ppy = bars.periods_per_year
     held = buy_and_hold_returns(o[settled[0] + 1], bars_next.close, params.costs.per_side)
@@ -293,7 +299,7 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
         forecast_meta=dict(forecast.meta),
         annualisation=bars.annualisation,
         benchmark=benchmark,
-        asset_reason=explain_asset_class(bars.symbol, bars.asset_class),
+        asset_reason=bars.asset_reason or explain_asset_class(bars.symbol, bars.asset_class),
         latest_view=latest,
     )
 

@@ -75,7 +75,7 @@ def settle(
         exit_price=exit_price,
         exit_reason=reason,
         gross_return=gross,
-        fees=2.0 * costs.per_side,
+        fees=2.0 * costs.per_side + (costs.borrow if side < 0 else 0.0),
     )
 
 
@@ -188,5 +188,5 @@ def settle_all(side, entry_limit, take_profit, bar_open, bar_high, bar_low, bar_
         exit_price=np.where(filled, exit_price, nan),
         reason=np.where(filled, np.where(took_profit, TAKE_PROFIT, CLOSE), 0).astype(np.int8),
         gross=np.where(filled, gross, 0.0),
-        fees=np.where(filled, 2.0 * costs.per_side, 0.0),
+        fees=np.where(filled, 2.0 * costs.per_side + np.where(side < 0, costs.borrow, 0.0), 0.0),
     )

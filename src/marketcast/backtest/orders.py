@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from marketcast.data.asset import DEFAULT_FEE
+from marketcast.backtest.costs import Costs  # noqa: F401  (re-exported: the costs live in costs.py)
 
 LONG, FLAT, SHORT = 1, 0, -1
 
@@ -20,22 +20,6 @@ class Bar(NamedTuple):
     high: float
     low: float
     close: float
-
-
-@dataclass(frozen=True)
-class Costs:
-    """Fee per side plus half the quoted spread per side, both as fractions of the traded price."""
-
-    fee: float
-    spread: float = 0.0
-
-    @property
-    def per_side(self) -> float:
-        return self.fee + self.spread / 2.0
-
-    @classmethod
-    def for_asset(cls, asset_class: str, fee: float | None = None, spread: float = 0.0) -> "Costs":
-        return cls(DEFAULT_FEE[asset_class] if fee is None else fee, spread)
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,10 @@ ratios is high even when no strategy has an edge. Three corrections, each from i
   the p-value of "no strategy beats buy and hold", with the stationary bootstrap. ``consistent`` is Hansen's
   SPA p-value, ``upper`` White's reality check.
 
-The figures are per symbol; the trials are its strategies (one setting each). A sweep's trials are all its
-cells; that run-level deflation is not computed here yet.
+The figures here are per symbol; the trials are its strategies (one setting each). A sweep's trials are its
+cells: :func:`marketcast.runs.views.selection` deflates the best cell of a run with these functions
+(:func:`expected_max_sharpe` over the cells' Sharpe variance, :func:`deflated_sharpe` of the best cell's
+walk-forward record, :func:`cscv` on the cells' walk-forward returns) and says so with :func:`luck_sentence`.
 """
 
 from __future__ import annotations
@@ -166,6 +168,16 @@ def spa_test(benchmark, returns, reps: int = 1000, seed: int = 0) -> dict | None
     p = spa.pvalues
     return {"spa_pvalue": float(p["consistent"]), "reality_check_pvalue": float(p["upper"]),
             "spa_block_size": int(spa.block_size)}
+
+
+def luck_sentence(trials: int, noun: str, dsr: float | None, pbo: float | None = None) -> str | None:
+    """One plain sentence, "the best of 100 cells is not distinguishable from luck (DSR 0.41)", when ``dsr`` <
+    0.95 or ``pbo`` > 0.5, else None (``noun``: what the trials are, plural; PBO is named when given)."""
+    if not ((dsr is not None and dsr < DSR_LEVEL) or (pbo is not None and pbo > PBO_LEVEL)):
+        return None
+    who = f"the best of {trials} {noun}" if trials > 1 else "the only trial"
+    figures = [f"DSR {'—' if dsr is None else f'{dsr:.2f}'}", *([] if pbo is None else [f"PBO {pbo:.2f}"])]
+    return f"{who} is not distinguishable from luck ({', '.join(figures)})"
 
 
 @dataclass(frozen=True)

@@ -55,11 +55,12 @@ class StrategyParams:
     maxdiff_min_history: int = 10
 
     @classmethod
-    def from_config(cls, config: BacktestConfig, asset_class: str) -> "StrategyParams":
+    def from_config(cls, config: BacktestConfig, asset_class: str,
+                    periods_per_year: float | None = None) -> "StrategyParams":
         return cls(
             allow_short=RULES[asset_class].allow_short,
             ci_multiplier=config.ci_multiplier,
-            costs=config.costs(asset_class),
+            costs=config.costs(asset_class, periods_per_year),
             fill_mode=config.fill_mode,
             same_bar=config.same_bar,
             maxdiff_min_history=config.maxdiff_min_history,

@@ -78,7 +78,7 @@ def track_note(result: SymbolResult) -> str:
     wf = result.walk_forward["metrics"]
     return (f"Walk-forward: {result.config.selection.describe()}. Buy & hold: {BENCHMARK_DESCRIPTION}. "
             f"Walk-forward against buy & hold: alpha {annual(wf, 'alpha', 'alpha_reason')}, beta {num(wf['beta'])}, "
-            f"information ratio {num(wf['information_ratio'])}. Net of costs; Sharpe × "
+            f"information ratio {num(wf['information_ratio'])}. Net of costs ({result.costs.note()}); Sharpe × "
             f"sqrt({result.periods_per_year:g}) with its bootstrap {level(result)}; PSR = probability that the true "
             "Sharpe is above 0; both only with "
             f"at least {result.config.selection.min_trades} trades and {MIN_NONZERO} non-zero returns."

@@ -13,7 +13,8 @@ Fees: stocks and crypto keep the original system's defaults; forex pays about ha
 an ECN commission per side, futures about a quarter of an E-mini tick plus commission. Crypto is long-only
 because spot crypto cannot be sold short at the brokers marketcast trades with.
 
-How a symbol is classified (:func:`classify`; ``--asset-class`` overrides it, for all symbols or one):
+The bar times decide first (:mod:`marketcast.data.detect`: weekend bars mean crypto, 24/5 means forex); the name
+breaks a tie. How a name is classified (:func:`classify`; ``--asset-class`` overrides it, for all symbols or one):
 
 * ``ES=F``, ``/ES``: a future (yfinance's ``=F`` suffix, the ``/`` prefix of futures platforms).
 * ``EURUSD``, ``EUR/USD``, ``EUR-USD``, ``EUR_USD``, ``EURUSD=X``, ``JPY=X``: forex, when both sides are ISO
@@ -78,8 +79,25 @@ def _crypto_quote(code: str) -> bool:
     return code in CRYPTO_QUOTES or code in currencies()
 
 
+# Parts of a file name that tag the bars rather than name the instrument: BTCUSD-monthly, EUR_USD_H1, AAPL-1d-2024.
+_TAG = re.compile(r"\d+[A-Z]*|[A-Z]{1,3}\d+|(HOURLY|DAILY|WEEKLY|MONTHLY|QUARTERLY|YEARLY|INTRADAY|MINUTE|"
+                  r"MINUTES|HOUR|HOURS|DAY|DAYS|WEEK|MONTH|BARS|OHLC|OHLCV|DATA|HISTORY|PRICES|[MHDW])")
+
+
 def classify(symbol: str) -> tuple[str, str]:
-    """``(asset class, why)`` from the symbol alone (see the module docstring for the rules)."""
+    """``(asset class, why)`` from the symbol alone (see the module docstring for the rules). Trailing parts of
+    a file name that tag the bars (``BTCUSD-monthly``, ``EUR_USD_H1``, ``ETH-USD-1h``) are read past."""
+    found = _classify(symbol)
+    parts = [p for p in _SPLIT.split(symbol.strip().upper()) if p]
+    while found[0] == "stock" and len(parts) > 1 and _TAG.fullmatch(parts[-1]):
+        parts.pop()
+        cls, why = _classify("-".join(parts) if len(parts) == 2 else "".join(parts))
+        if cls != "stock":
+            found = cls, f"{symbol}: read as {'-'.join(parts) if len(parts) == 2 else ''.join(parts)}; {why}"
+    return found
+
+
+def _classify(symbol: str) -> tuple[str, str]:
     s = symbol.strip().upper()
     fiat = currencies()
     if s.endswith("=F") or (s.startswith("/") and len(s) > 1):

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import pandas as pd
 
 from marketcast.data.asset import RULES
-from marketcast.data.calendar import Annualisation, MarketCalendar, annualise, calendar_for
+from marketcast.data.calendar import Annualisation, MarketCalendar, annualise, calendar_for, infer_interval
+from marketcast.errors import DataError
 
 PRICE_COLUMNS = ("open", "high", "low", "close")
 
@@ -19,13 +20,17 @@ class Bars:
 
     ``frame`` has a UTC ``DatetimeIndex`` named ``timestamp`` (strictly increasing) and float64 columns
     ``open, high, low, close`` plus ``volume`` when the source had it. ``asset_class`` is one of
-    :data:`marketcast.data.asset.ASSET_CLASSES`; it sets the calendar, the fee default and shorting.
+    :data:`marketcast.data.asset.ASSET_CLASSES`; it sets the calendar, the fee default and shorting
+    (``asset_reason`` says how it was found, :mod:`marketcast.data.detect`). ``periods`` (``--periods-per-year``)
+    replaces the calendar's periods per year for annualising.
     """
 
     symbol: str
     frame: pd.DataFrame
     asset_class: str = "stock"
     source: str = ""
+    asset_reason: str = ""
+    periods: float | None = None
 
     def __len__(self) -> int:
         return len(self.frame)
@@ -38,7 +43,18 @@ class Bars:
     def annualisation(self) -> Annualisation:
         """Periods per year from the bar spacing and the calendar, with how they were found (raises a
         ``DataError`` on mixed spacing)."""
-        return annualise(self.frame.index, self.calendar, where=f"{self.symbol} ({self.source or 'bars'})")
+        where = f"{self.symbol} ({self.source or 'bars'})"
+        if self.periods is None:
+            return annualise(self.frame.index, self.calendar, where=where)
+        try:
+            found = annualise(self.frame.index, self.calendar, where=where)
+            calendar_says, warnings = f"; the calendar gives {found.periods_per_year:,g}", found.warnings
+            interval = found.interval
+        except DataError:
+            calendar_says, warnings, interval = "", (), infer_interval(self.frame.index)
+        periods = int(self.periods) if float(self.periods).is_integer() else float(self.periods)
+        return Annualisation(periods, interval, self.calendar.name,
+                             f"{periods:,g} a year, set by --periods-per-year{calendar_says}", warnings)
 
     @property
     def periods_per_year(self) -> float:
@@ -54,8 +70,8 @@ class Bars:
 
     def head(self, n: int) -> "Bars":
         """The first ``n`` bars (used to cut history at a decision bar)."""
-        return Bars(self.symbol, self.frame.iloc[:n], self.asset_class, self.source)
+        return replace(self, frame=self.frame.iloc[:n])
 
     def slice(self, start, end) -> "Bars":
         """Bars with timestamps in [start, end] (inclusive, label based)."""
-        return Bars(self.symbol, self.frame.loc[start:end], self.asset_class, self.source)
+        return replace(self, frame=self.frame.loc[start:end])

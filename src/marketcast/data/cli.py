@@ -11,7 +11,7 @@ from rich.table import Table
 
 from marketcast.console import console
 from marketcast.data.validate import MAX_JUMP, MIN_BARS
-from marketcast.options import AssetClass, OnDuplicate, asset_classes
+from marketcast.options import AssetClass, OnDuplicate, PeriodsPerYear, asset_classes
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -27,6 +27,7 @@ def check(
     file: Annotated[Path, typer.Argument(help="CSV or Parquet export (yfinance, Alpaca, lowercase).")],
     symbol: Annotated[Optional[str], typer.Option(help="Symbol to pick from a multi-symbol file.")] = None,
     asset_class: AssetClass = None,
+    periods_per_year: PeriodsPerYear = None,
     min_rows: Annotated[int, typer.Option(
         min=1, help=f"Fail with fewer bars than this (default {MIN_BARS}: a forecast reads at least two returns; "
                     "a backtest needs --windows + 2).")] = MIN_BARS,
@@ -41,7 +42,7 @@ def check(
 
     named = (symbol or file.stem).upper()  # the symbol a SYMBOL=CLASS override must name
     bars = load_bars(file, symbol=symbol, asset_class=asset_classes(asset_class, [named])[named], min_rows=min_rows,
-                     on_duplicate=on_duplicate,
+                     on_duplicate=on_duplicate, periods_per_year=periods_per_year,
                      max_jump=max_jump,
                      need=f"--min-rows {min_rows}; a forecast reads at least {MIN_BARS} bars, two returns; "
                           "use a longer file")
@@ -54,6 +55,7 @@ def check(
     table.add_column("value")
     table.add_row("symbol", bars.symbol)
     table.add_row("asset class", f"{bars.asset_class} ({bars.periods_per_year} periods/year)")
+    table.add_row("why", bars.asset_reason)
     table.add_row("rows", f"{len(frame):,}")
     table.add_row("first / last", f"{frame.index[0]} / {frame.index[-1]}")
     table.add_row("median spacing", "-" if spacing != spacing else

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from marketcast.data.asset import infer_asset_class
+from marketcast.data.detect import resolve_asset_class
 from marketcast.data.bars import Bars
 from marketcast.data.load import find_symbol_file, load_bars
 from marketcast.data.validate import check_bars, check_rows
@@ -35,7 +35,7 @@ def _read_arch_csv(module: str) -> pd.DataFrame:
     return raw
 
 
-def load_embedded(symbol: str, asset_class: str | None = None) -> Bars:
+def load_embedded(symbol: str, asset_class: str | None = None, periods_per_year: float | None = None) -> Bars:
     """Embedded bars for ``SP500`` or ``NASDAQ`` (5,031 daily rows each); ``asset_class`` overrides "stock"."""
     key = symbol.upper()
     if key not in EMBEDDED:
@@ -48,7 +48,8 @@ def load_embedded(symbol: str, asset_class: str | None = None) -> Bars:
     frame.index = pd.DatetimeIndex(raw.index, name="timestamp").tz_localize("UTC")
     source = f"arch:{EMBEDDED[key]}"
     check_bars(frame, source)
-    return Bars(symbol=key, frame=frame, asset_class=infer_asset_class(key, asset_class), source=source)
+    cls, why = resolve_asset_class(key, frame.index, asset_class, where=source)
+    return Bars(symbol=key, frame=frame, asset_class=cls, source=source, asset_reason=why, periods=periods_per_year)
 
 
 def load_symbol(
@@ -57,11 +58,12 @@ def load_symbol(
     asset_class: str | None = None,
     min_rows: int | None = None,
     on_duplicate: str = "error",
+    periods_per_year: float | None = None,
 ) -> Bars:
     """``symbol`` from ``data_dir`` when given, else from the embedded dataset (which has no duplicates)."""
     if data_dir is None:
-        bars = load_embedded(symbol, asset_class)
+        bars = load_embedded(symbol, asset_class, periods_per_year)
         check_rows(len(bars), bars.source, min_rows)
         return bars
     return load_bars(find_symbol_file(data_dir, symbol), symbol=symbol.upper(), asset_class=asset_class,
-                     min_rows=min_rows, on_duplicate=on_duplicate)
+                     min_rows=min_rows, on_duplicate=on_duplicate, periods_per_year=periods_per_year)

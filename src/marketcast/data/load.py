@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from marketcast.data.asset import infer_asset_class
+from marketcast.data.detect import resolve_asset_class
 from marketcast.data.bars import PRICE_COLUMNS, Bars
 from marketcast.data.read import SUFFIXES, read_table
 from marketcast.data.timestamps import parse_timestamps
@@ -102,6 +102,7 @@ def load_bars(
     on_duplicate: str = "error",
     max_jump: float = MAX_JUMP,
     need: str | None = None,
+    periods_per_year: float | None = None,
 ) -> Bars:
     """Load and validate one symbol's bars from a CSV/Parquet file.
 
@@ -109,6 +110,8 @@ def load_bars(
     symbols needs ``symbol`` to pick one. ``min_rows`` is the context the caller needs (``need`` says why).
     ``on_duplicate``: ``error`` (default), or keep the ``first``/``last`` bar of a repeated timestamp, with a
     warning. A bar moving more than ``max_jump`` times the previous close gives a warning naming it.
+    ``asset_class`` overrides what the bar times and the name say (:mod:`marketcast.data.detect`);
+    ``periods_per_year`` overrides the calendar's periods per year.
     """
     if on_duplicate not in ON_DUPLICATE:
         raise ConfigError(f"--on-duplicate {on_duplicate!r}: choose one of {', '.join(ON_DUPLICATE)}")
@@ -121,7 +124,9 @@ def load_bars(
     values, src = _drop_duplicates(values, src, on_duplicate)
     check_bars(values, src, min_rows=min_rows, need=need)
     warn_jumps(values, src, max_jump)
-    return Bars(symbol=symbol, frame=values, asset_class=infer_asset_class(symbol, asset_class), source=str(path))
+    cls, why = resolve_asset_class(symbol, values.index, asset_class, where=str(path))
+    return Bars(symbol=symbol, frame=values, asset_class=cls, source=str(path), asset_reason=why,
+                periods=periods_per_year)
 
 
 def symbol_files(data_dir: str | Path) -> dict[str, Path]:

@@ -47,6 +47,7 @@ class Cell:
     asset_class: str | None = None
     data_dir: str | None = None
     on_duplicate: str = "error"  # how the bars' repeated timestamps were read (--on-duplicate)
+    periods_per_year: float | None = None  # --periods-per-year (None: the calendar's); in the id only when set
 
     def settings(self) -> dict:
         """Column -> value of everything but the symbol (tuples become lists, as Parquet stores them)."""
@@ -55,7 +56,8 @@ class Cell:
 
     @property
     def cell_id(self) -> str:
-        return digest({"symbol": self.symbol, **self.settings()})
+        given = {} if self.periods_per_year is None else {"periods_per_year": self.periods_per_year}
+        return digest({"symbol": self.symbol, **self.settings(), **given})
 
     @property
     def model_key(self) -> tuple:

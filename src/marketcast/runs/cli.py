@@ -82,8 +82,9 @@ def show(
     store: Optional[Path] = STORE_OPT,
     as_json: bool = JSON_OPT,
 ) -> None:
-    """A run: what it is, its mean metrics per strategy and grid point, and its failed cells."""
-    from marketcast.runs.views import cells, summary
+    """A run: what it is, multiple testing across its cells (trials, the best cell's deflated Sharpe, PBO),
+    its mean metrics per strategy and grid point, and its failed cells."""
+    from marketcast.runs.views import cells, selection, selection_lines, summary
 
     runs = open_store(store)
     run_id = runs.resolve(run)
@@ -92,16 +93,19 @@ def show(
     table = summary(runs, run_id, groups, tuple(m.strip() for m in metrics.split(",") if m.strip()))
     found = cells(runs, run_id)
     failed = found[found["status"] == "error"][["symbol", "cell_id", "error"]]
+    trials = selection(runs, run_id) if info.get("kind") == "sweep" else []  # a backtest's cells are its symbols
     if as_json:
         from marketcast.runs.views import plain
 
         typer.echo(json.dumps({"run": info, "summary": [{k: plain(v) for k, v in r.items()}
                                                         for r in table.to_dict("records")],
-                               "failed": failed.to_dict("records")}, indent=2, default=str))
+                               "selection": trials, "failed": failed.to_dict("records")}, indent=2, default=str))
         return
     console.print(f"[bold]{run_id}[/bold] ({info.get('kind')}, started {info.get('created_at')}, code "
                   f"{info.get('code_version')}, spec {info.get('spec_hash')}): {int((found['status'] == 'ok').sum())} "
                   f"cells ok, {len(failed)} failed, {info.get('cells_total')} planned", highlight=False, soft_wrap=True)
+    for line in selection_lines(trials):
+        console.print(escape(line), highlight=False, soft_wrap=True)
     if not table.empty:
         _print_frame(table, "mean over cells", False)
     if len(failed):

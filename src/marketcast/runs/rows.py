@@ -6,7 +6,10 @@ the message), the symbol-level metrics and ``record``, the whole result in the l
 strategy with that strategy's metrics and its per-window net ``returns``. Metrics are flattened from
 ``symbol_json``'s dict generically (nested keys joined by ``.``; the symbol-level ones under ``metrics.``, the
 multiple-testing figures of :mod:`marketcast.backtest.overfit` under ``selection.``),
-so a metric the backtest adds becomes a column without a change here.
+so a metric the backtest adds becomes a column without a change here. The cell row also holds its
+walk-forward record as a trial of the run (``walk_forward.*``: the per-window returns, their per-period
+Sharpe ratio, skewness, kurtosis and count, and the periods per year), from which ``runs show`` deflates the
+best cell of a sweep (:func:`marketcast.runs.views.selection`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from marketcast.backtest.engine import SymbolResult
+from marketcast.backtest.overfit import moments
 from marketcast.backtest.report import symbol_json
 from marketcast.data.bars import Bars
 from marketcast.runs.cells import Cell
@@ -82,12 +86,25 @@ def ok_rows(ctx: RunContext, cell: Cell, position: int, result: SymbolResult, da
     shared = {**_identity(ctx, cell, position, data_fingerprint, seconds), "status": "ok", "error": None,
               "best_strategy": doc.get("best_strategy"), **flatten(doc.get("metrics") or {}, "metrics."),
               **flatten(doc.get("selection") or {}, "selection."),
+              **flatten(doc.get("costs") or {}, "costs."),  # fee, half-spread, slippage (bp), borrow rate
               "settle_times": list(result.settle_times.to_pydatetime())}
-    rows = [{**shared, "strategy": None, "record": encode(result)}]
+    rows = [{**shared, "strategy": None, **trial_columns(result), "record": encode(result)}]
     for name, metrics in doc["strategies"].items():
         rows.append({**shared, "strategy": name, **_metric_columns(metrics, shared),
                      "returns": [float(x) for x in result.strategies[name].returns]})
     return rows
+
+
+def trial_columns(result: SymbolResult) -> dict:
+    """The cell as one trial of its run: the walk-forward record's per-window returns and the moments the
+    deflated Sharpe ratio needs (:func:`marketcast.backtest.overfit.moments`; NULL when the record never
+    varies)."""
+    returns = np.asarray(result.walk_forward["returns"], dtype=np.float64)
+    found = moments(returns)
+    sharpe, skew, kurtosis = found if found is not None else (None, None, None)
+    return {"walk_forward.returns": [float(x) for x in returns], "walk_forward.observations": len(returns),
+            "walk_forward.sharpe_per_period": sharpe, "walk_forward.skew": skew,
+            "walk_forward.kurtosis": kurtosis, "walk_forward.periods_per_year": float(result.periods_per_year)}
 
 
 def error_row(ctx: RunContext, cell: Cell, position: int, message: str, seconds: float | None = None,

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
+from marketcast import options
 from marketcast.console import console, err_console
 from marketcast.errors import ConfigError
 
@@ -24,6 +25,8 @@ def sweep(
                                                           "spec's [data] dir).")] = None,
     store: Annotated[Optional[Path], typer.Option(help="Run store folder (default: $MARKETCAST_RUN_STORE or "
                                                        "out/runs).")] = None,
+    asset_class: options.AssetClass = None,
+    periods_per_year: options.PeriodsPerYear = None,
 ) -> None:
     """Backtest every cell of SPEC's grid on Ray; a failing cell is recorded with its error, the rest go on.
 
@@ -39,11 +42,16 @@ def sweep(
     if root is None:
         raise ConfigError("a sweep needs the run store, which is off (MARKETCAST_RUN_STORE=off); pass --store DIR")
     runs = RunStore(root)
-    outcome = run_sweep(load_spec(spec, data_dir), runs, resume=resume, run_id=run_id, address=address,
-                        num_cpus=num_cpus)
+    outcome = run_sweep(load_spec(spec, data_dir, asset_class, periods_per_year), runs, resume=resume,
+                        run_id=run_id, address=address, num_cpus=num_cpus)
     resumed = f", {outcome.skipped} from before the resume" if resume else ""
     console.print(f"sweep {outcome.run_id}: {outcome.planned} cells, {outcome.ok} ok, {outcome.failed} failed"
                   f"{resumed}; stored in {root}/ (marketcast runs show {outcome.run_id})", highlight=False)
+    if outcome.ok:  # every cell is a trial: deflate the best of them (docs/scaling.md, multiple testing)
+        from marketcast.runs.views import selection, selection_lines
+
+        for line in selection_lines(selection(runs, outcome.run_id)):
+            console.print(escape(line), highlight=False, soft_wrap=True)
     if outcome.failed:
         from marketcast.runs.views import axes, cells, label
 

@@ -7,7 +7,8 @@
     [data]
     symbols = ["SP500", "NASDAQ"]       # the embedded bars, or files in dir (default: every file in dir)
     dir = "bars"                        # <SYMBOL>.csv / .parquet, relative to this file
-    asset_class = "stock"               # optional override
+    asset_class = "stock"               # optional override (default: from the bar times, the name breaks a tie)
+    periods_per_year = 252              # optional: periods per year for annualising (default: the calendar's)
     on_duplicate = "error"              # a repeated timestamp: error (default), first or last
 
     [options]                           # every cell: backtest settings and model options
@@ -47,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from marketcast.backtest.config import BacktestConfig
+from marketcast.data.asset import check_asset_class
 from marketcast.data.load import ON_DUPLICATE, symbol_files
 from marketcast.errors import ConfigError, MarketcastError
 from marketcast.forecast.registry import MODEL_NAMES
@@ -127,6 +129,8 @@ class Spec:
     settings: list[dict]
     models: dict[str, dict]
     ray: dict = field(default_factory=dict)
+    periods_per_year: float | None = None
+    symbol_classes: tuple[tuple[str, str], ...] = ()  # the command line's --asset-class, per symbol
 
     @property
     def spec_hash(self) -> str:
@@ -134,7 +138,9 @@ class Spec:
         return digest({"symbols": self.symbols, "data_dir": self.data_dir, "asset_class": self.asset_class,
                        "on_duplicate": self.on_duplicate,
                        "options": self.options, "grid": self.grid, "settings": self.settings,
-                       "models": self.models})
+                       "models": self.models,
+                       **({} if self.periods_per_year is None else {"periods_per_year": self.periods_per_year}),
+                       **({"symbol_classes": self.symbol_classes} if self.symbol_classes else {})})
 
     def symbol_paths(self) -> dict[str, Path | None]:
         """Symbol -> its file (None = embedded). A symbol without a file maps to the file it would need."""
@@ -158,8 +164,9 @@ class Spec:
                 except MarketcastError as exc:
                     raise ConfigError(f"{self.path}: grid point {_describe(point, bundle)}: {exc}") from None
                 data_dir = None if self.data_dir is None else str(self.data_dir)
-                out += [Cell(symbol=s, config=config, asset_class=self.asset_class, data_dir=data_dir,
-                             on_duplicate=self.on_duplicate, **model)
+                out += [Cell(symbol=s, config=config, asset_class=dict(self.symbol_classes).get(s, self.asset_class),
+                             data_dir=data_dir, on_duplicate=self.on_duplicate,
+                             periods_per_year=self.periods_per_year, **model)
                         for s in self.symbols]
         if len({c.cell_id for c in out}) != len(out):
             raise ConfigError(f"{self.path}: two grid points give the same cells (settings bundles or axis values "
@@ -174,10 +181,10 @@ def _describe(point, bundle: dict) -> str:
 
 def _symbols(raw: dict, where: str, base: Path, data_dir_override: Path | None) -> tuple:
     data = _table(raw, "data", where)
-    unknown = set(data) - {"symbols", "dir", "asset_class", "on_duplicate"}
+    unknown = set(data) - {"symbols", "dir", "asset_class", "on_duplicate", "periods_per_year"}
     if unknown:
         raise ConfigError(f"{where}: [data] has unknown keys {', '.join(sorted(unknown))}; use symbols, dir, "
-                          "asset_class, on_duplicate")
+                          "asset_class, on_duplicate, periods_per_year")
     data_dir = data_dir_override or (base / data["dir"] if "dir" in data else None)
     symbols = data.get("symbols")
     if symbols is not None and (not isinstance(symbols, list) or not all(isinstance(s, str) for s in symbols)):
@@ -194,14 +201,27 @@ def _symbols(raw: dict, where: str, base: Path, data_dir_override: Path | None) 
     asset_class = data.get("asset_class")
     if asset_class is not None and not isinstance(asset_class, str):
         raise ConfigError(f"{where}: [data] asset_class must be a string")
+    if asset_class is not None:
+        check_asset_class(asset_class)
     on_duplicate = data.get("on_duplicate", "error")
     if on_duplicate not in ON_DUPLICATE:
         raise ConfigError(f"{where}: [data] on_duplicate must be one of {', '.join(ON_DUPLICATE)}, got {on_duplicate!r}")
     return tuple(symbols), (None if data_dir is None else data_dir.resolve()), asset_class, on_duplicate
 
 
-def load_spec(path: str | Path, data_dir: str | Path | None = None) -> Spec:
-    """Read and check a spec; every problem is one :class:`ConfigError` line naming the file and the key."""
+def _periods(value, where: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise ConfigError(f"{where}: [data] periods_per_year = {value!r}; give a positive number")
+    return float(value)
+
+
+def load_spec(path: str | Path, data_dir: str | Path | None = None, asset_class_override: list[str] | None = None,
+              periods_per_year: float | None = None) -> Spec:
+    """Read and check a spec; every problem is one :class:`ConfigError` line naming the file and the key.
+    ``asset_class_override`` (``--asset-class`` values: CLASS or SYMBOL=CLASS) and ``periods_per_year`` replace
+    the spec's [data] asset_class and periods_per_year."""
     path = Path(path)
     try:
         raw = tomllib.loads(path.read_text())
@@ -248,6 +268,15 @@ def load_spec(path: str | Path, data_dir: str | Path | None = None) -> Spec:
     name = raw.get("name", path.stem)
     if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
         raise ConfigError(f"{where}: name = {name!r}; use letters, digits, - and _")
+    periods = _periods(periods_per_year if periods_per_year is not None else
+                       _table(raw, "data", where).get("periods_per_year"), where)
+    symbol_classes: tuple = ()
+    if asset_class_override:
+        from marketcast.options import asset_classes
+
+        symbol_classes = tuple((s, c) for s, c in asset_classes(asset_class_override, symbols).items()
+                               if c is not None)
     return Spec(path=path, name=name, symbols=symbols, data_dir=folder, asset_class=asset_class,
                 on_duplicate=on_duplicate, options=options,
-                grid=grid, settings=settings, models=models, ray=ray)
+                grid=grid, settings=settings, models=models, ray=ray, periods_per_year=periods,
+                symbol_classes=symbol_classes)

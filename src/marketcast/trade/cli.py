@@ -256,6 +256,8 @@ def replay_cmd(
     seed: options.Seed = 0,
     data_dir: options.DataDir = None,
     on_duplicate: options.OnDuplicate = "error",
+    asset_class: options.AssetClass = None,
+    periods_per_year: options.PeriodsPerYear = None,
     fee: float | None = typer.Option(None, "--fee", min=0.0, max=0.5, help="Fee per side as a fraction "
                                                                            "(default: stock 0.0005, crypto 0.0015)."),
     cash: float = typer.Option(100_000.0, "--cash", min=0.01, help="Starting cash of the paper account."),
@@ -282,7 +284,9 @@ def replay_cmd(
     syms = _symbols(symbols) if symbols is not None else tuple(settings["symbols"])
     pins = {s: name for s, name in settings["strategy"].items() if s in syms}
     state_dir = state_dir or Path(f"out/replay-{start}-{end}")
-    bars = {s: load_symbol(s, data_dir, on_duplicate=on_duplicate) for s in syms}
+    classes = options.asset_classes(asset_class, syms)
+    bars = {s: load_symbol(s, data_dir, on_duplicate=on_duplicate, asset_class=classes[s.upper()],
+                           periods_per_year=periods_per_year) for s in syms}
     dates = replay_dates(bars, start, end)
     forecaster = load_forecaster(model, weights=weights, device=device, dtype=dtype, seed=seed)
     started = time.perf_counter()

@@ -108,8 +108,15 @@ class Broker(ABC):
 
     def fee_for(self, asset_class: str) -> float | None:
         """The fee per side this broker charges on ``asset_class`` when it differs from the asset class's
-        default (:data:`marketcast.data.asset.DEFAULT_FEE`), for the loop's cost assumption; None: the default."""
+        default (:data:`marketcast.backtest.costs.DEFAULT_COSTS`), for the loop's cost assumption; None: the default."""
         return None
+
+    def cost_overrides(self, asset_class: str) -> dict:
+        """What this broker charges on ``asset_class`` beyond the fee, where it differs from the asset class's
+        default: ``spread`` (the spread its *synthetic* quotes are made with), ``slippage``, ``borrow_rate``
+        (:meth:`marketcast.backtest.costs.Costs.for_asset`'s arguments; None or missing: the default). The loop
+        plans with these, so the paper broker charges what the planner assumed."""
+        return {}
 
     def snapshot(self, since: str | None = None) -> Snapshot:
         """:meth:`open_orders`, :meth:`orders` and :meth:`fills` together (a broker may read them at once)."""

@@ -4,8 +4,9 @@ Every order lives for one bar (the day after its decision) and is settled with
 :func:`marketcast.backtest.fills.settle` -- the backtest's own rule -- so a replay reproduces the
 backtest's fills exactly: entry at the limit (or the open on a gap / market order), exit at the attached
 take-profit if the bar trades through it, else at the bar's close. Fees follow ``settle`` too: ``per_side``
-of the entry notional on each side. The broker keeps its own database, as a remote broker keeps its own
-books; the loop's journal is separate and is reconciled against it.
+of the entry notional on each side (:mod:`marketcast.backtest.costs`), a short's borrow booked on its exit.
+The broker keeps its own database, as a remote broker keeps its own books; the loop's journal is separate
+and is reconciled against it.
 
 It refuses what Alpaca would refuse, by the same model the loop checks with and the fake Alpaca answers with
 (:func:`marketcast.trade.broker.protections.refusals`: the price grid, whole shares, crypto's time in force and
@@ -83,12 +84,14 @@ class PaperBroker(Broker):
         *,
         starting_cash: float = 100_000.0,
         fee: float | None = None,
-        spread: float = 0.0,
+        spread: float | None = None,
+        slippage: float | None = None,
+        borrow_rate: float | None = None,
         fill_mode: str = "touch",
         same_bar: str = "pessimistic",
         start: str | pd.Timestamp | None = None,
     ) -> None:
-        self._fee, self._spread = fee, spread
+        self._fee, self._spread, self._slippage, self._borrow_rate = fee, spread, slippage, borrow_rate
         self.set_bars(bars)
         self.fill_mode, self.same_bar = fill_mode, same_bar
         self.endpoint = f"embedded paper broker ({Path(db_path).name})"
@@ -103,7 +106,8 @@ class PaperBroker(Broker):
     def set_bars(self, bars: Mapping[str, Bars]) -> None:
         """Trade on ``bars`` from now on (a file that grew is reloaded); what was settled stays settled."""
         self.bars = {s.upper(): b for s, b in bars.items()}
-        self.costs = {s: Costs.for_asset(b.asset_class, self._fee, self._spread) for s, b in self.bars.items()}
+        self.costs = {s: Costs.for_asset(b.asset_class, self._fee, periods_per_year=b.periods_per_year,
+                                         **self.cost_overrides(b.asset_class)) for s, b in self.bars.items()}
         self._index = {s: pd.DatetimeIndex(b.frame.index) for s, b in self.bars.items()}
 
     # ------------------------------------------------------------------ clock
@@ -166,16 +170,20 @@ class PaperBroker(Broker):
             return 0.0
         qty, cid, sym = o["qty"], o["client_order_id"], o["symbol"]
         fee = qty * s.entry_price * costs.per_side
+        exit_fee = fee if side == LONG else qty * s.entry_price * (costs.per_side + costs.borrow)  # + borrow
         exit_side = "sell" if side == LONG else "buy"
         c.execute("INSERT INTO fills VALUES (?,?,?,?,?,?,?,?,?)",
                   (f"{cid}-entry", cid, sym, o["side"], qty, s.entry_price, fee, ts, "entry"))
         c.execute("INSERT INTO fills VALUES (?,?,?,?,?,?,?,?,?)",
-                  (f"{cid}-exit", cid, sym, exit_side, qty, s.exit_price, fee, ts, s.exit_reason))
+                  (f"{cid}-exit", cid, sym, exit_side, qty, s.exit_price, exit_fee, ts, s.exit_reason))
         c.execute("UPDATE orders SET status='filled', filled_qty=?, filled_avg_price=?, done_at=? WHERE id=?",
                   (qty, s.entry_price, ts, o["id"]))
         return qty * s.entry_price * s.net_return
 
     # ------------------------------------------------------------------ Broker
+    def cost_overrides(self, asset_class: str) -> dict:
+        return {"spread": self._spread, "slippage": self._slippage, "borrow_rate": self._borrow_rate}
+
     def _cash(self) -> float:
         return float(self.conn.execute("SELECT value FROM meta WHERE key='cash'").fetchone()[0])
 

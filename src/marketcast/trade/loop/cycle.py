@@ -197,7 +197,11 @@ class TradingLoop:
             if q.source == "real":
                 bars = with_last_close(bars, q.mid)
             fee = self.config.fee if self.config.fee is not None else self.broker.fee_for(bars.asset_class)
-            signal = self.planner.plan(bars, Costs.for_asset(bars.asset_class, fee, q.spread), learn_from)
+            # what the broker charges (the paper broker's settings), a real quote's spread over its own
+            overrides = {**self.broker.cost_overrides(bars.asset_class),
+                         **({"spread": q.spread} if q.source == "real" else {})}
+            costs = Costs.for_asset(bars.asset_class, fee, periods_per_year=bars.periods_per_year, **overrides)
+            signal = self.planner.plan(bars, costs, learn_from)
             report.signals.append(signal)
             stale = [r for r in (stale_reason(bars, now, self.config.freshness) if now is not None else None,
                                  went_back(bars.frame.index[-1], self.seen.get(symbol))) if r]

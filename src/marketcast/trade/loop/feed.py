@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Mapping
 
 import pandas as pd
@@ -26,7 +27,7 @@ def history_feed(bars: Mapping[str, Bars], clock: Callable[[], str | None], hist
         if end == 0:
             raise DataError(f"{symbol}: no bars at or before {now}")
         start = 0 if history is None else max(0, end - history)
-        return Bars(b.symbol, b.frame.iloc[start:end], b.asset_class, b.source)
+        return dataclasses.replace(b, frame=b.frame.iloc[start:end])
 
     return feed
 

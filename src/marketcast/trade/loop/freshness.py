@@ -11,7 +11,7 @@ Bars of another spacing (weekly and longer) have no due bar here: they are never
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
@@ -78,7 +78,7 @@ def complete(bars: Bars, now) -> Bars:
         keep = bars.calendar.session_positions(index) <= _sessions(bars.calendar, [last])[0]
     else:
         keep = index <= last
-    return bars if keep.all() else Bars(bars.symbol, bars.frame[keep], bars.asset_class, bars.source)
+    return bars if keep.all() else replace(bars, frame=bars.frame[keep])
 
 
 def stale_reason(bars: Bars, now, cfg: Freshness) -> str | None:

@@ -73,7 +73,7 @@ def expected_edge(decision: Decision, view: WindowView, costs: Costs) -> float:
         return 0.0
     entry = view.close if decision.entry_limit is None else decision.entry_limit
     exit_ = view.price(view.close_ret) if decision.take_profit is None else decision.take_profit
-    return decision.side * (exit_ / entry - 1.0) - 2.0 * costs.per_side
+    return decision.side * (exit_ / entry - 1.0) - costs.round_trip(decision.side)
 
 
 @dataclass
@@ -117,11 +117,12 @@ class BacktestPlanner:
                        for k, run in r.strategies.items()})
 
     def plan(self, bars: Bars, costs: Costs, learn_from: str | None = None) -> Signal:
-        config = replace(self.config, fee=costs.fee, spread=costs.spread)
-        params = StrategyParams.from_config(config, bars.asset_class)
+        config = replace(self.config, fee=costs.fee, spread=costs.spread, slippage=costs.slippage,
+                         borrow_rate=costs.borrow_rate)
+        params = StrategyParams.from_config(config, bars.asset_class, bars.periods_per_year)
         index = bars.frame.index
         started = time.perf_counter()
-        key = (learn_from, config.fee, config.spread, bars.asset_class)
+        key = (learn_from, config.fee, config.spread, config.slippage, config.borrow_rate, bars.asset_class)
         carry = self._carry.get(bars.symbol)
         if (carry is None or carry.key != key or carry.through not in index
                 or index.get_loc(carry.through) > len(index) - 3):

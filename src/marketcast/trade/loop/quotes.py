@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 
@@ -40,4 +41,4 @@ def with_last_close(bars: Bars, price: float) -> Bars:
     frame = bars.frame.copy()
     t = frame.index[-1]
     frame.loc[t, ["close", "high", "low"]] = [price, max(frame.at[t, "high"], price), min(frame.at[t, "low"], price)]
-    return Bars(bars.symbol, frame, bars.asset_class, bars.source)
+    return dataclasses.replace(bars, frame=frame)
