@@ -3,7 +3,7 @@
 import pytest
 
 from marketcast.data import Bars, classify, explain_asset_class, infer_asset_class
-from marketcast.data.asset import DEFAULT_FEE, RULES
+from marketcast.data.asset import RULES
 from marketcast.errors import ConfigError
 from tests.conftest import make_ohlcv
 
@@ -38,11 +38,9 @@ def test_the_reason_names_the_rule():
         "BTCUSD: set to stock by --asset-class (the symbol alone reads as crypto)")
 
 
-def test_each_class_has_its_fee_shorting_and_calendar():
-    assert {k: (r.fee, r.allow_short, r.calendar) for k, r in RULES.items()} == {
-        "stock": (0.0005, True, "XNYS"), "crypto": (0.0015, False, "24/7"),
-        "forex": (0.0001, True, "FX24x5"), "future": (0.0001, True, "CMES")}
-    assert DEFAULT_FEE == {k: r.fee for k, r in RULES.items()}
+def test_each_class_has_its_shorting_rule_and_calendar():
+    assert {k: (r.allow_short, r.calendar) for k, r in RULES.items()} == {
+        "stock": (True, "XNYS"), "crypto": (False, "24/7"), "forex": (True, "FX24x5"), "future": (True, "CMES")}
     bars = Bars("EURUSD", make_ohlcv(10), "forex")
     assert bars.allow_short and bars.calendar.name == "FX24x5"
     assert not Bars("BTCUSD", make_ohlcv(10), "crypto").allow_short

@@ -1,6 +1,6 @@
 """OHLCV bars: loading, validation, the embedded default dataset."""
 
-from marketcast.data.asset import ASSET_CLASSES, DEFAULT_FEE, classify, explain_asset_class, infer_asset_class
+from marketcast.data.asset import ASSET_CLASSES, classify, explain_asset_class, infer_asset_class
 from marketcast.data.bars import PRICE_COLUMNS, Bars
 from marketcast.data.calendar import annualise, calendar_for, infer_interval
 from marketcast.data.embedded import DEFAULT_SYMBOLS, load_embedded, load_symbol
@@ -8,7 +8,6 @@ from marketcast.data.load import load_bars
 
 __all__ = [
     "ASSET_CLASSES",
-    "DEFAULT_FEE",
     "DEFAULT_SYMBOLS",
     "PRICE_COLUMNS",
     "Bars",

@@ -1,17 +1,16 @@
-"""Asset classes and what follows from them: the fee default, whether shorting is allowed, the market calendar.
+"""Asset classes and what follows from them: whether shorting is allowed and the market calendar. What trading
+one costs (fee, spread, slippage, borrow) is the backtest's cost model, :mod:`marketcast.backtest.costs`.
 
-============  ==========  =====  ==========================================================================
-class         fee / side  short  calendar (see :mod:`marketcast.data.calendar`)
-============  ==========  =====  ==========================================================================
-``stock``     0.0005      yes    ``XNYS``: New York Stock Exchange sessions, holidays and early closes
-``crypto``    0.0015      no     ``24/7``: every day around the clock (UTC days)
-``forex``     0.0001      yes    ``FX24x5``: Sunday 17:00 to Friday 17:00 New York, five 24-hour sessions
-``future``    0.0001      yes    ``CMES``: CME Globex, 17:00 Chicago the day before to 17:00, CME holidays
-============  ==========  =====  ==========================================================================
+============  =====  ==========================================================================
+class         short  calendar (see :mod:`marketcast.data.calendar`)
+============  =====  ==========================================================================
+``stock``     yes    ``XNYS``: New York Stock Exchange sessions, holidays and early closes
+``crypto``    no     ``24/7``: every day around the clock (UTC days)
+``forex``     yes    ``FX24x5``: Sunday 17:00 to Friday 17:00 New York, five 24-hour sessions
+``future``    yes    ``CMES``: CME Globex, 17:00 Chicago the day before to 17:00, CME holidays
+============  =====  ==========================================================================
 
-Fees: stocks and crypto keep the original system's defaults; forex pays about half a 1-pip EURUSD spread plus
-an ECN commission per side, futures about a quarter of an E-mini tick plus commission. Crypto is long-only
-because spot crypto cannot be sold short at the brokers marketcast trades with.
+Crypto is long-only because spot crypto cannot be sold short at the brokers marketcast trades with.
 
 The bar times decide first (:mod:`marketcast.data.detect`: weekend bars mean crypto, 24/5 means forex); the name
 breaks a tie. How a name is classified (:func:`classify`; ``--asset-class`` overrides it, for all symbols or one):
@@ -39,18 +38,16 @@ ASSET_CLASSES = ("stock", "crypto", "forex", "future")
 class AssetRules:
     """The conventions of one asset class."""
 
-    fee: float  # default fee per side, as a fraction of the traded notional
     allow_short: bool
     calendar: str  # a name :func:`marketcast.data.calendar.calendar_for` knows
 
 
 RULES = {
-    "stock": AssetRules(fee=0.0005, allow_short=True, calendar="XNYS"),
-    "crypto": AssetRules(fee=0.0015, allow_short=False, calendar="24/7"),
-    "forex": AssetRules(fee=0.0001, allow_short=True, calendar="FX24x5"),
-    "future": AssetRules(fee=0.0001, allow_short=True, calendar="CMES"),
+    "stock": AssetRules(allow_short=True, calendar="XNYS"),
+    "crypto": AssetRules(allow_short=False, calendar="24/7"),
+    "forex": AssetRules(allow_short=True, calendar="FX24x5"),
+    "future": AssetRules(allow_short=True, calendar="CMES"),
 }
-DEFAULT_FEE = {name: rules.fee for name, rules in RULES.items()}
 
 # ISO 4217 codes that are units of account or test codes, never a side of a traded pair.
 _NOT_TRADED = {"XBA", "XBB", "XBC", "XBD", "XDR", "XSU", "XTS", "XUA", "XXX"}
