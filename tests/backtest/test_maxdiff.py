@@ -9,8 +9,10 @@ from marketcast.backtest.fills import settle
 from marketcast.backtest.maxdiff import (
     GRID_ENTRY,
     GRID_EXIT,
+    MULTIPLES,
     OFFSETS,
     MaxDiffState,
+    grid_pairs,
     maxdiff_prices,
     maxdiff_side,
     settle_grid,
@@ -51,15 +53,21 @@ def test_no_history_means_zero_offsets_and_ties_prefer_zero():
     scores = np.zeros(441)
     scores[(GRID_ENTRY == 0.004) & (GRID_EXIT == 0.0)] = 0.01
     scores[(GRID_ENTRY == -0.004) & (GRID_EXIT == 0.0)] = 0.01  # tie: equal |e|+|x|, smaller e wins
-    assert MaxDiffState(scores, 5).offsets(5) == (-0.004, 0.0)
-    assert MaxDiffState(scores, 4).offsets(5) == (0.0, 0.0)
+    assert MaxDiffState(scores, 5).offsets(5, "percent") == (-0.004, 0.0)
+    assert MaxDiffState(scores, 4).offsets(5, "percent") == (0.0, 0.0)
+    # the same pair of the "atr" grid: -0.4 ATR, times the window's ATR%
+    assert MaxDiffState(scores, 5).multiples(5, "atr") == (-0.4, 0.0)
+    assert MaxDiffState(scores, 5).offsets(5, "atr", 0.02) == (-0.4 * 0.02, 0.0)
 
 
-def test_offsets_are_the_best_pair_over_strictly_earlier_windows():
-    """Recompute each window's offsets by brute force with ``settle`` over windows 0..k-1 only."""
+@pytest.mark.parametrize("grid", ["atr", "percent"])
+def test_offsets_are_the_best_pair_over_strictly_earlier_windows(grid):
+    """Recompute each window's offsets by brute force with ``settle`` over windows 0..k-1 only, each window's
+    grid at its own scale (its ATR% for "atr")."""
     bars = random_bars(120, seed=3)
     config = BacktestConfig(windows=14, context=20, num_samples=64, maxdiff_min_history=3,
-                            strategies=("maxdiff",))
+                            strategies=("maxdiff",), maxdiff_grid=grid)
+    grid_e, grid_x = grid_pairs(grid)
     result = run_backtest(bars, MomentumForecaster(), config)
     run = result.strategies["maxdiff"]
     costs = config.costs("stock")
@@ -76,11 +84,13 @@ def test_offsets_are_the_best_pair_over_strictly_earlier_windows():
             t = pos[result.decision_times[j]]
             bar = Bar(*frame.iloc[t + 1][["open", "high", "low", "close"]].to_numpy())
             side = maxdiff_side(v.high_ret, v.low_ret, True)
-            for g, (e, x) in enumerate(zip(GRID_ENTRY, GRID_EXIT)):
-                entry, tp = maxdiff_prices(side, v.price(v.high_ret), v.price(v.low_ret), e, x)
+            s = v.atr if grid == "atr" else 1.0
+            for g, (e, x) in enumerate(zip(grid_e, grid_x)):
+                entry, tp = maxdiff_prices(side, v.price(v.high_ret), v.price(v.low_ret), e * s, x * s)
                 totals[g] += settle(Decision(side, entry, tp), bar, costs).net_return
         best = np.flatnonzero(np.isclose(totals, totals.max(), rtol=0, atol=1e-12))
-        candidates = {(float(GRID_ENTRY[i]), float(GRID_EXIT[i])) for i in best}
+        s = view.atr if grid == "atr" else 1.0
+        candidates = {(float(grid_e[i] * s), float(grid_x[i] * s)) for i in best}
         assert run.offsets[k] in candidates
         e, x = run.offsets[k]
         learned += (e, x) != (0.0, 0.0)
@@ -88,3 +98,113 @@ def test_offsets_are_the_best_pair_over_strictly_earlier_windows():
         entry, tp = maxdiff_prices(d.side, view.price(view.high_ret), view.price(view.low_ret), e, x)
         assert (d.entry_limit, d.take_profit) == (pytest.approx(entry), pytest.approx(tp))
     assert learned > 0  # the test exercised non-zero offsets
+
+
+# --- the "atr" grid: offsets are multiples of each window's ATR% ------------------------------------------------
+
+def test_atr_fraction_of_a_hand_made_series():
+    """True range = max(high, previous close) - min(low, previous close); the first bar's is high - low."""
+    from marketcast.backtest.views import atr_fraction
+
+    high = np.array([11.0, 12.0, 13.0, 11.0])
+    low = np.array([9.0, 10.0, 11.5, 8.0])
+    close = np.array([10.0, 11.0, 12.0, 10.0])
+    # TR: 11 - 9 = 2; max(12, 10) - min(10, 10) = 2; max(13, 11) - min(11.5, 11) = 2; max(11, 12) - min(8, 12) = 4
+    got = atr_fraction(high, low, close, np.array([0, 1, 2, 3]), period=3)
+    np.testing.assert_allclose(got, [2 / 1 / 10, (2 + 2) / 2 / 11, (2 + 2 + 2) / 3 / 12, (2 + 2 + 4) / 3 / 10],
+                               rtol=0, atol=1e-15)
+    # the default 14 bars: all four here; a gap up counts from the previous close
+    assert atr_fraction(high, low, close, np.array([3]))[0] == pytest.approx((2 + 2 + 2 + 4) / 4 / 10, abs=1e-15)
+    assert atr_fraction([10.0, 14.0], [9.0, 13.0], [9.5, 13.5], np.array([1]))[0] == pytest.approx(
+        ((10.0 - 9.0) + (14.0 - 9.5)) / 2 / 13.5, abs=1e-15)  # the gap bar's TR is 14 - 9.5, not 14 - 13
+
+
+def test_atr_at_t_ignores_every_later_bar_and_the_start_of_the_series():
+    from marketcast.backtest.views import atr_fraction
+
+    bars = random_bars(80, seed=4)
+    h, lo, c = (bars.frame[k].to_numpy() for k in ("high", "low", "close"))
+    ends = np.arange(20, 60)
+    base = atr_fraction(h, lo, c, ends)
+    rng = np.random.default_rng(0)
+    for t in (30, 45, 59):
+        h2, lo2, c2 = h.copy(), lo.copy(), c.copy()
+        c2[t + 1:] *= rng.uniform(0.2, 5.0, len(c) - t - 1)
+        h2[t + 1:], lo2[t + 1:] = c2[t + 1:] * 1.3, c2[t + 1:] * 0.6
+        got = atr_fraction(h2, lo2, c2, ends)
+        assert np.array_equal(got[ends <= t], base[ends <= t])  # bitwise: window t's scale is unchanged
+        assert not np.array_equal(got[ends > t], base[ends > t]) or t == 59
+    # dropping bars more than 14 before the first window changes nothing; one window alone equals the batch
+    assert np.array_equal(atr_fraction(h[5:], lo[5:], c[5:], ends - 5), base)
+    assert all(atr_fraction(h, lo, c, np.array([t]))[0] == base[k] for k, t in enumerate(ends))
+
+
+def _twin(scale: float, n: int = 40):
+    """Bars closing at 100 every bar (close_t = 100 in every window), each ``scale`` times the same range, and a
+    forecast of ``scale`` times the same high/low moves: a market and its volatility-scaled twin.
+
+    A long entry at 100 (1 - s l)(1 + m s A) fills when it is >= the low 100 (1 - s d), i.e. when
+    m >= (l - d) / ((1 - s l) A) = -0.35 / (1 - s l): -0.3504 for s = 1, -0.3536 for s = 10. Both learn
+    m_e = -0.3 ATR, the lowest entry that fills (the exit, at the close here, is the same for every x)."""
+    from .helpers import TableForecaster, make_bars
+
+    up, low_fc, high_fc = 0.002, 0.001, 0.002
+    down = (low_fc + 0.35 * up) / 0.65  # so that (l - d) / (u + d) = -0.35 (A = u + d: the close stays inside)
+    ohlc = np.tile([100.0, 100 * (1 + scale * up), 100 * (1 - scale * down), 100.0], (n, 1))
+    return make_bars(ohlc), TableForecaster({}, default=(0.0, scale * high_fc, -scale * low_fc))
+
+
+def test_volatility_scaled_twin_learns_the_same_multiples_and_scaled_offsets():
+    """EURUSD-like ranges (a few bp) and a x10 twin (BTC-like): with "atr" both learn the same multiples, so
+    the offsets scale with the volatility; the fixed "percent" grid learns -0.1 % for one and hits its -1 %
+    edge for the other."""
+    runs = {}
+    for grid in ("atr", "percent"):
+        config = BacktestConfig(windows=30, context=16, num_samples=8, maxdiff_min_history=5,
+                                strategies=("maxdiff",), fee=0.0, spread=0.0, slippage=0.0, include_latest=False,
+                                maxdiff_grid=grid)
+        for scale in (1.0, 10.0):
+            runs[grid, scale] = run_backtest(*_twin(scale), config)
+    small, big = runs["atr", 1.0], runs["atr", 10.0]
+    atr = (0.002 + (0.001 + 0.35 * 0.002) / 0.65)  # (high - low) / close, every bar
+    np.testing.assert_allclose(small.views.atr, atr, rtol=1e-12)
+    np.testing.assert_allclose(big.views.atr, 10 * atr, rtol=1e-12)  # ATR% scales x10
+    a, b = (np.array(r.strategies["maxdiff"].offsets) for r in (small, big))
+    assert np.array_equal(a[:5], np.zeros((5, 2))) and np.array_equal(b[:5], np.zeros((5, 2)))
+    np.testing.assert_allclose(a[5:], [[-0.3 * atr, 0.0]] * 25, rtol=1e-12)  # the same multiples (-0.3, 0) ...
+    np.testing.assert_allclose(b[5:], [[-0.3 * 10 * atr, 0.0]] * 25, rtol=1e-12)  # ... so offsets x10
+    np.testing.assert_allclose(b, 10 * a, rtol=1e-12)
+    pct_small, pct_big = (np.array(runs["percent", s].strategies["maxdiff"].offsets) for s in (1.0, 10.0))
+    assert {tuple(r) for r in pct_small[5:]} == {(-0.001, 0.0)} and {tuple(r) for r in pct_big[5:]} == {(-0.01, 0.0)}
+
+
+def test_percent_grid_equals_the_fixed_grid_of_the_first_version_exactly():
+    """The "percent" grid is the old one: the offsets are OFFSETS pairs learned from unscaled prices, recomputed
+    here as the first version did (prefix sum of settle_all over GRID_ENTRY/GRID_EXIT, first maximum in
+    preference order), and every decision and return equals it bitwise, whatever the views' ATR."""
+    from marketcast.backtest.fills import settle_all
+    from marketcast.backtest.maxdiff import _PREFERENCE, maxdiff_sides
+
+    bars = random_bars(200, seed=9)
+    config = BacktestConfig(windows=120, context=32, num_samples=32, maxdiff_min_history=5, strategies=("maxdiff",),
+                            maxdiff_grid="percent", include_latest=False)
+    result = run_backtest(bars, MomentumForecaster(), config)
+    run = result.strategies["maxdiff"]
+    v, costs = result.views, result.costs  # the run's costs, borrow per bar included
+    rows = bars.frame.index.get_indexer(result.settle_times)
+    nxt = [bars.frame[k].to_numpy()[rows] for k in ("open", "high", "low", "close")]
+    side = maxdiff_sides(v.high_ret, v.low_ret, True)
+    net = np.zeros((len(v), len(GRID_ENTRY)))
+    for s in (1, -1):
+        at = np.flatnonzero(side == s)
+        entry, tp = maxdiff_prices(s, v.price(v.high_ret)[at, None], v.price(v.low_ret)[at, None], GRID_ENTRY,
+                                   GRID_EXIT)
+        net[at] = settle_all(s, entry, tp, *(x[at, None] for x in nxt), costs, "touch", "pessimistic").net
+    scores = np.cumsum(np.vstack([np.zeros(len(GRID_ENTRY)), net]), axis=0)[:-1]
+    pick = _PREFERENCE[np.argmax(scores[:, _PREFERENCE], axis=1)]
+    old = np.where((np.arange(len(v)) >= 5)[:, None], np.column_stack([GRID_ENTRY[pick], GRID_EXIT[pick]]), 0.0)
+    assert np.array_equal(np.array(run.offsets), old)
+    assert np.any(old != 0)
+    entry, tp = maxdiff_prices(side, v.price(v.high_ret), v.price(v.low_ret), old[:, 0], old[:, 1])
+    assert np.array_equal(run.decisions.entry_limit, entry) and np.array_equal(run.decisions.take_profit, tp)
+    assert np.array_equal(run.returns, settle_all(side, entry, tp, *nxt, costs, "touch", "pessimistic").net)

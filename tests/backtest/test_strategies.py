@@ -1,5 +1,7 @@
 """Each strategy's decision for hand-made forecast views (close_t = 100), stocks and crypto."""
 
+from dataclasses import replace
+
 import pytest
 
 from marketcast.backtest.maxdiff import MaxDiffState
@@ -98,10 +100,15 @@ def test_maxdiff_bias_prices_and_offsets():
     from marketcast.backtest.maxdiff import GRID_ENTRY, GRID_EXIT
     k = int(((GRID_ENTRY == 0.003) & (GRID_EXIT == -0.005)).nonzero()[0][0])
     state.scores[k] = 1.0
-    d = decide("maxdiff", UP, state, STOCK)
+    pct = replace(STOCK, maxdiff_grid="percent")
+    d = decide("maxdiff", UP, state, pct)
     assert d.entry_limit == pytest.approx(99.5 * 1.003) and d.take_profit == pytest.approx(102.0 * 0.995)
-    d = decide("maxdiff", DOWN, state, STOCK)
+    d = decide("maxdiff", DOWN, state, pct)
     assert d.entry_limit == pytest.approx(100.5 * 0.997) and d.take_profit == pytest.approx(98.0 * 1.005)
+    # the default "atr" grid: the same pair is m_e = +0.3, m_x = -0.5 times the view's ATR% (here 2 %)
+    d = decide("maxdiff", replace(UP, atr=0.02), state, STOCK)
+    assert d.entry_limit == pytest.approx(99.5 * 1.006) and d.take_profit == pytest.approx(102.0 * 0.99)
+    assert decide("maxdiff", UP, state, STOCK).entry_limit == pytest.approx(99.5)  # no range known: zero offsets
     # below the minimum history the offsets stay zero
     young = MaxDiffState(state.scores, count=3)
-    assert decide("maxdiff", UP, young, STOCK).entry_limit == pytest.approx(99.5)
+    assert decide("maxdiff", UP, young, pct).entry_limit == pytest.approx(99.5)

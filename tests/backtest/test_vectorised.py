@@ -11,7 +11,7 @@ import pytest
 from marketcast.backtest.config import STRATEGY_NAMES, BacktestConfig
 from marketcast.backtest.engine import decision_ends, forecast_windows, simulate
 from marketcast.backtest.fills import settle, settle_all
-from marketcast.backtest.maxdiff import MaxDiffState
+from marketcast.backtest.maxdiff import MaxDiffState, grid_scale
 from marketcast.backtest.orders import Bar, Costs, Decision
 from marketcast.backtest.strategies import StrategyParams, decide, initial_state, step
 from marketcast.data import load_symbol
@@ -45,9 +45,10 @@ def _same_state(a, b) -> bool:
 @pytest.mark.parametrize("asset_class", ["stock", "crypto"])
 @pytest.mark.parametrize("fill_mode", ["touch", "penetrate"])
 @pytest.mark.parametrize("same_bar", ["pessimistic", "nearest"])
-def test_every_window_equals_the_one_window_step(data, asset_class, fill_mode, same_bar):
+@pytest.mark.parametrize("grid", ["atr", "percent"])
+def test_every_window_equals_the_one_window_step(data, asset_class, fill_mode, same_bar, grid):
     bars, ends, fc = _forecast(data, asset_class)
-    config = replace(CONFIG, fill_mode=fill_mode, same_bar=same_bar)
+    config = replace(CONFIG, fill_mode=fill_mode, same_bar=same_bar, maxdiff_grid=grid)
     result = simulate(bars, fc, ends, config)
     params = StrategyParams.from_config(config, bars.asset_class, bars.periods_per_year)  # the engine's costs
     frame = bars.frame
@@ -58,7 +59,8 @@ def test_every_window_equals_the_one_window_step(data, asset_class, fill_mode, s
         state = initial_state(name)
         for k, (view, bar) in enumerate(zip(result.views, next_bars)):
             if name == "maxdiff":
-                assert run.offsets[k] == state.offsets(params.maxdiff_min_history), (name, k)
+                assert run.offsets[k] == state.offsets(params.maxdiff_min_history, params.maxdiff_grid,
+                                                       grid_scale(view, params.maxdiff_grid)), (name, k)
             d, s, state = step(name, view, state, bar, params)
             assert run.decisions[k] == d, (name, k)
             assert run.settlements[k] == s, (name, k)

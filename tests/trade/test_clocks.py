@@ -45,7 +45,11 @@ def crypto_bars(symbol: str, start: str, end: str, seed: int = 7) -> Bars:
 
 def test_a_crypto_and_stock_replay_decides_each_on_its_own_bars(tmp_path):
     bars = {"SP500": load_symbol("SP500"), "ETHUSD": crypto_bars("ETHUSD", "2014-01-01", "2015-04-30")}
-    result = replay(bars, BacktestPlanner(load_forecaster("baseline")), tmp_path, "2015-03-01", "2015-04-15",
+    # ETHUSD pinned to maxdiff (as in the README's config) so the blotter audit below sees crypto limit buys: with
+    # MaxDiff's ATR-scaled grid (the default) the walk-forward pick on these bars is buy_hold or simple, market
+    # orders only (with the fixed +-1 % grid it happened to pick maxdiff 3 times).
+    planner = BacktestPlanner(load_forecaster("baseline"), pinned={"ETHUSD": "maxdiff"})
+    result = replay(bars, planner, tmp_path, "2015-03-01", "2015-04-15",
                     LoopConfig(("SP500", "ETHUSD"), gates=OPEN_GATES))
     journal = Journal(tmp_path / "journal.db")
     cycles = journal.conn.execute("SELECT clock, decision_ts FROM cycles WHERE status='done'").fetchall()

@@ -74,6 +74,9 @@ def backtest(
     point: Annotated[str, typer.Option(help="Aggregation spec of the point forecast (median, mean, trimmed_mean_10, ...).")] = "median",
     fill_mode: Annotated[str, typer.Option(help="Limit fills: touch (low <= limit) or penetrate (through by 1 bp).")] = "touch",
     same_bar: Annotated[str, typer.Option(help="Limit entry and take profit in one bar: pessimistic or nearest.")] = "pessimistic",
+    maxdiff_grid: Annotated[str, typer.Option(
+        help="MaxDiff's offset grid: atr = -1.0 .. +1.0 times each window's ATR% (14-bar average true range over "
+             "the close, from bars <= t), percent = the fixed -1 % .. +1 % grid.")] = "atr",
     fee: Annotated[Optional[float], typer.Option(
         help="Fee per side as a fraction (default per asset class: stock 0.0005, crypto 0.0025 = Alpaca's tier-1 "
              "taker fee, forex 0.00003, future 0.00001; see docs/backtest.md#costs).")] = None,
@@ -129,6 +132,7 @@ def backtest(
     config = BacktestConfig(
         windows=windows, context=context, num_samples=samples, seed=seed, point=point,
         ci_band=(ci_low, ci_high), ci_multiplier=ci_multiplier, fill_mode=fill_mode, same_bar=same_bar,
+        maxdiff_grid=maxdiff_grid,
         fee=fee, spread=_spread(spread, half_spread_bps),
         slippage=None if slippage_bps is None else slippage_bps * BP, borrow_rate=borrow_rate,
         strategies=_strategies(strategies),

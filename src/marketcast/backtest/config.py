@@ -11,6 +11,7 @@ from marketcast.backtest.selection import SelectionRule
 from marketcast.errors import ConfigError
 from marketcast.forecast.aggregate import validate_spec
 
+MAXDIFF_GRIDS = ("atr", "percent")
 STRATEGY_NAMES = (
     "simple",
     "all_signals",
@@ -42,6 +43,9 @@ class BacktestConfig:
     cscv_splits:   blocks of the PBO's cross-validation (:mod:`marketcast.backtest.overfit`; even, 2 to
                    ``windows``); None = 16, or the largest even number the windows allow.
     spa:           compute the SPA / reality-check p-value (imports arch, about a second).
+    maxdiff_grid:  MaxDiff's offset grid (:mod:`marketcast.backtest.maxdiff`): "atr" (default) = -1.0 .. +1.0
+                   times each window's ATR% (14-bar average true range over close_t, bars <= t), "percent" =
+                   the fixed -1 % .. +1 % grid.
     """
 
     windows: int = 70
@@ -59,6 +63,7 @@ class BacktestConfig:
     borrow_rate: float | None = None
     strategies: tuple[str, ...] = STRATEGY_NAMES
     maxdiff_min_history: int = 10
+    maxdiff_grid: str = "atr"
     include_latest: bool = True
     selection: SelectionRule = SelectionRule()
     bootstrap_reps: int = 1000
@@ -97,6 +102,8 @@ class BacktestConfig:
             check_splits(self.cscv_splits, self.windows)
         if self.maxdiff_min_history < 1:
             raise ConfigError(f"maxdiff_min_history must be >= 1, got {self.maxdiff_min_history}")
+        if self.maxdiff_grid not in MAXDIFF_GRIDS:
+            raise ConfigError(f"--maxdiff-grid must be one of {', '.join(MAXDIFF_GRIDS)}, got {self.maxdiff_grid!r}")
 
     def costs(self, asset_class: str, periods_per_year: float | None = None) -> Costs:
         """The costs of ``asset_class`` with this run's overrides; borrow per bar needs ``periods_per_year``."""

@@ -31,7 +31,7 @@ from marketcast.backtest.selection import SelectionRule
 from marketcast.backtest.skill import FIELDS, excursion_naive, forecast_skill
 from marketcast.backtest.strategies import StrategyParams, decide
 from marketcast.backtest.vectorised import Orders, walk
-from marketcast.backtest.views import ForecastReturns, ForecastViews, WindowView
+from marketcast.backtest.views import ForecastReturns, ForecastViews, WindowView, atr_fraction
 from marketcast.data.asset import explain_asset_class
 from marketcast.data.bars import Bars
 from marketcast.data.calendar import Annualisation
@@ -259,7 +259,7 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
     o, h, lo, c = (frame[col].to_numpy(dtype=np.float64) for col in ("open", "high", "low", "close"))
     index = pd.DatetimeIndex(frame.index)
     returns = ForecastReturns.from_forecast(forecast, c[ends])
-    all_views = returns.views(index[ends], config.point, config.ci_band)
+    all_views = returns.views(index[ends], config.point, config.ci_band, atr_fraction(h, lo, c, ends))  # bars <= t
     n_settled = len(ends) - 1 if config.include_latest else len(ends)
     settled = ends[:n_settled]
     views = all_views[:n_settled]

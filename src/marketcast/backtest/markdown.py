@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from marketcast.backtest.engine import SymbolResult
+from marketcast.backtest.returns import CLOSE_TO_CLOSE, SENTENCE, STRATEGY
 from marketcast.backtest.strategies import STRATEGIES
 from marketcast.backtest.tables import annual
 from marketcast.backtest.tables import (
@@ -41,12 +42,13 @@ def symbol_section(r: SymbolResult, plot: bool = False) -> list[str]:
               f"### In sample: {len(r.strategies)} strategies over the same {r.windows} windows", ""]
     lines += _table((*IN_SAMPLE_COLUMNS[:3], level(r), *IN_SAMPLE_COLUMNS[4:]), in_sample_rows(r))
     lines += ["", in_sample_note(r), ""]
-    lines += _table(MORE_COLUMNS, more_rows(r))
+    lines += _table(MORE_COLUMNS, more_rows(r)) + ["", f"Every column: the strategy's returns, {STRATEGY}."]
     lines += ["", "### Multiple testing: is the best better than luck?", ""]
     lines += _table(SELECTION_COLUMNS, selection_rows(r)) + ["", selection_note(r)]
     lines += ["", f"**{selection_verdict(r)}**"] if selection_verdict(r) else []
     lines += ["", "Strategies: " + "; ".join(f"`{n}` {STRATEGIES[n].description}" for n in r.strategies) + ".",
-              "", f"Market close-to-close over the same bars: {pct(r.market_return)}.", ""]
+              "", f"Market {CLOSE_TO_CLOSE}, compounded from the close of the first decision bar to the close of the "
+              f"last settle bar (no costs): {pct(r.market_return)}.", ""]
     return lines + ([f"![equity]({r.symbol}_equity.png)", ""] if plot else [])
 
 
@@ -59,7 +61,8 @@ def markdown_summary(results: Sequence[SymbolResult], plots: bool = False) -> st
         lines += [f"Generated {results[0].generated_at}. Model `{results[0].forecast_meta.get('model')}`, "
                   f"{cfg.num_samples} samples, seed {cfg.seed}, point forecast `{cfg.point}`, context {cfg.context}, "
                   f"fill mode `{cfg.fill_mode}`, same-bar `{cfg.same_bar}`. Returns are net of fees and half "
-                  "the spread per side; each decision at bar t is settled on bar t+1.", ""]
+                  "the spread per side; each decision at bar t is settled on bar t+1.", "",
+                  f"**Which return each table uses.** {SENTENCE}", ""]
     for r in results:
         lines += symbol_section(r, plots)
     if results:

@@ -22,6 +22,8 @@ from marketcast.backtest.benchmark import DESCRIPTION as BENCHMARK_DESCRIPTION
 from marketcast.backtest.benchmark import NAME as BENCHMARK_NAME
 from marketcast.backtest.engine import SymbolResult
 from marketcast.backtest.markdown import markdown_summary
+from marketcast.backtest.returns import DEFINITIONS as RETURN_DEFINITIONS
+from marketcast.backtest.returns import DETAILS as RETURN_DETAILS
 from marketcast.backtest.strategies import STRATEGIES
 from marketcast.fileio import write_files
 
@@ -110,6 +112,11 @@ def symbol_json(result: SymbolResult) -> dict:
             "decisions": {n: {"side": d.side, "entry_limit": d.entry_limit, "take_profit": d.take_profit}
                           for n, d in result.next_decisions.items()},
         },
+        # which return each section uses (marketcast.backtest.returns): the strategies trade open t+1 -> close
+        # t+1, buy & hold holds overnight; "skill" (the MAE/MASE/CRPS keys of "metrics") scores forecasts of bar
+        # t+1 from close t
+        "return_definitions": dict(RETURN_DEFINITIONS),
+        "return_definitions_detail": dict(RETURN_DETAILS),
         "forecast_meta": {k: v for k, v in result.forecast_meta.items() if isinstance(v, (str, int, float, bool, type(None)))},
     })
 

@@ -53,6 +53,7 @@ class StrategyParams:
     fill_mode: str = "touch"
     same_bar: str = "pessimistic"
     maxdiff_min_history: int = 10
+    maxdiff_grid: str = "atr"
 
     @classmethod
     def from_config(cls, config: BacktestConfig, asset_class: str,
@@ -64,6 +65,7 @@ class StrategyParams:
             fill_mode=config.fill_mode,
             same_bar=config.same_bar,
             maxdiff_min_history=config.maxdiff_min_history,
+            maxdiff_grid=config.maxdiff_grid,
         )
 
 
@@ -125,7 +127,7 @@ def highlow(view: WindowView, state: Any, p: StrategyParams) -> Decision:
 
 
 def maxdiff(view: WindowView, state: MaxDiffState, p: StrategyParams) -> Decision:
-    return decide_maxdiff(view, state, p.allow_short, p.maxdiff_min_history)
+    return decide_maxdiff(view, state, p.allow_short, p.maxdiff_min_history, p.maxdiff_grid)
 
 
 # --- state: built only from settled bars (t+1 <= the next decision bar) -----------------------------
@@ -139,7 +141,7 @@ def _update_unprofit(state, view: WindowView, bar_next: Bar, settlement: Settlem
 
 
 def _update_maxdiff(state, view: WindowView, bar_next: Bar, settlement: Settlement, p: StrategyParams):
-    return learn_maxdiff(view, bar_next, state, p.allow_short, p.costs, p.fill_mode, p.same_bar)
+    return learn_maxdiff(view, bar_next, state, p.allow_short, p.costs, p.fill_mode, p.same_bar, p.maxdiff_grid)
 
 
 @dataclass(frozen=True)

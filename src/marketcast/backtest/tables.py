@@ -16,6 +16,7 @@ from rich.table import Table
 from marketcast.backtest.benchmark import DESCRIPTION as BENCHMARK_DESCRIPTION
 from marketcast.backtest.engine import SymbolResult
 from marketcast.backtest.metrics import UNDER_A_YEAR
+from marketcast.backtest.returns import CLOSE_TO_CLOSE, SENTENCE, SKILL, STRATEGY
 from marketcast.backtest.stats import MIN_NONZERO
 
 WALK_FORWARD = "walk-forward"
@@ -83,7 +84,7 @@ def track_note(result: SymbolResult) -> str:
             "Sharpe is above 0; both only with "
             f"at least {result.config.selection.min_trades} trades and {MIN_NONZERO} non-zero returns."
             + (f" Annual figures {UNDER_A_YEAR}: {result.windows:,} bars, {result.periods_per_year:,g} a year; the "
-               "return is the period's." if under_a_year(result) else ""))
+               "return is the period's." if under_a_year(result) else "") + " " + SENTENCE)
 
 
 IN_SAMPLE_COLUMNS = ("strategy", "return", "Sharpe", "CI", "PSR", "alpha", "beta", "IR", "trades")
@@ -110,13 +111,15 @@ def in_sample_note(result: SymbolResult, information_ratio: bool = True) -> str:
         parts.append(f"too few trades (< {need}) to be best: {', '.join(few)}")
     if PER_BAR in result.strategies:
         parts.append(f"† {PER_BAR} is long each bar open to close (a round trip and two costs per bar), not buy & hold")
+    parts.append(f"returns {STRATEGY}")
     if information_ratio:
-        parts.append("alpha, beta and information ratio (IR) against buy & hold")
+        parts.append(f"alpha, beta and information ratio (IR) against buy & hold ({CLOSE_TO_CLOSE})")
     elif under_a_year(result):  # the terminal leaves the all-"n/a" alpha column out
-        parts.append(f"beta against buy & hold; alpha {UNDER_A_YEAR} (the information ratio is in summary.md and "
-                     "the JSON)")
+        parts.append(f"beta against buy & hold ({CLOSE_TO_CLOSE}); alpha {UNDER_A_YEAR} (the information ratio is "
+                     "in summary.md and the JSON)")
     else:
-        parts.append("alpha and beta against buy & hold (the information ratio is in summary.md and the JSON)")
+        parts.append(f"alpha and beta against buy & hold ({CLOSE_TO_CLOSE}; the information ratio is in summary.md "
+                     "and the JSON)")
     return "; ".join(parts) + "."
 
 
@@ -153,7 +156,8 @@ def selection_note(result: SymbolResult) -> str:
     return (f"{o.trials} trials: {o.trials} strategies, one setting each. DSR (Bailey & López de Prado 2014): "
             f"probability that the Sharpe of {best} and of the walk-forward record beats an annual "
             f"{num(o.expected_max_sharpe)}, what the best of {o.trials} trials reaches by luck. PBO (Bailey et al. "
-            f"2017): {pbo}. SPA p (Hansen 2005): p-value of 'no strategy beats buy & hold' ({spa}).")
+            f"2017): {pbo}. SPA p (Hansen 2005): p-value of 'no strategy beats buy & hold' ({spa}). DSR and PBO use the strategies' returns ({STRATEGY}); "
+            f"SPA compares them with buy & hold's ({CLOSE_TO_CLOSE}).")
 
 
 SKILL_COLUMNS = ("symbol", "model", "MAE c/h/l %", "MASE c/h/l", "vs excursion", "CRPS c %")
@@ -172,7 +176,7 @@ def skill_rows(results: Sequence[SymbolResult]) -> list[list[str]]:
 
 
 SKILL_NOTE = ("MASE < 1 beats a naive forecast: no change (every field = close_t) for close/high/low, and for "
-              "high/low ('vs excursion') also the context's average excursion from the previous close.")
+              "high/low ('vs excursion') also the context's average excursion from the previous close. " + SKILL)
 
 
 def _table(title_: str, columns: Sequence[str], rows: list[list[str]], caption: str) -> Table:

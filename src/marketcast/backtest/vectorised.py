@@ -20,7 +20,9 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from marketcast.backtest.fills import Fills, settle_all
-from marketcast.backtest.maxdiff import MaxDiffState, grid_scores, learned_offsets, maxdiff_prices, maxdiff_sides
+from marketcast.backtest.maxdiff import (
+    MaxDiffState, grid_scale, grid_scores, learned_offsets, maxdiff_prices, maxdiff_sides,
+)
 from marketcast.backtest.orders import FLAT, LONG, SHORT, Bar, Decision
 from marketcast.backtest.strategies import StrategyParams, initial_state
 from marketcast.backtest.views import ForecastViews
@@ -124,8 +126,8 @@ def unprofit_shutdown(v: ForecastViews, bars: Bar, p: StrategyParams) -> tuple[O
 
 def maxdiff(v: ForecastViews, bars: Bar, p: StrategyParams) -> tuple[Orders, np.ndarray, MaxDiffState]:
     """MaxDiff's orders with each window's offsets learned from the windows before it; the offsets; the state."""
-    scores = grid_scores(v, bars, p.allow_short, p.costs, p.fill_mode, p.same_bar)
-    offsets = learned_offsets(scores[:-1], p.maxdiff_min_history)
+    scores = grid_scores(v, bars, p.allow_short, p.costs, p.fill_mode, p.same_bar, p.maxdiff_grid)
+    offsets = learned_offsets(scores[:-1], p.maxdiff_min_history, p.maxdiff_grid, grid_scale(v, p.maxdiff_grid))
     side = maxdiff_sides(v.high_ret, v.low_ret, p.allow_short)
     entry, tp = maxdiff_prices(side, v.price(v.high_ret), v.price(v.low_ret), offsets[:, 0], offsets[:, 1])
     flat = side == FLAT

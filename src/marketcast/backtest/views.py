@@ -17,6 +17,32 @@ from marketcast.forecast.aggregate import aggregate, quantile
 from marketcast.forecast.base import Forecast
 
 RETURN_FIELDS = ("close", "high", "low")
+ATR_PERIOD = 14  # bars of the average true range (Wilder 1978) that scales MaxDiff's grid
+
+
+def atr_fraction(high: np.ndarray, low: np.ndarray, close: np.ndarray, ends: np.ndarray,
+                 period: int = ATR_PERIOD) -> np.ndarray:
+    """ATR% of each decision bar t in ``ends``: the mean true range of bars t-period+1 .. t divided by close_t.
+
+    True range (Wilder 1978, *New Concepts in Technical Trading Systems*): ``max(high_i, close_{i-1}) -
+    min(low_i, close_{i-1})``, ``high_i - low_i`` for the first bar of the series. A plain mean of the last
+    ``period`` true ranges (fewer where the series starts later), not Wilder's recursive smoothing, so the value
+    depends only on bars t-period .. t, never on a bar after t, nor on how far back the series starts. The
+    terms are added in a fixed order, so one window alone and a batch of them give the same value exactly.
+    """
+    high, low, close = (np.asarray(a, dtype=np.float64) for a in (high, low, close))
+    ends = np.asarray(ends, dtype=np.int64)
+    total = np.zeros(len(ends))
+    count = np.zeros(len(ends))
+    for lag in range(period - 1, -1, -1):  # oldest first
+        i = ends - lag
+        ok = i >= 0
+        j = np.where(ok, i, 0)
+        prev = close[np.maximum(j - 1, 0)]
+        tr = np.where(j > 0, np.maximum(high[j], prev) - np.minimum(low[j], prev), high[j] - low[j])
+        total = total + np.where(ok, tr, 0.0)
+        count = count + ok
+    return total / count / close[ends]
 
 
 @dataclass(frozen=True)
@@ -25,6 +51,8 @@ class WindowView:
 
     close_ret/high_ret/low_ret: point forecasts (``BacktestConfig.point``) of bar t+1's close/high/low.
     band_low/band_high: quantiles ``ci_band`` of the close-return samples (``ci_guard``).
+    atr: ATR% of bars <= t (:func:`atr_fraction`), the unit of MaxDiff's "atr" grid; 0 (no range known: zero
+    offsets) where a view is made by hand.
     """
 
     timestamp: object
@@ -34,6 +62,7 @@ class WindowView:
     low_ret: float
     band_low: float
     band_high: float
+    atr: float = 0.0
 
     def price(self, ret: float) -> float:
         """Absolute price of a return relative to close_t."""
@@ -58,8 +87,9 @@ class ForecastReturns:
             out[name] = prices / last_close[:, None] - 1.0
         return cls(last_close=last_close, samples=out)
 
-    def views(self, timestamps, point: str, ci_band: tuple[float, float]) -> "ForecastViews":
-        """Every window's view, in batch order."""
+    def views(self, timestamps, point: str, ci_band: tuple[float, float], atr=None) -> "ForecastViews":
+        """Every window's view, in batch order; ``atr`` ``[B]`` each window's ATR% (:func:`atr_fraction`, zero
+        when not given)."""
         pts = {name: aggregate(s[:, :, None], point)[:, 0] for name, s in self.samples.items()}
         close = self.samples["close"]
         return ForecastViews(
@@ -70,6 +100,7 @@ class ForecastReturns:
             low_ret=pts["low"],
             band_low=quantile(close[:, :, None], ci_band[0])[:, 0],
             band_high=quantile(close[:, :, None], ci_band[1])[:, 0],
+            atr=np.zeros(len(self.last_close)) if atr is None else np.asarray(atr, dtype=np.float64),
         )
 
 
@@ -85,6 +116,7 @@ class ForecastViews:
     low_ret: np.ndarray
     band_low: np.ndarray
     band_high: np.ndarray
+    atr: np.ndarray
 
     def price(self, ret: np.ndarray) -> np.ndarray:
         """Absolute prices of returns relative to each window's close_t (:meth:`WindowView.price`)."""

@@ -15,6 +15,7 @@ import pandas as pd
 
 from marketcast.backtest.engine import SymbolResult
 from marketcast.backtest.markdown import MORE_COLUMNS, more_rows
+from marketcast.backtest.returns import CLOSE_TO_CLOSE, SENTENCE, STRATEGY
 from marketcast.backtest.tables import (
     IN_SAMPLE_COLUMNS, SELECTION_COLUMNS, SKILL_COLUMNS, SKILL_NOTE, TRACK_COLUMNS, in_sample_note, in_sample_rows,
     level, selection_note, selection_rows, selection_verdict, skill_rows, title, track_note, track_rows,
@@ -28,6 +29,8 @@ from marketcast.report.page import anchor, chart, document, esc, paragraph, tabl
 from marketcast.report.series import skill_window
 
 PAGE_NAME = "report.html"
+RETURNS_CAPTION = (f"The strategies and the walk-forward pick: {STRATEGY}; buy & hold: {CLOSE_TO_CLOSE} (it holds "
+                   "overnight, from the open of the first settle bar).")
 
 
 @dataclass(frozen=True)
@@ -56,24 +59,28 @@ def _charts(rep: SymbolReport, key: str) -> list[str]:
         chart(f"{key}-equity", figures.equity_chart(r),
               "Each strategy (thin), the walk-forward pick (red: the selection rule's choice at every bar, out of "
               "sample, what the live loop would have traded) and buy & hold of the symbol (dashed). The y axis is "
-              "logarithmic when the curves span more than a factor of 10." + downsampled(n + 1)),
+              "logarithmic when the curves span more than a factor of 10. " + RETURNS_CAPTION + downsampled(n + 1)),
         chart(f"{key}-drawdown", figures.drawdown_chart(r),
-              "Fall of each equity curve from its running peak." + downsampled(n + 1)),
+              "Fall of each equity curve from its running peak. " + RETURNS_CAPTION + downsampled(n + 1)),
         chart(f"{key}-monthly", figures.monthly_chart(r),
               "The walk-forward record's compounded net return per calendar month of the settle bar (UTC); "
-              "the year's total beside it."),
+              f"the year's total beside it. Returns {STRATEGY}."),
         chart(f"{key}-candles", figures.candle_chart(rep.result, rep.bars),
               f"Bar t+1 of the last {shown:,} of {n:,} windows (candles are not aggregated: each trade opens and "
               "closes inside one bar). Triangles: the walk-forward pick's entries (up: long, down: short); crosses: "
-              "its exits, green for a net gain. Earlier windows are in the equity and drawdown charts."),
+              "its exits, green for a net gain. Earlier windows are in the equity and drawdown charts. "
+              f"Each trade's return: {STRATEGY}."),
         chart(f"{key}-fans", figures.fan_chart(r.symbol, rep.fans),
               f"The {r.forecast_meta.get('model', 'model')} forecast of the next {h} bars made at each date from "
               f"bars up to that date only ({cfg.num_samples} samples, seed {cfg.seed}, context {cfg.context}): "
-              "P10-P90 and P25-P75 bands of the close and the median, against the closes that followed."),
+              "P10-P90 and P25-P75 bands of the close and the median, against the closes that followed (prices, "
+              "not returns)."),
         chart(f"{key}-skill", figures.skill_chart(r, rep.bars),
               f"MASE of the bar-t+1 point forecast ({cfg.point}) over the trailing {skill_window(n)} windows: below "
               "1 beats the naive forecast (close: no change; high and low: the context's average excursion). "
-              "Over the whole run these are the skill table's numbers." + downsampled(n)),
+              "Over the whole run these are the skill table's numbers. Errors of the forecast of bar t+1 as a return "
+              f"from close t against the realised {CLOSE_TO_CLOSE} (high, low alike): not a return a strategy earns."
+              + downsampled(n)),
     ]
 
 
@@ -88,7 +95,7 @@ def symbol_section(rep: SymbolReport, key: str) -> str:
               table((*TRACK_COLUMNS[:4], level(r), *TRACK_COLUMNS[5:]), track_rows(r), 2, track_note(r)),
               f"<h3>In sample: {len(r.strategies)} strategies over the same {r.windows:,} windows</h3>",
               table((*IN_SAMPLE_COLUMNS[:3], level(r), *IN_SAMPLE_COLUMNS[4:]), in_sample_rows(r), 0, in_sample_note(r)),
-              table(MORE_COLUMNS, more_rows(r)),
+              table(MORE_COLUMNS, more_rows(r), 0, f"Every column: the strategy's returns, {STRATEGY}."),
               "<h3>Multiple testing: is the best better than luck?</h3>",
               table(SELECTION_COLUMNS, selection_rows(r), 0, selection_note(r))]
     parts += [paragraph(selection_verdict(r), "warning")] if selection_verdict(r) else []
@@ -104,7 +111,7 @@ def tearsheet_html(reports: Sequence[SymbolReport]) -> str:
     subtitle = (f"Generated {first.generated_at}. Model {first.forecast_meta.get('model')}, {cfg.num_samples} samples, "
                 f"seed {cfg.seed}, point forecast {cfg.point}, context {cfg.context}, fill mode {cfg.fill_mode}, "
                 f"same-bar {cfg.same_bar}. Returns net of fees and half the spread per side; each decision at bar t "
-                "is settled on bar t+1.")
+                "is settled on bar t+1. " + SENTENCE)
     body = "".join(symbol_section(rep, key) for rep, key in zip(reports, keys))
     body += ('<section id="skill"><h2>Forecast skill for bar t+1</h2>'
              f"{table(SKILL_COLUMNS, skill_rows(results), 0, SKILL_NOTE)}</section>")
