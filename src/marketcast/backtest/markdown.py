@@ -60,7 +60,8 @@ def markdown_summary(results: Sequence[SymbolResult], plots: bool = False) -> st
         cfg = results[0].config
         lines += [f"Generated {results[0].generated_at}. Model `{results[0].forecast_meta.get('model')}`, "
                   f"{cfg.num_samples} samples, seed {cfg.seed}, point forecast `{cfg.point}`, context {cfg.context}, "
-                  f"fill mode `{cfg.fill_mode}`, same-bar `{cfg.same_bar}`. Returns are net of fees and half "
+                  f"fill mode `{cfg.fill_mode}`, same-bar `{cfg.same_bar}`, MaxDiff grid `{cfg.maxdiff_grid}`. "
+                  "Returns are net of fees and half "
                   "the spread per side; each decision at bar t is settled on bar t+1.", "",
                   f"**Which return each table uses.** {SENTENCE}", ""]
     for r in results:

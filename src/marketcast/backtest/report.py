@@ -72,7 +72,7 @@ def symbol_json(result: SymbolResult) -> dict:
             "ci_band": list(cfg.ci_band), "ci_multiplier": cfg.ci_multiplier, "fill_mode": cfg.fill_mode,
             "same_bar": cfg.same_bar, "fee_per_side": result.costs.fee,
             "spread": result.costs.spread, "slippage": result.costs.slippage, "borrow_rate": result.costs.borrow_rate,
-            "maxdiff_min_history": cfg.maxdiff_min_history,
+            "maxdiff_min_history": cfg.maxdiff_min_history, "maxdiff_grid": cfg.maxdiff_grid,
             "select_lookback": cfg.selection.lookback, "min_trades": cfg.selection.min_trades,
             "bootstrap_reps": cfg.bootstrap_reps,
             "confidence": cfg.confidence, "cscv_splits": cfg.cscv_splits, "spa": cfg.spa,
