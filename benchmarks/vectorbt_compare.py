@@ -70,7 +70,7 @@ def marketcast_return(o, h, lo, c, signal, fee) -> float:
     """The engine's hot path: the signal's views, every window decided and settled, compounded."""
     rets = signal_returns(signal)
     views = ForecastViews(np.arange(len(signal)), c[:-1], rets["close"], rets["high"], rets["low"], rets["close"],
-                          rets["close"])
+                          rets["close"], np.zeros(len(signal)))  # no ATR: all_signals trades at market
     run = walk(STRATEGY, views, Bar(o[1:], h[1:], lo[1:], c[1:]), StrategyParams(costs=Costs(fee)))
     return float(np.prod(1.0 + run.fills.net) - 1.0)
 
@@ -80,8 +80,8 @@ def marketcast_simulate(bars, signal, fee):
     c = bars.frame["close"].to_numpy()
     rets = signal_returns(signal)
     prices = np.stack([c[:-1] * (1.0 + rets[f]) for f in ("close", "high", "low")], axis=1)[:, :, None, None]
-    config = BacktestConfig(windows=len(signal), context=LOOKBACK, num_samples=1, fee=fee,
-                            strategies=(STRATEGY,), include_latest=False)
+    config = BacktestConfig(windows=len(signal), context=LOOKBACK, num_samples=1, fee=fee, spread=0.0, slippage=0.0,
+                            borrow_rate=0.0, strategies=(STRATEGY,), include_latest=False)  # the fee alone, as vectorbt
     return simulate(bars, Forecast(prices), np.arange(len(signal)), config)
 
 
