@@ -19,6 +19,7 @@ from marketcast.data.bars import PRICE_COLUMNS, Bars
 from marketcast.data.read import SUFFIXES, read_table
 from marketcast.data.timestamps import parse_timestamps
 from marketcast.data.validate import MAX_JUMP, Source, cell, check_bars, first_true, warn_jumps
+from marketcast.data.symbols import check_symbol
 from marketcast.errors import ConfigError, DataError, DataWarning
 
 _TIME_NAMES = ("timestamp", "date", "datetime", "time")
@@ -145,7 +146,7 @@ def symbol_files(data_dir: str | Path) -> dict[str, Path]:
 def find_symbol_file(data_dir: str | Path, symbol: str) -> Path:
     """``DIR/<SYMBOL>.csv`` or ``.parquet`` (case-insensitive stem)."""
     folder = Path(data_dir)
-    path = symbol_files(folder).get(symbol.upper())
+    path = symbol_files(folder).get(check_symbol(symbol).upper())
     if path is None:
         raise DataError(f"{folder}: no {symbol}.csv or {symbol}.parquet; add the file or choose another symbol")
     return path
