@@ -16,7 +16,8 @@ code  name            meaning
 5     HALTED          trading is halted (a risk limit tripped, or the journal and the broker disagree);
                       see ``trade status``, then ``trade resume`` / ``trade reconcile``
 6     UNAVAILABLE     the broker or the network stayed unavailable after retries; try again later
-130   INTERRUPTED     stopped by Ctrl-C
+130   INTERRUPTED     stopped by Ctrl-C (SIGINT); temporary files removed, a run marked interrupted
+143   TERMINATED      stopped by SIGTERM; temporary files removed, a run marked interrupted
 ====  ==============  =============================================================================
 """
 
@@ -37,6 +38,7 @@ class ExitCode(IntEnum):
     HALTED = 5
     UNAVAILABLE = 6
     INTERRUPTED = 130
+    TERMINATED = 143
 
 
 class MarketcastError(Exception):
