@@ -68,10 +68,24 @@ class Bars:
     def is_crypto(self) -> bool:
         return self.asset_class == "crypto"
 
+    def _part(self, frame: pd.DataFrame) -> "Bars":
+        """Some of these bars, annualised as the whole: a cut early in a file (one or two bars) has no spacing
+        to infer a frequency from, and the market's periods per year do not change at a cut."""
+        part = replace(self, frame=frame)
+        try:
+            part.__dict__["annualisation"] = self.annualisation  # the cached_property's own slot
+        except DataError:
+            pass  # the whole cannot be annualised either; the part says why when asked
+        return part
+
     def head(self, n: int) -> "Bars":
         """The first ``n`` bars (used to cut history at a decision bar)."""
-        return replace(self, frame=self.frame.iloc[:n])
+        return self._part(self.frame.iloc[:n])
+
+    def rows(self, start: int, end: int) -> "Bars":
+        """Bars at positions [start, end) (a live feed's history up to its clock)."""
+        return self._part(self.frame.iloc[start:end])
 
     def slice(self, start, end) -> "Bars":
         """Bars with timestamps in [start, end] (inclusive, label based)."""
-        return replace(self, frame=self.frame.loc[start:end])
+        return self._part(self.frame.loc[start:end])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Callable, Mapping
 
 import pandas as pd
@@ -27,12 +26,13 @@ def history_feed(bars: Mapping[str, Bars], clock: Callable[[], str | None], hist
         if end == 0:
             raise DataError(f"{symbol}: no bars at or before {now}")
         start = 0 if history is None else max(0, end - history)
-        return dataclasses.replace(b, frame=b.frame.iloc[start:end])
+        return b.rows(start, end)
 
     return feed
 
 
-def broker_feed(broker: Broker, asset_classes: Mapping[str, str], history: int = BROKER_HISTORY):
+def broker_feed(broker: Broker, asset_classes: Mapping[str, str], history: int = BROKER_HISTORY,
+                periods_per_year: float | None = None):
     """The broker's most recent bars (live/paper Alpaca)."""
 
     def feed(symbol: str) -> Bars:
@@ -44,6 +44,7 @@ def broker_feed(broker: Broker, asset_classes: Mapping[str, str], history: int =
              "close": [r.close for r in rows], "volume": [r.volume for r in rows]},
             index=pd.DatetimeIndex(pd.to_datetime([r.timestamp for r in rows], utc=True), name="timestamp"),
         ).astype("float64")
-        return Bars(symbol, frame, asset_classes.get(symbol, "stock"), f"broker:{broker.name}")
+        return Bars(symbol, frame, asset_classes.get(symbol, "stock"), f"broker:{broker.name}",
+                    periods=periods_per_year)
 
     return feed

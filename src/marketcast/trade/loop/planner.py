@@ -103,6 +103,16 @@ class BacktestPlanner:
             raise ConfigError(f"strategy {', '.join(missing)} is pinned but not among the planner's strategies "
                               f"({', '.join(self.config.strategies)})")
         self._carry: dict[str, _Carry] = {}
+        # Bars a first plan needs: the forecaster's minimum context, the bar that settles the first window, and
+        # the decision bar (marketcast.backtest.engine.decision_ends).
+        self._need = max(int(getattr(forecaster, "min_context", 2)), 2)
+
+    def _warming_up(self, bars: Bars) -> Signal:
+        """Flat, with the reason, while the bars are too few for one settled window (the start of a file)."""
+        metrics = dict(NO_RECORD, edge=0.0, warming_up=f"{len(bars)} bars of history; the first plan needs "
+                       f"{self._need + 2}")
+        return Signal(bars.symbol, bars.frame.index[-1].isoformat(), NO_PICK, Decision(FLAT),
+                      float(bars.frame["close"].iloc[-1]), metrics)
 
     def _start(self, bars: Bars, config: BacktestConfig, learn_from: str | None, key: tuple) -> _Carry:
         """The backtest up to the bar before the decision bar, from ``windows`` bars before ``learn_from``
@@ -111,12 +121,15 @@ class BacktestPlanner:
         first = n - 1 if learn_from is None else int(bars.frame.index.searchsorted(pd.Timestamp(learn_from)))
         since = max(0, n - 1 - first)  # bars from learn_from up to the decision bar
         settled = max(1, w - 1, min(w - 1 + since, n - 1 - config.context))
+        settled = min(settled, n - 1 - self._need)  # early in a file: as many windows as the bars hold
         r = run_backtest(bars.head(n - 1), self.forecaster, replace(config, windows=settled, include_latest=False))
         return _Carry(key, r.decision_times[-1], {k: run.final_state for k, run in r.strategies.items()},
                       {k: deque(zip(run.returns, run.filled), maxlen=self.config.selection.lookback)
                        for k, run in r.strategies.items()})
 
     def plan(self, bars: Bars, costs: Costs, learn_from: str | None = None) -> Signal:
+        if len(bars) < self._need + 2:
+            return self._warming_up(bars)
         config = replace(self.config, fee=costs.fee, spread=costs.spread, slippage=costs.slippage,
                          borrow_rate=costs.borrow_rate)
         params = StrategyParams.from_config(config, bars.asset_class, bars.periods_per_year)
