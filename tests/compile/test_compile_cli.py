@@ -94,6 +94,7 @@ def test_check_data_dir_studies_every_file_in_it(tmp_path, capsys):
         frame.to_csv(folder / name, index=False) if name.endswith(".csv") else frame.to_parquet(folder / name)
     (folder / "notes.txt").write_text("not bars")
     code, out, err = run(capsys, "check", "--model", "baseline", "--data-dir", folder, "--iterations", "2",
+                         "--asset-class", "BBB=stock", "--periods-per-year", "252",
                          "--output-dir", tmp_path / "cc", "--env-file", tmp_path / ".env.compile", *SMALL)
     assert code == 0, err
     report = json.loads((tmp_path / "cc" / "compile_check.json").read_text())
@@ -114,6 +115,9 @@ def test_check_data_dir_studies_every_file_in_it(tmp_path, capsys):
     (["check", "--model", "baseline", "--symbols", "NOPE"], "no embedded data for 'NOPE'"),
     (["check", "--model", "baseline", "--symbols", " , "], "--symbols: give at least one symbol"),
     (["check", "--model", "baseline", "--symbols", "SP500,sp500"], "repeats a symbol"),
+    (["check", "--model", "baseline", "--asset-class", "bond"], "bond"),
+    (["check", "--model", "baseline", "--asset-class", "GOOG=crypto"], "GOOG is not among the symbols given"),
+    (["check", "--model", "baseline", "--periods-per-year", "-252"], "-252 is not a positive number of periods"),
     (["mode", "turbo"], "unknown compile mode 'turbo'"),
     (["analyze", "/nonexistent/recompile.log"], "no such log file or folder"),
 ])

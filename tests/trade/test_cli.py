@@ -162,7 +162,8 @@ def test_every_option_of_run_and_replay_has_help_and_the_shared_ones_match_the_b
     for name in ("run", "replay"):
         params = {p.opts[0]: p for p in commands[name].params if p.param_type_name == "option"}
         assert [o for o, p in params.items() if not (p.help or "").strip()] == [], name
-        for flag in ("--model", "--weights", "--device", "--dtype", "--seed", "--data-dir", "--on-duplicate"):
+        for flag in ("--model", "--weights", "--device", "--dtype", "--seed", "--data-dir", "--on-duplicate",
+                     "--asset-class", "--periods-per-year"):
             assert params[flag].help.startswith(shared[flag].help), (name, flag)  # the same text
             assert params[flag].opts == shared[flag].opts, (name, flag)  # the same names (-m for --model)
     assert commands["replay"].params[0].opts == ["--start", "--from"]  # like data fetch; --from still works
@@ -203,3 +204,27 @@ def test_the_plan_prints_prices_with_the_symbols_tick_decimals(tmp_path):
     entry, take_profit = re.search(r"│ ETHUSD │ maxdiff \(pinned\) │ long │ (\S+) +│ (\S+) ", dry.stdout).groups()
     assert re.fullmatch(r"0\.\d{5}", entry) and re.fullmatch(r"0\.\d{5}", take_profit), (entry, take_profit)
     assert float(entry) < float(take_profit)
+
+
+def test_run_takes_the_asset_class_and_periods_per_year_as_every_command_that_reads_bars_does(tmp_path):
+    """``--asset-class`` reaches the bars the loop trades (forex is refused before any order, naming each symbol),
+    ``--periods-per-year`` must be positive, and both show in --print-config with where they came from."""
+    data, clock = tmp_path / "data", tmp_path / "clock"
+    data.mkdir()
+    for sym in ("SP500", "NASDAQ"):
+        load_symbol(sym).frame.loc[:"2018-07-20"].to_csv(data / f"{sym}.csv")
+    clock.write_text("2018-07-20T21:30:00Z")
+    common = ["--data-dir", str(data), "--state-dir", str(tmp_path / "state"), "--clock-file", str(clock)]
+    forex = trade(["--dry-run", "--asset-class", "forex", *common], tmp_path)
+    assert forex.returncode == 2 and forex.stderr.count("\n") == 1, forex.stderr
+    assert "NASDAQ (forex), SP500 (forex): the loop trades stock and crypto only" in forex.stderr
+    one = trade(["--dry-run", "--asset-class", "NASDAQ=forex", *common], tmp_path)
+    assert one.returncode == 2 and "NASDAQ (forex):" in one.stderr and "SP500 (" not in one.stderr, one.stderr
+    zero = trade(["--dry-run", "--periods-per-year", "0", *common], tmp_path)
+    assert zero.returncode == 2 and "periods" in zero.stderr and zero.stderr.count("\n") == 1, zero.stderr
+    shown = trade(["--print-config", "--periods-per-year", "300", "--asset-class", "stock"], tmp_path,
+                  MARKETCAST_TRADE_DATA_ASSET_CLASS="crypto")
+    assert shown.returncode == 0, shown.stderr
+    rows = {cells[0]: cells[1:3] for cells in ([c.strip() for c in line.split("│")[1:]]
+                                                for line in shown.stdout.splitlines() if "│" in line)}
+    assert rows["data.periods_per_year"] == ["300", "flag"] and rows["data.asset_class"] == ["stock", "flag"], rows

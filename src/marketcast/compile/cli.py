@@ -157,6 +157,8 @@ def check(
     symbols: Optional[str] = typer.Option(None, "--symbols", help="Symbols to study, comma separated (default: "
                                           "every file in --data-dir, else the embedded SP500,NASDAQ)."),
     data_dir: options.DataDir = None,
+    asset_class: options.AssetClass = None,
+    periods_per_year: options.PeriodsPerYear = None,
     weights: options.Weights = None,
     device: options.Device = "cpu",
     dtype: options.Dtype = "float32",
@@ -212,7 +214,9 @@ def check(
                      num_samples=samples, batch=batch, seed=seed)
     thresholds = Thresholds(max_output_delta=max_output_delta, max_recompiles=max_recompiles,
                             min_speedup=min_speedup, max_memory_delta=max_memory_delta)
-    bars = {n: load_symbol(n, data_dir=data_dir, min_rows=plan.min_rows) for n in names}
+    classes = options.asset_classes(asset_class, names)
+    bars = {n: load_symbol(n, data_dir=data_dir, min_rows=plan.min_rows, asset_class=classes[n.upper()],
+                           periods_per_year=periods_per_year) for n in names}
 
     def factory(compile_mode: Optional[str]):
         return load_forecaster(model, weights=weights, device=device, dtype=dtype,

@@ -25,6 +25,7 @@ from dataclasses import replace
 from marketcast import options
 from marketcast.backtest.config import STRATEGY_NAMES
 from marketcast.backtest.selection import DEFAULT_LOOKBACK, DEFAULT_MIN_TRADES, SelectionRule
+from marketcast.data.asset import ASSET_CLASSES
 from marketcast.data.load import ON_DUPLICATE
 from marketcast.forecast.registry import MODEL_NAMES
 from marketcast.settings import (
@@ -55,6 +56,22 @@ def symbol(raw) -> str:
     return value
 
 
+def asset_entry(raw) -> str:
+    """``CLASS`` (every symbol) or ``SYMBOL=CLASS`` (one), as the backtest's ``--asset-class`` takes them."""
+    value = text(raw)
+    name, _, cls = value.rpartition("=")
+    if cls.strip().lower() not in ASSET_CLASSES:
+        raise ValueError(f"{value!r}: the class is not one of {', '.join(ASSET_CLASSES)}")
+    return f"{symbol(name)}={cls.strip().lower()}" if name else cls.strip().lower()
+
+
+def positive(raw) -> float:
+    value = number(0.0)(raw)
+    if value <= 0:
+        raise ValueError("not a positive number")
+    return value
+
+
 def url(raw) -> str:
     value = text(raw)
     if not value.startswith(("http://", "https://")):
@@ -79,6 +96,10 @@ SETTINGS = (
             "a file that grows.", "--data-dir"),
     Setting("data.on_duplicate", "error", choice(*ON_DUPLICATE), options.help_of(options.OnDuplicate),
             "--on-duplicate"),
+    Setting("data.asset_class", None, optional(items(asset_entry)), options.help_of(options.AssetClass),
+            "--asset-class", list[str], shown="from the bar times", metavar="CLASS|SYMBOL=CLASS"),
+    Setting("data.periods_per_year", None, optional(positive), options.help_of(options.PeriodsPerYear),
+            "--periods-per-year", float, shown="from the bars"),
     Setting("model", ("baseline",), items(choice(*MODEL_NAMES)), options.help_of(options.Model) + " Or a "
             "fallback chain such as toto,kronos,baseline: a model that fails to load or warm up is logged, recorded "
             "and skipped.", "--model -m", shown="baseline", metavar="MODEL[,MODEL...]"),

@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
 
 import pandas as pd
 
@@ -52,16 +53,25 @@ def setup_logging(state_dir: Path | None, verbose: bool) -> None:
         logger.addHandler(h)
 
 
+@dataclass(frozen=True)
+class Market:
+    """What the user said about the bars (``--asset-class``, ``--periods-per-year``); None: from the data."""
+
+    asset_classes: Mapping[str, str | None] = field(default_factory=dict)
+    periods_per_year: float | None = None
+
+
 class PaperVenue:
     """The embedded paper broker over ``<SYMBOL>.csv`` files (or the embedded data), re-read when a file
     changes: a file that grows a bar at a time is traded a bar at a time."""
 
     def __init__(self, syms: tuple[str, ...], state_dir: Path, data_dir: Path | None, fee: float | None,
-                 clock: Callable[[], pd.Timestamp], on_duplicate: str = "error") -> None:
+                 clock: Callable[[], pd.Timestamp], on_duplicate: str = "error", market: Market = Market()) -> None:
         from marketcast.trade.loop.feed import history_feed
         from marketcast.trade.broker.paper import PaperBroker
 
         self.syms, self.data_dir, self.now, self.on_duplicate = syms, data_dir, clock, on_duplicate
+        self.market = market
         self.raw: dict[str, tuple[object, Bars]] = {}
         self.bars: dict[str, Bars] = {}  # cut at the clock; shared with the broker and the feed
         self._load(self.now())
@@ -80,7 +90,9 @@ class PaperVenue:
                 info = find_symbol_file(self.data_dir, s).stat()
                 stamp = (info.st_mtime_ns, info.st_size)
             if s not in self.raw or self.raw[s][0] != stamp:
-                self.raw[s] = (stamp, load_symbol(s, self.data_dir, on_duplicate=self.on_duplicate))
+                self.raw[s] = (stamp, load_symbol(s, self.data_dir, on_duplicate=self.on_duplicate,
+                                                  asset_class=self.market.asset_classes.get(s.upper()),
+                                                  periods_per_year=self.market.periods_per_year))
             self.bars[s] = self.raw[s][1] if now is None else complete(self.raw[s][1], now)
 
     def refresh(self, now) -> str:
@@ -97,15 +109,15 @@ class AlpacaVenue:
     requested again only when its calendar says a newer bar is complete than the ones held, so a look every
     minute costs one clock request, not one bars request per symbol (Alpaca allows 200 requests a minute)."""
 
-    def __init__(self, syms: tuple[str, ...], live: bool) -> None:
+    def __init__(self, syms: tuple[str, ...], live: bool, market: Market = Market()) -> None:
         from marketcast.data import infer_asset_class
         from marketcast.trade.broker.alpaca import AlpacaBroker
         from marketcast.trade.loop.feed import broker_feed
 
         self.syms = syms
-        self.asset_classes = {s: infer_asset_class(s) for s in syms}
+        self.asset_classes = {s: market.asset_classes.get(s.upper()) or infer_asset_class(s) for s in syms}
         self.broker = AlpacaBroker.from_env(live=live, asset_classes=self.asset_classes)
-        self._fetch = broker_feed(self.broker, self.asset_classes)
+        self._fetch = broker_feed(self.broker, self.asset_classes, periods_per_year=market.periods_per_year)
         self.held: dict[str, Bars] = {}  # as the broker served them
         self.bars: dict[str, Bars] = {}  # cut at the clock
 
@@ -165,15 +177,17 @@ def file_clock(path: Path) -> Callable[[], pd.Timestamp]:
 
 
 def open_venue(broker_name: str, live: bool, syms: tuple[str, ...], state_dir: Path, data_dir: Path | None,
-               fee: float | None, clock_file: Path | None = None, on_duplicate: str = "error"):
+               fee: float | None, clock_file: Path | None = None, on_duplicate: str = "error",
+               market: Market | None = None):
     """The embedded paper broker over ``data_dir`` bars (its clock the system's or ``clock_file``), or Alpaca
     on the host ``live`` selects (checked against ``APCA_API_BASE_URL`` before any request)."""
+    market = market or Market()
     if broker_name == "paper":
         clock = system_clock if clock_file is None else file_clock(clock_file)
-        return PaperVenue(syms, state_dir, data_dir, fee, clock, on_duplicate)
+        return PaperVenue(syms, state_dir, data_dir, fee, clock, on_duplicate, market)
     if clock_file is not None:
         raise ConfigError("--clock-file drives the paper broker only; Alpaca's clock is Alpaca's")
-    return AlpacaVenue(syms, live)
+    return AlpacaVenue(syms, live, market)
 
 
 def resolve_command(state_dir: Path, broker_name: str, live: bool, syms: tuple[str, ...],

@@ -12,10 +12,11 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from marketcast import options
 from marketcast.console import console
 from marketcast.errors import ConfigError, ExitCode
 from marketcast.settings import Settings
-from marketcast.trade.launch import check_markets, open_venue, resolve_command
+from marketcast.trade.launch import Market, check_markets, open_venue, resolve_command
 
 
 def scratch_copy(state_dir: Path, scratch: Path) -> Path:
@@ -76,8 +77,10 @@ def run_loop(settings: Settings, state_dir: Path, broker_name: str, live: bool, 
                           f"add it to symbols or drop the pin")
     data_dir = None if settings["data_dir"] is None else Path(settings["data_dir"])
     journal = Journal(state_dir / "journal.db")  # first: a damaged journal stops the run before the broker moves
+    market = Market(options.asset_classes(list(settings["data.asset_class"] or ()), syms),
+                    settings["data.periods_per_year"])
     venue = open_venue(broker_name, live, syms, state_dir, data_dir, settings["fee"], clock_file,
-                       settings["data.on_duplicate"])
+                       settings["data.on_duplicate"], market)
     now = venue.now()  # the first request: refused keys or an unavailable broker end the run here
     check_markets(venue)
     venue.refresh(now)
