@@ -7,30 +7,23 @@
                         average excursion, mean(high_i / close_(i-1) - 1) (low alike) over the bars of the
                         window ending at t. "High = close_t" is easy to beat (a constant +2 % does), this is not.
 * ``crps*``             mean CRPS of the sample distribution, energy form E|X - y| - 1/2 E|X - X'| with the
-                        all-pairs (V-statistic) mean for E|X - X'|, computed in O(S log S) by sorting.
+                        all-pairs (V-statistic) mean for E|X - X'|, from :func:`marketcast.calibrate.crps_ensemble`
+                        (scoringrules), the project's one CRPS.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from marketcast.calibrate.crps import crps_ensemble
+
 FIELDS = ("close", "high", "low")
 EXCURSION_FIELDS = ("high", "low")
 
 
 def crps_samples(samples: np.ndarray, observed: np.ndarray) -> np.ndarray:
-    """CRPS of each row of ``samples`` [B, S] against ``observed`` [B].
-
-    For sorted x_1 <= ... <= x_S: sum_ij |x_i - x_j| = 2 * sum_i (2i - S - 1) x_i (i from 1), so
-    1/2 E|X - X'| = sum_i (2i - S - 1) x_i / S**2.
-    """
-    x = np.sort(np.asarray(samples, dtype=np.float64), axis=-1)
-    y = np.asarray(observed, dtype=np.float64)[..., None]
-    s = x.shape[-1]
-    first = np.abs(x - y).mean(axis=-1)
-    weights = 2.0 * np.arange(1, s + 1) - s - 1.0
-    half_spread = (x * weights).sum(axis=-1) / s**2
-    return first - half_spread
+    """CRPS of each row of ``samples`` [B, S] against ``observed`` [B] (see :mod:`marketcast.calibrate.crps`)."""
+    return crps_ensemble(samples, observed, axis=-1)
 
 
 def crps_bruteforce(samples: np.ndarray, observed: float) -> float:

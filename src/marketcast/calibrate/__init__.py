@@ -1,0 +1,16 @@
+"""Calibration of sample-path forecasts: are the intervals as wide as they claim, and a walk-forward fix.
+
+Sits between the forecasters and the backtest: it reads samples and outcomes (numpy arrays) and never imports
+the backtest, runs, trade, sweep or report packages.
+
+* :mod:`marketcast.calibrate.coverage`     empirical coverage of central intervals with Wilson intervals
+* :mod:`marketcast.calibrate.pit`          randomised PIT, its histogram, uniformity tests, reliability points
+* :mod:`marketcast.calibrate.crps`         ensemble CRPS, the project's one implementation
+* :mod:`marketcast.calibrate.recalibrate`  walk-forward conformal / quantile-mapping recalibration
+
+Shapes follow :class:`marketcast.forecast.base.Forecast`: samples ``[..., S, H]`` (sample axis -2) against
+outcomes ``[..., H]``; the functions take ``axis`` for other layouts (``axis=-1`` for ``[N, S]`` vs ``[N]``).
+
+Import from the modules: this package imports none of them, since the skill table loads :mod:`.crps` on every
+backtest while :mod:`.coverage` and :mod:`.pit` bring scipy, which a baseline backtest does not import.
+"""

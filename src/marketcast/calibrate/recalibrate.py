@@ -1,0 +1,229 @@
+"""Walk-forward recalibration of sample paths: at window k, learn only from windows already settled at k.
+
+Settlement rule. Window j forecasts the ``horizon`` bars after its decision bar t_j; its last outcome is the
+bar t_j + horizon, known at the close of that bar. With windows ``step`` bars apart (one window per bar:
+step = 1) window k decides at t_k = t_j + (k - j) * step, so j is settled before k's decision exactly when
+(k - j) * step >= horizon, i.e. **j + ceil(horizon / step) <= k** (:func:`settled_mask`). Irregularly
+spaced windows pass their own ``settled_before`` mask (row k: the windows settled before k's decision);
+it must be strictly lower-triangular, which :func:`recalibrate` checks.
+
+Warm-up. Window k is recalibrated only once ``min_windows`` windows are settled before it; before that its
+samples come back unchanged and ``calibrated[k]`` is False (read them as uncalibrated).
+
+Methods, per horizon step h (each output has the input's shape):
+
+``none``       identity.
+``conformal``  split-conformal on standardised residuals (Vovk, Gammerman & Shafer 2005, *Algorithmic
+               Learning in a Random World*; Romano, Patterson & Candes 2019, "Conformalized quantile
+               regression"; Angelopoulos & Bates 2021, "A gentle introduction to conformal prediction").
+               z_j = (y_j - median_j) / spread_j over the settled windows (spread: the samples' std or IQR);
+               Qhat = the ceil((n + 1) * level)-th smallest |z_j| (the largest when that exceeds n);
+               q_k = the ``level`` quantile of window k's own |x - median_k| / spread_k over its samples.
+               The samples are widened (or narrowed) about their median by Qhat / q_k, so window k's
+               central ``level`` interval gets the conformal width. Can move samples beyond their range;
+               fixes the width, not a bias (the median stays).
+``quantile``   quantile mapping of the PIT (Kuleshov, Fenner & Ermon 2018, "Accurate uncertainties for
+               deep learning using calibrated regression", ICML): R = the empirical CDF of the settled
+               windows' PITs (:func:`marketcast.calibrate.pit.pit_values`); the recalibrated CDF is
+               R(F_k), so the sample of rank r (level tau_r = (r + 0.5) / S) becomes F_k^-1(R^-1(tau_r)).
+               Stays inside window k's sample range.
+
+Both maps are monotone in each (window, step) column, so every sample keeps its rank and the paths keep
+their dependence across the horizon (the idea of ensemble copula coupling, Schefzik, Thorarinsdottir &
+Gneiting 2013). Vectorised over windows in chunks: past scores are masked to +inf and sorted, and the
+order statistics are gathered per window.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from marketcast.calibrate.pit import pit_values
+from marketcast.errors import ConfigError
+
+METHODS = ("none", "conformal", "quantile")
+SPREADS = ("std", "iqr")
+_CHUNK_ELEMENTS = 1 << 22  # float64 elements of one chunk's [B, W, H] sorted scores (32 MiB)
+
+
+@dataclass(frozen=True)
+class Recalibrated:
+    """``samples`` as given in shape; ``calibrated`` bool ``[W]`` (False: warm-up or method ``none``, samples
+    unchanged); ``n_settled`` int ``[W]``: the windows each window's calibrator was fitted on (or would be)."""
+
+    samples: np.ndarray
+    calibrated: np.ndarray
+    n_settled: np.ndarray
+
+
+def settled_mask(n_windows: int, horizon: int, step: int = 1) -> np.ndarray:
+    """bool ``[W, W]``: ``[k, j]`` True when window j is settled before window k decides,
+    j + ceil(horizon / step) <= k (see the module docstring)."""
+    _check_positive_int(horizon, "horizon")
+    _check_positive_int(step, "step")
+    lag = math.ceil(horizon / step)
+    k = np.arange(int(n_windows))
+    return k[None, :] + lag <= k[:, None]
+
+
+def _check_positive_int(value, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ConfigError(f"recalibrate: {name}={value!r} must be a whole number >= 1; "
+                          f"pass the forecast {name} in bars")
+
+
+def _spread(x: np.ndarray, kind: str) -> np.ndarray:
+    """[W, H] spread of samples [W, S, H]: std (ddof=0) or interquartile range."""
+    if kind == "std":
+        return x.std(axis=1)
+    q75, q25 = np.quantile(x, [0.75, 0.25], axis=1)
+    return q75 - q25
+
+
+def _chunks(n_windows: int, per_row: int):
+    size = max(1, _CHUNK_ELEMENTS // max(per_row, 1))
+    for start in range(0, n_windows, size):
+        yield slice(start, min(start + size, n_windows))
+
+
+def _masked_sorted(scores: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Scores [W, H] of the windows in ``rows`` [B, W] (NaN scores left out), sorted along W with +inf for the
+    rest -> ([B, W, H], counts [B, H])."""
+    keep = rows[:, :, None] & np.isfinite(scores)[None]
+    masked = np.where(keep, scores[None], np.inf)
+    return np.sort(masked, axis=1), keep.sum(axis=1)
+
+
+def _conformal(x, y, rows_of, n_windows, level, spread_kind, calibrated):
+    med = np.median(x, axis=1)                                      # [W, H]
+    spread = _spread(x, spread_kind)
+    positive = spread > 0
+    safe = np.where(positive, spread, 1.0)
+    z = np.where(positive, np.abs(y - med) / safe, np.nan)          # NaN: unusable (no spread / unknown y)
+    own = np.quantile(np.abs(x - med[:, None]) / safe[:, None], level, axis=1)  # [W, H]
+    factor = np.ones_like(med)
+    scaled = np.zeros(med.shape, dtype=bool)
+    for rows_slice in _chunks(n_windows, n_windows * x.shape[2]):
+        srt, n = _masked_sorted(z, rows_of(rows_slice))
+        rank = np.clip(np.ceil((n + 1) * level).astype(np.int64), 1, np.maximum(n, 1))  # 1-based
+        qhat = np.take_along_axis(srt, (rank - 1)[:, None, :], axis=1)[:, 0, :]
+        usable = (n > 0) & positive[rows_slice] & (own[rows_slice] > 0) & calibrated[rows_slice, None]
+        factor[rows_slice] = np.where(usable, qhat / np.where(own[rows_slice] > 0, own[rows_slice], 1.0), 1.0)
+        scaled[rows_slice] = usable
+    return np.where(scaled[:, None, :], med[:, None, :] + factor[:, None, :] * (x - med[:, None, :]), x)
+
+
+def _hazen(sorted_values: np.ndarray, n: np.ndarray, tau: np.ndarray) -> np.ndarray:
+    """Quantiles at ``tau`` [B, L, H] of the first ``n`` [B, H] sorted values along axis 1 of ``sorted_values``
+    [B, M, H], interpolating linearly between plotting positions (i + 0.5) / n (Hazen)."""
+    n = n[:, None, :]
+    pos = np.clip(tau * n - 0.5, 0.0, np.maximum(n - 1, 0))
+    lo = np.floor(pos).astype(np.int64)
+    hi = np.minimum(lo + 1, np.maximum(n - 1, 0))
+    a = np.take_along_axis(sorted_values, lo, axis=1)
+    b = np.take_along_axis(sorted_values, hi, axis=1)
+    step = np.subtract(b, a, out=np.zeros_like(a), where=hi > lo)  # +inf padding never enters a difference
+    return a + (pos - lo) * step
+
+
+def _quantile_map(x, y, rows_of, n_windows, seed, calibrated):
+    _, s, h = x.shape
+    known = np.isfinite(y)
+    pit = np.where(known, pit_values(x, np.where(known, y, 0.0), axis=1, seed=seed), np.nan)
+    order = np.argsort(x, axis=1, kind="stable")
+    xs = np.take_along_axis(x, order, axis=1)                       # [W, S, H] sorted samples
+    ranks = np.argsort(order, axis=1, kind="stable")
+    tau = ((np.arange(s) + 0.5) / s)[None, :, None]
+    out = x.copy()
+    for rows_slice in _chunks(n_windows, max(n_windows, s) * h):
+        srt, n = _masked_sorted(pit, rows_of(rows_slice))
+        mapped = _hazen(srt, n, np.broadcast_to(tau, (srt.shape[0], s, h)))       # R^-1(tau_r), [B, S, H]
+        count = np.full(n.shape, s)
+        new_sorted = _hazen(xs[rows_slice], count, mapped)                          # F_k^-1(R^-1(tau_r))
+        new = np.take_along_axis(new_sorted, ranks[rows_slice], axis=1)
+        use = calibrated[rows_slice, None, None] & (n > 0)[:, None, :]
+        out[rows_slice] = np.where(use, new, x[rows_slice])
+    return out
+
+
+def recalibrate(samples, outcomes, method: str = "conformal", *, horizon: int | None = None, step: int = 1,
+                settled_before: np.ndarray | None = None, min_windows: int = 50, level: float = 0.8,
+                spread: str = "std", seed: int = 0) -> Recalibrated:
+    """Recalibrate each window's samples from the windows settled before it (module docstring).
+
+    samples:        ``[W, S, H]`` sample paths of one field (or ``[W, S]``, read as H = 1), windows in time order.
+    outcomes:       ``[W, H]`` (or ``[W]``) realised values in the samples' units; NaN allowed only for windows
+                    that settle before no window (the last ones).
+    horizon/step:   the settlement rule j + ceil(horizon / step) <= k (horizon and step in bars); or instead
+                    ``settled_before`` bool ``[W, W]`` (row k: windows settled before k decides).
+    min_windows:    settled windows needed before a window is recalibrated (10 <= min_windows <= W).
+    level:          conformal: the central interval level whose width is matched (0.8: the 80 % interval).
+    spread:         conformal standardisation, ``std`` or ``iqr``.
+    seed:           the PIT randomisation of ``quantile``.
+    """
+    where = "recalibrate"
+    if method not in METHODS:
+        raise ConfigError(f"{where}: unknown method {method!r}; use one of {', '.join(METHODS)}")
+    if spread not in SPREADS:
+        raise ConfigError(f"{where}: unknown spread {spread!r}; use one of {', '.join(SPREADS)}")
+    if isinstance(level, bool) or not isinstance(level, (int, float, np.integer, np.floating)) \
+            or not 0.0 < level < 1.0:
+        raise ConfigError(f"{where}: level={level!r} is outside (0, 1); pass e.g. 0.8 for the 80 % interval")
+    x = np.asarray(samples, dtype=np.float64)
+    y = np.asarray(outcomes, dtype=np.float64)
+    flat = x.ndim == 2
+    if flat:
+        x, y = x[:, :, None], y[:, None] if y.ndim == 1 else y
+    if x.ndim != 3 or y.shape != (x.shape[0], x.shape[2]):
+        raise ConfigError(f"{where}: samples {np.shape(samples)} and outcomes {np.shape(outcomes)} do not fit; "
+                          "pass samples [W, S, H] with outcomes [W, H] (or [W, S] with [W])")
+    n_windows = x.shape[0]
+    if x.shape[1] == 0 or not np.isfinite(x).all():
+        raise ConfigError(f"{where}: samples are empty or hold NaN/inf; repair or drop those windows first")
+    if (horizon is None) == (settled_before is None):
+        raise ConfigError(f"{where}: pass exactly one of horizon= (equally spaced windows) or settled_before= "
+                          "(a [W, W] mask of settled windows)")
+    if isinstance(min_windows, bool) or not isinstance(min_windows, (int, np.integer)) \
+            or not 10 <= min_windows <= n_windows:
+        raise ConfigError(f"{where}: min_windows={min_windows!r} must be a whole number in [10, {n_windows}] "
+                          f"(the number of windows); lower it or pass more windows")
+    if settled_before is None:
+        _check_positive_int(horizon, "horizon")
+        _check_positive_int(step, "step")
+        lag = math.ceil(horizon / step)
+        idx = np.arange(n_windows)
+
+        def rows_of(sl: slice) -> np.ndarray:
+            return idx[None, :] + lag <= idx[sl, None]
+
+        n_settled = np.maximum(idx - lag + 1, 0)
+        used = idx + lag <= n_windows - 1
+    else:
+        mask = np.asarray(settled_before)
+        if mask.dtype != bool or mask.shape != (n_windows, n_windows):
+            raise ConfigError(f"{where}: settled_before must be a bool [{n_windows}, {n_windows}] mask, got "
+                              f"{mask.dtype} {mask.shape}; build it with settled_mask or from settle times")
+        if np.triu(mask).any():
+            raise ConfigError(f"{where}: settled_before marks a window settled before itself or an earlier window "
+                              "(a look-ahead); only [k, j] with j < k may be True")
+
+        def rows_of(sl: slice) -> np.ndarray:
+            return mask[sl]
+
+        n_settled = mask.sum(axis=1)
+        used = mask.any(axis=0)
+    if not np.isfinite(y[used]).all():
+        bad = int(np.flatnonzero(used & ~np.isfinite(y).all(axis=1))[0])
+        raise ConfigError(f"{where}: window {bad} is settled before a later window but its outcome is NaN/inf; "
+                          "pass its realised value")
+    calibrated = (n_settled >= min_windows) & (method != "none")
+    if method == "conformal":
+        out = _conformal(x, y, rows_of, n_windows, float(level), spread, calibrated)
+    elif method == "quantile":
+        out = _quantile_map(x, y, rows_of, n_windows, seed, calibrated)
+    else:
+        out = x.copy()
+    return Recalibrated(out[:, :, 0] if flat else out, calibrated, np.asarray(n_settled, dtype=np.int64))
