@@ -15,6 +15,7 @@ import typer
 
 from marketcast.data.asset import ASSET_CLASSES, check_asset_class
 from marketcast.data.load import ON_DUPLICATE
+from marketcast.data.read import ON_BAD_LINE
 from marketcast.data.validate import MIN_BARS
 from marketcast.errors import ConfigError
 from marketcast.forecast.registry import MODEL_NAMES
@@ -93,6 +94,10 @@ Plots = Annotated[bool, typer.Option("--plots", help="Also draw each symbol's eq
 OnDuplicate = Annotated[str, typer.Option(
     "--on-duplicate", callback=one_of(ON_DUPLICATE),
     help="A timestamp that repeats: error, or keep the first or the last of its bars (with a warning).")]
+OnBadLine = Annotated[str, typer.Option(
+    "--on-bad-line", callback=one_of(ON_BAD_LINE),
+    help="A CSV line with more fields than the header, or a quote it never closes: error (naming the line), or "
+         "skip such lines (with one warning counting them).")]
 FanDates = Annotated[Optional[list[str]], typer.Option(
     "--fan-date", help="Decision date of a forecast fan in the HTML tearsheet (YYYY-MM-DD); repeatable (default: "
                        "three spread over the run).")]

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from marketcast.console import console
 from marketcast.data.validate import MAX_JUMP, MIN_BARS
-from marketcast.options import AssetClass, OnDuplicate, PeriodsPerYear, asset_classes
+from marketcast.options import AssetClass, OnBadLine, OnDuplicate, PeriodsPerYear, asset_classes
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -32,6 +32,7 @@ def check(
         min=1, help=f"Fail with fewer bars than this (default {MIN_BARS}: a forecast reads at least two returns; "
                     "a backtest needs --windows + 2).")] = MIN_BARS,
     on_duplicate: OnDuplicate = "error",
+    on_bad_line: OnBadLine = "error",
     max_jump: Annotated[float, typer.Option(
         callback=_jump, help="Warn about a bar whose prices move more than this factor from the previous close "
                              "(a missing split adjustment, a unit change).")] = MAX_JUMP,
@@ -43,7 +44,7 @@ def check(
     named = (symbol or file.stem).upper()  # the symbol a SYMBOL=CLASS override must name
     bars = load_bars(file, symbol=symbol, asset_class=asset_classes(asset_class, [named])[named], min_rows=min_rows,
                      on_duplicate=on_duplicate, periods_per_year=periods_per_year,
-                     max_jump=max_jump,
+                     max_jump=max_jump, on_bad_line=on_bad_line,
                      need=f"--min-rows {min_rows}; a forecast reads at least {MIN_BARS} bars, two returns; "
                           "use a longer file")
     frame = bars.frame

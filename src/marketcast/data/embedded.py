@@ -59,11 +59,14 @@ def load_symbol(
     min_rows: int | None = None,
     on_duplicate: str = "error",
     periods_per_year: float | None = None,
+    on_bad_line: str = "error",
 ) -> Bars:
-    """``symbol`` from ``data_dir`` when given, else from the embedded dataset (which has no duplicates)."""
+    """``symbol`` from ``data_dir`` when given, else from the embedded dataset (which has no duplicates and no
+    malformed lines)."""
     if data_dir is None:
         bars = load_embedded(symbol, asset_class, periods_per_year)
         check_rows(len(bars), bars.source, min_rows)
         return bars
     return load_bars(find_symbol_file(data_dir, symbol), symbol=symbol.upper(), asset_class=asset_class,
-                     min_rows=min_rows, on_duplicate=on_duplicate, periods_per_year=periods_per_year)
+                     min_rows=min_rows, on_duplicate=on_duplicate, periods_per_year=periods_per_year,
+                     on_bad_line=on_bad_line)

@@ -16,13 +16,12 @@ import pandas as pd
 
 from marketcast.data.detect import resolve_asset_class
 from marketcast.data.bars import PRICE_COLUMNS, Bars
-from marketcast.data.read import SUFFIXES, read_table
+from marketcast.data.read import SUFFIXES, TIME_NAMES, read_table
 from marketcast.data.timestamps import parse_timestamps
 from marketcast.data.validate import MAX_JUMP, Source, cell, check_bars, first_true, warn_jumps
 from marketcast.data.symbols import check_symbol
 from marketcast.errors import ConfigError, DataError, DataWarning
 
-_TIME_NAMES = ("timestamp", "date", "datetime", "time")
 ON_DUPLICATE = ("error", "first", "last")
 
 
@@ -30,14 +29,14 @@ def _normalise_columns(frame: pd.DataFrame, source: Source) -> pd.DataFrame:
     """Lower-case names, find the timestamp column, drop columns we do not use."""
     frame = frame.rename(columns={c: str(c).strip().lower().replace(" ", "_") for c in frame.columns})
     unnamed = [c for c in frame.columns if c.startswith("unnamed:") or c in ("", "index", "level_0")]
-    time_col = next((c for c in _TIME_NAMES if c in frame.columns), None)
+    time_col = next((c for c in TIME_NAMES if c in frame.columns), None)
     if time_col is None and unnamed:
         time_col = unnamed[0]
     if time_col is None and len(frame.columns) == 1 and source.kind == "csv":
         source.fail(None, None, f"line {source.first_line} holds a single column {str(frame.columns[0])[:60]!r}",
                     "separate the columns with ',' (or ';', tab or '|')")
     if time_col is None:
-        source.fail(None, "timestamp", f"missing column (expected one of {', '.join(_TIME_NAMES)})",
+        source.fail(None, "timestamp", f"missing column (expected one of {', '.join(TIME_NAMES)})",
                     "export the bars with a Date or timestamp column")
     frame = frame.rename(columns={time_col: "timestamp"})
     for col in PRICE_COLUMNS:
@@ -104,6 +103,7 @@ def load_bars(
     max_jump: float = MAX_JUMP,
     need: str | None = None,
     periods_per_year: float | None = None,
+    on_bad_line: str = "error",
 ) -> Bars:
     """Load and validate one symbol's bars from a CSV/Parquet file.
 
@@ -112,12 +112,13 @@ def load_bars(
     ``on_duplicate``: ``error`` (default), or keep the ``first``/``last`` bar of a repeated timestamp, with a
     warning. A bar moving more than ``max_jump`` times the previous close gives a warning naming it.
     ``asset_class`` overrides what the bar times and the name say (:mod:`marketcast.data.detect`);
-    ``periods_per_year`` overrides the calendar's periods per year.
+    ``periods_per_year`` overrides the calendar's periods per year. ``on_bad_line``: a CSV line that cannot be
+    split into the header's fields is an ``error`` (default), or ``skip`` drops such lines with one warning.
     """
     if on_duplicate not in ON_DUPLICATE:
         raise ConfigError(f"--on-duplicate {on_duplicate!r}: choose one of {', '.join(ON_DUPLICATE)}")
     path = Path(source)
-    raw, src = read_table(path)
+    raw, src = read_table(path, on_bad_line=on_bad_line)
     frame, src, symbol = _pick_symbol(_normalise_columns(raw, src), src, symbol)
     symbol = symbol or path.stem.upper()
     values = _parse_numbers(frame, src)

@@ -30,6 +30,7 @@ def forecast(
     dtype: options.Dtype = "float32",
     seed: options.Seed = 0,
     on_duplicate: options.OnDuplicate = "error",
+    on_bad_line: options.OnBadLine = "error",
     asset_class: options.AssetClass = None,
     periods_per_year: options.PeriodsPerYear = None,
     plot: Annotated[Optional[Path], typer.Option(help="Also write the fan chart to this PNG file.")] = None,
@@ -44,7 +45,7 @@ def forecast(
         raise ConfigError(f"--plot {plot}: the chart is written as PNG; give a path ending in .png")
     bars = load_symbol(symbol, data_dir=data_dir, min_rows=MIN_BARS, on_duplicate=on_duplicate,
                        asset_class=options.asset_classes(asset_class, [symbol])[symbol.upper()],
-                       periods_per_year=periods_per_year)
+                       periods_per_year=periods_per_year, on_bad_line=on_bad_line)
     forecaster = load_forecaster(model, weights=weights, device=device, dtype=dtype, seed=seed)
     end = len(bars) - 1
     batch = make_batch(bars.frame, [end], min(context, len(bars)), horizon, calendar=bars.calendar)
