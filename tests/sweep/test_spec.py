@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import io
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from marketcast.backtest.config import BacktestConfig
 from marketcast.cli import main
+from marketcast.errors import ConfigError
 from marketcast.runs.cells import Cell
 from marketcast.sweep import progress
 from marketcast.sweep.plan import plan_jobs
@@ -119,6 +122,77 @@ def test_spec_mistakes_are_one_line_and_exit_2_without_starting_ray(tmp_path, ca
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("table, message", [
+    ("[grid]\nwindows = [30, 0]\n", "grid point windows=0: --windows must be >= 1, got 0"),
+    ("[grid]\nfee = [0.001, -0.002]\n", "grid point fee=-0.002: --fee must not be negative, got -0.002"),
+    ("[options]\nwindows = 30\n[[settings]]\nname = 'bad'\nci_band = [0.7, 0.3]\n",
+     "grid point settings 'bad': CI band must satisfy 0 <= low < high <= 1, got 0.7, 0.3"),
+    ("[grid]\nseed = [0, -1]\n", "[grid]: seed = -1; a seed is an integer >= 0"),
+    ("[options]\nseed = -5\n", "[options]: seed = -5; a seed is an integer >= 0"),
+])
+def test_every_grid_value_backtest_config_refuses_fails_in_load_spec(tmp_path, table, message):
+    path = tmp_path / "spec.toml"
+    path.write_text("[data]\nsymbols = ['SP500']\n" + table)
+    with pytest.raises(ConfigError) as caught:
+        load_spec(path)
+    assert message in str(caught.value) and str(caught.value).startswith(str(path)), caught.value
+
+
+RAY_CHECK = """
+import sys
+from marketcast.cli import main
+for spec in sys.argv[2:]:
+    print(main(["sweep", spec, "--store", sys.argv[1]]), "ray" in sys.modules, file=sys.stdout, flush=True)
+    print("--", file=sys.stderr, flush=True)
+"""
+BAD_SPECS = {  # spec -> what its one line says
+    "[data]\nsymbols = ['SP500']\n[grid]\nwindows = [0]\n": "grid point windows=0: --windows must be >= 1, got 0",
+    "[data]\nsymbols = ['SP500']\n[grid]\nfee = [-0.002]\n": "grid point fee=-0.002: --fee must not be negative",
+    "[data]\nsymbols = ['SP500']\n[grid]\nseed = [-1]\n": "[grid]: seed = -1; a seed is an integer >= 0",
+    "[data]\nsymbols = ['../SECRET']\ndir = 'bars'\n": "[data] symbols: '../SECRET' is not a symbol",
+}
+
+
+def test_a_bad_spec_exits_2_in_one_line_before_ray_is_even_imported(tmp_path):
+    """One fresh interpreter runs every bad spec in turn: ``ray`` must still be unimported after the last."""
+    (tmp_path / "bars").mkdir()
+    (tmp_path / "SECRET.csv").write_text("timestamp,open,high,low,close\n")  # outside the data folder
+    paths = []
+    for i, text in enumerate(BAD_SPECS):
+        paths.append(tmp_path / f"spec{i}.toml")
+        paths[-1].write_text(text)
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    done = subprocess.run([sys.executable, "-c", RAY_CHECK, str(tmp_path / "store"), *map(str, paths)],
+                          capture_output=True, text=True, timeout=300,
+                          env={"PYTHONPATH": src, "PATH": "/usr/bin:/bin", "COLUMNS": "250"})
+    assert done.stdout.split("\n")[:-1] == ["2 False"] * len(BAD_SPECS), done.stdout + done.stderr
+    errors = done.stderr.split("--\n")[:-1]
+    for path, message, err in zip(paths, BAD_SPECS.values(), errors):
+        assert err.startswith(f"error: {path}") and err.count("\n") == 1 and message in err, err
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_symbol_must_be_a_name_so_no_path_leaves_the_data_folder(tmp_path):
+    write_bars(tmp_path / "bars", ["AAA"])
+    path = tmp_path / "spec.toml"
+    for bad in ("../SECRET", "bars/../../SECRET", "/etc/passwd", ".hidden", ""):
+        path.write_text(f"[data]\nsymbols = [{bad!r}]\ndir = 'bars'\n")
+        with pytest.raises(ConfigError, match="is not a symbol: use 1-64 letters, digits"):
+            load_spec(path)
+    path.write_text("[data]\nsymbols = ['AAA', 'BRK.B']\ndir = 'bars'\n")  # names with a dot are fine
+    spec = load_spec(path)
+    assert spec.symbol_paths() == {"AAA": (tmp_path / "bars" / "AAA.csv").resolve(),
+                                   "BRK.B": (tmp_path / "bars" / "BRK.B.csv").resolve()}
+
+
+def test_a_single_symbol_spec_still_loads_into_its_cells(tmp_path):
+    write_bars(tmp_path / "bars", ["AAA"])
+    path = tmp_path / "spec.toml"
+    path.write_text("[data]\nsymbols = ['AAA']\ndir = 'bars'\n[grid]\nseed = [0, 3]\n")
+    cells = load_spec(path).cells()
+    assert [(c.symbol, c.config.seed) for c in cells] == [("AAA", 0), ("AAA", 3)]
 
 
 def test_without_ray_the_sweep_says_how_to_get_it(tmp_path, capsys, monkeypatch):

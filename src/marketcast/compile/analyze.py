@@ -3,10 +3,17 @@
 The events (:mod:`marketcast.compile.logevents`) are grouped across files by kind, place and pattern (what a
 guard or reason says, see :mod:`marketcast.compile.causes`), most severe kind first, each with its cause, fix,
 and, for a frame that now runs eager, what happens to it.
+
+A compressed log (gzip, xz: the standard library reads them) is read as its text, known by its magic bytes,
+not its name; a zstd one (no zstd reader is a dependency) and any other binary file are refused with one line,
+so a log stored compressed is never reported as "0 recompiles".
 """
 
 from __future__ import annotations
 
+import gzip
+import lzma
+import zlib
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -14,7 +21,7 @@ from typing import Iterable, Sequence
 
 from marketcast.compile.causes import FIXES, describe_values
 from marketcast.compile.logevents import KINDS, Event, parse_events
-from marketcast.errors import ConfigError
+from marketcast.errors import ConfigError, first_line
 
 EFFECTS = {
     "frame_skipped": "dynamo skipped this frame: it runs eager on every call, nothing in it is compiled",
@@ -128,9 +135,38 @@ def analyze_text(text: str, source: str = "<text>") -> Analysis:
     return _analyze([(source, text, 0)])
 
 
+# magic bytes -> (format, decompress, its errors); zstd's frame magic: RFC 8878 section 3.1.1
+COMPRESSED = {b"\x1f\x8b": ("gzip", gzip.decompress, (OSError, EOFError, zlib.error)),
+              b"\xfd7zXZ\x00": ("xz", lzma.decompress, (lzma.LZMAError, EOFError)),
+              b"\x28\xb5\x2f\xfd": ("zstd", None, ())}  # no zstd reader installed: refused
+SNIFF = 8000  # bytes looked at for a NUL, as git's binary check does (buffer_is_binary, xdiff-interface.c)
+
+
+def _decompressed(path: Path, data: bytes) -> bytes:
+    """``data`` itself, or its decompressed bytes when it starts with a compression format's magic bytes (the
+    name is not trusted: ``recompile.log`` may be gzip'd, ``x.gz`` may be plain)."""
+    for magic, (name, decompress, errors) in COMPRESSED.items():
+        if data.startswith(magic):
+            if decompress is None:
+                raise ConfigError(f"{path}: a {name}-compressed log, which marketcast cannot read; decompress it "
+                                  f"first (zstd -d {path.name}) and pass the plain log, or compress it with gzip")
+            try:
+                return decompress(data)
+            except errors as exc:
+                raise ConfigError(f"{path}: a damaged {name} file ({first_line(exc)}); compress the log again or "
+                                  "pass it uncompressed") from None
+    return data
+
+
 def read_log(path: Path) -> tuple[str, int]:
-    """A log's text with undecodable bytes replaced (``2>&1 | tee`` captures can hold some), and their count."""
-    data = path.read_bytes()
+    """A log's text with undecodable bytes replaced (``2>&1 | tee`` captures can hold some), and their count.
+    Compressed logs are decompressed; a NUL byte near the start (no text log has one) marks another binary
+    file, refused instead of read as a log without events."""
+    data = _decompressed(path, path.read_bytes())
+    nul = data.find(b"\x00", 0, SNIFF)
+    if nul >= 0:
+        raise ConfigError(f"{path}: binary data, not a text log (byte {nul} is NUL); pass the "
+                          "TORCH_LOGS=recompiles,graph_breaks capture itself, plain or compressed with gzip or xz")
     text = data.decode("utf-8", errors="replace")
     return text, text.count("\ufffd") - data.count("\ufffd".encode())
 

@@ -4,6 +4,10 @@ A file holds one backtest object ``{symbol, strategies: {name: {return, sharpe, 
 list of them, or ``{"symbols": [...]}``; objects are matched by ``symbol``. Per strategy the return delta
 (B - A) decides: ``|delta| > 0.05`` FAIL, ``> 0.01`` WARN, else PASS. Sharpe and metric (val-loss) deltas are
 shown, not judged. A strategy present in only one file is a WARN with a note.
+
+A file that cannot be a backtest is one line (exit 2): a symbolic link that points at itself (or around a
+loop), and JSON nested deeper than Python's parser can follow (``[[[[...`` a file that quotes itself, say),
+which would otherwise end in a RecursionError traceback.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import json
 import math
 from pathlib import Path
 
-from marketcast.errors import ConfigError
+from marketcast.errors import ConfigError, first_line
 
 FAIL_ABOVE = 0.05
 WARN_ABOVE = 0.01
@@ -40,12 +44,23 @@ def _number(value, where: str) -> float | None:
 def load_backtests(path: str | Path) -> dict[str, dict]:
     """symbol -> backtest object; malformed input is a ConfigError naming the file and the problem."""
     p = Path(path)
+    if p.is_symlink():
+        try:
+            p.resolve(strict=True)
+        except RuntimeError:  # Python 3.11's resolve() on a symlink loop (3.13 raises OSError ELOOP)
+            raise ConfigError(f"{p}: a symbolic link that points back at itself (a loop); pass the backtest JSON "
+                              f"file itself") from None
+        except OSError as exc:
+            raise ConfigError(f"{p}: {exc.strerror or first_line(exc)}; pass the backtest JSON file itself") from None
     if not p.is_file():
         raise ConfigError(f"{p}: no such backtest JSON file")
     try:
         data = json.loads(p.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{p}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise ConfigError(f"{p}: JSON nested deeper than can be read (a file that embeds itself?); a backtest "
+                          f"JSON is a few levels deep: pass the one `marketcast backtest --json` wrote") from None
     if isinstance(data, dict) and "symbols" in data and "strategies" not in data:
         data = data["symbols"]
     items = data if isinstance(data, list) else [data]

@@ -33,8 +33,11 @@
     actors = 1                          # forecast actors per model (default: 1 on CPU, one per GPU on cuda)
 
 Option names are :class:`BacktestConfig`'s fields and the model options (``model``, ``weights``,
-``device``, ``dtype``, ``compile``); a key set in two places is an error. Symbols and data problems are
-not: a symbol without a file fails its cells and the rest go on.
+``device``, ``dtype``, ``compile``); a key set in two places is an error. Every grid point is built into
+its :class:`BacktestConfig` by :func:`load_spec`, so a value it refuses (``windows = 0``, a negative cost, a
+negative ``seed``) is one line before Ray starts. Symbols must be names (:func:`check_symbol`: no path, no
+``..``), so no file outside the data folder is read. Data problems are not spec errors: a symbol without a
+file fails its cells and the rest go on.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from pathlib import Path
 from marketcast.backtest.config import BacktestConfig
 from marketcast.data.asset import check_asset_class
 from marketcast.data.load import ON_DUPLICATE, symbol_files
+from marketcast.data.symbols import check_symbol
 from marketcast.errors import ConfigError, MarketcastError
 from marketcast.forecast.registry import MODEL_NAMES
 from marketcast.runs.cells import MODEL_OPTIONS, Cell, digest
@@ -102,6 +106,8 @@ def _option(where: str, key: str, value):
         raise ConfigError(f"{where}: {key} = {value!r} is not {_name(types_[key])}")
     if key == "compile" and value not in (None, "eager", *MODES):
         raise ConfigError(f"{where}: compile = {value!r}; use eager or one of {', '.join(MODES)}")
+    if key == "seed" and value < 0:  # numpy's generators refuse a negative seed (np.random.default_rng(-1))
+        raise ConfigError(f"{where}: seed = {value!r}; a seed is an integer >= 0")
     if key == "model" and value not in MODEL_NAMES:
         raise ConfigError(f"{where}: model = {value!r}; use one of {', '.join(MODEL_NAMES)}")
     return tuple(value) if isinstance(value, list) else value
@@ -147,7 +153,7 @@ class Spec:
         if self.data_dir is None:
             return dict.fromkeys(self.symbols)
         files = symbol_files(self.data_dir)
-        return {s: files.get(s, self.data_dir / f"{s}.csv") for s in self.symbols}
+        return {s: files.get(s, self.data_dir / f"{check_symbol(s)}.csv") for s in self.symbols}
 
     def cells(self) -> list[Cell]:
         """Every grid point (axes in the order written, then the settings bundles) x every symbol."""
@@ -195,6 +201,9 @@ def _symbols(raw: dict, where: str, base: Path, data_dir_override: Path | None) 
         symbols = sorted(symbol_files(data_dir))
         if not symbols:
             raise ConfigError(f"{data_dir}: holds no <SYMBOL>.csv or .parquet files")
+    else:
+        for s in symbols:
+            check_symbol(s, f"{where}: [data] symbols:")
     symbols = [s.upper() for s in symbols]
     if not symbols or len(set(symbols)) != len(symbols):
         raise ConfigError(f"{where}: [data] symbols must be a non-empty list without repeats")
@@ -276,7 +285,9 @@ def load_spec(path: str | Path, data_dir: str | Path | None = None, asset_class_
 
         symbol_classes = tuple((s, c) for s, c in asset_classes(asset_class_override, symbols).items()
                                if c is not None)
-    return Spec(path=path, name=name, symbols=symbols, data_dir=folder, asset_class=asset_class,
+    spec = Spec(path=path, name=name, symbols=symbols, data_dir=folder, asset_class=asset_class,
                 on_duplicate=on_duplicate, options=options,
                 grid=grid, settings=settings, models=models, ray=ray, periods_per_year=periods,
                 symbol_classes=symbol_classes)
+    dataclasses.replace(spec, symbols=symbols[:1]).cells()  # every grid point's BacktestConfig, once, now
+    return spec

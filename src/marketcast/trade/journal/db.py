@@ -3,11 +3,16 @@
 Every SQLite failure of a state database (corrupt bytes, a full disk, no permission) surfaces as one
 :class:`~marketcast.errors.StateError` naming the file (exit code 3), never as a traceback; the transaction
 it interrupted is rolled back, so nothing is half-written.
+
+A database is checked read-only before it is opened for writing (:func:`check_owned`): a file another program
+made (its own ``application_id`` or tables) is refused and left byte for byte as it was, instead of being given
+WAL mode and our tables. Commands that only read open with :func:`connect_readonly`, which creates no file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from pathlib import Path
 from typing import Iterator
@@ -73,6 +78,63 @@ class StateConnection(sqlite3.Connection):
             return super().executescript(sql)
         except sqlite3.DatabaseError as exc:
             raise state_error(self.path, exc) from None
+
+
+def readonly_uri(path: str | Path) -> str:
+    """A URI that reads ``path`` without creating or changing a file: ``mode=ro`` while a ``-wal`` holds commits
+    not yet in the database (a running loop; SQLite reads it through the ``-shm`` beside it), else
+    ``immutable=1``, which skips SQLite's lock and shared-memory files altogether
+    (https://www.sqlite.org/uri.html#uriimmutable, https://www.sqlite.org/wal.html#readonly)."""
+    uri = Path(path).resolve().as_uri()
+    return uri + ("?mode=ro" if os.path.exists(f"{path}-wal") else "?immutable=1")
+
+
+def check_owned(path: str | Path, app_id: int, tables: set[str], what: str, schema: int = 0) -> bool:
+    """Refuse (StateError) a database at ``path`` that is not ours, reading it only; True if it is to be made.
+
+    Ours: absent or empty (made now), ``PRAGMA application_id`` == ``app_id``, or, from before the id was
+    written, no id and tables all among ``tables``. Anything else (another id, another program's tables) is
+    someone else's file: opening it for writing would switch it to WAL and add our tables. Ours with a
+    ``user_version`` above ``schema`` was written by a newer marketcast, and is refused too.
+    """
+    path = Path(path)
+    if not path.exists() or (path.is_file() and path.stat().st_size == 0):
+        return True
+    if not path.is_file():
+        raise StateError(f"{path}: not a file; move it away or choose another --state-dir")
+    try:
+        probe = sqlite3.connect(readonly_uri(path), uri=True)
+        try:
+            found_id = probe.execute("PRAGMA application_id").fetchone()[0]
+            version = probe.execute("PRAGMA user_version").fetchone()[0]
+            have = {r[0] for r in probe.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        finally:
+            probe.close()
+    except sqlite3.DatabaseError as exc:
+        raise state_error(path, exc) from None
+    have -= {"sqlite_sequence"}
+    if found_id == app_id and version > schema:
+        raise StateError(f"{path}: {what} schema {version} is newer than this marketcast's ({schema}); upgrade "
+                         f"marketcast (the file was left untouched)")
+    if found_id == app_id or (found_id == 0 and version == 0 and have <= tables):
+        return not have
+    theirs = (f"application id {found_id:#x}" if found_id else f"its tables: {', '.join(sorted(have - tables))}"
+              if have - tables else f"user_version {version}")
+    raise StateError(f"{path}: not a marketcast {what} ({theirs}); it was left untouched: move it away or "
+                     f"choose another --state-dir")
+
+
+def connect_readonly(path: str | Path) -> StateConnection:
+    """A state database opened for reading only (see :func:`readonly_uri`): no file is created or changed, so
+    ``trade status`` works on a folder it may not write."""
+    try:
+        conn = sqlite3.connect(readonly_uri(path), uri=True, isolation_level=None, timeout=30.0,
+                               check_same_thread=False, factory=StateConnection)
+    except sqlite3.DatabaseError as exc:
+        raise state_error(path, exc) from None
+    conn.path = str(path)
+    conn.row_factory = sqlite3.Row
+    return conn
 
 
 def connect(path: str | Path) -> StateConnection:

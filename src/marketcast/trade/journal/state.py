@@ -13,6 +13,10 @@ An intent also keeps its asset class and the account figures its check saw (``ca
 ``buying_power_seen``), written with it, for the blotter (:mod:`marketcast.trade.ops.blotter`).
 The journal is bound to one broker account (``meta``); ``adjustments`` hold the owned quantities
 ``--accept-broker`` corrected; ``halts`` the halted state (:mod:`marketcast.trade.journal.halts`).
+
+A journal carries ``PRAGMA application_id`` :data:`APP_ID` and ``user_version`` :data:`SCHEMA_VERSION`; a
+``journal.db`` that is another program's database is refused before anything writes to it
+(:func:`~marketcast.trade.journal.db.check_owned`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from marketcast.trade.journal.db import add_missing_columns, connect, transaction
+from marketcast.trade.journal.db import add_missing_columns, check_owned, connect, connect_readonly, transaction
 from marketcast.trade.journal.halts import Halts
 from marketcast.trade.broker.types import Fill, utc_text, utc_time
 
@@ -55,6 +59,12 @@ CREATE TABLE IF NOT EXISTS adjustments (
     at TEXT NOT NULL);
 """
 TERMINAL_INTENTS = ("rejected", "refused", "abandoned", "lost")
+APP_ID = 0x4D434A4C  # "MCJL": marketcast journal (https://www.sqlite.org/pragma.html#pragma_application_id)
+SCHEMA_VERSION = 1
+# every table a journal can hold: SCHEMA's, halts.py's and risk.py's (equity_days, sends)
+TABLES = {"intents", "fills", "cancels", "cycles", "submissions", "meta", "adjustments", "halts", "equity_days",
+          "sends"}
+INTENT_COLUMNS = {"broker_status": "TEXT", "asset_class": "TEXT", "cash_seen": "REAL", "buying_power_seen": "REAL"}
 
 
 def now() -> str:
@@ -96,16 +106,28 @@ class Booked:
 
 
 class Journal:
-    """SQLite journal in ``state_dir/journal.db``."""
+    """SQLite journal in ``state_dir/journal.db``; ``read_only`` (``trade status``) creates and changes no file,
+    except to upgrade a journal an older marketcast wrote (our tables or columns missing), as opening it for
+    writing does."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, read_only: bool = False) -> None:
         self.path = Path(path)
+        if read_only and self.path.exists():
+            check_owned(path, APP_ID, TABLES, "journal", SCHEMA_VERSION)
+            self.conn = connect_readonly(path)
+            if not _needs_upgrade(self.conn):
+                self.halts = Halts(self.conn, now)  # its CREATE ... IF NOT EXISTS reads only
+                return
+            self.conn.close()
+        check_owned(path, APP_ID, TABLES, "journal", SCHEMA_VERSION)
         self.conn = connect(path)
         _clocked_cycles(self.conn)
         self.conn.executescript(SCHEMA)
-        add_missing_columns(self.conn, "intents", {"broker_status": "TEXT", "asset_class": "TEXT",
-                                                   "cash_seen": "REAL", "buying_power_seen": "REAL"})
+        add_missing_columns(self.conn, "intents", INTENT_COLUMNS)
         self.halts = Halts(self.conn, now)
+        for pragma, value in (("application_id", APP_ID), ("user_version", SCHEMA_VERSION)):
+            if self.conn.execute(f"PRAGMA {pragma}").fetchone()[0] != value:  # written once, not on every open
+                self.conn.execute(f"PRAGMA {pragma} = {value}")
 
     # -------------------------------------------------------------- binding
     def meta(self) -> dict[str, str]:
@@ -296,6 +318,15 @@ class Journal:
 
     def close(self) -> None:
         self.conn.close()
+
+
+def _needs_upgrade(conn) -> bool:
+    """Whether a journal lacks a table or column this code reads (one an older marketcast wrote)."""
+    have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()}
+    if not {"intents", "fills", "cancels", "cycles", "meta", "adjustments", "halts", "submissions"} <= have:
+        return True
+    columns = {t: {r[1] for r in conn.execute(f"PRAGMA table_info({t})").fetchall()} for t in ("intents", "cycles")}
+    return not set(INTENT_COLUMNS) <= columns["intents"] or "clock" not in columns["cycles"]
 
 
 def _clocked_cycles(conn) -> None:

@@ -5,12 +5,16 @@ before the loop moves on; ``records.jsonl`` may hold a bar twice or miss one a k
 what only they know: the venue and endpoint, equity, quotes, forecast latency, compile state, memory, the
 warm-up, the foreign holdings the last cycle saw, and the symbols it held because the broker holds more of them
 than the journal explains.
+
+It only reads: the journal is opened read-only (no ``-wal``/``-shm`` created, nothing changed), so a state
+folder the user may not write, or one a running loop is writing, can be shown.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from marketcast.errors import ConfigError
 from marketcast.trade.ops.monitor import read_records, summarise
 from marketcast.trade.journal.state import Journal
 from marketcast.trade.ops.redact import redact
@@ -44,10 +48,13 @@ def status_rows(state_dir: Path) -> list[tuple[str, str]]:
 
 
 def _rows(state_dir: Path) -> list[tuple[str, str]]:
+    if state_dir.exists() and not state_dir.is_dir():
+        raise ConfigError(f"--state-dir {state_dir} is a file, not a state folder; pass the folder of `trade run` "
+                          f"or `trade replay` (the one holding journal.db)")
     records = read_records(state_dir)
     rows: list[tuple[str, str]] = []
     path = state_dir / "journal.db"
-    journal = Journal(path) if path.exists() else None
+    journal = Journal(path, read_only=True) if path.exists() else None
     try:
         counts = journal_counts(journal) if journal is not None else {"cycles": 0}
         rows += [(k, _text(v)) for k, v in counts.items()]
