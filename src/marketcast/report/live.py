@@ -73,7 +73,7 @@ def read_state(state_dir: str | Path) -> LiveState:
         raise ConfigError(f"{folder}: no such state dir; run `marketcast trade run` or `replay` first")
     state = LiveState(folder, read_records(folder), alerts=read_alerts(folder))
     if (folder / "journal.db").exists():
-        journal = Journal(folder / "journal.db")
+        journal = Journal(folder / "journal.db", read_only=True)  # a page of the state changes none of it
         try:
             state.has_journal = True
             state.meta = journal.meta()
