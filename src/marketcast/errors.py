@@ -93,3 +93,7 @@ class DataWarning(UserWarning):
 
 class ForecastWarning(UserWarning):
     """A forecast that needed a documented repair (sample paths floored above zero)."""
+
+
+class StoreWarning(UserWarning):
+    """A damaged file of the run store (a cut-short part, a run.json that is not a run's) skipped while reading."""

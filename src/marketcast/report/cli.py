@@ -40,19 +40,20 @@ def report(
     if dates and not html:
         raise ConfigError("--fan-date draws a fan in the HTML tearsheet; drop --no-html")
     runs = open_store(store)
-    run_id = runs.resolve(run)
-    out = output_dir or DEFAULT_OUTPUT / run_id
-    pages = {}
-    if html:  # every page drawn before any file is written
-        from marketcast.report.page import write_page
-        from marketcast.report.stored import stored_reports
-        from marketcast.report.tearsheet import PAGE_NAME, tearsheet_html
+    with runs.one_warning():  # the store is read here, and only here
+        run_id = runs.resolve(run)
+        out = output_dir or DEFAULT_OUTPUT / run_id
+        pages = {}
+        if html:  # every page drawn before any file is written
+            from marketcast.report.page import write_page
+            from marketcast.report.stored import stored_reports
+            from marketcast.report.tearsheet import PAGE_NAME, tearsheet_html
 
-        groups = stored_reports(runs, run_id, dates)
-        pages = {key: tearsheet_html(reps) for key, reps in groups.items()}
-        results = {key: [rep.result for rep in reps] for key, reps in groups.items()}
-    else:
-        results = {key: [result for _, result in group] for key, group in cell_results(runs, run_id).items()}
+            groups = stored_reports(runs, run_id, dates)
+            pages = {key: tearsheet_html(reps) for key, reps in groups.items()}
+            results = {key: [rep.result for rep in reps] for key, reps in groups.items()}
+        else:
+            results = {key: [result for _, result in group] for key, group in cell_results(runs, run_id).items()}
     if not results:
         raise ConfigError(f"run {run_id} has no finished cells; there is nothing to report")
     written = []

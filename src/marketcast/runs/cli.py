@@ -68,9 +68,15 @@ def list_(store: Optional[Path] = STORE_OPT, as_json: bool = JSON_OPT) -> None:
     from marketcast.runs.views import list_runs
 
     runs = open_store(store)
-    listing = list_runs(runs)
-    if not as_json:  # to the second on screen; the JSON keeps the microseconds that order the runs
+    with runs.one_warning():
+        listing = list_runs(runs)
+    if listing.empty and not as_json:
+        console.print(f"the run store {runs.root} holds no runs yet; run 'marketcast backtest' or "
+                      "'marketcast sweep' first", highlight=False, soft_wrap=True)
+        return
+    if not as_json:  # to the second on screen, no spec hash; the JSON keeps them (the microseconds order runs)
         listing["created_at"] = listing["created_at"].str.slice(0, 19)
+        listing = listing.drop(columns=["spec_hash"])
     _print_frame(listing, f"runs in {runs.root}", as_json)
 
 
@@ -84,24 +90,26 @@ def show(
 ) -> None:
     """A run: what it is, multiple testing across its cells (trials, the best cell's deflated Sharpe, PBO),
     its mean metrics per strategy and grid point, and its failed cells."""
-    from marketcast.runs.views import cells, selection, selection_lines, summary
+    from marketcast.runs.views import cells, run_status, selection, selection_lines, summary
 
     runs = open_store(store)
-    run_id = runs.resolve(run)
-    info = runs.info(run_id)
-    groups = [c.strip() for c in by.split(",") if c.strip()] if by else None
-    table = summary(runs, run_id, groups, tuple(m.strip() for m in metrics.split(",") if m.strip()))
-    found = cells(runs, run_id)
-    failed = found[found["status"] == "error"][["symbol", "cell_id", "error"]]
-    trials = selection(runs, run_id) if info.get("kind") == "sweep" else []  # a backtest's cells are its symbols
+    with runs.one_warning():
+        run_id = runs.resolve(run)
+        info = runs.info(run_id)
+        groups = [c.strip() for c in by.split(",") if c.strip()] if by else None
+        found = cells(runs, run_id)
+        table = summary(runs, run_id, groups, tuple(m.strip() for m in metrics.split(",") if m.strip()))
+        failed = found[found["status"] == "error"][["symbol", "cell_id", "error"]]
+        trials = selection(runs, run_id) if info.get("kind") == "sweep" else []  # a backtest's cells are its symbols
+    status = run_status(info, len(found))
     if as_json:
         from marketcast.runs.views import plain
 
-        typer.echo(json.dumps({"run": info, "summary": [{k: plain(v) for k, v in r.items()}
-                                                        for r in table.to_dict("records")],
-                               "selection": trials, "failed": failed.to_dict("records")}, indent=2, default=str))
+        summary_rows = [{k: plain(v) for k, v in r.items()} for r in table.to_dict("records")]
+        typer.echo(json.dumps({"run": {**info, "status": status}, "summary": summary_rows, "selection": trials,
+                               "failed": failed.to_dict("records")}, indent=2, default=str))
         return
-    console.print(f"[bold]{run_id}[/bold] ({info.get('kind')}, started {info.get('created_at')}, code "
+    console.print(f"[bold]{run_id}[/bold] ({info.get('kind')}, {status}, started {info.get('created_at')}, code "
                   f"{info.get('code_version')}, spec {info.get('spec_hash')}): {int((found['status'] == 'ok').sum())} "
                   f"cells ok, {len(failed)} failed, {info.get('cells_total')} planned", highlight=False, soft_wrap=True)
     for line in selection_lines(trials):
@@ -126,8 +134,9 @@ def compare(
     from marketcast.runs.compare import compare_runs
 
     runs = open_store(store)
-    a, b = runs.resolve(run_a), runs.resolve(run_b)
-    result = compare_runs(runs, a, b)
+    with runs.one_warning():
+        a, b = runs.resolve(run_a), runs.resolve(run_b)
+        result = compare_runs(runs, a, b)
     if not as_json and not show_all and len(result["rows"]) > SHOWN_ROWS:
         shown = [r for r in result["rows"] if r["status"] != "PASS"]
         keep = {r["symbol"] for r in shown}
@@ -146,8 +155,10 @@ def query(
     store: Optional[Path] = STORE_OPT,
     as_json: bool = JSON_OPT,
 ) -> None:
-    """Run SQL on the store, e.g. 'SELECT symbol, strategy, sharpe FROM results ORDER BY sharpe DESC LIMIT 10'."""
+    """Run one SELECT on the store, e.g. 'SELECT symbol, strategy, sharpe FROM results ORDER BY sharpe DESC LIMIT
+    10'. It reads only the store's parts: writing files, reading others, ATTACH, INSTALL and SET are refused."""
     runs = open_store(store)
-    run_ids = [runs.resolve(run)] if run else None
-    frame = runs.query(sql, run_ids=run_ids)
+    with runs.one_warning():
+        run_ids = [runs.resolve(run)] if run else None
+        frame = runs.query(sql, run_ids=run_ids)
     _print_frame(frame.drop(columns=[c for c in ("record",) if c in frame.columns]), sql, as_json)

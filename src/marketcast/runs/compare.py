@@ -3,14 +3,18 @@
 Cells are matched on the symbol and on every setting that varies within either run (a sweep's axes); the
 settings that are constant in each run but differ between them (the model, the compile mode, ...) are what
 is being compared. Each matched cell becomes the backtest object ``compile compare`` reads, and
-:func:`marketcast.compile.compare.compare_backtests` judges them: return delta > 0.05 FAIL, > 0.01 WARN.
+:func:`marketcast.compile.compare.compare_backtests` judges them: return delta > 0.05 FAIL, > 0.01 WARN. A
+strategy of both runs whose return is NaN (or missing) in either, or whose Sharpe ratio is NaN in one run
+only, is a FAIL: a run that lost a number differs from one that has it, however small the other deltas.
 """
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
-from marketcast.compile.compare import compare_backtests
+from marketcast.compile.compare import ORDER, compare_backtests
 from marketcast.errors import ConfigError
 from marketcast.runs.store import RunStore
 from marketcast.runs.views import axes, cells, label, plain
@@ -19,8 +23,10 @@ from marketcast.runs.views import axes, cells, label, plain
 def _backtests(store: RunStore, run_id: str, names: list[str], found: pd.DataFrame) -> tuple[dict, list[str]]:
     """label -> ``{symbol, strategies: {name: metrics}, metrics}`` for the run's finished cells, and a note
     per failed cell."""
-    results = store.query('SELECT cell_id, strategy, "return", sharpe FROM results', run_ids=[run_id])
     out, notes = {}, []
+    if not (found["status"] == "ok").any():  # only failed cells: no strategy rows, no metric columns
+        return out, [f"{label(cell, names)}: failed in {run_id}: {cell['error']}" for _, cell in found.iterrows()]
+    results = store.query('SELECT cell_id, strategy, "return", sharpe FROM results', run_ids=[run_id])
     for _, cell in found.iterrows():
         key = label(cell, names)
         if key in out:
@@ -51,7 +57,32 @@ def compare_runs(store: RunStore, run_a: str, run_b: str) -> dict:
         raise ConfigError(f"runs {run_a} and {run_b} have no cell in common (matched on symbol"
                           f"{''.join(', ' + n for n in names)}); nothing to compare")
     result = compare_backtests(a, b)
-    result["notes"] = notes_a + notes_b + result["notes"]
+    lost = _lost_numbers(result["rows"], a, b)
+    if lost:
+        result["status"] = max([result["status"], "FAIL"], key=ORDER.__getitem__)
+    result["notes"] = notes_a + notes_b + result["notes"] + lost
     result["runs"] = {"a": run_a, "b": run_b}
     result["matched_on"] = ["symbol", *names]
     return result
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and not math.isfinite(value))
+
+
+def _lost_numbers(rows: list[dict], a: dict, b: dict) -> list[str]:
+    """Mark FAIL (in place) each row of a strategy in both runs whose return is NaN in either, or whose Sharpe
+    ratio is NaN in one only; a note per row says which."""
+    notes = []
+    for row in rows:
+        sa = a[row["symbol"]]["strategies"].get(row["strategy"])
+        sb = b[row["symbol"]]["strategies"].get(row["strategy"])
+        if sa is None or sb is None:
+            continue  # in one run only: compile compare's WARN
+        lost = [f"return is NaN in {side}" for side, s in (("A", sa), ("B", sb)) if _missing(s["return"])]
+        if _missing(sa["sharpe"]) != _missing(sb["sharpe"]):
+            lost.append(f"sharpe is NaN in {'A' if _missing(sa['sharpe']) else 'B'} only")
+        if lost:
+            row["status"] = "FAIL"
+            notes.append(f"{row['symbol']}: {row['strategy']}: {', '.join(lost)}")
+    return notes

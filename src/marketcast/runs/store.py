@@ -10,6 +10,13 @@ A part is written to a hidden temporary name, flushed to disk and renamed: a pro
 leaves no file a query would read, and a cell's rows (all in one part) appear together or not at all.
 Parts are only ever added, and a run is resumed only by one process at a time (``lock``), so no cell is
 recorded twice. Columns differ between parts as the backtest gains metrics; DuckDB unions them by name.
+
+``run.json`` may carry a ``status`` (:data:`STATUSES`): planned before its first cell, running, done, or
+interrupted (a sweep stopped by a signal). Reading never writes: a store on a read-only disk serves every
+view. A damaged ``run.json`` or part (cut short, empty, not a JSON object, a field of the wrong type) is
+skipped, and named in one :class:`~marketcast.errors.StoreWarning`, so one bad file never hides the rest.
+Queries run on an in-memory DuckDB that may read only the store's own parts (external access off, the
+configuration locked) and take exactly one SELECT.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import json
 import os
 import time
 import uuid
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -26,19 +34,46 @@ from typing import Iterator
 import pandas as pd
 import pyarrow as pa
 
-from marketcast.errors import ConfigError, StateError
+from marketcast.errors import ConfigError, StateError, StoreWarning, first_line
 from marketcast.fileio import write_atomic
 
 DEFAULT_STORE = Path("out/runs")
 STORE_ENV = "MARKETCAST_RUN_STORE"
 OFF = ("off", "none", "0", "false")
 _PART_GLOB = "part-*.parquet"
+STATUSES = ("planned", "running", "done", "interrupted")
+_INFO_TYPES = {"run_id": (str,), "kind": (str,), "created_at": (str,), "code_version": (str,),
+               "spec_hash": (str,), "status": (str,), "cells_total": (int,)}
+# the columns of an empty store's views, so the queries of ``runs list|show`` (and most user queries) bind
+_EMPTY_COLUMNS = {"run_id": "VARCHAR", "cell_id": "VARCHAR", "cell_index": "BIGINT", "kind": "VARCHAR",
+                  "spec_hash": "VARCHAR", "code_version": "VARCHAR", "finished_at": "VARCHAR", "seconds": "DOUBLE",
+                  "data_fingerprint": "VARCHAR", "symbol": "VARCHAR", "model": "VARCHAR", "status": "VARCHAR",
+                  "error": "VARCHAR", "strategy": "VARCHAR", "best_strategy": "VARCHAR", "return": "DOUBLE",
+                  "sharpe": "DOUBLE", "max_drawdown": "DOUBLE", "record": "VARCHAR", "settle_times": "TIMESTAMP[]",
+                  "returns": "DOUBLE[]"}
 
 
 def store_root(option: str | Path | None = None) -> Path | None:
     """``--store``, else ``MARKETCAST_RUN_STORE``, else ``out/runs``; None when set to ``off``."""
     value = str(option) if option is not None else os.environ.get(STORE_ENV, "").strip() or str(DEFAULT_STORE)
     return None if value.lower() in OFF else Path(value)
+
+
+def _info_problem(data) -> str | None:
+    """Why a parsed ``run.json`` cannot be used (None when it can)."""
+    if not isinstance(data, dict):
+        return f"holds a JSON {type(data).__name__}, not an object"
+    for key, kinds in _INFO_TYPES.items():
+        value = data.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):
+            return f"{key!r} is {value!r}, not {'a whole number' if kinds == (int,) else 'text'}"
+    if data.get("status") is not None and data["status"] not in STATUSES:
+        return f"status {data['status']!r} is not one of {', '.join(STATUSES)}"
+    return None
+
+
+def _sql_text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
 
 
 def _column(name: str, values: list) -> pa.Array:
@@ -60,6 +95,9 @@ class RunStore:
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
+        self._damaged: dict[Path, tuple] = {}  # part -> the (size, mtime) it was found damaged at
+        self._warned: set[Path] = set()
+        self._batch: dict[Path, str] | None = None
 
     # --- writing ----------------------------------------------------------------------------------------
 
@@ -73,10 +111,17 @@ class RunStore:
             raise StateError(f"{folder}: cannot create the run store folder ({exc.strerror})") from None
 
     def write_info(self, run_id: str, info: dict) -> None:
+        """Replace ``run.json`` (atomically) with ``info``; a ``status`` must be one of :data:`STATUSES`."""
+        if info.get("status") is not None and info["status"] not in STATUSES:
+            raise ValueError(f"run status {info['status']!r} is not one of {', '.join(STATUSES)}")
         folder = self.run_dir(run_id)
         self._mkdir(folder)
         text = json.dumps({"run_id": run_id, **info}, indent=2, default=str) + "\n"
         write_atomic(folder / "run.json", lambda tmp: tmp.write_text(text), StateError)
+
+    def mark_status(self, run_id: str, status: str) -> None:
+        """Set the run's ``status`` in its ``run.json``, keeping the rest (e.g. ``interrupted`` on SIGTERM)."""
+        self.write_info(run_id, {**self.info(run_id), "status": status})
 
     def write_rows(self, run_id: str, rows: list[dict]) -> Path | None:
         """Add one part holding ``rows`` (all rows of every cell in it); None when there are none."""
@@ -111,24 +156,78 @@ class RunStore:
 
     # --- reading ----------------------------------------------------------------------------------------
 
-    def run_ids(self) -> list[str]:
-        """Runs with a ``run.json``, oldest first."""
-        if not self.root.is_dir():
-            return []
-        runs = [p.parent.name for p in self.root.glob("*/run.json")]
-        return sorted(runs, key=lambda run: (self.info(run).get("created_at", ""), run))
+    @contextmanager
+    def one_warning(self) -> Iterator["RunStore"]:
+        """Within: the damaged files found are named together in one warning at the end (one command, one line)."""
+        self._batch = {}
+        try:
+            yield self
+        finally:
+            batch, self._batch = self._batch, None
+            if batch:
+                self._warn(batch)
 
-    def info(self, run_id: str) -> dict:
+    def _warn(self, skipped: dict[Path, str]) -> None:
+        what = "; ".join(f"{path} {why}" for path, why in skipped.items())
+        warnings.warn(StoreWarning(f"skipped {len(skipped)} damaged file{'s' if len(skipped) > 1 else ''} of the "
+                                   f"run store: {what}; move {'them' if len(skipped) > 1 else 'it'} away or "
+                                   "re-run what wrote it"), stacklevel=3)
+
+    def _skip(self, path: Path, why: str) -> None:
+        if path in self._warned:
+            return
+        self._warned.add(path)
+        if self._batch is not None:
+            self._batch[path] = why
+        else:
+            self._warn({path: why})
+
+    def _read_info(self, run_id: str) -> tuple[dict | None, str | None]:
+        """``(info, None)``, ``(None, why it is damaged)``, or ``(None, None)`` when there is no ``run.json``."""
         path = self.run_dir(run_id) / "run.json"
         try:
-            return json.loads(path.read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"no run {run_id!r} in {self.root}; see 'marketcast runs list'") from None
-        except (OSError, json.JSONDecodeError) as exc:
-            raise StateError(f"{path}: cannot be read ({exc})") from None
+            text = path.read_text(encoding="utf-8")
+        except (FileNotFoundError, NotADirectoryError):
+            return None, None
+        except (OSError, UnicodeDecodeError) as exc:
+            return None, f"cannot be read ({getattr(exc, 'strerror', None) or exc})"
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            return None, f"is not valid JSON ({exc})"
+        problem = _info_problem(data)
+        return (None, problem) if problem else ({**data, "run_id": run_id}, None)
+
+    def infos(self) -> dict[str, dict]:
+        """Run id -> ``run.json`` of every run with a usable one, oldest first; damaged ones are skipped."""
+        if not self.root.is_dir():
+            return {}
+        found = {}
+        for path in sorted(self.root.glob("*/run.json")):
+            info, why = self._read_info(path.parent.name)
+            if info is not None:
+                found[path.parent.name] = info
+            elif why is not None:
+                self._skip(path, why)
+        order = sorted(found, key=lambda run: (found[run].get("created_at") or "", run))
+        return {run: found[run] for run in order}
+
+    def run_ids(self) -> list[str]:
+        """Runs with a usable ``run.json``, oldest first."""
+        return list(self.infos())
+
+    def info(self, run_id: str) -> dict:
+        info, why = self._read_info(run_id)
+        if why is not None:
+            raise StateError(f"{self.run_dir(run_id) / 'run.json'} {why}; restore it or move the run away")
+        if info is None:
+            raise ConfigError(f"no run {run_id!r} in {self.root}; see 'marketcast runs list'")
+        return info
 
     def resolve(self, ref: str) -> str:
         """A run id from its full id, a unique prefix, or ``latest``."""
+        if ref not in ("latest", ".", "..") and Path(ref).name == ref and (self.run_dir(ref) / "run.json").is_file():
+            self.info(ref)  # a damaged run.json, named: a StateError
         runs = self.run_ids()
         if not runs:
             raise ConfigError(f"the run store {self.root} holds no runs yet; run 'marketcast backtest' or "
@@ -145,36 +244,135 @@ class RunStore:
         raise ConfigError(f"no run {ref!r} in {self.root}; see 'marketcast runs list'")
 
     def parts(self, run_id: str | None = None) -> list[Path]:
+        """The part files (absolute paths) of ``run_id`` or of the whole store, damaged ones included."""
         pattern = f"{run_id}/{_PART_GLOB}" if run_id else f"*/{_PART_GLOB}"
-        return sorted(self.root.glob(pattern)) if self.root.is_dir() else []
+        root = Path(os.path.abspath(self.root))
+        return sorted(root.glob(pattern)) if root.is_dir() else []
+
+    def _usable(self, files: list[Path]) -> list[Path]:
+        """``files`` without the parts already found damaged (and not rewritten since) and the empty ones."""
+        out = []
+        for path in files:
+            try:
+                st = path.stat()
+            except OSError:
+                continue  # gone since the listing
+            if self._damaged.get(path) == (st.st_size, st.st_mtime_ns):
+                continue
+            if st.st_size == 0:
+                self._set_damaged(path, "is empty (0 bytes)")
+                continue
+            out.append(path)
+        return out
+
+    def _set_damaged(self, path: Path, why: str) -> None:
+        try:
+            st = path.stat()
+            self._damaged[path] = (st.st_size, st.st_mtime_ns)
+        except OSError:
+            self._damaged[path] = ()
+        self._skip(path, why)
+
+    def _blame(self, exc: Exception, files: list[Path]) -> bool:
+        """Mark the parts a DuckDB error comes from as damaged (the one it names, else those whose Parquet
+        footer cannot be read); False when none is to blame."""
+        if self._blame_named(exc, files):
+            return True
+        import pyarrow.parquet as pq
+
+        found = False
+        for path in files:
+            try:
+                pq.read_metadata(path)
+            except (OSError, pa.ArrowException) as err:
+                self._set_damaged(path, f"cannot be read as Parquet ({first_line(err)})")
+                found = True
+        return found
+
+    def _open(self, run_ids: list[str] | None):
+        """``(connection, parts it reads)``: the views over the usable parts, then external access off but for
+        those files, and the configuration locked, so a query can neither read nor write anything else."""
+        import duckdb
+
+        listed = [p for r in run_ids for p in self.parts(r)] if run_ids is not None else self.parts()
+        files = self._usable(listed)
+        while True:
+            con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
+                                                     "autoload_known_extensions": False})
+            try:
+                if files:
+                    listing = ", ".join(_sql_text(str(p)) for p in files)
+                    con.execute(f"CREATE VIEW rows AS SELECT * FROM read_parquet([{listing}], union_by_name = true)")
+                else:
+                    typed = ", ".join(f'NULL::{kind} AS "{name}"' for name, kind in _EMPTY_COLUMNS.items())
+                    con.execute(f"CREATE VIEW rows AS SELECT {typed} WHERE false")
+                break
+            except duckdb.Error as exc:
+                con.close()
+                if not self._blame(exc, files):
+                    raise StateError(f"the run store {self.root} cannot be read ({first_line(exc)}); move the "
+                                     "run that does not fit away") from None
+                files = self._usable(files)
+        con.execute("CREATE VIEW cells AS SELECT * FROM rows WHERE strategy IS NULL")
+        con.execute("CREATE VIEW results AS SELECT * FROM rows WHERE strategy IS NOT NULL")
+        con.execute(f"SET allowed_paths = [{', '.join(_sql_text(str(p)) for p in files)}]")
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+        return con, files
 
     def connect(self, run_ids: list[str] | None = None):
         """A DuckDB connection with the views ``rows`` (every row of the runs), ``cells`` (cell rows) and
-        ``results`` (strategy rows); ``run_ids`` None = the whole store."""
+        ``results`` (strategy rows); ``run_ids`` None = the whole store. It reads nothing but those parts."""
+        return self._open(run_ids)[0]
+
+    def _statement(self, sql: str):
+        """The one SELECT in ``sql``: anything else (none, several, COPY, ATTACH, SET, ...) is one line."""
         import duckdb
 
-        files = [p for r in run_ids for p in self.parts(r)] if run_ids is not None else self.parts()
-        con = duckdb.connect()
-        if files:
-            listing = ", ".join("'" + str(p).replace("'", "''") + "'" for p in files)
-            con.execute(f"CREATE VIEW rows AS SELECT * FROM read_parquet([{listing}], union_by_name = true)")
-        else:
-            con.execute("CREATE VIEW rows AS SELECT NULL::VARCHAR AS run_id, NULL::VARCHAR AS cell_id, "
-                        "NULL::VARCHAR AS strategy, NULL::VARCHAR AS status WHERE false")
-        con.execute("CREATE VIEW cells AS SELECT * FROM rows WHERE strategy IS NULL")
-        con.execute("CREATE VIEW results AS SELECT * FROM rows WHERE strategy IS NOT NULL")
-        return con
+        try:
+            statements = duckdb.extract_statements(sql)
+        except duckdb.Error as exc:
+            raise ConfigError(f"query failed: {first_line(exc)}") from None
+        if not statements:
+            raise ConfigError("the query is empty; give one SELECT, e.g. 'SELECT * FROM results LIMIT 5'")
+        if len(statements) > 1:
+            raise ConfigError(f"the query holds {len(statements)} statements; give one SELECT (no ';' between "
+                              "statements)")
+        kind = statements[0].type
+        if kind != duckdb.StatementType.SELECT:
+            raise ConfigError(f"the run store is read-only: {kind.name} is refused; give one SELECT over rows, "
+                              "cells or results")
+        return statements[0]
 
     def query(self, sql: str, params: list | None = None, run_ids: list[str] | None = None) -> pd.DataFrame:
+        """The result of one SELECT over the views; a part that fails to read on the way is skipped."""
         import duckdb
 
-        con = self.connect(run_ids)
-        try:
-            return con.execute(sql, params or []).df()
-        except duckdb.Error as exc:
-            raise ConfigError(f"query failed: {str(exc).splitlines()[0]}") from None
-        finally:
-            con.close()
+        statement = self._statement(sql)
+        while True:
+            con, files = self._open(run_ids)
+            try:
+                return con.execute(statement, params or []).df()
+            except duckdb.Error as exc:
+                if files and self._blame_named(exc, files):
+                    continue
+                if isinstance(exc, duckdb.PermissionException):
+                    raise ConfigError(f"query refused: it may read only the run store's own parts, not other "
+                                      f"files ({first_line(exc)}); query the views rows, cells and results") from None
+                empty = "" if files or not isinstance(exc, duckdb.BinderException) else (
+                    f" (the run store {self.root} holds no rows yet)")
+                raise ConfigError(f"query failed: {first_line(exc)}{empty}") from None
+            finally:
+                con.close()
+
+    def _blame_named(self, exc: Exception, files: list[Path]) -> bool:
+        """A query's error that names a part: that part is damaged (True); any other error is the query's."""
+        message = str(exc)
+        named = [p for p in files if f"'{p}'" in message or f'"{p}"' in message]
+        for path in named:
+            why = first_line(exc).replace(f"'{path}'", "").replace(f'"{path}"', "").replace("  ", " ")
+            self._set_damaged(path, f"cannot be read as Parquet ({why.strip()})")
+        return bool(named)
 
     def columns(self, run_ids: list[str] | None = None) -> list[str]:
         return list(self.query("SELECT * FROM rows LIMIT 0", run_ids=run_ids).columns)

@@ -36,26 +36,41 @@ def _key(value) -> str:
     return json.dumps(plain(value), default=str)
 
 
+def run_status(info: dict, recorded: int) -> str:
+    """The run's ``status`` from its ``run.json``; for a run written before runs carried one: planned with no
+    cell recorded, done with every planned cell recorded, else partial."""
+    if info.get("status"):
+        return info["status"]
+    total = info.get("cells_total")
+    if recorded == 0:
+        return "planned"
+    return "done" if total is None or recorded >= total else "partial"
+
+
 def list_runs(store: RunStore) -> pd.DataFrame:
-    """One row per run: id, kind, start, cells ok / failed / planned, symbols, models, code version."""
-    runs = store.run_ids()
-    counts = store.query("SELECT run_id, count(*) FILTER (WHERE status = 'ok') AS ok, "
-                         "count(*) FILTER (WHERE status = 'error') AS failed, count(DISTINCT symbol) AS symbols, "
-                         "string_agg(DISTINCT model, ',' ORDER BY model) AS models FROM cells GROUP BY run_id")
-    counts = counts.set_index("run_id") if len(counts) else counts
+    """One row per run: id, kind, status, start, cells ok / failed / planned, symbols, models, code version.
+    A planned run (a ``run.json``, no part yet) is a row with no cells."""
+    infos = store.infos()
+    columns = ["run_id", "kind", "status", "created_at", "ok", "failed", "planned", "symbols", "models",
+               "code_version", "spec_hash"]
+    counts = pd.DataFrame()
+    if infos:
+        counts = store.query("SELECT run_id, count(*) FILTER (WHERE status = 'ok') AS ok, "
+                             "count(*) FILTER (WHERE status = 'error') AS failed, count(DISTINCT symbol) AS symbols, "
+                             "string_agg(DISTINCT model, ',' ORDER BY model) AS models FROM cells GROUP BY run_id",
+                             run_ids=list(infos))
+        counts = counts.set_index("run_id") if len(counts) else counts
     rows = []
-    for run in runs:
-        info = store.info(run)
+    for run, info in infos.items():
         got = counts.loc[run] if run in counts.index else None
-        rows.append({"run_id": run, "kind": info.get("kind"), "created_at": info.get("created_at"),
-                     "ok": int(got["ok"]) if got is not None else 0,
-                     "failed": int(got["failed"]) if got is not None else 0,
+        ok, failed = (int(got["ok"]), int(got["failed"])) if got is not None else (0, 0)
+        rows.append({"run_id": run, "kind": info.get("kind"), "status": run_status(info, ok + failed),
+                     "created_at": info.get("created_at"), "ok": ok, "failed": failed,
                      "planned": info.get("cells_total"),
                      "symbols": int(got["symbols"]) if got is not None else 0,
-                     "models": got["models"] if got is not None else "",
+                     "models": (got["models"] or "") if got is not None else "",
                      "code_version": info.get("code_version"), "spec_hash": info.get("spec_hash")})
-    return pd.DataFrame(rows, columns=["run_id", "kind", "created_at", "ok", "failed", "planned", "symbols",
-                                       "models", "code_version", "spec_hash"])
+    return pd.DataFrame(rows, columns=columns)
 
 
 def cells(store: RunStore, run_id: str) -> pd.DataFrame:
@@ -85,7 +100,9 @@ def summary(store: RunStore, run_id: str, by: list[str] | None = None,
     """Mean of ``metrics`` per group of ``by`` (default: the grid's axes, or the symbol in a run without
     axes) and strategy, with the number of cells in each group."""
     found = cells(store, run_id)
-    results = store.query("SELECT * EXCLUDE (settle_times, returns) FROM results", run_ids=[run_id])
+    bulky = [c for c in ("settle_times", "returns") if c in store.columns([run_id])]
+    results = store.query(f"SELECT * {'EXCLUDE (' + ', '.join(bulky) + ')' if bulky else ''} FROM results",
+                          run_ids=[run_id])
     if results.empty:
         return pd.DataFrame()
     by = by if by is not None else (axes([found]) or ["symbol"])
