@@ -93,10 +93,13 @@ def test_check_data_dir_studies_every_file_in_it(tmp_path, capsys):
         frame = load_symbol(source).frame.head(300).reset_index()
         frame.to_csv(folder / name, index=False) if name.endswith(".csv") else frame.to_parquet(folder / name)
     (folder / "notes.txt").write_text("not bars")
+    with open(folder / "aaa.csv", "a") as fh:  # one line too many fields: skipped with --on-bad-line skip
+        fh.write("2030-01-02,1,2,0.5,1.5,100,1,extra\n")
     code, out, err = run(capsys, "check", "--model", "baseline", "--data-dir", folder, "--iterations", "2",
-                         "--asset-class", "BBB=stock", "--periods-per-year", "252",
+                         "--asset-class", "BBB=stock", "--periods-per-year", "252", "--on-bad-line", "skip",
                          "--output-dir", tmp_path / "cc", "--env-file", tmp_path / ".env.compile", *SMALL)
     assert code == 0, err
+    assert "skipped 1 malformed line" in err, err
     report = json.loads((tmp_path / "cc" / "compile_check.json").read_text())
     assert report["plan"]["symbols"] == ["AAA", "BBB"] and validate_report(report) == []
     assert all(report["modes"][0]["per_symbol"][s]["calls"] == 2 for s in ("AAA", "BBB"))

@@ -159,6 +159,7 @@ def check(
     data_dir: options.DataDir = None,
     asset_class: options.AssetClass = None,
     periods_per_year: options.PeriodsPerYear = None,
+    on_bad_line: options.OnBadLine = "error",
     weights: options.Weights = None,
     device: options.Device = "cpu",
     dtype: options.Dtype = "float32",
@@ -216,7 +217,7 @@ def check(
                             min_speedup=min_speedup, max_memory_delta=max_memory_delta)
     classes = options.asset_classes(asset_class, names)
     bars = {n: load_symbol(n, data_dir=data_dir, min_rows=plan.min_rows, asset_class=classes[n.upper()],
-                           periods_per_year=periods_per_year) for n in names}
+                           periods_per_year=periods_per_year, on_bad_line=on_bad_line) for n in names}
 
     def factory(compile_mode: Optional[str]):
         return load_forecaster(model, weights=weights, device=device, dtype=dtype,
