@@ -8,7 +8,7 @@ PIPC   := $(PIP) install -q -c constraints.txt
 TORCH  ?= torch==2.13.0
 ARGS   ?=
 
-.PHONY: run test install install-dev bench clean lock
+.PHONY: run test fuzz install install-dev bench clean lock
 
 # A GPU box already has its CUDA torch: reuse it through system site-packages instead of pulling a
 # multi-GB wheel. Elsewhere install the pinned CPU-friendly torch before anything else can ask for one.
@@ -40,6 +40,12 @@ run: install
 test: install-dev
 	@$(BIN)/python -m pytest $(ARGS); rc=$$?; \
 	if [ $$rc = 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
+
+# The fuzz suite's long profile (MARKETCAST_FUZZ=long: >= 2,000 examples of damaged bars, specs, configs and
+# run stores; `make test` runs its bounded CI profile). MARKETCAST_FUZZ_LOG=FILE appends each failing example.
+fuzz: install-dev
+	@MARKETCAST_FUZZ=long $(BIN)/python -m pytest tests/fuzz -p no:cacheprovider --hypothesis-show-statistics $(ARGS); \
+	rc=$$?; if [ $$rc = 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
 bench: install-dev
 	$(PIPC) -e ".[bench]"

@@ -37,7 +37,7 @@ def one_of(choices: Sequence[str]) -> Callable[[Optional[str]], Optional[str]]:
 
 def check_device(value: str) -> str:
     """``value`` if it names a torch device, else ValueError (the trade settings parse with it too)."""
-    if not _DEVICE.match(value):
+    if not isinstance(value, str) or not _DEVICE.match(value):
         raise ValueError(f"{value!r} is not a torch device; use cpu, cuda, cuda:N or mps")
     return value
 

@@ -10,9 +10,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from tests.fuzz.harness import PROFILE
 from tests.fuzz.test_fuzz_loaders import run_cli
 
-CLI = settings(derandomize=True, database=None, deadline=None, max_examples=40,
+CLI = settings(derandomize=True, database=None, deadline=None, max_examples=40 if PROFILE == "ci" else 120,
                suppress_health_check=[HealthCheck.too_slow])
 TEXT = st.sampled_from(["", "abc", "1e3", "-0", "\uff11", "nan", "inf", "1.5", "--", "0x10"])
 DEVICE_OK = re.compile(r"^(cpu|cuda(:\d+)?)$")
@@ -83,7 +84,7 @@ def test_forecast_options(data):
         _check(code, out, err, args, Path(folder))
 
 
-@settings(CLI, max_examples=15)
+@settings(CLI, max_examples=15 if PROFILE == "ci" else 45)
 @given(st.data())
 def test_backtest_options(data):
     args = _options(data.draw, BACKTEST)

@@ -24,9 +24,10 @@ from marketcast.data import load_bars
 from marketcast.data.load import ON_DUPLICATE
 from marketcast.data.validate import MAX_VOLUME, PRICE_RANGE
 from marketcast.errors import DataError, DataWarning
+from tests.fuzz.harness import PROFILE
 from tests.fuzz.tables import BarFile, check_bars_contract, garbage_files, mutated_files, valid_files
 
-FUZZ = settings(derandomize=True, database=None, deadline=None, max_examples=150,
+FUZZ = settings(derandomize=True, database=None, deadline=None, max_examples=150 if PROFILE == "ci" else 400,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 MAX_PRICE = PRICE_RANGE[1]
 

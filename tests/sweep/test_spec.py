@@ -217,3 +217,18 @@ def test_the_progress_bar_counts_done_failing_and_remaining(monkeypatch):
     with progress.cell_progress(total=1, done=0, failed=0, title="sweep") as advance:
         advance("ok")
     assert quiet.getvalue() == ""
+
+
+@pytest.mark.parametrize("body, says", [
+    ('[data]\nsymbols = ["SP500"]\ndir = 3\n', "[data] dir = 3; give a folder path as a string"),
+    ('[data]\nsymbols = ["SP500"]\n[options]\nwindows = 18446744073709551616\n',
+     "options.windows = 18446744073709551616 is beyond a 64-bit integer"),
+])
+def test_fuzz_found_specs_are_one_line_before_ray(tmp_path, body, says):
+    """Found by tests/fuzz: a non-string data dir was a TypeError, an integer beyond TOML's 64 bits crashed the
+    run store's writer after Ray had run the cell."""
+    spec = tmp_path / "s.toml"
+    spec.write_text(body)
+    with pytest.raises(ConfigError) as err:
+        load_spec(spec)
+    assert says in str(err.value)

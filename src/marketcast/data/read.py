@@ -195,7 +195,7 @@ def _read_parquet(path: Path) -> tuple[pd.DataFrame, Source]:
     try:
         table = pa.concat_tables(tables) if tables else file.schema_arrow.empty_table()
         frame = table.to_pandas()
-    except (pa.ArrowException, ValueError, TypeError) as exc:
+    except (pa.ArrowException, ValueError, TypeError, KeyError) as exc:  # KeyError: damaged pandas metadata
         raise DataError(f"{path}: its columns cannot be read as a table ({first_line(exc)}); export the bars "
                         "again with plain number and timestamp columns") from None
     return _index_as_columns(path, frame), Source(str(path), "parquet", tuple(starts))

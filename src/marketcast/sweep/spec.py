@@ -191,6 +191,8 @@ def _symbols(raw: dict, where: str, base: Path, data_dir_override: Path | None) 
     if unknown:
         raise ConfigError(f"{where}: [data] has unknown keys {', '.join(sorted(unknown))}; use symbols, dir, "
                           "asset_class, on_duplicate, periods_per_year")
+    if "dir" in data and not isinstance(data["dir"], str):
+        raise ConfigError(f"{where}: [data] dir = {data['dir']!r}; give a folder path as a string")
     data_dir = data_dir_override or (base / data["dir"] if "dir" in data else None)
     symbols = data.get("symbols")
     if symbols is not None and (not isinstance(symbols, list) or not all(isinstance(s, str) for s in symbols)):
@@ -218,6 +220,19 @@ def _symbols(raw: dict, where: str, base: Path, data_dir_override: Path | None) 
     return tuple(symbols), (None if data_dir is None else data_dir.resolve()), asset_class, on_duplicate
 
 
+def _check_ints(node, where: str, key: str = "") -> None:
+    """TOML's integers are 64-bit (toml.io/en/v1.0.0#integer); Python's reader takes any size, which the run
+    store's columns cannot hold."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            _check_ints(v, where, f"{key}.{k}" if key else str(k))
+    elif isinstance(node, list):
+        for v in node:
+            _check_ints(v, where, key)
+    elif isinstance(node, int) and not isinstance(node, bool) and not -2**63 <= node < 2**63:
+        raise ConfigError(f"{where}: {key} = {node} is beyond a 64-bit integer (TOML's range); give a smaller number")
+
+
 def _periods(value, where: str) -> float | None:
     if value is None:
         return None
@@ -241,6 +256,7 @@ def load_spec(path: str | Path, data_dir: str | Path | None = None, asset_class_
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
     where = str(path)
+    _check_ints(raw, where)
     unknown = set(raw) - set(TOP_KEYS)
     if unknown:
         raise ConfigError(f"{where}: unknown keys {', '.join(sorted(unknown))}; a spec has {', '.join(TOP_KEYS)}")
