@@ -5,20 +5,102 @@ of range) are exit 2; the foreseeable errors of the libraries underneath (a date
 pyarrow cannot read, a database that is not one, a full disk, bytes that are not UTF-8) are translated here,
 so a user never reads a traceback for bad input. Anything else is a bug and keeps its traceback (exit 1).
 ``--debug`` shows the traceback of everything. Warnings become one ``warning:`` line each.
+
+SIGTERM and SIGINT become exceptions (:class:`Terminated`, ``KeyboardInterrupt``) while a command runs, so every
+``finally`` cleans up (temporary files removed, a sweep's run marked interrupted, Ray shut down) before the
+command ends with 143 or 130; :func:`shielded` defers them over a commit that must not stop half-way.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sqlite3
 import sys
+import threading
 import warnings
+from contextlib import contextmanager
+from typing import Iterator
 
 from rich.text import Text
 
 from marketcast.console import err_console
-from marketcast.errors import ExitCode, MarketcastError, first_line
+from marketcast.errors import ConfigError, ExitCode, MarketcastError, first_line
+
+DEBUG_ENV = "MARKETCAST_DEBUG"
+_ON, _OFF = ("1", "true", "yes"), ("", "0", "false", "no")
+_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class Terminated(BaseException):
+    """SIGTERM raised where the process is, as Ctrl-C raises KeyboardInterrupt: a BaseException, so no
+    ``except Exception`` swallows it and every ``finally`` on the way out still runs."""
+
+
+class _Signals:
+    """The handler's state: the last signal received (Ray may turn a handler's exception into a
+    KeyboardInterrupt; this tells a SIGTERM apart), how deep in :func:`shielded` we are, what waits there."""
+
+    last: int | None = None
+    depth = 0
+    pending: int | None = None
+
+
+def _raise_for(signum: int) -> None:
+    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+def _on_signal(signum: int, frame) -> None:
+    _Signals.last = signum
+    if _Signals.depth:
+        _Signals.pending = _Signals.pending or signum
+        return
+    _raise_for(signum)
+
+
+def install_signal_handlers() -> dict[int, object] | None:
+    """SIGTERM and SIGINT raise from here on; returns the handlers replaced (None off the main thread, where
+    Python cannot install handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    _Signals.last, _Signals.depth, _Signals.pending = None, 0, None
+    previous = {s: signal.getsignal(s) for s in _SIGNALS}
+    for s in _SIGNALS:
+        signal.signal(s, _on_signal)
+    return previous
+
+
+def restore_signal_handlers(previous: dict[int, object] | None) -> None:
+    if previous:
+        for s, handler in previous.items():
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+
+
+@contextmanager
+def shielded() -> Iterator[None]:
+    """Defer SIGTERM/SIGINT until the block is done (the run-store record and the rename of the outputs: all
+    of it or none), then raise it."""
+    _Signals.depth += 1
+    try:
+        yield
+    finally:
+        _Signals.depth -= 1
+        if not _Signals.depth and _Signals.pending is not None:
+            signum, _Signals.pending = _Signals.pending, None
+            _raise_for(signum)
+
+
+def debug_from_env(environ=os.environ) -> bool:
+    """``MARKETCAST_DEBUG``: 1/true/yes on, 0/false/no/empty off (any case); anything else is a ConfigError,
+    not a guess (``false`` used to turn debug on)."""
+    value = environ.get(DEBUG_ENV, "").strip().lower()
+    if value in _ON:
+        return True
+    if value in _OFF:
+        return False
+    raise ConfigError(f"{DEBUG_ENV}={environ[DEBUG_ENV]!r}: use 1, true or yes to show tracebacks, 0, false or no "
+                      "(or leave it unset) to hide them")
 
 
 def _exception_classes(name: str) -> tuple[type, ...]:
@@ -54,10 +136,30 @@ def _library_classes() -> dict[str, tuple[type, ...]]:
     return out
 
 
+def _signal_under(exc: BaseException) -> BaseException | None:
+    """The Terminated or KeyboardInterrupt ``exc`` is, or was raised from or during; None if none."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, (Terminated, KeyboardInterrupt)):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def describe(exc: BaseException) -> tuple[str, int] | None:
     """The one line and exit code for an exception a user can fix; None for a bug."""
+    if _Signals.last is not None and _signal_under(exc) is None:
+        # a library that met the signal's exception may end with an error of its own instead (duckdb: "Query
+        # interrupted"), which the command may even translate: the command was stopped, and says so
+        return describe(Terminated() if _Signals.last == signal.SIGTERM else KeyboardInterrupt())
     if isinstance(exc, MarketcastError):
         return str(exc), int(exc.exit_code)
+    stop = _signal_under(exc)
+    if stop is not None and stop is not exc:  # Ray's C code wraps a handler's exception in a SystemError
+        return describe(stop)
+    if isinstance(exc, Terminated) or (isinstance(exc, KeyboardInterrupt) and _Signals.last == signal.SIGTERM):
+        return "terminated (SIGTERM); temporary files removed", ExitCode.TERMINATED
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted", ExitCode.INTERRUPTED
     if isinstance(exc, UnicodeDecodeError):
@@ -102,14 +204,37 @@ def _error(line: str) -> None:
 
 def main(app, argv: list[str] | None = None, prog_name: str = "marketcast") -> int:
     """A console script's entry: ``--debug`` is taken from anywhere on the command line (so it also works
-    after a command's own options), or from ``MARKETCAST_DEBUG=1``; returns the exit code."""
+    after a command's own options), or from ``MARKETCAST_DEBUG`` (see :func:`debug_from_env`); returns the
+    exit code. A signal after the command is done is ignored: its outputs are complete, its code stands."""
     args = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in args or os.environ.get("MARKETCAST_DEBUG", "") not in ("", "0")
-    return run(app, [a for a in args if a != "--debug"], debug, prog_name)
+    try:
+        debug = "--debug" in args or debug_from_env()
+    except ConfigError as exc:
+        _error(str(exc))
+        return ExitCode.USAGE
+    after = signal.SIG_IGN if argv is None else None  # a console script's process: nothing left to clean up
+    return run(app, [a for a in args if a != "--debug"], debug, prog_name, after=after)
 
 
-def run(app, args: list[str], debug: bool, prog_name: str = "marketcast") -> int:
-    """Run the typer ``app`` on ``args``; return the exit code (see the module docstring)."""
+def run(app, args: list[str], debug: bool, prog_name: str = "marketcast", after: object = None) -> int:
+    """Run the typer ``app`` on ``args``; return the exit code (see the module docstring). SIGTERM and SIGINT
+    raise while it runs (:class:`Terminated`, ``KeyboardInterrupt``); then the handlers before are put back,
+    or ``after`` (``signal.SIG_IGN``: a signal once the command is done changes nothing) becomes the handler."""
+    previous = install_signal_handlers()
+    try:
+        code = _run(app, args, debug, prog_name)
+    except (KeyboardInterrupt, Terminated) as exc:  # arrived between the command's end and here
+        if debug:
+            raise
+        line, code = describe(exc)
+        _error(line)
+    finally:
+        restore_signal_handlers(previous if after is None or previous is None else dict.fromkeys(previous, after))
+        _Signals.last = None
+    return code
+
+
+def _run(app, args: list[str], debug: bool, prog_name: str) -> int:
     with warnings.catch_warnings():
         if not debug:
             warnings.showwarning = _show_warning
@@ -117,7 +242,10 @@ def run(app, args: list[str], debug: bool, prog_name: str = "marketcast") -> int
             result = app(args=args, prog_name=prog_name, standalone_mode=False)
         except EXIT as exc:
             return int(exc.exit_code)
-        except ABORT:
+        except ABORT:  # click's wrapper of a KeyboardInterrupt (a SIGTERM that Ray turned into one)
+            if _Signals.last == signal.SIGTERM:
+                _error(describe(Terminated())[0])
+                return ExitCode.TERMINATED
             _error("aborted")
             return ExitCode.INTERRUPTED
         except NO_ARGS as exc:  # a bare group: its help on stdout, as `--help` does
@@ -136,10 +264,15 @@ def run(app, args: list[str], debug: bool, prog_name: str = "marketcast") -> int
             except (OSError, ValueError):
                 pass
             return ExitCode.OK
-        except (Exception, KeyboardInterrupt) as exc:
+        except (Exception, KeyboardInterrupt, Terminated) as exc:
             known = describe(exc)
             if debug or known is None:
                 raise
             _error(known[0])
             return known[1]
+    if result == ExitCode.INTERRUPTED and _Signals.last is not None:
+        # typer answers a KeyboardInterrupt with a silent 130 (also a SIGTERM Ray turned into one): say which
+        line, code = describe(KeyboardInterrupt())
+        _error(line)
+        return code
     return result if isinstance(result, int) else ExitCode.OK

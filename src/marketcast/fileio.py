@@ -6,18 +6,49 @@ run's reports) all or nothing: every file is written first, and only then are th
 (a full disk on the third file) leaves the folder as it was. A target that exists keeps its permissions, unless
 ``mode`` is given: then each temporary file has exactly ``mode`` from its creation, before its first byte (a
 private file is never readable by others, not even while it is written).
+
+:func:`output_folder` makes a whole output folder one transaction: the files go into a hidden sibling folder
+(``.<dest>.<random>.tmp``) and :meth:`OutputFolder.commit` swaps it in for ``<dest>`` in one rename, after
+everything else (the run-store record) succeeded; until then ``<dest>`` is untouched, and a failure or a signal
+removes the temporary folder. ``.<dest>.lock`` beside it holds an exclusive ``flock`` while a command writes, so a
+second command writing the same folder is refused (one line, exit 3: the folder is busy, nothing is wrong with
+the input); the lock file is removed when the command ends, and a lock of a killed process dies with it.
+
+A path that does not work (no such folder, a file where a folder should be) is the caller's ``error`` (bad
+input, exit 2); every other failure to write (a full disk, a quota, no permission, a read-only filesystem) is a
+:class:`StateError` (exit 3): the input is fine, the machine is not.
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
+import fcntl
+import glob
 import os
+import shutil
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Mapping, Union
+from typing import Callable, Iterator, Mapping, Union
 
-from marketcast.errors import MarketcastError
+from marketcast.errors import MarketcastError, StateError
+from marketcast.failures import shielded
 
 Content = Union[bytes, str, Callable[[Path], object]]  # the bytes, the text, or a function writing the path
+
+
+#: errno of a path that does not work as given (bad input); any other OSError while writing is the machine's
+PATH_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG, errno.ELOOP, errno.EEXIST})
+
+
+def write_error(path: Path, exc: OSError, error: type[MarketcastError], what: str = "cannot write") -> MarketcastError:
+    """One line for ``exc`` on ``path``: the caller's ``error`` for a bad path, a StateError (exit 3) for a full
+    disk, a quota, a permission or a read-only filesystem."""
+    reason = exc.strerror or str(exc)
+    if exc.errno in PATH_ERRNOS:
+        return error(f"{path}: {what} ({reason})")
+    return StateError(f"{path}: {what} ({reason}); free space or fix the permissions and run again")
 
 
 def make_folder(folder: str | Path, error: type[MarketcastError] = MarketcastError) -> Path:
@@ -28,7 +59,7 @@ def make_folder(folder: str | Path, error: type[MarketcastError] = MarketcastErr
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise error(f"{path}: cannot create the folder ({exc.strerror or exc})") from None
+        raise write_error(path, exc, error, "cannot create the folder") from None
     return path
 
 
@@ -57,6 +88,7 @@ def write_files(folder: str | Path, files: Mapping[str, Content],
     """Write ``name -> content`` into ``folder`` all or nothing; returns the paths written."""
     root = make_folder(folder, error)
     staged: list[tuple[Path, Path]] = []
+    renamed = 0
     try:
         for name, content in files.items():
             final = root / name
@@ -67,22 +99,25 @@ def write_files(folder: str | Path, files: Mapping[str, Content],
             _write(tmp, content)
             if mode is None and final.exists():
                 os.chmod(tmp, final.stat().st_mode & 0o7777)
-    except OSError as exc:
-        for tmp, _ in staged:
+        for tmp, final in staged:
+            os.replace(tmp, final)
+            renamed += 1
+        _fsync_folder(root)
+    except BaseException as exc:  # a signal (Terminated, KeyboardInterrupt) too: no temporary file stays
+        for tmp, _ in staged[renamed:]:
             tmp.unlink(missing_ok=True)
-        raise error(f"{staged[-1][1]}: cannot write ({exc.strerror or exc})") from None
-    except BaseException:
-        for tmp, _ in staged:
-            tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise write_error(staged[-1][1] if staged else root, exc, error) from None
         raise
-    for tmp, final in staged:
-        os.replace(tmp, final)
-    fd = os.open(root, os.O_RDONLY)
+    return [final for _, final in staged]
+
+
+def _fsync_folder(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
-    return [final for _, final in staged]
 
 
 def write_atomic(final: str | Path, content: Content, error: type[MarketcastError] = MarketcastError,
@@ -90,3 +125,147 @@ def write_atomic(final: str | Path, content: Content, error: type[MarketcastErro
     """One file, atomically (see :func:`write_files`)."""
     final = Path(final)
     return write_files(final.parent, {final.name: content}, error, mode)[0]
+
+
+def _take(lock: Path, what: str) -> int:
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise write_error(lock, exc, StateError, "cannot create the lock file") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            os.close(fd)
+            by = f" (pid {holder})" if holder.isdigit() else ""
+            raise StateError(f"{what} is being written by another marketcast process{by}; wait for it to finish "
+                             "or choose another folder") from None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(lock).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)  # the holder before removed it as we opened it: lock the file the path names now
+
+
+@contextmanager
+def exclusive(lock: Path, what: str) -> Iterator[None]:
+    """Hold ``lock`` (created if need be) with an exclusive ``flock`` for the block, or raise a StateError naming
+    ``what`` when another process holds it; the file is removed at the end. The lock is taken on the file the
+    path still names (a holder that just removed it leaves the next one a fresh file), so removing it is safe."""
+    fd = None
+    try:
+        with shielded():  # a signal between the open and the try would leave the file behind
+            fd = _take(lock, what)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        if fd is not None:  # never the file of the process that refused us
+            try:
+                os.unlink(lock)
+            except OSError:
+                pass
+            os.close(fd)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux ``renameat2(RENAME_EXCHANGE)``); False where that is not available."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return False  # an old kernel, or a filesystem without the flag: two renames instead
+    raise OSError(code, os.strerror(code), str(b))
+
+
+class OutputFolder:
+    """The staging folder of :func:`output_folder`: write into :attr:`path`, then :meth:`commit`."""
+
+    def __init__(self, dest: Path, path: Path, error: type[MarketcastError]) -> None:
+        self.dest, self.path, self.error = dest, path, error
+        self.committed = False
+
+    def commit(self) -> None:
+        """Put the staged folder in place of ``dest``: one atomic swap where the OS has it, else the old folder
+        renamed away and the new one in (for a moment no folder, never a mix); the old one is then removed."""
+        try:
+            if not self.dest.exists():
+                os.rename(self.path, self.dest)
+            elif not _exchange(self.path, self.dest):  # else self.path now holds the old contents
+                old = self.path.with_name(f"{self.path.name[:-len('.tmp')]}.old.tmp")
+                os.rename(self.dest, old)
+                try:
+                    os.rename(self.path, self.dest)
+                except BaseException:
+                    os.rename(old, self.dest)
+                    raise
+                shutil.rmtree(old, ignore_errors=True)
+            self.committed = True
+            _fsync_folder(self.dest.parent)
+        except OSError as exc:
+            raise write_error(self.dest, exc, self.error, "cannot put the new folder in place") from None
+        finally:
+            shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _carry_over(dest: Path, stage: Path, error: type[MarketcastError]) -> None:
+    """The files of ``dest`` into ``stage`` as hard links (copies where links fail): a file this run does not
+    write stays, as it did when files were replaced one by one. A folder holding sub-folders is refused (one
+    ``error`` line): a mistyped ``--output-dir .`` must never swap a project away."""
+    entries = list(dest.iterdir())
+    odd = [e.name for e in entries if e.is_symlink() or not e.is_file()]
+    if odd:
+        raise error(f"{dest} holds {', '.join(sorted(odd)[:3])}, which is not a plain file; write the outputs "
+                    "to a folder of their own (a new or an earlier output folder)")
+    for entry in entries:
+        try:
+            os.link(entry, stage / entry.name)
+        except OSError:
+            try:
+                shutil.copy2(entry, stage / entry.name)
+            except OSError as exc:
+                raise write_error(stage / entry.name, exc, error) from None
+
+
+@contextmanager
+def output_folder(dest: str | Path, error: type[MarketcastError] = MarketcastError) -> Iterator[OutputFolder]:
+    """An exclusive, all-or-nothing write of the folder ``dest`` (see the module docstring): the block writes
+    into ``.path`` and calls ``.commit()`` last; if it does not, ``dest`` stays as it was."""
+    dest = Path(os.path.abspath(Path(dest).expanduser()))
+    if dest.is_symlink():
+        dest = dest.resolve()
+    if not dest.name:
+        raise error(f"{dest} cannot be an output folder; choose a folder of its own")
+    if dest.exists() and not dest.is_dir():
+        raise error(f"{dest} exists and is not a folder; choose another output folder")
+    parent = make_folder(dest.parent, error)
+    with exclusive(parent / f".{dest.name}.lock", f"{dest}"):
+        for leftover in glob.glob(os.path.join(glob.escape(str(parent)), f".{glob.escape(dest.name)}.*.tmp")):
+            shutil.rmtree(leftover, ignore_errors=True)  # of a writer killed by SIGKILL; no one else writes now
+        stage = parent / f".{dest.name}.{uuid.uuid4().hex[:8]}.tmp"
+        folder = OutputFolder(dest, stage, error)
+        try:  # one try from before the folder exists: a signal at any point removes it
+            try:
+                stage.mkdir()
+                if dest.is_dir():
+                    os.chmod(stage, dest.stat().st_mode & 0o7777)
+                    _carry_over(dest, stage, error)
+            except OSError as exc:
+                raise write_error(stage, exc, error, "cannot create the folder") from None
+            try:
+                yield folder
+            except MarketcastError as exc:  # its line names the file the user asked for, not the hidden folder
+                if str(stage) not in str(exc):
+                    raise
+                raise type(exc)(str(exc).replace(str(stage), str(dest))) from None
+        finally:
+            if not folder.committed:
+                shutil.rmtree(stage, ignore_errors=True)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import sqlite3
+import threading
 import warnings
 
 import pandas as pd
@@ -15,7 +17,7 @@ import pytest
 import typer
 
 from marketcast.errors import ConfigError, DataWarning, ExitCode, HaltedError
-from marketcast.failures import describe, run
+from marketcast.failures import Terminated, debug_from_env, describe, main, run, shielded
 
 
 def _real(fn):
@@ -116,3 +118,109 @@ def test_a_value_with_a_line_break_stays_on_one_line(capsys):
 def test_warnings_are_one_line_each_and_text_is_never_markup(capsys):
     assert run(_app(warn="x.csv: row 3 (line 4), column 'close': [bold]odd[/bold]"), ["go"], debug=False) == 0
     assert capsys.readouterr().err == "warning: x.csv: row 3 (line 4), column 'close': [bold]odd[/bold]\n"
+
+
+@pytest.mark.parametrize("value,debug", [("1", True), ("true", True), ("YES", True), (" True ", True),
+                                         ("0", False), ("false", False), ("No", False), ("", False)])
+def test_marketcast_debug_reads_the_usual_words(value, debug):
+    assert debug_from_env({"MARKETCAST_DEBUG": value}) is debug
+    assert debug_from_env({}) is False
+
+
+def test_marketcast_debug_false_keeps_the_one_line_and_a_bad_value_is_one_line(monkeypatch, capsys):
+    monkeypatch.setenv("MARKETCAST_DEBUG", "false")  # used to turn debug on
+    assert main(_app(ConfigError("--weights x: no such folder")), ["go"]) == 2
+    assert capsys.readouterr().err == "error: --weights x: no such folder\n"
+    monkeypatch.setenv("MARKETCAST_DEBUG", "TRUE")
+    with pytest.raises(ConfigError):
+        main(_app(ConfigError("--weights x: no such folder")), ["go"])
+    monkeypatch.setenv("MARKETCAST_DEBUG", "verbose")
+    assert main(_app(), ["go"]) == ExitCode.USAGE
+    assert capsys.readouterr().err == ("error: MARKETCAST_DEBUG='verbose': use 1, true or yes to show tracebacks, "
+                                       "0, false or no (or leave it unset) to hide them\n")
+
+
+def _signalled_app(signum: int, cleaned: list, shield: bool = False) -> typer.Typer:
+    """A command that receives ``signum`` from the OS part-way through its work and cleans up in ``finally``."""
+    app = typer.Typer()
+
+    @app.command()
+    def go() -> None:
+        try:
+            if shield:
+                with shielded():
+                    os.kill(os.getpid(), signum)
+                    for _ in range(1000):  # the handler has run by now; the shield holds the signal back
+                        pass
+                    cleaned.append("committed")
+            else:
+                os.kill(os.getpid(), signum)
+                for _ in range(10**6):  # the handler raises at the next bytecode boundary
+                    pass
+                cleaned.append("not reached")
+        finally:
+            cleaned.append("cleaned up")
+
+    @app.command()
+    def other() -> None:
+        """A second command, so that `go` is a subcommand as in marketcast."""
+
+    return app
+
+
+@pytest.mark.parametrize("signum,code,line", [
+    (signal.SIGTERM, 143, "error: terminated (SIGTERM); temporary files removed\n"),
+    (signal.SIGINT, 130, "error: interrupted\n"),
+])
+def test_a_signal_runs_the_cleanup_and_ends_with_its_code(capsys, signum, code, line):
+    before = signal.getsignal(signum)
+    cleaned: list = []
+    assert run(_signalled_app(signum, cleaned), ["go"], debug=False) == code
+    assert cleaned == ["cleaned up"]
+    assert capsys.readouterr().err == line
+    assert signal.getsignal(signum) is before  # the handlers of the caller are back
+
+
+def test_a_shielded_commit_finishes_before_the_signal_ends_the_command(capsys):
+    cleaned: list = []
+    assert run(_signalled_app(signal.SIGTERM, cleaned, shield=True), ["go"], debug=False) == ExitCode.TERMINATED
+    assert cleaned == ["committed", "cleaned up"]
+    assert capsys.readouterr().err == "error: terminated (SIGTERM); temporary files removed\n"
+
+
+def test_terminated_is_described_like_an_interrupt():
+    assert describe(Terminated()) == ("terminated (SIGTERM); temporary files removed", ExitCode.TERMINATED)
+    assert issubclass(Terminated, BaseException) and not issubclass(Terminated, Exception)
+
+
+def test_a_signal_a_library_wrapped_is_still_the_signal():
+    """Ray's C code turns a signal handler's exception into a SystemError raised from it."""
+    try:
+        try:
+            raise Terminated()
+        except Terminated as stop:
+            raise SystemError("<cyfunction CoreWorker.wait> returned a result with an exception set") from stop
+    except SystemError as wrapped:
+        assert describe(wrapped) == ("terminated (SIGTERM); temporary files removed", ExitCode.TERMINATED)
+    assert describe(SystemError("a bug")) is None
+
+
+def test_the_error_a_library_makes_of_a_signal_still_ends_as_the_signal(capsys):
+    """duckdb answers a signal during a query with its own RuntimeError("Query interrupted")."""
+    import duckdb
+
+    app = typer.Typer()
+
+    @app.command()
+    def go() -> None:
+        con = duckdb.connect()
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()  # while duckdb runs the query
+        con.execute("SELECT sum(range * 2) FROM range(4000000000)").fetchall()
+
+    @app.command()
+    def other() -> None:
+        """A second command, so that `go` is a subcommand as in marketcast."""
+
+    assert run(app, ["go"], debug=False) == ExitCode.TERMINATED
+    assert capsys.readouterr().err == "error: terminated (SIGTERM); temporary files removed\n"
+    assert describe(RuntimeError("Query interrupted")) is None  # no signal now: a bug like any other

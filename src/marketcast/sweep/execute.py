@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 
 from marketcast.errors import ConfigError, UnavailableError
+from marketcast.failures import Terminated
 from marketcast.runs.rows import RunContext, error_row
 from marketcast.runs.store import RunStore
 from marketcast.sweep import tasks
@@ -43,15 +46,42 @@ def connect(ray, address: str | None, num_cpus: int | None) -> bool:
         return False
     address = address or os.environ.get("RAY_ADDRESS") or None
     quiet = {"logging_level": logging.ERROR, "log_to_driver": False}
+    ours = signal.getsignal(signal.SIGTERM)
     try:
-        if address:
-            ray.init(address=address, **quiet)
-        else:
-            ray.init(num_cpus=num_cpus or max(2, os.cpu_count() or 1), include_dashboard=False, **quiet)
-    except (ConnectionError, TimeoutError, RuntimeError) as exc:
-        where = f"the Ray cluster at {address}" if address else "a local Ray"
-        raise UnavailableError(f"cannot start or reach {where}: {str(exc).splitlines()[0]}") from None
+        try:
+            if address:
+                ray.init(address=address, **quiet)
+            else:
+                ray.init(num_cpus=num_cpus or max(2, os.cpu_count() or 1), include_dashboard=False, **quiet)
+        except (ConnectionError, TimeoutError, RuntimeError) as exc:
+            where = f"the Ray cluster at {address}" if address else "a local Ray"
+            raise UnavailableError(f"cannot start or reach {where}: {str(exc).splitlines()[0]}") from None
+        except SystemExit as exc:  # Ray's own SIGTERM handler (below) ran: the same stop as ours
+            if exc.code != signal.SIGTERM:
+                raise
+            raise Terminated() from None
+        finally:
+            # ray.init installs a SIGTERM handler that calls sys.exit; ours goes back, so SIGTERM still ends the
+            # sweep through its cleanup (run marked interrupted, exit 143)
+            if ours is not None and threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, ours)
+    except BaseException:  # stopped half-way: the caller never learns that Ray was started
+        if ray.is_initialized():
+            shutdown(ray)
+        raise
     return True
+
+
+def shutdown(ray) -> None:
+    """``ray.shutdown()``, then our SIGTERM handler again: Ray's core resets SIGTERM to the default action on its
+    way out, which would end the rest of the command by the signal, without its cleanup or exit code. (A SIGTERM
+    during a local Ray's own shutdown, after that reset, still ends the process at once: the run is complete.)"""
+    ours = signal.getsignal(signal.SIGTERM)
+    try:
+        ray.shutdown()
+    finally:
+        if ours is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, ours)
 
 
 def actor_resources(device: str) -> dict:

@@ -1,8 +1,10 @@
 """``run_sweep``: a new run, or the resumption of one, from a spec to the store.
 
-A new run writes its ``run.json`` first (kind, spec, cells planned, code version). ``--resume`` takes the
-latest run of the same spec (or ``--run-id``), skips every cell the store already holds (finished or
-failed) and computes only the rest, under the run's lock, so two processes never write one run.
+A new run writes its ``run.json`` first (kind, spec, cells planned, code version) with ``status: planned``,
+which becomes ``running`` once cells are computed and ``done`` at the end; a run stopped by a signal or an
+error is marked ``interrupted`` on the way out (the store's views read all four). ``--resume`` takes the
+latest run of the same spec (or ``--run-id``), interrupted or not, skips every cell the store already holds
+(finished or failed) and computes only the rest, under the run's lock, so two processes never write one run.
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ import re
 from dataclasses import dataclass
 
 from marketcast.console import err_console
-from marketcast.errors import ConfigError
+from marketcast.errors import ConfigError, MarketcastError
+from marketcast.failures import shielded
 from marketcast.runs.record import new_run_id, now_iso
 from marketcast.runs.rows import RunContext, code_version
 from marketcast.runs.store import RunStore
-from marketcast.sweep.execute import Sweep, connect, import_ray
+from marketcast.sweep.execute import Sweep, connect, import_ray, shutdown
 from marketcast.sweep.plan import plan_jobs
 from marketcast.sweep.progress import cell_progress
 from marketcast.sweep.spec import Spec
@@ -50,6 +53,11 @@ def _to_resume(store: RunStore, spec_hash: str, run_id: str | None) -> str:
     return same[-1]
 
 
+def _mark(store: RunStore, run_id: str, status: str) -> None:
+    """Set ``status`` in the run's ``run.json``, keeping the rest of it."""
+    store.write_info(run_id, {**store.info(run_id), "status": status})
+
+
 def _start(store: RunStore, spec: Spec, run_id: str | None) -> str:
     if run_id is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", run_id):
         raise ConfigError(f"--run-id {run_id!r}: use letters, digits, '.', '-' and '_'")
@@ -73,18 +81,35 @@ def run_sweep(spec: Spec, store: RunStore, *, resume: bool = False, run_id: str 
         else:
             store.write_info(run_id, {"kind": "sweep", "created_at": now_iso(), "spec_hash": spec.spec_hash,
                                       "code_version": code, "cells_total": len(cells),
-                                      "spec_path": str(spec.path.resolve()), "spec": spec.path.read_text()})
-        done, ok, failed = _prior(store, run_id)
-        todo = [(i, c) for i, c in enumerate(cells) if c.cell_id not in done]
-        if todo:
-            ctx = RunContext(run_id=run_id, kind="sweep", spec_hash=spec.spec_hash, code_version=code)
-            jobs = plan_jobs(todo, spec.symbol_paths())
-            started = connect(ray, address, num_cpus)
-            try:
-                with cell_progress(len(cells), ok, failed, f"sweep {run_id}") as advance:
-                    counts = Sweep(ray, store, ctx, jobs, spec.ray, advance).run()
-            finally:
-                if started:
-                    ray.shutdown()
-            ok, failed = ok + counts["ok"], failed + counts["error"]
+                                      "spec_path": str(spec.path.resolve()), "spec": spec.path.read_text(),
+                                      "status": "planned"})
+        finished = False
+        try:
+            done, ok, failed = _prior(store, run_id)
+            todo = [(i, c) for i, c in enumerate(cells) if c.cell_id not in done]
+            if todo:
+                ctx = RunContext(run_id=run_id, kind="sweep", spec_hash=spec.spec_hash, code_version=code)
+                jobs = plan_jobs(todo, spec.symbol_paths())
+                _mark(store, run_id, "running")
+                started = connect(ray, address, num_cpus)
+                try:
+                    with cell_progress(len(cells), ok, failed, f"sweep {run_id}") as advance:
+                        counts = Sweep(ray, store, ctx, jobs, spec.ray, advance).run()
+                    _mark(store, run_id, "done")  # every cell is stored: done, whatever happens to Ray now
+                    finished = True
+                finally:
+                    if started:
+                        shutdown(ray)
+                ok, failed = ok + counts["ok"], failed + counts["error"]
+            else:
+                _mark(store, run_id, "done")
+        except BaseException:  # SIGTERM (Terminated), Ctrl-C, an error: the run says it did not finish
+            if finished:
+                raise
+            with shielded():
+                try:
+                    _mark(store, run_id, "interrupted")
+                except (MarketcastError, OSError):
+                    pass  # the store cannot be written (a full disk): the first error is the one to show
+            raise
     return Outcome(run_id=run_id, planned=len(cells), skipped=len(done), ok=ok, failed=failed)

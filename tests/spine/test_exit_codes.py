@@ -1,0 +1,193 @@
+"""The exit codes a supervisor reads: README's table, :class:`~marketcast.errors.ExitCode` and the table in
+``errors.py``'s docstring say the same, and each code comes out of one real, documented case.
+
+Cases 0-6 run in this process (``marketcast.cli.main``, the console script's entry); 4, 5 and 6 against the fake
+Alpaca the trade tests use (a refused secret, a journal holding a halt, an account that answers HTTP 500 to
+every retry). 130 and 143 are real signals sent to a ``marketcast backtest`` subprocess once its walk-forward
+has started (the progress bar, forced onto the piped stderr with FORCE_COLOR, says so).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import marketcast.errors
+from marketcast.cli import main
+from marketcast.errors import ExitCode
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def readme_codes() -> dict[int, str]:
+    """code -> meaning, from the ``| code | meaning |`` table of README.md."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    start = lines.index("| code | meaning |")
+    out = {}
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        code, meaning = (cell.strip() for cell in line.strip("|").split("|", 1))
+        out[int(code)] = meaning
+    return out
+
+
+def docstring_codes() -> dict[int, str]:
+    """code -> name, from the reStructuredText table of ``marketcast.errors``' docstring."""
+    return {int(m["code"]): m["name"]
+            for m in re.finditer(r"^(?P<code>\d+)\s+(?P<name>[A-Z_]+)\s{2,}\S", marketcast.errors.__doc__, re.M)}
+
+
+def test_readme_the_enum_and_the_errors_docstring_list_the_same_codes():
+    enum = {int(c): c.name for c in ExitCode}
+    assert sorted(enum) == [0, 1, 2, 3, 4, 5, 6, 130, 143]
+    assert sorted(readme_codes()) == sorted(enum)
+    assert docstring_codes() == enum  # the same codes under the same names
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: "), err
+    return err
+
+
+def test_0_done(capsys):
+    assert main(["--version"]) == ExitCode.OK
+    assert capsys.readouterr().out.startswith("marketcast ")
+
+
+def test_1_a_check_whose_verdict_is_fail(tmp_path, capsys):
+    a, b = tmp_path / "eager.json", tmp_path / "compiled.json"
+    a.write_text(json.dumps({"symbol": "SP500", "strategies": {"maxdiff": {"return": 0.10}}}))
+    b.write_text(json.dumps({"symbol": "SP500", "strategies": {"maxdiff": {"return": 0.18}}}))  # delta 0.08 > 0.05
+    assert main(["compile", "compare", str(a), str(b)]) == ExitCode.CHECK_FAILED
+    assert "overall: FAIL" in capsys.readouterr().out
+
+
+def test_2_a_bad_option(capsys):
+    assert main(["backtest", "--windows", "0"]) == ExitCode.USAGE
+    assert "--windows" in one_error_line(capsys)
+
+
+def test_3_a_state_file_that_cannot_be_used(tmp_path, capsys):
+    state = tmp_path / "state"
+    state.mkdir()
+    conn = sqlite3.connect(state / "journal.db")  # another program's database where the journal goes
+    conn.execute("CREATE TABLE notes (body TEXT)")
+    conn.commit()
+    conn.close()
+    assert main(["trade", "status", "--state-dir", str(state)]) == ExitCode.STATE
+    assert "not a marketcast journal" in one_error_line(capsys)
+
+
+# ------------------------------------------------------------------ 4, 5, 6: the trade loop against the fake Alpaca
+
+
+@pytest.fixture
+def alpaca(monkeypatch, tmp_path):
+    """A fake Alpaca serving the embedded SP500/NASDAQ up to 2018-07-20, the environment of a paper run
+    pointed at it, and the run's arguments; the loop's log handlers are taken down afterwards."""
+    from tests.trade.alpaca_env import KEY, SECRET, embedded_fake
+
+    monkeypatch.chdir(tmp_path)  # no marketcast.toml or .env.compile of the checkout
+    monkeypatch.delenv("ADD_LATEST", raising=False)
+    with embedded_fake("2018-07-20") as fake:
+        for name, value in {"APCA_API_KEY_ID": KEY, "APCA_API_SECRET_KEY": SECRET, "APCA_API_BASE_URL": fake.url,
+                            "APCA_API_DATA_URL": fake.url}.items():
+            monkeypatch.setenv(name, value)
+        yield fake, ["trade", "run", "--broker", "alpaca", "--symbols", "SP500,NASDAQ", "--state-dir",
+                     str(tmp_path / "state"), "--once"]
+    logger = logging.getLogger("marketcast")
+    for handler in [h for h in logger.handlers if getattr(h, "_marketcast_trade", False)]:
+        logger.removeHandler(handler)
+        handler.close()
+
+
+def error_lines(capsys) -> list[str]:
+    return [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+
+
+def test_4_the_broker_refuses_the_credentials(alpaca, monkeypatch, capsys):
+    fake, run = alpaca
+    monkeypatch.setenv("APCA_API_SECRET_KEY", "wrong-secret")
+    assert main(run) == ExitCode.AUTH
+    [line] = error_lines(capsys)
+    assert "HTTP 401" in line and "wrong-secret" not in line
+    assert [m for m, _, _ in fake.requests if m in ("POST", "DELETE")] == []
+
+
+def test_5_trading_is_halted(alpaca, tmp_path, capsys):
+    from marketcast.trade.journal.state import Journal
+
+    fake, run = alpaca
+    journal = Journal(tmp_path / "state" / "journal.db")
+    journal.halts.add("reconcile", "the broker holds 3 SP500 the journal does not explain",
+                      "marketcast trade reconcile --accept-broker --state-dir state")
+    journal.close()
+    assert main(run) == ExitCode.HALTED
+    [line] = error_lines(capsys)
+    assert "trading is halted since" in line and "To resolve: marketcast trade reconcile --accept-broker" in line
+    assert [m for m, _, _ in fake.requests if m in ("POST", "DELETE")] == []  # nothing sent while halted
+
+
+def test_6_the_broker_stays_unavailable_after_retries(alpaca, capsys):
+    fake, run = alpaca
+    fake.fail("GET", "/v2/account", status=500, times=10)
+    assert main(run) == ExitCode.UNAVAILABLE
+    [line] = error_lines(capsys)
+    assert "HTTP 500" in line
+    assert [p for m, p, _ in fake.requests if m == "GET"].count("/v2/account") == 4  # the first try and 3 retries
+
+
+# ------------------------------------------------------------------ 130, 143: signals in the middle of a backtest
+
+
+def backtest_then(sig: int, tmp_path: Path) -> tuple[int, str]:
+    """Start a long ``marketcast backtest`` (baseline model), wait until its walk-forward has begun, send
+    ``sig``; returns its exit status and stderr."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "FORCE_COLOR": "1", "COLUMNS": "120",
+           "MARKETCAST_RUN_STORE": str(tmp_path / "runs")}
+    proc = subprocess.Popen([sys.executable, "-m", "marketcast.cli", "backtest", "SP500", "--windows", "1500",
+                             "--samples", "2048", "--output-dir", str(tmp_path / "out")],
+                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    os.set_blocking(proc.stderr.fileno(), False)
+    seen, deadline = b"", time.monotonic() + 240
+    while b"backtest: " not in seen:  # the progress bar's first step: bars loaded, the walk-forward running
+        assert proc.poll() is None and time.monotonic() < deadline, seen.decode(errors="replace")[-2000:]
+        seen += proc.stderr.read() or b""
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout=120)
+    finally:
+        proc.kill()
+    os.set_blocking(proc.stderr.fileno(), True)
+    seen += proc.stderr.read()
+    return proc.returncode, re.sub(rb"\x1b\[[0-9;?]*[A-Za-z]", b"", seen).decode(errors="replace")
+
+
+def test_130_ctrl_c_stops_a_backtest(tmp_path):
+    code, err = backtest_then(signal.SIGINT, tmp_path)
+    assert code == ExitCode.INTERRUPTED, err[-2000:]
+    assert "Traceback" not in err and "error: " in err
+    assert not (tmp_path / "out").exists()  # the half-done outputs never replaced the folder
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary folder left
+
+
+def test_143_sigterm_stops_a_backtest_needs_the_sigterm_handler_of_failures(tmp_path):
+    code, err = backtest_then(signal.SIGTERM, tmp_path)
+    assert code == ExitCode.TERMINATED, err[-2000:]  # -15 without the handler: killed, nothing cleaned up
+    assert "Traceback" not in err and "error: terminated (SIGTERM)" in err
+    assert not (tmp_path / "out").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
