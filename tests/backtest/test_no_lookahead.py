@@ -134,3 +134,39 @@ def test_the_fair_naive_of_high_and_low_ignores_later_bars():
     got = [excursion_naive(*(x.frame[c].to_numpy() for c in ("high", "low", "close")), ends, 16) for x in (bars, other)]
     for name in ("high", "low"):
         np.testing.assert_array_equal(got[0][name], got[1][name])
+
+
+NEW_OPTIONS = {  # calibration learns from settled windows only, sizes from the window's own samples
+    "conformal": dict(calibrate="conformal", calibration_min_windows=20),
+    "quantile+cvar": dict(calibrate="quantile", calibration_min_windows=20, sizing="cvar", risk_per_trade=0.002),
+    "kelly": dict(sizing="kelly", kelly_cap=1.0),
+    "cvar": dict(sizing="cvar", risk_per_trade=0.002),
+    "conformal+kelly": dict(calibrate="conformal", calibration_min_windows=20, sizing="kelly"),
+}
+
+
+@pytest.mark.parametrize("options", sorted(NEW_OPTIONS))
+@pytest.mark.parametrize("forecaster", ["baseline", "momentum", "table"])
+def test_calibration_and_sizing_at_t_ignore_every_later_bar(forecaster, options):
+    from dataclasses import replace
+
+    config = replace(CONFIG, **NEW_OPTIONS[options])
+    bars = random_bars(200, seed=13)
+    n = len(bars)
+    base = run_backtest(bars, FORECASTERS[forecaster](), config)
+    rng = np.random.default_rng(zlib.crc32(f"{forecaster}-{options}".encode()))
+    if config.sizing != "fixed":  # the sizes vary from trade to trade, so a leak into them could show
+        assert any(np.unique(r.sizes[r.decisions.side != 0]).size > 1 for r in base.strategies.values())
+    for t in (*rng.integers(n - 61, n - 1, size=3), n - 40):  # n - 40: a window past the calibration warm-up
+        other = run_backtest(garbage_after(bars, int(t), seed=int(t)), FORECASTERS[forecaster](), config)
+        t_stamp = bars.frame.index[t]
+        assert _same_up_to(base, other, t_stamp) == t - (n - 61) + 1  # views, decisions, sized settlements
+        k = list(base.decision_times).index(t_stamp)
+        if config.calibrate != "none":
+            assert np.array_equal(base.calibrated[:k + 1], other.calibrated[:k + 1]) and base.calibrated[k:].any()
+            for name in ("close", "high", "low"):
+                np.testing.assert_array_equal(base.sample_returns[name][:k + 1], other.sample_returns[name][:k + 1])
+        for name in base.strategies:  # the size decided at t (filled or not) is fixed at t
+            np.testing.assert_array_equal(base.strategies[name].sizes[:k + 1], other.strategies[name].sizes[:k + 1])
+        if k + 1 < base.windows:
+            assert base.views[k + 1] != other.views[k + 1]

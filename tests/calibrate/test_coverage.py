@@ -106,3 +106,14 @@ def test_bad_input_is_one_line(call):
     with pytest.raises(ConfigError) as err:
         call()
     assert "\n" not in str(err.value) and str(err.value)
+
+
+def test_the_bounds_coverage_counts_against_are_numpys_quantiles():
+    rng = np.random.default_rng(11)
+    x = rng.standard_t(4, (3000, 97))
+    y = rng.standard_t(4, 3000)
+    for c in coverage(x, y, levels=[0.5, 0.8, 0.9, 0.95, 0.99], axis=-1):
+        lo, hi = np.quantile(x, [(1 - c.nominal) / 2, (1 + c.nominal) / 2], axis=-1)
+        assert c.covered == int(((y >= lo) & (y <= hi)).sum())
+    on_bounds = np.quantile(x, 0.1, axis=-1)  # outcomes exactly on the 80 % interval's lower bound count
+    assert coverage(x, on_bounds, levels=[0.8], axis=-1)[0].covered == 3000

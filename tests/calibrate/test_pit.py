@@ -1,12 +1,18 @@
 """Randomised PIT: hand cases, uniform for the true distribution (continuous and discrete), U-shaped when
 too narrow, and reliability points."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.stats import chi2, kstest
 
-from marketcast.calibrate.pit import pit_histogram, pit_uniformity, pit_values, reliability_points
+from marketcast.calibrate.pit import (
+    chi2_sf, ks_uniform, pit_histogram, pit_uniformity, pit_values, reliability_points,
+)
 from marketcast.errors import ConfigError
 
 
@@ -101,3 +107,25 @@ def test_bad_input_is_one_line(call):
     with pytest.raises(ConfigError) as err:
         call()
     assert "\n" not in str(err.value)
+
+
+def test_the_scipy_free_p_values_match_scipy():
+    for df in (1, 2, 3, 9, 10, 99):
+        for x in (0.01, 0.5, 3.0, 9.0, 20.0, 200.0):
+            assert chi2_sf(x, df) == pytest.approx(chi2.sf(x, df), rel=1e-9, abs=1e-15)
+    rng = np.random.default_rng(7)
+    for n in (20, 100, 400, 5000):
+        for power in (0.7, 0.9, 1.0, 1.1, 1.4):
+            u = rng.random(n) ** power
+            d, p = ks_uniform(u)
+            exact = kstest(u, "uniform")
+            assert d == pytest.approx(exact.statistic, abs=1e-12)
+            assert p == pytest.approx(exact.pvalue, abs=0.005 if exact.pvalue < 0.1 else 0.025)
+
+
+def test_pit_uniformity_imports_no_scipy():
+    code = ("import sys, numpy as np; from marketcast.calibrate.summary import calibration_block; "
+            "r = np.random.default_rng(0); calibration_block({'close': r.random((50, 20))}, {'close': r.random(50)}); "
+            "print('scipy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "False", out.stderr

@@ -17,7 +17,7 @@ from marketcast.report.tearsheet import symbol_reports, tearsheet_html
 from tests.backtest.helpers import random_bars
 from tests.report.pagedata import figures, trace
 
-SECTIONS = ("equity", "drawdown", "monthly", "candles", "fans", "skill")
+SECTIONS = ("equity", "drawdown", "monthly", "candles", "fans", "skill", "reliability", "pit")
 
 
 def _points(t: dict) -> int:

@@ -59,6 +59,25 @@ def _file_arguments(symbols: list[str]) -> dict[str, Path]:
     return files
 
 
+def _calibration_only(bars: list, forecaster, config: BacktestConfig, as_json: bool, html: bool, plots: bool,
+                      started: float) -> None:
+    """``--calibration-only``: the forecasts' skill and calibration tables (or JSON), nothing written."""
+    from marketcast.backtest.report import calibration_only_json
+    from marketcast.backtest.tables import calibration_table, skill_table
+
+    if html or plots:
+        raise ConfigError(f"--calibration-only writes no files; drop {'--html' if html else '--plots'}")
+    with progress_steps(len(bars) + 1, "calibration") as step:
+        results = run_many(bars, forecaster, config, on_step=step, calibration_only=True)
+    if as_json:
+        console.print_json(json.dumps([calibration_only_json(r) for r in results]))
+        return
+    console.print(skill_table(results))
+    console.print(calibration_table(results))
+    console.print(f"[dim]{len(results)} symbol{'s' if len(results) != 1 else ''} × {config.windows} windows, "
+                  f"calibration only, {time.perf_counter() - started:.1f} s[/dim]")
+
+
 def backtest(
     symbols: Annotated[Optional[list[str]], typer.Argument(
         help=f"Symbols to test, or paths of .csv/.parquet files of bars (a file's symbol is its stem; default: "
@@ -110,20 +129,39 @@ def backtest(
     spa: Annotated[bool, typer.Option(
         help="Hansen's SPA p-value of the best strategy against buy & hold (arch; about a second to import).")
     ] = True,
+    calibrate: Annotated[str, typer.Option(
+        help="Recalibrate every field's samples walk-forward before the strategies see them, from windows "
+             "settled before each decision: none, conformal or quantile (marketcast.calibrate.recalibrate).")
+    ] = "none",
+    calibration_min_windows: Annotated[int, typer.Option(
+        help="Settled windows before the first calibrated one (10 to --windows); earlier windows trade raw.")
+    ] = 50,
+    sizing: Annotated[str, typer.Option(
+        help="Position size per trade from its sample returns: fixed (1.0), kelly (mu / sigma^2, capped at "
+             "--kelly-cap) or cvar (the 95% expected shortfall loses --risk-per-trade of equity).")] = "fixed",
+    kelly_cap: Annotated[float, typer.Option(help="Largest Kelly size, in (0, 1] (0.25: quarter Kelly).")] = 0.25,
+    risk_per_trade: Annotated[float, typer.Option(
+        help="cvar sizing: the equity fraction a trade's 95% tail may lose, in (0, 1].")] = 0.01,
     data_dir: options.DataDir = None,
     on_duplicate: options.OnDuplicate = "error",
+    on_bad_line: options.OnBadLine = "error",
     output_dir: Annotated[Path, typer.Option(help="Where JSON, Markdown, trades.csv and PNGs go.")] = DEFAULT_OUTPUT,
     as_json: Annotated[bool, typer.Option("--json", help="Print the per-symbol JSON instead of tables.")] = False,
     plots: options.Plots = False,
     html: Annotated[bool, typer.Option("--html", help="Also write report.html: a self-contained tearsheet that "
                                                       "opens offline (see docs/reports.md).")] = False,
     fan_date: options.FanDates = None,
+    calibration_only: Annotated[bool, typer.Option(
+        "--calibration-only", help="Forecast skill and calibration only (coverage, PIT): no strategies, fills or "
+                                   "selection; prints tables or --json and writes no files.")] = False,
 ) -> None:
     """Walk-forward backtest: forecast bar t+1 from bars <= t, decide, settle on bar t+1."""
     from marketcast.backtest.report import symbol_json, write_outputs
     from marketcast.backtest.tables import (
-        in_sample_table, selection_table, selection_verdict, skill_table, track_record_table,
+        calibration_table, in_sample_table, selection_table, selection_verdict, skill_table, track_record_table,
     )
+    from marketcast.failures import shielded
+    from marketcast.fileio import output_folder
     from marketcast.report import fans
 
     started = time.perf_counter()
@@ -137,7 +175,8 @@ def backtest(
         slippage=None if slippage_bps is None else slippage_bps * BP, borrow_rate=borrow_rate,
         strategies=_strategies(strategies),
         selection=SelectionRule(select_lookback or None, min_trades),
-        cscv_splits=cscv_splits, spa=spa,
+        cscv_splits=cscv_splits, spa=spa, calibrate=calibrate, calibration_min_windows=calibration_min_windows,
+        sizing=sizing, kelly_cap=kelly_cap, risk_per_trade=risk_per_trade,
     )
     given = list(symbols or DEFAULT_SYMBOLS)
     files = _file_arguments(given)
@@ -146,10 +185,10 @@ def backtest(
         raise ConfigError(f"symbols repeat: {', '.join(names)}")
     classes = options.asset_classes(asset_class, names)
     bars = [load_bars(files[s], symbol=n, asset_class=classes[n], on_duplicate=on_duplicate,
-                      periods_per_year=periods_per_year)
+                      periods_per_year=periods_per_year, on_bad_line=on_bad_line)
             if s in files else
             load_symbol(n, data_dir=data_dir, asset_class=classes[n], on_duplicate=on_duplicate,
-                        periods_per_year=periods_per_year)
+                        periods_per_year=periods_per_year, on_bad_line=on_bad_line)
             for s, n in zip(given, names)]
     folders = {str(p.resolve().parent) for p in files.values()}
     if files and data_dir is None and len(folders) == 1 and len(files) == len(given):
@@ -160,6 +199,9 @@ def backtest(
         raise ConfigError("--fan-date draws a fan in the HTML tearsheet; add --html")
     for b in bars:
         fans.check_span(dates, b, config, getattr(forecaster, "min_context", 2))
+    if calibration_only:
+        _calibration_only(bars, forecaster, config, as_json, html=html, plots=plots, started=started)
+        return
     with progress_steps(len(bars) + 2 + html, "backtest") as step:
         results = run_many(bars, forecaster, config, on_step=step)
         if html:  # drawn before anything is written: a failure leaves no file behind
@@ -169,20 +211,28 @@ def backtest(
 
             page = tearsheet_html(symbol_reports(results, bars, forecaster, dates))
         step("writing reports and plots" if plots else "writing reports")
-        written = write_outputs(results, output_dir, plots)
-        if html:
-            written.append(output_dir / PAGE_NAME)
-            write_page(written[-1], page)
-    for hook in AFTER_RUN:
-        hook(results, bars, {"model": model, "weights": weights, "device": device, "dtype": dtype,
-                             "asset_class": asset_class, "data_dir": data_dir, "on_duplicate": on_duplicate,
-                             "periods_per_year": periods_per_year})
+        # everything goes into a hidden folder beside output_dir, which replaces it only once the run store
+        # holds the run too: a failure or a signal leaves output_dir as it was and no temporary file
+        with output_folder(output_dir) as out:
+            names = [p.name for p in write_outputs(results, out.path, plots)]
+            if html:
+                names.append(PAGE_NAME)
+                write_page(out.path / PAGE_NAME, page)
+            with shielded():  # a signal now waits until the record and the rename are done
+                for hook in AFTER_RUN:
+                    hook(results, bars, {"model": model, "weights": weights, "device": device, "dtype": dtype,
+                                         "asset_class": asset_class, "data_dir": data_dir,
+                                         "on_duplicate": on_duplicate, "periods_per_year": periods_per_year})
+                out.commit()
+    written = [output_dir / name for name in names]
     elapsed = time.perf_counter() - started
     if as_json:
         console.print_json(json.dumps([symbol_json(r) for r in results]))
         return
     for r in results:
         console.print(track_record_table(r))
+        if r.calibration_note:
+            console.print(f"[dim]{r.symbol}: {r.calibration_note}[/dim]", highlight=False)
         for warning in r.annualisation.warnings:
             console.print(f"[yellow]warning:[/] {r.symbol}: {warning}")
         console.print(in_sample_table(r))
@@ -191,6 +241,7 @@ def backtest(
             console.print(f"[bold yellow]{selection_verdict(r)}[/]", highlight=False)
         console.print()
     console.print(skill_table(results))
+    console.print(calibration_table(results))
     console.print(f"[dim]{len(results)} symbol{'s' if len(results) != 1 else ''} × {windows} windows, model {model}, {samples} samples, "
                   f"{elapsed:.1f} s; wrote {len(written)} files to {output_dir}/[/dim]")
     if html:

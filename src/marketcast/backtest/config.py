@@ -8,10 +8,13 @@ from marketcast.backtest.fills import FILL_MODES, SAME_BAR_MODES
 from marketcast.backtest.costs import Costs, check_costs
 from marketcast.backtest.overfit import check_splits
 from marketcast.backtest.selection import SelectionRule
+from marketcast.backtest.sizing import POLICIES
 from marketcast.errors import ConfigError
 from marketcast.forecast.aggregate import validate_spec
 
 MAXDIFF_GRIDS = ("atr", "percent")
+CALIBRATIONS = ("none", "conformal", "quantile")  # marketcast.calibrate.recalibrate.METHODS (scipy-free import)
+MIN_CALIBRATION_WINDOWS = 10
 STRATEGY_NAMES = (
     "simple",
     "all_signals",
@@ -46,6 +49,14 @@ class BacktestConfig:
     maxdiff_grid:  MaxDiff's offset grid (:mod:`marketcast.backtest.maxdiff`): "atr" (default) = -1.0 .. +1.0
                    times each window's ATR% (14-bar average true range over close_t, bars <= t), "percent" =
                    the fixed -1 % .. +1 % grid.
+    calibrate:     walk-forward recalibration of every field's samples before the strategies see them
+                   (:func:`marketcast.calibrate.recalibrate.recalibrate`, from windows settled before each
+                   decision): "none" (default), "conformal" or "quantile".
+    calibration_min_windows: settled windows before the first recalibrated one (10 to ``windows``); earlier
+                   windows trade on the raw samples (``SymbolResult.calibrated`` says which).
+    sizing:        position size per trade from the trade's sample returns (:mod:`marketcast.backtest.sizing`):
+                   "fixed" (1.0, default), "kelly" (mu / sigma^2 capped at ``kelly_cap``) or "cvar" (the
+                   95 % expected shortfall loses ``risk_per_trade`` of equity).
     """
 
     windows: int = 70
@@ -70,6 +81,11 @@ class BacktestConfig:
     confidence: float = 0.95
     cscv_splits: int | None = None
     spa: bool = True
+    calibrate: str = "none"
+    calibration_min_windows: int = 50
+    sizing: str = "fixed"
+    kelly_cap: float = 0.25
+    risk_per_trade: float = 0.01
 
     def __post_init__(self) -> None:
         if self.windows < 1:
@@ -104,6 +120,27 @@ class BacktestConfig:
             raise ConfigError(f"maxdiff_min_history must be >= 1, got {self.maxdiff_min_history}")
         if self.maxdiff_grid not in MAXDIFF_GRIDS:
             raise ConfigError(f"--maxdiff-grid must be one of {', '.join(MAXDIFF_GRIDS)}, got {self.maxdiff_grid!r}")
+        self._check_calibration()
+        self._check_sizing()
+
+    def _check_calibration(self) -> None:
+        if self.calibrate not in CALIBRATIONS:
+            raise ConfigError(f"--calibrate must be one of {', '.join(CALIBRATIONS)}, got {self.calibrate!r}")
+        n = self.calibration_min_windows
+        if isinstance(n, bool) or not isinstance(n, int) or n < MIN_CALIBRATION_WINDOWS:
+            raise ConfigError(f"--calibration-min-windows must be a whole number >= {MIN_CALIBRATION_WINDOWS}, "
+                              f"got {n!r}; a quantile of fewer settled windows is noise")
+        if self.calibrate != "none" and n > self.windows:
+            raise ConfigError(f"--calibration-min-windows {n} exceeds --windows {self.windows}: no window would "
+                              f"be calibrated; lower it or raise --windows")
+
+    def _check_sizing(self) -> None:
+        if self.sizing not in POLICIES:
+            raise ConfigError(f"--sizing must be one of {', '.join(POLICIES)}, got {self.sizing!r}")
+        for flag, value in (("--kelly-cap", self.kelly_cap), ("--risk-per-trade", self.risk_per_trade)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value <= 1.0:
+                raise ConfigError(f"{flag} must be in (0, 1], got {value!r}; pass a fraction of capital such as "
+                                  f"{0.25 if flag == '--kelly-cap' else 0.01}")
 
     def costs(self, asset_class: str, periods_per_year: float | None = None) -> Costs:
         """The costs of ``asset_class`` with this run's overrides; borrow per bar needs ``periods_per_year``."""

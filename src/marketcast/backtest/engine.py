@@ -7,11 +7,23 @@ Time line of one window (t = a row position of the symbol's frame):
 All windows of a symbol (and of every symbol in :func:`run_many`) go to the forecaster in one batched call.
 The window ending at the last bar (no t+1 yet) rides in the same call: its decisions are returned as
 ``next_decisions`` for the live loop, never scored.
+
+Two optional layers sit between the forecasts and the fills (:class:`BacktestConfig` ``calibrate`` and
+``sizing``):
+
+* Calibration (:func:`calibrated_forecast`): before any strategy or the skill table sees them, every field's
+  horizon-1 samples are recalibrated walk-forward. Window j (decided at bar t_j) forecasts bar t_j + 1 and
+  settles on it; the windows are one bar apart, so j is settled before window k decides exactly when
+  j + 1 <= k (horizon 1, step 1 in :func:`marketcast.calibrate.recalibrate.settled_mask`): window k learns
+  only from outcomes at bars <= t_k. The first ``calibration_min_windows`` windows keep their raw samples.
+* Sizing (:func:`marketcast.backtest.sizing.order_sizes`): each order's size comes from its own window's
+  (calibrated) samples, and its fill earns ``size x`` the unit-size net return (:meth:`Fills.sized`). MaxDiff
+  still learns its offsets from unit-size grid returns: the grid prices where to trade, the size how much.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any, Callable, Sequence
@@ -28,6 +40,7 @@ from marketcast.backtest.orders import Bar, Decision
 from marketcast.backtest.overfit import SelectionStats, assess
 from marketcast.backtest.scoring import score, score_many, sharpe_trust
 from marketcast.backtest.selection import SelectionRule
+from marketcast.backtest.sizing import order_sizes
 from marketcast.backtest.skill import FIELDS, excursion_naive, forecast_skill
 from marketcast.backtest.strategies import StrategyParams, decide
 from marketcast.backtest.vectorised import Orders, walk
@@ -37,7 +50,7 @@ from marketcast.data.bars import Bars
 from marketcast.data.calendar import Annualisation
 from marketcast.errors import DataError, MarketcastError
 from marketcast.forecast.base import ContextBatch, Forecast, Forecaster, make_batch
-from marketcast.forecast.floor import floor_paths
+from marketcast.forecast.floor import FLOOR_FRACTION, floor_paths
 
 
 @dataclass
@@ -53,10 +66,17 @@ class StrategyRun:
     offset_array: np.ndarray | None = None
     next_decision: Decision | None = None
     final_state: Any = None
+    next_size: float = 1.0
 
     @cached_property
     def returns(self) -> np.ndarray:
         return self.settlements.net
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """The part of the allowed capital each window's trade used (1.0 everywhere with fixed sizing)."""
+        size = getattr(self.settlements, "size", None)
+        return np.ones(len(self.settlements)) if size is None else size
 
     @property
     def filled(self) -> np.ndarray:
@@ -106,6 +126,19 @@ class SymbolResult:
     asset_reason: str = ""
     latest_view: WindowView | None = None
     generated_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    calibrated: np.ndarray | None = None  # bool [windows]: samples recalibrated (None: calibrate = "none")
+    calibration_report: dict | None = None  # coverage and PIT per field (report_calibration)
+
+    @property
+    def calibration_note(self) -> str:
+        """``conformal calibration from window 51 on (20 of 70 windows)``; '' without calibration."""
+        method = getattr(self.config, "calibrate", "none")
+        if self.calibrated is None or method == "none":
+            return ""
+        done = np.flatnonzero(self.calibrated)
+        if not len(done):
+            return f"{method} calibration: no window past the {self.config.calibration_min_windows}-window warm-up"
+        return f"{method} calibration from window {done[0] + 1} on ({len(done)} of {self.windows} windows)"
 
     @property
     def windows(self) -> int:
@@ -180,7 +213,7 @@ class SymbolResult:
                 "take_profit": d.take_profit, "offset_entry": off[:, 0], "offset_exit": off[:, 1],
                 "filled": s.filled, "entry_price": s.entry_price, "exit_price": s.exit_price,
                 "exit_reason": np.array([None, *REASONS.values()], dtype=object)[s.reason],
-                "fees": s.fees, "gross_return": s.gross, "net_return": run.returns,
+                "fees": s.fees, "gross_return": s.gross, "net_return": run.returns, "size": run.sizes,
             }, columns=TRADE_COLUMNS))
         return pd.concat(frames, ignore_index=True)
 
@@ -188,7 +221,7 @@ class SymbolResult:
 TRADE_COLUMNS = ("symbol", "strategy", "decision_time", "settle_time", "close_t", "fc_close_ret", "fc_high_ret",
                  "fc_low_ret", "fc_band_low", "fc_band_high", "side", "entry_limit", "take_profit", "offset_entry",
                  "offset_exit", "filled", "entry_price", "exit_price", "exit_reason", "fees", "gross_return",
-                 "net_return")
+                 "net_return", "size")
 
 
 def decision_ends(n_bars: int, config: BacktestConfig, min_context: int = 2, where: str = "the data") -> np.ndarray:
@@ -252,12 +285,102 @@ def forecast_windows(
     return out
 
 
-def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestConfig) -> SymbolResult:
+def calibrated_forecast(forecast: Forecast, bars: Bars, ends: np.ndarray, config: BacktestConfig
+                        ) -> tuple[Forecast, np.ndarray | None]:
+    """The horizon-1 forecast with every field recalibrated walk-forward (module docstring), and which windows
+    were (bool ``[len(ends)]``); ``(forecast, None)`` unchanged when ``config.calibrate`` is "none".
+
+    Outcomes are bar t+1's close, high and low (NaN for a window whose t+1 is not in the bars: it settles
+    before no window). Recalibrated prices stay at least the forecast layer's floor above zero; fields other
+    than close, high and low (which no strategy reads) keep their raw samples."""
+    if config.calibrate == "none":
+        return forecast, None
+    from marketcast.calibrate.recalibrate import recalibrate
+
+    frame = bars.frame
+    nxt = ends + 1
+    inside = nxt < len(frame)
+    floor = FLOOR_FRACTION * frame["close"].to_numpy(dtype=np.float64)[ends][:, None, None]
+
+    def one(name: str):
+        x = np.ascontiguousarray(forecast.field(name)[:, :, :1], dtype=np.float64)  # [W, S, 1]: bar t+1
+        col = frame[name].to_numpy(dtype=np.float64)
+        outcome = np.where(inside, col[np.minimum(nxt, len(frame) - 1)], np.nan)[:, None]
+        got = recalibrate(x, outcome, config.calibrate, horizon=1, step=1,
+                          min_windows=config.calibration_min_windows, seed=config.seed)
+        return np.maximum(got.samples, floor, out=got.samples), got.calibrated
+
+    done = {name: one(name) for name in FIELDS}
+    samples = np.stack([done[f][0] if f in done else np.asarray(forecast.field(f)[:, :, :1], dtype=np.float64)
+                        for f in forecast.fields], axis=1)
+    meta = {**forecast.meta, "calibration": config.calibrate,
+            "calibration_min_windows": config.calibration_min_windows}
+    return Forecast(samples, forecast.fields, meta), done[FIELDS[0]][1]
+
+
+HORIZON_NOTE = "horizon 1: the backtest forecasts bar t+1 only, so no longer horizon is reported"
+
+
+def report_calibration(samples: dict, actual: dict, calibrated: np.ndarray | None, config: BacktestConfig) -> dict:
+    """Coverage of the 50/80/90/95 % intervals, PIT histogram and uniformity tests per field
+    (:func:`marketcast.calibrate.summary.calibration_block`) of the samples the strategies saw: every window,
+    or with ``--calibrate`` only the windows after the warm-up (those that traded on recalibrated samples)."""
+    from marketcast.calibrate.summary import calibration_block
+
+    keep = None if calibrated is None else np.asarray(calibrated, dtype=bool)
+    block = calibration_block(samples, actual, keep, seed=config.seed)
+    scope = ("all windows" if keep is None else
+             f"after warm-up: {block['windows']} windows" if block["windows"] else
+             f"no window past the {config.calibration_min_windows}-window warm-up")
+    return {"horizon": 1, "horizons": [1], "horizon_note": HORIZON_NOTE, "scope": scope, **block}
+
+
+def _sized(walks: dict, views: ForecastViews, latest: WindowView | None, samples: dict, params: StrategyParams,
+           config: BacktestConfig, n_settled: int) -> tuple[dict, dict[str, float]]:
+    """Each strategy's fills scaled by its orders' sizes (``config.sizing``), and the size of its next decision
+    on the latest window (1.0 with fixed sizing or no latest window)."""
+    if config.sizing == "fixed":
+        return walks, {}
+    kw = dict(kelly_cap=config.kelly_cap, risk_per_trade=config.risk_per_trade)
+    settled = {f: s[:n_settled] for f, s in samples.items()}
+    out, nxt = {}, {}
+    for name, w in walks.items():
+        o = w.orders
+        size = order_sizes(o.side, o.entry_limit, o.take_profit, views.close, settled, config.sizing, **kw)
+        out[name] = replace(w, fills=w.fills.sized(size))
+        if latest is not None:
+            d = decide(name, latest, w.final_state, params)
+            nxt[name] = decision_size(d, latest, {f: s[n_settled:n_settled + 1] for f, s in samples.items()},
+                                      config)
+    return out, nxt
+
+
+def decision_size(decision: Decision, view: WindowView, samples: dict, config: BacktestConfig) -> float:
+    """The size of one decision (the live planner's, and the engine's next decision) from its window's sample
+    returns ``{field: [1, S]}``: :func:`marketcast.backtest.sizing.order_sizes` of one window, so equal to the
+    engine's size of the same order bit for bit."""
+    if config.sizing == "fixed":
+        return 1.0
+    nan = np.nan
+    size = order_sizes([decision.side], [nan if decision.entry_limit is None else decision.entry_limit],
+                       [nan if decision.take_profit is None else decision.take_profit], [view.close], samples,
+                       config.sizing, kelly_cap=config.kelly_cap, risk_per_trade=config.risk_per_trade)
+    return float(size[0])
+
+
+def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestConfig,
+             calibration_only: bool = False) -> SymbolResult:
     """Decide and settle every window of one symbol from its (already computed) forecasts, all windows of a
-    strategy at once (:func:`marketcast.backtest.vectorised.walk`)."""
+    strategy at once (:func:`marketcast.backtest.vectorised.walk`), after the optional recalibration and with
+    the optional sizing (module docstring). ``calibration_only`` stops after the skill and calibration report:
+    no strategy runs (``strategies`` is empty, the benchmark has returns but no metrics).
+
+    The result's ``sample_returns`` (not stored in the run store) holds the horizon-1 sample returns the
+    strategies saw, ``{field: [B, S]}`` over every window (the latest one last)."""
     frame = bars.frame
     o, h, lo, c = (frame[col].to_numpy(dtype=np.float64) for col in ("open", "high", "low", "close"))
     index = pd.DatetimeIndex(frame.index)
+    forecast, calibrated = calibrated_forecast(forecast, bars, ends, config)
     returns = ForecastReturns.from_forecast(forecast, c[ends])
     all_views = returns.views(index[ends], config.point, config.ci_band, atr_fraction(h, lo, c, ends))  # bars <= t
     n_settled = len(ends) - 1 if config.include_latest else len(ends)
@@ -268,17 +391,21 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
     bars_next = Bar(o[settled + 1], h[settled + 1], lo[settled + 1], c[settled + 1])
     ppy = bars.periods_per_year
     held = buy_and_hold_returns(o[settled[0] + 1], bars_next.close, params.costs.per_side)
-    benchmark = BenchmarkRun(held, {**buy_and_hold_metrics(held, ppy),
-                                    **sharpe_trust(held, ppy, config.bootstrap_reps, config.confidence, config.seed,
-                                                   config.selection.min_trades)})
-
-    walks = {name: walk(name, views, bars_next, params) for name in config.strategies}
-    metrics = score_many({n: w.fills.net for n, w in walks.items()}, {n: w.fills.filled for n, w in walks.items()},
-                         ppy, held, config.bootstrap_reps, config.confidence, config.seed, config.selection.min_trades)
+    if calibration_only:  # skill and calibration only: no strategy, fill, metric or selection
+        benchmark, walks, next_sizes, metrics, latest = BenchmarkRun(held, {}), {}, {}, {}, None
+    else:
+        benchmark = BenchmarkRun(held, {**buy_and_hold_metrics(held, ppy),
+                                        **sharpe_trust(held, ppy, config.bootstrap_reps, config.confidence,
+                                                       config.seed, config.selection.min_trades)})
+        walks = {name: walk(name, views, bars_next, params) for name in config.strategies}
+        walks, next_sizes = _sized(walks, views, latest, returns.samples, params, config, n_settled)
+        metrics = score_many({n: w.fills.net for n, w in walks.items()},
+                             {n: w.fills.filled for n, w in walks.items()}, ppy, held, config.bootstrap_reps,
+                             config.confidence, config.seed, config.selection.min_trades)
     runs = {name: StrategyRun(
         name=name, decisions=w.orders, settlements=w.fills, metrics=metrics[name], offset_array=w.offsets,
         next_decision=None if latest is None else decide(name, latest, w.final_state, params),
-        final_state=w.final_state,
+        final_state=w.final_state, next_size=next_sizes.get(name, 1.0),
     ) for name, w in walks.items()}
 
     actual = {"close": bars_next.close / c[settled] - 1.0, "high": bars_next.high / c[settled] - 1.0,
@@ -286,7 +413,7 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
     samples = {f: s[:n_settled] for f, s in returns.samples.items()}
     point = {"close": views.close_ret, "high": views.high_ret, "low": views.low_ret}
     excursion = excursion_naive(h, lo, c, settled, config.context)  # from bars <= t, like the forecast
-    return SymbolResult(
+    result = SymbolResult(
         symbol=bars.symbol,
         asset_class=bars.asset_class,
         config=config,
@@ -301,12 +428,19 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
         benchmark=benchmark,
         asset_reason=bars.asset_reason or explain_asset_class(bars.symbol, bars.asset_class),
         latest_view=latest,
+        calibrated=None if calibrated is None else calibrated[:n_settled],
+        calibration_report=report_calibration(samples, actual, None if calibrated is None
+                                              else calibrated[:n_settled], config),
     )
+    result.sample_returns = returns.samples  # an attribute, not a field: the run store does not keep samples
+    return result
 
 
 def run_many(bars_list: Sequence[Bars], forecaster: Forecaster, config: BacktestConfig,
-             batched: bool = True, on_step: Callable[[str], None] | None = None) -> list[SymbolResult]:
-    """Backtest several symbols with one batched forecaster call for all their windows.
+             batched: bool = True, on_step: Callable[[str], None] | None = None,
+             calibration_only: bool = False) -> list[SymbolResult]:
+    """Backtest several symbols with one batched forecaster call for all their windows (``calibration_only``:
+    forecasts, skill and calibration without strategies, see :func:`simulate`).
 
     ``on_step`` (a progress display) hears of the forecast call and of each symbol's simulation as they start.
     """
@@ -321,7 +455,7 @@ def run_many(bars_list: Sequence[Bars], forecaster: Forecaster, config: Backtest
     results = []
     for (bars, ends), fc in zip(jobs, forecasts):
         step(f"simulating {bars.symbol}")
-        results.append(simulate(bars, fc, ends, config))
+        results.append(simulate(bars, fc, ends, config, calibration_only))
     return results
 
 

@@ -43,12 +43,13 @@ def settle(
     costs: Costs,
     fill_mode: str = "touch",
     same_bar: str = "pessimistic",
+    size: float = 1.0,
 ) -> Settlement:
-    """Settle ``decision`` (made at bar t) on bar t+1."""
+    """Settle ``decision`` (made at bar t) on bar t+1 with ``size`` of the allowed capital (0: not traded)."""
     if same_bar not in SAME_BAR_MODES:
         raise ValueError(f"same-bar mode {same_bar!r} is not one of {SAME_BAR_MODES}")
     side = decision.side
-    if side == FLAT:
+    if side == FLAT or not size > 0:
         return NO_FILL
     long = side > 0
     if decision.entry_limit is None:
@@ -76,6 +77,7 @@ def settle(
         exit_reason=reason,
         gross_return=gross,
         fees=2.0 * costs.per_side + (costs.borrow if side < 0 else 0.0),
+        size=float(size),
     )
 
 
@@ -109,7 +111,8 @@ REASONS = {CLOSE: "close", TAKE_PROFIT: "take_profit"}
 class Fills:
     """Settlements of many orders as arrays (the vectorised engine's record): ``filled``, ``entry_price`` and
     ``exit_price`` (NaN where unfilled), ``reason`` (0 unfilled, :data:`CLOSE`, :data:`TAKE_PROFIT`), ``gross``
-    and ``fees`` (0 where unfilled). ``fills[k]`` is the :class:`Settlement` that :func:`settle` gives."""
+    and ``fees`` (0 where unfilled), per unit of the allowed capital; ``size`` the part of it each trade used
+    (None: 1.0 everywhere, fixed sizing). ``fills[k]`` is the :class:`Settlement` that :func:`settle` gives."""
 
     filled: np.ndarray
     entry_price: np.ndarray
@@ -117,10 +120,22 @@ class Fills:
     reason: np.ndarray
     gross: np.ndarray
     fees: np.ndarray
+    size: np.ndarray | None = None
 
     @property
     def net(self) -> np.ndarray:
-        return self.gross - self.fees
+        """Net return on the allowed capital: ``size * (gross - fees)``."""
+        return self.gross - self.fees if self.size is None else self.size * (self.gross - self.fees)
+
+    def sized(self, size: np.ndarray) -> "Fills":
+        """These fills with each order's ``size`` ``[N]`` of the capital (kept as decided, filled or not); a
+        size of 0 is no trade (as :func:`settle` with ``size=0``)."""
+        size = np.asarray(size, dtype=np.float64)
+        traded = self.filled & (size > 0)
+        nan = np.float64(np.nan)
+        return Fills(traded, np.where(traded, self.entry_price, nan), np.where(traded, self.exit_price, nan),
+                     np.where(traded, self.reason, 0).astype(np.int8), np.where(traded, self.gross, 0.0),
+                     np.where(traded, self.fees, 0.0), size)
 
     def __len__(self) -> int:
         return len(self.filled)
@@ -132,7 +147,7 @@ class Fills:
         if not self.filled[k]:
             return NO_FILL
         return Settlement(True, float(self.entry_price[k]), float(self.exit_price[k]), REASONS[int(self.reason[k])],
-                          float(self.gross[k]), float(self.fees[k]))
+                          float(self.gross[k]), float(self.fees[k]), 1.0 if self.size is None else float(self.size[k]))
 
 
 def _by_side(long: np.ndarray):

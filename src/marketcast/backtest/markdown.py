@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Sequence
 
 from marketcast.backtest.engine import SymbolResult
+from marketcast.calibrate.summary import field_line
 from marketcast.backtest.returns import CLOSE_TO_CLOSE, SENTENCE, STRATEGY
 from marketcast.backtest.strategies import STRATEGIES
 from marketcast.backtest.tables import annual
 from marketcast.backtest.tables import (
-    IN_SAMPLE_COLUMNS, SELECTION_COLUMNS, SKILL_COLUMNS, SKILL_NOTE, TRACK_COLUMNS, in_sample_note, in_sample_rows,
+    CALIBRATION_COLUMNS, IN_SAMPLE_COLUMNS, SELECTION_COLUMNS, SKILL_COLUMNS, SKILL_NOTE, TRACK_COLUMNS,
+    calibration_note, calibration_rows, in_sample_note, in_sample_rows,
     level, num, pct, selection_note, selection_rows, selection_verdict, skill_rows, strategy_label, title,
     track_note, track_rows,
 )
@@ -36,6 +38,12 @@ def symbol_section(r: SymbolResult, plot: bool = False) -> list[str]:
              f"Asset class **{r.asset_class}**: {r.asset_reason}. Calendar {a.calendar}. "
              f"**{a.periods_per_year:,g} periods a year**: {a.how}.", ""]
     lines += [f"> warning: {w}" for w in a.warnings] + ([""] if a.warnings else [])
+    lines += [f"Samples: {r.calibration_note}.", ""] if r.calibration_note else []
+    sizing = getattr(r.config, "sizing", "fixed")
+    if sizing != "fixed":
+        cap = f"cap {r.config.kelly_cap:g}" if sizing == "kelly" else f"risk per trade {r.config.risk_per_trade:g}"
+        lines += [f"Positions sized `{sizing}` ({cap}) from each window's samples: every return below is size x "
+                  "the unit-size return, costs included.", ""]
     lines += ["### Out of sample: the walk-forward track record against buy & hold", ""]
     lines += _table((*TRACK_COLUMNS[:4], level(r), *TRACK_COLUMNS[5:]), track_rows(r))
     lines += ["", track_note(r), "",
@@ -50,6 +58,16 @@ def symbol_section(r: SymbolResult, plot: bool = False) -> list[str]:
               "", f"Market {CLOSE_TO_CLOSE}, compounded from the close of the first decision bar to the close of the "
               f"last settle bar (no costs): {pct(r.market_return)}.", ""]
     return lines + ([f"![equity]({r.symbol}_equity.png)", ""] if plot else [])
+
+
+def calibration_section(results: Sequence[SymbolResult]) -> list[str]:
+    """Coverage and PIT per symbol and field (the terminal's table, then each field in words)."""
+    lines = ["## Calibration for bar t+1", ""] + _table(CALIBRATION_COLUMNS, calibration_rows(results))
+    lines += ["", calibration_note(results), ""]
+    for r in results:
+        block = r.calibration_report or {}
+        lines += [f"- {r.symbol} {field_line(name, block)}" for name in block.get("fields", {})]
+    return lines + [""]
 
 
 def markdown_summary(results: Sequence[SymbolResult], plots: bool = False) -> str:
@@ -68,4 +86,5 @@ def markdown_summary(results: Sequence[SymbolResult], plots: bool = False) -> st
         lines += symbol_section(r, plots)
     if results:
         lines += ["## Forecast skill for bar t+1", ""] + _table(SKILL_COLUMNS, skill_rows(results)) + ["", SKILL_NOTE, ""]
+        lines += calibration_section(results)
     return "\n".join(lines)

@@ -38,7 +38,9 @@ class Decision:
 
 @dataclass(frozen=True)
 class Settlement:
-    """The outcome of one decision on bar t+1; returns are fractions of the entry price."""
+    """The outcome of one decision on bar t+1. ``gross_return`` and ``fees`` are fractions of the entry price
+    for the whole allowed capital; ``size`` (:mod:`marketcast.backtest.sizing`, 1.0 = fixed) is the part of it
+    the trade used, so the net return on capital is ``size * (gross - fees)``: costs scale with the size."""
 
     filled: bool
     entry_price: float | None = None
@@ -46,10 +48,11 @@ class Settlement:
     exit_reason: str | None = None  # "take_profit" | "close"
     gross_return: float = 0.0
     fees: float = 0.0
+    size: float = 1.0
 
     @property
     def net_return(self) -> float:
-        return self.gross_return - self.fees
+        return self.size * (self.gross_return - self.fees)  # 1.0 * x == x exactly: fixed sizing is unchanged
 
 
 NO_FILL = Settlement(filled=False)

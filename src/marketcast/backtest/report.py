@@ -3,7 +3,9 @@ PNGs (the terminal tables are in :mod:`marketcast.backtest.tables`). Drawing cos
 backtest (importing matplotlib alone about half a second), so plots are drawn only when asked for.
 
 Everything is rendered in memory first and written only after all of it succeeded, each file through a
-temporary name and an atomic rename, so a failed run never leaves a half-written output.
+temporary name and an atomic rename; the CLI writes into the hidden staging folder of
+:func:`marketcast.fileio.output_folder`, which replaces the output folder only after the run store recorded the
+run, so a failed or stopped run never leaves a half-written output.
 """
 
 from __future__ import annotations
@@ -44,6 +46,24 @@ def _clean(value):
     return value
 
 
+def _calibration(result: SymbolResult) -> dict:
+    """Which windows traded on recalibrated samples (1-based window numbers, as the note says), and the
+    coverage and PIT report of the samples the strategies saw (:func:`marketcast.backtest.engine.report_calibration`)."""
+    done = np.flatnonzero(result.calibrated) if result.calibrated is not None else np.array([], dtype=int)
+    return {"method": result.config.calibrate, "min_windows": result.config.calibration_min_windows,
+            "calibrated_windows": int(len(done)), "first_calibrated_window": int(done[0] + 1) if len(done) else None,
+            "note": result.calibration_note, **(result.calibration_report or {})}
+
+
+def calibration_only_json(result: SymbolResult) -> dict:
+    """The per-symbol JSON of ``--calibration-only``: identity, forecast skill and the calibration block (no
+    strategy ran)."""
+    return _clean({"symbol": result.symbol, "runs": result.windows, "generated_at": result.generated_at,
+                   "asset_class": result.asset_class, "first_decision": result.decision_times[0].isoformat(),
+                   "last_settle": result.settle_times[-1].isoformat(), "model": result.forecast_meta.get("model"),
+                   "calibration_only": True, "skill": result.skill, "calibration": _calibration(result)})
+
+
 def symbol_json(result: SymbolResult) -> dict:
     """The per-symbol JSON: the original system's keys (``runs``, ``strategies``, ``metrics.walk_forward_oos_*``,
     ``best_strategy``) plus the honest extras (asset class and why, periods per year and how, the benchmark,
@@ -76,7 +96,10 @@ def symbol_json(result: SymbolResult) -> dict:
             "select_lookback": cfg.selection.lookback, "min_trades": cfg.selection.min_trades,
             "bootstrap_reps": cfg.bootstrap_reps,
             "confidence": cfg.confidence, "cscv_splits": cfg.cscv_splits, "spa": cfg.spa,
+            "calibrate": cfg.calibrate, "calibration_min_windows": cfg.calibration_min_windows,
+            "sizing": cfg.sizing, "kelly_cap": cfg.kelly_cap, "risk_per_trade": cfg.risk_per_trade,
         },
+        "calibration": _calibration(result),
         "costs": result.costs.describe(),
         "walk_forward": {"rule": cfg.selection.describe(), "lookback": cfg.selection.lookback,
                          "min_trades": cfg.selection.min_trades, **wfm},

@@ -20,6 +20,14 @@ sample path, from :func:`marketcast.calibrate.recalibrate` output), and the dire
 
 Sizes follow the spread: a forecast twice as wide with the same mean gets a quarter of the Kelly size and
 about half the CVaR size (exactly half when the mean is 0).
+
+The trade's return samples (:func:`trade_return_samples`, what the engine and the live planner size on):
+the horizon-1 decision at bar t enters at its entry limit, or for a market order at close_t (the forecast's
+anchor and the best estimate of bar t+1's open, as the planner's expected edge); along each sample path s it
+exits at the take-profit if that path's high (long) or low (short) reaches it, else at that path's close.
+Sample path s of every field is the same draw (recalibration keeps ranks), so ``long return_s = exit_s /
+entry - 1``, conditional on the entry filling: a limit that does not fill trades nothing whatever its size.
+Costs are not in the samples; they scale with the size in the fills (size x (gross - fees)).
 """
 
 from __future__ import annotations
@@ -86,3 +94,33 @@ def position_sizes(returns, direction, policy: str = "fixed", *, kelly_cap: floa
         es = expected_shortfall(trade, es_level)
         size = np.minimum(np.divide(risk_per_trade, es, out=np.ones_like(es), where=es > 0), 1.0)
     return np.where(d != 0, size, 0.0)
+
+
+def trade_return_samples(side, entry_limit, take_profit, close, close_ret, high_ret, low_ret) -> np.ndarray:
+    """The long trade's return per sample path ``[W, S]`` of orders ``[W]`` (``entry_limit`` / ``take_profit``
+    NaN: none) decided at close_t = ``close`` ``[W]``, from the horizon-1 sample returns ``[W, S]`` of
+    close, high and low relative to close_t (module docstring)."""
+    side, limit, tp, close = (np.asarray(a, dtype=np.float64) for a in (side, entry_limit, take_profit, close))
+    entry = np.where(np.isnan(limit), close, limit)[:, None]
+    price = close[:, None]
+    tp = tp[:, None]
+    with np.errstate(invalid="ignore"):  # NaN take profits compare False
+        hit = np.where(side[:, None] > 0, price * (1.0 + high_ret) >= tp, price * (1.0 + low_ret) <= tp)
+    exit_ = np.where(hit, tp, price * (1.0 + close_ret))
+    return exit_ / entry - 1.0
+
+
+def order_sizes(side, entry_limit, take_profit, close, samples: dict, policy: str = "fixed", *,
+                kelly_cap: float = 0.25, risk_per_trade: float = 0.01) -> np.ndarray:
+    """Sizes ``[W]`` of orders ``[W]`` from ``samples`` (``{"close"|"high"|"low": [W, S]}`` horizon-1 sample
+    returns relative to ``close``): :func:`position_sizes` of :func:`trade_return_samples`; ``fixed`` is 1.0
+    for every window (flat ones too: they trade nothing either way). One window (the live planner) and many
+    (the engine) give the same sizes bit for bit: every reduction runs along each row's samples."""
+    side = np.asarray(side)
+    if policy == "fixed":
+        _check(policy, kelly_cap, risk_per_trade, 0.95)
+        return np.ones(len(side))
+    returns = trade_return_samples(side, entry_limit, take_profit, close, samples["close"], samples["high"],
+                                   samples["low"])
+    return position_sizes(returns, side.astype(np.int64), policy, kelly_cap=kelly_cap,
+                          risk_per_trade=risk_per_trade)

@@ -14,7 +14,7 @@ from rich import box
 from rich.table import Table
 
 from marketcast.backtest.benchmark import DESCRIPTION as BENCHMARK_DESCRIPTION
-from marketcast.backtest.engine import SymbolResult
+from marketcast.backtest.engine import HORIZON_NOTE, SymbolResult
 from marketcast.backtest.metrics import UNDER_A_YEAR
 from marketcast.backtest.returns import CLOSE_TO_CLOSE, SENTENCE, SKILL, STRATEGY
 from marketcast.backtest.stats import MIN_NONZERO
@@ -177,6 +177,37 @@ def skill_rows(results: Sequence[SymbolResult]) -> list[list[str]]:
 
 SKILL_NOTE = ("MASE < 1 beats a naive forecast: no change (every field = close_t) for close/high/low, and for "
               "high/low ('vs excursion') also the context's average excursion from the previous close. " + SKILL)
+
+
+CALIBRATION_COLUMNS = ("", "cov 50%", "cov 80%", "cov 90%", "cov 95%", "PIT KS p", "χ² p")
+
+
+def calibration_rows(results: Sequence[SymbolResult]) -> list[list[str]]:
+    """One row per symbol and field: observed coverage [Wilson 95 % CI] per nominal level, PIT p-values."""
+    rows = []
+    for r in results:
+        block = r.calibration_report or {}
+        for name, f in block.get("fields", {}).items():
+            rows.append([f"{r.symbol} {name}",
+                         *(f"{100 * c['rate']:.0f}% [{100 * c['lo']:.0f}, {100 * c['hi']:.0f}]" for c in f["coverage"]),
+                         f"{f['pit']['ks_p']:.2f}", f"{f['pit']['chi2_p']:.2f}"])
+    return rows
+
+
+def calibration_note(results: Sequence[SymbolResult]) -> str:
+    """Which windows were counted and what the columns mean."""
+    scopes = "; ".join(f"{r.symbol}: {(r.calibration_report or {}).get('scope', 'not computed')}"
+                       + (f" ({r.config.calibrate})" if r.calibration_note else "") for r in results)
+    return (f"Coverage: share of outcomes inside the samples' central interval, with its Wilson 95% CI; PIT KS p and "
+            f"χ² p test a uniform 10-bin PIT histogram (small p: miscalibrated). "
+            f"{HORIZON_NOTE[0].upper()}{HORIZON_NOTE[1:]}. "
+            f"Windows counted: {scopes}.")
+
+
+def calibration_table(results: Sequence[SymbolResult]) -> Table:
+    model = str(results[0].forecast_meta.get("model", "?")) if results else "?"
+    return _table(f"Calibration of {model} for bar t+1", CALIBRATION_COLUMNS, calibration_rows(results),
+                  calibration_note(results))
 
 
 def _table(title_: str, columns: Sequence[str], rows: list[list[str]], caption: str) -> Table:

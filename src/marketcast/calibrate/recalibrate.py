@@ -30,18 +30,28 @@ Methods, per horizon step h (each output has the input's shape):
 
 Both maps are monotone in each (window, step) column, so every sample keeps its rank and the paths keep
 their dependence across the horizon (the idea of ensemble copula coupling, Schefzik, Thorarinsdottir &
-Gneiting 2013). Vectorised over windows in chunks: past scores are masked to +inf and sorted, and the
-order statistics are gathered per window.
+Gneiting 2013).
+
+Cost. With ``horizon``/``step`` the windows settled before k are a prefix of the windows (0 .. k - lag), so
+one pass in settlement order keeps the past scores sorted (a binary search and one insertion per window:
+O(W log W) comparisons, the insertions a memmove each) and reads each window's order statistics from it;
+everything else is vectorised over all windows, and each window's median and own quantile come from one
+single-position selection each (:func:`_median`, :func:`_quantile`: numpy's values bit for bit, several
+times faster than its two-position partition). For 5,000 windows x 256 samples conformal takes about 15 ms
+of CPU per field, quantile mapping about 110 ms (the stable argsort of the samples and the per-window
+gathers). A ``settled_before`` mask can describe any set, so it takes the general route: past scores masked
+to +inf and sorted, in chunks of windows (O(W^2 H log W)). Both routes give the same order statistics, so
+the same samples bit for bit (``tests/calibrate/test_recalibrate_fast.py``).
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from marketcast.calibrate.pit import pit_values
 from marketcast.errors import ConfigError
 
 METHODS = ("none", "conformal", "quantile")
@@ -75,6 +85,42 @@ def _check_positive_int(value, name: str) -> None:
                           f"pass the forecast {name} in bars")
 
 
+def _order_pair(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k-th and (k+1)-th smallest along axis 1 from one single-position selection (numpy partitions at two
+    positions several times slower than at one): the (k+1)-th is placed, the k-th is the largest below it."""
+    part = np.partition(x, k + 1, axis=1)
+    return part[:, :k + 1].max(axis=1), part[:, k + 1]
+
+
+def _median(x: np.ndarray) -> np.ndarray:
+    """``np.median(x, axis=1)`` of finite samples, the same value bit for bit: the middle one, or the mean
+    (a + b) / 2 of the middle two, as numpy forms it."""
+    n = x.shape[1]
+    if n % 2:
+        return np.partition(x, n // 2, axis=1)[:, n // 2].copy()
+    a, b = _order_pair(x, n // 2 - 1)
+    return (a + b) / 2
+
+
+def _quantile(x: np.ndarray, level: float) -> np.ndarray:
+    """``np.quantile(x, level, axis=1)`` (method "linear", Hyndman & Fan 1996 type 7) of finite samples, the
+    same value bit for bit: numpy's virtual index (n - 1) * level and its two-sided interpolation (``_lerp``)."""
+    n = x.shape[1]
+    v = float(np.float64(n - 1) * np.float64(level))
+    if v >= n - 1:
+        return x.max(axis=1)
+    if v < 0:
+        return x.min(axis=1)
+    k = math.floor(v)
+    a, b = _order_pair(x, k)
+    gamma = v - k
+    diff = b - a
+    out = a + diff * gamma
+    if gamma >= 0.5:
+        out = b - diff * (1 - gamma)
+    return out
+
+
 def _spread(x: np.ndarray, kind: str) -> np.ndarray:
     """[W, H] spread of samples [W, S, H]: std (ddof=0) or interquartile range."""
     if kind == "std":
@@ -97,15 +143,103 @@ def _masked_sorted(scores: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np
     return np.sort(masked, axis=1), keep.sum(axis=1)
 
 
-def _conformal(x, y, rows_of, n_windows, level, spread_kind, calibrated):
-    med = np.median(x, axis=1)                                      # [W, H]
+class _Prefix:
+    """The finite scores ``[W, H]`` of windows 0 .. k - lag, kept sorted per step h while k advances: as
+    lists (``lists[h]``) and, with ``arrays``, also as numpy buffers (``sorted(h)``) for vectorised gathers."""
+
+    def __init__(self, scores: np.ndarray, lag: int, arrays: bool = False) -> None:
+        self.rows, self.lag = scores.tolist(), lag
+        w, h = scores.shape
+        self.lists: list[list[float]] = [[] for _ in range(h)]
+        self.buf = np.empty((h, w)) if arrays else None
+        self.added = 0  # windows 0 .. added - 1 are in
+
+    def advance(self, k: int) -> None:
+        """Insert the windows settled before window k (j <= k - lag) not yet in."""
+        while self.added <= k - self.lag:
+            for h, v in enumerate(self.rows[self.added]):
+                if math.isfinite(v):
+                    values = self.lists[h]
+                    at = bisect.bisect_right(values, v)
+                    if self.buf is not None:
+                        n = len(values)
+                        self.buf[h, at + 1:n + 1] = self.buf[h, at:n]
+                        self.buf[h, at] = v
+                    values.insert(at, v)
+            self.added += 1
+
+    def sorted(self, h: int) -> np.ndarray:
+        return self.buf[h, :len(self.lists[h])]
+
+
+def _conformal_qhat(z, lag, level):
+    """Qhat [W, H] and the counts n [W, H] of the settled scores, one pass in settlement order (prefix sets):
+    window k inserts the score of window k - lag into a sorted list and reads its rank-th smallest."""
+    w, h = z.shape
+    qhat, count = np.zeros((w, h)), np.zeros((w, h), dtype=np.int64)
+    for j in range(h):
+        col, values, q, c = z[:, j].tolist(), [], [0.0] * w, [0] * w
+        for k in range(lag, w):
+            v = col[k - lag]
+            if math.isfinite(v):
+                bisect.insort(values, v)
+            n = len(values)
+            if n:  # the rank of the general route: clip(ceil((n + 1) * level), 1, n), 1-based
+                q[k] = values[min(max(math.ceil((n + 1) * level), 1), n) - 1]
+            c[k] = n
+        qhat[:, j], count[:, j] = q, c
+    return qhat, count
+
+
+def _prefix_hazen(scores, lag, rows, tau):
+    """:func:`_hazen` at ``tau`` [L] of each window's settled scores (windows 0 .. k - lag, finite only), for
+    the windows in ``rows`` (bool [W]) -> [W, L, H], NaN where a window has none. Positions and weights are
+    computed for every window at once from the counts; the pass in settlement order only gathers the two
+    order statistics around each position (the same float operations as :func:`_hazen`)."""
+    w, h = scores.shape
+    count = np.cumsum(np.isfinite(scores), axis=0)                      # finite scores of windows 0 .. j
+    k = np.arange(w)
+    n = np.where((k - lag >= 0)[:, None], count[np.maximum(k - lag, 0)], 0)  # [W, H]
+    top = np.maximum(n - 1, 0)[:, None, :]
+    pos = np.clip(tau[None, :, None] * n[:, None, :] - 0.5, 0.0, top)   # [W, L, H]
+    lo = np.floor(pos).astype(np.int64)
+    hi = np.minimum(lo + 1, top)
+    length = pos.shape[1]
+    where = np.ascontiguousarray(np.concatenate([lo, hi], axis=1).transpose(2, 0, 1))  # [H, W, 2L]
+    got = np.full(where.shape, np.nan)
+    prefix = _Prefix(scores, lag, arrays=True)
+    for i in np.flatnonzero(rows & (n > 0).any(axis=1)):
+        prefix.advance(int(i))
+        for j in range(h):
+            if n[i, j]:
+                got[j, i] = prefix.sorted(j)[where[j, i]]
+    a = got[:, :, :length].transpose(1, 2, 0)
+    b = got[:, :, length:].transpose(1, 2, 0)
+    step = np.subtract(b, a, out=np.zeros(a.shape), where=hi > lo)
+    return a + (pos - lo) * step
+
+
+def _conformal(x, y, rows_of, n_windows, level, spread_kind, calibrated, lag=None):
+    med = _median(x)                                                # [W, H]
     spread = _spread(x, spread_kind)
     positive = spread > 0
     safe = np.where(positive, spread, 1.0)
     z = np.where(positive, np.abs(y - med) / safe, np.nan)          # NaN: unusable (no spread / unknown y)
-    own = np.quantile(np.abs(x - med[:, None]) / safe[:, None], level, axis=1)  # [W, H]
+    dev = x - med[:, None]                                          # in place below: the same float operations
+    scores = np.abs(dev)
+    scores /= safe[:, None]
+    own = _quantile(scores, level)                                  # [W, H]
+    del scores
     factor = np.ones_like(med)
     scaled = np.zeros(med.shape, dtype=bool)
+    if lag is not None:  # prefix sets: one sorted pass
+        qhat, n = _conformal_qhat(z, lag, level)
+        usable = (n > 0) & positive & (own > 0) & calibrated[:, None]
+        factor = np.where(usable, qhat / np.where(own > 0, own, 1.0), 1.0)
+        dev *= factor[:, None, :]
+        dev += med[:, None, :]                                      # med + factor * (x - med)
+        np.copyto(dev, x, where=~usable[:, None, :])
+        return dev
     for rows_slice in _chunks(n_windows, n_windows * x.shape[2]):
         srt, n = _masked_sorted(z, rows_of(rows_slice))
         rank = np.clip(np.ceil((n + 1) * level).astype(np.int64), 1, np.maximum(n, 1))  # 1-based
@@ -129,15 +263,23 @@ def _hazen(sorted_values: np.ndarray, n: np.ndarray, tau: np.ndarray) -> np.ndar
     return a + (pos - lo) * step
 
 
-def _quantile_map(x, y, rows_of, n_windows, seed, calibrated):
+def _quantile_map(x, y, rows_of, n_windows, seed, calibrated, lag=None):
+    from marketcast.calibrate.pit import pit_values  # only this method needs the PIT module
+
     _, s, h = x.shape
     known = np.isfinite(y)
     pit = np.where(known, pit_values(x, np.where(known, y, 0.0), axis=1, seed=seed), np.nan)
     order = np.argsort(x, axis=1, kind="stable")
     xs = np.take_along_axis(x, order, axis=1)                       # [W, S, H] sorted samples
-    ranks = np.argsort(order, axis=1, kind="stable")
+    ranks = np.empty_like(order)  # the inverse permutation of order (what argsort(order) gives), in O(S)
+    np.put_along_axis(ranks, order, np.arange(s)[None, :, None], axis=1)
     tau = ((np.arange(s) + 0.5) / s)[None, :, None]
     out = x.copy()
+    if lag is not None:  # prefix sets: R^-1(tau_r) of each calibrated window from one sorted pass
+        mapped = _prefix_hazen(pit, lag, calibrated, tau[0, :, 0])          # [W, S, H], NaN: no settled PIT
+        new = np.take_along_axis(_hazen(xs, np.full((n_windows, h), s), np.nan_to_num(mapped)), ranks, axis=1)
+        use = calibrated[:, None, None] & ~np.isnan(mapped[:, :1, :])
+        return np.where(use, new, x)
     for rows_slice in _chunks(n_windows, max(n_windows, s) * h):
         srt, n = _masked_sorted(pit, rows_of(rows_slice))
         mapped = _hazen(srt, n, np.broadcast_to(tau, (srt.shape[0], s, h)))       # R^-1(tau_r), [B, S, H]
@@ -201,6 +343,7 @@ def recalibrate(samples, outcomes, method: str = "conformal", *, horizon: int | 
 
         n_settled = np.maximum(idx - lag + 1, 0)
         used = idx + lag <= n_windows - 1
+        prefix_lag = lag
     else:
         mask = np.asarray(settled_before)
         if mask.dtype != bool or mask.shape != (n_windows, n_windows):
@@ -215,15 +358,16 @@ def recalibrate(samples, outcomes, method: str = "conformal", *, horizon: int | 
 
         n_settled = mask.sum(axis=1)
         used = mask.any(axis=0)
+        prefix_lag = None
     if not np.isfinite(y[used]).all():
         bad = int(np.flatnonzero(used & ~np.isfinite(y).all(axis=1))[0])
         raise ConfigError(f"{where}: window {bad} is settled before a later window but its outcome is NaN/inf; "
                           "pass its realised value")
     calibrated = (n_settled >= min_windows) & (method != "none")
     if method == "conformal":
-        out = _conformal(x, y, rows_of, n_windows, float(level), spread, calibrated)
+        out = _conformal(x, y, rows_of, n_windows, float(level), spread, calibrated, prefix_lag)
     elif method == "quantile":
-        out = _quantile_map(x, y, rows_of, n_windows, seed, calibrated)
+        out = _quantile_map(x, y, rows_of, n_windows, seed, calibrated, prefix_lag)
     else:
         out = x.copy()
     return Recalibrated(out[:, :, 0] if flat else out, calibrated, np.asarray(n_settled, dtype=np.int64))

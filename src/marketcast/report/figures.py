@@ -163,3 +163,50 @@ def skill_chart(result: SymbolResult, bars: Bars) -> go.Figure:
                            line={"color": PALETTE[k], "width": 1.4}))
     fig.add_hline(y=1.0, line={"color": "#888888", "dash": "dot", "width": 1})
     return fig
+
+
+def reliability_chart(result: SymbolResult) -> go.Figure:
+    """Reliability diagram per field: observed frequency of outcomes below the forecast's tau-quantile
+    against tau (the PIT's empirical CDF, :func:`marketcast.calibrate.pit.reliability_points`), the central
+    intervals' coverage as markers, and the diagonal a calibrated forecast follows."""
+    block = result.calibration_report or {}
+    fig = figure(f"{result.symbol}: reliability diagram, bar t+1 ({block.get('scope', 'no windows')})",
+                 "observed frequency", hovermode="closest")
+    fig.add_trace(go.Scatter(x=np.array([0.0, 1.0]), y=np.array([0.0, 1.0]), mode="lines", name="calibrated",
+                             line={"color": "#888888", "dash": "dot", "width": 1}))
+    for k, (name, f) in enumerate(block.get("fields", {}).items()):
+        colour = PALETTE[k % len(PALETTE)]
+        fig.add_trace(go.Scatter(x=np.array(f["reliability"]["nominal"]), y=np.array(f["reliability"]["observed"]),
+                                 mode="lines+markers", name=f"{name}: quantile level", line={"color": colour},
+                                 marker={"size": 5}, hovertemplate="tau %{x:.2f}: %{y:.1%}<extra></extra>"))
+        cov = f["coverage"]
+        fig.add_trace(go.Scatter(
+            x=np.array([c["nominal"] for c in cov]), y=np.array([c["rate"] for c in cov]), mode="markers",
+            name=f"{name}: central interval coverage", marker={"symbol": "diamond", "size": 9, "color": colour},
+            error_y={"type": "data", "symmetric": False, "array": np.array([c["hi"] - c["rate"] for c in cov]),
+                     "arrayminus": np.array([c["rate"] - c["lo"] for c in cov])},
+            hovertemplate="nominal %{x:.0%}: %{y:.1%}<extra></extra>"))
+    fig.update_xaxes(type="linear", range=[0, 1], tickformat=".0%", title_text="nominal")
+    fig.update_yaxes(range=[0, 1], tickformat=".0%")
+    return fig
+
+
+def pit_chart(result: SymbolResult) -> go.Figure:
+    """The PIT histogram per field (10 bins) against the flat line of a calibrated forecast, with the KS and
+    chi-square p-values in the legend."""
+    block = result.calibration_report or {}
+    fig = figure(f"{result.symbol}: PIT histogram, bar t+1", "share of windows", hovermode="closest",
+                 barmode="group")
+    for k, (name, f) in enumerate(block.get("fields", {}).items()):
+        pit = f["pit"]
+        counts = np.asarray(pit["counts"], dtype=np.float64)
+        centres = (np.arange(pit["bins"]) + 0.5) / pit["bins"]
+        fig.add_trace(go.Bar(x=centres, y=counts / max(pit["n"], 1), name=f"{name} (KS p={pit['ks_p']:.2f}, "
+                                                                          f"χ² p={pit['chi2_p']:.2f})",
+                             marker={"color": PALETTE[k % len(PALETTE)]},
+                             hovertemplate="PIT %{x:.2f}: %{y:.1%}<extra></extra>"))
+        if k == 0:
+            fig.add_hline(y=1.0 / pit["bins"], line={"color": "#888888", "dash": "dot", "width": 1})
+    fig.update_xaxes(type="linear", range=[0, 1], title_text="PIT")
+    fig.update_yaxes(tickformat=".0%")
+    return fig

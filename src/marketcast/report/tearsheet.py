@@ -3,7 +3,8 @@
 Per symbol: the summary tables (the walk-forward record and buy and hold, then every strategy in sample with
 its bootstrap interval, then the remaining metrics: the rows :mod:`marketcast.backtest.tables` gives the
 terminal and ``summary.md``), then equity against buy and hold, drawdowns, the walk-forward monthly returns,
-candles with the walk-forward trades, forecast fans at chosen dates, and forecast skill over time.
+candles with the walk-forward trades, forecast fans at chosen dates, forecast skill over time, and the
+calibration of the bar-t+1 forecasts (a reliability diagram and the PIT histogram).
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from marketcast.backtest.engine import SymbolResult
 from marketcast.backtest.markdown import MORE_COLUMNS, more_rows
 from marketcast.backtest.returns import CLOSE_TO_CLOSE, SENTENCE, STRATEGY
 from marketcast.backtest.tables import (
-    IN_SAMPLE_COLUMNS, SELECTION_COLUMNS, SKILL_COLUMNS, SKILL_NOTE, TRACK_COLUMNS, in_sample_note, in_sample_rows,
-    level, selection_note, selection_rows, selection_verdict, skill_rows, title, track_note, track_rows,
+    CALIBRATION_COLUMNS, IN_SAMPLE_COLUMNS, SELECTION_COLUMNS, SKILL_COLUMNS, SKILL_NOTE, TRACK_COLUMNS,
+    calibration_note, calibration_rows, in_sample_note, in_sample_rows, level, selection_note, selection_rows,
+    selection_verdict, skill_rows, title, track_note, track_rows,
 )
 from marketcast.data.bars import Bars
 from marketcast.forecast.base import Forecaster
@@ -81,7 +83,21 @@ def _charts(rep: SymbolReport, key: str) -> list[str]:
               "Over the whole run these are the skill table's numbers. Errors of the forecast of bar t+1 as a return "
               f"from close t against the realised {CLOSE_TO_CLOSE} (high, low alike): not a return a strategy earns."
               + downsampled(n)),
+        chart(f"{key}-reliability", figures.reliability_chart(r),
+              "Reliability of the bar-t+1 forecasts: for each quantile level tau, the share of outcomes below the "
+              "forecast's tau-quantile (lines), and the coverage of the central 50/80/90/95% intervals with their "
+              "Wilson 95% intervals (diamonds); a calibrated forecast lies on the dotted diagonal. "
+              + _calibration_scope(r)),
+        chart(f"{key}-pit", figures.pit_chart(r),
+              "Probability integral transform of each outcome under its forecast, in 10 bins: flat (dotted line) "
+              "when calibrated, U-shaped when the forecast is too narrow, humped when too wide, sloped when biased. "
+              "KS and chi-square p-values test uniformity. " + _calibration_scope(r)),
     ]
+
+
+def _calibration_scope(r: SymbolResult) -> str:
+    block = r.calibration_report or {}
+    return f"Windows: {block.get('scope', 'none')}; {block.get('horizon_note', '')}."
 
 
 def symbol_section(rep: SymbolReport, key: str) -> str:
@@ -114,6 +130,8 @@ def tearsheet_html(reports: Sequence[SymbolReport]) -> str:
                 "is settled on bar t+1. " + SENTENCE)
     body = "".join(symbol_section(rep, key) for rep, key in zip(reports, keys))
     body += ('<section id="skill"><h2>Forecast skill for bar t+1</h2>'
-             f"{table(SKILL_COLUMNS, skill_rows(results), 0, SKILL_NOTE)}</section>")
+             f"{table(SKILL_COLUMNS, skill_rows(results), 0, SKILL_NOTE)}"
+             "<h3>Calibration for bar t+1</h3>"
+             f"{table(CALIBRATION_COLUMNS, calibration_rows(results), 0, calibration_note(results))}</section>")
     nav = [(key, r.symbol) for key, r in zip(keys, results)] + [("skill", "forecast skill")]
     return document(f"marketcast backtest: {', '.join(r.symbol for r in results)}", subtitle, nav, body)

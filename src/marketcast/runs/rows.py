@@ -5,7 +5,8 @@ the message), the symbol-level metrics and ``record``, the whole result in the l
 :mod:`marketcast.runs.codec` (reports are re-made from it). A finished cell also has one *strategy row* per
 strategy with that strategy's metrics and its per-window net ``returns``. Metrics are flattened from
 ``symbol_json``'s dict generically (nested keys joined by ``.``; the symbol-level ones under ``metrics.``, the
-multiple-testing figures of :mod:`marketcast.backtest.overfit` under ``selection.``),
+multiple-testing figures of :mod:`marketcast.backtest.overfit` under ``selection.``; per field the interval
+coverage and PIT p-values under ``calibration.``, e.g. ``calibration.close.cov80``),
 so a metric the backtest adds becomes a column without a change here. The cell row also holds its
 walk-forward record as a trial of the run (``walk_forward.*``: the per-window returns, their per-period
 Sharpe ratio, skewness, kurtosis and count, and the periods per year), from which ``runs show`` deflates the
@@ -26,6 +27,7 @@ import numpy as np
 from marketcast.backtest.engine import SymbolResult
 from marketcast.backtest.overfit import moments
 from marketcast.backtest.report import symbol_json
+from marketcast.calibrate.summary import store_columns
 from marketcast.data.bars import Bars
 from marketcast.runs.cells import Cell
 from marketcast.runs.codec import encode
@@ -87,6 +89,7 @@ def ok_rows(ctx: RunContext, cell: Cell, position: int, result: SymbolResult, da
               "best_strategy": doc.get("best_strategy"), **flatten(doc.get("metrics") or {}, "metrics."),
               **flatten(doc.get("selection") or {}, "selection."),
               **flatten(doc.get("costs") or {}, "costs."),  # fee, half-spread, slippage (bp), borrow rate
+              **store_columns(result.calibration_report),  # calibration.close.cov80, calibration.close.pit_ks_p
               "settle_times": list(result.settle_times.to_pydatetime())}
     rows = [{**shared, "strategy": None, **trial_columns(result), "record": encode(result)}]
     for name, metrics in doc["strategies"].items():

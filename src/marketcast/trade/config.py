@@ -14,6 +14,10 @@
     [trade.risk]
     max_daily_loss = 0.03
 
+    [trade.sizing]          # how much of each allowed order: the backtest's --sizing
+    policy = "kelly"
+    kelly_cap = 0.25
+
     [trade.alerts]
     webhook = "https://hooks.example.com/marketcast"
 """
@@ -23,7 +27,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from marketcast import options
-from marketcast.backtest.config import STRATEGY_NAMES
+from marketcast.backtest.config import STRATEGY_NAMES, BacktestConfig
+from marketcast.backtest.sizing import POLICIES
 from marketcast.backtest.selection import DEFAULT_LOOKBACK, DEFAULT_MIN_TRADES, SelectionRule
 from marketcast.data.asset import ASSET_CLASSES
 from marketcast.data.load import ON_DUPLICATE
@@ -72,6 +77,14 @@ def positive(raw) -> float:
     return value
 
 
+def unit_fraction(raw) -> float:
+    """A fraction in (0, 1]."""
+    value = number(0.0, 1.0)(raw)
+    if value <= 0:
+        raise ValueError("not in (0, 1]")
+    return value
+
+
 def url(raw) -> str:
     value = text(raw)
     if not value.startswith(("http://", "https://")):
@@ -113,6 +126,13 @@ SETTINGS = (
     Setting("selection.min_trades", DEFAULT_MIN_TRADES, number(1, DEFAULT_LOOKBACK, integer=True), "The walk-forward "
             f"pick: a strategy needs this many trades in the last {DEFAULT_LOOKBACK} windows to be picked (the "
             "backtest's --min-trades; its rule, marketcast.backtest.selection).", "--min-trades", int),
+    Setting("sizing.policy", "fixed", choice(*POLICIES), "How much of each order the portfolio allows: fixed (all "
+            "of it), kelly or cvar from the forecast's samples (the backtest's --sizing; marketcast.backtest.sizing); "
+            "the risk limits still cap it.", "--sizing"),
+    Setting("sizing.kelly_cap", 0.25, unit_fraction, "kelly sizing: the largest fraction, in (0, 1] (the "
+            "backtest's --kelly-cap).", "--kelly-cap", float),
+    Setting("sizing.risk_per_trade", 0.01, unit_fraction, "cvar sizing: the equity fraction a trade's 95% tail "
+            "may lose, in (0, 1] (the backtest's --risk-per-trade).", "--risk-per-trade", float),
     Setting("add_latest", None, optional(boolean), "Real bid/ask from the broker: the mid replaces the last "
             "close, the spread goes into the costs.", "--add-latest/--no-add-latest", bool, env=("ADD_LATEST",),
             shown="auto: on when the broker has quotes (alpaca); the paper broker's are synthetic"),
@@ -182,6 +202,12 @@ def _group(settings: Settings, prefix: str, cls):
 def selection(settings: Settings, base: SelectionRule) -> SelectionRule:
     """The planner's selection rule: ``base`` (its lookback) with ``selection.min_trades``."""
     return replace(base, min_trades=settings["selection.min_trades"])
+
+
+def sizing(settings: Settings, base: BacktestConfig) -> BacktestConfig:
+    """The planner's backtest settings ``base`` with the ``sizing.*`` settings."""
+    return replace(base, sizing=settings["sizing.policy"], kelly_cap=settings["sizing.kelly_cap"],
+                   risk_per_trade=settings["sizing.risk_per_trade"])
 
 
 def gates(settings: Settings) -> GateConfig:

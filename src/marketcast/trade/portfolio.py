@@ -47,7 +47,8 @@ def allocate(
     draws: Mapping[str, float] | None = None,
 ) -> list[Allocation]:
     """Best edge first; each new position gets ``min(per_symbol_cap, remaining exposure / slots)`` of
-    equity, at most ``cap`` (the risk limits' notional per order and per symbol), rounded down to the symbol's
+    equity, at most ``cap`` (the risk limits' notional per order and per symbol), times the signal's ``size``
+    (its sizing policy's fraction, 1.0 for fixed; so never more than those caps), rounded down to the symbol's
     quantity step (``steps``, whole units if not given). ``prices`` are the entry prices as the broker will get
     them (on its grid); else the decision's limit or close. Symbols already held or working are skipped.
     ``power`` is the buying power a symbol's entry may draw on at the broker (for crypto the non-marginable
@@ -66,7 +67,7 @@ def allocate(
         price = (prices or {}).get(s.symbol) or (s.decision.entry_limit if s.decision.entry_limit is not None
                                                   else s.close)
         unit = (draws or {}).get(s.symbol) or price
-        size = budget / price
+        size = budget / price * s.size  # the planner's size fraction (1.0: fixed sizing, the whole budget)
         if power is not None and s.symbol in power:
             size = min(size, max(0.0, power[s.symbol] - drawn) / unit)
         qty = round_qty(size, (steps or {}).get(s.symbol, Decimal(1)))

@@ -86,7 +86,8 @@ def run_loop(settings: Settings, state_dir: Path, broker_name: str, live: bool, 
     venue.refresh(now)
     decimals = {s: price_decimals(venue.feed(s).frame["close"]) for s in syms}
     alerts = Alerts(None if dry_run else state_dir, settings["alerts.webhook"])
-    config = replace(PLANNER_CONFIG, seed=settings["seed"], selection=cfg.selection(settings, PLANNER_CONFIG.selection))
+    config = cfg.sizing(settings, replace(PLANNER_CONFIG, seed=settings["seed"],
+                                          selection=cfg.selection(settings, PLANNER_CONFIG.selection)))
     loaded = load_model(settings["model"], None if dry_run else venue.feed(syms[0]), config,
                         weights=settings["weights"], device=settings["device"], dtype=settings["dtype"],
                         seed=settings["seed"])

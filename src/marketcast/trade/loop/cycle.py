@@ -343,6 +343,7 @@ class TradingLoop:
             "strategies": {s.symbol: s.strategy for s in r.signals},
             "chosen": {s.symbol: {"strategy": s.strategy, "pinned": s.pinned, "return": s.metrics.get("total_return"),
                                   "sharpe": s.metrics.get("sharpe"), "max_drawdown": s.metrics.get("max_drawdown"),
+                                  "size": s.size,
                                   **({"warming_up": s.metrics["warming_up"]} if "warming_up" in s.metrics else {})}
                        for s in r.signals},
             "skipped": {k: list(v) for k, v in r.skipped.items()},

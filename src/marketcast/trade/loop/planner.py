@@ -14,6 +14,13 @@ over the same days. Given ``learn_from`` (the loop's first decision bar) the pla
 and fills equal those of one backtest over the same days; each plan forecasts only the new windows. A restart
 rebuilds the state with one backtest from the same start. The window that settles on the decision bar itself
 is applied for the plan only, never kept (that bar may be in progress, or carry a quote's mid).
+
+Sizing (``config.sizing``, :mod:`marketcast.backtest.sizing`): every carried window settles with its decision's
+size from that window's samples (the engine's :func:`~marketcast.backtest.engine.decision_size`), so the
+record the pick reads is the sized backtest's; the next decision's size is :attr:`Signal.size`, which the
+loop multiplies into the quantity it would have sent (:func:`marketcast.trade.portfolio.allocate`). A
+decision sized to 0 is no trade, in the backtest and here: the signal goes flat. The planner does not
+recalibrate (its backtests are a handful of windows, fewer than any calibration warm-up).
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from typing import Any, Mapping, Protocol
 import pandas as pd
 
 from marketcast.backtest import BacktestConfig, StrategyParams, WindowView, decide, run_backtest, step
+from marketcast.backtest.engine import decision_size
 from marketcast.backtest.metrics import strategy_metrics
 from marketcast.backtest.orders import FLAT, Bar, Costs, Decision
 from marketcast.data.bars import Bars
@@ -53,6 +61,7 @@ class Signal:
     forecast_latency_s: float = 0.0
     forecast_meta: dict = field(default_factory=dict)
     pinned: bool = False  # the strategy was set for this symbol, not picked
+    size: float = 1.0  # fraction of the quantity the portfolio allows, in (0, 1]; 1.0 with fixed sizing
 
 
 class Planner(Protocol):
@@ -98,6 +107,9 @@ class BacktestPlanner:
         self.config = replace(config, strategies=strategies, include_latest=True) if strategies else replace(
             config, include_latest=True)
         self.pinned = {s.upper(): name for s, name in (pinned or {}).items()}
+        if self.config.calibrate != "none":
+            raise ConfigError(f"the live planner does not recalibrate (calibrate={self.config.calibrate!r}): its "
+                              "backtests hold fewer windows than a calibration warm-up; use calibrate='none'")
         missing = sorted(set(self.pinned.values()) - set(self.config.strategies))
         if missing:
             raise ConfigError(f"strategy {', '.join(missing)} is pinned but not among the planner's strategies "
@@ -144,14 +156,23 @@ class BacktestPlanner:
         result = run_backtest(bars, self.forecaster, replace(config, windows=pending))
         states, record = dict(carry.states), {k: deque(v, maxlen=v.maxlen) for k, v in carry.record.items()}
         frame = bars.frame
+        samples = result.sample_returns  # {field: [pending + 1, S]}, the latest window last
+
+        def sizer(k: int):
+            if config.sizing == "fixed":
+                return None
+            rows = {f: v[k:k + 1] for f, v in samples.items()}
+            return lambda d: decision_size(d, result.views[k] if k < pending else result.latest_view, rows, config)
+
         for k, (view, at) in enumerate(zip(result.views, result.settle_times)):
             if k == pending - 1 and learn_from is not None:  # keep all but the window settled on the decision bar
                 kept = {n: deque(v, maxlen=v.maxlen) for n, v in record.items()}
                 self._carry[bars.symbol] = _Carry(key, result.decision_times[k - 1] if k else carry.through,
                                                   dict(states), kept)
             bar = Bar(*(float(frame.at[at, c]) for c in ("open", "high", "low", "close")))
+            sized = sizer(k)
             for name in config.strategies:  # the engine's own step (marketcast.backtest.engine.simulate)
-                _, s, states[name] = step(name, view, states[name], bar, params)
+                _, s, states[name] = step(name, view, states[name], bar, params, sized)
                 record[name].append((s.net_return, s.filled))
         latency = time.perf_counter() - started
         returns = {n: [r for r, _ in v] for n, v in record.items()}
@@ -160,6 +181,9 @@ class BacktestPlanner:
         name = pinned or config.selection.pick(returns, filled)  # the backtest's walk-forward rule
         view = result.latest_view
         decision = Decision(FLAT) if name is None else decide(name, view, states[name], params)
+        size = 1.0 if sizer(pending) is None else sizer(pending)(decision)
+        if decision.side != FLAT and not size > 0:
+            decision = Decision(FLAT)  # sized to nothing: no trade, as in the backtest
         m = NO_RECORD if name is None else strategy_metrics(returns[name], filled[name], bars.periods_per_year)
         metrics = {
             "sharpe": m["sharpe"],
@@ -169,7 +193,9 @@ class BacktestPlanner:
             "edge": expected_edge(decision, view, costs),
             "forecast_low": view.price(view.low_ret),
             "forecast_high": view.price(view.high_ret),
+            "size": size,
         }
         meta = dict(result.forecast_meta)
         return Signal(bars.symbol, index[-1].isoformat(), name or NO_PICK, decision, float(view.close), metrics,
-                      meta.get("latency_s", latency), meta, pinned is not None)
+                      meta.get("latency_s", latency), meta, pinned is not None,
+                      size if decision.side != FLAT else 1.0)

@@ -1,0 +1,262 @@
+"""--calibrate and --sizing in the engine: fills by hand at a size of 0.4, sizes that follow the forecast's
+spread (narrow vs wide, same median), the sequential step equal to the vectorised engine with sizes and
+calibration, conformal calibration fixing a forecaster twice too narrow, and bad settings one line, exit 2."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from marketcast.backtest.config import CALIBRATIONS, BacktestConfig
+from marketcast.backtest.engine import decision_ends, decision_size, forecast_windows, run_backtest, simulate
+from marketcast.backtest.fills import settle, settle_all
+from marketcast.backtest.orders import LONG, SHORT, Bar, Costs, Decision
+from marketcast.backtest.strategies import StrategyParams, decide, initial_state, step
+from marketcast.calibrate.coverage import coverage
+from marketcast.calibrate.recalibrate import METHODS
+from marketcast.cli import main
+from marketcast.errors import ConfigError
+from marketcast.forecast.base import ContextBatch, Forecast
+
+from .helpers import MomentumForecaster, TableForecaster, make_bars, random_bars
+
+
+def test_a_fill_at_size_0_4_by_hand():
+    """Long at the open 100, out at the close 102; fee 0.1 % a side: unit net 0.02 - 0.002 = 0.018; at 0.4 of
+    the capital 0.0072. A short take-profit at 98 on a bar 100/101/97/99: unit 0.02 - 0.002, at 0.4 0.0072."""
+    costs = Costs(0.001)
+    bar = Bar(100.0, 103.0, 99.0, 102.0)
+    s = settle(Decision(LONG), bar, costs, size=0.4)
+    assert (s.filled, s.entry_price, s.exit_price, s.size) == (True, 100.0, 102.0, 0.4)
+    assert s.gross_return == pytest.approx(0.02, abs=1e-15) and s.fees == pytest.approx(0.002, abs=1e-15)
+    assert s.net_return == pytest.approx(0.0072, abs=1e-15)
+    tp = settle(Decision(SHORT, None, 98.0), Bar(100.0, 101.0, 97.0, 99.0), costs, size=0.4)
+    assert (tp.exit_price, tp.exit_reason) == (98.0, "take_profit")
+    assert tp.net_return == pytest.approx(0.4 * (0.02 - 0.002), abs=1e-15)
+    assert settle(Decision(LONG), bar, costs, size=0.0).filled is False  # sized to nothing: no trade
+    # the array form: the same settlements, sized afterwards
+    fills = settle_all(np.array([1, -1, 1]), np.full(3, np.nan), np.array([np.nan, 98.0, np.nan]),
+                       np.array([100.0, 100.0, 100.0]), np.array([103.0, 101.0, 103.0]),
+                       np.array([99.0, 97.0, 99.0]), np.array([102.0, 99.0, 102.0]), costs)
+    sized = fills.sized(np.array([0.4, 0.4, 0.0]))
+    assert sized[0] == s and sized[1] == tp and not sized[2].filled
+    assert sized.net.tolist() == [s.net_return, tp.net_return, 0.0]
+
+
+def _engine_windows(n=120):
+    """Bars whose every bar t+1 opens at close_t and moves +0.5 % (even rows) or -0.3 % (odd rows)."""
+    close = [100.0]
+    for k in range(1, n):
+        close.append(close[-1] * (1.005 if k % 2 == 0 else 0.997))
+    close = np.array(close)
+    open_ = np.concatenate([[100.0], close[:-1]])
+    return make_bars(np.column_stack([open_, np.maximum(open_, close) * 1.001, np.minimum(open_, close) * 0.999,
+                                      close]))
+
+
+# 20 samples point + spread * linspace(-1, 1, 20): mean = point, variance = spread^2 * 7 / 19 (the mean of
+# ((2i - 19) / 19)^2), and the 95 % tail of 20 samples is the worst one, a loss of spread - point.
+NARROW, WIDE, POINT = 0.05, 0.10, 0.0005
+SIZED = dict(windows=40, context=16, num_samples=20, strategies=("simple", "buy_hold"), spa=False,
+             bootstrap_reps=10, fee=0.001, spread=0.0, slippage=0.0, borrow_rate=0.0)
+
+
+@pytest.mark.parametrize("policy, narrow, wide", [
+    ("kelly", POINT * 19 / (7 * NARROW ** 2), POINT * 19 / (7 * WIDE ** 2)),  # 0.542857, 0.135714: a quarter
+    ("cvar", 0.01 / (NARROW - POINT), 0.01 / (WIDE - POINT)),                   # 0.202020, 0.100503
+])
+def test_sizes_follow_the_spread_of_narrow_and_wide_forecasters(policy, narrow, wide):
+    bars = _engine_windows()
+    config = BacktestConfig(**SIZED, sizing=policy, kelly_cap=1.0)
+    got = {}
+    for name, spread in (("narrow", NARROW), ("wide", WIDE)):
+        forecaster = TableForecaster({}, spread=spread, default=(POINT, POINT, POINT))  # same median
+        got[name] = run_backtest(bars, forecaster, config)
+    fixed = run_backtest(bars, TableForecaster({}, spread=NARROW, default=(POINT,) * 3),
+                         replace(config, sizing="fixed"))
+    for strategy in ("simple", "buy_hold"):
+        n, w, f = (got["narrow"].strategies[strategy], got["wide"].strategies[strategy], fixed.strategies[strategy])
+        assert n.sizes == pytest.approx(np.full(40, narrow), rel=1e-9)
+        assert w.sizes == pytest.approx(np.full(40, wide), rel=1e-9)
+        assert (w.sizes < n.sizes).all() and f.sizes.tolist() == [1.0] * 40
+        # the sized window earns size x the unit-size net return, costs included
+        assert np.array_equal(f.filled, n.filled) and f.filled.all()
+        np.testing.assert_array_equal(n.returns, n.sizes * (f.settlements.gross - f.settlements.fees))
+        assert n.returns == pytest.approx(narrow * f.returns, rel=1e-9, abs=1e-15)
+        assert n.next_size == pytest.approx(narrow, rel=1e-9)
+        # by hand: a long bought at the open close_t and sold at the close; 0.2 % costs a round trip
+        c = bars.frame["close"].to_numpy()
+        k = 7
+        t = len(c) - 41 + k  # windows: the last 40 bars that have a t+1
+        unit = c[t + 1] / c[t] - 1.0 - 0.002
+        assert n.returns[k] == pytest.approx(narrow * unit, rel=1e-9)
+        assert n.metrics["return"] == pytest.approx(np.prod(1.0 + n.returns) - 1.0, rel=1e-12)
+    assert "size" in got["wide"].trades().columns
+
+
+def test_a_take_profit_counts_in_the_trade_return_samples():
+    """entry_takeprofit exits at its take-profit on the sample paths whose high reaches it. Close samples
+    0.0005 + 0.01 z and high samples 0.004 + 0.01 z (z = linspace(-1, 1, 20)): ``simple``'s trade has mean
+    0.0005 > 0 (Kelly 0.0005 / (1e-4 * 7 / 19) = 13.6, capped at 0.3), but the take-profit at the median high
+    cuts the upper half to +0.4 % and leaves the lower half's closes: a negative mean, size 0, no trade."""
+    bars = _engine_windows()
+    forecaster = TableForecaster({}, spread=0.01, default=(POINT, 0.004, -0.004))
+    config = BacktestConfig(**{**SIZED, "strategies": ("entry_takeprofit", "simple")}, sizing="kelly", kelly_cap=0.3)
+    result = run_backtest(bars, forecaster, config)
+    z = np.linspace(-1, 1, 20)
+    trade = np.where(0.004 + 0.01 * z >= 0.004, 0.004, POINT + 0.01 * z)
+    assert trade.mean() == pytest.approx((0.004 * 10 + (POINT * 10 + 0.01 * z[:10].sum())) / 20) and trade.mean() < 0
+    tp, simple = result.strategies["entry_takeprofit"], result.strategies["simple"]
+    assert tp.sizes.tolist() == [0.0] * 40 and not tp.filled.any() and tp.returns.tolist() == [0.0] * 40
+    assert simple.sizes == pytest.approx(np.full(40, 0.3)) and simple.filled.all()
+
+
+@pytest.mark.parametrize("settings", [
+    dict(sizing="kelly"), dict(sizing="cvar", risk_per_trade=0.002),
+    dict(sizing="kelly", kelly_cap=1.0, calibrate="conformal", calibration_min_windows=30),
+    dict(sizing="cvar", calibrate="quantile", calibration_min_windows=30),
+])
+@pytest.mark.parametrize("asset_class", ["stock", "crypto"])
+def test_the_one_window_step_equals_the_vectorised_engine_with_sizes(settings, asset_class):
+    bars = random_bars(400, seed=8, asset_class=asset_class)
+    config = BacktestConfig(windows=150, context=64, num_samples=64, maxdiff_min_history=5, spa=False,
+                            bootstrap_reps=10, **settings)
+    ends = decision_ends(len(bars), config)
+    (fc,) = forecast_windows(MomentumForecaster(), [(bars, ends)], config)
+    result = simulate(bars, fc, ends, config)
+    params = StrategyParams.from_config(config, bars.asset_class, bars.periods_per_year)
+    frame = bars.frame
+    rows = frame.index.get_indexer(result.settle_times)
+    samples = result.sample_returns
+    sized_somewhere = False
+    for name, run in result.strategies.items():
+        state = initial_state(name)
+        for k, (view, t) in enumerate(zip(result.views, rows)):
+            bar = Bar(*map(float, frame.iloc[t][["open", "high", "low", "close"]]))
+            window = {f: v[k:k + 1] for f, v in samples.items()}
+            d, s, state = step(name, view, state, bar, params, lambda dec: decision_size(dec, view, window, config))
+            assert run.decisions[k] == d and run.settlements[k] == s, (name, k)
+            assert run.returns[k] == s.net_return
+            if d.side:
+                assert run.sizes[k] == decision_size(d, view, window, config)
+                sized_somewhere |= 0.0 < run.sizes[k] < 1.0
+        latest = {f: v[-1:] for f, v in samples.items()}
+        nxt = decide(name, result.latest_view, state, params)
+        assert run.next_decision == nxt and run.next_size == decision_size(nxt, result.latest_view, latest, config)
+    assert sized_somewhere
+    wf = result.walk_forward  # the pick reads the sized returns
+    assert np.array_equal(wf["returns"][[p is not None for p in wf["picked"]]],
+                          np.array([result.strategies[p].returns[k] for k, p in enumerate(wf["picked"]) if p]))
+
+
+class NarrowForecaster:
+    """Samples of bar t+1 with half the bars' volatility (``random_bars(vol=0.01)``: close-to-close log
+    returns N(0, 0.01)): an 80 % interval that holds the outcome 48 % of the time (79 % after conformal
+    calibration). Seeded by each window's own last close, so a window's forecast depends on that window alone."""
+
+    name = "narrow"
+    fields = ("close", "high", "low")
+
+    def forecast(self, batch: ContextBatch, horizon: int, num_samples: int, seed: int = 0) -> Forecast:
+        last = batch.last_close()
+        out = np.empty((batch.batch_size, 3, num_samples, horizon))
+        for i in range(batch.batch_size):
+            g = np.random.default_rng([seed, int(last[i] * 1e6) % (2**32)])
+            c = last[i] * np.exp(g.normal(0.0, 0.005, num_samples))
+            out[i, 0] = c[:, None]
+            out[i, 1] = (c * np.exp(np.abs(g.normal(0.0, 0.0025, num_samples))))[:, None]
+            out[i, 2] = (c * np.exp(-np.abs(g.normal(0.0, 0.0025, num_samples))))[:, None]
+        return Forecast(out, self.fields, {"model": self.name})
+
+
+def _close_coverage(result, bars, calibrated_only):
+    c = bars.frame["close"].to_numpy()
+    rows = bars.frame.index.get_indexer(result.decision_times)
+    actual = c[rows + 1] / c[rows] - 1.0
+    samples = result.sample_returns["close"][:result.windows]
+    keep = result.calibrated if calibrated_only else np.ones(result.windows, dtype=bool)
+    (cov,) = coverage(samples[keep], actual[keep], levels=(0.8,), axis=-1)
+    return cov
+
+
+def test_conformal_brings_a_too_narrow_forecaster_to_80_percent_coverage():
+    bars = random_bars(1300, seed=21, vol=0.01)
+    config = BacktestConfig(windows=1000, context=32, num_samples=128, strategies=("simple",), spa=False,
+                            bootstrap_reps=10)
+    raw = run_backtest(bars, NarrowForecaster(), config)
+    fixed = run_backtest(bars, NarrowForecaster(), replace(config, calibrate="conformal", calibration_min_windows=50))
+    assert raw.calibrated is None and fixed.calibrated.sum() == 950 and not fixed.calibrated[:50].any()
+    assert fixed.calibration_note == "conformal calibration from window 51 on (950 of 1000 windows)"
+    before = _close_coverage(raw, bars, calibrated_only=False)
+    after = _close_coverage(fixed, bars, calibrated_only=True)
+    assert before.rate < 0.6  # 48 %: the test can tell
+    assert abs(after.rate - 0.8) <= 0.05, after
+    # the warm-up windows kept their raw samples, and the strategies and the skill table saw the calibrated ones
+    np.testing.assert_array_equal(fixed.sample_returns["close"][:50], raw.sample_returns["close"][:50])
+    assert fixed.skill["crps_close"] < raw.skill["crps_close"]  # a too-narrow forecast scores worse
+
+
+def test_default_settings_keep_unit_sizes_and_no_calibration():
+    bars = random_bars(200, seed=3)
+    result = run_backtest(bars, MomentumForecaster(), BacktestConfig(windows=60, context=32, num_samples=32, spa=False))
+    assert result.calibrated is None and result.calibration_note == ""
+    for run in result.strategies.values():
+        assert run.settlements.size is None and run.sizes.tolist() == [1.0] * 60 and run.next_size == 1.0
+        assert np.array_equal(run.returns, run.settlements.gross - run.settlements.fees)
+    assert CALIBRATIONS == METHODS  # the config's list without importing scipy, kept equal to the calibrator's
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(calibrate="isotonic"), "--calibrate must be one of none, conformal, quantile"),
+    (dict(calibrate="conformal", calibration_min_windows=9), "--calibration-min-windows must be a whole number >= 10"),
+    (dict(calibrate="conformal", windows=40, calibration_min_windows=41), "exceeds --windows 40"),
+    (dict(sizing="martingale"), "--sizing must be one of fixed, kelly, cvar"),
+    (dict(sizing="kelly", kelly_cap=0.0), "--kelly-cap must be in (0, 1]"),
+    (dict(sizing="kelly", kelly_cap=1.5), "--kelly-cap must be in (0, 1]"),
+    (dict(sizing="cvar", risk_per_trade=0.0), "--risk-per-trade must be in (0, 1]"),
+    (dict(sizing="cvar", risk_per_trade=2.0), "--risk-per-trade must be in (0, 1]"),
+])
+def test_bad_settings_are_one_config_error_line(kwargs, message):
+    with pytest.raises(ConfigError) as err:
+        BacktestConfig(**kwargs)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--calibrate", "isotonic"], "--calibrate must be one of"),
+    (["--calibrate", "conformal", "--calibration-min-windows", "5"], "--calibration-min-windows must be"),
+    (["--calibrate", "conformal", "--calibration-min-windows", "13"], "exceeds --windows 12"),
+    (["--sizing", "martingale"], "--sizing must be one of"),
+    (["--sizing", "kelly", "--kelly-cap", "0"], "--kelly-cap must be in (0, 1]"),
+    (["--sizing", "cvar", "--risk-per-trade", "1.5"], "--risk-per-trade must be in (0, 1]"),
+])
+def test_bad_flags_exit_2_in_one_line(tmp_path, capsys, args, message):
+    out = tmp_path / "bt"
+    assert main(["backtest", "SP500", "--windows", "12", "--samples", "32", "--context", "128", *args,
+                 "--output-dir", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+    assert not out.exists()
+
+
+def test_cli_calibrates_and_sizes_and_says_so(tmp_path, capsys):
+    import json
+
+    import pandas as pd
+
+    out = tmp_path / "bt"
+    assert main(["backtest", "SP500", "--windows", "60", "--samples", "32", "--context", "128", "--no-spa",
+                 "--calibrate", "conformal", "--calibration-min-windows", "20", "--sizing", "cvar",
+                 "--output-dir", str(out)]) == 0
+    assert "SP500: conformal calibration from window 21 on (40 of 60 windows)" in capsys.readouterr().out
+    summary = (out / "summary.md").read_text()
+    assert "Samples: conformal calibration from window 21 on (40 of 60 windows)." in summary
+    assert "Positions sized `cvar` (risk per trade 0.01)" in summary
+    report = json.loads((out / "SP500.json").read_text())
+    assert report["calibration"]["first_calibrated_window"] == 21 and report["calibration"]["calibrated_windows"] == 40
+    assert report["config"]["sizing"] == "cvar" and report["config"]["risk_per_trade"] == 0.01
+    trades = pd.read_csv(out / "trades.csv")
+    traded = trades[trades.filled]
+    assert ((traded["size"] > 0) & (traded["size"] <= 1)).all() and (traded["size"] < 1).any()
+    # net = size x (gross - fees), to the csv's digits
+    assert np.allclose(traded.net_return, traded["size"] * (traded.gross_return - traded.fees), rtol=0, atol=1e-9)
