@@ -10,8 +10,9 @@ code  name            meaning
 1     CHECK_FAILED    a check ran and its verdict is FAIL (``compile check --mode production-check``,
                       ``compile compare``, ``runs compare``), or a ``sweep`` ran with failed cells
 2     USAGE           bad input: an option, a config value, a data file; fix it and run again
-3     STATE           a file or folder cannot be used: a corrupt state database, a full disk, no
-                      permission to write; nothing was half-written
+3     STATE           a file or folder cannot be used: a corrupt or foreign state database, a full
+                      disk, no permission to write, an output folder another marketcast process is
+                      writing; nothing was half-written
 4     AUTH            the broker refused the credentials
 5     HALTED          trading is halted (a risk limit tripped, or the journal and the broker disagree);
                       see ``trade status``, then ``trade resume`` / ``trade reconcile``
