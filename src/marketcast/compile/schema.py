@@ -124,3 +124,35 @@ def clean(value):
     return value
 
 
+
+
+_JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", dict: "object", list: "array",
+               type(None): "null"}
+
+
+def _object(spec: dict, **inner: dict) -> dict:
+    """A JSON Schema object of ``spec``'s fields (all required), ``inner`` refining some of them."""
+    props = {}
+    for key, types in spec.items():
+        names = list(dict.fromkeys(_JSON_TYPES[t] for t in _tuple(types)))
+        if "number" in names and "integer" in names:
+            names.remove("integer")  # a JSON number covers both
+        props[key] = {"type": names[0] if len(names) == 1 else names}
+        props[key].update({k: v for k, v in inner.get(key, {}).items() if k != "type"})
+    return {"type": "object", "required": list(spec), "properties": props}
+
+
+def json_schema() -> dict:
+    """The same schema as a JSON Schema: ``docs/schemas/compile_check.schema.json`` is this, written out."""
+    latency, checks = _object(LATENCY_FIELDS), {"items": _object(CHECK_FIELDS)}
+    verdict = {"enum": list(VERDICTS)}
+    symbol = _object(SYMBOL_FIELDS, latency_ms=latency, checks=checks, verdict=verdict)
+    mode = _object(MODE_FIELDS, latency_ms=latency, checks=checks, verdict=verdict, accuracy=_object(ACCURACY_FIELDS),
+                   per_symbol={"additionalProperties": symbol})
+    top = _object(TOP_FIELDS, schema={"const": SCHEMA}, plan=_object(PLAN_FIELDS), thresholds=_object(THRESHOLD_FIELDS),
+                  modes={"items": mode, "minItems": 1},
+                  symbol_recommendations={"additionalProperties": _object(RECOMMENDATION_FIELDS)})
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": "marketcast compile check --json (compile_check.json)",
+            "description": "docs/compile_check_schema.md says what each field means; generated from "
+                           "marketcast.compile.schema.json_schema().", **top}

@@ -9,9 +9,9 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from marketcast.console import console
+from marketcast.console import console, print_json
 from marketcast.data.validate import MAX_JUMP, MIN_BARS
-from marketcast.options import AssetClass, OnBadLine, OnDuplicate, PeriodsPerYear, asset_classes
+from marketcast.options import AsJson, AssetClass, OnBadLine, OnDuplicate, PeriodsPerYear, asset_classes
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -25,7 +25,7 @@ def _jump(value: float) -> float:
 @app.command("check")
 def check(
     file: Annotated[Path, typer.Argument(help="CSV or Parquet export (yfinance, Alpaca, lowercase).")],
-    symbol: Annotated[Optional[str], typer.Option(help="Symbol to pick from a multi-symbol file.")] = None,
+    symbol: Annotated[Optional[str], typer.Option(help="Symbol to pick from a multi-symbol file, e.g. SP500.")] = None,
     asset_class: AssetClass = None,
     periods_per_year: PeriodsPerYear = None,
     min_rows: Annotated[int, typer.Option(
@@ -36,6 +36,7 @@ def check(
     max_jump: Annotated[float, typer.Option(
         callback=_jump, help="Warn about a bar whose prices move more than this factor from the previous close "
                              "(a missing split adjustment, a unit change).")] = MAX_JUMP,
+    as_json: AsJson = False,
 ) -> None:
     """Validate FILE; exit 2 with the row and column of the first problem."""
     from marketcast.data import load_bars
@@ -50,6 +51,12 @@ def check(
     frame = bars.frame
     spacing = float(np.median(np.diff(frame.index.asi8))) / 1e9 if len(frame) > 1 else float("nan")
     close = frame["close"]
+    if as_json:
+        print_json({"file": file, "symbol": bars.symbol, "asset_class": bars.asset_class,
+                    "periods_per_year": bars.periods_per_year, "why": bars.asset_reason, "rows": len(frame),
+                    "first": frame.index[0], "last": frame.index[-1], "median_spacing_s": spacing,
+                    "columns": list(frame.columns), "close_min": close.min(), "close_max": close.max()})
+        return
     decimals = price_decimals(close)
     table = Table(title=f"{file}: OK", show_header=False)
     table.add_column("what", style="bold")

@@ -11,11 +11,12 @@ import typer
 from rich.table import Table
 
 from marketcast import options
-from marketcast.console import console, err_console
+from marketcast.console import console, err_console, print_json
 from marketcast.data.validate import MIN_BARS
 from marketcast.errors import ConfigError
 
 FAN = (0.1, 0.25, 0.5, 0.75, 0.9)
+CALIBRATION_WINDOWS = 250
 
 
 def forecast(
@@ -33,7 +34,15 @@ def forecast(
     on_bad_line: options.OnBadLine = "error",
     asset_class: options.AssetClass = None,
     periods_per_year: options.PeriodsPerYear = None,
-    plot: Annotated[Optional[Path], typer.Option(help="Also write the fan chart to this PNG file.")] = None,
+    plot: Annotated[Optional[Path], typer.Option(help="Also write the fan chart to this PNG file, e.g. fan.png.")] = None,
+    as_json: options.AsJson = False,
+    calibration: Annotated[bool, typer.Option(
+        "--calibration", help="Instead of the fan: coverage of the 50/80/90/95% intervals and the PIT test of "
+                              "the bar t+1 forecasts over the last --windows bars, walk-forward (the backtest's "
+                              "windows).")] = False,
+    windows: Annotated[Optional[int], typer.Option(
+        "--windows", "-n", min=1, help=f"With --calibration: how many of the last bars to score "
+                                       f"(default {CALIBRATION_WINDOWS}).")] = None,
 ) -> None:
     """Forecast the next bars of SYMBOL and print the quantile fan."""
     from marketcast.data import load_symbol
@@ -41,12 +50,19 @@ def forecast(
     from marketcast.forecast import load_forecaster, make_batch
     from marketcast.forecast.floor import floor_paths
 
+    if windows is not None and not calibration:
+        raise ConfigError("--windows counts the windows --calibration scores; add --calibration")
+    if calibration and plot is not None:
+        raise ConfigError("--calibration prints coverage, not a fan; drop --plot")
     if plot is not None and plot.suffix.lower() != ".png":
         raise ConfigError(f"--plot {plot}: the chart is written as PNG; give a path ending in .png")
     bars = load_symbol(symbol, data_dir=data_dir, min_rows=MIN_BARS, on_duplicate=on_duplicate,
                        asset_class=options.asset_classes(asset_class, [symbol])[symbol.upper()],
                        periods_per_year=periods_per_year, on_bad_line=on_bad_line)
     forecaster = load_forecaster(model, weights=weights, device=device, dtype=dtype, seed=seed)
+    if calibration:
+        _calibration(bars, forecaster, windows or CALIBRATION_WINDOWS, context, samples, seed, as_json)
+        return
     end = len(bars) - 1
     batch = make_batch(bars.frame, [end], min(context, len(bars)), horizon, calendar=bars.calendar)
     result = forecaster.forecast(batch, horizon, samples, seed=seed)
@@ -56,6 +72,22 @@ def forecast(
     last_close = float(batch.last_close()[0])
     price = f",.{price_decimals(bars.frame['close'])}f"
 
+    close_q = {q: result.quantile(q, "close")[0] for q in FAN}
+    high_med, low_med = result.quantile(0.5, "high")[0], result.quantile(0.5, "low")[0]
+    if plot is not None:
+        _plot_fan(plot, bars.frame["close"].iloc[-min(len(bars), 120):], steps, close_q, bars.symbol, model)
+        err_console.print(f"wrote {plot}")
+    if as_json:
+        print_json({
+            "symbol": bars.symbol, "model": model, "asset_class": bars.asset_class,
+            "last_bar": bars.frame.index[-1], "last_close": last_close, "samples": result.num_samples,
+            "horizon": horizon, "seed": seed,
+            "steps": [{"step": k + 1, "time": steps[k],
+                       **{f"close_p{q * 100:g}": close_q[q][k] for q in FAN},
+                       "high_p50": high_med[k], "low_p50": low_med[k],
+                       "p50_change": close_q[0.5][k] / last_close - 1} for k in range(horizon)],
+        })
+        return
     table = Table(title=f"{bars.symbol} {model} forecast from {bars.frame.index[-1]:%Y-%m-%d} "
                         f"(close {last_close:{price}}, {result.num_samples} samples)")
     table.add_column("step", justify="right")
@@ -65,17 +97,28 @@ def forecast(
     table.add_column("high P50", justify="right")
     table.add_column("low P50", justify="right")
     table.add_column("P50 vs last", justify="right")
-    close_q = {q: result.quantile(q, "close")[0] for q in FAN}
-    high_med, low_med = result.quantile(0.5, "high")[0], result.quantile(0.5, "low")[0]
     for k in range(horizon):
         change = close_q[0.5][k] / last_close - 1
         table.add_row(str(k + 1), f"{steps[k]:%Y-%m-%d}" if daily else f"{steps[k]:%Y-%m-%d %H:%M}",
                       *(f"{close_q[q][k]:{price}}" for q in FAN), f"{high_med[k]:{price}}", f"{low_med[k]:{price}}",
                       f"{change:+.2%}")
     console.print(table)
-    if plot is not None:
-        _plot_fan(plot, bars.frame["close"].iloc[-min(len(bars), 120):], steps, close_q, bars.symbol, model)
-        err_console.print(f"wrote {plot}")
+
+
+def _calibration(bars, forecaster, windows: int, context: int, samples: int, seed: int, as_json: bool) -> None:
+    """Coverage and PIT of the last ``windows`` one-bar-ahead forecasts: the backtest's own windows and forecast
+    path (:func:`marketcast.backtest.engine.run_many` with ``calibration_only``), each from bars <= t."""
+    from marketcast.backtest.config import BacktestConfig
+    from marketcast.backtest.engine import run_many
+    from marketcast.backtest.report import calibration_only_json
+    from marketcast.backtest.tables import calibration_table
+
+    config = BacktestConfig(windows=windows, context=context, num_samples=samples, seed=seed, include_latest=False)
+    (result,) = run_many([bars], forecaster, config, calibration_only=True)
+    if as_json:
+        print_json(calibration_only_json(result))
+        return
+    console.print(calibration_table([result]))
 
 
 def _plot_fan(path: Path, history: pd.Series, steps: pd.DatetimeIndex, close_q: dict, symbol: str,

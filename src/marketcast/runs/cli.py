@@ -3,7 +3,6 @@ re-makes a run's reports)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -12,13 +11,13 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from marketcast.console import console
+from marketcast import options
+from marketcast.console import console, print_json
 from marketcast.errors import ConfigError
 
 app = typer.Typer(no_args_is_help=True)
 
 STORE_OPT = typer.Option(None, "--store", help="Run store folder (default: $MARKETCAST_RUN_STORE or out/runs).")
-JSON_OPT = typer.Option(False, "--json", help="Print JSON instead of tables.")
 RUN_ARG = typer.Argument(..., help="Run id, a unique prefix of it, or 'latest'.")
 SHOWN_ROWS = 40
 
@@ -47,11 +46,8 @@ def _cell(value) -> str:
 
 
 def _print_frame(frame: pd.DataFrame, title: str, as_json: bool) -> None:
-    from marketcast.runs.views import plain
-
     if as_json:
-        typer.echo(json.dumps([{k: plain(v) for k, v in row.items()} for row in frame.to_dict("records")],
-                              indent=2, default=str))
+        print_json(frame.to_dict("records"))
         return
     table = Table(title=title)
     for col in frame.columns:
@@ -63,7 +59,7 @@ def _print_frame(frame: pd.DataFrame, title: str, as_json: bool) -> None:
 
 
 @app.command("list")
-def list_(store: Optional[Path] = STORE_OPT, as_json: bool = JSON_OPT) -> None:
+def list_(store: Optional[Path] = STORE_OPT, as_json: options.AsJson = False) -> None:
     """Every run in the store, oldest first: cells finished, failed and planned."""
     from marketcast.runs.views import list_runs
 
@@ -86,7 +82,7 @@ def show(
     by: Optional[str] = typer.Option(None, help="Comma-separated columns to group by (default: the grid's axes)."),
     metrics: str = typer.Option("return,sharpe,max_drawdown", help="Comma-separated metrics to average."),
     store: Optional[Path] = STORE_OPT,
-    as_json: bool = JSON_OPT,
+    as_json: options.AsJson = False,
 ) -> None:
     """A run: what it is, multiple testing across its cells (trials, the best cell's deflated Sharpe, PBO),
     its mean metrics per strategy and grid point, and its failed cells."""
@@ -103,11 +99,8 @@ def show(
         trials = selection(runs, run_id) if info.get("kind") == "sweep" else []  # a backtest's cells are its symbols
     status = run_status(info, len(found))
     if as_json:
-        from marketcast.runs.views import plain
-
-        summary_rows = [{k: plain(v) for k, v in r.items()} for r in table.to_dict("records")]
-        typer.echo(json.dumps({"run": {**info, "status": status}, "summary": summary_rows, "selection": trials,
-                               "failed": failed.to_dict("records")}, indent=2, default=str))
+        print_json({"run": {**info, "status": status}, "summary": table.to_dict("records"), "selection": trials,
+                    "failed": failed.to_dict("records")})
         return
     console.print(f"[bold]{run_id}[/bold] ({info.get('kind')}, {status}, started {info.get('created_at')}, code "
                   f"{info.get('code_version')}, spec {info.get('spec_hash')}): {int((found['status'] == 'ok').sum())} "
@@ -127,7 +120,7 @@ def compare(
     show_all: bool = typer.Option(False, "--all", help=f"List every row (default: PASS rows are hidden when "
                                                        f"there are more than {SHOWN_ROWS})."),
     store: Optional[Path] = STORE_OPT,
-    as_json: bool = JSON_OPT,
+    as_json: options.AsJson = False,
 ) -> None:
     """Compare two runs per cell and strategy: return delta > 0.05 FAIL, > 0.01 WARN (exit 1 on FAIL)."""
     from marketcast.compile.cli import print_comparison
@@ -151,9 +144,10 @@ def compare(
 def query(
     sql: str = typer.Argument(..., help="DuckDB SQL over the views rows, cells (one row a cell) and results "
                                         "(one row a cell and strategy)."),
-    run: Optional[str] = typer.Option(None, help="Only this run's rows (faster on a large store)."),
+    run: Optional[str] = typer.Option(None, help="Only this run's rows, faster on a large store (default: every "
+                                                 "run's)."),
     store: Optional[Path] = STORE_OPT,
-    as_json: bool = JSON_OPT,
+    as_json: options.AsJson = False,
 ) -> None:
     """Run one SELECT on the store, e.g. 'SELECT symbol, strategy, sharpe FROM results ORDER BY sharpe DESC LIMIT
     10'. It reads only the store's parts: writing files, reading others, ATTACH, INSTALL and SET are refused."""

@@ -18,7 +18,7 @@ import typer
 from rich.table import Table
 
 from marketcast import options
-from marketcast.console import console, progress_steps
+from marketcast.console import console, err_console, print_json, progress_steps
 from marketcast.errors import ConfigError, ExitCode
 from marketcast.settings import CONFIG_FILE, ENV_FILE, given_flags, resolve, with_options
 from marketcast.trade.config import SECTION, SETTINGS
@@ -186,10 +186,11 @@ def status(
     state_dir: Path = STATE_OPT,
     html: bool = typer.Option(False, "--html", help="also write STATE_DIR/status.html: equity, positions, open "
                                                     "orders, fills, alerts, latency and recompiles (opens offline)"),
+    as_json: options.AsJson = False,
 ) -> None:
     """Summarise the state folder (no broker call): cycles, orders and fills from the journal; endpoint, equity,
     quotes, latency, warm-up and memory from the records; foreign holdings; halts and how to lift them."""
-    from marketcast.trade.ops.status import status_rows
+    from marketcast.trade.ops.status import status_data, status_rows
 
     if not state_dir.exists():
         raise ConfigError(f"{state_dir}: no such state dir; run `marketcast trade run` or `replay` first")
@@ -199,21 +200,23 @@ def status(
         from marketcast.trade.journal.files import FILE_MODE
 
         write_page(state_dir / PAGE_NAME, status_html(read_state(state_dir)), FILE_MODE)  # 0600, as the state
-    table = Table(title=f"trade status: {state_dir}")
-    table.add_column("what")
-    table.add_column("value")
-    for what, value in status_rows(state_dir):
-        table.add_row(what, value)
-    console.print(table)
+    if as_json:
+        print_json(status_data(state_dir))
+    else:
+        table = Table(title=f"trade status: {state_dir}")
+        table.add_column("what")
+        table.add_column("value")
+        for what, value in status_rows(state_dir):
+            table.add_row(what, value)
+        console.print(table)
     if html:
-        console.print(f"status page: {state_dir / PAGE_NAME}", highlight=False)
+        (err_console if as_json else console).print(f"status page: {state_dir / PAGE_NAME}", highlight=False)
 
 
 @app.command()
 def orders(
     state_dir: Path = STATE_OPT,
-    as_json: bool = typer.Option(False, "--json", help="print every column as JSON (a list of objects, one per "
-                                                        "order) instead of the table"),
+    as_json: options.AsJson = False,
     csv_path: Path | None = typer.Option(None, "--csv", help="write every column to this CSV file instead of the "
                                                              "table (atomically, created 0600)"),
 ) -> None:
@@ -229,8 +232,8 @@ def orders(
         rows = blotter.rows(journal)
     finally:
         journal.close()
-    if as_json:
-        typer.echo(blotter.to_json(rows))
+    if as_json:  # every column, one object per order
+        print_json(rows)
     elif csv_path is not None:
         path = blotter.write_csv(csv_path, rows)
         console.print(f"{len(rows)} orders: {path}", highlight=False)
@@ -292,9 +295,8 @@ def replay_cmd(
     started = time.perf_counter()
     with StateLock(state_dir), progress_steps(len(dates) - 1, "replay") as step:
         setup_logging(state_dir, verbose)
-        planner = BacktestPlanner(forecaster, replace(PLANNER_CONFIG, seed=seed,
-                                                      selection=cfg.selection(settings, PLANNER_CONFIG.selection)),
-                                  pinned=pins)
+        planner = BacktestPlanner(forecaster, cfg.sizing(settings, replace(
+            PLANNER_CONFIG, seed=seed, selection=cfg.selection(settings, PLANNER_CONFIG.selection))), pinned=pins)
         loop_config = LoopConfig(syms, gates=cfg.gates(settings), portfolio=cfg.portfolio(settings),
                                  risk=cfg.risk(settings), fee=fee, mode="replay",
                                  resolve=resolve_command(state_dir, "paper", False, syms, data_dir),

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 import sqlite3
 from pathlib import Path
@@ -90,10 +89,6 @@ def rows(journal: Journal) -> list[dict]:
             "error": i["error"],
         })
     return out
-
-
-def to_json(orders: list[dict]) -> str:
-    return json.dumps(orders, indent=2)
 
 
 def to_csv(orders: list[dict]) -> str:

@@ -38,51 +38,83 @@ def journal_counts(journal: Journal) -> dict:
 
 
 def _text(value) -> str:
+    """A status value for people: numbers with separators, a mapping as ``KEY value`` pairs, a list joined,
+    nothing as ``-`` (never a Python repr)."""
+    if value is None or value == {} or value == []:
+        return "-"
+    if isinstance(value, dict):
+        return "; ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {_text(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(_text(v) for v in value)
     return f"{value:,.2f}" if isinstance(value, float) else str(value)
 
 
-def status_rows(state_dir: Path) -> list[tuple[str, str]]:
-    """(what, value) rows of the status table, redacted (a state folder written before redaction covered URLs
-    may still hold an endpoint's userinfo or a broker error's URL)."""
-    return [(what, redact(value)) for what, value in _rows(state_dir)]
+def _redacted(value):
+    """``value`` with every string in it redacted."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v) for v in value]
+    return value
 
 
-def _rows(state_dir: Path) -> list[tuple[str, str]]:
+def status_data(state_dir: Path) -> dict:
+    """What ``trade status`` shows, in JSON types and redacted (a state folder written before redaction covered
+    URLs may still hold an endpoint's userinfo or a broker error's URL); ``journal`` is null without a
+    journal.db, ``records`` null without records. docs/schemas/trade_status.schema.json is its shape."""
     if state_dir.exists() and not state_dir.is_dir():
         raise ConfigError(f"--state-dir {state_dir} is a file, not a state folder; pass the folder of `trade run` "
                           f"or `trade replay` (the one holding journal.db)")
     records = read_records(state_dir)
-    rows: list[tuple[str, str]] = []
+    last = records[-1] if records else {}
+    data = {"state_dir": str(state_dir), "journal": None, "records": summarise(records) or None,
+            "foreign": last.get("foreign") or {}, "held": last.get("unexpected") or {},
+            "strategies": last.get("chosen") or {}, "bound_to": None, "refused": [], "halts": []}
     path = state_dir / "journal.db"
-    journal = Journal(path, read_only=True) if path.exists() else None
-    try:
-        counts = journal_counts(journal) if journal is not None else {"cycles": 0}
-        rows += [(k, _text(v)) for k, v in counts.items()]
-        rows += [(k, _text(v)) for k, v in summarise(records).items()]
-        if records and records[-1].get("foreign"):
-            rows.append(("foreign (untouched)", "; ".join(
-                f"{s}: position {f['position']:g}, orders {', '.join(f['orders']) or 'none'}"
-                for s, f in records[-1]["foreign"].items())))
-        if records and records[-1].get("unexpected"):  # a split or outside trade: the symbol is held
-            rows.append(("held (broker holds more than the journal)", "\n".join(records[-1]["unexpected"].values())))
-        if records and records[-1].get("chosen"):
-            rows.append(("strategies (last bar)", "; ".join(
-                f"{s}: {c['strategy']}{' pinned' if c.get('pinned') else ''}" + (
-                    f" (return {c['return']:+.2%}, Sharpe {c['sharpe']:.2f})" if c.get("return") is not None else "")
-                for s, c in records[-1]["chosen"].items())))
-        if journal is None:
-            return rows
-        meta = journal.meta()
-        if meta:
-            rows.append(("bound to", f"account {meta.get('account_id')} at {meta.get('endpoint')}"))
-        for i in [i for i in journal.intents() if i.status in ("refused", "rejected")][-3:]:
-            rows.append((f"{i.status} {i.client_order_id}", f"{i.symbol} {i.decision_ts[:10]}: {i.error}"))
-        halts = journal.halts.active()
-        rows.append(("halted", "no" if not halts else "\n".join(h.message() for h in halts)))
-        for h in halts:  # a risk halt keeps (or flattened) the loop's positions: each with its exits
-            if h.positions():
-                rows.append(("halt: positions and exits", "\n".join(h.positions())))
-    finally:
-        if journal is not None:
+    if path.exists():
+        journal = Journal(path, read_only=True)
+        try:
+            data["journal"] = journal_counts(journal)
+            meta = journal.meta()
+            if meta:
+                data["bound_to"] = {"account_id": meta.get("account_id"), "endpoint": meta.get("endpoint")}
+            data["refused"] = [{"client_order_id": i.client_order_id, "status": i.status, "symbol": i.symbol,
+                                "decision_ts": i.decision_ts, "error": i.error}
+                               for i in journal.intents() if i.status in ("refused", "rejected")][-3:]
+            data["halts"] = [{"message": h.message(), "positions": h.positions()} for h in journal.halts.active()]
+        finally:
             journal.close()
+    return _redacted(data)
+
+
+def status_rows(state_dir: Path) -> list[tuple[str, str]]:
+    """(what, value) rows of the status table, from :func:`status_data`."""
+    data = status_data(state_dir)
+    rows = [(k, _text(v)) for k, v in (data["journal"] or {"cycles": 0}).items()]
+    rows += [(k, _text(v)) for k, v in (data["records"] or {}).items()]
+    if data["foreign"]:
+        rows.append(("foreign (untouched)", "; ".join(
+            f"{s}: position {f['position']:g}, orders {', '.join(f['orders']) or 'none'}"
+            for s, f in data["foreign"].items())))
+    if data["held"]:  # a split or outside trade: the symbol is held
+        rows.append(("held (broker holds more than the journal)", "\n".join(data["held"].values())))
+    if data["strategies"]:
+        rows.append(("strategies (last bar)", "; ".join(
+            f"{s}: {c['strategy']}{' pinned' if c.get('pinned') else ''}" + (
+                f" (return {c['return']:+.2%}, Sharpe {c['sharpe']:.2f})" if c.get("return") is not None else "")
+            for s, c in data["strategies"].items())))
+    if data["journal"] is None:
+        return rows
+    if data["bound_to"]:
+        rows.append(("bound to", f"account {data['bound_to']['account_id']} at {data['bound_to']['endpoint']}"))
+    for i in data["refused"]:
+        rows.append((f"{i['status']} {i['client_order_id']}",
+                     f"{i['symbol']} {i['decision_ts'][:10]}: {_text(i['error'])}"))
+    halts = data["halts"]
+    rows.append(("halted", "no" if not halts else "\n".join(h["message"] for h in halts)))
+    for h in halts:  # a risk halt keeps (or flattened) the loop's positions: each with its exits
+        if h["positions"]:
+            rows.append(("halt: positions and exits", "\n".join(h["positions"])))
     return rows

@@ -1,0 +1,218 @@
+"""``--json`` on every command that prints a result: exactly one JSON document on stdout, valid against its
+schema in docs/schemas/, with the real values of small real runs (embedded SP500/NASDAQ, a short backtest's
+run store, a trade replay over a few days, a one-recompile log)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+
+from marketcast.cli import main
+from marketcast.compile.schema import json_schema, validate_report
+from marketcast.console import jsonable
+from marketcast.data import load_symbol
+from marketcast.runs.store import RunStore
+from tests.compile.test_compile_inputs import RECOMPILE_LOG
+from tests.conftest import make_ohlcv
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMAS = ROOT / "docs" / "schemas"
+FAST = ["--windows", "12", "--samples", "32", "--context", "64"]
+# gates wide open, so a few days of replay send orders (tests/trade/test_replay.py's OPEN_GATES)
+OPEN_GATES = "[trade.gates]\nmin_edge = -1.0\nmin_sharpe = -1000000000.0\nmax_drawdown = 1.01\n"
+
+
+def _load(name: str) -> dict:
+    return json.loads((SCHEMAS / name).read_text())
+
+
+# a schema refers to another by its file name (forecast.schema.json -> backtest.schema.json#/$defs/...)
+REGISTRY = Registry().with_resources((p.name, Resource.from_contents(_load(p.name)))
+                                     for p in SCHEMAS.glob("*.schema.json"))
+
+
+def errors(name: str, doc) -> list[str]:
+    """Where ``doc`` departs from docs/schemas/NAME.schema.json."""
+    validator = Draft202012Validator(_load(f"{name}.schema.json"), registry=REGISTRY)
+    return [f"{list(e.path)}: {e.message}" for e in validator.iter_errors(doc)]
+
+
+def run_json(capsys, name: str, *args: str, code: int = 0):
+    """Run the CLI; its whole stdout must be one JSON document valid against schema ``name``."""
+    capsys.readouterr()
+    assert main(list(args)) == code
+    doc = json.loads(capsys.readouterr().out)
+    assert errors(name, doc) == []
+    return doc
+
+
+def test_the_schemas_are_json_schemas_and_compile_check_is_generated_from_the_validator():
+    names = sorted(p.name for p in SCHEMAS.glob("*.schema.json"))
+    assert names == sorted(f"{n}.schema.json" for n in (
+        "backtest", "comparison", "compile_analyze", "compile_check", "data_check", "forecast", "runs_list",
+        "runs_query", "runs_show", "trade_orders", "trade_status"))
+    for name in names:
+        Draft202012Validator.check_schema(_load(name))
+    assert json.loads((SCHEMAS / "compile_check.schema.json").read_text()) == json_schema()
+
+
+def test_jsonable_gives_json_types_and_refuses_anything_else(tmp_path):
+    value = {"nan": float("nan"), "inf": np.float64("inf"), "n": np.int64(3), "arr": np.array([1.5, np.nan]),
+             "when": pd.Timestamp("2024-01-02", tz="UTC"), "nat": pd.NaT, "na": pd.NA, "path": tmp_path, 7: (1, None)}
+    assert jsonable(value) == {"nan": None, "inf": None, "n": 3, "arr": [1.5, None],
+                               "when": "2024-01-02T00:00:00+00:00", "nat": None, "na": None, "path": str(tmp_path),
+                               "7": [1, None]}
+    with pytest.raises(TypeError, match="object has no JSON form"):
+        jsonable({"x": object()})
+
+
+def test_forecast(capsys):
+    doc = run_json(capsys, "forecast", "forecast", "SP500", "--horizon", "3", "--samples", "64", "--json")
+    close = load_symbol("SP500").frame["close"]
+    assert (doc["symbol"], doc["model"], doc["asset_class"], doc["samples"]) == ("SP500", "baseline", "stock", 64)
+    assert doc["last_bar"] == "2018-12-31T00:00:00+00:00" and doc["last_close"] == pytest.approx(close.iloc[-1])
+    assert [s["step"] for s in doc["steps"]] == [1, 2, 3]
+    assert doc["steps"][0]["time"] == "2019-01-02T00:00:00+00:00"  # the next NYSE session
+    for s in doc["steps"]:
+        assert s["close_p10"] <= s["close_p25"] <= s["close_p50"] <= s["close_p75"] <= s["close_p90"]
+        assert s["p50_change"] == pytest.approx(s["close_p50"] / doc["last_close"] - 1)
+    assert errors("forecast", {**doc, "last_close": str(doc["last_close"])})  # the schema has teeth
+    scored = run_json(capsys, "forecast", "forecast", "SP500", "--calibration", "--windows", "20", "--samples", "32",
+                      "--json")
+    assert (scored["symbol"], scored["runs"], scored["calibration_only"]) == ("SP500", 20, True)
+    assert scored["last_settle"] == "2018-12-31T00:00:00+00:00" and scored["calibration"]["windows"] == 20
+
+
+def test_data_check(tmp_path, capsys):
+    frame = make_ohlcv(40)
+    frame.to_csv(tmp_path / "ABC.csv")
+    doc = run_json(capsys, "data_check", "data", "check", str(tmp_path / "ABC.csv"), "--asset-class", "crypto",
+                   "--json")
+    assert (doc["symbol"], doc["asset_class"], doc["periods_per_year"], doc["rows"]) == ("ABC", "crypto", 365, 40)
+    assert (doc["first"], doc["last"]) == ("2024-01-01T00:00:00+00:00", "2024-02-09T00:00:00+00:00")
+    assert doc["median_spacing_s"] == 86400.0 and doc["columns"] == ["open", "high", "low", "close", "volume"]
+    assert doc["close_min"] == pytest.approx(frame["close"].min()) and doc["close_max"] == pytest.approx(
+        frame["close"].max())
+
+
+def test_backtest(tmp_path, capsys):
+    doc = run_json(capsys, "backtest", "backtest", "SP500", *FAST, "--output-dir", str(tmp_path / "bt"), "--json")
+    written = json.loads((tmp_path / "bt" / "SP500.json").read_text())
+    assert [d["symbol"] for d in doc] == ["SP500"] and doc[0]["runs"] == 12
+    assert doc[0]["strategies"]["simple"]["return"] == written["strategies"]["simple"]["return"]
+    skill = run_json(capsys, "backtest", "backtest", "SP500", *FAST, "--calibration-only", "--json")
+    assert skill[0]["calibration_only"] is True and skill[0]["skill"]["mase_close"] == doc[0]["metrics"]["mase_close"]
+    assert skill[0]["calibration"]["windows"] == 12 and errors("backtest", [{**skill[0], "calibration_only": False}])
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """A run store holding two short backtests of SP500 and NASDAQ: no fee, and 2 % a side."""
+    root = tmp_path_factory.mktemp("json-runs")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MARKETCAST_RUN_STORE", str(root / "store"))
+        for name, fee in (("cheap", "0"), ("dear", "0.02")):
+            assert main(["backtest", *FAST, "--fee", fee, "--output-dir", str(root / name)]) == 0
+    return root
+
+
+def test_runs_list_show_query_and_compare(store, capsys):
+    where = ["--store", str(store / "store")]
+    runs = run_json(capsys, "runs_list", "runs", "list", *where, "--json")
+    ids = sorted(RunStore(store / "store").infos())
+    assert sorted(r["run_id"] for r in runs) == ids and len(ids) == 2
+    assert all((r["kind"], r["ok"], r["failed"], r["symbols"]) == ("backtest", 2, 0, 2) for r in runs)
+    fees = run_json(capsys, "runs_query", "runs", "query", "SELECT DISTINCT run_id, fee FROM cells ORDER BY fee",
+                    *where, "--json")
+    cheap, dear = (r["run_id"] for r in fees)
+    assert [r["fee"] for r in fees] == [0.0, 0.02]
+    shown = run_json(capsys, "runs_show", "runs", "show", dear, *where, "--json")
+    assert shown["run"]["run_id"] == dear and shown["run"]["status"] == "done" and shown["failed"] == []
+    sp500 = json.loads((store / "dear" / "SP500.json").read_text())
+    simple = next(r for r in shown["summary"] if r["symbol"] == "SP500" and r["strategy"] == "simple")
+    assert simple["cells"] == 1 and simple["return"] == sp500["strategies"]["simple"]["return"]
+    compared = run_json(capsys, "comparison", "runs", "compare", cheap, dear, *where, "--json", code=1)  # FAIL
+    assert compared["status"] == "FAIL" and compared["runs"] == {"a": cheap, "b": dear}
+    assert len(compared["rows"]) == 16 and {r["symbol"] for r in compared["rows"]} == {"SP500", "NASDAQ"}
+    files = run_json(capsys, "comparison", "compile", "compare", str(store / "cheap" / "SP500.json"),
+                     str(store / "dear" / "SP500.json"), "--json", code=1)
+    assert files["status"] == "FAIL" and files["rows"] == [r for r in compared["rows"] if r["symbol"] == "SP500"]
+
+
+def test_compile_check(tmp_path, capsys):
+    out = tmp_path / "cc"
+    capsys.readouterr()
+    assert main(["compile", "check", "--model", "baseline", "--symbols", "SP500", "--iterations", "2", "--context",
+                 "64", "--horizon", "2", "--samples", "8", "--output-dir", str(out), "--env-file",
+                 str(tmp_path / ".env.compile"), "--json"]) == 0
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert errors("compile_check", doc) == [] and validate_report(doc) == []
+    assert doc == json.loads((out / "compile_check.json").read_text())
+    assert (doc["model"], doc["plan"]["symbols"], doc["plan"]["iterations"]) == ("baseline", ["SP500"], 2)
+    assert [m["mode"] for m in doc["modes"]] == ["eager"] and doc["modes"][0]["calls"] == 2
+    assert f"wrote {out / 'compile_check.json'}" in captured.err  # the files are named on stderr
+    assert errors("compile_check", {**doc, "modes": []})  # the generated schema has teeth
+
+
+def test_compile_analyze(tmp_path, capsys):
+    log = tmp_path / "recompile.log"
+    log.write_text(RECOMPILE_LOG)
+    doc = run_json(capsys, "compile_analyze", "compile", "analyze", str(log), "--json")
+    assert (doc["lines"], doc["events"], doc["totals"]["recompile"]) == (4, 1, 1)
+    [group] = doc["groups"]
+    assert (group["kind"], group["function"], group["values"]) == ("recompile", "forward", ["32", "48"])
+    assert group["sources"] == {str(log): 1} and list(doc["causes"]) == ["size_mismatch"]
+
+
+@pytest.fixture(scope="module")
+def trade_state(tmp_path_factory):
+    """A paper state folder: SP500 and NASDAQ replayed over 2017-03-01 .. 2017-03-10 with open gates."""
+    root = tmp_path_factory.mktemp("json-trade")
+    (root / "open.toml").write_text(OPEN_GATES)
+    out = subprocess.run([sys.executable, "-m", "marketcast.trade", "replay", "--from", "2017-03-01", "--to",
+                          "2017-03-10", "--config", str(root / "open.toml"), "--state-dir", str(root / "state")],
+                         capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    return root / "state"
+
+
+def test_trade_status_and_orders(trade_state, capsys):
+    status = run_json(capsys, "trade_status", "trade", "status", "--state-dir", str(trade_state), "--json")
+    orders = run_json(capsys, "trade_orders", "trade", "orders", "--state-dir", str(trade_state), "--json")
+    journal, records = status["journal"], status["records"]
+    assert journal["cycles"] == 7 and journal["first_bar"] == "2017-03-01T00:00:00+00:00"
+    assert journal["orders_submitted"] == sum(o["status"] == "submitted" for o in orders) > 0
+    assert journal["orders_filled"] == sum(o["filled_qty"] > 0 for o in orders if o["kind"] == "entry") > 0
+    assert {o["symbol"] for o in orders} == {"SP500", "NASDAQ"} and set(status["strategies"]) == {"SP500", "NASDAQ"}
+    assert (records["mode"], records["broker"], records["equity_first"]) == ("replay", "paper", 100_000.0)
+    assert list(records["mean_forecast_latency_ms"]) == ["baseline"] and status["halts"] == []
+    assert status["bound_to"]["account_id"].startswith("paper-")
+    assert all(math.isfinite(o["qty"]) and o["decision_ts"] >= "2017-03-01" for o in orders)
+
+
+def test_trade_status_of_an_empty_folder(tmp_path, capsys):
+    status = run_json(capsys, "trade_status", "trade", "status", "--state-dir", str(tmp_path), "--json")
+    assert status["journal"] is None and status["records"] is None and status["refused"] == []
+
+
+def test_trade_status_for_people_shows_no_python_repr(trade_state, capsys):
+    capsys.readouterr()
+    assert main(["trade", "status", "--state-dir", str(trade_state)]) == 0
+    out = capsys.readouterr().out
+    assert "mean_forecast_latency_ms" in out and "orders_submitted" in out
+    for repr_mark in ("{'", "':", "None", "[]"):
+        assert repr_mark not in out, repr_mark
+    latency = next(line for line in out.splitlines() if "mean_forecast_latency_ms" in line)
+    assert latency.split("│")[2].split()[0] == "baseline"  # "baseline 6.05", not {'baseline': 6.05}
