@@ -12,6 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from marketcast.help import HELP_OPTIONS
 from marketcast.lazy_commands import lazy_group
 
 COMMANDS = {
@@ -33,6 +34,7 @@ app = typer.Typer(
     name="marketcast",
     help="Probabilistic forecasts (Toto, Kronos, baseline) -> honest backtests -> trading decisions.",
     cls=lazy_group(COMMANDS),
+    context_settings=HELP_OPTIONS,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,

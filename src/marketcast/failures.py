@@ -14,13 +14,14 @@ command ends with 143 or 130; :func:`shielded` defers them over a commit that mu
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import signal
 import sqlite3
 import sys
 import threading
 import warnings
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Iterator
 
 from rich.text import Text
@@ -194,8 +195,43 @@ def _say(label: str, style: str, line: str) -> None:
     err_console.print(Text.assemble((label, style), " ", line), highlight=False, soft_wrap=True)
 
 
+class _Warned:
+    """The warning lines the running command has said: each is said once (a factory called once per mode, a
+    library resetting the warnings registry, a log record beside a warning would otherwise repeat it)."""
+
+    lines: set[str] = set()
+
+
+def _warn(line: str) -> None:
+    if line not in _Warned.lines:
+        _Warned.lines.add(line)
+        _say("warning:", "yellow", line)
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    _say("warning:", "yellow", str(message))
+    _warn(str(message))
+
+
+class _LogWarnings(logging.Handler):
+    """Python's last-resort log handler while a command runs: a record no handler takes (a WARNING of ours or
+    a library's) becomes a ``warning:`` line like a Python warning, not a bare message."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        _warn(record.getMessage())
+
+
+_LAST_RESORT = _LogWarnings(logging.WARNING)
+
+
+@contextmanager
+def _warning_lines() -> Iterator[None]:
+    """Python warnings and unhandled log records become ``warning:`` lines on stderr, each said once."""
+    shown, resort = warnings.showwarning, logging.lastResort
+    warnings.showwarning, logging.lastResort, _Warned.lines = _show_warning, _LAST_RESORT, set()
+    try:
+        yield
+    finally:
+        warnings.showwarning, logging.lastResort = shown, resort
 
 
 def _error(line: str) -> None:
@@ -235,9 +271,7 @@ def run(app, args: list[str], debug: bool, prog_name: str = "marketcast", after:
 
 
 def _run(app, args: list[str], debug: bool, prog_name: str) -> int:
-    with warnings.catch_warnings():
-        if not debug:
-            warnings.showwarning = _show_warning
+    with warnings.catch_warnings(), nullcontext() if debug else _warning_lines():
         try:
             result = app(args=args, prog_name=prog_name, standalone_mode=False)
         except EXIT as exc:

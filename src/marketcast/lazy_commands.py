@@ -11,14 +11,16 @@ from importlib import import_module
 from typing import Any
 
 import typer
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperCommand
+
+from marketcast.help import HelpCommand, HelpGroup, adopt
 
 # name -> ("package.module:attribute", summary); the attribute is a Typer app (a group of subcommands) or a
 # function (one command); "package.module:factory()" calls a factory that returns one of those
 CommandTable = dict[str, tuple[str, str]]
 
 
-class LazyGroup(TyperGroup):
+class LazyGroup(HelpGroup):
     """Lists :attr:`table`'s commands by their summaries; imports a command when it is resolved to run."""
 
     table: CommandTable = {}
@@ -40,11 +42,11 @@ class LazyGroup(TyperGroup):
         if attribute.endswith("()"):
             target = target()
         if isinstance(target, typer.Typer):
-            command = typer.main.get_group(target)
+            command = typer.main.get_group(adopt(target))
             command.help = command.help or summary
         else:
             single = typer.Typer(add_completion=False)
-            single.command(name)(target)
+            single.command(name, cls=HelpCommand)(target)
             command = typer.main.get_command(single)
         command.name = name
         return command

@@ -19,6 +19,7 @@ from marketcast.data.read import ON_BAD_LINE
 from marketcast.data.validate import MIN_BARS
 from marketcast.errors import ConfigError
 from marketcast.forecast.registry import MODEL_NAMES
+from marketcast.help import choice_list
 
 DTYPES = ("float32", "bfloat16")
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?|mps)$")
@@ -62,16 +63,17 @@ def help_of(option) -> str:
     return option.__metadata__[0].help
 
 
-Model = Annotated[str, typer.Option("--model", "-m", help=f"Forecaster: {', '.join(MODEL_NAMES)}.")]
+Model = Annotated[str, typer.Option("--model", "-m", metavar=choice_list(MODEL_NAMES),
+                                    help=f"Forecaster: {', '.join(MODEL_NAMES)}.")]
 Weights = Annotated[Optional[str], typer.Option(
-    "--weights", help="toto/kronos weights: auto (the public checkpoint), a local folder, a Hugging Face repo id, "
-                      "or random (plumbing tests only). See `marketcast models download`.")]
+    "--weights", help="toto/kronos weights: auto (the public checkpoint; the default), a local folder, a Hugging "
+                      "Face repo id, or random (plumbing tests only). See `marketcast models download`.")]
 Device = Annotated[str, typer.Option(
     "--device", callback=_device, help="Torch device for toto/kronos: cpu, cuda, cuda:N or mps (the baseline "
                                        "always runs on the CPU).")]
 Dtype = Annotated[str, typer.Option(
-    "--dtype", callback=one_of(DTYPES), help=f"Model precision for toto/kronos: {' or '.join(DTYPES)} (the "
-                                             "baseline computes in float64).")]
+    "--dtype", callback=one_of(DTYPES), metavar=choice_list(DTYPES),
+    help=f"Model precision for toto/kronos: {' or '.join(DTYPES)} (the baseline computes in float64).")]
 Context = Annotated[int, typer.Option(
     "--context", "-c", min=MIN_BARS, help=f"Bars of history per forecast window, at least {MIN_BARS} (fewer "
                                           "available: all of them).")]
@@ -91,11 +93,13 @@ PeriodsPerYear = Annotated[Optional[float], typer.Option(
     help="Periods per year for annualising, a positive number (default: from the bar spacing and the asset "
          "class's calendar, e.g. 252 for NYSE daily bars, 365 for crypto).")]
 Plots = Annotated[bool, typer.Option("--plots", help="Also draw each symbol's equity curves as a PNG.")]
+AsJson = Annotated[bool, typer.Option(
+    "--json", help="Print one JSON document on stdout instead of tables (its schema: docs/schemas/).")]
 OnDuplicate = Annotated[str, typer.Option(
-    "--on-duplicate", callback=one_of(ON_DUPLICATE),
+    "--on-duplicate", callback=one_of(ON_DUPLICATE), metavar=choice_list(ON_DUPLICATE),
     help="A timestamp that repeats: error, or keep the first or the last of its bars (with a warning).")]
 OnBadLine = Annotated[str, typer.Option(
-    "--on-bad-line", callback=one_of(ON_BAD_LINE),
+    "--on-bad-line", callback=one_of(ON_BAD_LINE), metavar=choice_list(ON_BAD_LINE),
     help="A CSV line with more fields than the header, or a quote it never closes: error (naming the line), or "
          "skip such lines (with one warning counting them).")]
 FanDates = Annotated[Optional[list[str]], typer.Option(

@@ -6,7 +6,7 @@ create files), ``cwd/`` (the working directory while it runs) and ``tmp/`` (``TM
 of pandas per example would cost seconds) under a ``SIGALRM`` timeout, and must end:
 
 * with exit code 0 (and no ``error:`` line), or 2/3 with exactly ONE line on stderr starting ``error:``
-  (``warning:`` lines allowed beside it; nothing else);
+  (``warning:`` lines and a stage's ``[2/4] ...`` progress lines allowed beside it; nothing else);
 * without a traceback (an exception out of ``main`` is a bug: it propagates, so hypothesis tells two bugs
   apart by where they were raised);
 * within the timeout (a hang is :class:`FuzzTimeout`, a ``BaseException`` no handler of the CLI swallows);
@@ -26,6 +26,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -190,7 +191,8 @@ def problems(o: Outcome, codes: tuple[int, ...] = (0, 2, 3)) -> list[str]:
         if o.code not in codes:
             found.append(f"exit {o.code}")
         elif o.code in (2, 3):
-            others = [line for line in lines if not line.startswith(("error:", "warning:"))]
+            others = [line for line in lines if not line.startswith(("error:", "warning:"))
+                      and not re.match(r"\[\d+/\d+\] ", line)]  # a stage's progress line, as a log gets it
             if len(errors) != 1 or others:
                 found.append(f"stderr not one error line (errors {len(errors)}, other lines {len(others)})")
         elif o.code == 0 and errors:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Annotated, Callable, Optional
@@ -14,7 +13,7 @@ from marketcast.backtest.config import STRATEGY_NAMES, BacktestConfig
 from marketcast.backtest.costs import BP
 from marketcast.backtest.engine import run_many
 from marketcast.backtest.selection import DEFAULT_LOOKBACK, DEFAULT_MIN_TRADES, SelectionRule
-from marketcast.console import console, progress_steps
+from marketcast.console import console, print_json, progress_steps
 from marketcast.data import DEFAULT_SYMBOLS, load_bars, load_symbol
 from marketcast.data.read import SUFFIXES
 from marketcast.errors import ConfigError
@@ -70,7 +69,7 @@ def _calibration_only(bars: list, forecaster, config: BacktestConfig, as_json: b
     with progress_steps(len(bars) + 1, "calibration") as step:
         results = run_many(bars, forecaster, config, on_step=step, calibration_only=True)
     if as_json:
-        console.print_json(json.dumps([calibration_only_json(r) for r in results]))
+        print_json([calibration_only_json(r) for r in results])
         return
     console.print(skill_table(results))
     console.print(calibration_table(results))
@@ -227,7 +226,7 @@ def backtest(
     written = [output_dir / name for name in names]
     elapsed = time.perf_counter() - started
     if as_json:
-        console.print_json(json.dumps([symbol_json(r) for r in results]))
+        print_json([symbol_json(r) for r in results])
         return
     for r in results:
         console.print(track_record_table(r))

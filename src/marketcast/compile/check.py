@@ -37,18 +37,22 @@ def run_check(
     configured_mode: str | None = None,
     compile_note: str | None = None,
     progress: Callable[[str], None] | None = None,
+    on_mode: Callable[[dict, list[str]], None] | None = None,
 ) -> dict:
     """Run eager then each compile mode in ``modes``; returns the report (see ``report.validate_report``).
 
     ``factory(mode)`` builds the forecaster (``None`` = eager). ``modes`` empty means compile is not
     applicable (say why in ``compile_note``): only eager is measured. ``configured_mode`` is what production
-    runs now (None = eager); ``production_ok`` says whether that mode passed.
+    runs now (None = eager); ``production_ok`` says whether that mode passed. ``on_mode(result, symbols)``
+    hears of each mode as soon as it is judged (a log streams its rows instead of looking hung).
     """
     import torch
 
     frames = {s: frame_of(b) for s, b in bars_by_symbol.items()}
     eager, eager_medians = run_mode(factory, None, frames, plan, device, progress)
     judge_eager(eager)
+    done = on_mode or (lambda _result, _symbols: None)
+    done(eager, list(frames))
     results = [eager]
     notes = [compile_note] if compile_note else []
     if eager.get("repeat_delta_rel"):
@@ -62,6 +66,7 @@ def run_check(
                                               (eager.get("accuracy") or {}).get("mae"))
         judge(res, eager, thresholds)
         judge_symbols(res, eager, meds, eager_medians, thresholds)
+        done(res, list(frames))
         if not res["applicable"]:
             notes.append(f"{mode}: the forecaster ran no compiled code; compile is not applicable to it")
         results.append(res)

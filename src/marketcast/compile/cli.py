@@ -10,7 +10,6 @@ fails its verdict.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -21,7 +20,7 @@ from rich.table import Table
 from marketcast import options
 from marketcast.compile.thresholds import Thresholds
 from marketcast.compile.toggle import TOGGLE_MODELS
-from marketcast.console import console, err_console
+from marketcast.console import console, err_console, print_json, progress_steps
 from marketcast.errors import ConfigError, ExitCode
 from marketcast.runtime.settings import ENV_FILE, MODES
 
@@ -32,10 +31,10 @@ MODEL_OPT = typer.Option("all", "--model", "-m", callback=options.one_of(TOGGLE_
                          help="Whose compile setting: toto, kronos or all (both).")
 
 
-def _print_switch(updates: dict[str, str], path: Path) -> None:
+def _print_switch(updates: dict[str, str], path: Path, out=console) -> None:
     from marketcast.runtime.settings import describe_sources
 
-    console.print(f"{path}: " + ", ".join(f"{k}={v}" for k, v in updates.items()), highlight=False)
+    out.print(f"{path}: " + ", ".join(f"{k}={v}" for k, v in updates.items()), highlight=False)
     for row in describe_sources(path=path):
         if row.key in updates and row.source == "env" and row.value != updates[row.key]:
             err_console.print(f"[yellow]note:[/yellow] {row.key}={row.value} in the environment overrides the file",
@@ -145,13 +144,22 @@ def _print_report(report: dict, title: str) -> None:
         console.print(f"note: {escape(n)}", highlight=False, soft_wrap=True)
 
 
+def _print_rows(result: dict, symbols: list[str]) -> None:
+    """One judged mode's rows, a line each, as soon as it is judged (stdout is a log, not a terminal)."""
+    from marketcast.compile.report import row_line, summary_rows, symbol_rows
+
+    one = {"modes": [result], "plan": {"symbols": symbols}}
+    for row in summary_rows(one) + symbol_rows(one):
+        console.print(row_line(row), markup=False, highlight=False, soft_wrap=True)
+
+
 @app.command()
 def check(
     model: options.Model,
     mode: str = typer.Option("quick", "--mode", help="quick (3 repeats), full (10) or production-check (20; "
                              "exits 1 when the configured mode fails)."),
     iterations: Optional[int] = typer.Option(None, "--iterations", min=1,
-                                             help="Repeats per symbol and mode (overrides --mode's count)."),
+                                             help="Repeats per symbol and mode (default: --mode's, 3, 10 or 20)."),
     modes: Optional[str] = typer.Option(None, "--modes", help="Compile modes to test, comma separated "
                                         "(default: 'default' on CPU, 'default,reduce-overhead' on CUDA)."),
     symbols: Optional[str] = typer.Option(None, "--symbols", help="Symbols to study, comma separated (default: "
@@ -185,6 +193,7 @@ def check(
     start_probe: bool = typer.Option(False, "--start-probe", help="Also time cold vs warm start of each "
                                      "compiled mode in two fresh processes (persistent artifacts)."),
     env_file: Path = ENV_FILE_OPT,
+    as_json: options.AsJson = False,
 ) -> None:
     """Stress test eager vs compile modes on each symbol's real windows; writes compile_check.json/.md, prints
     the verdicts and a recommended mode per symbol."""
@@ -223,10 +232,13 @@ def check(
         return load_forecaster(model, weights=weights, device=device, dtype=dtype,
                                compile=compile_mode or "eager", seed=seed)
 
-    with console.status("compile check") as spinner:
+    live = console.is_terminal  # a spinner over the tables to come; else rows as they finish, for a log
+    stages = (1 + len(compile_modes)) * (1 + len(names))  # each mode: loaded, then each symbol done
+    with console.status("compile check") if live else progress_steps(stages, "compile check") as show:
         report = run_check(
             factory, compile_modes, bars, plan, thresholds, model=model, weights=weights, device=device,
-            check_mode=mode, configured_mode=configured, compile_note=note, progress=lambda msg: spinner.update(msg),
+            check_mode=mode, configured_mode=configured, compile_note=note,
+            progress=show.update if live else show, on_mode=None if live or as_json else _print_rows,
         )
     if start_probe:
         from marketcast.compile.startprobe import measure_start
@@ -239,11 +251,14 @@ def check(
                     symbol=names[0], data_dir=str(data_dir) if data_dir else None, context=context,
                     horizon=horizon, samples=samples, batch=batch, seed=seed)
     json_path, md_path = write_report(report, output_dir)
-    _print_report(report, f"compile check: {model} ({mode}, {plan.iterations} repeats x {len(names)} symbols, "
-                          f"{device})")
-    console.print(f"recommended: {report['recommended_mode']}; configured: {report['configured_mode']} "
-                  f"({'OK' if report['production_ok'] else 'NOT OK'}); wrote {json_path} and {md_path}",
-                  highlight=False)
+    if as_json:  # the report itself, as written to compile_check.json
+        print_json(report)
+    else:
+        _print_report(report, f"compile check: {model} ({mode}, {plan.iterations} repeats x {len(names)} symbols, "
+                              f"{device})")
+    (err_console if as_json else console).print(
+        f"recommended: {report['recommended_mode']}; configured: {report['configured_mode']} "
+        f"({'OK' if report['production_ok'] else 'NOT OK'}); wrote {json_path} and {md_path}", highlight=False)
     if apply:
         from marketcast.compile.toggle import set_enabled, set_mode
 
@@ -251,7 +266,7 @@ def check(
             updates = set_enabled(env_file, model, False)
         else:
             updates = {**set_enabled(env_file, model, True), **set_mode(env_file, model, report["recommended_mode"])}
-        _print_switch(updates, env_file)
+        _print_switch(updates, env_file, err_console if as_json else console)
     if mode == "production-check" and not report["production_ok"]:
         raise typer.Exit(ExitCode.CHECK_FAILED)
 
@@ -265,7 +280,7 @@ def _short(path: str | None) -> str:
 def analyze(
     logs: list[Path] = typer.Argument(..., help="Logs captured with TORCH_LOGS=recompiles,graph_breaks: files "
                                       "and/or folders (every file in a folder); events are grouped across them."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
+    as_json: options.AsJson = False,
 ) -> None:
     """Group recompiles, recompile-limit hits, skipped frames, graph breaks and CUDA-graph skips; a fix per cause."""
     from marketcast.compile.analyze import KINDS, analyze_paths
@@ -273,7 +288,7 @@ def analyze(
 
     result = analyze_paths(logs)
     if as_json:
-        typer.echo(json.dumps(result.to_dict(), indent=2))
+        print_json(result.to_dict())
         return
     totals = result.totals()
     replaced = f" ({result.undecodable} undecodable byte sequences replaced)" if result.undecodable else ""
@@ -307,7 +322,7 @@ def analyze(
 def compare(
     a: Path = typer.Argument(..., help="Backtest JSON (e.g. eager)."),
     b: Path = typer.Argument(..., help="Backtest JSON (e.g. compiled)."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    as_json: options.AsJson = False,
 ) -> None:
     """Compare two backtest JSONs per symbol and strategy: return delta > 0.05 FAIL, > 0.01 WARN."""
     from marketcast.compile.compare import compare_files
@@ -318,7 +333,7 @@ def compare(
 def print_comparison(result: dict, title: str, as_json: bool = False) -> None:
     """A comparison of backtests (``compare_backtests``' result) as JSON or a table; exit 1 on FAIL."""
     if as_json:
-        typer.echo(json.dumps(result, indent=2))
+        print_json(result)
     else:
         table = Table(title=title)
         for col in ("symbol", "strategy", "return A", "return B", "Δ return", "Δ sharpe", "status"):

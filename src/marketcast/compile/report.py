@@ -52,6 +52,13 @@ def summary_rows(report: dict) -> list[dict]:
     return rows
 
 
+def row_line(row: dict) -> str:
+    """A table row as one line of a log: ``SP500 default: PASS (p50 ms 4.3, speed-up 4.00x, ...)``."""
+    name = " ".join(row[k] for k in ("symbol", "mode") if k in row)
+    rest = ", ".join(f"{k} {v}" for k, v in row.items() if k not in ("symbol", "mode", "verdict"))
+    return f"{name}: {row['verdict']} ({rest})"
+
+
 def symbol_rows(report: dict) -> list[dict]:
     """One row per symbol and mode: the per-symbol study."""
     rows = []

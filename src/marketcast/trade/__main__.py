@@ -4,11 +4,12 @@ ending through the CLI's one error path."""
 import sys
 
 from marketcast import failures
+from marketcast.help import adopt
 from marketcast.trade.cli import app
 
 
 def main(argv: list[str] | None = None) -> int:
-    return failures.main(app, argv, prog_name="marketcast trade")
+    return failures.main(adopt(app), argv, prog_name="marketcast trade")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,113 @@
+"""``--help`` and ``-h`` of every command and group, as a reader at an 80-column terminal sees them."""
+
+from __future__ import annotations
+
+import pytest
+import typer
+from rich.text import Text
+from typer.testing import CliRunner
+
+from marketcast.cli import COMMANDS, app, main
+from marketcast.help import HELP_OPTIONS, HelpCommand
+
+WIDTH = 80
+
+
+def _tree() -> list[tuple[list[str], object]]:
+    """Every command path (the root, each group, each command), with its click command; lazily loaded ones
+    are loaded as running them would."""
+    root = typer.main.get_command(app)
+    found: list[tuple[list[str], object]] = [([], root)]
+
+    def walk(path: list[str], command) -> None:
+        found.append((path, command))
+        for name, sub in getattr(command, "commands", {}).items():
+            walk([*path, name], sub)
+
+    for name in COMMANDS:
+        walk([name], root.load(name))
+    return found
+
+
+TREE = _tree()
+
+
+def _entries(page: str) -> dict[str, str]:
+    """Each option's entry in a help page (its name line and the help lines under it, on one line), by each of
+    its names (``-n`` and ``--windows``)."""
+    blocks: list[str] = []
+    for line in page.split("Options:\n", 1)[1].split("\n\n", 1)[0].splitlines():
+        if line.startswith("  -"):
+            blocks.append(line)
+        else:
+            blocks[-1] += line
+    found = {}
+    for block in blocks:
+        words = block.split()
+        for name in words[:words.index("/") + 2 if "/" in words else 2]:
+            if name.startswith("-"):
+                found[name.rstrip(",")] = " ".join(words) + " "
+    return found
+
+
+def _help(capsys, args: list[str]) -> str:
+    code = main(args)
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return out.out
+
+
+@pytest.mark.parametrize("path,command", TREE, ids=[" ".join(p) or "marketcast" for p, _ in TREE])
+def test_help_fits_80_columns_with_plain_types(path, command, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    long = _help(capsys, [*path, "--help"])
+    assert _help(capsys, [*path, "-h"]) == long
+    assert long.startswith(f"Usage: marketcast {' '.join(path)}".rstrip())
+    for bad in ("<bool>", "<list[", "<int", "<str>", "<float>", "9223372036854775807"):
+        assert bad not in long
+    assert max(map(len, long.splitlines())) <= WIDTH
+    words = set(long.split())
+    for param in command.params:
+        assert param.param_type_name == "argument" or param.opts[0] in long, param.name
+        for word in Text.from_markup(" ".join((param.help or "").split())).plain.split():
+            assert word in words, f"{' '.join(path)} {param.name}: {word!r} is cut"
+
+
+@pytest.mark.parametrize("path,command", TREE, ids=[" ".join(p) or "marketcast" for p, _ in TREE])
+def test_every_option_that_takes_a_value_shows_a_default_or_an_example(path, command, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    entries = _entries(_help(capsys, [*path, "--help"]))
+    for param in command.params:
+        if param.param_type_name != "option" or getattr(param, "is_flag", False) or param.required:
+            continue
+        entry = entries[param.opts[0]].lower()
+        assert "default" in entry or "e.g." in entry, f"{' '.join(path)} {param.opts[0]}: {entry}"
+
+
+def test_types_ranges_and_defaults_print_as_people_expect(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    page = _help(capsys, ["backtest", "--help"])
+    assert page.startswith("Usage: marketcast backtest [OPTIONS] [SYMBOLS]...\n")
+    assert _help(capsys, ["sweep", "-h"]).startswith("Usage: marketcast sweep [OPTIONS] SPEC\n")
+    assert _help(capsys, ["data", "-h"]).startswith("Usage: marketcast data [OPTIONS] COMMAND [ARGS]...\n")
+    lines = _entries(page)
+    assert "-n, --windows INTEGER " in lines["-n"] and "[default: 70]" in lines["-n"]
+    assert "-m, --model [baseline|toto|kronos] " in lines["-m"]
+    assert "--seed INTEGER " in lines["--seed"] and "[0.." not in lines["--seed"]  # no upper bound to print
+    assert "--fee FLOAT " in lines["--fee"] and "--data-dir PATH " in lines["--data-dir"]
+    assert lines["--json"].split()[:2] == ["--json", "Print"]  # a flag takes no value
+    assert "--spa / --no-spa " in lines["--spa"] and "[default: --spa]" in lines["--spa"]
+    assert "--asset-class TEXT " in lines["--asset-class"]
+
+
+def test_a_range_bounded_on_both_sides_prints_as_low_to_high(monkeypatch):
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    demo = typer.Typer()
+
+    @demo.command(cls=HelpCommand, context_settings=HELP_OPTIONS)
+    def level(level: int = typer.Option(5, min=1, max=10, help="How loud."),
+              ratio: float = typer.Option(0.5, min=0.0, help="A share.")) -> None:
+        """A command of one bounded and one half-bounded option."""
+
+    page = CliRunner().invoke(demo, ["-h"], prog_name="demo").output
+    assert "--level INTEGER [1..10] " in page and "--ratio FLOAT " in page and "x>=" not in page
