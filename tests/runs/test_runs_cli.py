@@ -80,6 +80,7 @@ def test_the_store_can_be_off_and_bad_references_are_one_line(tmp_path, capsys, 
     assert main(["runs", "show", "latest"]) == 2
     assert "holds no runs yet" in capsys.readouterr().err
     _backtest(tmp_path, "bt2")
+    capsys.readouterr()  # the backtest's own output
     assert main(["runs", "show", "latest", "--by", "colour"]) == 2
     err = capsys.readouterr().err
     assert "has no column colour" in err and len(err.strip().splitlines()) == 1

@@ -212,11 +212,14 @@ def test_the_progress_bar_counts_done_failing_and_remaining(monkeypatch):
         advance("ok")
         advance("error")
     assert "3 ok · 1 failing · 2 remaining" in out.getvalue()
-    quiet = io.StringIO()
-    monkeypatch.setattr(progress, "err_console", Console(file=quiet, force_terminal=False))
-    with progress.cell_progress(total=1, done=0, failed=0, title="sweep") as advance:
+    log = io.StringIO()  # not a terminal: a line per finished cell, with an estimate of the time left
+    monkeypatch.setattr(progress, "err_console", Console(file=log, force_terminal=False, width=200))
+    with progress.cell_progress(total=3, done=1, failed=0, title="sweep r") as advance:
         advance("ok")
-    assert quiet.getvalue() == ""
+        advance("error")
+    first, second = log.getvalue().splitlines()
+    assert first.startswith("[2/3] sweep r: ok (2 ok, 0 failing, eta ") and first.endswith(" s)")
+    assert second == "[3/3] sweep r: error (2 ok, 1 failing, eta 0 s)"
 
 
 @pytest.mark.parametrize("body, says", [
