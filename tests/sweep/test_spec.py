@@ -79,8 +79,8 @@ def test_cells_share_a_forecast_only_where_the_forecast_cannot_differ():
              Cell("A", BacktestConfig(windows=20, seed=1)), Cell("A", base, model="toto"),
              Cell("A", BacktestConfig(windows=21))]
     jobs = plan_jobs(list(enumerate(cells)), {})
-    # grouped by loaded model (the seed seeds random weights too), then in plan order
-    assert [[p for p, _ in job.cells] for job in jobs] == [[0, 1], [2], [3], [6], [4], [5]]
+    # grouped by actor pool (the loaded model: the seed only reaches the forecast call), then in plan order
+    assert [[p for p, _ in job.cells] for job in jobs] == [[0, 1], [2], [3], [4], [6], [5]]
     assert [len(chunk) for chunk in jobs[0].chunks(1)] == [1, 1]
 
 

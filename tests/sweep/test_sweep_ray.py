@@ -102,9 +102,9 @@ def test_bad_data_and_a_model_that_fails_to_load_fail_their_cells_only(tmp_path,
     assert errors[("GOOD", "kronos", "auto")] == "device 'cuda' needs a GPU and the Ray cluster has none"
 
 
-def test_model_actors_ask_for_a_gpu_only_for_cuda():
+def test_model_actors_ask_for_a_core_and_a_gpu_only_for_cuda():
     assert actor_resources("cuda") == actor_resources("cuda:1") == {"num_cpus": 1, "num_gpus": 1}
-    assert actor_resources("cpu") == {"num_cpus": 0, "num_gpus": 0}
+    assert actor_resources("cpu") == {"num_cpus": 1, "num_gpus": 0}
 
 
 def test_a_tiny_toto_is_served_by_an_actor_and_equals_its_backtest(tmp_path, capsys):

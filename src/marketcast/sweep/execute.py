@@ -1,12 +1,13 @@
 """Running a sweep on Ray: an embedded local Ray by default, or an existing cluster (``--address`` or
-``RAY_ADDRESS``).
+``RAY_ADDRESS``); or, with ``--local``, the same steps in this process (:class:`Local`).
 
 Per forecast job (:mod:`marketcast.sweep.plan`) a CPU task loads the symbol; a model actor forecasts up to
-``symbols_per_call`` symbols of the same model and settings in one batch; CPU tasks settle each job's cells. Model actors hold a loaded forecaster for the whole sweep (``num_gpus=1`` when
-the cells ask for CUDA, none on the CPU) and are released as soon as the last forecast of their model is
-in, so their CPU or GPU goes back to the pool. The driver alone writes the store: finished cells are
-flushed in parts (every ``flush_cells`` cells or ``flush_seconds``), so a killed sweep loses at most the
-cells since the last part, and ``--resume`` recomputes exactly those.
+``symbols_per_call`` symbols of the same model and settings in one batch; CPU tasks settle each job's cells.
+Model actors hold a loaded forecaster for the whole sweep (``num_cpus=1``, plus ``num_gpus=1`` when the
+cells ask for CUDA), are replaced with a backoff when they die, and are released as soon as the last
+forecast of their model is in, so their CPU or GPU goes back to the pool. The driver alone writes the
+store: finished cells are flushed in parts (every ``flush_cells`` cells or ``flush_seconds``), so a killed
+sweep loses at most the cells since the last part, and ``--resume`` recomputes exactly those.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from marketcast.sweep.plan import FORECAST_FIELDS, Job
 RAY_HINT = "marketcast sweep needs Ray, an optional extra: pip install 'marketcast[ray]'"
 DEFAULTS = {"actors": None, "max_in_flight": None, "flush_cells": 64, "flush_seconds": 10.0, "cells_per_task": 8,
             "symbols_per_call": 8}
+POISON_AFTER = 3  # a job whose forecast call killed this many actors is poison
+BACKOFF_SECONDS = 0.5
 
 
 def import_ray():
@@ -39,7 +42,8 @@ def import_ray():
 
 
 def connect(ray, address: str | None, num_cpus: int | None) -> bool:
-    """Join ``address`` (or ``RAY_ADDRESS``), else start a local Ray on this machine's cores (at least two
+    """Join ``address`` (or ``RAY_ADDRESS``; a token-authenticated cluster reads Ray's own ``RAY_AUTH_MODE=token``
+    and ``RAY_AUTH_TOKEN``/``RAY_AUTH_TOKEN_PATH``), else start a local Ray on this machine's cores (at least two
     logical CPUs: a GPU model's actor holds one, the tasks need another). Returns whether this call started
     Ray."""
     if ray.is_initialized():
@@ -55,7 +59,9 @@ def connect(ray, address: str | None, num_cpus: int | None) -> bool:
                 ray.init(num_cpus=num_cpus or max(2, os.cpu_count() or 1), include_dashboard=False, **quiet)
         except (ConnectionError, TimeoutError, RuntimeError) as exc:
             where = f"the Ray cluster at {address}" if address else "a local Ray"
-            raise UnavailableError(f"cannot start or reach {where}: {str(exc).splitlines()[0]}") from None
+            hint = ("; if the cluster uses token authentication, set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN (or "
+                    "RAY_AUTH_TOKEN_PATH) as on its nodes" if address and not os.environ.get("RAY_AUTH_MODE") else "")
+            raise UnavailableError(f"cannot start or reach {where}: {str(exc).splitlines()[0]}{hint}") from None
         except SystemExit as exc:  # Ray's own SIGTERM handler (below) ran: the same stop as ours
             if exc.code != signal.SIGTERM:
                 raise
@@ -85,139 +91,115 @@ def shutdown(ray) -> None:
 
 
 def actor_resources(device: str) -> dict:
-    """What a model actor asks Ray for: a whole GPU and a CPU to drive it for a CUDA model; nothing for a CPU
-    model, which computes only while it forecasts and leaves the cores to the settle tasks in between."""
+    """What a model actor asks Ray for: a CPU to compute on (or to drive its GPU) and, for a CUDA model, a whole
+    GPU. Ray then never places more actors on a node than it has cores for."""
     cuda = device.startswith("cuda")
-    return {"num_cpus": 1 if cuda else 0, "num_gpus": 1 if cuda else 0}
+    return {"num_cpus": 1, "num_gpus": 1 if cuda else 0}
+
+
+def backoff(deaths: int) -> float:
+    """Seconds to wait before replacing an actor that died for the ``deaths``-th time: 0.5 s, doubled each
+    time, at most 30 s."""
+    return min(BACKOFF_SECONDS * 2 ** (deaths - 1), 30.0)
+
+
+@dataclass
+class Call:
+    """One forecast call: its jobs, the actor slot and generation that ran it, its forecast refs."""
+
+    jobs: list[Job]
+    slot: int
+    generation: int
+    forecasts: list
+    chunks: int = 0  # settle tasks still in flight
+    dead: bool = False
 
 
 @dataclass
 class Pool:
     """The actors serving one model, used round-robin. An actor runs its calls in order, so its last
     forecast being in means all of its forecasts are (``last`` holds only that one reference, so earlier
-    forecasts are freed once their cells are settled)."""
+    forecasts are freed once their cells are settled). A dead actor's slot is refilled by :meth:`revive`
+    after a backoff that doubles with each death in the pool."""
 
     actors: list
+    make: object = None
+    options: dict = field(default_factory=dict)
     error: str | None = None
     turn: int = 0
     last: dict = field(default_factory=dict)
+    generation: list = field(default_factory=list)
+    revive_at: dict = field(default_factory=dict)
+    deaths: int = 0
 
-    def submit(self, method: str, returns: int, *args) -> list:
-        """``returns`` object refs, one per result of the call (Ray's ``num_returns``)."""
-        index = self.turn % len(self.actors)
-        self.turn += 1
+    def __post_init__(self) -> None:
+        self.generation = [0] * len(self.actors)
+
+    def ready(self) -> bool:
+        """Whether a call can be submitted now (a live actor, or a dead one whose backoff is over)."""
+        now = time.monotonic()
+        return any(a is not None or self.revive_at.get(i, 0) <= now for i, a in enumerate(self.actors))
+
+    def died(self, slot: int, generation: int) -> bool:
+        """Mark the actor in ``slot`` dead (once per generation); True the first time."""
+        if self.generation[slot] != generation or self.actors[slot] is None:
+            return False
+        self.deaths += 1
+        self.actors[slot] = None
+        self.revive_at[slot] = time.monotonic() + backoff(self.deaths)
+        self.last.pop(slot, None)
+        return True
+
+    def submit(self, method: str, returns: int, *args) -> tuple[int, int, list]:
+        """(slot, generation, ``returns`` object refs, one per result of the call: Ray's ``num_returns``)."""
+        now = time.monotonic()
+        while True:
+            index = self.turn % len(self.actors)
+            self.turn += 1
+            if self.actors[index] is None and self.revive_at.get(index, 0) <= now:
+                self.actors[index] = self.make.remote(self.options)
+                self.generation[index] += 1
+            if self.actors[index] is not None:
+                break
         refs = getattr(self.actors[index], method).options(num_returns=returns).remote(*args)
         refs = [refs] if returns == 1 else list(refs)
         self.last[index] = refs[-1]
-        return refs
+        return index, self.generation[index], refs
 
 
-class Sweep:
-    """Submits the jobs with a bounded number of settle tasks in flight and collects their rows."""
+class Collector:
+    """What both executors share: counting and recording finished cells, writing them to the store in parts."""
 
-    def __init__(self, ray, store: RunStore, ctx: RunContext, jobs: list[Job], options: dict, advance) -> None:
-        self.ray, self.store, self.ctx, self.jobs, self.advance = ray, store, ctx, jobs, advance
+    def __init__(self, store: RunStore, ctx: RunContext, jobs: list[Job], options: dict, advance,
+                 attempts: dict[str, int] | None = None) -> None:
+        self.store, self.ctx, self.jobs, self.advance = store, ctx, jobs, advance
         self.options = {**DEFAULTS, **options}
-        resources = ray.cluster_resources()
-        self.cpus, self.gpus = int(resources.get("CPU", 1)), int(resources.get("GPU", 0))
-        self.max_in_flight = self.options["max_in_flight"] or 2 * self.cpus + 2
-        self.load = ray.remote(num_cpus=1)(tasks.load)
-        self.settle = ray.remote(num_cpus=1)(tasks.settle)
-        self.server = ray.remote(tasks.ForecastServer)
-        self.pools: dict[tuple, Pool] = {}
-        self.unsubmitted: dict[tuple, int] = {}
-        for job in jobs:
-            self.unsubmitted[job.model_key] = self.unsubmitted.get(job.model_key, 0) + 1
-        self.inflight: dict = {}
+        self.attempts = attempts or {}
         self.buffer: list[dict] = []
         self.buffered_cells = 0
         self.last_flush = time.monotonic()
-        self.counts = {"ok": 0, "error": 0}
-
-    def run(self) -> dict:
-        try:
-            for group in self._calls():
-                while len(self.inflight) >= self.max_in_flight:
-                    self._harvest()
-                self._submit(group)
-            while self.inflight:
-                self._harvest()
-        finally:
-            self._flush(force=True)  # finished cells are kept even when interrupted
-            for pool in self.pools.values():
-                self._release(pool)
-        return self.counts
-
-    # --- submitting -------------------------------------------------------------------------------------
-
-    def _pool(self, job: Job) -> Pool:
-        key = job.model_key
-        if key not in self.pools:
-            cell = job.first
-            resources = actor_resources(cell.device)
-            if resources["num_gpus"] > self.gpus:
-                self.pools[key] = Pool([], error=f"device {cell.device!r} needs a GPU and the Ray cluster has none")
-            else:
-                count = self.options["actors"] or (self.gpus if resources["num_gpus"] else 1)
-                make = self.server.options(**resources, max_restarts=1, max_task_retries=1)
-                self.pools[key] = Pool([make.remote(cell.model_options()) for _ in range(count)])
-        return self.pools[key]
+        self.counts = {"ok": 0, "error": 0, "poison": 0}
 
     def _calls(self) -> list[list[Job]]:
         """Jobs of one model and the same forecast settings, ``symbols_per_call`` at a time, in plan order: the
         symbols an actor forecasts in one batch."""
         size, groups = self.options["symbols_per_call"], {}
         for job in self.jobs:
-            groups.setdefault((job.model_key, *(getattr(job.config, f) for f in FORECAST_FIELDS)), []).append(job)
+            groups.setdefault((job.pool_key, *(getattr(job.config, f) for f in FORECAST_FIELDS)), []).append(job)
         calls = [g[i:i + size] for g in groups.values() for i in range(0, len(g), size)]
         order = {id(job): n for n, job in enumerate(self.jobs)}
         return sorted(calls, key=lambda call: order[id(call[0])])
 
-    def _submit(self, jobs: list[Job]) -> None:
-        pool = self._pool(jobs[0])
-        self.unsubmitted[jobs[0].model_key] -= len(jobs)
-        if pool.error:
-            for job in jobs:
-                self._record([[error_row(self.ctx, cell, pos, pool.error)] for pos, cell in job.cells])
-            return
-        loaded = [self.load.remote(job.symbol, job.path, job.first) for job in jobs]
-        forecasted = pool.submit("forecast", len(jobs), jobs[0].config, *loaded)
-        for job, one_loaded, one_forecast in zip(jobs, loaded, forecasted):
-            for chunk in job.chunks(self.options["cells_per_task"]):
-                ref = self.settle.remote(self.ctx, one_loaded, one_forecast, chunk, len(job.cells))
-                self.inflight[ref] = chunk
-
-    # --- collecting -------------------------------------------------------------------------------------
-
-    def _harvest(self) -> None:
-        ready, _ = self.ray.wait(list(self.inflight), num_returns=1, timeout=1.0)
-        for ref in ready:
-            chunk = self.inflight.pop(ref)
-            try:
-                per_cell = self.ray.get(ref)
-            except self.ray.exceptions.RayError as exc:  # the load or the forecast failed: all its cells
-                per_cell = [[error_row(self.ctx, cell, pos, tasks.describe(exc))] for pos, cell in chunk]
-            self._record(per_cell)
-        for key, pool in self.pools.items():
-            if self.unsubmitted[key] == 0 and pool.actors:
-                last = list(pool.last.values())
-                done, _ = self.ray.wait(last, num_returns=len(last), timeout=0)
-                if len(done) == len(last):
-                    self._release(pool)
-        self._flush()
-
     def _record(self, per_cell: list[list[dict]]) -> None:
         for rows in per_cell:
             status = rows[0]["status"]
-            self.counts["ok" if status == "ok" else "error"] += 1
+            attempt = self.attempts.get(rows[0]["cell_id"])
+            if attempt:  # a retry: the first attempt's rows carry no attempt (read as 0)
+                rows = [{**row, "attempt": attempt} for row in rows]
+            self.counts[status if status in self.counts else "error"] += 1
             self.buffer += rows
             self.buffered_cells += 1
             self.advance(status)
-
-    def _release(self, pool: Pool) -> None:
-        for actor in pool.actors:
-            self.ray.kill(actor)
-        pool.actors, pool.last = [], {}
 
     def _flush(self, force: bool = False) -> None:
         due = (self.buffered_cells >= self.options["flush_cells"]
@@ -227,3 +209,201 @@ class Sweep:
             self.buffer, self.buffered_cells = [], 0
             self.last_flush = time.monotonic()
 
+
+class Local(Collector):
+    """The same steps in this process, without Ray (``sweep --local``): the same task functions on the same
+    batches, so the same rows bit for bit. A model that ends the process ends the sweep; ``--resume`` on Ray
+    then marks it poison."""
+
+    def run(self) -> dict:
+        servers: dict[tuple, tasks.ForecastServer] = {}
+        try:
+            for call in self._calls():
+                key = call[0].pool_key
+                if key not in servers:
+                    servers.clear()  # one loaded model at a time, as the actors are released per model
+                    servers[key] = tasks.ForecastServer(call[0].first.model_options())
+                loaded = [tasks.load(job.symbol, job.path, job.first) for job in call]
+                try:
+                    forecasted = servers[key].forecast(call[0].config, *loaded)
+                    forecasted = [forecasted] if len(call) == 1 else forecasted
+                except Exception as exc:  # the model failed to load: all of its cells, as on Ray
+                    forecasted = [tasks.Failed(tasks.describe(exc))] * len(call)
+                for job, one_loaded, one_forecast in zip(call, loaded, forecasted):
+                    for chunk in job.chunks(self.options["cells_per_task"]):
+                        self._record(tasks.settle(self.ctx, one_loaded, one_forecast, chunk, len(job.cells)))
+                        self._flush()
+        finally:
+            self._flush(force=True)
+        return self.counts
+
+
+class Sweep(Collector):
+    """Submits the jobs with a bounded number of settle tasks in flight and collects their rows. A forecast
+    call whose actor died is sent again, each of its symbols alone, to a replacement actor (after a backoff);
+    a job whose call killed :data:`POISON_AFTER` actors is recorded ``poison`` and not tried again."""
+
+    def __init__(self, ray, store: RunStore, ctx: RunContext, jobs: list[Job], options: dict, advance,
+                 attempts: dict[str, int] | None = None) -> None:
+        super().__init__(store, ctx, jobs, options, advance, attempts)
+        self.ray = ray
+        resources = ray.cluster_resources()
+        self.cpus, self.gpus = int(resources.get("CPU", 1)), int(resources.get("GPU", 0))
+        self.max_in_flight = self.options["max_in_flight"] or 2 * self.cpus + 2
+        self.load = ray.remote(num_cpus=1)(tasks.load)
+        self.settle = ray.remote(num_cpus=1)(tasks.settle)
+        self.server = ray.remote(tasks.ForecastServer)
+        self.pools: dict[tuple, Pool] = {}
+        self.unsubmitted: dict[tuple, int] = {}
+        for job in jobs:
+            self.unsubmitted[job.pool_key] = self.unsubmitted.get(job.pool_key, 0) + 1
+        self.inflight: dict = {}  # settle ref -> (chunk, call)
+        self.calls: list[Call] = []  # calls with settle tasks in flight
+        self.again: list[list[Job]] = []  # calls to send again (their actor died)
+        self.deaths: dict[int, int] = {}  # id(job) -> actors its calls killed
+        self.blame: dict[int, str] = {}  # id(job) -> the last death's message
+
+    def run(self) -> dict:
+        try:
+            for group in self._calls():
+                self._send(group)
+            while self.inflight or self.again:
+                while self.again and not self._full(self.again[0]):
+                    self._submit(self.again.pop(0))
+                self._harvest()
+        finally:
+            self._flush(force=True)  # finished cells are kept even when interrupted
+            for pool in self.pools.values():
+                self._release(pool)
+        return self.counts
+
+    # --- submitting -------------------------------------------------------------------------------------
+
+    def _full(self, jobs: list[Job]) -> bool:
+        pool = self.pools.get(jobs[0].pool_key)
+        return len(self.inflight) >= self.max_in_flight or (pool is not None and not pool.error and not pool.ready())
+
+    def _send(self, jobs: list[Job]) -> None:
+        while self._full(jobs) or (jobs[0].pool_key not in self.pools and self._crowded(jobs[0])):
+            self._harvest()
+        self._submit(jobs)
+
+    def _crowded(self, job: Job) -> bool:
+        """Whether a new CPU-model actor would leave no core for the load and settle tasks (they would wait
+        forever for the actors to finish): then the older models' actors are waited for first."""
+        if actor_resources(job.first.device)["num_gpus"]:
+            return False
+        held = sum(sum(a is not None for a in p.actors) for p in self.pools.values())
+        wanted = self.options["actors"] or 1
+        return held > 0 and held + wanted > self.cpus - 1
+
+    def _pool(self, job: Job) -> Pool:
+        key = job.pool_key
+        if key not in self.pools:
+            cell = job.first
+            resources = actor_resources(cell.device)
+            if resources["num_gpus"] > self.gpus:
+                self.pools[key] = Pool([], error=f"device {cell.device!r} needs a GPU and the Ray cluster has none")
+            else:
+                count = self.options["actors"] or (self.gpus if resources["num_gpus"] else 1)
+                count = min(count, max(1, self.cpus - 1)) if not resources["num_gpus"] else count
+                make = self.server.options(**resources, max_restarts=0, max_task_retries=0)
+                options = cell.model_options()
+                self.pools[key] = Pool([make.remote(options) for _ in range(count)], make=make, options=options)
+        return self.pools[key]
+
+    def _submit(self, jobs: list[Job]) -> None:
+        pool = self._pool(jobs[0])
+        self.unsubmitted[jobs[0].pool_key] -= len(jobs)
+        if pool.error:
+            for job in jobs:
+                self._record([[error_row(self.ctx, cell, pos, pool.error)] for pos, cell in job.cells])
+            return
+        loaded = [self.load.remote(job.symbol, job.path, job.first) for job in jobs]
+        slot, generation, forecasted = pool.submit("forecast", len(jobs), jobs[0].config, *loaded)
+        call = Call(jobs, slot, generation, forecasted)
+        self.calls.append(call)
+        for job, one_loaded, one_forecast in zip(jobs, loaded, forecasted):
+            for chunk in job.chunks(self.options["cells_per_task"]):
+                ref = self.settle.remote(self.ctx, one_loaded, one_forecast, chunk, len(job.cells))
+                self.inflight[ref] = (chunk, call)
+                call.chunks += 1
+
+    # --- collecting -------------------------------------------------------------------------------------
+
+    def _harvest(self) -> None:
+        if not self.inflight:  # waiting for a dead actor's backoff
+            time.sleep(0.05)
+        ready, _ = self.ray.wait(list(self.inflight), num_returns=1, timeout=1.0) if self.inflight else ([], [])
+        for ref in ready:
+            if ref not in self.inflight:  # dropped with its dead actor's call
+                continue
+            chunk, call = self.inflight.pop(ref)
+            call.chunks -= 1
+            try:
+                per_cell = self.ray.get(ref)
+            except self.ray.exceptions.RayActorError:  # the actor died under this call (or before it)
+                self._actor_died(call)
+                continue
+            except self.ray.exceptions.RayError as exc:  # the load or the forecast failed: all its cells
+                per_cell = [[error_row(self.ctx, cell, pos, tasks.describe(exc))] for pos, cell in chunk]
+            self._record(per_cell)
+        self.calls = [c for c in self.calls if c.chunks > 0 and not c.dead]
+        for key, pool in self.pools.items():
+            busy = any(c.jobs[0].pool_key == key for c in self.calls)  # a death may still be reported
+            if self.unsubmitted[key] == 0 and not busy and not pool.error and any(a is not None for a in pool.actors):
+                last = list(pool.last.values())
+                done, _ = self.ray.wait(last, num_returns=len(last), timeout=0)
+                if len(done) == len(last):
+                    self._release(pool)
+        self._flush()
+
+    def _actor_died(self, call: Call) -> None:
+        """Every call the dead actor still held is sent again; the first of them (an actor runs its calls in
+        order) is the one it died in, and each of its jobs is blamed once."""
+        pool = self.pools[call.jobs[0].pool_key]
+        if call.dead:
+            return  # handled with the rest of that actor's calls
+        if not pool.died(call.slot, call.generation):  # a call of that actor that did not look lost then
+            lost, blamed = [call], False
+        else:
+            lost = [c for c in self.calls if c.slot == call.slot and c.generation == call.generation and not c.dead
+                    and c.jobs[0].pool_key == call.jobs[0].pool_key]
+            lost, blamed = [c for c in lost if self._lost(c)] or [call], True
+        for n, one in enumerate(sorted(lost, key=lambda c: self.calls.index(c) if c in self.calls else -1)):
+            self._drop(one)
+            for job in one.jobs:
+                if n == 0 and blamed:  # the call it died in
+                    self.deaths[id(job)] = self.deaths.get(id(job), 0) + 1
+                    self.blame[id(job)] = f"its model's actor died {self.deaths[id(job)]} times forecasting it"
+                if self.deaths.get(id(job), 0) >= POISON_AFTER:
+                    message = f"poison: {self.blame[id(job)]}; not retried"
+                    self._record([[{**error_row(self.ctx, cell, pos, message), "status": "poison"}]
+                                  for pos, cell in job.cells])
+                else:
+                    self.unsubmitted[job.pool_key] += 1
+                    self.again.append([job])  # alone, so a symbol that kills the actor is found
+
+    def _lost(self, call: Call) -> bool:
+        """Whether ``call``'s forecasts died with its actor (a call finished before the death is not)."""
+        try:
+            self.ray.get(call.forecasts, timeout=60)
+        except self.ray.exceptions.GetTimeoutError:
+            return True  # not delivered by an actor that is dead: lost
+        except self.ray.exceptions.RayActorError:
+            return True
+        except self.ray.exceptions.RayError:
+            return False
+        return False
+
+    def _drop(self, call: Call) -> None:
+        call.dead = True
+        for ref in [r for r, (_, c) in self.inflight.items() if c is call]:
+            del self.inflight[ref]
+
+    def _release(self, pool: Pool) -> None:
+        for actor in pool.actors:
+            if actor is not None:
+                self.ray.kill(actor)
+        pool.actors, pool.last = [None] * len(pool.actors), {}
+        pool.revive_at = {i: float("inf") for i in range(len(pool.actors))}

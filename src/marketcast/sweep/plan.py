@@ -38,8 +38,19 @@ class Job:
     def model_key(self) -> tuple:
         return self.first.model_key
 
+    @property
+    def pool_key(self) -> tuple:
+        return pool_key(self.first)
+
     def chunks(self, size: int) -> list[list[tuple[int, Cell]]]:
         return [self.cells[i:i + size] for i in range(0, len(self.cells), size)]
+
+
+def pool_key(cell: Cell) -> tuple:
+    """The actor pool serving ``cell``: the loaded model, device and dtype. The seed reaches each forecast
+    call in its config; it picks the weights themselves only for ``weights = "random"``."""
+    name, weights, device, dtype, compile_mode = (cell.model, cell.weights, cell.device, cell.dtype, cell.compile)
+    return (name, weights, device, dtype, compile_mode, cell.config.seed if weights == "random" else None)
 
 
 def forecast_key(cell: Cell) -> tuple:
@@ -48,7 +59,7 @@ def forecast_key(cell: Cell) -> tuple:
 
 
 def plan_jobs(cells: list[tuple[int, Cell]], paths: dict[str, Path | None]) -> list[Job]:
-    """Jobs grouped by model (so a model's actors can be released once its jobs are done), then in plan
+    """Jobs grouped by actor pool (so a model's actors can be released once its jobs are done), then in plan
     order."""
     jobs: dict[tuple, Job] = {}
     for position, cell in cells:
@@ -56,5 +67,5 @@ def plan_jobs(cells: list[tuple[int, Cell]], paths: dict[str, Path | None]) -> l
         if key not in jobs:
             jobs[key] = Job(cell.symbol, paths.get(cell.symbol), [])
         jobs[key].cells.append((position, cell))
-    models = list(dict.fromkeys(job.model_key for job in jobs.values()))
-    return sorted(jobs.values(), key=lambda job: (models.index(job.model_key), job.cells[0][0]))
+    pools = list(dict.fromkeys(job.pool_key for job in jobs.values()))
+    return sorted(jobs.values(), key=lambda job: (pools.index(job.pool_key), job.cells[0][0]))

@@ -5,6 +5,9 @@ which becomes ``running`` once cells are computed and ``done`` at the end; a run
 error is marked ``interrupted`` on the way out (the store's views read all four). ``--resume`` takes the
 latest run of the same spec (or ``--run-id``), interrupted or not, skips every cell the store already holds
 (finished or failed) and computes only the rest, under the run's lock, so two processes never write one run.
+A resume also retries the failed cells, up to ``retry_failed`` more attempts each: a retry's rows carry
+``attempt`` (1, 2, ...; none on the first attempt), the failed attempts' rows stay, and the latest attempt of
+a cell is its result. ``poison`` cells (their forecast killed the model's actor 3 times) are not retried.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from marketcast.failures import shielded
 from marketcast.runs.record import new_run_id, now_iso
 from marketcast.runs.rows import RunContext, code_version
 from marketcast.runs.store import RunStore
-from marketcast.sweep.execute import Sweep, connect, import_ray, shutdown
+from marketcast.sweep.execute import Local, Sweep, connect, import_ray, shutdown
 from marketcast.sweep.plan import plan_jobs
 from marketcast.sweep.progress import cell_progress
 from marketcast.sweep.spec import Spec
@@ -30,13 +33,26 @@ class Outcome:
     planned: int
     skipped: int  # finished before this call (resume)
     ok: int  # finished ok, over the whole run
-    failed: int  # failed, over the whole run
+    failed: int  # failed (error or poison), over the whole run
+    retried: int = 0  # failed attempts tried again in this call
+    poison: int = 0  # of ``failed``: cells that killed their model's actor 3 times
 
 
-def _prior(store: RunStore, run_id: str) -> tuple[set[str], int, int]:
-    found = store.query("SELECT cell_id, status FROM cells", run_ids=[run_id])
-    ok = int((found["status"] == "ok").sum())
-    return set(found["cell_id"]), ok, len(found) - ok
+def latest(store: RunStore, run_id: str) -> dict[str, tuple[str, int]]:
+    """cell_id -> (status, attempt) of the latest attempt of each recorded cell (attempt 0: the first)."""
+    has_attempt = "attempt" in store.columns(run_ids=[run_id])
+    attempt = "coalesce(attempt, 0)" if has_attempt else "0"
+    found = store.query(f"SELECT cell_id, status, {attempt} AS attempt FROM cells", run_ids=[run_id])
+    out: dict[str, tuple[str, int]] = {}
+    for cell_id, status, n in zip(found["cell_id"], found["status"], found["attempt"]):
+        if cell_id not in out or int(n) >= out[cell_id][1]:
+            out[cell_id] = (status, int(n))
+    return out
+
+
+def _counts(found: dict[str, tuple[str, int]]) -> tuple[int, int, int]:
+    statuses = [status for status, _ in found.values()]
+    return statuses.count("ok"), len(statuses) - statuses.count("ok"), statuses.count("poison")
 
 
 def _to_resume(store: RunStore, spec_hash: str, run_id: str | None) -> str:
@@ -67,11 +83,17 @@ def _start(store: RunStore, spec: Spec, run_id: str | None) -> str:
 
 
 def run_sweep(spec: Spec, store: RunStore, *, resume: bool = False, run_id: str | None = None,
-              address: str | None = None, num_cpus: int | None = None) -> Outcome:
+              address: str | None = None, num_cpus: int | None = None, retry_failed: int = 1,
+              local: bool = False) -> Outcome:
+    """Run (or, with ``resume``, finish) the sweep of ``spec`` into ``store``; ``local`` computes in this
+    process without Ray."""
     cells = spec.cells()  # the whole spec is checked before anything starts
-    ray = import_ray()
+    if retry_failed < 0:
+        raise ConfigError(f"--retry-failed must be >= 0, got {retry_failed}")
+    ray = None if local else import_ray()
     code = code_version()
     run_id = _to_resume(store, spec.spec_hash, run_id) if resume else _start(store, spec, run_id)
+    retried = 0
     with store.lock(run_id):
         if resume:
             made_by = store.info(run_id).get("code_version")
@@ -85,24 +107,35 @@ def run_sweep(spec: Spec, store: RunStore, *, resume: bool = False, run_id: str 
                                       "status": "planned"})
         finished = False
         try:
-            done, ok, failed = _prior(store, run_id)
-            todo = [(i, c) for i, c in enumerate(cells) if c.cell_id not in done]
-            if todo:
-                ctx = RunContext(run_id=run_id, kind="sweep", spec_hash=spec.spec_hash, code_version=code)
-                jobs = plan_jobs(todo, spec.symbol_paths())
-                _mark(store, run_id, "running")
-                started = connect(ray, address, num_cpus)
-                try:
+            found = latest(store, run_id)
+            left = retry_failed if resume else 0
+            todo = [(i, c) for i, c in enumerate(cells) if c.cell_id not in found or (
+                left and found[c.cell_id][0] == "error")]
+            tries = {c.cell_id: 0 for _, c in todo}  # retries this call
+            started = False
+            try:
+                while todo:
+                    ctx = RunContext(run_id=run_id, kind="sweep", spec_hash=spec.spec_hash, code_version=code)
+                    attempts = {c.cell_id: found[c.cell_id][1] + 1 for _, c in todo if c.cell_id in found}
+                    retried += len(attempts)
+                    for cell_id in attempts:
+                        tries[cell_id] += 1
+                    jobs = plan_jobs(todo, spec.symbol_paths())
+                    _mark(store, run_id, "running")
+                    ok, failed, _ = _counts({k: v for k, v in found.items() if k not in attempts})
                     with cell_progress(len(cells), ok, failed, f"sweep {run_id}") as advance:
-                        counts = Sweep(ray, store, ctx, jobs, spec.ray, advance).run()
-                    _mark(store, run_id, "done")  # every cell is stored: done, whatever happens to Ray now
-                    finished = True
-                finally:
-                    if started:
-                        shutdown(ray)
-                ok, failed = ok + counts["ok"], failed + counts["error"]
-            else:
-                _mark(store, run_id, "done")
+                        if local:
+                            Local(store, ctx, jobs, spec.ray, advance, attempts).run()
+                        else:
+                            started = started or connect(ray, address, num_cpus)
+                            Sweep(ray, store, ctx, jobs, spec.ray, advance, attempts).run()
+                    found = latest(store, run_id)
+                    todo = [(i, c) for i, c in todo if found[c.cell_id][0] == "error" and tries[c.cell_id] < left]
+                _mark(store, run_id, "done")  # every cell is stored: done, whatever happens to Ray now
+                finished = True
+            finally:
+                if started:
+                    shutdown(ray)
         except BaseException:  # SIGTERM (Terminated), Ctrl-C, an error: the run says it did not finish
             if finished:
                 raise
@@ -112,4 +145,7 @@ def run_sweep(spec: Spec, store: RunStore, *, resume: bool = False, run_id: str 
                 except (MarketcastError, OSError):
                     pass  # the store cannot be written (a full disk): the first error is the one to show
             raise
-    return Outcome(run_id=run_id, planned=len(cells), skipped=len(done), ok=ok, failed=failed)
+    ok, failed, poison = _counts(found)
+    return Outcome(run_id=run_id, planned=len(cells), skipped=len(found) - len(tries) if resume else 0, ok=ok,
+                   failed=failed, retried=retried, poison=poison)
+
