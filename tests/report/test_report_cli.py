@@ -115,3 +115,14 @@ def test_a_grid_run_gets_a_page_per_grid_point(embedded_bars, tmp_path, monkeypa
     for mode in ("touch", "penetrate"):
         page = (tmp_path / "out" / f"fill_mode={mode}" / "report.html").read_text()
         assert f"fill mode {mode}," in page and len(figures(page)) == 8
+
+
+def test_report_run_symbol_remakes_only_that_symbol(tmp_path, capsys):
+    out, again = tmp_path / "bt", tmp_path / "again"
+    assert main(["backtest", *FAST, "--output-dir", str(out)]) == 0
+    assert main(["report", "latest", "SP500", "--no-html", "-o", str(again)]) == 0
+    assert (again / "SP500.json").read_bytes() == (out / "SP500.json").read_bytes()
+    assert not (again / "NASDAQ.json").exists()
+    capsys.readouterr()
+    assert main(["report", "latest", "NOPE", "--no-html", "-o", str(tmp_path / "none")]) == 2
+    _one_error_line(capsys, "no finished cell of NOPE")

@@ -23,6 +23,8 @@ DEFAULT_OUTPUT = Path("out/report")
 
 def report(
     run: str = RUN_ARG,
+    symbol: Annotated[Optional[str], typer.Argument(help="Only this symbol's reports (only its records are "
+                                                         "read).")] = None,
     output_dir: Annotated[Optional[Path], typer.Option(
         "--output-dir", "-o", help=f"Where the reports go (default: {DEFAULT_OUTPUT}/<run id>).")] = None,
     html: Annotated[bool, typer.Option("--html/--no-html", help="Write the HTML tearsheet, report.html (it loads "
@@ -49,13 +51,15 @@ def report(
             from marketcast.report.stored import stored_reports
             from marketcast.report.tearsheet import PAGE_NAME, tearsheet_html
 
-            groups = stored_reports(runs, run_id, dates)
+            groups = stored_reports(runs, run_id, dates, symbol=symbol)
             pages = {key: tearsheet_html(reps) for key, reps in groups.items()}
             results = {key: [rep.result for rep in reps] for key, reps in groups.items()}
         else:
-            results = {key: [result for _, result in group] for key, group in cell_results(runs, run_id).items()}
+            results = {key: [result for _, result in group]
+                       for key, group in cell_results(runs, run_id, symbol).items()}
     if not results:
-        raise ConfigError(f"run {run_id} has no finished cells; there is nothing to report")
+        what = f"no finished cell of {symbol}" if symbol is not None else "no finished cells"
+        raise ConfigError(f"run {run_id} has {what}; there is nothing to report")
     written = []
     for key, group in results.items():
         written += write_outputs(group, folder(out, key), plots)

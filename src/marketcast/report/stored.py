@@ -40,11 +40,12 @@ def _bars(row: pd.Series, asset_class: str, run_id: str) -> Bars:
 
 
 def stored_reports(store: RunStore, run_id: str, fan_dates: Sequence[pd.Timestamp] = (),
-                   horizon: int = HORIZON) -> dict[str, list[SymbolReport]]:
-    """The run's symbol reports, grouped like its cells (one group per grid point, key '' without axes)."""
+                   horizon: int = HORIZON, symbol: str | None = None) -> dict[str, list[SymbolReport]]:
+    """The run's symbol reports (``symbol``: that symbol's only), grouped like its cells (one group per grid
+    point, key '' without axes)."""
     forecasters: dict[tuple, object] = {}
     groups: dict[str, list[SymbolReport]] = {}
-    for key, group in cell_results(store, run_id).items():
+    for key, group in cell_results(store, run_id, symbol).items():
         for row, result in group:
             cell = Cell(symbol=result.symbol, config=result.config,
                         **{name: plain(row.get(name)) for name in MODEL_OPTIONS})

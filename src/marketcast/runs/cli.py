@@ -1,5 +1,5 @@
-"""``marketcast runs list | show RUN | compare RUN_A RUN_B | query SQL``: the run store (``marketcast report RUN``
-re-makes a run's reports)."""
+"""``marketcast runs list | show RUN | compare RUN_A RUN_B | query SQL | compact RUN``: the run store
+(``marketcast report RUN`` re-makes a run's reports)."""
 
 from __future__ import annotations
 
@@ -86,24 +86,23 @@ def show(
 ) -> None:
     """A run: what it is, multiple testing across its cells (trials, the best cell's deflated Sharpe, PBO),
     its mean metrics per strategy and grid point, and its failed cells."""
-    from marketcast.runs.views import cells, run_status, selection, selection_lines, summary
+    from marketcast.runs.views import cell_counts, run_status, selection, selection_lines, summary
 
     runs = open_store(store)
     with runs.one_warning():
         run_id = runs.resolve(run)
         info = runs.info(run_id)
         groups = [c.strip() for c in by.split(",") if c.strip()] if by else None
-        found = cells(runs, run_id)
+        total, ok, failed = cell_counts(runs, run_id)
         table = summary(runs, run_id, groups, tuple(m.strip() for m in metrics.split(",") if m.strip()))
-        failed = found[found["status"] == "error"][["symbol", "cell_id", "error"]]
         trials = selection(runs, run_id) if info.get("kind") == "sweep" else []  # a backtest's cells are its symbols
-    status = run_status(info, len(found))
+    status = run_status(info, total)
     if as_json:
         print_json({"run": {**info, "status": status}, "summary": table.to_dict("records"), "selection": trials,
                     "failed": failed.to_dict("records")})
         return
     console.print(f"[bold]{run_id}[/bold] ({info.get('kind')}, {status}, started {info.get('created_at')}, code "
-                  f"{info.get('code_version')}, spec {info.get('spec_hash')}): {int((found['status'] == 'ok').sum())} "
+                  f"{info.get('code_version')}, spec {info.get('spec_hash')}): {ok} "
                   f"cells ok, {len(failed)} failed, {info.get('cells_total')} planned", highlight=False, soft_wrap=True)
     for line in selection_lines(trials):
         console.print(escape(line), highlight=False, soft_wrap=True)
@@ -156,3 +155,19 @@ def query(
         run_ids = [runs.resolve(run)] if run else None
         frame = runs.query(sql, run_ids=run_ids)
     _print_frame(frame.drop(columns=[c for c in ("record",) if c in frame.columns]), sql, as_json)
+
+
+@app.command()
+def compact(
+    run: str = RUN_ARG,
+    keep_parts: bool = typer.Option(False, "--keep-parts", help="Keep the merged parts on disk (readers ignore "
+                                                                "them)."),
+    store: Optional[Path] = STORE_OPT,
+) -> None:
+    """Merge a run's parts into a few sorted Parquet files (safe to interrupt: re-run it to finish)."""
+    runs = open_store(store)
+    with runs.one_warning():
+        run_id = runs.resolve(run)
+        done = runs.compact(run_id, keep_parts=keep_parts)
+    console.print(f"{run_id}: {done['files_before']} files -> {done['files_after']}", highlight=False,
+                  soft_wrap=True)

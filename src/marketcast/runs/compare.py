@@ -12,45 +12,51 @@ from __future__ import annotations
 
 import math
 
-import pandas as pd
-
 from marketcast.compile.compare import ORDER, compare_backtests
 from marketcast.errors import ConfigError
 from marketcast.runs.store import RunStore
-from marketcast.runs.views import axes, cells, label, plain
+from marketcast.runs.views import label, plain, run_axes, strategy_order
 
 
-def _backtests(store: RunStore, run_id: str, names: list[str], found: pd.DataFrame) -> tuple[dict, list[str]]:
+def _backtests(store: RunStore, run_id: str, names: list[str]) -> tuple[dict, list[str]]:
     """label -> ``{symbol, strategies: {name: metrics}, metrics}`` for the run's finished cells, and a note
-    per failed cell."""
+    per failed cell: the cells in plan order and their strategy rows hashed by cell (linear, not per cell)."""
+    columns = store.columns([run_id])
+    wanted = ["cell_id", "symbol", "status", "error", *names, *(c for c in columns if c.startswith("metrics."))]
+    listing = ", ".join(f'c."{c}"' if c in columns else f'NULL AS "{c}"' for c in dict.fromkeys(wanted))
+    has_results = {"strategy", "return", "sharpe"} <= set(columns)
+    rows = store.query(f"SELECT {listing} FROM cells c ORDER BY c.cell_index", run_ids=[run_id]).to_dict("records")
     out, notes = {}, []
-    if not (found["status"] == "ok").any():  # only failed cells: no strategy rows, no metric columns
-        return out, [f"{label(cell, names)}: failed in {run_id}: {cell['error']}" for _, cell in found.iterrows()]
-    results = store.query('SELECT cell_id, strategy, "return", sharpe FROM results', run_ids=[run_id])
-    for _, cell in found.iterrows():
+    if not any(row["status"] == "ok" for row in rows) or not has_results:  # only failed cells: no strategy rows
+        return out, [f"{label(cell, names)}: failed in {run_id}: {cell['error']}" for cell in rows]
+    order = f"ORDER BY cell_index, {strategy_order(columns)}" if "strategies" in columns else ""  # else as written
+    by_cell: dict[str, list[dict]] = {}
+    for r in store.query(f'SELECT cell_id, strategy, "return", sharpe FROM results {order}',
+                         run_ids=[run_id]).to_dict("records"):
+        by_cell.setdefault(r["cell_id"], []).append(r)
+    metric_names = [c for c in wanted if c.startswith("metrics.")]
+    for cell in rows:
         key = label(cell, names)
         if key in out:
             raise ConfigError(f"run {run_id} holds two cells {key!r}; nothing tells them apart")
         if cell["status"] != "ok":
             notes.append(f"{key}: failed in {run_id}: {cell['error']}")
             continue
-        mine = results[results["cell_id"] == cell["cell_id"]]
         strategies = {r["strategy"]: {"return": plain(r["return"]), "sharpe": plain(r["sharpe"])}
-                      for _, r in mine.iterrows()}
-        metrics = {c.removeprefix("metrics."): plain(cell[c]) for c in found.columns if c.startswith("metrics.")}
+                      for r in by_cell.get(cell["cell_id"], [])}
+        metrics = {c.removeprefix("metrics."): plain(cell[c]) for c in metric_names}
         out[key] = {"symbol": key, "strategies": strategies, "metrics": metrics}
     return out, notes
 
 
 def compare_runs(store: RunStore, run_a: str, run_b: str) -> dict:
     """``compile compare``'s result (rows, metric deltas, notes, status) for two runs of the store."""
-    found_a, found_b = cells(store, run_a), cells(store, run_b)
-    if found_a.empty or found_b.empty:
-        empty = run_a if found_a.empty else run_b
-        raise ConfigError(f"run {empty} has no finished cells yet; nothing to compare")
-    names = axes([found_a, found_b])
-    a, notes_a = _backtests(store, run_a, names, found_a)
-    b, notes_b = _backtests(store, run_b, names, found_b)
+    for run in (run_a, run_b):
+        if store.query("SELECT 1 FROM cells LIMIT 1", run_ids=[run]).empty:
+            raise ConfigError(f"run {run} has no finished cells yet; nothing to compare")
+    names = run_axes(store, [run_a, run_b])
+    a, notes_a = _backtests(store, run_a, names)
+    b, notes_b = _backtests(store, run_b, names)
     if not a or not b:
         raise ConfigError(f"run {run_a if not a else run_b} has no successful cells; nothing to compare")
     if not set(a) & set(b):

@@ -11,20 +11,27 @@ import pandas as pd
 from marketcast.backtest.engine import SymbolResult
 from marketcast.runs.codec import decode
 from marketcast.runs.store import RunStore
-from marketcast.runs.views import axes, cells, label
+from marketcast.runs.views import WF_RETURNS, label, run_axes
 
 
-def cell_results(store: RunStore, run_id: str) -> dict[str, list[tuple[pd.Series, SymbolResult]]]:
+def cell_results(store: RunStore, run_id: str,
+                 symbol: str | None = None) -> dict[str, list[tuple[pd.Series, SymbolResult]]]:
     """The run's finished cells (their row and their result), grouped by their settings (one group per grid
-    point; the key is empty for a run without axes), in plan order."""
-    found = cells(store, run_id)
-    names = axes([found])
-    records = store.query("SELECT cell_id, record FROM cells WHERE status = 'ok'", run_ids=[run_id])
-    by_cell = dict(zip(records["cell_id"], records["record"]))
+    point; the key is empty for a run without axes), in plan order; ``symbol``: only that symbol's cells (the
+    filter is pushed into the Parquet scan)."""
+    names = run_axes(store, [run_id])
+    columns = [c for c in store.columns([run_id]) if c != WF_RETURNS]
+    if "record" not in columns:
+        return {}
+    listing = ", ".join(f'"{c}"' for c in columns)
+    where, params = ("AND symbol = ?", [symbol]) if symbol is not None else ("", [])
+    found = store.query(f"SELECT {listing} FROM cells WHERE status = 'ok' {where} ORDER BY cell_index", params,
+                        run_ids=[run_id])
+    records = found.pop("record")
     groups: dict[str, list[tuple[pd.Series, SymbolResult]]] = {}
-    for _, cell in found[found["status"] == "ok"].iterrows():
+    for (_, cell), record in zip(found.iterrows(), records):
         key = label(cell, names, with_symbol=False)
-        groups.setdefault(key, []).append((cell, decode(by_cell[cell["cell_id"]])))
+        groups.setdefault(key, []).append((cell, decode(record)))
     return groups
 
 

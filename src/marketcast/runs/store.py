@@ -8,8 +8,16 @@ recording of backtests)::
 
 A part is written to a hidden temporary name, flushed to disk and renamed: a process killed while writing
 leaves no file a query would read, and a cell's rows (all in one part) appear together or not at all.
-Parts are only ever added, and a run is resumed only by one process at a time (``lock``), so no cell is
-recorded twice. Columns differ between parts as the backtest gains metrics; DuckDB unions them by name.
+Parts are only ever added (and merged only by :meth:`RunStore.compact`), and a run is resumed only by one
+process at a time (``lock``), so no cell is recorded twice.
+
+:meth:`RunStore.compact` merges a run's parts into a few ``compact-<generation>-<n>.parquet`` files (about
+128 MB or 1M rows each, sorted by symbol and strategy) and then swaps in ``manifest.json``
+(``{"generation", "files", "absorbed"}``, written atomically). Once a run has a manifest, its live files are
+the compacted ``files`` it lists plus every part *not* in ``absorbed`` (parts written later, e.g. by
+``--resume``); a compacted file it does not list (a compaction killed before its swap) and an absorbed part
+(killed before deleting it) are ignored, so a crash at any point leaves every cell readable exactly once.
+Columns differ between parts as the backtest gains metrics; DuckDB unions them by name.
 
 ``run.json`` may carry a ``status`` (:data:`STATUSES`): planned before its first cell, running, done, or
 interrupted (a sweep stopped by a signal). Reading never writes: a store on a read-only disk serves every
@@ -24,6 +32,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import time
 import uuid
 import warnings
@@ -35,12 +44,17 @@ import pandas as pd
 import pyarrow as pa
 
 from marketcast.errors import ConfigError, StateError, StoreWarning, first_line
-from marketcast.fileio import write_atomic
+from marketcast.fileio import write_atomic, write_files
 
 DEFAULT_STORE = Path("out/runs")
 STORE_ENV = "MARKETCAST_RUN_STORE"
 OFF = ("off", "none", "0", "false")
 _PART_GLOB = "part-*.parquet"
+_COMPACT_GLOB = "compact-*.parquet"
+_SPILL = "compact-spill"  # DuckDB's spill folder while sorting
+MANIFEST = "manifest.json"
+COMPACT_ROWS = 1_000_000  # a compacted file holds about this many rows at most
+COMPACT_BYTES = 128 * 2**20  # ... or about this many bytes of the parts it replaces
 STATUSES = ("planned", "running", "done", "interrupted")
 _INFO_TYPES = {"run_id": (str,), "kind": (str,), "created_at": (str,), "code_version": (str,),
                "spec_hash": (str,), "status": (str,), "cells_total": (int,)}
@@ -84,6 +98,23 @@ def _column(name: str, values: list) -> pa.Array:
         raise StateError(f"run store column {name!r} mixes {', '.join(kinds)} ({exc})") from None
 
 
+def _buckets(counts: list[tuple], n: int) -> list[str]:
+    """``n`` (at most) WHERE clauses splitting ``(symbol, rows)`` (sorted) into runs of symbols of about equal rows."""
+    total, out, start, taken = sum(c for _, c in counts), [], 0, 0
+    for i, (_, c) in enumerate(counts):
+        taken += c
+        last = i == len(counts) - 1
+        if last or (len(out) < n - 1 and taken >= total * (len(out) + 1) / n):
+            lo, hi = counts[start][0], counts[i][0]
+            if hi is None:  # NULL sorts last: the last bucket takes it
+                lo_sql = f"symbol >= {_sql_text(lo)} OR " if lo is not None else ""
+                out.append(f"({lo_sql}symbol IS NULL)")
+            else:
+                out.append(f"symbol BETWEEN {_sql_text(lo)} AND {_sql_text(hi)}")
+            start = i + 1
+    return out
+
+
 def rows_table(rows: list[dict]) -> pa.Table:
     """One Arrow table from rows with different keys (a key a row lacks is NULL there)."""
     names = list(dict.fromkeys(k for row in rows for k in row))
@@ -98,6 +129,7 @@ class RunStore:
         self._damaged: dict[Path, tuple] = {}  # part -> the (size, mtime) it was found damaged at
         self._warned: set[Path] = set()
         self._batch: dict[Path, str] | None = None
+        self._shared: tuple | None = None  # (the files' (path, size, mtime), the connection over them)
 
     # --- writing ----------------------------------------------------------------------------------------
 
@@ -244,10 +276,102 @@ class RunStore:
         raise ConfigError(f"no run {ref!r} in {self.root}; see 'marketcast runs list'")
 
     def parts(self, run_id: str | None = None) -> list[Path]:
-        """The part files (absolute paths) of ``run_id`` or of the whole store, damaged ones included."""
-        pattern = f"{run_id}/{_PART_GLOB}" if run_id else f"*/{_PART_GLOB}"
+        """The live Parquet files (absolute paths) of ``run_id`` or of the whole store, damaged ones included:
+        a run's manifest files and its parts not absorbed by them (every part without a manifest)."""
         root = Path(os.path.abspath(self.root))
-        return sorted(root.glob(pattern)) if root.is_dir() else []
+        if not root.is_dir():
+            return []
+        if run_id:
+            folders = [root / run_id]
+        else:
+            folders = sorted({p.parent for pattern in (_PART_GLOB, MANIFEST) for p in root.glob(f"*/{pattern}")})
+        return [path for folder in folders for path in self._live(folder)]
+
+    def _manifest(self, folder: Path) -> dict | None:
+        """The run's ``manifest.json``; None without one (or a damaged one, skipped with a warning)."""
+        path = folder / MANIFEST
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            self._skip(path, f"cannot be read ({getattr(exc, 'strerror', None) or exc})")
+            return None
+        good = (isinstance(data, dict) and isinstance(data.get("generation"), int)
+                and all(isinstance(data.get(k), list) and all(isinstance(n, str) and Path(n).name == n
+                                                              for n in data[k]) for k in ("files", "absorbed")))
+        if not good:
+            self._skip(path, "is not a manifest (generation, files, absorbed)")
+            return None
+        return data
+
+    def _live(self, folder: Path) -> list[Path]:
+        parts = sorted(folder.glob(_PART_GLOB))
+        manifest = self._manifest(folder)
+        if manifest is None:
+            return parts
+        absorbed = set(manifest["absorbed"])
+        return [folder / name for name in manifest["files"]] + [p for p in parts if p.name not in absorbed]
+
+    def _collect(self, folder: Path, manifest: dict | None) -> None:
+        """Remove what no reader reads: absorbed parts, compacted files the manifest does not list, spill."""
+        shutil.rmtree(folder / _SPILL, ignore_errors=True)
+        listed = set(manifest["files"]) if manifest else set()
+        for path in folder.glob(_COMPACT_GLOB):
+            if path.name not in listed:
+                path.unlink(missing_ok=True)
+        for name in manifest["absorbed"] if manifest else ():
+            (folder / name).unlink(missing_ok=True)
+
+    def compact(self, run_id: str, keep_parts: bool = False) -> dict:
+        """Merge the run's live files into a few sorted ones and swap in a new manifest, holding the run's lock;
+        then delete the files it replaced (``keep_parts``: keep the parts, which readers then ignore). Returns
+        ``{"files_before", "files_after", "rows"}``; a run already compact (one file per bucket, no new part) is
+        left as it is."""
+        import duckdb
+
+        with self.lock(run_id):
+            folder = Path(os.path.abspath(self.run_dir(run_id)))
+            manifest = self._manifest(folder)
+            if manifest is None and (folder / MANIFEST).exists():
+                raise StateError(f"{folder / MANIFEST} is damaged; restore it or move the run away before compacting")
+            if not keep_parts:
+                self._collect(folder, manifest)
+            else:
+                shutil.rmtree(folder / _SPILL, ignore_errors=True)
+            live = self._usable(self._live(folder))
+            fresh = [p for p in live if p.name.startswith("part-")]
+            if not live or (manifest is not None and not fresh):
+                return {"files_before": len(live), "files_after": len(live), "rows": None}
+            size = sum(p.stat().st_size for p in live)
+            con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
+                                                     "autoload_known_extensions": False})
+            try:
+                con.execute(f"SET temp_directory = {_sql_text(str(folder / _SPILL))}")
+                source = f"read_parquet([{', '.join(_sql_text(str(p)) for p in live)}], union_by_name = true)"
+                counts = con.execute(f"SELECT symbol, count(*) FROM {source} GROUP BY symbol "
+                                     "ORDER BY symbol NULLS LAST").fetchall()
+                rows = sum(n for _, n in counts)
+                buckets = _buckets(counts, max(1, -(-rows // COMPACT_ROWS), -(-size // COMPACT_BYTES)))
+                generation = (manifest["generation"] if manifest else 0) + 1
+                names = [f"compact-{generation:06d}-{i:03d}.parquet" for i in range(len(buckets))]
+
+                def writer(where: str):
+                    return lambda tmp: con.execute(
+                        f"COPY (SELECT * FROM {source} WHERE {where} ORDER BY symbol, strategy NULLS FIRST, "
+                        f"cell_index) TO {_sql_text(str(tmp))} (FORMAT parquet, COMPRESSION zstd)")
+
+                write_files(folder, {name: writer(where) for name, where in zip(names, buckets)}, StateError)
+            finally:
+                con.close()
+                shutil.rmtree(folder / _SPILL, ignore_errors=True)
+            kept = set(manifest["absorbed"]) if manifest else set()
+            absorbed = sorted({p.name for p in fresh} | {p.name for p in folder.glob(_PART_GLOB) if p.name in kept})
+            new = {"generation": generation, "files": names, "absorbed": absorbed}
+            write_atomic(folder / MANIFEST, lambda tmp: tmp.write_text(json.dumps(new, indent=1) + "\n"), StateError)
+            if not keep_parts:
+                self._collect(folder, new)
+            return {"files_before": len(live), "files_after": len(names), "rows": rows}
 
     def _usable(self, files: list[Path]) -> list[Path]:
         """``files`` without the parts already found damaged (and not rewritten since) and the empty ones."""
@@ -289,6 +413,29 @@ class RunStore:
                 found = True
         return found
 
+    def _signature(self, files: list[Path]) -> tuple:
+        out = []
+        for path in files:
+            try:
+                st = path.stat()
+            except OSError:
+                return ()
+            out.append((path, st.st_size, st.st_mtime_ns))
+        return tuple(out)
+
+    def _cached(self, run_ids: list[str] | None):
+        """:meth:`_open`'s connection, kept while the same files (unchanged) are read: a command's queries
+        over a run of many parts list and bind their schemas once. Each query takes its own cursor."""
+        listed = [p for r in run_ids for p in self.parts(r)] if run_ids is not None else self.parts()
+        signature = self._signature(self._usable(listed))
+        if self._shared is not None and signature and self._shared[0] == signature:
+            return self._shared[1], [p for p, _, _ in signature]
+        con, files = self._open(run_ids)
+        if self._shared is not None:
+            self._shared[1].close()
+        self._shared = (self._signature(files), con)
+        return con, files
+
     def _open(self, run_ids: list[str] | None):
         """``(connection, parts it reads)``: the views over the usable parts, then external access off but for
         those files, and the configuration locked, so a query can neither read nor write anything else."""
@@ -302,7 +449,14 @@ class RunStore:
             try:
                 if files:
                     listing = ", ".join(_sql_text(str(p)) for p in files)
-                    con.execute(f"CREATE VIEW rows AS SELECT * FROM read_parquet([{listing}], union_by_name = true)")
+                    con.execute(f"CREATE VIEW all_rows AS SELECT * FROM read_parquet([{listing}], "
+                                "union_by_name = true)")
+                    retried = "attempt" in {r[0] for r in con.execute("DESCRIBE all_rows").fetchall()}
+                    # every attempt of a retried cell stays in all_rows (its error history); a cell's result
+                    # is its latest attempt (sweep --resume --retry-failed)
+                    con.execute("CREATE VIEW rows AS SELECT * FROM all_rows" + (
+                        " QUALIFY coalesce(attempt, 0) = max(coalesce(attempt, 0)) OVER (PARTITION BY run_id, "
+                        "cell_id)" if retried else ""))
                 else:
                     typed = ", ".join(f'NULL::{kind} AS "{name}"' for name, kind in _EMPTY_COLUMNS.items())
                     con.execute(f"CREATE VIEW rows AS SELECT {typed} WHERE false")
@@ -350,7 +504,8 @@ class RunStore:
 
         statement = self._statement(sql)
         while True:
-            con, files = self._open(run_ids)
+            shared, files = self._cached(run_ids)
+            con = shared.cursor()
             try:
                 return con.execute(statement, params or []).df()
             except duckdb.Error as exc:

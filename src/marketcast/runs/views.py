@@ -56,7 +56,7 @@ def list_runs(store: RunStore) -> pd.DataFrame:
     counts = pd.DataFrame()
     if infos:
         counts = store.query("SELECT run_id, count(*) FILTER (WHERE status = 'ok') AS ok, "
-                             "count(*) FILTER (WHERE status = 'error') AS failed, count(DISTINCT symbol) AS symbols, "
+                             "count(*) FILTER (WHERE status <> 'ok') AS failed, count(DISTINCT symbol) AS symbols, "
                              "string_agg(DISTINCT model, ',' ORDER BY model) AS models FROM cells GROUP BY run_id",
                              run_ids=list(infos))
         counts = counts.set_index("run_id") if len(counts) else counts
@@ -80,6 +80,17 @@ def cells(store: RunStore, run_id: str) -> pd.DataFrame:
     return store.query(f"SELECT {listing} FROM cells ORDER BY cell_index", run_ids=[run_id])
 
 
+def cell_counts(store: RunStore, run_id: str) -> tuple[int, int, pd.DataFrame]:
+    """``(cells, cells ok, the failed cells' symbol, cell_id and error in plan order)``, counted in DuckDB."""
+    total, ok = store.query("SELECT count(*) AS n, count(*) FILTER (WHERE status = 'ok') AS ok FROM cells",
+                            run_ids=[run_id]).iloc[0]
+    if "error" not in store.columns([run_id]):
+        return int(total), int(ok), pd.DataFrame(columns=["symbol", "cell_id", "error"])
+    failed = store.query("SELECT symbol, cell_id, error FROM cells WHERE status <> 'ok' ORDER BY cell_index",
+                         run_ids=[run_id])
+    return int(total), int(ok), failed
+
+
 def axes(frames: list[pd.DataFrame]) -> list[str]:
     """The settings that take more than one value within any of ``frames`` (the grid's axes)."""
     out = []
@@ -89,34 +100,58 @@ def axes(frames: list[pd.DataFrame]) -> list[str]:
     return out
 
 
+def run_axes(store: RunStore, run_ids: list[str]) -> list[str]:
+    """:func:`axes` of the runs' cells, counted in DuckDB (NULL is a value, as in :func:`axes`)."""
+    columns = set(store.columns(run_ids))
+    names = [n for n in setting_names() if n in columns]
+    if not names:
+        return []
+    counts = ", ".join(f'count(DISTINCT "{n}") + max(("{n}" IS NULL)::INTEGER) AS "{n}"' for n in names)
+    found = store.query(f"SELECT {counts} FROM cells GROUP BY run_id", run_ids=run_ids)
+    return [n for n in names if (found[n] > 1).any()]
+
+
+def strategy_order(columns, table: str = "") -> str:
+    """SQL ordering a cell's strategy rows as the backtest wrote them (the order of its ``strategies``)."""
+    t = f"{table}." if table else ""
+    return (f"list_position({t}strategies, {t}strategy) NULLS LAST, {t}strategy" if "strategies" in columns
+            else f"{t}strategy")
+
+
 def label(row: pd.Series, names: list[str], with_symbol: bool = True) -> str:
     """``SP500 fill_mode=touch point=median``: a cell's symbol and its values on ``names``."""
     parts = [f"{n}={','.join(map(str, v)) if isinstance(v, list) else v}" for n in names for v in [plain(row.get(n))]]
     return " ".join([str(row["symbol"]), *parts] if with_symbol else parts)
 
 
+def _number(column: str) -> str:
+    value = f'TRY_CAST("{column}" AS DOUBLE)'
+    return f"CASE WHEN isnan({value}) THEN NULL ELSE {value} END"
+
+
 def summary(store: RunStore, run_id: str, by: list[str] | None = None,
             metrics: tuple[str, ...] = SHOWN_METRICS) -> pd.DataFrame:
     """Mean of ``metrics`` per group of ``by`` (default: the grid's axes, or the symbol in a run without
-    axes) and strategy, with the number of cells in each group."""
-    found = cells(store, run_id)
-    bulky = [c for c in ("settle_times", "returns") if c in store.columns([run_id])]
-    results = store.query(f"SELECT * {'EXCLUDE (' + ', '.join(bulky) + ')' if bulky else ''} FROM results",
-                          run_ids=[run_id])
-    if results.empty:
+    axes) and strategy, with the number of cells in each group, grouped in DuckDB; groups come in the order
+    of their first row (plan order, then the cell's strategy order)."""
+    columns = store.columns([run_id])
+    shown = [c for c in columns if c not in ("settle_times", "returns")]
+    if "strategy" not in columns or store.query("SELECT 1 FROM results LIMIT 1", run_ids=[run_id]).empty:
         return pd.DataFrame()
-    by = by if by is not None else (axes([found]) or ["symbol"])
-    missing = [c for c in [*by, *metrics] if c not in results.columns]
+    by = by if by is not None else (run_axes(store, [run_id]) or ["symbol"])
+    missing = [c for c in [*by, *metrics] if c not in shown]
     if missing:
         raise ConfigError(f"run {run_id} has no column {', '.join(missing)}; choose from "
-                          f"{', '.join(c for c in results.columns if c not in ('record',))}")
-    keyed = results.assign(**{c: results[c].map(lambda v: _key(v) if isinstance(plain(v), list) else v)
-                              for c in by})
-    keyed[list(metrics)] = keyed[list(metrics)].apply(pd.to_numeric, errors="coerce")
-    grouped = keyed.groupby([*by, "strategy"], sort=False, dropna=False)
-    table = grouped[list(metrics)].mean(numeric_only=True)
-    table.insert(0, "cells", grouped.size())
-    return table.reset_index()
+                          f"{', '.join(c for c in shown if c not in ('record',))}")
+    keys = ", ".join(f'"{c}"' for c in dict.fromkeys([*by, "strategy"]))
+    means = ", ".join(f'avg({_number(m)}) AS "{m}"' for m in metrics)
+    position = "list_position(strategies, strategy)" if "strategies" in columns else "0"
+    first = f"min(cell_index * 1000000 + coalesce({position}, 0))" if "cell_index" in columns else "0"
+    table = store.query(f"SELECT {keys}, count(*) AS cells{', ' + means if means else ''} FROM results "
+                        f"GROUP BY {keys} ORDER BY {first}, {keys}", run_ids=[run_id])
+    for c in dict.fromkeys(by):
+        table[c] = table[c].map(lambda v: _key(v) if isinstance(plain(v), list) else v)
+    return table
 
 
 # --- multiple testing across cells ------------------------------------------------------------------------
@@ -189,8 +224,11 @@ def selection(store: RunStore, run_id: str) -> list[dict]:
     by_symbol = store.query(_TRIALS_SQL.format(scope="symbol"), run_ids=[run_id])
     if len(by_symbol) > 1:
         frames.append(by_symbol)
-    found = cells(store, run_id).set_index("cell_id")
-    names = axes([found])
+    names = run_axes(store, [run_id])
+    best = sorted({c for frame in frames for c in frame["best_cell"]})
+    listing = ", ".join(f'"{c}"' for c in dict.fromkeys(["cell_id", "symbol", *names]))
+    found = store.query(f"SELECT {listing} FROM cells WHERE list_contains(?, cell_id)", [best],
+                        run_ids=[run_id]).set_index("cell_id")
     out = []
     for frame in frames:
         for row in frame.to_dict("records"):
