@@ -114,7 +114,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="marketcast-start-") as tmp:
         weights = write_weights(args.model, Path(tmp) / "weights")
         env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
-        env.update(PYTHONPATH=SRC, MARKETCAST_COMPILE_CACHE_DIR=str(Path(tmp) / "cache"))
+        env.update(PYTHONPATH=os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")])),
+                   MARKETCAST_COMPILE_CACHE_DIR=str(Path(tmp) / "cache"))
         common = ["--device", args.device, "--model", args.model, "--dtype", args.dtype, "--horizon", str(args.horizon),
                   "--samples", str(args.samples), "--context", str(args.context), "--weights", str(weights)]
         phases = {}

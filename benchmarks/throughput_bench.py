@@ -216,6 +216,10 @@ def main() -> None:
     for model in args.models.split(","):
         for horizon in horizons:
             batch = windows_batch(args.symbols, args.windows, args.context, horizon)
+            if not args.child:
+                fc = build(model, str(device), "float32", None)
+                flops[model, horizon] = flops_per_window(fc, batch, horizon, args.samples)
+                del fc
             for dtype in args.dtypes.split(","):
                 for mode in modes:
                     row = measure_row(model, device, dtype, mode, batch, horizon, args.samples, args.repeats)
@@ -224,29 +228,33 @@ def main() -> None:
                     rows.append(row)
                     print(json.dumps({k: row[k] for k in ("key", "windows_per_s", "warmup_s", "recompiles")}),
                           flush=True)
-            if args.child:
-                continue
-            fc = build(model, str(device), "float32", None)
-            flops[model, horizon] = flops_per_window(fc, batch, horizon, args.samples)
-            if args.ref_windows and horizon in ref_horizons:
+                    write_report(args, device, rows, refs, flops, {})  # a run cut short keeps its rows
+            if args.ref_windows and horizon in ref_horizons and not args.child:
                 refs[model, horizon] = reference_row(model, device, take(batch, args.ref_windows), horizon,
                                                      args.samples)
                 print(json.dumps({"reference": f"{model} h{horizon}", **refs[model, horizon]}), flush=True)
+    before = before_rows(args, args.before_src) if args.before_src and not args.child else {}
+    report = write_report(args, device, rows, refs, flops, before)
+    if "table" in report:
+        print(report["table"])
+    print(f"wrote {args.out}")
+
+
+def write_report(args, device, rows, refs, flops, before) -> dict:
+    """The JSON report of the rows so far (with the table unless this is a ``--before-src`` child)."""
     report = {"device": str(device), "torch": torch.__version__, "threads": torch.get_num_threads(),
               "samples": args.samples, "context": args.context, "symbols": args.symbols,
               "windows_per_symbol": args.windows, "rows": rows}
     if not args.child:
-        before = before_rows(args, args.before_src) if args.before_src else {}
         report["table"] = table(rows, refs, flops, before, device, args)
         report.update(references={f"{m} h{h}": r for (m, h), r in refs.items()},
                       flops_per_window={f"{m} h{h}": f for (m, h), f in flops.items()},
                       before={k: v["windows_per_s"] for k, v in before.items()},
                       bf16_vs_fp32={f"{m} h{h}": d for (m, h), d in bf16_deltas(rows).items()})
-        print(report["table"])
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2, default=str))
-    print(f"wrote {out}")
+    return report
 
 
 def table(rows, refs, flops, before, device, args) -> str:
