@@ -7,6 +7,10 @@ network emulated offline, wait until the page says every chart is drawn (``<body
 * fail on any request that is not ``file:`` or ``data:`` (the page must not fetch anything);
 * fail unless every chart has traces, every trace has points and the SVG holds its drawn traces, and
   every table has rows;
+* on a tearsheet (a page with a headline line), MEASURE where things are in a 1280 x 900 viewport: fail unless
+  the first symbol's headline line and its equity chart lie within the first 900 px, and unless every symbol
+  has its drawdown-periods table and its trade list; then click the trade list's "net return" header twice and
+  fail unless the rows come out sorted up, then down;
 * save a full-page screenshot PNG, and report the page size and the render time (navigation to the last
   chart drawn, wall clock, and Plotly's own drawing time measured in the page).
 
@@ -17,7 +21,8 @@ protocol (``websockets``), so it needs no browser driver package. Not run in CI 
     PYTHONPATH=src python benchmarks/html_check.py [PAGE.html ...] [--windows 70 5000] [--out DIR]
         [--chromium /usr/bin/chromium] [--timeout 120]
 
-Exit status 1 when a check fails. Results: ``benchmarks/results/html_check.json`` and one PNG per page.
+Exit status 1 when a check fails. Results: ``benchmarks/results/html_check.json`` and two PNGs per page (the
+whole page, and its first screen as ``*_fold.png``).
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ RESULTS = ROOT / "benchmarks" / "results"
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--disable-extensions", "--hide-scrollbars", "--remote-debugging-port=0")
-WIDTH, HEIGHT = 1400, 1000
+WIDTH, HEIGHT = 1280, 900  # the viewport: the first HEIGHT px are "above the fold"
+FOLD = HEIGHT
 
 INSPECT = """JSON.stringify({
   charts: Array.from(document.querySelectorAll("div.plot")).map(function (gd) {
@@ -59,8 +65,48 @@ INSPECT = """JSON.stringify({
     return t.tBodies.length ? t.tBodies[0].rows.length : 0;
   }),
   renderMs: Number(document.body.getAttribute("data-render-ms")),
-  height: document.documentElement.scrollHeight
+  height: document.documentElement.scrollHeight,
+  fold: (function () {
+    function box(selector) {
+      var e = document.querySelector(selector);
+      if (!e) return null;
+      var b = e.getBoundingClientRect();
+      return {top: Math.round(b.top + window.scrollY), bottom: Math.round(b.bottom + window.scrollY),
+              left: Math.round(b.left), right: Math.round(b.right)};
+    }
+    return {headline: box("[data-check=headline]"), equity: box(".hero div.plot"), trust: box("[data-check=trust]"),
+            viewport: [window.innerWidth, window.innerHeight]};
+  })(),
+  sections: Array.from(document.querySelectorAll("section.symbol")).map(function (s) {
+    function rows(suffix) {
+      var e = document.getElementById(s.id + suffix);
+      if (!e) return null;
+      return e.tagName === "TABLE" ? e.tBodies[0].rows.length : 0;
+    }
+    return {id: s.id, trades: rows("-trades"), drawdowns: rows("-drawdowns")};
+  })
 })"""
+
+SORT_CHECK = """(function () {
+  var t = document.querySelector("table.sortable[id$='-trades']");
+  if (!t) return JSON.stringify(null);
+  var heads = Array.from(t.tHead.rows[0].cells), col = heads.findIndex(function (h) {
+    return h.textContent.indexOf("net return") === 0; });
+  function keys() {
+    return Array.from(t.tBodies[0].rows).map(function (r) { return Number(r.cells[col].getAttribute("data-sort")); });
+  }
+  function sorted(k, up) {
+    for (var i = 1; i < k.length; i++) { if (up ? k[i] < k[i - 1] : k[i] > k[i - 1]) return false; }
+    return true;
+  }
+  heads[col].click();
+  var up = keys();
+  heads[col].click();
+  var down = keys();
+  heads[0].click();
+  return JSON.stringify({rows: up.length, up: sorted(up, true), down: sorted(down, false),
+                         first: up[0], last: up[up.length - 1]});
+})()"""
 
 
 class DevTools:
@@ -138,6 +184,30 @@ def chart_problems(found: dict) -> list[str]:
     return out
 
 
+def fold_problems(found: dict, sort: dict | None) -> list[str]:
+    """On a tearsheet: the headline and the equity chart above the fold, each symbol's drawdown table and trade
+    list present, the trade list sortable. Nothing on other pages (the live status page has no headline)."""
+    fold = found["fold"]
+    if fold["headline"] is None:
+        return []
+    out = []
+    for name in ("headline", "equity"):
+        box = fold[name]
+        if box is None:
+            out.append(f"no {name} on the tearsheet")
+        elif box["bottom"] > FOLD:
+            out.append(f"{name} ends at {box['bottom']} px, below the first {FOLD} px")
+    for s in found["sections"]:
+        out += [f"{s['id']}: no {what}" for what, key in (("trade list", "trades"), ("drawdown table", "drawdowns"))
+                if s[key] is None]
+    if sort is None:
+        if any(s["trades"] for s in found["sections"]):
+            out.append("the trade list is not a sortable table")
+    elif not (sort["up"] and sort["down"]):
+        out.append(f"clicking the trade list's net return header did not sort it ({sort})")
+    return out
+
+
 def check_page(chromium: str, page: Path, screenshot: Path, timeout: float) -> dict:
     """Load ``page`` offline, wait for its charts, inspect and screenshot it."""
     profile = Path(tempfile.mkdtemp(prefix="marketcast-chromium-"))
@@ -156,7 +226,8 @@ def check_page(chromium: str, page: Path, screenshot: Path, timeout: float) -> d
             "charts": len(found["charts"]), "traces": sum(len(c["traces"]) for c in found["charts"]),
             "points": sum(t["points"] for c in found["charts"] for t in c["traces"]),
             "tables": len(found["tables"]), "page_height_px": found["height"], "screenshot": str(screenshot),
-            "chart_titles": [c["title"] for c in found["charts"]], "problems": problems}
+            "chart_titles": [c["title"] for c in found["charts"]], "fold": found["fold"],
+            "sections": found["sections"], "sort": found["sort"], "problems": problems}
 
 
 def _inspect(dt: DevTools, page: Path, screenshot: Path, timeout: float) -> tuple[dict, float | None, list[str]]:
@@ -181,6 +252,8 @@ def _inspect(dt: DevTools, page: Path, screenshot: Path, timeout: float) -> tupl
         time.sleep(0.05)
     found = json.loads(dt.call("Runtime.evaluate", {"expression": INSPECT, "returnByValue": True},
                                session)["result"]["value"])
+    found["sort"] = json.loads(dt.call("Runtime.evaluate", {"expression": SORT_CHECK, "returnByValue": True},
+                                       session)["result"]["value"])
     time.sleep(0.3)  # late console messages arrive with the next reply
     dt.call("Runtime.evaluate", {"expression": "1"}, session)
     shot = dt.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True,
@@ -188,7 +261,11 @@ def _inspect(dt: DevTools, page: Path, screenshot: Path, timeout: float) -> tupl
                                                        "scale": 1}}, session, timeout=120)
     screenshot.parent.mkdir(parents=True, exist_ok=True)
     screenshot.write_bytes(base64.b64decode(shot["data"]))
-    problems = problems_in(dt.events) + chart_problems(found)
+    fold = dt.call("Page.captureScreenshot", {"format": "png", "clip": {"x": 0, "y": 0, "width": WIDTH,
+                                                                         "height": FOLD, "scale": 1}}, session)
+    # what a reader sees first
+    screenshot.with_name(f"{screenshot.stem}_fold.png").write_bytes(base64.b64decode(fold["data"]))
+    problems = problems_in(dt.events) + chart_problems(found) + fold_problems(found, found["sort"])
     if rendered is None:
         problems.insert(0, f"charts not drawn within {timeout:g} s")
     return found, rendered, problems
@@ -230,12 +307,16 @@ def main() -> int:
     shutil.rmtree(work, ignore_errors=True)
     table = Table(title=f"HTML check in headless Chromium, offline ({platform.node()}, {os.cpu_count()} CPUs)")
     for col in ("page", "windows", "build s", "size MB", "render s", "plotly ms", "charts", "traces", "points",
-                "problems"):
+                "headline px", "equity px", "trades", "drawdowns", "sorts", "problems"):
         table.add_column(col, justify="left" if col in ("page", "problems") else "right")
     for r in rows:
         table.add_row(Path(r["page"]).name, str(r["windows"] or ""), f"{r['build_s']:.1f}" if r["build_s"] else "",
                       f"{r['bytes'] / 1e6:.2f}", "-" if r["render_s"] is None else f"{r['render_s']:.2f}",
                       f"{r['plotly_ms']:.0f}", str(r["charts"]), str(r["traces"]), f"{r['points']:,}",
+                      _span(r["fold"]["headline"]), _span(r["fold"]["equity"]),
+                      "/".join("-" if s["trades"] is None else str(s["trades"]) for s in r["sections"]),
+                      "/".join("-" if s["drawdowns"] is None else str(s["drawdowns"]) for s in r["sections"]),
+                      "-" if r["sort"] is None else ("yes" if r["sort"]["up"] and r["sort"]["down"] else "NO"),
                       "; ".join(r["problems"]) or "none")
     Console(width=200).print(table)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -244,6 +325,11 @@ def main() -> int:
     for r in rows:
         print(f"screenshot: {r['screenshot']}")
     return 1 if any(r["problems"] for r in rows) else 0
+
+
+def _span(box: dict | None) -> str:
+    """Where an element lies, top-bottom in page pixels ('-' when absent)."""
+    return "-" if box is None else f"{box['top']}-{box['bottom']}"
 
 
 def chromium_version(chromium: str) -> str:

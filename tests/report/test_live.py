@@ -4,12 +4,16 @@ import json
 import re
 
 import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
 import pytest
 
 from marketcast.cli import main
 from marketcast.data import load_symbol
 from marketcast.forecast import load_forecaster
-from marketcast.report.live import PAGE_NAME, is_open, read_alerts, read_state, status_html
+from marketcast.report.live import (
+    PAGE_NAME, count_axis, date_axis, is_open, read_alerts, read_state, status_html,
+)
 from marketcast.trade.loop.cycle import LoopConfig
 from marketcast.trade.loop.gates import GateConfig
 from marketcast.trade.ops.monitor import read_records
@@ -64,6 +68,23 @@ def test_equity_and_health_charts_are_the_records(page, state_dir):
     assert trace(figs["live-health"], "recompiles since start")["y"].tolist() == [0] * len(records)
     first, last = records[0]["equity"], records[-1]["equity"]
     assert f"{first:,.2f} → {last:,.2f} ({last / first - 1:+.2%})" in page
+
+
+def test_the_charts_axes_read_as_dates_and_whole_counts(page, state_dir):
+    records = read_records(state_dir)
+    figs = figures(page)
+    times = pd.DatetimeIndex(pd.to_datetime([r["decision_ts"] for r in records], utc=True))
+    for name in ("live-equity", "live-health"):
+        layout = figs[name]["layout"]
+        assert layout["xaxis"]["type"] == "date" and layout["xaxis"]["title"]["text"] == "decision bar (UTC)"
+        assert layout["xaxis"]["tickformat"] == "%Y-%m-%d"  # six weeks of cycles: dates, not bare numbers
+        x = figs[name]["data"][0]["x"]
+        np.testing.assert_array_equal(x, times.tz_localize(None).asi8 / 1e6)  # ms since the epoch, UTC
+    y2 = figs["live-health"]["layout"]["yaxis2"]
+    assert y2["dtick"] == 1 and y2["tick0"] == 0 and y2["tickmode"] == "linear"  # no ticks at 0.2 read "0"
+    assert count_axis(23)["dtick"] == 5 and count_axis(0.5)["dtick"] == 1
+    short = date_axis(go.Figure(), pd.DatetimeIndex(["2024-01-02 14:00", "2024-01-02 20:00"]))
+    assert short.layout.xaxis.tickformat == "%Y-%m-%d %H:%M"  # one day's cycles: with the time of day
 
 
 def test_open_orders_fills_and_alerts_come_from_the_journal_and_alerts_file(page, state_dir):

@@ -21,13 +21,14 @@ def test_every_table_and_chart_of_returns_names_its_return(page, reports):
     assert SENTENCE in text  # the page's subtitle
     notes = _notes(page)
     assert sum(SENTENCE in note for note in notes) == n  # the track record (walk-forward and buy & hold)
-    assert sum(f"returns {STRATEGY}" in note for note in notes) == n  # the in-sample table
+    assert sum(f"returns {STRATEGY}" in note for note in notes) == 2 * n  # the in-sample and the metrics table
+    assert sum(note.startswith("All ") and f"net return {STRATEGY}" in note for note in notes) == n  # trade list
     assert sum(note == f"Every column: the strategy's returns, {STRATEGY}." for note in notes) == n  # more metrics
     assert sum(STRATEGY in note and CLOSE_TO_CLOSE in note and "SPA" in note for note in notes) == n  # DSR/PBO/SPA
     assert sum(SKILL in note for note in notes) == 1  # the skill table
     captions = _captions(page, "figcaption")
     assert sum(RETURNS_CAPTION in c for c in captions) == 2 * n  # equity and drawdown
-    assert sum(c.endswith(f"Returns {STRATEGY}.") for c in captions) == n  # walk-forward monthly returns
+    assert sum(c.endswith(f"Returns {STRATEGY}.") for c in captions) == 2 * n  # monthly returns, rolling Sharpe
     assert sum(f"Each trade's return: {STRATEGY}." in c for c in captions) == n  # candles with the trades
     assert sum("(prices, not returns)" in c for c in captions) == n  # fans
     assert sum(CLOSE_TO_CLOSE in c and "not a return a strategy earns" in c for c in captions) == n  # skill chart

@@ -9,15 +9,16 @@ import pytest
 from marketcast.backtest import BacktestConfig, run_many
 from marketcast.backtest.tables import interval, pct, selection_rows, track_rows
 from marketcast.forecast.baseline import BaselineForecaster
-from marketcast.report.charts import ms
+from marketcast.report.charts import DOWN, UP, ms
 from marketcast.report.downsample import MAX_POINTS
+from marketcast.report.figures import EXIT_LOSS, EXIT_WIN
 from marketcast.report.page import chart, plotly_js, table
 from marketcast.report.series import WALK_FORWARD, BUY_AND_HOLD, monthly_returns, rolling_skill, walk_forward_trades
 from marketcast.report.tearsheet import symbol_reports, tearsheet_html
 from tests.backtest.helpers import random_bars
 from tests.report.pagedata import figures, trace
 
-SECTIONS = ("equity", "drawdown", "monthly", "candles", "fans", "skill", "reliability", "pit")
+SECTIONS = ("overview", "equity", "drawdown", "rolling", "monthly", "candles", "fans", "skill", "reliability", "pit")
 
 
 def _points(t: dict) -> int:
@@ -77,8 +78,13 @@ def test_candles_are_the_settle_bars_with_the_walk_forward_trades(page, reports)
         np.testing.assert_array_equal(candles["low"], shown["low"].to_numpy())
         trades = walk_forward_trades(r)
         entries = [t for t in fig["data"] if t["name"].endswith("entry")]
-        assert sum(len(t["y"]) for t in entries) == len(trades) == len(trace(fig, "exit")["y"])
-        np.testing.assert_array_equal(trace(fig, "exit")["y"], [t.exit_price for t in trades])
+        wins, losses = trace(fig, EXIT_WIN), trace(fig, EXIT_LOSS)
+        assert sum(len(t["y"]) for t in entries) == len(trades) == len(wins["y"]) + len(losses["y"])
+        np.testing.assert_array_equal(wins["y"], [t.exit_price for t in trades if t.net_return > 0])
+        np.testing.assert_array_equal(losses["y"], [t.exit_price for t in trades if t.net_return <= 0])
+        # an x-thin cross is drawn by its line: the line carries the colour the caption promises
+        assert wins["marker"]["line"]["color"] == wins["marker"]["color"] == UP
+        assert losses["marker"]["line"]["color"] == losses["marker"]["color"] == DOWN
         closed = fig["layout"]["xaxis"]["rangebreaks"][0]["values"]
         assert len(closed) == (shown.index[-1] - shown.index[0]).days + 1 - len(shown)  # weekends, holidays
 
@@ -103,26 +109,30 @@ def test_the_skill_chart_is_the_trailing_mase(page, reports):
         np.testing.assert_allclose(trace(fig, "close vs no change")["y"], skill["close"].dropna().to_numpy())
 
 
-def _rows(page: str, n: int) -> list[list[str]]:
-    body = re.findall(r"<tbody>(.*?)</tbody>", page, re.S)[n]
-    return [re.findall(r"<td>(.*?)</td>", row) for row in re.findall(r"<tr[^>]*>(.*?)</tr>", body)]
+def _rows(page: str, after: str, n: int = 1) -> list[list[str]]:
+    """The cells of the first table after the ``n``-th occurrence of ``after``."""
+    at = -1
+    for _ in range(n):
+        at = page.index(after, at + 1)
+    body = re.search(r"<tbody>(.*?)</tbody>", page[at:], re.S).group(1)
+    return [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in re.findall(r"<tr[^>]*>(.*?)</tr>", body)]
 
 
 def test_the_summary_leads_with_the_out_of_sample_record_then_each_strategy_with_its_interval(page, reports):
     r = reports[0].result
-    head = _rows(page, 0)
+    head = _rows(page, "Out of sample: the walk-forward track record")
     assert [row[0] for row in head] == ["walk-forward", "buy &amp; hold"]
     assert head == [[html.escape(c, quote=False) for c in row] for row in track_rows(r)]  # "n/a (&lt; 1 year)"
     assert "<tr class=headline>" in page
-    strategies = {row[0].rstrip("*†"): row for row in _rows(page, 1)}
+    strategies = {row[0].rstrip("*†"): row for row in _rows(page, "In sample:")}
     assert list(strategies) == list(r.strategies)
     for name, row in strategies.items():
         m = r.strategies[name].metrics
         assert row[1] == pct(m["return"]) and row[3] == interval(m)
         if m["sharpe_ci_low"] is not None:
             assert row[3] == f"[{m['sharpe_ci_low']:+.1f}, {m['sharpe_ci_high']:+.1f}]"
-    assert _rows(page, 3) == [[c.replace("&", "&amp;") for c in row] for row in selection_rows(r)]  # trials, DSR..
-    skill = _rows(page, 8)  # two symbols x four tables, then forecast skill
+    assert _rows(page, "Multiple testing") == [[c.replace("&", "&amp;") for c in row] for row in selection_rows(r)]
+    skill = _rows(page, '<section id="skill">')
     assert [row[0] for row in skill] == ["SP500", "NASDAQ"]
 
 

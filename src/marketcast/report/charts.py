@@ -6,6 +6,8 @@ array that Plotly serialises as a compact base64 typed array instead of one ISO 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -54,6 +56,24 @@ def line(times, values, name: str, max_points: int = MAX_POINTS, **style) -> go.
     x, y = x[finite], y[finite]
     keep = m4_indices(y, max_points)
     return go.Scatter(x=x[keep], y=y[keep], name=name, mode="lines", **style)
+
+
+def log_ticks(low: float, high: float) -> dict:
+    """A log axis's ticks from ``low`` to ``high`` at 1-2-5 times a power of ten (only the powers past four
+    decades), each labelled with its full value ("0.5", "2", "1,000"): Plotly's own log labels print the 2 and
+    5 between decades as bare digits that read like the next decade's."""
+    lo, hi = math.floor(math.log10(max(low, 1e-300))), math.ceil(math.log10(max(high, 1e-300)))
+    steps = (1.0,) if hi - lo > 4 else (1.0, 2.0, 5.0)
+    values = [m * 10.0 ** e for e in range(lo, hi + 1) for m in steps]
+    values = [v for v in values if low / 1.0001 <= v <= high * 1.0001] or [low, high]
+    return {"type": "log", "tickmode": "array", "tickvals": values, "ticktext": [tick_label(v) for v in values]}
+
+
+def tick_label(value: float) -> str:
+    """A tick's full value: thousands separated above 1, plain decimals below (no "1e-05" or "k")."""
+    if value >= 1:
+        return f"{value:,.0f}" if value == round(value) else f"{value:,.2f}"
+    return f"{value:.12f}".rstrip("0").rstrip(".")
 
 
 def downsampled(n: int, max_points: int = MAX_POINTS) -> str:

@@ -9,18 +9,22 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from marketcast.backtest.breadth import rolling_stats, rolling_window, yearly_returns
 from marketcast.backtest.engine import SymbolResult
 from marketcast.backtest.orders import LONG
 from marketcast.data.bars import Bars
 from marketcast.report.charts import (
-    BENCHMARK_COLOUR, DOWN, PALETTE, UP, WALK_FORWARD_COLOUR, figure, line, ms, styled,
+    BENCHMARK_COLOUR, DOWN, PALETTE, UP, WALK_FORWARD_COLOUR, figure, line, log_ticks, ms, styled,
 )
+from marketcast.report.downsample import MAX_POINTS, m4_indices
 from marketcast.report.fans import QUANTILES, Fan
 from marketcast.report.series import (
     BUY_AND_HOLD, WALK_FORWARD, decision_rows, drawdown, equity_frame, monthly_returns, rolling_skill,
     skill_window, walk_forward_trades,
 )
 
+EXIT_WIN, EXIT_LOSS = "exit, net gain", "exit, net loss"
+LOW_LEGEND = {"orientation": "h", "y": -0.2, "x": 0, "font": {"size": 11}}  # below an x axis title
 CANDLE_WINDOWS = 250  # the most recent windows drawn as candles: enough to read each trade
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 HEADLINE = {WALK_FORWARD: {"color": WALK_FORWARD_COLOUR, "width": 2.6},
@@ -40,9 +44,52 @@ def equity_chart(result: SymbolResult) -> go.Figure:
     order = [c for c in eq.columns if c not in HEADLINE] + list(HEADLINE)
     for k, name in enumerate(order):
         fig.add_trace(line(eq.index, eq[name].to_numpy(), name, hovertemplate="%{y:.4f}", **_style(name, k)))
-    values = eq.to_numpy()
-    if values.max() / max(values.min(), 1e-12) > 10:
-        fig.update_yaxes(type="log", exponentformat="none")
+    _log_when_wide(fig, eq.to_numpy())
+    return fig
+
+
+def _log_when_wide(fig: go.Figure, values: np.ndarray) -> None:
+    """A log y axis with full-value ticks (:func:`log_ticks`) when the curves span more than a factor of 10."""
+    values = values[np.isfinite(values)]
+    low, high = max(float(values.min()), 1e-12), float(values.max())
+    if high / low > 10:
+        fig.update_yaxes(**log_ticks(low, high))
+
+
+def overview_chart(result: SymbolResult, height: int = 360) -> go.Figure:
+    """The first chart: the walk-forward record's equity against buy and hold, each drawdown shaded between
+    the record's running peak and its equity."""
+    eq = equity_frame(result)
+    wf = eq[WALK_FORWARD].to_numpy()
+    peak = np.maximum.accumulate(wf)
+    keep = m4_indices(wf, MAX_POINTS)  # the same points for the peak and the equity, so the shading meets both
+    x = ms(eq.index)[keep]
+    fig = figure(f"{result.symbol}: walk-forward equity against buy & hold (start = 1, net of costs)", "equity",
+                 height=height, margin={"l": 64, "r": 16, "t": 44, "b": 36})
+    fig.add_trace(go.Scatter(x=x, y=peak[keep], name="running peak", mode="lines", hoverinfo="skip",
+                             line={"color": "rgba(214,39,40,0.35)", "width": 0.8}, showlegend=False))
+    fig.add_trace(go.Scatter(x=x, y=wf[keep], name=WALK_FORWARD, mode="lines", fill="tonexty",
+                             fillcolor="rgba(214,39,40,0.16)", hovertemplate="%{y:.4f}", **_style(WALK_FORWARD, 0)))
+    fig.add_trace(line(eq.index, eq[BUY_AND_HOLD].to_numpy(), BUY_AND_HOLD, hovertemplate="%{y:.4f}",
+                       **_style(BUY_AND_HOLD, 1)))
+    _log_when_wide(fig, eq[[WALK_FORWARD, BUY_AND_HOLD]].to_numpy().ravel())
+    return fig
+
+
+def rolling_chart(result: SymbolResult) -> go.Figure:
+    """The walk-forward record's trailing Sharpe ratio (left) and volatility (right), both annualised
+    (:func:`marketcast.backtest.breadth.rolling_stats`)."""
+    w = rolling_window(result.windows, result.periods_per_year)
+    roll = rolling_stats(result.walk_forward["returns"], result.settle_times, result.periods_per_year, w)
+    fig = figure(f"{result.symbol}: walk-forward rolling Sharpe ratio and volatility ({w} windows)", "Sharpe ratio",
+                 margin={"l": 64, "r": 72, "t": 48, "b": 40})  # room for the right axis' title
+    fig.add_trace(line(roll.index, roll["sharpe"].to_numpy(), f"Sharpe ratio ({w} windows)",
+                       hovertemplate="%{y:.2f}", line={"color": WALK_FORWARD_COLOUR, "width": 1.6}))
+    fig.add_trace(line(roll.index, roll["volatility"].to_numpy(), f"volatility ({w} windows, right)", yaxis="y2",
+                       hovertemplate="%{y:.1%}", line={"color": "#555555", "width": 1.3, "dash": "dot"}))
+    fig.update_layout(yaxis2={"title": {"text": "volatility (annualised)"}, "overlaying": "y", "side": "right",
+                              "tickformat": ".0%", "showgrid": False, "rangemode": "tozero"})
+    fig.add_hline(y=0.0, line={"color": "#bbbbbb", "width": 1})
     return fig
 
 
@@ -63,7 +110,7 @@ def drawdown_chart(result: SymbolResult) -> go.Figure:
 def monthly_chart(result: SymbolResult) -> go.Figure:
     """The walk-forward record's compounded return per calendar month; each year's total in its label."""
     table = monthly_returns(result.walk_forward["returns"], result.settle_times)
-    yearly = (1.0 + table.fillna(0.0)).prod(axis=1) - 1.0
+    yearly = yearly_returns(result.walk_forward["returns"], result.settle_times)
     z = table.to_numpy(dtype=np.float64)
     text = np.where(np.isfinite(z), np.char.mod("%+.1f%%", np.nan_to_num(100 * z)), "")
     fig = figure(f"{result.symbol}: walk-forward monthly returns", "", height=max(220, 90 + 26 * len(table)),
@@ -99,13 +146,15 @@ def candle_chart(result: SymbolResult, bars: Bars, last: int = CANDLE_WINDOWS) -
                 name=f"{chosen[0].label} entry", text=[f"{t.strategy} {t.label} entry" for t in chosen],
                 marker={"symbol": symbol, "size": 10, "color": colour, "line": {"width": 1, "color": "#333"}},
                 hovertemplate="%{text} %{y:.2f}<extra></extra>"))
-    if trades:
-        fig.add_trace(go.Scatter(
-            x=ms([t.settle_time for t in trades]), y=np.array([t.exit_price for t in trades]), mode="markers",
-            name="exit", marker={"symbol": "x-thin", "size": 9, "line": {"width": 2},
-                                 "color": [UP if t.net_return > 0 else DOWN for t in trades]},
-            text=[f"{t.strategy} {t.label} exit ({t.exit_reason.replace('_', ' ')}), net {t.net_return:+.2%}"
-                  for t in trades], hovertemplate="%{text} %{y:.2f}<extra></extra>"))
+    for name, colour, chosen in ((EXIT_WIN, UP, [t for t in trades if t.net_return > 0]),
+                                 (EXIT_LOSS, DOWN, [t for t in trades if t.net_return <= 0])):
+        if chosen:  # an x-thin marker is all line: its colour is the line's, not the marker's fill
+            fig.add_trace(go.Scatter(
+                x=ms([t.settle_time for t in chosen]), y=np.array([t.exit_price for t in chosen]), mode="markers",
+                name=name,
+                marker={"symbol": "x-thin", "size": 9, "color": colour, "line": {"width": 2, "color": colour}},
+                text=[f"{t.strategy} {t.label} exit ({t.exit_reason.replace('_', ' ')}), net {t.net_return:+.2%}"
+                      for t in chosen], hovertemplate="%{text} %{y:.2f}<extra></extra>"))
     closed = closed_days(frame.index)
     if len(closed):  # daily bars: no empty slots for weekends and holidays
         fig.update_xaxes(rangebreaks=[{"values": ms(closed), "dvalue": 86_400_000}])
@@ -171,7 +220,7 @@ def reliability_chart(result: SymbolResult) -> go.Figure:
     intervals' coverage as markers, and the diagonal a calibrated forecast follows."""
     block = result.calibration_report or {}
     fig = figure(f"{result.symbol}: reliability diagram, bar t+1 ({block.get('scope', 'no windows')})",
-                 "observed frequency", hovermode="closest")
+                 "observed frequency", hovermode="closest", legend=LOW_LEGEND)
     fig.add_trace(go.Scatter(x=np.array([0.0, 1.0]), y=np.array([0.0, 1.0]), mode="lines", name="calibrated",
                              line={"color": "#888888", "dash": "dot", "width": 1}))
     for k, (name, f) in enumerate(block.get("fields", {}).items()):
@@ -196,7 +245,7 @@ def pit_chart(result: SymbolResult) -> go.Figure:
     chi-square p-values in the legend."""
     block = result.calibration_report or {}
     fig = figure(f"{result.symbol}: PIT histogram, bar t+1", "share of windows", hovermode="closest",
-                 barmode="group")
+                 barmode="group", legend=LOW_LEGEND)
     for k, (name, f) in enumerate(block.get("fields", {}).items()):
         pit = f["pit"]
         counts = np.asarray(pit["counts"], dtype=np.float64)

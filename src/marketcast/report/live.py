@@ -9,6 +9,7 @@ them). The page is a snapshot; ``trade status --html`` writes it again.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -90,12 +91,27 @@ def _times(records: list[dict]) -> pd.DatetimeIndex:
     return pd.DatetimeIndex(pd.to_datetime([r.get("decision_ts") for r in records], utc=True))
 
 
+def date_axis(fig: go.Figure, times: pd.DatetimeIndex) -> go.Figure:
+    """Label the x axis with the cycles' dates (with the time of day when they span under two days), titled,
+    so it never reads as bare numbers."""
+    span = times.max() - times.min() if len(times) else pd.Timedelta(0)
+    fig.update_xaxes(type="date", title_text="decision bar (UTC)",
+                     tickformat="%Y-%m-%d" if span >= pd.Timedelta(days=2) else "%Y-%m-%d %H:%M", nticks=8)
+    return fig
+
+
+def count_axis(top: float) -> dict:
+    """A y axis of counts: whole-number ticks only (a count axis ticked at 0.2 printed "0 0 0 1 1 1")."""
+    return {"tickmode": "linear", "tick0": 0, "dtick": max(1, math.ceil(top / 5)), "tickformat": ",d",
+            "rangemode": "tozero"}
+
+
 def equity_chart(records: list[dict]) -> go.Figure:
     fig = figure("equity at each cycle", "equity")
     equity = np.array([r.get("equity") or np.nan for r in records], dtype=np.float64)
     fig.add_trace(line(_times(records), equity, "equity", hovertemplate="%{y:,.2f}",
                        line={"color": WALK_FORWARD_COLOUR, "width": 2}))
-    return fig
+    return date_axis(fig, _times(records))
 
 
 def health_chart(records: list[dict]) -> go.Figure:
@@ -111,8 +127,8 @@ def health_chart(records: list[dict]) -> go.Figure:
     fig.add_trace(line(times, recompiles, "recompiles since start", yaxis="y2", hovertemplate="%{y:d}",
                        line={"color": "#555555", "width": 1.5, "shape": "hv", "dash": "dot"}))
     fig.update_layout(yaxis2={"title": {"text": "recompiles"}, "overlaying": "y", "side": "right",
-                              "rangemode": "tozero", "showgrid": False, "tickformat": ",d"})
-    return fig
+                              "showgrid": False, **count_axis(max(recompiles, default=0) or 1)})
+    return date_axis(fig, times)
 
 
 def _money(v) -> str:

@@ -41,6 +41,51 @@ td { text-align: right; font-variant-numeric: tabular-nums; } tr.headline td { f
 table.text td, table.text th { text-align: left; white-space: normal; }
 figure.chart { background: #fff; border: 1px solid #e5e5e5; margin: 12px 0; padding: 6px 8px 2px; }
 .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 0 16px; }
+p.headline { font-size: 15px; margin: 4px 0 8px; line-height: 1.5; } p.headline b { font-weight: 650; }
+.hero { display: grid; grid-template-columns: minmax(0, 1fr) 340px; gap: 0 16px; align-items: start; }
+.hero figure.chart { margin-top: 0; }
+@media (max-width: 900px) { .hero { grid-template-columns: 1fr; } }
+aside.trust { background: #fff; border: 1px solid #e5e5e5; padding: 8px 12px; font-size: 12.5px; line-height: 1.4; }
+aside.trust h3 { margin: 0 0 4px; font-size: 13px; } aside.trust dl { margin: 0; }
+aside.trust dt { font-weight: 600; margin-top: 5px; } aside.trust dd { margin: 0; color: #333; }
+.banner { background: #c01c28; color: #fff; font-weight: 650; padding: 6px 10px; margin: 0 0 6px; font-size: 13px; }
+aside.trust dd.warning { color: #8a4b00; }
+table.sortable th { cursor: pointer; user-select: none; }
+table.sortable th[aria-sort=ascending]::after { content: " ▲"; }
+table.sortable th[aria-sort=descending]::after { content: " ▼"; }
+div.scroll { max-height: 480px; overflow-y: auto; display: inline-block; border: 1px solid #e5e5e5; }
+div.scroll thead th { position: sticky; top: 0; }
+"""
+
+SORT = """
+(function () {
+  document.querySelectorAll("table.sortable").forEach(function (table) {
+    var heads = table.tHead.rows[0].cells;
+    Array.prototype.forEach.call(heads, function (th, col) {
+      th.addEventListener("click", function () {
+        var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+        var up = th.getAttribute("aria-sort") !== "ascending", numeric = th.hasAttribute("data-num");
+        Array.prototype.forEach.call(heads, function (h) { h.removeAttribute("aria-sort"); });
+        th.setAttribute("aria-sort", up ? "ascending" : "descending");
+        var key = function (row) {
+          var cell = row.cells[col], k = cell.hasAttribute("data-sort") ? cell.getAttribute("data-sort")
+                                                                         : cell.textContent;
+          if (!numeric) return k;
+          k = parseFloat(k.replace(/,/g, ""));
+          return isNaN(k) ? -Infinity : k;
+        };
+        rows = rows.map(function (row, i) { return [key(row), i, row]; });
+        rows.sort(function (a, b) {
+          var c = a[0] < b[0] ? -1 : (a[0] > b[0] ? 1 : a[1] - b[1]);
+          return up || a[0] === b[0] ? c : -c;
+        });
+        var done = document.createDocumentFragment();
+        rows.forEach(function (row) { done.appendChild(row[2]); });
+        body.appendChild(done);
+      });
+    });
+  });
+})();
 """
 
 RENDER = """
@@ -95,6 +140,25 @@ def table(columns: Sequence[str], rows: Sequence[Sequence], headline: int = 0, c
     return f"<table{' class=text' if text else ''}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}"
 
 
+def sortable_table(columns: Sequence[tuple[str, bool]], rows: Sequence[Sequence], table_id: str,
+                   caption: str = "", scroll: bool = False) -> str:
+    """A table the reader sorts by clicking a header (plain inline script, :data:`SORT`; a second click
+    reverses, ties keep their order). ``columns``: (header, numeric). A cell is its text, which is also its sort
+    key (numeric columns: the leading number, thousands commas ignored, anything else last), or (text, key)
+    where the text does not sort right. Rows keep the given order until a click. ``scroll``: a box of its own
+    height (long lists). Cells carry a key only where needed: a trade list of thousands of rows stays small."""
+    def cell(value) -> str:
+        if isinstance(value, tuple):
+            return f'<td data-sort="{esc(value[1])}">{esc(value[0])}</td>'
+        return f"<td>{esc(value)}</td>"
+
+    head = "".join(f"<th{' data-num' if numeric else ''}>{esc(c)}</th>" for c, numeric in columns)
+    body = "".join("<tr>" + "".join(cell(v) for v in row) + "</tr>" for row in rows)
+    note = f'<p class="note">{esc(caption)}</p>' if caption else ""
+    grid = f'<table class="sortable" id="{esc(table_id)}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    return (f'<div class="scroll">{grid}</div>' if scroll else grid) + note
+
+
 def heading(anchor_id: str, text: str) -> str:
     return f'<h2 id="{esc(anchor_id)}">{esc(text)}</h2>'
 
@@ -111,7 +175,7 @@ def document(title: str, subtitle: str, nav: Sequence[tuple[str, str]], body: st
             f"<style>{STYLE}</style><script>{plotly_js()}</script></head><body>"
             f"<header><h1>{esc(title)}</h1><p>{esc(subtitle)}</p></header>"
             f"{'<nav>' + links + '</nav>' if links else ''}<main>{body}</main>"
-            f"<script>{RENDER % json.dumps(PLOT_CONFIG)}</script></body></html>\n")
+            f"<script>{SORT}{RENDER % json.dumps(PLOT_CONFIG)}</script></body></html>\n")
 
 
 def write_page(path: str | Path, text: str, mode: int | None = None) -> None:

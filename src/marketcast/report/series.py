@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from marketcast.backtest.breadth import monthly_returns as breadth_monthly
 from marketcast.backtest.engine import SymbolResult
 from marketcast.backtest.metrics import equity_curve
 from marketcast.backtest.orders import LONG
@@ -52,12 +53,8 @@ def drawdown(equity: pd.Series | np.ndarray) -> np.ndarray:
 
 def monthly_returns(returns: np.ndarray, settle_times: pd.DatetimeIndex) -> pd.DataFrame:
     """Compounded return of each calendar month (by settle time, UTC): years as rows, months 1..12 as
-    columns, NaN where the run has no window."""
-    index = pd.DatetimeIndex(settle_times)
-    growth = pd.Series(1.0 + np.asarray(returns, dtype=np.float64), index=index)
-    months = growth.groupby([index.year, index.month]).prod() - 1.0
-    table = months.unstack()
-    return table.reindex(columns=range(1, 13)).rename_axis(index="year", columns="month")
+    columns, NaN where the run has no window (:func:`marketcast.backtest.breadth.monthly_returns`)."""
+    return breadth_monthly(returns, settle_times)
 
 
 @dataclass(frozen=True)

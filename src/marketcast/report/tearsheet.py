@@ -1,10 +1,14 @@
 """The tearsheet of a backtest run: one HTML page, a section per symbol, the out-of-sample record first.
 
-Per symbol: the summary tables (the walk-forward record and buy and hold, then every strategy in sample with
-its bootstrap interval, then the remaining metrics: the rows :mod:`marketcast.backtest.tables` gives the
-terminal and ``summary.md``), then equity against buy and hold, drawdowns, the walk-forward monthly returns,
-candles with the walk-forward trades, forecast fans at chosen dates, forecast skill over time, and the
-calibration of the bar-t+1 forecasts (a reliability diagram and the PIT histogram).
+Per symbol, what answers first (above the fold of a 1280 x 900 screen, measured by
+``benchmarks/html_check.py``): one headline line (walk-forward return, Sharpe with its interval, max drawdown,
+against buy and hold, DSR), the walk-forward equity against buy and hold with its drawdowns shaded, and the
+provenance box (costs, weights, windows, period, asset class, warnings; :mod:`marketcast.report.overview`).
+Then the metrics at quantstats' breadth and the drawdown periods, the summary tables (the rows
+:mod:`marketcast.backtest.tables` gives the terminal and ``summary.md``), every strategy's equity, drawdowns,
+rolling Sharpe and volatility, the walk-forward monthly returns, candles with the walk-forward trades, forecast
+fans at chosen dates, forecast skill over time, the calibration of the bar-t+1 forecasts (a reliability diagram
+and the PIT histogram), and last the sortable list of the walk-forward trades.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from marketcast.forecast.base import Forecaster
 from marketcast.report import figures
 from marketcast.report.charts import downsampled
 from marketcast.report.fans import HORIZON, Fan, forecast_fans
+from marketcast.report.overview import breadth_of, drawdown_table, headline, metrics_table, trade_table, trust_box
 from marketcast.report.page import anchor, chart, document, esc, paragraph, table
 from marketcast.report.series import skill_window
 
@@ -52,6 +57,14 @@ def symbol_reports(results: Sequence[SymbolResult], bars: Sequence[Bars], foreca
             for r in results]
 
 
+def overview_chart(r: SymbolResult, key: str) -> str:
+    return chart(f"{key}-overview", figures.overview_chart(r),
+                 "The walk-forward record (red: the selection rule's pick at every bar, out of sample, what the live "
+                 "loop would have traded) against buy & hold (dashed); shaded: its fall from the running peak. Log "
+                 "scale, ticks at their full values, when the curves span more than a factor of 10."
+                 + downsampled(r.windows + 1))
+
+
 def _charts(rep: SymbolReport, key: str) -> list[str]:
     r, n = rep.result, rep.result.windows
     shown = min(figures.CANDLE_WINDOWS, n)
@@ -61,16 +74,23 @@ def _charts(rep: SymbolReport, key: str) -> list[str]:
         chart(f"{key}-equity", figures.equity_chart(r),
               "Each strategy (thin), the walk-forward pick (red: the selection rule's choice at every bar, out of "
               "sample, what the live loop would have traded) and buy & hold of the symbol (dashed). The y axis is "
-              "logarithmic when the curves span more than a factor of 10. " + RETURNS_CAPTION + downsampled(n + 1)),
+              "logarithmic, ticks at their full values, when the curves span more than a factor of 10. "
+              + RETURNS_CAPTION + downsampled(n + 1)),
         chart(f"{key}-drawdown", figures.drawdown_chart(r),
               "Fall of each equity curve from its running peak. " + RETURNS_CAPTION + downsampled(n + 1)),
+        chart(f"{key}-rolling", figures.rolling_chart(r),
+              "The walk-forward record's Sharpe ratio and volatility over the trailing windows shown in the legend "
+              "(half a year of periods, at most half the run; quantstats' rolling_sharpe and rolling_volatility), "
+              f"both annualised by sqrt({r.periods_per_year:,g}); empty until that many windows settled. "
+              f"Returns {STRATEGY}." + downsampled(n)),
         chart(f"{key}-monthly", figures.monthly_chart(r),
               "The walk-forward record's compounded net return per calendar month of the settle bar (UTC); "
               f"the year's total beside it. Returns {STRATEGY}."),
         chart(f"{key}-candles", figures.candle_chart(rep.result, rep.bars),
               f"Bar t+1 of the last {shown:,} of {n:,} windows (candles are not aggregated: each trade opens and "
               "closes inside one bar). Triangles: the walk-forward pick's entries (up: long, down: short); crosses: "
-              "its exits, green for a net gain. Earlier windows are in the equity and drawdown charts. "
+              "its exits, green for a net gain, red for a net loss (or none). Earlier windows are in the equity "
+              "and drawdown charts. "
               f"Each trade's return: {STRATEGY}."),
         chart(f"{key}-fans", figures.fan_chart(r.symbol, rep.fans),
               f"The {r.forecast_meta.get('model', 'model')} forecast of the next {h} bars made at each date from "
@@ -103,10 +123,12 @@ def _calibration_scope(r: SymbolResult) -> str:
 def symbol_section(rep: SymbolReport, key: str) -> str:
     r = rep.result
     a = r.annualisation
-    parts = [f'<section class="symbol" id="{key}"><h2>{esc(title(r))}</h2>',
-             paragraph(f"Asset class {r.asset_class}: {r.asset_reason}. Calendar {a.calendar}. "
-                       f"{a.periods_per_year:,g} periods a year: {a.how}.")]
-    parts += [paragraph(f"warning: {w}", "warning") for w in a.warnings]
+    b = breadth_of(r)
+    parts = [f'<section class="symbol" id="{key}"><h2>{esc(title(r))}</h2>', headline(r, key),
+             f'<div class="hero">{overview_chart(r, key)}{trust_box(r)}</div>',
+             "<h3>Metrics: the walk-forward record against buy &amp; hold</h3>", metrics_table(r, b, key),
+             "<h3>Drawdown periods of the walk-forward record</h3>", drawdown_table(r, b, key),
+             paragraph(f"{a.periods_per_year:,g} periods a year: {a.how}.")]
     parts += ["<h3>Out of sample: the walk-forward track record against buy &amp; hold</h3>",
               table((*TRACK_COLUMNS[:4], level(r), *TRACK_COLUMNS[5:]), track_rows(r), 2, track_note(r)),
               f"<h3>In sample: {len(r.strategies)} strategies over the same {r.windows:,} windows</h3>",
@@ -115,7 +137,8 @@ def symbol_section(rep: SymbolReport, key: str) -> str:
               "<h3>Multiple testing: is the best better than luck?</h3>",
               table(SELECTION_COLUMNS, selection_rows(r), 0, selection_note(r))]
     parts += [paragraph(selection_verdict(r), "warning")] if selection_verdict(r) else []
-    return "".join(parts + _charts(rep, key)) + "</section>"
+    trades = [f"<h3>Trades of the walk-forward record</h3>{trade_table(r, key)}"]
+    return "".join(parts + _charts(rep, key) + trades) + "</section>"
 
 
 def tearsheet_html(reports: Sequence[SymbolReport]) -> str:
