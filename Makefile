@@ -28,6 +28,7 @@ $(VENV)/.installed-dev: $(VENV)/.installed requirements-reference.txt
 	$(PIPC) -e ".[dev]"
 	$(PIPC) -r requirements-reference.txt
 	$(PIP) install -q --no-deps toto-ts==0.2.0 kronos-finance==0.1.5 gluonts==0.17.0
+	$(PIP) install -q --no-deps --ignore-requires-python toto-2==2.0.0 dd-unit-scaling==0.1.0 unit-scaling==0.3.5
 	@touch $@
 
 install: $(VENV)/.installed
@@ -56,7 +57,7 @@ bench: install-dev
 
 # Refresh constraints.txt from a venv the whole suite just passed in.
 lock:
-	@{ sed -n 1,3p constraints.txt; $(PIP) freeze | grep -viE "^(#|-e |torch==|gluonts==|toto-ts==|kronos-finance==|vectorbt==|ruff==)"; } > constraints.txt.new
+	@{ sed -n 1,3p constraints.txt; $(PIP) freeze | grep -viE "^(#|-e |torch==|gluonts==|toto-ts==|kronos-finance==|toto-2==|dd-unit-scaling==|unit-scaling==|vectorbt==|ruff==)"; } > constraints.txt.new
 	mv constraints.txt.new constraints.txt
 
 clean:

@@ -88,11 +88,15 @@ class Forecast:
 
     ``meta`` records what actually ran: ``model``, ``num_samples_used``, ``samples_per_batch_used``,
     ``compile_mode``, ``compiled`` (bool), ``fallback_reason`` and model-specific entries.
+    ``quantiles`` ``[B, len(fields), len(quantile_levels), horizon]``: the model's own quantiles where it predicts
+    them (Toto 2.0), else None; the samples are then drawn from them.
     """
 
     samples: np.ndarray
     fields: tuple[str, ...] = OUTPUT_FIELDS[:3]
     meta: dict = field(default_factory=dict)
+    quantiles: np.ndarray | None = None
+    quantile_levels: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if self.samples.ndim != 4 or self.samples.shape[1] != len(self.fields):
@@ -128,7 +132,8 @@ class Forecast:
 
     def take(self, index) -> "Forecast":
         """A forecast for a subset of the batch (same metadata)."""
-        return Forecast(self.samples[index], self.fields, dict(self.meta))
+        quantiles = None if self.quantiles is None else self.quantiles[index]
+        return Forecast(self.samples[index], self.fields, dict(self.meta), quantiles, self.quantile_levels)
 
 
 @runtime_checkable

@@ -15,6 +15,7 @@ FACTORIES = {
     "baseline": "marketcast.forecast.baseline:create",
     "toto": "marketcast.forecast.toto:create",
     "kronos": "marketcast.forecast.kronos:create",
+    "toto2": "marketcast.forecast.toto2:create",
 }
 MODEL_NAMES = tuple(FACTORIES)
 
@@ -28,7 +29,7 @@ def load_forecaster(
     compile: str | None = None,
     seed: int = 0,
 ) -> Forecaster:
-    """Build the named forecaster (``baseline``, ``toto`` or ``kronos``)."""
+    """Build the named forecaster (``baseline``, ``toto``, ``kronos`` or ``toto2``)."""
     if name not in FACTORIES:
         raise ConfigError(f"unknown model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
     module, attr = FACTORIES[name].split(":")

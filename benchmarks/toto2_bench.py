@@ -1,0 +1,122 @@
+"""Toto 2.0 throughput: the ``toto-2`` reference (eager, float32) vs marketcast's Toto2Forecaster, one run.
+
+22M config with random weights (the same weights loaded in both), 256 SP500 windows of 512 bars, horizon 64,
+close/high/low as three variates; both use toto-2's GluonTS defaults (min-obs backfill 8, quantile cap 1e4).
+Rows: marketcast eager and compiled, float32 and bfloat16. Every row is warmed up first, then the rows are timed
+in turn ``--repeats`` times; each row: median seconds, windows/s, the speed-up over the reference measured in the
+same run, the max-abs error of its quantiles against the reference; plus the recompiles after warm-up (all rows).
+
+    .venv/bin/python benchmarks/toto2_bench.py [--device cpu] [--windows 256] [--repeats 3] [--out toto2_bench.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import warnings
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from common import RESULTS, write_report  # benchmarks/ (the script's folder) is on sys.path
+from marketcast.data import load_symbol
+from marketcast.forecast.base import make_batch
+from marketcast.forecast.toto2 import Toto2Config, Toto2Forecaster
+from marketcast.forecast.toto2.model import random_model
+from marketcast.runtime.counters import cudagraph_skip_count, recompile_count
+
+CONTEXT, HORIZON = 512, 64
+
+
+def round_robin(runs: dict, repeats: int, sync) -> dict[str, list[float]]:
+    """Seconds of ``repeats`` calls of every run, taken in turn (run A, B, C, A, B, C, ...): load that changes
+    during the benchmark (a shared machine) hits every row alike instead of whichever row ran then."""
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            t0 = time.perf_counter()
+            run()
+            sync()
+            times[name].append(time.perf_counter() - t0)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    parser.add_argument("--windows", type=int, default=256, help="windows per call (default: 256)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed calls per row (default: 3)")
+    parser.add_argument("--size", default="22m", help="config: 22m or 4m (default: 22m)")
+    parser.add_argument("--out", default="toto2_bench.json", help="JSON under benchmarks/results/")
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    console = Console(width=150)
+    try:
+        from toto2 import Toto2Model as Reference, Toto2ModelConfig
+    except ImportError as exc:
+        raise SystemExit(f"the toto-2 reference is not installed ({exc}); run make install-dev") from None
+    device = torch.device(args.device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    config = Toto2Config.size(args.size)
+    known = set(Toto2ModelConfig.__dataclass_fields__)
+    reference = Reference(Toto2ModelConfig(**{k: v for k, v in config.to_dict().items() if k in known}))
+    reference.load_state_dict(random_model(config, seed=0).state_dict())
+    reference = reference.eval().to(device)
+
+    frame = load_symbol("SP500").frame
+    batch = make_batch(frame, list(range(len(frame) - args.windows, len(frame))), CONTEXT, HORIZON)
+    fc0 = Toto2Forecaster(random_model(config, 0), device=device, compile="eager")
+    x, mask = fc0._inputs(batch)
+    inputs = {"target": x.to(device), "target_mask": mask.to(device),
+              "series_ids": torch.zeros(x.shape[:2], dtype=torch.long, device=device)}
+
+    def run_reference():
+        with torch.inference_mode():
+            return reference.forecast(dict(inputs), HORIZON, scaler_fallback_min_obs=8, quantile_real_cap_k=1e4)
+
+    runs, first, outputs, forecasters = {"toto-2 reference eager float32": run_reference}, {}, {}, {}
+    for mode, dtype in [("eager", "float32"), ("default", "float32"), ("eager", "bfloat16"),
+                        ("default", "bfloat16")]:
+        fc = Toto2Forecaster(random_model(config, 0), device=device, dtype=dtype, compile=mode)
+        forecasters[f"marketcast {mode} {dtype}"] = fc
+        runs[f"marketcast {mode} {dtype}"] = lambda fc=fc: fc.quantiles(batch, HORIZON)
+    for name, run in runs.items():  # warm-up: compiles happen here
+        t0 = time.perf_counter()
+        outputs[name] = run()
+        sync()
+        first[name] = time.perf_counter() - t0
+    r0, g0 = recompile_count(), cudagraph_skip_count()
+    times = round_robin(runs, args.repeats, sync)
+    recompiles, skips = recompile_count() - r0, cudagraph_skip_count() - g0
+    ref_q = outputs["toto-2 reference eager float32"].permute(1, 2, 0, 3).double().cpu()  # [B, 3, 9, H]
+    ref_s = statistics.median(times["toto-2 reference eager float32"])
+    rows = []
+    for name in runs:
+        fc = forecasters.get(name)
+        q = ref_q if fc is None else torch.as_tensor(outputs[name])
+        rows.append(dict(name=name, seconds=statistics.median(times[name]), times=times[name], first_s=first[name],
+                         max_abs_err=float((q - ref_q).abs().max()),
+                         compiled=None if fc is None else fc.steps.compiled))
+    table = Table(title=f"Toto 2.0 {args.size}, {args.windows} windows x ctx {CONTEXT} x h {HORIZON} on {device}")
+    for col in ["run", "median s", "windows/s", "vs reference", "max |q - ref|", "first call s"]:
+        table.add_column(col, justify="right" if col != "run" else "left")
+    for row in rows:
+        row["windows_per_s"] = args.windows / row["seconds"]
+        row["speedup"] = ref_s / row["seconds"]
+        table.add_row(row["name"], f"{row['seconds']:.3f}", f"{row['windows_per_s']:.1f}", f"{row['speedup']:.2f}x",
+                      f"{row['max_abs_err']:.2e}", f"{row['first_s']:.2f}")
+    console.print(table)
+    console.print(f"recompiles after warm-up: {recompiles}; CUDA-graph skips: {skips}")
+    report = {"benchmark": "toto2", "size": args.size, "windows": args.windows, "context": CONTEXT,
+              "horizon": HORIZON, "device": str(device), "threads": torch.get_num_threads(),
+              "repeats": args.repeats, "recompiles_after_warmup": recompiles, "cudagraph_skips": skips,
+              "parameters": sum(p.numel() for p in reference.parameters()), "rows": rows}
+    if device.type == "cuda":
+        report["gpu"] = torch.cuda.get_device_name(device)
+    write_report(RESULTS / args.out, report, console)
+
+
+if __name__ == "__main__":
+    main()
