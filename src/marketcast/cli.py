@@ -1,4 +1,5 @@
-"""``marketcast`` command line: backtest | report | sweep | runs | forecast | data | models | compile | trade.
+"""``marketcast`` command line: backtest | report | sweep | runs | forecast | data | models | compile | trade |
+finetune.
 
 Bad input ends with one line on stderr and an exit code from ``marketcast.errors.ExitCode`` (2 for bad
 input); ``--debug`` shows the traceback instead (see :mod:`marketcast.failures`). Each subcommand is imported
@@ -28,6 +29,8 @@ COMMANDS = {
     "models": ("marketcast.forecast.models_cli:app", "Download model weights from the Hugging Face hub."),
     "compile": ("marketcast.compile.cli:app", "torch.compile settings, checks and diagnostics."),
     "trade": ("marketcast.trade.cli:app", "Paper and live trading loop."),
+    "finetune": ("marketcast.finetune.cli:finetune",
+                 "Fine-tune a forecaster on your bars up to --until; writes weights plus tuning.json (leak-proof)."),
 }
 
 app = typer.Typer(

@@ -1,0 +1,108 @@
+"""Leak-proof by construction: tuned weights are never scored on the bars they were tuned on."""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+from datetime import date
+
+import pandas as pd
+import pytest
+
+from marketcast.cli import main
+from marketcast.data import load_symbol
+from marketcast.errors import ConfigError, DataWarning, ModelLoadError
+from marketcast.forecast.tuning import (
+    IN_SAMPLE, OTHER_SYMBOL, OUT_OF_SAMPLE, fingerprint, guard_windows, read_tuning, record_text,
+)
+from tests.finetune.conftest import UNTIL, planted
+
+FAST = ["--model", "toto", "--samples", "16", "--context", "32"]
+
+
+@pytest.fixture
+def tuned(tiny_base, data_dir, tmp_path):
+    """The tiny base with a tuning.json saying it was tuned on SYN through UNTIL (the record finetune writes)."""
+    folder = tmp_path / "tuned"
+    shutil.copytree(tiny_base, folder)
+    frame = load_symbol("SYN", data_dir=data_dir).frame
+    until = date.fromisoformat(UNTIL)
+    (folder / "tuning.json").write_text(record_text(
+        {"model": "toto", "base": str(tiny_base), "until": UNTIL,
+         "symbols": {"SYN": {"fingerprint": fingerprint(frame, until), "bars": 301}}}))
+    return folder
+
+
+def test_fingerprint_covers_the_bars_up_to_until_only():
+    frame = planted()
+    until = frame.index[300].date()
+    base = fingerprint(frame, until)
+    assert base == fingerprint(frame.copy(), until) and len(base) == 64
+    later = frame.copy()
+    later.iloc[301, later.columns.get_loc("close")] *= 1.5  # after until: not a bar that was tuned on
+    assert fingerprint(later, until) == base
+    edited = frame.copy()
+    edited.iloc[300, edited.columns.get_loc("low")] *= 0.999  # on until: it was
+    assert fingerprint(edited, until) != base
+    shifted = frame.copy()
+    shifted.index = shifted.index + pd.Timedelta(hours=1)
+    assert fingerprint(shifted, until) != base
+
+
+def test_guard_labels_each_symbol_and_refuses_the_first_in_sample_window(tuned, data_dir):
+    tuning = read_tuning(str(tuned))
+    frame = load_symbol("SYN", data_dir=data_dir).frame
+    other = load_symbol("OTHER", data_dir=data_dir).frame
+    after, across = frame.index[301:320], frame.index[295:320]
+    assert guard_windows(tuning, [("SYN", frame, after), ("OTHER", other, other.index[:50])]) == {
+        "SYN": OUT_OF_SAMPLE, "OTHER": OTHER_SYMBOL}
+    with pytest.raises(ConfigError) as info:
+        guard_windows(tuning, [("SYN", frame, across)])
+    assert str(info.value) == (
+        f"SYN: window 1 (decision bar 2021-02-17) is on or before {UNTIL}, the last day the weights in {tuned} were "
+        "tuned on; test after it (--start 2021-02-25) or pass --allow-in-sample to see in-sample results")
+    with pytest.warns(UserWarning, match=r"^SYN: 6 of 25 windows \(decision bars 2021-02-17 to 2021-02-24\) are in "
+                                         "sample"):
+        assert guard_windows(tuning, [("SYN", frame, across)], allow_in_sample=True) == {"SYN": IN_SAMPLE}
+    assert guard_windows(None, [("SYN", frame, across)]) == {}  # untuned weights: nothing to check
+
+
+def test_a_changed_data_file_is_detected_by_its_fingerprint(tuned, data_dir):
+    tuning = read_tuning(str(tuned))
+    frame = load_symbol("SYN", data_dir=data_dir).frame.copy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        guard_windows(tuning, [("SYN", frame, frame.index[301:320])])  # unchanged: silent
+    frame.iloc[10, frame.columns.get_loc("close")] += 0.01
+    with pytest.warns(DataWarning, match=r"^SYN: its bars up to 2021-02-24 differ from the ones the weights in .* "
+                                         r"were tuned on \(fingerprint changed since tuning\)"):
+        guard_windows(tuning, [("SYN", frame, frame.index[301:320])])
+
+
+def test_weights_without_a_record_and_unreadable_records(tmp_path, tiny_base):
+    assert read_tuning(None) is None and read_tuning("auto") is None and read_tuning(str(tiny_base)) is None
+    (tmp_path / "tuning.json").write_text("{not json")
+    with pytest.raises(ModelLoadError, match="tuning.json: not a readable tuning record"):
+        read_tuning(str(tmp_path))
+
+
+def test_a_backtest_of_tuned_weights_before_until_is_refused_in_one_line(tuned, data_dir, tmp_path, capsys):
+    out = tmp_path / "bt"
+    code = main(["backtest", "SYN", "--data-dir", str(data_dir), *FAST, "--weights", str(tuned),
+                 "--start", "2021-02-01", "--end", "2021-03-05", "--output-dir", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and not out.exists()
+    assert err == (f"error: SYN: window 1 (decision bar 2021-02-01) is on or before {UNTIL}, the last day the weights "
+                   f"in {tuned} were tuned on; test after it (--start 2021-02-25) or pass --allow-in-sample to see "
+                   "in-sample results\n")
+
+
+def test_allow_in_sample_runs_them_marked_and_other_symbols_pass(tuned, data_dir, tmp_path, capsys):
+    code = main(["backtest", "SYN", "OTHER", "--data-dir", str(data_dir), *FAST, "--weights", str(tuned),
+                 "--start", "2021-02-18", "--end", "2021-03-05", "--allow-in-sample",
+                 "--output-dir", str(tmp_path / "bt")])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    lines = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert lines == ["warning: SYN: 5 of 12 windows (decision bars 2021-02-18 to 2021-02-24) are in sample: the "
+                     f"weights in {tuned} were tuned on them; their scores flatter the model"]

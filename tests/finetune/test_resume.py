@@ -1,0 +1,80 @@
+"""A SIGKILL in mid-training, then ``--resume``: the same final weights as a run never interrupted."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from tests.finetune.conftest import UNTIL
+
+ARGS = ["--steps", "120", "--lr", "3e-3", "--batch-size", "4", "--context", "32", "--horizon", "4",
+        "--eval-every", "10", "--checkpoint-every", "5", "--patience", "0", "--seed", "7"]
+
+
+def _command(base: Path, data_dir: Path, out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "marketcast.cli", "finetune", "--weights", str(base), "--data-dir", str(data_dir),
+            "--symbols", "SYN,OTHER", "--until", UNTIL, *ARGS, *extra, "--out", str(out)]
+
+
+def _env() -> dict:
+    return {**os.environ, "OMP_NUM_THREADS": "1"}  # the same thread count in every run (and a light load)
+
+
+def kill_mid_training(base: Path, data_dir: Path, out: Path, at: int) -> int:
+    """Start a tuning and SIGKILL it once its checkpoint has reached step ``at``; the step of the checkpoint
+    left behind (at least ``at``, and the run unfinished)."""
+    proc = subprocess.Popen(_command(base, data_dir, out), env=_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    step = 0
+    try:
+        deadline = time.monotonic() + 300
+        while step < at:
+            assert proc.poll() is None, f"the tuning ended with its checkpoint at step {step}"
+            assert time.monotonic() < deadline, f"no checkpoint of step {at} within 300 s"
+            try:  # a checkpoint is renamed into place whole: an open file is the old one or the new one
+                step = torch.load(out / "checkpoint.pt", weights_only=False)["step"]
+            except FileNotFoundError:
+                time.sleep(0.01)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert not (out / "tuning.json").exists(), "the kill came after the end; not a mid-training kill"
+    return torch.load(out / "checkpoint.pt", weights_only=False)["step"]
+
+
+def run(cmd: list[str]) -> None:
+    done = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_sigkill_then_resume_gives_the_uninterrupted_weights(tiny_base, data_dir, tmp_path):
+    reference = tmp_path / "reference"
+    run(_command(tiny_base, data_dir, reference))
+    out = tmp_path / "killed"
+    step = kill_mid_training(tiny_base, data_dir, out, at=20)
+    assert 20 <= step < 120 and step % 5 == 0
+    run(_command(tiny_base, data_dir, out, "--resume"))
+    assert (out / "model.safetensors").read_bytes() == (reference / "model.safetensors").read_bytes()
+    got, want = (json.loads((p / "tuning.json").read_text()) for p in (out, reference))
+    assert got["loss"] == want["loss"] and got["history"] == want["history"] and got["steps"] == 120
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors", "tuning.json"]
+
+
+def test_resume_with_other_settings_is_refused(tiny_base, data_dir, tmp_path):
+    out = tmp_path / "killed"
+    kill_mid_training(tiny_base, data_dir, out, at=5)
+    cmd = _command(tiny_base, data_dir, out, "--resume")
+    cmd[cmd.index("--lr") + 1] = "1e-3"
+    done = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2
+    assert done.stderr == ("error: --resume: --lr differs from the checkpoint's (lr=0.003); use the same settings "
+                           "or another --out\n")
+
