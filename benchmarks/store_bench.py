@@ -6,7 +6,11 @@ copied with its own cell id, plan index, symbol (one in ten cells a symbol) and 
 Ray, no forecasting. Every command runs as its own ``marketcast`` process (start-up included), timed and with
 its peak RSS (``os.wait4``). ``report RUN SYMBOL`` is ``--no-html``: the synthetic symbols have no bars to
 draw fans from, so it measures reading the symbol's records and writing their JSON, Markdown and CSV.
-``--small`` is a tiny run for CI (not for timing).
+The two large runs are compacted with ``runs compact`` (what the end of a sweep does) before they are read;
+``runs list`` then reads a store of ``--runs`` runs: the two large ones and small ones recorded as a backtest
+records them (one part and its ``summary.json``). The last table is the growth from the first size to the
+last against the growth in cells (linear: at most the cells' ratio). ``--small`` is a tiny run for CI (not
+for timing).
 """
 
 from __future__ import annotations
@@ -75,7 +79,19 @@ def files(folder: Path) -> int:
     return len(list(folder.glob("*.parquet")))
 
 
-def bench_size(root: Path, cells: int, template: list[dict], console: Console) -> dict:
+def add_small_runs(store, runs: int, template: list[dict]) -> None:
+    """``runs`` runs of 10 cells as ``marketcast backtest`` records them: one part and its summary."""
+    for r in range(runs):
+        run_id = f"r{r:05d}"
+        store.write_info(run_id, {"kind": "backtest", "created_at": f"2029-01-01T00:00:00.{r:06d}", "cells_total": 10,
+                                  "spec_hash": "bench", "code_version": "bench"})
+        rows = [{**row, "run_id": run_id, "cell_id": f"{run_id}-{i}", "cell_index": i, "symbol": f"S{i:05d}"}
+                for i in range(10) for row in template]
+        store.write_rows(run_id, rows)
+        store.write_summary(run_id, rows)
+
+
+def bench_size(root: Path, cells: int, template: list[dict], console: Console, runs: int) -> dict:
     from marketcast.runs.store import RunStore
 
     store = RunStore(root)
@@ -92,21 +108,25 @@ def bench_size(root: Path, cells: int, template: list[dict], console: Console) -
     out["files_after"] = files(store.run_dir("run-a"))
     out["show_s"], out["show_rss_mb"], _ = command(["runs", "show", "run-a", *store_opt])
     out["compare_s"], out["compare_rss_mb"], _ = command(["runs", "compare", "run-a", "run-b", *store_opt])
+    out["compare_json_s"], out["compare_json_rss_mb"], _ = command(["runs", "compare", "run-a", "run-b", "--json",
+                                                                    *store_opt])
     report_dir = root / "report"
     out["report_s"], out["report_rss_mb"], _ = command(["report", "run-a", "S00003", "--no-html", "--output-dir",
                                                         str(report_dir), *store_opt])
     shutil.rmtree(report_dir, ignore_errors=True)
+    add_small_runs(store, max(0, runs - 2), template)
+    out["runs"] = runs
+    out["list_s"], out["list_rss_mb"], _ = command(["runs", "list", *store_opt])
+    out["list_json_s"], _, _ = command(["runs", "list", "--json", *store_opt])
     return out
 
 
-def bench_list(root: Path, runs: int, template: list[dict]) -> dict:
-    from marketcast.runs.store import RunStore
-
-    store = RunStore(root)
-    for r in range(runs):
-        build_run(store, f"r{r:05d}", 10, template)
-    seconds, rss, _ = command(["runs", "list", "--store", str(root)])
-    return {"runs": runs, "list_s": seconds, "list_rss_mb": rss}
+def growth(results: list[dict]) -> dict:
+    """Last size / first size, for the cells and for each time and memory figure read back from the store."""
+    first, last = results[0], results[-1]
+    keys = ["show_s", "show_rss_mb", "compare_s", "compare_rss_mb", "compare_json_s", "report_s", "report_rss_mb",
+            "list_s", "compact_s", "compact_rss_mb"]
+    return {"cells": last["cells"] / first["cells"], **{k: last[k] / first[k] for k in keys}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,24 +145,32 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results = []
         for cells in sizes:
-            results.append(bench_size(work / f"s{cells}", cells, template, console))
+            results.append(bench_size(work / f"s{cells}", cells, template, console, runs))
             shutil.rmtree(work / f"s{cells}")
-        listing = bench_list(work / "list", runs, template)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     table = Table(title=f"run store ({len(template)} rows a cell; every command a marketcast process)")
-    for col in ("cells", "build s", "parts", "show (parts) s", "compact s", "files after", "show s", "show MB",
-                "compare s", "compare MB", "report SYMBOL s", "report MB"):
+    for col in ("cells", "build s", "parts", "show (parts) s", "compact s", "compact MB", "files after", "show s",
+                "show MB", "compare s", "compare MB", "compare --json s", "report SYMBOL s", "report MB",
+                f"list s ({runs} runs)", "list --json s"):
         table.add_column(col, justify="right")
     for r in results:
         table.add_row(f"{r['cells']:,}", f"{r['build_s']:.1f}", str(r["parts_before"]), f"{r['show_parts_s']:.2f}",
-                      f"{r['compact_s']:.2f}", str(r["files_after"]), f"{r['show_s']:.2f}", f"{r['show_rss_mb']:.0f}",
-                      f"{r['compare_s']:.2f}", f"{r['compare_rss_mb']:.0f}", f"{r['report_s']:.2f}",
-                      f"{r['report_rss_mb']:.0f}")
+                      f"{r['compact_s']:.2f}", f"{r['compact_rss_mb']:.0f}", str(r["files_after"]),
+                      f"{r['show_s']:.2f}", f"{r['show_rss_mb']:.0f}", f"{r['compare_s']:.2f}",
+                      f"{r['compare_rss_mb']:.0f}", f"{r['compare_json_s']:.2f}", f"{r['report_s']:.2f}",
+                      f"{r['report_rss_mb']:.0f}", f"{r['list_s']:.2f}", f"{r['list_json_s']:.2f}")
     console.print(table)
-    console.print(f"runs list with {listing['runs']} runs: {listing['list_s']:.2f} s, {listing['list_rss_mb']:.0f} MB")
+    grown = growth(results) if len(results) > 1 else None
+    if grown:
+        ratios = Table(title=f"growth from {results[0]['cells']:,} to {results[-1]['cells']:,} cells (linear or "
+                             f"better: at most {grown['cells']:.0f}x)")
+        for key in grown:
+            ratios.add_column(key, justify="right")
+        ratios.add_row(*(f"{v:.2f}x" for v in grown.values()))
+        console.print(ratios)
     write_report(args.out, {"benchmark": "store_bench", "rows_per_cell": len(template), "sizes": results,
-                            "list": listing, "targets": {"show_s": 3.0, "show_mb": 1024, "compare_s": 5.0,
+                            "growth": grown, "targets": {"show_s": 3.0, "show_mb": 1024, "compare_s": 5.0,
                                                          "list_s": 1.0, "report_s": 3.0, "files_after": 5}},
                  console)
     return 0

@@ -57,18 +57,25 @@ def test_runs_compare_judges_like_compile_compare(tmp_path, capsys):
     # by fee, not by list order: two runs started in the same second sort by their random suffix
     code, fees = _json(capsys, "runs", "query", "SELECT DISTINCT run_id, fee FROM cells", "--json")
     a, b = (next(r["run_id"] for r in fees if r["fee"] == fee) for fee in (0, 0.02))
-    code_runs, by_runs = _json(capsys, "runs", "compare", a, b, "--json")
+    code_runs, by_runs = _json(capsys, "runs", "compare", a, b, "--strict", "--json")
     code_files, by_files = _json(capsys, "compile", "compare", str(_combined(cheap, tmp_path / "a.json")),
                                  str(_combined(dear, tmp_path / "b.json")), "--json")
     assert code_runs == code_files == 1 and by_runs["status"] == by_files["status"] == "FAIL"
+    assert by_runs["settings"] == [{"setting": "fee", "a": 0.0, "b": 0.02}] and by_runs["results"] == "FAIL"
+    # without --strict the fee is what the runs were meant to differ in: listed, exit 0, the same rows
+    code, listed = _json(capsys, "runs", "compare", a, b, "--json")
+    assert code == 0 and listed["status"] == "SETTINGS DIFFER" and listed["rows"] == by_runs["rows"]
+    assert listed["notes"][0].startswith("settings differ: fee 0.0 vs 0.02")
     assert by_runs["rows"] == by_files["rows"] and by_runs["metric_deltas"] == by_files["metric_deltas"]
     buy_hold = next(r for r in by_runs["rows"] if r["symbol"] == "SP500" and r["strategy"] == "buy_hold")
     assert buy_hold["return_delta"] < -0.05 and buy_hold["status"] == "FAIL"  # 24 round trips at 2 % a side
     assert by_runs["matched_on"] == ["symbol"]
     code, same = _json(capsys, "runs", "compare", a, a, "--json")
     assert code == 0 and same["status"] == "PASS" and all(r["return_delta"] == 0 for r in same["rows"])
-    assert main(["runs", "compare", a, b]) == 1  # the table form exits the same way
+    assert main(["runs", "compare", a, b, "--strict"]) == 1  # the table form exits the same way
     assert "overall: FAIL" in capsys.readouterr().out
+    assert main(["runs", "compare", a, b]) == 0
+    assert "overall: SETTINGS DIFFER" in capsys.readouterr().out
 
 
 def test_the_store_can_be_off_and_bad_references_are_one_line(tmp_path, capsys, monkeypatch):
@@ -86,3 +93,54 @@ def test_the_store_can_be_off_and_bad_references_are_one_line(tmp_path, capsys, 
     assert "has no column colour" in err and len(err.strip().splitlines()) == 1
     assert main(["runs", "query", "SELECT nonsense FROM rows"]) == 2
     assert "query failed" in capsys.readouterr().err
+
+
+def test_runs_show_tells_the_record_settings_costs_model_and_selection(tmp_path, capsys):
+    from marketcast.backtest.tables import pct
+
+    capsys.readouterr()
+    assert main(["backtest", "SP500", *FAST, "--fee", "0.001", "--half-spread-bps", "2", "--slippage-bps", "3",
+                 "--output-dir", str(tmp_path / "bt"), "--json"]) == 0
+    (doc,) = json.loads(capsys.readouterr().out)
+    code, shown = _json(capsys, "runs", "show", doc["run_id"], "--json")
+    assert code == 0
+    (cell,) = shown["records"]
+    keys = ("return", "annual_return", "sharpe", "sharpe_ci_low", "sharpe_ci_high", "psr", "max_drawdown", "trades")
+    assert cell["walk_forward"] == {k: doc["walk_forward"][k] for k in keys}
+    assert cell["buy_and_hold"] == {k: doc["benchmark"][k] for k in keys}
+    assert cell["buy_and_hold"]["max_drawdown"] < 0 and cell["buy_and_hold"]["trades"] == 1
+    assert (cell["windows"], cell["first_decision"], cell["last_settle"]) == (
+        12, doc["first_decision"], doc["last_settle"])
+    costs = cell["costs"]  # 0.001 a side is 10 bp; the quoted spread is twice the half given
+    assert (costs["fee_bps"], costs["half_spread_bps"], costs["slippage_bps"], costs["round_trip_bps"]) == (
+        10.0, 2.0, 3.0, 30.0)
+    assert cell["settings"]["fee"] == 0.001 and cell["settings"]["spread"] == 0.0004
+    assert cell["settings"]["windows"] == 12 and cell["settings"]["num_samples"] == 32
+    assert cell["model"] == {"model": "baseline", "weights": None, "device": "cpu", "dtype": "float32",
+                             "compile": None, "source": None, "random_weights": False}
+    assert cell["selection"]["trials"] == doc["selection"]["trials"] == 8
+    for key in ("dsr_pick", "dsr_walk_forward", "pbo", "cscv_splits", "spa_pvalue", "verdict"):
+        assert cell["selection"][key] == doc["selection"][key], key
+    assert all(row["max_drawdown"] <= 0 for row in shown["summary"])
+    simple = next(r for r in shown["summary"] if r["strategy"] == "simple")
+    assert simple["max_drawdown"] == doc["strategies"]["simple"]["max_drawdown"]
+    assert main(["runs", "show", doc["run_id"]]) == 0
+    text = capsys.readouterr().out
+    bh = next(line for line in text.splitlines() if "│ buy & hold" in line)  # its row of the record table
+    assert pct(cell["buy_and_hold"]["max_drawdown"]) in bh and pct(cell["buy_and_hold"]["return"]) in bh
+    assert f"12 {doc['first_decision'][:10]} → {doc['last_settle'][:10]}" in text and "walk-forward" in text
+    assert "costs fee 10 bp + half-spread 2 bp + slippage 3 bp a side" in text
+    assert "model baseline, no learned weights, cpu float32" in text and "RANDOM" not in text
+    assert f"selection over its strategies: 8 trials, DSR pick {doc['selection']['dsr_pick']:.2f}" in text
+    assert "settings: windows=12, context=64, num_samples=32, seed=0" in text and "fee=0.001" in text
+    assert "{" not in text.split("settings:")[1].splitlines()[0]  # no Python repr of the selection rule
+
+
+def test_random_weights_are_flagged_however_the_model_names_them():
+    from marketcast.runs.views import random_weights
+
+    assert random_weights("random", {"model": "toto"})
+    assert random_weights(None, {"model": "toto", "source": "random(seed=0)"})  # Toto's checkpoint name
+    assert random_weights(None, {"model": "kronos-small-random"})  # Kronos's label
+    assert not random_weights("Datadog/Toto-Open-Base-1.0", {"model": "toto", "source": "Datadog/Toto-Open-Base-1.0"})
+    assert not random_weights(None, {"model": "baseline"})

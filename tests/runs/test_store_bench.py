@@ -16,4 +16,4 @@ def test_store_bench_small_runs_and_writes_its_json(tmp_path):
     report = json.loads(out.read_text())
     size = report["sizes"][0]
     assert size["cells"] == 200 and size["parts_before"] == 4 and size["files_after"] == 1
-    assert report["list"]["runs"] == 20 and "show_s" in size and "report_s" in size
+    assert size["runs"] == 20 and "show_s" in size and "report_s" in size and "list_s" in size

@@ -73,7 +73,8 @@ def runs_without_rows(store: Path) -> list[str]:
     bad = []
     for info_path in store.glob("*/run.json"):
         info = json.loads(info_path.read_text())
-        if not list(info_path.parent.glob("part-*.parquet")) and info.get("status") not in ("planned", "interrupted"):
+        written = [*info_path.parent.glob("part-*.parquet"), *info_path.parent.glob("compact-*.parquet")]
+        if not written and info.get("status") not in ("planned", "interrupted"):
             bad.append(f"{info['run_id']} ({info.get('status')})")
     return bad
 

@@ -48,6 +48,7 @@ class Cell:
     data_dir: str | None = None
     on_duplicate: str = "error"  # how the bars' repeated timestamps were read (--on-duplicate)
     periods_per_year: float | None = None  # --periods-per-year (None: the calendar's); in the id only when set
+    end: str | None = None  # a sweep's [data] end: the bars are cut after its last window; in the id only when set
 
     def settings(self) -> dict:
         """Column -> value of everything but the symbol (tuples become lists, as Parquet stores them)."""
@@ -57,6 +58,7 @@ class Cell:
     @property
     def cell_id(self) -> str:
         given = {} if self.periods_per_year is None else {"periods_per_year": self.periods_per_year}
+        given = given if self.end is None else {**given, "end": self.end}
         return digest({"symbol": self.symbol, **self.settings(), **given})
 
     @property

@@ -20,6 +20,7 @@ app = typer.Typer(no_args_is_help=True)
 STORE_OPT = typer.Option(None, "--store", help="Run store folder (default: $MARKETCAST_RUN_STORE or out/runs).")
 RUN_ARG = typer.Argument(..., help="Run id, a unique prefix of it, or 'latest'.")
 SHOWN_ROWS = 40
+PLAIN_ABOVE = 200  # rows: `runs list` and `runs query` print plain columns past this many
 
 
 def open_store(path: Optional[Path]):
@@ -45,9 +46,14 @@ def _cell(value) -> str:
     return str(value)
 
 
-def _print_frame(frame: pd.DataFrame, title: str, as_json: bool) -> None:
+def _print_frame(frame: pd.DataFrame, title: str, as_json: bool, plain_above: int | None = None) -> None:
+    """``frame`` as JSON or a table; past ``plain_above`` rows as plain aligned columns (a rich table costs
+    about 1 ms a row: 1,000 runs would take a second to draw)."""
     if as_json:
         print_json(frame.to_dict("records"))
+        return
+    if plain_above is not None and len(frame) > plain_above:
+        _print_plain(frame, title)
         return
     table = Table(title=title)
     for col in frame.columns:
@@ -56,6 +62,16 @@ def _print_frame(frame: pd.DataFrame, title: str, as_json: bool) -> None:
     for row in frame.itertuples(index=False):
         table.add_row(*(escape(_cell(v)) for v in row))
     console.print(table)
+
+
+def _print_plain(frame: pd.DataFrame, title: str) -> None:
+    """Aligned columns, numbers to the right, as the rich table's cells read (no box)."""
+    cells = [[str(c) for c in frame.columns]] + [[_cell(v) for v in row] for row in frame.itertuples(index=False)]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(frame.columns))]
+    right = [pd.api.types.is_numeric_dtype(frame[c]) for c in frame.columns]
+    lines = ["  ".join(v.rjust(w) if r else v.ljust(w) for v, w, r in zip(row, widths, right)).rstrip()
+             for row in cells]
+    console.file.write("\n".join([title, lines[0], "  ".join("-" * w for w in widths), *lines[1:]]) + "\n")
 
 
 @app.command("list")
@@ -73,7 +89,7 @@ def list_(store: Optional[Path] = STORE_OPT, as_json: options.AsJson = False) ->
     if not as_json:  # to the second on screen, no spec hash; the JSON keeps them (the microseconds order runs)
         listing["created_at"] = listing["created_at"].str.slice(0, 19)
         listing = listing.drop(columns=["spec_hash"])
-    _print_frame(listing, f"runs in {runs.root}", as_json)
+    _print_frame(listing, f"runs in {runs.root}", as_json, plain_above=PLAIN_ABOVE)
 
 
 @app.command()
@@ -85,8 +101,9 @@ def show(
     as_json: options.AsJson = False,
 ) -> None:
     """A run: what it is, multiple testing across its cells (trials, the best cell's deflated Sharpe, PBO),
-    its mean metrics per strategy and grid point, and its failed cells."""
-    from marketcast.runs.views import cell_counts, run_status, selection, selection_lines, summary
+    each cell's walk-forward record against buy & hold with its settings, costs, model and weights and its
+    strategies' selection statistics, its mean metrics per strategy and grid point, and its failed cells."""
+    from marketcast.runs.views import cell_counts, cell_records, run_status, selection, selection_lines, summary
 
     runs = open_store(store)
     with runs.one_warning():
@@ -96,20 +113,78 @@ def show(
         total, ok, failed = cell_counts(runs, run_id)
         table = summary(runs, run_id, groups, tuple(m.strip() for m in metrics.split(",") if m.strip()))
         trials = selection(runs, run_id) if info.get("kind") == "sweep" else []  # a backtest's cells are its symbols
+        records, finished = cell_records(runs, run_id)
+    if "max_drawdown" in table:  # negative, as everywhere a user reads it (runs recorded before stored it positive)
+        table["max_drawdown"] = 0.0 - table["max_drawdown"].abs()  # 0.0 - 0.0 is 0.0, never -0.0
     status = run_status(info, total)
     if as_json:
         print_json({"run": {**info, "status": status}, "summary": table.to_dict("records"), "selection": trials,
-                    "failed": failed.to_dict("records")})
+                    "records": records, "failed": failed.to_dict("records")})
         return
     console.print(f"[bold]{run_id}[/bold] ({info.get('kind')}, {status}, started {info.get('created_at')}, code "
                   f"{info.get('code_version')}, spec {info.get('spec_hash')}): {ok} "
                   f"cells ok, {len(failed)} failed, {info.get('cells_total')} planned", highlight=False, soft_wrap=True)
     for line in selection_lines(trials):
         console.print(escape(line), highlight=False, soft_wrap=True)
+    _print_records(records, finished)
     if not table.empty:
         _print_frame(table, "mean over cells", False)
     if len(failed):
         _print_frame(failed, "failed cells", False)
+
+
+def _setting(name: str, value) -> str:
+    """``fee=default``, ``ci_band=0.4,0.6``, ``selection.lookback=70, selection.min_trades=10``: no Python repr."""
+    if isinstance(value, dict):
+        return ", ".join(_setting(f"{name}.{k}", v) for k, v in value.items())
+    if value is None:
+        return f"{name}=default"
+    if isinstance(value, list):
+        return f"{name}={','.join(format(v, 'g') if isinstance(v, float) else str(v) for v in value)}"
+    return f"{name}={format(value, 'g') if isinstance(value, float) else value}"
+
+
+def _print_records(records: list[dict], finished: int) -> None:
+    """Each cell's walk-forward record against buy & hold, then what produced it: settings, costs, model and
+    weights (random ones in red) and its strategies' selection statistics."""
+    from marketcast.backtest.tables import pct
+
+    if not records:
+        return
+    fmt = lambda x, spec="+.2f": "—" if x is None else format(x, spec)  # noqa: E731
+    table = Table(title="walk-forward record and buy & hold over the same windows")
+    for col in ("cell", "windows", "record", "return", "Sharpe", "CI", "PSR", "max DD", "trades"):
+        table.add_column(col, justify="left" if col in ("cell", "windows", "record") else "right")
+    for r in records:
+        span = f"{r['windows']} {r['first_decision'][:10]} → {r['last_settle'][:10]}"
+        for i, (name, m) in enumerate((("walk-forward", r["walk_forward"]), ("buy & hold", r["buy_and_hold"]))):
+            ci = ("—" if m["sharpe_ci_low"] is None else
+                  f"[{fmt(m['sharpe_ci_low'], '+.1f')}, {fmt(m['sharpe_ci_high'], '+.1f')}]")
+            table.add_row(escape(r["label"]) if i == 0 else "", span if i == 0 else "", name, pct(m["return"]),
+                          fmt(m["sharpe"]), ci, fmt(m["psr"], ".2f"), pct(m["max_drawdown"]),
+                          fmt(m["trades"], "d"))
+    console.print(table)
+    shown = {k: v for k, v in records[0]["settings"].items()
+             if k not in ("strategies", "data_dir") and all(r["settings"].get(k) == v for r in records)}
+    console.print("settings: " + ", ".join(_setting(k, v) for k, v in shown.items()), highlight=False,
+                  soft_wrap=True, markup=False)
+    for r in records:
+        c, m, s = r["costs"], r["model"], r["selection"]
+        weights = ("no learned weights" if m["model"] == "baseline" and not m["weights"] else
+                   f"weights {m['source'] or m['weights'] or 'auto'}")
+        warn = " [bold red]RANDOM WEIGHTS: plumbing only, not a model's result[/]" if m["random_weights"] else ""
+        console.print(f"{escape(r['label'])}: costs fee {fmt(c.get('fee_bps'), 'g')} bp + half-spread "
+                      f"{fmt(c.get('half_spread_bps'), 'g')} bp + slippage {fmt(c.get('slippage_bps'), 'g')} bp "
+                      "a side, "
+                      f"borrow {pct(c.get('borrow_rate')).lstrip('+')} a year; model {escape(str(m['model']))}, "
+                      f"{escape(weights)}, {m['device']} {m['dtype']}{warn}", highlight=False, soft_wrap=True)
+        splits = "" if s["cscv_splits"] is None else f" (CSCV, S={s['cscv_splits']})"
+        console.print(f"  selection over its strategies: {s['trials']} trials, DSR pick {fmt(s['dsr_pick'], '.2f')}, "
+                      f"DSR walk-forward {fmt(s['dsr_walk_forward'], '.2f')}, PBO {fmt(s['pbo'], '.2f')}{splits}, "
+                      f"SPA p {fmt(s['spa_pvalue'], '.3f')}" + (f"; {escape(s['verdict'])}" if s["verdict"] else ""),
+                      highlight=False, soft_wrap=True)
+    if finished > len(records):
+        console.print(f"[dim]... and {finished - len(records)} more cells (runs query lists them)[/dim]")
 
 
 @app.command()
@@ -118,24 +193,20 @@ def compare(
     run_b: str = typer.Argument(..., help="Run B (e.g. compiled)."),
     show_all: bool = typer.Option(False, "--all", help=f"List every row (default: PASS rows are hidden when "
                                                        f"there are more than {SHOWN_ROWS})."),
+    strict: bool = typer.Option(False, "--strict", help="Settings that differ between the runs are a FAIL too "
+                                                        "(default: listed, exit 0)."),
     store: Optional[Path] = STORE_OPT,
     as_json: options.AsJson = False,
 ) -> None:
-    """Compare two runs per cell and strategy: return delta > 0.05 FAIL, > 0.01 WARN (exit 1 on FAIL)."""
+    """Compare two runs per cell and strategy. Settings that differ (e.g. fee 0.001 vs 0.002) are listed and
+    exit 0 (--strict: 1); for the same settings a return delta > 0.05 is a FAIL (exit 1), > 0.01 a WARN."""
     from marketcast.compile.cli import print_comparison
     from marketcast.runs.compare import compare_runs
 
     runs = open_store(store)
     with runs.one_warning():
         a, b = runs.resolve(run_a), runs.resolve(run_b)
-        result = compare_runs(runs, a, b)
-    if not as_json and not show_all and len(result["rows"]) > SHOWN_ROWS:
-        shown = [r for r in result["rows"] if r["status"] != "PASS"]
-        keep = {r["symbol"] for r in shown}
-        hidden = len(result["rows"]) - len(shown)
-        result = {**result, "rows": shown, "metric_deltas": {k: v for k, v in result["metric_deltas"].items()
-                                                             if k in keep},
-                  "notes": [*result["notes"], f"{hidden} PASS rows hidden (--all lists them)"]}
+        result = compare_runs(runs, a, b, strict=strict, show_all=show_all, shown=SHOWN_ROWS)
     print_comparison(result, f"{a} vs {b} (matched on {', '.join(result['matched_on'])})", as_json)
 
 
@@ -154,7 +225,8 @@ def query(
     with runs.one_warning():
         run_ids = [runs.resolve(run)] if run else None
         frame = runs.query(sql, run_ids=run_ids)
-    _print_frame(frame.drop(columns=[c for c in ("record",) if c in frame.columns]), sql, as_json)
+    _print_frame(frame.drop(columns=[c for c in ("record",) if c in frame.columns]), sql, as_json,
+                 plain_above=PLAIN_ABOVE)
 
 
 @app.command()

@@ -49,4 +49,5 @@ def record_backtest(results: Sequence[SymbolResult], bars: Sequence[Bars], optio
                                  "code_version": ctx.code_version, "cells_total": len(cells),
                                  "spec": {"symbols": [c.symbol for c in cells], **cells[0].settings()}})
     runs.write_rows(ctx.run_id, rows)
+    runs.write_summary(ctx.run_id, rows)  # what `runs list` shows, without reading the part
     return ctx.run_id

@@ -12,12 +12,17 @@ Parts are only ever added (and merged only by :meth:`RunStore.compact`), and a r
 process at a time (``lock``), so no cell is recorded twice.
 
 :meth:`RunStore.compact` merges a run's parts into a few ``compact-<generation>-<n>.parquet`` files (about
-128 MB or 1M rows each, sorted by symbol and strategy) and then swaps in ``manifest.json``
-(``{"generation", "files", "absorbed"}``, written atomically). Once a run has a manifest, its live files are
-the compacted ``files`` it lists plus every part *not* in ``absorbed`` (parts written later, e.g. by
-``--resume``); a compacted file it does not list (a compaction killed before its swap) and an absorbed part
-(killed before deleting it) are ignored, so a crash at any point leaves every cell readable exactly once.
+128 MB, 1M rows or 768 MB of cell records each, sorted by symbol and strategy, in 2 GB of memory) and then
+swaps in ``manifest.json`` (``{"generation", "files", "absorbed"}``, written atomically). Once a run has a
+manifest, its live files are the compacted ``files`` it lists plus every part *not* in ``absorbed`` (parts
+written later, e.g. by ``--resume``); a compacted file it does not list (a compaction killed before its swap)
+and an absorbed part (killed before deleting it) are ignored, so a crash at any point leaves every cell
+readable exactly once. A sweep compacts its run when it finishes.
 Columns differ between parts as the backtest gains metrics; DuckDB unions them by name.
+
+``summary.json`` holds what ``runs list`` shows of the run's cells (ok, failed, symbols, models) and the name
+and size of each live file it was counted from; it is written when a run is recorded or compacted, and a
+reader that finds other live files (a part added since, a file rewritten) counts the run again instead.
 
 ``run.json`` may carry a ``status`` (:data:`STATUSES`): planned before its first cell, running, done, or
 interrupted (a sweep stopped by a signal). Reading never writes: a store on a read-only disk serves every
@@ -33,6 +38,7 @@ import fcntl
 import json
 import os
 import shutil
+import sys
 import time
 import uuid
 import warnings
@@ -53,8 +59,18 @@ _PART_GLOB = "part-*.parquet"
 _COMPACT_GLOB = "compact-*.parquet"
 _SPILL = "compact-spill"  # DuckDB's spill folder while sorting
 MANIFEST = "manifest.json"
+SUMMARY = "summary.json"  # the run's counts for ``runs list``, valid while its live files are the ones it names
+# a run's cells counted for ``runs list`` (the summary holds this query's answer)
+RUN_COUNTS_SQL = ("SELECT run_id, count(*) FILTER (WHERE status = 'ok') AS ok, count(*) FILTER (WHERE status <> 'ok') "
+                  "AS failed, count(DISTINCT symbol) AS symbols, string_agg(DISTINCT model, ',' ORDER BY model) AS "
+                  "models FROM cells GROUP BY run_id")
 COMPACT_ROWS = 1_000_000  # a compacted file holds about this many rows at most
 COMPACT_BYTES = 128 * 2**20  # ... or about this many bytes of the parts it replaces
+COMPACT_MEMORY = "2GB"  # DuckDB's memory while compacting (the end of every sweep): flat in the run's size
+# ... and a file's cell records (~34 kB a cell) are sorted in that memory: a bucket holds at most this many bytes
+# of them, so its sort never spills (a 100k-cell run: 3.4 GB of records, 5 files; one sort of all of them in
+# 2 GB spilled for minutes)
+COMPACT_SORT_BYTES = 768 * 2**20
 STATUSES = ("planned", "running", "done", "interrupted")
 _INFO_TYPES = {"run_id": (str,), "kind": (str,), "created_at": (str,), "code_version": (str,),
                "spec_hash": (str,), "status": (str,), "cells_total": (int,)}
@@ -84,6 +100,18 @@ def _info_problem(data) -> str | None:
     if data.get("status") is not None and data["status"] not in STATUSES:
         return f"status {data['status']!r} is not one of {', '.join(STATUSES)}"
     return None
+
+
+def _duckdb():
+    """The duckdb module, imported with SIGTERM/SIGINT deferred (:func:`~marketcast.failures.shielded`): a
+    signal's exception raised inside its native module's start-up aborts the process ("Critical nanobind
+    error", exit -6: a sweep stopped in its first second) instead of ending the command with 143."""
+    if "duckdb" not in sys.modules:
+        from marketcast.failures import shielded
+
+        with shielded():
+            import duckdb  # noqa: F401
+    return sys.modules["duckdb"]
 
 
 def _sql_text(value: str) -> str:
@@ -313,6 +341,55 @@ class RunStore:
         absorbed = set(manifest["absorbed"])
         return [folder / name for name in manifest["files"]] + [p for p in parts if p.name not in absorbed]
 
+    def _files_key(self, run_id: str) -> list | None:
+        """``[[name, size], ...]`` of the run's live files (what its summary is valid for); None if one vanished."""
+        out = []
+        for path in self.parts(run_id):
+            try:
+                out.append([path.name, path.stat().st_size])
+            except OSError:
+                return None
+        return out
+
+    def write_summary(self, run_id: str, rows: list[dict] | None = None) -> None:
+        """Count the run's cells (:data:`RUN_COUNTS_SQL`) into its ``summary.json``, for ``runs list``; ``rows``:
+        every row of the run, just written (one part, no retried attempt), counted here without DuckDB."""
+        files = self._files_key(run_id)
+        if rows is not None and len(files or ()) == 1 and not any("attempt" in r for r in rows):
+            cells = [r for r in rows if r.get("strategy") is None]
+            models = sorted({r["model"] for r in cells if r.get("model") is not None})
+            found = [{"ok": sum(r.get("status") == "ok" for r in cells),
+                      "failed": sum(r.get("status") not in ("ok", None) for r in cells),
+                      "symbols": len({r["symbol"] for r in cells if r.get("symbol") is not None}),
+                      "models": ",".join(models) if models else None}] if cells else []
+        else:
+            try:
+                found = self.query(RUN_COUNTS_SQL, run_ids=[run_id]).to_dict("records")
+            except ConfigError:  # rows without the columns listed (hand-made): runs list says why, if asked
+                return
+        if files is None or files != self._files_key(run_id) or any(p in self._damaged for p in self.parts(run_id)):
+            return  # written to meanwhile, or a damaged file: the next reader counts it (and names the file)
+        counts = {k: (v if isinstance(v, str) or v is None else int(v)) for k, v in found[0].items()
+                  if k != "run_id"} if found else {"ok": 0, "failed": 0, "symbols": 0, "models": None}
+        text = json.dumps({"files": files, **counts}) + "\n"
+        write_atomic(self.run_dir(run_id) / SUMMARY, lambda tmp: tmp.write_text(text), StateError)
+
+    def summaries(self, run_ids: list[str]) -> dict[str, dict]:
+        """run id -> ``{ok, failed, symbols, models}`` from each run's ``summary.json`` that is still valid (the
+        same live files); the others (none, stale, damaged) are left out: count them with :data:`RUN_COUNTS_SQL`."""
+        out = {}
+        for run_id in run_ids:
+            try:
+                data = json.loads((self.run_dir(run_id) / SUMMARY).read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+                continue
+            good = (isinstance(data, dict) and all(isinstance(data.get(k), int) and not isinstance(data.get(k), bool)
+                                                   for k in ("ok", "failed", "symbols"))
+                    and isinstance(data.get("models"), (str, type(None))))
+            if good and data.get("files") == self._files_key(run_id):
+                out[run_id] = {k: data[k] for k in ("ok", "failed", "symbols", "models")}
+        return out
+
     def _collect(self, folder: Path, manifest: dict | None) -> None:
         """Remove what no reader reads: absorbed parts, compacted files the manifest does not list, spill."""
         shutil.rmtree(folder / _SPILL, ignore_errors=True)
@@ -328,7 +405,7 @@ class RunStore:
         then delete the files it replaced (``keep_parts``: keep the parts, which readers then ignore). Returns
         ``{"files_before", "files_after", "rows"}``; a run already compact (one file per bucket, no new part) is
         left as it is."""
-        import duckdb
+        duckdb = _duckdb()
 
         with self.lock(run_id):
             folder = Path(os.path.abspath(self.run_dir(run_id)))
@@ -342,17 +419,23 @@ class RunStore:
             live = self._usable(self._live(folder))
             fresh = [p for p in live if p.name.startswith("part-")]
             if not live or (manifest is not None and not fresh):
+                if live and not self.summaries([run_id]):
+                    self.write_summary(run_id)
                 return {"files_before": len(live), "files_after": len(live), "rows": None}
             size = sum(p.stat().st_size for p in live)
             con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
                                                      "autoload_known_extensions": False})
             try:
                 con.execute(f"SET temp_directory = {_sql_text(str(folder / _SPILL))}")
+                con.execute(f"SET memory_limit = '{COMPACT_MEMORY}'")  # sorting spills there beyond this
                 source = f"read_parquet([{', '.join(_sql_text(str(p)) for p in live)}], union_by_name = true)"
-                counts = con.execute(f"SELECT symbol, count(*) FROM {source} GROUP BY symbol "
-                                     "ORDER BY symbol NULLS LAST").fetchall()
-                rows = sum(n for _, n in counts)
-                buckets = _buckets(counts, max(1, -(-rows // COMPACT_ROWS), -(-size // COMPACT_BYTES)))
+                has_record = "record" in [d[0] for d in con.execute(f"SELECT * FROM {source} LIMIT 0").description]
+                found = con.execute(f"SELECT symbol, count(*), {'sum(strlen(record))' if has_record else '0'} "
+                                    f"FROM {source} GROUP BY symbol ORDER BY symbol NULLS LAST").fetchall()
+                counts = [(symbol, n) for symbol, n, _ in found]
+                rows, records = sum(n for _, n in counts), sum(b or 0 for _, _, b in found)
+                buckets = _buckets(counts, max(1, -(-rows // COMPACT_ROWS), -(-size // COMPACT_BYTES),
+                                               -(-records // COMPACT_SORT_BYTES)))
                 generation = (manifest["generation"] if manifest else 0) + 1
                 names = [f"compact-{generation:06d}-{i:03d}.parquet" for i in range(len(buckets))]
 
@@ -371,6 +454,7 @@ class RunStore:
             write_atomic(folder / MANIFEST, lambda tmp: tmp.write_text(json.dumps(new, indent=1) + "\n"), StateError)
             if not keep_parts:
                 self._collect(folder, new)
+            self.write_summary(run_id)
             return {"files_before": len(live), "files_after": len(names), "rows": rows}
 
     def _usable(self, files: list[Path]) -> list[Path]:
@@ -439,7 +523,7 @@ class RunStore:
     def _open(self, run_ids: list[str] | None):
         """``(connection, parts it reads)``: the views over the usable parts, then external access off but for
         those files, and the configuration locked, so a query can neither read nor write anything else."""
-        import duckdb
+        duckdb = _duckdb()
 
         listed = [p for r in run_ids for p in self.parts(r)] if run_ids is not None else self.parts()
         files = self._usable(listed)
@@ -481,7 +565,7 @@ class RunStore:
 
     def _statement(self, sql: str):
         """The one SELECT in ``sql``: anything else (none, several, COPY, ATTACH, SET, ...) is one line."""
-        import duckdb
+        duckdb = _duckdb()
 
         try:
             statements = duckdb.extract_statements(sql)
@@ -500,7 +584,7 @@ class RunStore:
 
     def query(self, sql: str, params: list | None = None, run_ids: list[str] | None = None) -> pd.DataFrame:
         """The result of one SELECT over the views; a part that fails to read on the way is skipped."""
-        import duckdb
+        duckdb = _duckdb()
 
         statement = self._statement(sql)
         while True:

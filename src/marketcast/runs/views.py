@@ -9,7 +9,7 @@ import pandas as pd
 
 from marketcast.errors import ConfigError
 from marketcast.runs.cells import setting_names
-from marketcast.runs.store import RunStore
+from marketcast.runs.store import RUN_COUNTS_SQL, RunStore
 
 SHOWN_METRICS = ("return", "sharpe", "max_drawdown")
 WF_RETURNS = "walk_forward.returns"
@@ -49,20 +49,20 @@ def run_status(info: dict, recorded: int) -> str:
 
 def list_runs(store: RunStore) -> pd.DataFrame:
     """One row per run: id, kind, status, start, cells ok / failed / planned, symbols, models, code version.
-    A planned run (a ``run.json``, no part yet) is a row with no cells."""
+    A planned run (a ``run.json``, no part yet) is a row with no cells. The counts come from each run's
+    ``summary.json`` while it is valid (written when the run is recorded or compacted), else from its parts."""
     infos = store.infos()
     columns = ["run_id", "kind", "status", "created_at", "ok", "failed", "planned", "symbols", "models",
                "code_version", "spec_hash"]
+    summed = store.summaries(list(infos))  # counted when recorded or compacted, still valid
     counts = pd.DataFrame()
-    if infos:
-        counts = store.query("SELECT run_id, count(*) FILTER (WHERE status = 'ok') AS ok, "
-                             "count(*) FILTER (WHERE status <> 'ok') AS failed, count(DISTINCT symbol) AS symbols, "
-                             "string_agg(DISTINCT model, ',' ORDER BY model) AS models FROM cells GROUP BY run_id",
-                             run_ids=list(infos))
+    rest = [run for run in infos if run not in summed]
+    if rest:
+        counts = store.query(RUN_COUNTS_SQL, run_ids=rest)
         counts = counts.set_index("run_id") if len(counts) else counts
     rows = []
     for run, info in infos.items():
-        got = counts.loc[run] if run in counts.index else None
+        got = summed.get(run) or (counts.loc[run] if run in counts.index else None)
         ok, failed = (int(got["ok"]), int(got["failed"])) if got is not None else (0, 0)
         rows.append({"run_id": run, "kind": info.get("kind"), "status": run_status(info, ok + failed),
                      "created_at": info.get("created_at"), "ok": ok, "failed": failed,
@@ -272,3 +272,68 @@ def selection_lines(figures: list[dict]) -> list[str]:
         lines.append(f"... and {hidden} more symbols (runs show --json lists them)")
     lines += [f"{'the run' if f['scope'] == 'run' else f['scope']}: {f['verdict']}" for f in figures if f["verdict"]]
     return lines
+
+
+# --- what `runs show` tells about each cell -----------------------------------------------------------------
+
+RECORD_KEYS = ("return", "annual_return", "sharpe", "sharpe_ci_low", "sharpe_ci_high", "psr", "max_drawdown",
+               "trades")
+SELECTION_KEYS = ("trials", "pick", "dsr_pick", "dsr_walk_forward", "pbo", "cscv_splits", "spa_pvalue",
+                  "reality_check_pvalue", "verdict")
+MODEL_KEYS = ("model", "weights", "device", "dtype", "compile")
+
+
+def random_weights(weights, meta: dict) -> bool:
+    """Whether a cell's forecasts came from random weights (a plumbing run, not a model's result): asked for
+    (``--weights random``), or named so by the model (Toto's ``source`` "random(seed=0)", Kronos's label
+    "kronos-small-random")."""
+    return any("random" in str(v or "").lower() for v in (weights, meta.get("model"), meta.get("source")))
+
+
+def cell_records(store: RunStore, run_id: str, limit: int = MAX_SYMBOL_LINES) -> tuple[list[dict], int]:
+    """The first ``limit`` finished cells in plan order, each as ``runs show`` tells it: its label, windows and
+    period, the walk-forward record and buy & hold over the same windows (max drawdown negative, as
+    quantstats), its settings, costs, model and weights (random ones flagged) and the honest-selection
+    statistics across its strategies (trials, DSR, PBO, SPA where recorded); and how many cells finished.
+    The costs and selection statistics are the cell's stored columns; only the two records are scored again
+    from the cell's decoded result (the SPA bootstrap is not run again)."""
+    from marketcast.backtest.engine import SymbolResult
+    from marketcast.backtest.report import signed_drawdown
+    from marketcast.errors import MarketcastError
+    from marketcast.runs.codec import decode
+
+    columns = store.columns([run_id])
+    if "record" not in columns:
+        return [], 0
+    names = run_axes(store, [run_id])
+    settings = [n for n in setting_names() if n in columns]
+    stored = [c for c in columns if c.startswith(("costs.", "selection."))]
+    listing = ", ".join(f'"{c}"' for c in dict.fromkeys(["cell_id", "symbol", *settings, *stored, "record"]))
+    total = int(store.query("SELECT count(*) AS n FROM cells WHERE status = 'ok'", run_ids=[run_id])["n"].iloc[0])
+    found = store.query(f"SELECT {listing} FROM cells WHERE status = 'ok' ORDER BY cell_index LIMIT {int(limit)}",
+                        run_ids=[run_id])
+    out = []
+    for _, row in found.iterrows():
+        try:
+            result = decode(row["record"])
+        except MarketcastError:  # a damaged record: the summary still shows the cell's stored columns
+            continue
+        if not isinstance(result, SymbolResult):
+            continue
+        meta = result.forecast_meta or {}
+        record = lambda m: {k: plain(signed_drawdown(m).get(k)) for k in RECORD_KEYS}  # noqa: E731
+        prefixed = lambda prefix: {c[len(prefix):]: plain(row[c]) for c in stored if c.startswith(prefix)}  # noqa: E731
+        chosen = prefixed("selection.")
+        out.append({
+            "symbol": row["symbol"], "cell_id": row["cell_id"], "label": label(row, names),
+            "windows": result.windows, "first_decision": result.decision_times[0].isoformat(),
+            "last_settle": result.settle_times[-1].isoformat(), "asset_class": result.asset_class,
+            "periods_per_year": plain(result.periods_per_year),
+            "walk_forward": record(result.walk_forward["metrics"]), "buy_and_hold": record(result.benchmark.metrics),
+            "costs": prefixed("costs."),
+            "model": {**{k: plain(row.get(k)) for k in MODEL_KEYS}, "source": meta.get("source"),
+                      "random_weights": random_weights(row.get("weights"), meta)},
+            "settings": {k: plain(row[k]) for k in settings if k not in MODEL_KEYS},
+            "selection": {k: chosen.get(k) for k in SELECTION_KEYS},
+        })
+    return out, total

@@ -17,10 +17,11 @@ import os
 import signal
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from marketcast.errors import ConfigError, UnavailableError
-from marketcast.failures import Terminated
+from marketcast.failures import Terminated, shielded
 from marketcast.runs.rows import RunContext, error_row
 from marketcast.runs.store import RunStore
 from marketcast.sweep import tasks
@@ -41,6 +42,25 @@ def import_ray():
     return ray
 
 
+@contextmanager
+def _signals_held(ray):
+    """SIGTERM and SIGINT deferred (:func:`~marketcast.failures.shielded`) while the body runs, then raised:
+    ``ray.init(address=...)`` stopped inside its connect leaves a half-made GCS client whose destructor never
+    returns, a sweep hung for good (seen in test_sweep_interrupts). ``ray.init`` first installs a SIGTERM
+    handler of its own that calls sys.exit wherever it lands; it is not installed meanwhile (Ray's
+    ``_private.utils.set_sigterm_handler``; without it, Ray's handler stays and SystemExit is caught below)."""
+    utils = getattr(getattr(ray, "_private", None), "utils", None)
+    original = getattr(utils, "set_sigterm_handler", None)
+    if original is not None:
+        utils.set_sigterm_handler = lambda handler: None
+    try:
+        with shielded():
+            yield
+    finally:
+        if original is not None:
+            utils.set_sigterm_handler = original
+
+
 def connect(ray, address: str | None, num_cpus: int | None) -> bool:
     """Join ``address`` (or ``RAY_ADDRESS``; a token-authenticated cluster reads Ray's own ``RAY_AUTH_MODE=token``
     and ``RAY_AUTH_TOKEN``/``RAY_AUTH_TOKEN_PATH``), else start a local Ray on this machine's cores (at least two
@@ -54,7 +74,8 @@ def connect(ray, address: str | None, num_cpus: int | None) -> bool:
     try:
         try:
             if address:
-                ray.init(address=address, **quiet)
+                with _signals_held(ray):
+                    ray.init(address=address, **quiet)
             else:
                 ray.init(num_cpus=num_cpus or max(2, os.cpu_count() or 1), include_dashboard=False, **quiet)
         except (ConnectionError, TimeoutError, RuntimeError) as exc:

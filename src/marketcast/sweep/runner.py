@@ -5,6 +5,7 @@ which becomes ``running`` once cells are computed and ``done`` at the end; a run
 error is marked ``interrupted`` on the way out (the store's views read all four). ``--resume`` takes the
 latest run of the same spec (or ``--run-id``), interrupted or not, skips every cell the store already holds
 (finished or failed) and computes only the rest, under the run's lock, so two processes never write one run.
+A finished run is compacted (after the lock is released, by :meth:`RunStore.compact`, which takes it again).
 A resume also retries the failed cells, up to ``retry_failed`` more attempts each: a retry's rows carry
 ``attempt`` (1, 2, ...; none on the first attempt), the failed attempts' rows stay, and the latest attempt of
 a cell is its result. ``poison`` cells (their forecast killed the model's actor 3 times) are not retried.
@@ -72,6 +73,18 @@ def _to_resume(store: RunStore, spec_hash: str, run_id: str | None) -> str:
 def _mark(store: RunStore, run_id: str, status: str) -> None:
     """Set ``status`` in the run's ``run.json``, keeping the rest of it."""
     store.write_info(run_id, {**store.info(run_id), "status": status})
+
+
+def _compact(store: RunStore, run_id: str) -> None:
+    """Merge the finished run's parts into a few files (``runs compact``), after the sweep let go of its lock: a
+    run of 100k cells is read from at most 5 files, not 1,500 parts. Crash-safe (a kill leaves every cell
+    readable, and ``--resume`` adds parts beside the compacted files); a store that cannot be written keeps
+    its parts, with a note."""
+    try:
+        store.compact(run_id)
+    except (MarketcastError, OSError) as exc:
+        err_console.print(f"note: run {run_id} is recorded but not compacted ({exc}); 'marketcast runs compact "
+                          f"{run_id}' merges its parts", markup=False, highlight=False, soft_wrap=True)
 
 
 def _start(store: RunStore, spec: Spec, run_id: str | None) -> str:
@@ -145,6 +158,7 @@ def run_sweep(spec: Spec, store: RunStore, *, resume: bool = False, run_id: str 
                 except (MarketcastError, OSError):
                     pass  # the store cannot be written (a full disk): the first error is the one to show
             raise
+    _compact(store, run_id)
     ok, failed, poison = _counts(found)
     return Outcome(run_id=run_id, planned=len(cells), skipped=len(found) - len(tries) if resume else 0, ok=ok,
                    failed=failed, retried=retried, poison=poison)

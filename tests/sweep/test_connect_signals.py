@@ -1,0 +1,36 @@
+"""A SIGTERM while a sweep joins a Ray cluster waits until ``ray.init`` has returned: raised inside Ray's
+connect (by Ray's own handler, sys.exit) it left a half-made GCS client whose destructor never returned (a
+sweep hung in tests/sweep/test_sweep_interrupts.py)."""
+
+import subprocess
+import sys
+
+import pytest
+
+SCRIPT = """
+import os, signal, sys, time
+import ray
+from marketcast.failures import Terminated, install_signal_handlers
+from marketcast.sweep.execute import _signals_held
+
+install_signal_handlers()
+done = False
+try:
+    with _signals_held(ray):
+        ray._private.utils.set_sigterm_handler(lambda signum, frame: sys.exit(signum))  # as ray.init does
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)  # a signal not held back would be raised here
+        done = True
+    print("not terminated")
+except Terminated:
+    print("terminated after the body" if done else "terminated inside the body")
+except SystemExit:
+    print("Ray's handler ran inside the body")
+"""
+
+
+def test_a_sigterm_while_joining_the_cluster_is_raised_after_it():
+    pytest.importorskip("ray")
+    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "terminated after the body"
