@@ -80,8 +80,38 @@ Context = Annotated[int, typer.Option(
 Samples = Annotated[int, typer.Option("--samples", "-s", min=1, help="Forecast sample paths per window.")]
 Seed = Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED,
                                    help="Sampling seed: the same seed gives the same sample paths.")]
-Windows = Annotated[int, typer.Option("--windows", "-n", min=1,
-                                      help="Decision bars per symbol (each settled on the next bar).")]
+def windows_callback(value):
+    """``--windows``: N >= 1 or ``all`` (marketcast.backtest.period), refused by click in one line."""
+    from marketcast.backtest.period import parse_windows  # numpy: only once a command runs
+
+    try:
+        return parse_windows(value)
+    except ConfigError as exc:
+        raise typer.BadParameter(f"{exc}.") from None
+
+
+def day_callback(value: Optional[str]) -> Optional[str]:
+    """``--start`` / ``--end``: an ISO date, refused by click in one line (kept as text: a period reads it)."""
+    from marketcast.backtest.period import parse_day
+
+    try:
+        parse_day(value, "")
+    except ConfigError as exc:
+        raise typer.BadParameter(f"{str(exc).strip()}.") from None
+    return value
+
+
+Windows = Annotated[str, typer.Option("--windows", "-n", callback=windows_callback, metavar="INTEGER|all",
+                                      show_default="70",  # backtest's; the data decides with --start/--end
+                                      help="Decision bars per symbol (each settled on the next bar), or all: every "
+                                           "window the history allows. An alternative to --start/--end.")]
+Start = Annotated[Optional[str], typer.Option(
+    "--start", callback=day_callback, metavar="DATE",
+    help="First decision date, YYYY-MM-DD, e.g. 2023-01-02: the windows whose decision bar falls in "
+         "--start..--end (inclusive; an alternative to --windows).")]
+End = Annotated[Optional[str], typer.Option(
+    "--end", callback=day_callback, metavar="DATE",
+    help="Last decision date, YYYY-MM-DD, e.g. 2023-12-29 (inclusive; default: the data's last settled bar).")]
 Horizon = Annotated[int, typer.Option("--horizon", "-H", min=1, help="Bars ahead to forecast.")]
 DataDir = Annotated[Optional[Path], typer.Option(
     "--data-dir", help="Folder of <SYMBOL>.csv/.parquet bars (default: the embedded SP500 and NASDAQ).")]

@@ -223,10 +223,10 @@ def test_bad_settings_are_one_config_error_line(kwargs, message):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--calibrate", "isotonic"], "--calibrate must be one of"),
+    (["--calibrate", "isotonic"], "'--calibrate': 'isotonic' is not one of 'none', 'conformal', 'quantile'"),
     (["--calibrate", "conformal", "--calibration-min-windows", "5"], "--calibration-min-windows must be"),
     (["--calibrate", "conformal", "--calibration-min-windows", "13"], "exceeds --windows 12"),
-    (["--sizing", "martingale"], "--sizing must be one of"),
+    (["--sizing", "martingale"], "'--sizing': 'martingale' is not one of 'fixed', 'kelly', 'cvar'"),
     (["--sizing", "kelly", "--kelly-cap", "0"], "--kelly-cap must be in (0, 1]"),
     (["--sizing", "cvar", "--risk-per-trade", "1.5"], "--risk-per-trade must be in (0, 1]"),
 ])

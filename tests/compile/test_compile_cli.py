@@ -113,7 +113,7 @@ def test_check_data_dir_studies_every_file_in_it(tmp_path, capsys):
 @pytest.mark.parametrize("args,needle", [
     (["check", "--model", "toto", "--modes", "turbo"], "unknown compile mode 'turbo'"),
     (["check", "--model", "chronos"], "--model 'chronos'"),
-    (["check", "--model", "baseline", "--mode", "fast"], "--mode 'fast'"),
+    (["check", "--model", "baseline", "--mode", "fast"], "'--mode': 'fast' is not one of 'quick', 'full'"),
     (["check", "--model", "baseline", "--apply"], "baseline has no compile setting"),
     (["check", "--model", "baseline", "--symbols", "NOPE"], "no embedded data for 'NOPE'"),
     (["check", "--model", "baseline", "--symbols", " , "], "--symbols: give at least one symbol"),

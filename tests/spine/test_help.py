@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import typer
 from rich.text import Text
 from typer.testing import CliRunner
 
 from marketcast.cli import COMMANDS, app, main
-from marketcast.help import HELP_OPTIONS, HelpCommand
+from marketcast.forecast.registry import MODEL_NAMES
+from marketcast.help import HELP_OPTIONS, HelpCommand, choice_list
 
 WIDTH = 80
 
@@ -91,8 +94,9 @@ def test_types_ranges_and_defaults_print_as_people_expect(capsys, monkeypatch):
     assert _help(capsys, ["sweep", "-h"]).startswith("Usage: marketcast sweep [OPTIONS] SPEC\n")
     assert _help(capsys, ["data", "-h"]).startswith("Usage: marketcast data [OPTIONS] COMMAND [ARGS]...\n")
     lines = _entries(page)
-    assert "-n, --windows INTEGER " in lines["-n"] and "[default: 70]" in lines["-n"]
-    assert "-m, --model [baseline|toto|kronos] " in lines["-m"]
+    assert "-n, --windows INTEGER|all " in lines["-n"] and "[default: 70]" in lines["-n"]
+    assert "--start DATE " in lines["--start"] and "e.g. 2023-01-02" in lines["--start"]
+    assert f"-m, --model {choice_list(MODEL_NAMES)} " in lines["-m"] and "[baseline|toto|kronos" in lines["-m"]
     assert "--seed INTEGER " in lines["--seed"] and "[0.." not in lines["--seed"]  # no upper bound to print
     assert "--fee FLOAT " in lines["--fee"] and "--data-dir PATH " in lines["--data-dir"]
     assert lines["--json"].split()[:2] == ["--json", "Print"]  # a flag takes no value
@@ -111,3 +115,37 @@ def test_a_range_bounded_on_both_sides_prints_as_low_to_high(monkeypatch):
 
     page = CliRunner().invoke(demo, ["-h"], prog_name="demo").output
     assert "--level INTEGER [1..10] " in page and "--ratio FLOAT " in page and "x>=" not in page
+
+
+@pytest.mark.parametrize("path,option,choices", [
+    (["backtest"], "--point", "[median|mean|pNN|quantile_Q|trimmed_mean_F|...]"),
+    (["backtest"], "--fill-mode", "[touch|penetrate]"),
+    (["backtest"], "--same-bar", "[pessimistic|nearest]"),
+    (["backtest"], "--maxdiff-grid", "[atr|percent]"),
+    (["backtest"], "--calibrate", "[none|conformal|quantile]"),
+    (["backtest"], "--sizing", "[fixed|kelly|cvar]"),
+    (["compile", "check"], "--mode", "[quick|full|production-check]"),
+    (["compile", "enable"], "--model", "[toto|kronos|all]"),
+])
+def test_options_of_a_few_words_print_their_choices_and_refuse_others(path, option, choices, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    entry = _entries(_help(capsys, [*path, "--help"]))[option]
+    assert re.sub(r"^-\w, ", "", entry).startswith(f"{option} {choices} ") and " TEXT " not in entry
+    capsys.readouterr()
+    assert main([*path, *(["--model", "baseline"] if path == ["compile", "check"] else []), option, "bogus"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(f"error: Invalid value for '{option}'") and "bogus" in err
+
+
+def test_the_choice_lists_are_the_ones_the_code_accepts():
+    from marketcast.backtest.config import CALIBRATIONS, MAXDIFF_GRIDS
+    from marketcast.backtest.fills import FILL_MODES, SAME_BAR_MODES
+    from marketcast.backtest.sizing import POLICIES
+    from marketcast.compile.cli import CHECK_MODES
+    from marketcast.compile.plan import CHECK_ITERATIONS
+
+    assert CHECK_MODES == tuple(CHECK_ITERATIONS)
+    assert (FILL_MODES, SAME_BAR_MODES, MAXDIFF_GRIDS, CALIBRATIONS, POLICIES) == (
+        ("touch", "penetrate"), ("pessimistic", "nearest"), ("atr", "percent"), ("none", "conformal", "quantile"),
+        ("fixed", "kelly", "cvar"))
+    assert main(["backtest", "--point", "trimmed_mean_10", "--help"]) == 0  # a spec of the grammar, not a list

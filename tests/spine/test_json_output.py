@@ -110,6 +110,10 @@ def test_backtest(tmp_path, capsys):
     written = json.loads((tmp_path / "bt" / "SP500.json").read_text())
     assert [d["symbol"] for d in doc] == ["SP500"] and doc[0]["runs"] == 12
     assert doc[0]["strategies"]["simple"]["return"] == written["strategies"]["simple"]["return"]
+    assert doc[0]["run_id"] in RunStore(os.environ["MARKETCAST_RUN_STORE"]).infos() and "run_id" not in written
+    records = [doc[0]["walk_forward"], doc[0]["benchmark"], *doc[0]["strategies"].values()]
+    assert all(r["max_drawdown"] <= 0 for r in records) and min(r["max_drawdown"] for r in records) < 0
+    assert errors("backtest", [{**doc[0], "benchmark": {**doc[0]["benchmark"], "max_drawdown": 0.1}}])
     skill = run_json(capsys, "backtest", "backtest", "SP500", *FAST, "--calibration-only", "--json")
     assert skill[0]["calibration_only"] is True and skill[0]["skill"]["mase_close"] == doc[0]["metrics"]["mase_close"]
     assert skill[0]["calibration"]["windows"] == 12 and errors("backtest", [{**skill[0], "calibration_only": False}])
@@ -141,7 +145,8 @@ def test_runs_list_show_query_and_compare(store, capsys):
     sp500 = json.loads((store / "dear" / "SP500.json").read_text())
     simple = next(r for r in shown["summary"] if r["symbol"] == "SP500" and r["strategy"] == "simple")
     assert simple["cells"] == 1 and simple["return"] == sp500["strategies"]["simple"]["return"]
-    compared = run_json(capsys, "comparison", "runs", "compare", cheap, dear, *where, "--json", code=1)  # FAIL
+    compared = run_json(capsys, "comparison", "runs", "compare", cheap, dear, *where, "--strict", "--json",
+                        code=1)  # FAIL: the fee differs, and --strict fails on that
     assert compared["status"] == "FAIL" and compared["runs"] == {"a": cheap, "b": dear}
     assert len(compared["rows"]) == 16 and {r["symbol"] for r in compared["rows"]} == {"SP500", "NASDAQ"}
     files = run_json(capsys, "comparison", "compile", "compare", str(store / "cheap" / "SP500.json"),

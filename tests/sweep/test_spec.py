@@ -235,3 +235,45 @@ def test_fuzz_found_specs_are_one_line_before_ray(tmp_path, body, says):
     with pytest.raises(ConfigError) as err:
         load_spec(spec)
     assert says in str(err.value)
+
+
+PERIOD = ("[data]\ndir = 'bars'\n{data}[options]\nnum_samples = 16\ncontext = 32\nspa = false\n{options}"
+          "[grid]\nseed = [0, 1]\n")
+
+
+def _period_spec(tmp_path, data: str = "", options: str = ""):
+    write_bars(tmp_path / "bars", ["AAA", "BBB"], n=90)  # business days from 2022-01-03 to 2022-05-06
+    path = tmp_path / "spec.toml"
+    path.write_text(PERIOD.format(data=data, options=options))
+    return load_spec(path)
+
+
+def test_start_and_end_give_each_cell_the_windows_of_the_period(tmp_path):
+    spec = _period_spec(tmp_path, data="start = '2022-03-01'\nend = 2022-03-31\n")  # a string or a TOML date
+    cells = spec.cells()
+    assert [(c.symbol, c.config.seed, c.config.windows, c.end) for c in cells] == [
+        (s, seed, 23, "2022-03-31") for seed in (0, 1) for s in ("AAA", "BBB")]  # March 2022: 23 weekdays
+    undated = _period_spec(tmp_path)
+    assert spec.spec_hash != undated.spec_hash
+    assert {c.cell_id for c in cells}.isdisjoint(c.cell_id for c in undated.cells())
+    opened = _period_spec(tmp_path, data="start = '2022-03-01'\n").cells()  # to the last settled bar, 2022-05-05
+    assert [c.config.windows for c in opened] == [48] * 4 and {c.end for c in opened} == {None}
+
+
+def test_windows_all_counts_every_window_of_each_symbol(tmp_path):
+    write_bars(tmp_path / "bars", ["CCC"], n=60)
+    cells = _period_spec(tmp_path, options="windows = 'all'\n").cells()
+    assert {c.symbol: c.config.windows for c in cells} == {"AAA": 87, "BBB": 87, "CCC": 57}  # the baseline: 3 bars
+
+
+@pytest.mark.parametrize("data,options,message", [
+    ("start = '2022-03-01'\n", "windows = 30\n", "[data] start/end and windows pick the windows two ways"),
+    ("start = '2022-03-01'\nend = '2022-02-01'\n", "", "[data] end 2022-02-01 is before start 2022-03-01"),
+    ("start = '1 March'\n", "", "[data] start '1 March': give a date as YYYY-MM-DD"),
+    ("start = '2021-01-01'\nend = '2021-12-31'\n", "", "no window has its decision bar in 2021-01-01 to "
+                                                         "2021-12-31; with 3 bars of history for the first window"),
+])
+def test_period_mistakes_in_a_spec_are_one_line(tmp_path, data, options, message):
+    with pytest.raises(ConfigError) as caught:
+        _period_spec(tmp_path, data=data, options=options)
+    assert message in str(caught.value) and "\n" not in str(caught.value)

@@ -28,7 +28,7 @@ def test_every_gate_passes_for_a_good_signal():
     [
         ({"edge": 0.0009}, 2e6, "edge 0.0900% < 0.1000%"),
         ({"sharpe": 0.0}, 2e6, "sharpe 0.00 <= 0.00"),
-        ({"drawdown": 0.25}, 2e6, "drawdown 25.0% >= 25.0%"),
+        ({"drawdown": 0.25}, 2e6, "drawdown -25.0% <= -25.0%"),
         ({}, 999_999.0, "dollar volume 999,999 < 1,000,000"),
         ({"side": 0}, 2e6, "flat decision"),
     ],

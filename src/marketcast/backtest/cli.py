@@ -3,25 +3,45 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Callable, Optional
 
 import typer
 
 from marketcast import options
-from marketcast.backtest.config import STRATEGY_NAMES, BacktestConfig
+from marketcast.backtest.config import CALIBRATIONS, MAXDIFF_GRIDS, STRATEGY_NAMES, BacktestConfig
 from marketcast.backtest.costs import BP
 from marketcast.backtest.engine import run_many
+from marketcast.backtest.fills import FILL_MODES, SAME_BAR_MODES
+from marketcast.backtest.period import Period, windows_of
 from marketcast.backtest.selection import DEFAULT_LOOKBACK, DEFAULT_MIN_TRADES, SelectionRule
+from marketcast.backtest.sizing import POLICIES
 from marketcast.console import console, print_json, progress_steps
 from marketcast.data import DEFAULT_SYMBOLS, load_bars, load_symbol
 from marketcast.data.read import SUFFIXES
 from marketcast.errors import ConfigError
+from marketcast.forecast.aggregate import SPEC_HELP, validate_spec
 from marketcast.forecast.registry import load_forecaster
+from marketcast.help import choice_list
 
 DEFAULT_OUTPUT = Path("out/backtest")
-#: Called after each run as hook(results, bars, options); the root CLI adds the run store's recorder.
-AFTER_RUN: list[Callable[[list, list, dict], None]] = []
+MANY_WINDOWS = 10**9  # stands for a count the data decides, while the other settings are checked up front
+#: Called after each run as hook(results, bars, options); the root CLI adds the run store's recorder, which
+#: hands back the id of the run it recorded (None: the store is off), printed as the command's last line.
+AFTER_RUN: list[Callable[[list, list, dict], Optional[str]]] = []
+
+
+#: The point spec's forms as --help lists them (the full grammar: marketcast.forecast.aggregate).
+POINT_FORMS = ("median", "mean", "pNN", "quantile_Q", "trimmed_mean_F", "...")
+
+
+def _point(value: str) -> str:
+    """``--point``: refused by click (one line, exit 2) when :func:`validate_spec` does not parse it."""
+    try:
+        return validate_spec(value)
+    except ConfigError as exc:
+        raise typer.BadParameter(f"{exc}.") from None
 
 
 def _strategies(value: str | None) -> tuple[str, ...]:
@@ -58,22 +78,40 @@ def _file_arguments(symbols: list[str]) -> dict[str, Path]:
     return files
 
 
-def _calibration_only(bars: list, forecaster, config: BacktestConfig, as_json: bool, html: bool, plots: bool,
-                      started: float) -> None:
+def _run(bars: list, configs: list[BacktestConfig], forecaster, step, calibration_only: bool = False) -> list:
+    """:func:`run_many` over symbols whose window counts may differ (``--windows all``, ``--start/--end``): one
+    batched call per distinct config, results in the symbols' order."""
+    results: list = [None] * len(bars)
+    for config in dict.fromkeys(configs):
+        at = [i for i, c in enumerate(configs) if c == config]
+        for i, r in zip(at, run_many([bars[i] for i in at], forecaster, config, on_step=step,
+                                     calibration_only=calibration_only)):
+            results[i] = r
+    return results
+
+
+def _windows_text(configs: list[BacktestConfig]) -> str:
+    """``12 windows``, or ``40-252 windows`` when the symbols' periods hold different counts."""
+    counts = sorted({c.windows for c in configs})
+    return f"{counts[0]} windows" if len(counts) == 1 else f"{counts[0]}-{counts[-1]} windows"
+
+
+def _calibration_only(bars: list, forecaster, configs: list[BacktestConfig], as_json: bool, html: bool,
+                      plots: bool, started: float) -> None:
     """``--calibration-only``: the forecasts' skill and calibration tables (or JSON), nothing written."""
     from marketcast.backtest.report import calibration_only_json
     from marketcast.backtest.tables import calibration_table, skill_table
 
     if html or plots:
         raise ConfigError(f"--calibration-only writes no files; drop {'--html' if html else '--plots'}")
-    with progress_steps(len(bars) + 1, "calibration") as step:
-        results = run_many(bars, forecaster, config, on_step=step, calibration_only=True)
+    with progress_steps(len(bars) + len(set(configs)), "calibration") as step:
+        results = _run(bars, configs, forecaster, step, calibration_only=True)
     if as_json:
         print_json([calibration_only_json(r) for r in results])
         return
     console.print(skill_table(results))
     console.print(calibration_table(results))
-    console.print(f"[dim]{len(results)} symbol{'s' if len(results) != 1 else ''} × {config.windows} windows, "
+    console.print(f"[dim]{len(results)} symbol{'s' if len(results) != 1 else ''} × {_windows_text(configs)}, "
                   f"calibration only, {time.perf_counter() - started:.1f} s[/dim]")
 
 
@@ -81,7 +119,9 @@ def backtest(
     symbols: Annotated[Optional[list[str]], typer.Argument(
         help=f"Symbols to test, or paths of .csv/.parquet files of bars (a file's symbol is its stem; default: "
              f"the embedded {' and '.join(DEFAULT_SYMBOLS)}).")] = None,
-    windows: options.Windows = 70,
+    windows: options.Windows = None,
+    start: options.Start = None,
+    end: options.End = None,
     model: options.Model = "baseline",
     weights: options.Weights = None,
     device: options.Device = "cpu",
@@ -89,10 +129,17 @@ def backtest(
     context: options.Context = 512,
     samples: options.Samples = 256,
     seed: options.Seed = 0,
-    point: Annotated[str, typer.Option(help="Aggregation spec of the point forecast (median, mean, trimmed_mean_10, ...).")] = "median",
-    fill_mode: Annotated[str, typer.Option(help="Limit fills: touch (low <= limit) or penetrate (through by 1 bp).")] = "touch",
-    same_bar: Annotated[str, typer.Option(help="Limit entry and take profit in one bar: pessimistic or nearest.")] = "pessimistic",
+    point: Annotated[str, typer.Option(
+        callback=_point, metavar=choice_list(POINT_FORMS),
+        help=f"Aggregation spec of the point forecast, e.g. trimmed_mean_10 (forms: {SPEC_HELP}).")] = "median",
+    fill_mode: Annotated[str, typer.Option(
+        callback=options.one_of(FILL_MODES), metavar=choice_list(FILL_MODES),
+        help="Limit fills: touch (low <= limit) or penetrate (through by 1 bp).")] = "touch",
+    same_bar: Annotated[str, typer.Option(
+        callback=options.one_of(SAME_BAR_MODES), metavar=choice_list(SAME_BAR_MODES),
+        help="Limit entry and take profit in one bar: pessimistic or nearest.")] = "pessimistic",
     maxdiff_grid: Annotated[str, typer.Option(
+        callback=options.one_of(MAXDIFF_GRIDS), metavar=choice_list(MAXDIFF_GRIDS),
         help="MaxDiff's offset grid: atr = -1.0 .. +1.0 times each window's ATR% (14-bar average true range over "
              "the close, from bars <= t), percent = the fixed -1 % .. +1 % grid.")] = "atr",
     fee: Annotated[Optional[float], typer.Option(
@@ -129,6 +176,7 @@ def backtest(
         help="Hansen's SPA p-value of the best strategy against buy & hold (arch; about a second to import).")
     ] = True,
     calibrate: Annotated[str, typer.Option(
+        callback=options.one_of(CALIBRATIONS), metavar=choice_list(CALIBRATIONS),
         help="Recalibrate every field's samples walk-forward before the strategies see them, from windows "
              "settled before each decision: none, conformal or quantile (marketcast.calibrate.recalibrate).")
     ] = "none",
@@ -136,6 +184,7 @@ def backtest(
         help="Settled windows before the first calibrated one (10 to --windows); earlier windows trade raw.")
     ] = 50,
     sizing: Annotated[str, typer.Option(
+        callback=options.one_of(POLICIES), metavar=choice_list(POLICIES),
         help="Position size per trade from its sample returns: fixed (1.0), kelly (mu / sigma^2, capped at "
              "--kelly-cap) or cvar (the 95% expected shortfall loses --risk-per-trade of equity).")] = "fixed",
     kelly_cap: Annotated[float, typer.Option(help="Largest Kelly size, in (0, 1] (0.25: quarter Kelly).")] = 0.25,
@@ -153,6 +202,9 @@ def backtest(
     calibration_only: Annotated[bool, typer.Option(
         "--calibration-only", help="Forecast skill and calibration only (coverage, PIT): no strategies, fills or "
                                    "selection; prints tables or --json and writes no files.")] = False,
+    allow_in_sample: Annotated[bool, typer.Option(
+        "--allow-in-sample", help="Score tuned --weights (with a tuning.json) on windows up to their --until too, "
+                                  "marked in sample (default: refused).")] = False,
 ) -> None:
     """Walk-forward backtest: forecast bar t+1 from bars <= t, decide, settle on bar t+1."""
     from marketcast.backtest.report import symbol_json, write_outputs
@@ -166,8 +218,9 @@ def backtest(
     started = time.perf_counter()
     _check_costs(fee=fee, half_spread_bps=half_spread_bps, spread=spread, slippage_bps=slippage_bps,
                  borrow_rate=borrow_rate)
-    config = BacktestConfig(
-        windows=windows, context=context, num_samples=samples, seed=seed, point=point,
+    period = Period.of(windows, start, end, default=BacktestConfig.windows)
+    config = BacktestConfig(  # a period's window count is known once the bars are: checked again then
+        windows=period.fixed or MANY_WINDOWS, context=context, num_samples=samples, seed=seed, point=point,
         ci_band=(ci_low, ci_high), ci_multiplier=ci_multiplier, fill_mode=fill_mode, same_bar=same_bar,
         maxdiff_grid=maxdiff_grid,
         fee=fee, spread=_spread(spread, half_spread_bps),
@@ -196,19 +249,27 @@ def backtest(
     dates = fans.parse_dates(fan_date)
     if dates and not html:
         raise ConfigError("--fan-date draws a fan in the HTML tearsheet; add --html")
-    for b in bars:
-        fans.check_span(dates, b, config, getattr(forecaster, "min_context", 2))
+    min_context = getattr(forecaster, "min_context", 2)
+    cut = [windows_of(b, period, min_context) for b in bars]
+    whole, bars = bars, [b for b, _ in cut]  # the period's bars run; the files' bars are what the store hashes
+    configs = [config if period.fixed else replace(config, windows=w) for _, w in cut]
+    for b, c in zip(bars, configs):
+        fans.check_span(dates, b, c, min_context)
+    from marketcast.forecast.tuning import guard_windows, read_tuning  # tuned weights: never scored on their bars
+
+    guard_windows(read_tuning(weights), [(b.symbol, w.frame, b.frame.index[max(len(b) - 1 - c.windows, 0):len(b) - 1])
+                                         for b, w, c in zip(bars, whole, configs)], allow_in_sample)
     if calibration_only:
-        _calibration_only(bars, forecaster, config, as_json, html=html, plots=plots, started=started)
+        _calibration_only(bars, forecaster, configs, as_json, html=html, plots=plots, started=started)
         return
-    with progress_steps(len(bars) + 2 + html, "backtest") as step:
-        results = run_many(bars, forecaster, config, on_step=step)
+    with progress_steps(len(bars) + len(set(configs)) + 1 + html, "backtest") as step:
+        results = _run(bars, configs, forecaster, step)
         if html:  # drawn before anything is written: a failure leaves no file behind
             step("drawing the HTML tearsheet")
             from marketcast.report.page import write_page  # plotly: only with --html
             from marketcast.report.tearsheet import PAGE_NAME, symbol_reports, tearsheet_html
 
-            page = tearsheet_html(symbol_reports(results, bars, forecaster, dates))
+            page = tearsheet_html(symbol_reports(results, whole, forecaster, dates))  # as `report RUN` draws it
         step("writing reports and plots" if plots else "writing reports")
         # everything goes into a hidden folder beside output_dir, which replaces it only once the run store
         # holds the run too: a failure or a signal leaves output_dir as it was and no temporary file
@@ -217,16 +278,18 @@ def backtest(
             if html:
                 names.append(PAGE_NAME)
                 write_page(out.path / PAGE_NAME, page)
+            run_id = None
             with shielded():  # a signal now waits until the record and the rename are done
                 for hook in AFTER_RUN:
-                    hook(results, bars, {"model": model, "weights": weights, "device": device, "dtype": dtype,
+                    run_id = hook(results, whole, {"model": model, "weights": weights, "device": device, "dtype": dtype,
                                          "asset_class": asset_class, "data_dir": data_dir,
-                                         "on_duplicate": on_duplicate, "periods_per_year": periods_per_year})
+                                         "on_duplicate": on_duplicate, "periods_per_year": periods_per_year}
+                                  ) or run_id
                 out.commit()
     written = [output_dir / name for name in names]
     elapsed = time.perf_counter() - started
     if as_json:
-        print_json([symbol_json(r) for r in results])
+        print_json([{**symbol_json(r), **({"run_id": run_id} if run_id else {})} for r in results])
         return
     for r in results:
         console.print(track_record_table(r))
@@ -241,7 +304,10 @@ def backtest(
         console.print()
     console.print(skill_table(results))
     console.print(calibration_table(results))
-    console.print(f"[dim]{len(results)} symbol{'s' if len(results) != 1 else ''} × {windows} windows, model {model}, {samples} samples, "
+    console.print(f"[dim]{len(results)} symbol{'s' if len(results) != 1 else ''} × {_windows_text(configs)}, "
+                  f"model {model}, {samples} samples, "
                   f"{elapsed:.1f} s; wrote {len(written)} files to {output_dir}/[/dim]")
     if html:
         console.print(f"tearsheet: {written[-1]}", highlight=False)
+    if run_id:  # the last line, so `marketcast backtest ... | tail -1` names the run for `report` / `runs show`
+        console.print(f"run {run_id}", highlight=False, markup=False, soft_wrap=True)

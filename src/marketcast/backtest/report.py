@@ -64,6 +64,13 @@ def calibration_only_json(result: SymbolResult) -> dict:
                    "calibration_only": True, "skill": result.skill, "calibration": _calibration(result)})
 
 
+def signed_drawdown(metrics: dict) -> dict:
+    """A record as a reader sees it: ``max_drawdown`` as a fall, <= 0, as quantstats and every table print it
+    (:mod:`marketcast.backtest.metrics` keeps the positive size its Calmar ratio and the trading gates use)."""
+    value = metrics.get("max_drawdown")
+    return {**metrics, "max_drawdown": None if value is None else 0.0 - abs(value)}
+
+
 def symbol_json(result: SymbolResult) -> dict:
     """The per-symbol JSON: the original system's keys (``runs``, ``strategies``, ``metrics.walk_forward_oos_*``,
     ``best_strategy``) plus the honest extras (asset class and why, periods per year and how, the benchmark,
@@ -102,9 +109,10 @@ def symbol_json(result: SymbolResult) -> dict:
         "calibration": _calibration(result),
         "costs": result.costs.describe(),
         "walk_forward": {"rule": cfg.selection.describe(), "lookback": cfg.selection.lookback,
-                         "min_trades": cfg.selection.min_trades, **wfm},
-        "benchmark": {"name": BENCHMARK_NAME, "description": BENCHMARK_DESCRIPTION, **result.benchmark.metrics},
-        "strategies": {name: run.metrics for name, run in result.strategies.items()},
+                         "min_trades": cfg.selection.min_trades, **signed_drawdown(wfm)},
+        "benchmark": {"name": BENCHMARK_NAME, "description": BENCHMARK_DESCRIPTION,
+                      **signed_drawdown(result.benchmark.metrics)},
+        "strategies": {name: signed_drawdown(run.metrics) for name, run in result.strategies.items()},
         "strategy_descriptions": {name: STRATEGIES[name].description for name in result.strategies},
         "metrics": {
             **result.skill,

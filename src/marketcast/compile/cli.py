@@ -22,13 +22,15 @@ from marketcast.compile.thresholds import Thresholds
 from marketcast.compile.toggle import TOGGLE_MODELS
 from marketcast.console import console, err_console, print_json, progress_steps
 from marketcast.errors import ConfigError, ExitCode
+from marketcast.help import choice_list
 from marketcast.runtime.settings import ENV_FILE, MODES
 
 app = typer.Typer(no_args_is_help=True)
+CHECK_MODES = ("quick", "full", "production-check")  # marketcast.compile.plan.CHECK_ITERATIONS (numpy-free)
 
 ENV_FILE_OPT = typer.Option(Path(ENV_FILE), "--env-file", help="The settings file to edit or read.")
 MODEL_OPT = typer.Option("all", "--model", "-m", callback=options.one_of(TOGGLE_MODELS),
-                         help="Whose compile setting: toto, kronos or all (both).")
+                         metavar=choice_list(TOGGLE_MODELS), help="Whose compile setting: toto, kronos or all (both).")
 
 
 def _print_switch(updates: dict[str, str], path: Path, out=console) -> None:
@@ -156,7 +158,9 @@ def _print_rows(result: dict, symbols: list[str]) -> None:
 @app.command()
 def check(
     model: options.Model,
-    mode: str = typer.Option("quick", "--mode", help="quick (3 repeats), full (10) or production-check (20; "
+    mode: str = typer.Option("quick", "--mode", callback=options.one_of(CHECK_MODES),
+                             metavar=choice_list(CHECK_MODES),
+                             help="quick (3 repeats), full (10) or production-check (20; "
                              "exits 1 when the configured mode fails)."),
     iterations: Optional[int] = typer.Option(None, "--iterations", min=1,
                                              help="Repeats per symbol and mode (default: --mode's, 3, 10 or 20)."),

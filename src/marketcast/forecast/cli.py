@@ -40,9 +40,18 @@ def forecast(
         "--calibration", help="Instead of the fan: coverage of the 50/80/90/95% intervals and the PIT test of "
                               "the bar t+1 forecasts over the last --windows bars, walk-forward (the backtest's "
                               "windows).")] = False,
-    windows: Annotated[Optional[int], typer.Option(
-        "--windows", "-n", min=1, help=f"With --calibration: how many of the last bars to score "
-                                       f"(default {CALIBRATION_WINDOWS}).")] = None,
+    windows: Annotated[Optional[str], typer.Option(
+        "--windows", "-n", callback=options.windows_callback, metavar="INTEGER|all",
+        help=f"With --calibration: how many of the last bars to score, or all (default {CALIBRATION_WINDOWS}).")
+    ] = None,
+    start: Annotated[Optional[str], typer.Option(
+        "--start", callback=options.day_callback, metavar="DATE",
+        help="With --calibration: score the windows whose decision bar falls in --start..--end, YYYY-MM-DD, e.g. "
+             "2023-01-02 (inclusive; an alternative to --windows).")] = None,
+    end: Annotated[Optional[str], typer.Option(
+        "--end", callback=options.day_callback, metavar="DATE",
+        help="The last bar used, YYYY-MM-DD, e.g. 2023-12-29: the fan forecasts from it; with --calibration the "
+             "last decision date scored (default: the last bar).")] = None,
 ) -> None:
     """Forecast the next bars of SYMBOL and print the quantile fan."""
     from marketcast.data import load_symbol
@@ -50,8 +59,14 @@ def forecast(
     from marketcast.forecast import load_forecaster, make_batch
     from marketcast.forecast.floor import floor_paths
 
+    from marketcast.backtest.period import Period, cut_at, windows_of
+
     if windows is not None and not calibration:
         raise ConfigError("--windows counts the windows --calibration scores; add --calibration")
+    if start is not None and not calibration:
+        raise ConfigError("--start picks the windows --calibration scores; add --calibration, or use --end alone "
+                          "to forecast from an earlier bar")
+    period = Period.of(windows, start, end, default=CALIBRATION_WINDOWS)
     if calibration and plot is not None:
         raise ConfigError("--calibration prints coverage, not a fan; drop --plot")
     if plot is not None and plot.suffix.lower() != ".png":
@@ -61,8 +76,10 @@ def forecast(
                        periods_per_year=periods_per_year, on_bad_line=on_bad_line)
     forecaster = load_forecaster(model, weights=weights, device=device, dtype=dtype, seed=seed)
     if calibration:
-        _calibration(bars, forecaster, windows or CALIBRATION_WINDOWS, context, samples, seed, as_json)
+        bars, count = windows_of(bars, period, getattr(forecaster, "min_context", 2))
+        _calibration(bars, forecaster, count, context, samples, seed, as_json)
         return
+    bars = cut_at(bars, period.end, MIN_BARS)
     end = len(bars) - 1
     batch = make_batch(bars.frame, [end], min(context, len(bars)), horizon, calendar=bars.calendar)
     result = forecaster.forecast(batch, horizon, samples, seed=seed)

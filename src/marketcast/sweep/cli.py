@@ -63,6 +63,7 @@ def sweep(
 
         for line in selection_lines(selection(runs, outcome.run_id)):
             console.print(escape(line), highlight=False, soft_wrap=True)
+    console.print(f"run {outcome.run_id}", highlight=False, markup=False, soft_wrap=True)  # stdout's last line
     if outcome.failed:
         from marketcast.runs.views import axes, cells, label
 

@@ -6,13 +6,15 @@
 
     [data]
     symbols = ["SP500", "NASDAQ"]       # the embedded bars, or files in dir (default: every file in dir)
+    start = "2015-01-02"                # optional: the windows whose decision bar falls in start..end
+    end = "2016-12-30"                  #   (ISO dates, inclusive; an alternative to windows)
     dir = "bars"                        # <SYMBOL>.csv / .parquet, relative to this file
     asset_class = "stock"               # optional override (default: from the bar times, the name breaks a tie)
     periods_per_year = 252              # optional: periods per year for annualising (default: the calendar's)
     on_duplicate = "error"              # a repeated timestamp: error (default), first or last
 
     [options]                           # every cell: backtest settings and model options
-    windows = 70
+    windows = 70                        # or "all": every window each symbol's history allows
     num_samples = 256
 
     [grid]                              # axes: lists of values; the cells are their product
@@ -48,13 +50,16 @@ import tomllib
 import types
 import typing
 from dataclasses import dataclass, field
+from datetime import date, datetime
 from pathlib import Path
 
 from marketcast.backtest.config import BacktestConfig
+from marketcast.backtest.period import ALL, Period, parse_day, windows_of
+from marketcast.data.bars import Bars
 from marketcast.data.asset import check_asset_class
 from marketcast.data.load import ON_DUPLICATE, symbol_files
 from marketcast.data.symbols import check_symbol
-from marketcast.errors import ConfigError, MarketcastError
+from marketcast.errors import ConfigError, DataError, MarketcastError
 from marketcast.forecast.registry import MODEL_NAMES
 from marketcast.runs.cells import MODEL_OPTIONS, Cell, digest
 from marketcast.runtime.settings import MODES
@@ -100,6 +105,8 @@ def _name(hint) -> str:
 
 def _option(where: str, key: str, value):
     types_ = option_types()
+    if key == "windows" and value == ALL:  # every window the history allows, counted per symbol
+        return ALL
     if key not in types_:
         raise ConfigError(f"{where}: unknown option {key!r}; options are {', '.join(types_)}")
     if not _fits(value, types_[key]):
@@ -137,6 +144,8 @@ class Spec:
     ray: dict = field(default_factory=dict)
     periods_per_year: float | None = None
     symbol_classes: tuple[tuple[str, str], ...] = ()  # the command line's --asset-class, per symbol
+    start: date | None = None  # [data] start / end: the period's decision dates (marketcast.backtest.period)
+    end: date | None = None
 
     @property
     def spec_hash(self) -> str:
@@ -146,7 +155,8 @@ class Spec:
                        "options": self.options, "grid": self.grid, "settings": self.settings,
                        "models": self.models,
                        **({} if self.periods_per_year is None else {"periods_per_year": self.periods_per_year}),
-                       **({"symbol_classes": self.symbol_classes} if self.symbol_classes else {})})
+                       **({"symbol_classes": self.symbol_classes} if self.symbol_classes else {}),
+                       **{k: str(v) for k, v in (("start", self.start), ("end", self.end)) if v is not None}})
 
     def symbol_paths(self) -> dict[str, Path | None]:
         """Symbol -> its file (None = embedded). A symbol without a file maps to the file it would need."""
@@ -165,19 +175,71 @@ class Spec:
                 chosen = {**self.options, **dict(point), **{k: v for k, v in bundle.items() if k != "name"}}
                 chosen = {**chosen, **self.models.get(chosen.get("model", "baseline"), {})}
                 model = {k: chosen.pop(k) for k in MODEL_OPTIONS if k in chosen}
-                try:
-                    config = BacktestConfig(**chosen)
-                except MarketcastError as exc:
-                    raise ConfigError(f"{self.path}: grid point {_describe(point, bundle)}: {exc}") from None
+                dated = chosen.get("windows") == ALL or self.start is not None or self.end is not None
                 data_dir = None if self.data_dir is None else str(self.data_dir)
-                out += [Cell(symbol=s, config=config, asset_class=dict(self.symbol_classes).get(s, self.asset_class),
-                             data_dir=data_dir, on_duplicate=self.on_duplicate,
-                             periods_per_year=self.periods_per_year, **model)
-                        for s in self.symbols]
+                paths = self.symbol_paths() if dated else {}
+                for s in self.symbols:
+                    asset_class = dict(self.symbol_classes).get(s, self.asset_class)
+                    if dated or s == self.symbols[0]:  # a window count from the data is one per symbol
+                        windows = self._windows(s, paths.get(s), asset_class, model.get("model", "baseline"),
+                                                chosen)
+                        try:
+                            config = BacktestConfig(**{**chosen, **windows})
+                        except MarketcastError as exc:
+                            raise ConfigError(f"{self.path}: grid point {_describe(point, bundle)}: {exc}") from None
+                    out.append(Cell(symbol=s, config=config, asset_class=asset_class, data_dir=data_dir,
+                                    on_duplicate=self.on_duplicate, periods_per_year=self.periods_per_year,
+                                    end=None if self.end is None else self.end.isoformat(), **model))
         if len({c.cell_id for c in out}) != len(out):
             raise ConfigError(f"{self.path}: two grid points give the same cells (settings bundles or axis values "
                               "that repeat); remove the repeat")
         return out
+
+
+    def _windows(self, symbol: str, path: Path | None, asset_class: str | None, model: str, chosen: dict) -> dict:
+        """``{"windows": N}`` for ``windows = "all"`` or a [data] start/end, from the symbol's bars (read once
+        per process and file version); ``{}`` otherwise. Bars that cannot be read keep the default count: their
+        cells fail with the reason when the sweep loads them (data problems are not spec errors); a period
+        without a window is a spec error."""
+        if chosen.get("windows") != ALL and self.start is None and self.end is None:
+            return {}
+        period = Period(None, self.start, self.end) if self.start or self.end else Period(ALL)
+        version = path.stat().st_mtime_ns if path is not None and path.is_file() else None
+        key = (symbol, path, version, asset_class, self.on_duplicate, self.periods_per_year)
+        try:
+            if key not in _BARS:
+                _BARS[key] = _read(symbol, path, asset_class, self.on_duplicate, self.periods_per_year)
+            return {"windows": windows_of(_BARS[key], period, _min_context(model))[1]}
+        except DataError as exc:
+            if "no window has its decision bar" in str(exc) or "hold no window" in str(exc):
+                what = "[data] start/end" if self.start or self.end else 'windows = "all"'
+                raise ConfigError(f"{self.path}: {what}: {exc}") from None
+            return {"windows": BacktestConfig.windows}
+
+
+_BARS: dict[tuple, Bars] = {}  # a spec's cells are expanded more than once (checked, then planned)
+
+
+def _read(symbol: str, path: Path | None, asset_class: str | None, on_duplicate: str,
+          periods_per_year: float | None) -> Bars:
+    """The symbol's bars as the sweep's tasks read them (:func:`marketcast.sweep.tasks.load`)."""
+    from marketcast.data import load_bars, load_symbol
+
+    if path is not None and path.is_file():
+        return load_bars(path, symbol=symbol, asset_class=asset_class, on_duplicate=on_duplicate,
+                         periods_per_year=periods_per_year)
+    return load_symbol(symbol, data_dir=None if path is None else path.parent, asset_class=asset_class,
+                       on_duplicate=on_duplicate, periods_per_year=periods_per_year)
+
+
+def _min_context(model: str) -> int:
+    """Real bars the model's first window needs: the baseline's own minimum, 2 for the others (the sweep's
+    :func:`~marketcast.backtest.engine.decision_ends`)."""
+    if model == "baseline":
+        from marketcast.forecast.baseline import BaselineForecaster
+
+        return BaselineForecaster.min_context
+    return 2
 
 
 def _describe(point, bundle: dict) -> str:
@@ -187,10 +249,10 @@ def _describe(point, bundle: dict) -> str:
 
 def _symbols(raw: dict, where: str, base: Path, data_dir_override: Path | None) -> tuple:
     data = _table(raw, "data", where)
-    unknown = set(data) - {"symbols", "dir", "asset_class", "on_duplicate", "periods_per_year"}
+    unknown = set(data) - {"symbols", "dir", "asset_class", "on_duplicate", "periods_per_year", "start", "end"}
     if unknown:
         raise ConfigError(f"{where}: [data] has unknown keys {', '.join(sorted(unknown))}; use symbols, dir, "
-                          "asset_class, on_duplicate, periods_per_year")
+                          "asset_class, on_duplicate, periods_per_year, start, end")
     if "dir" in data and not isinstance(data["dir"], str):
         raise ConfigError(f"{where}: [data] dir = {data['dir']!r}; give a folder path as a string")
     data_dir = data_dir_override or (base / data["dir"] if "dir" in data else None)
@@ -239,6 +301,22 @@ def _periods(value, where: str) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
         raise ConfigError(f"{where}: [data] periods_per_year = {value!r}; give a positive number")
     return float(value)
+
+
+def _period(data: dict, where: str, places: dict[str, set]) -> tuple[date | None, date | None]:
+    """[data] start / end as dates: not with ``windows`` set anywhere, and the end not before the start."""
+    found = {}
+    for key in ("start", "end"):
+        value = data.get(key)
+        if value is not None and not isinstance(value, (str, date)) or isinstance(value, datetime):
+            raise ConfigError(f"{where}: [data] {key} = {value!r}; give a date as \"YYYY-MM-DD\"")
+        found[key] = None if value is None else parse_day(value, f"{where}: [data] {key}")
+    start, end = found["start"], found["end"]
+    if (start or end) and any("windows" in keys for keys in places.values()):
+        raise ConfigError(f"{where}: [data] start/end and windows pick the windows two ways; keep one")
+    if start and end and end < start:
+        raise ConfigError(f"{where}: [data] end {end} is before start {start}; swap them")
+    return start, end
 
 
 def load_spec(path: str | Path, data_dir: str | Path | None = None, asset_class_override: list[str] | None = None,
@@ -301,9 +379,10 @@ def load_spec(path: str | Path, data_dir: str | Path | None = None, asset_class_
 
         symbol_classes = tuple((s, c) for s, c in asset_classes(asset_class_override, symbols).items()
                                if c is not None)
+    start, end = _period(_table(raw, "data", where), where, places)
     spec = Spec(path=path, name=name, symbols=symbols, data_dir=folder, asset_class=asset_class,
                 on_duplicate=on_duplicate, options=options,
                 grid=grid, settings=settings, models=models, ray=ray, periods_per_year=periods,
-                symbol_classes=symbol_classes)
+                symbol_classes=symbol_classes, start=start, end=end)
     dataclasses.replace(spec, symbols=symbols[:1]).cells()  # every grid point's BacktestConfig, once, now
     return spec

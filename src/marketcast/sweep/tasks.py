@@ -69,6 +69,10 @@ def _load(symbol: str, path: Path | None, cell: Cell) -> Loaded:
     else:
         bars = load_symbol(symbol, data_dir=cell.data_dir, asset_class=cell.asset_class, min_rows=min_rows,
                            on_duplicate=cell.on_duplicate, periods_per_year=cell.periods_per_year)
+    if cell.end is not None:  # [data] end: nothing after the period's last settlement bar is read; the store
+        from marketcast.backtest.period import Period, windows_of  # hashes the whole file, as `report` reads it
+
+        return Loaded(windows_of(bars, Period.of(end=cell.end))[0], fingerprint(bars))
     return Loaded(bars, fingerprint(bars))
 
 

@@ -46,7 +46,8 @@ def check_entry(signal: Signal, dollar_vol: float, cfg: GateConfig) -> GateResul
     if m.get("sharpe", 0.0) <= cfg.min_sharpe:
         reasons.append(f"sharpe {m.get('sharpe', 0.0):.2f} <= {cfg.min_sharpe:.2f}")
     if m.get("max_drawdown", 0.0) >= cfg.max_drawdown:
-        reasons.append(f"drawdown {m.get('max_drawdown', 0.0):.1%} >= {cfg.max_drawdown:.1%}")
+        # drawdowns read negative wherever a user sees them (as quantstats); the gate keeps the depth
+        reasons.append(f"drawdown {-m.get('max_drawdown', 0.0):.1%} <= -{cfg.max_drawdown:.1%}")
     if dollar_vol < cfg.min_dollar_volume:
         reasons.append(f"dollar volume {dollar_vol:,.0f} < {cfg.min_dollar_volume:,.0f}")
     return GateResult(not reasons, tuple(reasons))
