@@ -30,6 +30,7 @@ from marketcast.forecast.toto.model import TotoModel, random_model
 from marketcast.forecast.toto.plan import Plan, make_plan, min_budget
 from marketcast.forecast.toto.scaler import ScalerState
 from marketcast.forecast.warmup import CUDA_GRAPH_RUNS, synthetic_batch, timed_warmup
+from marketcast.runtime.devices import torch_device, torch_dtype
 from marketcast.runtime.memory import memory_budget, with_oom_backoff
 from marketcast.runtime.precision import tf32
 from marketcast.runtime.rng import window_streams
@@ -40,25 +41,16 @@ from marketcast.runtime.transfer import HostSink
 log = logging.getLogger("marketcast.toto")
 
 FIELDS = ("close", "high", "low")
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 MIN_SAMPLES_PER_BATCH = 8  # OOM policy floors
 MIN_SAMPLES = 32
 
 
 def _dtype(name: str) -> torch.dtype:
-    if name not in DTYPES:
-        raise ConfigError(f"Toto dtype {name!r} is not supported; use one of {', '.join(DTYPES)}")
-    return DTYPES[name]
+    return torch_dtype(name, "Toto")
 
 
 def _device(name: str | torch.device) -> torch.device:
-    try:
-        device = torch.device(name)
-    except (RuntimeError, TypeError):
-        raise ConfigError(f"Toto device {name!r} is not a torch device; use cpu or cuda[:N]") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"Toto device {name!r} requested but CUDA is not available; use --device cpu")
-    return device
+    return torch_device(name, "Toto")
 
 
 def _contiguous(tree):

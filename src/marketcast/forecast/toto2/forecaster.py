@@ -24,30 +24,22 @@ from marketcast.forecast.toto2.loading import DEFAULT_REPO, load_model, load_pre
 from marketcast.forecast.toto2.model import Toto2Model, random_model
 from marketcast.forecast.toto2.sampling import quantile_function
 from marketcast.forecast.warmup import CUDA_GRAPH_RUNS, synthetic_batch, timed_warmup
+from marketcast.runtime.devices import torch_device, torch_dtype
 from marketcast.runtime.rng import uniforms, window_streams
 from marketcast.runtime.shapes import pow2_at_least
 from marketcast.runtime.steps import CompiledSteps
 
 FIELDS = ("close", "high", "low")
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 MIN_OBS, CAP_K = 8, 1e4  # toto-2's Toto2GluonTSModelConfig defaults
 CHUNK = 256  # windows per model call: large enough to keep CPU matmuls efficient, small enough for any GPU
 
 
 def _dtype(name: str) -> torch.dtype:
-    if name not in DTYPES:
-        raise ConfigError(f"Toto 2.0 dtype {name!r} is not supported; use one of {', '.join(DTYPES)}")
-    return DTYPES[name]
+    return torch_dtype(name, "Toto 2.0")
 
 
 def _device(name: str | torch.device) -> torch.device:
-    try:
-        device = torch.device(name)
-    except (RuntimeError, TypeError):
-        raise ConfigError(f"Toto 2.0 device {name!r} is not a torch device; use cpu or cuda[:N]") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"Toto 2.0 device {name!r} requested but CUDA is not available; use --device cpu")
-    return device
+    return torch_device(name, "Toto 2.0")
 
 
 def _quantile_step(model: Toto2Model, x, mask, ids, num_patches: int, min_obs: int, cap_k: float):
