@@ -16,17 +16,9 @@ import torch
 from torch import nn
 
 from marketcast.errors import ModelLoadError
-from marketcast.forecast.hub import FILES, download_advice
+from marketcast.forecast.hub import FILES, download_advice, offline  # hub sits below: it never imports this
 
 M = TypeVar("M", bound=nn.Module)
-
-
-def offline() -> bool:
-    """``HF_HUB_OFFLINE`` as huggingface_hub reads it (its constant is fixed at import, so read both)."""
-    from huggingface_hub import constants
-
-    env = os.environ.get("HF_HUB_OFFLINE", "").strip().lower()
-    return env in {"1", "true", "yes", "on"} or bool(getattr(constants, "HF_HUB_OFFLINE", False))
 
 
 def resolve_folder(source: str | os.PathLike, model: str, local_files_only: bool | None = None,

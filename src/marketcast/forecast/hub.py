@@ -5,6 +5,9 @@
 Toto's ``config.json`` + ``model.safetensors`` in DIR, Kronos's model in ``DIR/model`` and its tokenizer in
 ``DIR/tokenizer``. Every "weights not found" message gives the same advice, with the ``hf`` command that
 huggingface_hub installs (``huggingface-cli`` is gone from it).
+
+This is the bottom of the loading layer: checkpoint.py imports it, it imports no marketcast.forecast module, and
+each model package registers its checkpoints here (:func:`register`) as it is imported.
 """
 
 from __future__ import annotations
@@ -30,19 +33,30 @@ class Checkpoint:
     weights: str
 
 
-def catalogue() -> dict[str, Checkpoint]:
-    """Toto and every public Kronos (with the tokenizer it was trained with); ``kronos`` is Kronos-small."""
-    from marketcast.forecast.kronos.config import HUB_OWNER, TOKENIZER_OF
-    from marketcast.forecast.kronos.loading import DEFAULT_MODEL
-    from marketcast.forecast.toto.loading import DEFAULT_REPO
+_CATALOGUE: dict[str, Checkpoint] = {}
 
-    out = {"toto": Checkpoint("toto", "toto", {"": DEFAULT_REPO}, "auto")}
-    for model, tokenizer in TOKENIZER_OF.items():
-        repo = f"{HUB_OWNER}/{model}"
-        repos = {"model": repo, "tokenizer": f"{HUB_OWNER}/{tokenizer}"}
-        out[model.lower()] = Checkpoint(model.lower(), "kronos", repos, "auto" if repo == DEFAULT_MODEL else repo)
-    out["kronos"] = out[DEFAULT_MODEL.split("/")[-1].lower()]
-    return out
+
+def register(*checkpoints: Checkpoint, aliases: dict[str, str] | None = None) -> None:
+    """Called by each model package as it is imported: its public checkpoints, and other names for them
+    (``{"kronos": "kronos-small"}``). This module sits below the model packages and never imports them."""
+    for c in checkpoints:
+        _CATALOGUE[c.name] = c
+    for alias, name in (aliases or {}).items():
+        _CATALOGUE[alias] = _CATALOGUE[name]
+
+
+def catalogue() -> dict[str, Checkpoint]:
+    """The checkpoints of the model packages imported so far (:func:`marketcast.forecast.registry.import_models`
+    imports them all)."""
+    return dict(_CATALOGUE)
+
+
+def offline() -> bool:
+    """``HF_HUB_OFFLINE`` as huggingface_hub reads it (its constant is fixed at import, so read both)."""
+    from huggingface_hub import constants
+
+    env = os.environ.get("HF_HUB_OFFLINE", "").strip().lower()
+    return env in {"1", "true", "yes", "on"} or bool(getattr(constants, "HF_HUB_OFFLINE", False))
 
 
 def _hf(repo: str) -> str:
@@ -78,11 +92,9 @@ def download(name: str, to: str | os.PathLike | None = None) -> tuple[dict[str, 
     that folder. Returns the folder of each repo and the ``--weights`` value that loads the model."""
     from huggingface_hub import snapshot_download
 
-    from marketcast.forecast.checkpoint import offline
-
     models = catalogue()
     if name not in models:
-        raise ConfigError(f"unknown model {name!r}; choose one of {', '.join(models)}")
+        raise ConfigError(f"unknown model {name!r}; choose one of {', '.join(sorted(models))}")
     checkpoint, folders = models[name], {}
     for sub, repo in checkpoint.repos.items():
         try:

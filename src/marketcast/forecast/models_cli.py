@@ -10,7 +10,7 @@ import typer
 from marketcast.console import console
 
 app = typer.Typer(no_args_is_help=True)
-NAMES = "toto, kronos (= kronos-small), kronos-mini, kronos-small, kronos-base"
+NAMES = "toto, toto2, kronos (= kronos-small), kronos-mini, kronos-small, kronos-base"
 
 
 @app.command("download")
@@ -22,7 +22,9 @@ def download_cmd(
 ) -> None:
     """Download NAME's config.json and model.safetensors (HF_HUB_OFFLINE=1: find them in the cache)."""
     from marketcast.forecast.hub import catalogue, download
+    from marketcast.forecast.registry import import_models
 
+    import_models()  # each model package registers its checkpoints with the hub
     folders, weights = download(name, to)
     for repo, folder in folders.items():  # one line each, never wrapped: the paths are for copying
         console.print(f"{repo}: {folder}", highlight=False, soft_wrap=True)

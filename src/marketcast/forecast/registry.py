@@ -35,3 +35,10 @@ def load_forecaster(
     module, attr = FACTORIES[name].split(":")
     factory = getattr(import_module(module), attr)
     return factory(weights=weights, device=device, dtype=dtype, compile=compile, seed=seed)
+
+
+def import_models() -> None:
+    """Import every model package, so that each has registered its public checkpoints with
+    :mod:`marketcast.forecast.hub` (which never imports them itself)."""
+    for spec in FACTORIES.values():
+        import_module(spec.split(":")[0])

@@ -18,6 +18,7 @@ import torch
 
 from marketcast.errors import ModelLoadError
 from marketcast.forecast.checkpoint import build_empty, load_strict, read_safetensors, resolve_folder
+from marketcast.forecast.hub import Checkpoint, register
 from marketcast.forecast.kronos.config import HUB_OWNER, MODELS, TOKENIZER_OF, TOKENIZERS, KronosConfig, TokenizerConfig
 from marketcast.forecast.kronos.layers import init_weights
 from marketcast.forecast.kronos.model import Kronos
@@ -102,3 +103,14 @@ def load_pair(weights: str | None, seed: int = 0,
                              "tokenizer/ subfolders")
     tokenizer = from_pretrained(KronosTokenizer, f"{HUB_OWNER}/{TOKENIZER_OF[name]}", device=device)
     return from_pretrained(Kronos, weights, device=device), tokenizer, weights
+
+
+def _checkpoint(model: str, tokenizer: str) -> Checkpoint:
+    """A public Kronos with the tokenizer it was trained with (Kronos-small loads with ``--weights auto``)."""
+    repo = f"{HUB_OWNER}/{model}"
+    repos = {"model": repo, "tokenizer": f"{HUB_OWNER}/{tokenizer}"}
+    return Checkpoint(model.lower(), "kronos", repos, "auto" if repo == DEFAULT_MODEL else repo)
+
+
+register(*(_checkpoint(m, t) for m, t in TOKENIZER_OF.items()),
+         aliases={"kronos": DEFAULT_MODEL.split("/")[-1].lower()})

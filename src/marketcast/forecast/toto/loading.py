@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from marketcast.forecast.checkpoint import build_empty, load_strict, read_safetensors, resolve_folder
+from marketcast.forecast.hub import Checkpoint, register
 from marketcast.forecast.toto.config import TotoConfig
 from marketcast.forecast.toto.model import TotoModel
 
@@ -76,3 +77,6 @@ def save_checkpoint(model: torch.nn.Module, config: TotoConfig, folder: str | os
     (folder / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
     save_file(state, str(folder / "model.safetensors"))
     return folder
+
+
+register(Checkpoint("toto", "toto", {"": DEFAULT_REPO}, "auto"))

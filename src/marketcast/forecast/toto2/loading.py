@@ -13,6 +13,7 @@ import torch
 
 from marketcast.errors import ModelLoadError
 from marketcast.forecast.checkpoint import build_empty, load_strict, read_safetensors, resolve_folder
+from marketcast.forecast.hub import Checkpoint, register
 from marketcast.forecast.toto2.config import Toto2Config
 from marketcast.forecast.toto2.model import Toto2Model, random_model
 
@@ -62,3 +63,6 @@ def save_checkpoint(model: Toto2Model, folder: str | os.PathLike) -> Path:
     (folder / "config.json").write_text(json.dumps(model.config.to_dict(), indent=2))
     save_file(state, str(folder / "model.safetensors"))
     return folder
+
+
+register(Checkpoint("toto2", "toto2", {"": DEFAULT_REPO}, "auto"))
