@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import warnings
 from datetime import date
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -106,3 +108,77 @@ def test_allow_in_sample_runs_them_marked_and_other_symbols_pass(tuned, data_dir
     lines = [line for line in err.splitlines() if line.startswith("warning:")]
     assert lines == ["warning: SYN: 5 of 12 windows (decision bars 2021-02-18 to 2021-02-24) are in sample: the "
                      f"weights in {tuned} were tuned on them; their scores flatter the model"]
+
+
+def test_in_sample_windows_are_marked_in_every_report(tuned, data_dir, tmp_path, capsys):
+    """Terminal, JSON, summary.md and the tearsheet's trust box all say which windows the weights saw."""
+    import jsonschema
+
+    out = tmp_path / "bt"
+    code = main(["backtest", "SYN", "OTHER", "--data-dir", str(data_dir), *FAST, "--weights", str(tuned),
+                 "--start", "2021-02-18", "--end", "2021-03-05", "--allow-in-sample", "--html",
+                 "--output-dir", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    # 2021-02-18 .. 2021-02-24 are the 5 decision bars on or before UNTIL of the 12 (see the warning above)
+    syn = (f"in sample: 5 of 12 windows have a decision bar on or before {UNTIL}, the last day the weights were "
+           "tuned on; their scores flatter the model")
+    other = f"out of sample, other symbol: the weights were tuned (up to {UNTIL}) on other symbols only"
+    terminal = " ".join(captured.out.split())
+    assert f"SYN: {syn}" in terminal and f"OTHER: {other}" in terminal
+    schema = json.loads((Path(__file__).parents[2] / "docs/schemas/backtest.schema.json").read_text())
+    reports = {s: json.loads((out / f"{s}.json").read_text()) for s in ("SYN", "OTHER")}
+    jsonschema.validate(list(reports.values()), schema)
+    assert {s: (r["sample"], r["in_sample_windows"], r["tuned_until"]) for s, r in reports.items()} == {
+        "SYN": (IN_SAMPLE, 5, UNTIL), "OTHER": (OTHER_SYMBOL, 0, UNTIL)}
+    summary = (out / "summary.md").read_text()
+    assert f"> warning: {syn}." in summary and f"> {other}." in summary
+    page = (out / "report.html").read_text()
+    assert f'<dd class="warning">{syn}</dd>' in page and f"<dt>Sample</dt><dd>{other}</dd>" in page
+
+
+def test_untuned_weights_report_no_sample_label(data_dir, tiny_base, tmp_path, capsys):
+    out = tmp_path / "bt"
+    assert main(["backtest", "SYN", "--data-dir", str(data_dir), *FAST, "--weights", str(tiny_base),
+                 "--start", "2021-02-18", "--end", "2021-03-05", "--output-dir", str(out)]) == 0
+    report = json.loads((out / "SYN.json").read_text())
+    assert not {"sample", "in_sample_windows", "tuned_until"} & set(report)
+    assert "in sample:" not in capsys.readouterr().out and "tuned on" not in (out / "summary.md").read_text()
+
+
+def _sweep_spec(tmp_path, data_dir, weights, start: str) -> Path:
+    path = tmp_path / "tuned.toml"
+    path.write_text(f"""name = "tuned"
+[data]
+symbols = ["OTHER", "SYN"]
+dir = "{data_dir}"
+start = "{start}"
+end = "2021-03-05"
+[options]
+num_samples = 16
+context = 32
+[grid]
+model = ["toto"]
+[models.toto]
+weights = "{weights}"
+""")
+    return path
+
+
+def test_a_sweep_of_tuned_weights_before_until_is_refused_before_any_cell_runs(tuned, data_dir, tmp_path, capsys):
+    # OTHER first: the spec check (one symbol) passes; the whole-spec check refuses SYN before Ray or the store
+    path = _sweep_spec(tmp_path, data_dir, tuned, "2021-02-18")
+    assert main(["sweep", str(path), "--store", str(tmp_path / "store"), "--local"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"error: {path}: SYN: window 1 (decision bar 2021-02-18) is on or before {UNTIL}, the last day "
+                   f"the weights in {tuned} were tuned on; test after it ([data] start = \"2021-02-25\")\n")
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_sweep_after_until_or_of_untuned_weights_passes_the_check(tuned, tiny_base, data_dir, tmp_path):
+    from marketcast.sweep.spec import load_spec
+
+    after = load_spec(_sweep_spec(tmp_path, data_dir, tuned, "2021-02-25")).cells()
+    assert sorted(c.symbol for c in after) == ["OTHER", "SYN"] and {c.config.windows for c in after} == {7}
+    before = load_spec(_sweep_spec(tmp_path, data_dir, tiny_base, "2021-02-18")).cells()
+    assert {c.config.windows for c in before} == {12}  # the same windows with untuned weights: no check

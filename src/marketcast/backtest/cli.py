@@ -255,15 +255,18 @@ def backtest(
     configs = [config if period.fixed else replace(config, windows=w) for _, w in cut]
     for b, c in zip(bars, configs):
         fans.check_span(dates, b, c, min_context)
-    from marketcast.forecast.tuning import guard_windows, read_tuning  # tuned weights: never scored on their bars
+    from marketcast.forecast.tuning import guard_windows, read_tuning, sample_meta, sample_text  # tuned weights
 
-    guard_windows(read_tuning(weights), [(b.symbol, w.frame, b.frame.index[max(len(b) - 1 - c.windows, 0):len(b) - 1])
+    tuning = read_tuning(weights)  # never scored on the bars they were tuned on, unless asked and then marked
+    guard_windows(tuning, [(b.symbol, w.frame, b.frame.index[max(len(b) - 1 - c.windows, 0):len(b) - 1])
                                          for b, w, c in zip(bars, whole, configs)], allow_in_sample)
     if calibration_only:
         _calibration_only(bars, forecaster, configs, as_json, html=html, plots=plots, started=started)
         return
     with progress_steps(len(bars) + len(set(configs)) + 1 + html, "backtest") as step:
         results = _run(bars, configs, forecaster, step)
+        for r in results:  # every report (terminal, JSON, summary.md, tearsheet) reads the label from here
+            r.forecast_meta = {**r.forecast_meta, **sample_meta(tuning, r.symbol, r.decision_times)}
         if html:  # drawn before anything is written: a failure leaves no file behind
             step("drawing the HTML tearsheet")
             from marketcast.report.page import write_page  # plotly: only with --html
@@ -297,6 +300,8 @@ def backtest(
             console.print(f"[dim]{r.symbol}: {r.calibration_note}[/dim]", highlight=False)
         for warning in r.annualisation.warnings:
             console.print(f"[yellow]warning:[/] {r.symbol}: {warning}")
+        if sample_text(r.forecast_meta, r.windows):
+            console.print(f"{r.symbol}: {sample_text(r.forecast_meta, r.windows)}", highlight=False, markup=False)
         console.print(in_sample_table(r))
         console.print(selection_table(r))
         if selection_verdict(r):

@@ -6,6 +6,7 @@ from typing import Sequence
 
 from marketcast.backtest.engine import SymbolResult
 from marketcast.calibrate.summary import field_line
+from marketcast.forecast.tuning import IN_SAMPLE, sample_text
 from marketcast.backtest.returns import CLOSE_TO_CLOSE, SENTENCE, STRATEGY
 from marketcast.backtest.strategies import STRATEGIES
 from marketcast.backtest.tables import annual
@@ -39,6 +40,8 @@ def symbol_section(r: SymbolResult, plot: bool = False) -> list[str]:
              f"**{a.periods_per_year:,g} periods a year**: {a.how}.", ""]
     lines += [f"> warning: {w}" for w in a.warnings] + ([""] if a.warnings else [])
     lines += [f"Samples: {r.calibration_note}.", ""] if r.calibration_note else []
+    sample = sample_text(r.forecast_meta, r.windows)  # tuned --weights: in sample or not
+    lines += [f"> {'warning: ' if r.forecast_meta.get('sample') == IN_SAMPLE else ''}{sample}.", ""] if sample else []
     sizing = getattr(r.config, "sizing", "fixed")
     if sizing != "fixed":
         cap = f"cap {r.config.kelly_cap:g}" if sizing == "kelly" else f"risk per trade {r.config.risk_per_trade:g}"

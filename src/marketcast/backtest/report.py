@@ -93,6 +93,10 @@ def symbol_json(result: SymbolResult) -> dict:
         "bar_interval": ann.interval.label,
         "calendar": ann.calendar,
         "data_warnings": list(ann.warnings),
+        # tuned --weights only (marketcast.forecast.tuning): "in sample", "out of sample" or "out of sample,
+        # other symbol", how many windows the weights were tuned on, and their cutoff
+        **{k: result.forecast_meta[k] for k in ("sample", "in_sample_windows", "tuned_until")
+           if k in result.forecast_meta},
         "config": {
             "model": result.forecast_meta.get("model"),
             "context": cfg.context, "num_samples": cfg.num_samples, "seed": cfg.seed, "point": cfg.point,

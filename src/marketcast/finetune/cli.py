@@ -89,6 +89,11 @@ def finetune(
                                                     "out/toto-tuned; must be new unless --resume.")] = ...,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the training whose checkpoint is in "
                                                           "--out.")] = False,
+    evaluate: Annotated[bool, typer.Option(
+        "--evaluate", help="After training, backtest base and tuned on the same windows after --until and print "
+                           "the deltas with a paired test on per-window CRPS (default: off).")] = False,
+    samples: Annotated[int, typer.Option("--samples", "-s", min=1, help="--evaluate: forecast sample paths per "
+                                                                         "window, e.g. 64.")] = 256,
 ) -> None:
     """Fine-tune a forecaster on your bars up to --until; writes weights plus tuning.json (leak-proof)."""
     if model not in MODELS:
@@ -171,3 +176,8 @@ def finetune(
                   highlight=False)
     console.print(f"weights: {out} (use --weights {out}; windows on or before {cutoff} of these symbols are "
                   "refused as in sample)", highlight=False, soft_wrap=True)
+    if evaluate:
+        from marketcast.finetune.evaluate import evaluate as compare, print_evaluation
+
+        print_evaluation(compare(model, weights, out, bars, cutoff, context=context, samples=samples,
+                                 device=device, dtype=dtype, seed=seed, data_dir=data_dir))

@@ -90,13 +90,15 @@ def read_tuning(weights: str | Path | None) -> Tuning | None:
 
 
 def guard_windows(tuning: Tuning | None, runs: Iterable[tuple[str, pd.DataFrame, Sequence]],
-                  allow_in_sample: bool = False) -> dict[str, str]:
+                  allow_in_sample: bool = False, fix: str | None = None) -> dict[str, str]:
     """Refuse scoring tuned weights on the bars they were tuned on; returns each symbol's label.
 
     ``runs``: ``(symbol, bars frame as read from its file, decision times of its windows in order)``. A window
     whose decision bar falls on or before ``until`` on a tuned symbol raises one :class:`ConfigError` line naming
     the first such window, unless ``allow_in_sample`` (then the symbol is labelled "in sample"). A tuned symbol
     whose bars changed since tuning gets one warning line. Without a tuning record everything passes unlabelled.
+    ``fix``: the line's advice, ``{start}`` standing for the first day after ``until`` (default: the backtest's
+    ``--start`` / ``--allow-in-sample``).
     """
     if tuning is None:
         return {}
@@ -119,17 +121,43 @@ def guard_windows(tuning: Tuning | None, runs: Iterable[tuple[str, pd.DataFrame,
             continue
         if not allow_in_sample:
             k = int(inside[0])
-            after = tuning.until.toordinal() + 1
+            start = date.fromordinal(tuning.until.toordinal() + 1)
+            advice = (fix or "test after it (--start {start}) or pass --allow-in-sample to see in-sample "
+                      "results").format(start=start)
             raise ConfigError(
                 f"{symbol}: window {k + 1} (decision bar {times[k]:%Y-%m-%d}) is on or before {tuning.until}, the "
-                f"last day the weights in {tuning.path.parent} were tuned on; test after it (--start "
-                f"{date.fromordinal(after)}) or pass --allow-in-sample to see in-sample results")
+                f"last day the weights in {tuning.path.parent} were tuned on; {advice}")
         first, last = times[inside[0]], times[inside[-1]]
         warnings.warn(f"{symbol}: {inside.size} of {len(times)} windows (decision bars {first:%Y-%m-%d} to "
                       f"{last:%Y-%m-%d}) are in sample: the weights in {tuning.path.parent} were tuned on them; "
                       "their scores flatter the model", stacklevel=2)
         labels[symbol] = IN_SAMPLE
     return labels
+
+
+def sample_meta(tuning: Tuning | None, symbol: str, decisions: Sequence) -> dict:
+    """What a report says about one symbol's windows: ``sample`` (its label), ``in_sample_windows`` and
+    ``tuned_until``; {} for untuned weights. Reports read these from ``forecast_meta`` (see :func:`sample_text`)."""
+    if tuning is None:
+        return {}
+    days = np.asarray(pd.DatetimeIndex(decisions).date)
+    inside = int(np.count_nonzero(days <= tuning.until)) if symbol.upper() in tuning.symbols else 0
+    label = tuning.label(symbol) if inside or symbol.upper() not in tuning.symbols else OUT_OF_SAMPLE
+    return {"sample": label, "in_sample_windows": inside, "tuned_until": tuning.until.isoformat()}
+
+
+def sample_text(meta: dict, windows: int) -> str:
+    """One line for every report: ``in sample: 5 of 12 windows ...``; '' for untuned weights."""
+    label = meta.get("sample")
+    if not label:
+        return ""
+    until = meta.get("tuned_until")
+    if label == IN_SAMPLE:
+        return (f"{IN_SAMPLE}: {meta.get('in_sample_windows', 0)} of {windows} windows have a decision bar on or "
+                f"before {until}, the last day the weights were tuned on; their scores flatter the model")
+    if label == OTHER_SYMBOL:
+        return f"{OTHER_SYMBOL}: the weights were tuned (up to {until}) on other symbols only"
+    return f"{OUT_OF_SAMPLE}: every window's decision bar is after {until}, the last day the weights were tuned on"
 
 
 def record_text(record: dict) -> str:

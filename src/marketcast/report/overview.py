@@ -12,6 +12,7 @@ from marketcast.backtest.breadth import Breadth, breadth
 from marketcast.backtest.engine import SymbolResult
 from marketcast.backtest.metrics import UNDER_A_YEAR
 from marketcast.backtest.returns import STRATEGY
+from marketcast.forecast.tuning import IN_SAMPLE, sample_text
 from marketcast.backtest.tables import annual, interval, level, num, pct, selection_verdict, under_a_year
 from marketcast.report.page import esc, sortable_table, table
 from marketcast.report.series import walk_forward_trades
@@ -74,6 +75,8 @@ def headline(result: SymbolResult, key: str) -> str:
 def warnings_of(result: SymbolResult) -> list[str]:
     """What the reader should know before trusting a number."""
     out = list(result.annualisation.warnings)
+    if result.forecast_meta.get("sample") == IN_SAMPLE:  # tuned --weights scored on bars they were tuned on
+        out.append(sample_text(result.forecast_meta, result.windows))
     if under_a_year(result):
         out.append(f"annual figures {UNDER_A_YEAR}: {result.windows:,} bars, {result.periods_per_year:,g} a year")
     verdict = selection_verdict(result)
@@ -95,6 +98,8 @@ def trust_box(result: SymbolResult) -> str:
     items = [
         ("Costs", result.costs.note()),
         ("Model weights", weights),
+        *([("Sample", sample_text(result.forecast_meta, result.windows))]
+          if result.forecast_meta.get("sample") else []),
         ("Windows", f"{result.windows:,} walk-forward windows of {a.interval.label} bars; context {cfg.context} "
                     f"bars, {cfg.num_samples} samples, seed {cfg.seed}, fill mode {cfg.fill_mode}"),
         ("Period", f"{result.decision_times[0]:%Y-%m-%d %H:%M} → {result.settle_times[-1]:%Y-%m-%d %H:%M} UTC "

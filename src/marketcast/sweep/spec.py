@@ -193,7 +193,40 @@ class Spec:
         if len({c.cell_id for c in out}) != len(out):
             raise ConfigError(f"{self.path}: two grid points give the same cells (settings bundles or axis values "
                               "that repeat); remove the repeat")
+        self.guard_tuned(out)
         return out
+
+    def guard_tuned(self, cells: list[Cell]) -> None:
+        """Refuse (one line, exit 2, before any cell runs) a cell whose tuned weights (a ``tuning.json``) would
+        be scored on a window on or before their ``until`` on a tuned symbol: the check ``backtest`` makes
+        (:func:`marketcast.forecast.tuning.guard_windows`). A sweep has no --allow-in-sample."""
+        from marketcast.backtest.engine import decision_ends
+        from marketcast.forecast.tuning import guard_windows, read_tuning
+
+        paths, tunings = None, {}
+        for cell in cells:
+            if cell.weights not in tunings:
+                tunings[cell.weights] = read_tuning(cell.weights)
+            tuning = tunings[cell.weights]
+            if tuning is None or cell.symbol.upper() not in tuning.symbols:
+                continue
+            paths = paths if paths is not None else self.symbol_paths()
+            path = paths.get(cell.symbol)
+            version = path.stat().st_mtime_ns if path is not None and path.is_file() else None
+            key = (cell.symbol, path, version, cell.asset_class, self.on_duplicate, self.periods_per_year)
+            try:
+                if key not in _BARS:
+                    _BARS[key] = _read(cell.symbol, path, cell.asset_class, self.on_duplicate, self.periods_per_year)
+                whole = _BARS[key]
+                bars = whole if cell.end is None else windows_of(whole, Period.of(end=cell.end))[0]
+                decisions = bars.frame.index[decision_ends(len(bars), cell.config)]
+            except DataError:  # bars that cannot be used fail their cells when the sweep loads them
+                continue
+            try:
+                guard_windows(tuning, [(cell.symbol, whole.frame, decisions)],
+                              fix='test after it ([data] start = "{start}")')
+            except ConfigError as exc:
+                raise ConfigError(f"{self.path}: {exc}") from None
 
 
     def _windows(self, symbol: str, path: Path | None, asset_class: str | None, model: str, chosen: dict) -> dict:
