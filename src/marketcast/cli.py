@@ -26,7 +26,8 @@ COMMANDS = {
     "runs": ("marketcast.runs.cli:app", "The run store: list, show, compare and query runs."),
     "forecast": ("marketcast.forecast.cli:forecast", "Forecast the next bars of SYMBOL and print the quantile fan."),
     "data": ("marketcast.data.cli:app", "Inspect, validate and fetch bar files."),
-    "models": ("marketcast.forecast.models_cli:app", "Download model weights from the Hugging Face hub."),
+    "models": ("marketcast.cli:models_app()",
+               "Download model weights from the Hugging Face hub; compare models on the same windows."),
     "compile": ("marketcast.compile.cli:app", "torch.compile settings, checks and diagnostics."),
     "trade": ("marketcast.trade.cli:app", "Paper and live trading loop."),
     "finetune": ("marketcast.finetune.cli:finetune",
@@ -53,6 +54,17 @@ def recorded_backtest():
     if record_backtest not in backtest_cli.AFTER_RUN:
         backtest_cli.AFTER_RUN.append(record_backtest)
     return backtest_cli.backtest
+
+
+def models_app():
+    """``models``: the forecast layer's sub-app (download) with the leaderboard's ``compare`` added here, since
+    forecast/ sits below leaderboard/ and never imports it."""
+    from marketcast.forecast.models_cli import app as models
+    from marketcast.leaderboard.cli import compare
+
+    if not any(c.name == "compare" for c in models.registered_commands):
+        models.command("compare")(compare)
+    return models
 
 
 def _version() -> str:

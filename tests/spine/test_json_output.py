@@ -59,8 +59,8 @@ def run_json(capsys, name: str, *args: str, code: int = 0):
 def test_the_schemas_are_json_schemas_and_compile_check_is_generated_from_the_validator():
     names = sorted(p.name for p in SCHEMAS.glob("*.schema.json"))
     assert names == sorted(f"{n}.schema.json" for n in (
-        "backtest", "comparison", "compile_analyze", "compile_check", "data_check", "forecast", "runs_list",
-        "runs_query", "runs_show", "trade_orders", "trade_status"))
+        "backtest", "comparison", "compile_analyze", "compile_check", "data_check", "forecast", "models_compare",
+        "runs_list", "runs_query", "runs_show", "trade_orders", "trade_status"))
     for name in names:
         Draft202012Validator.check_schema(_load(name))
     assert json.loads((SCHEMAS / "compile_check.schema.json").read_text()) == json_schema()
@@ -117,6 +117,16 @@ def test_backtest(tmp_path, capsys):
     skill = run_json(capsys, "backtest", "backtest", "SP500", *FAST, "--calibration-only", "--json")
     assert skill[0]["calibration_only"] is True and skill[0]["skill"]["mase_close"] == doc[0]["metrics"]["mase_close"]
     assert skill[0]["calibration"]["windows"] == 12 and errors("backtest", [{**skill[0], "calibration_only": False}])
+
+
+def test_models_compare(capsys):
+    doc = run_json(capsys, "models_compare", "models", "compare", "--symbols", "SP500", "--models", "baseline,toto2",
+                   "--weights", "toto2=random:4m", "--windows", "12", "--samples", "16", "--context", "64", "--json")
+    assert [m["model"] for m in doc["models"]] == ["baseline", "toto2"] and doc["symbols"] == ["SP500"]
+    assert [m["random_weights"] for m in doc["models"]] == [False, True]
+    assert doc["run_id"] in RunStore(os.environ["MARKETCAST_RUN_STORE"]).infos()
+    bad = {**doc, "models": [{**doc["models"][0], "random_weights": "no"}]}
+    assert errors("models_compare", bad)  # the schema has teeth
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,200 @@
+"""Run the same windows through each model and turn the backtest results into leaderboard rows.
+
+A row's numbers are read from the backtest's own results (``symbol_json``, the walk-forward record and the
+calibration report), averaged over the symbols, so a one-symbol row equals ``marketcast backtest --model X``
+over the same windows. The cost columns are measured around the model's load and its ``run_many`` call.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from marketcast.backtest.config import BacktestConfig
+from marketcast.backtest.engine import SymbolResult, run_many
+from marketcast.data.bars import Bars
+from marketcast.errors import ConfigError
+from marketcast.forecast.registry import MODEL_NAMES, load_forecaster
+
+MB = 2**20
+
+
+def parse_models(text: str) -> list[str]:
+    """``--models baseline,toto2`` -> the names, checked against the registry (one line, exit 2 otherwise)."""
+    names = [n.strip().lower() for n in text.split(",") if n.strip()]
+    if not names:
+        raise ConfigError("--models is empty; give a comma-separated list, e.g. --models baseline,toto2")
+    unknown = [n for n in names if n not in MODEL_NAMES]
+    if unknown:
+        raise ConfigError(f"--models: unknown model {unknown[0]!r}; choose from {', '.join(MODEL_NAMES)}")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"--models names a model twice ({text}); list each once")
+    return names
+
+
+def parse_weights(values: Sequence[str] | None, models: Sequence[str]) -> dict[str, str]:
+    """``--weights toto2=random:4m`` (repeatable) -> {model: weights}; the model must be one of ``--models``."""
+    found: dict[str, str] = {}
+    for value in values or []:
+        model, sep, weights = value.partition("=")
+        model, weights = model.strip().lower(), weights.strip()
+        if not sep or not weights:
+            raise ConfigError(f"--weights {value!r}: give MODEL=WEIGHTS, e.g. --weights toto2=random:4m")
+        if model not in models:
+            raise ConfigError(f"--weights {value!r}: {model!r} is not in --models ({', '.join(models)}); add it "
+                              "there or drop this --weights")
+        found[model] = weights
+    return found
+
+
+def is_random(weights: str | None, source: str | None) -> bool:
+    """Randomly initialised weights: their forecasts mean nothing, so the leaderboard flags them."""
+    return any(str(v).lower().startswith("random") for v in (weights, source) if v)
+
+
+def _rss() -> int:
+    """Resident memory of this process now, in bytes (Linux /proc; elsewhere the peak so far)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class PeakMemory:
+    """The peak resident memory while the block runs (sampled every ``interval`` s), or on a CUDA device the
+    peak allocated by torch (``torch.cuda.max_memory_allocated``, reset on entry)."""
+
+    def __init__(self, device: str, interval: float = 0.01) -> None:
+        self.cuda = str(device).startswith("cuda")
+        self.interval, self.peak = interval, 0
+        self._stop = threading.Event()
+
+    @property
+    def kind(self) -> str:
+        return "cuda" if self.cuda else "rss"
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.peak = max(self.peak, _rss())
+
+    def __enter__(self) -> "PeakMemory":
+        if self.cuda:
+            import torch
+
+            torch.cuda.reset_peak_memory_stats()
+        else:
+            self.peak = _rss()
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.cuda:
+            import torch
+
+            self.peak = int(torch.cuda.max_memory_allocated())
+        else:
+            self._stop.set()
+            self._thread.join()
+            self.peak = max(self.peak, _rss())
+
+
+@dataclass
+class ModelRun:
+    """One model over every symbol: the backtest results and what running it cost."""
+
+    model: str
+    weights: str | None
+    source: str | None
+    device: str
+    dtype: str
+    results: list[SymbolResult]
+    load_s: float
+    run_s: float
+    peak_memory: int
+    memory_kind: str
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def random_weights(self) -> bool:
+        return is_random(self.weights, self.source)
+
+    @property
+    def windows(self) -> int:
+        return sum(r.windows for r in self.results)
+
+
+def run_model(model: str, bars: Sequence[Bars], config: BacktestConfig, *, weights: str | None, device: str,
+              dtype: str, step: Callable[[str], None] | None = None) -> ModelRun:
+    """Load ``model`` and backtest every symbol with ``config`` (one batched :func:`run_many`, as the backtest
+    command does for symbols of equal window counts)."""
+    device = "cpu" if model == "baseline" else device  # the baseline always runs on the CPU
+    with PeakMemory(device) as memory:
+        started = time.perf_counter()
+        forecaster = load_forecaster(model, weights=weights, device=device, dtype=dtype, seed=config.seed)
+        loaded = time.perf_counter()
+        results = run_many(list(bars), forecaster, config, on_step=step)
+        ran = time.perf_counter()
+    return ModelRun(model=model, weights=weights, source=getattr(forecaster, "source", None), device=device,
+                    dtype=dtype, results=results, load_s=loaded - started, run_s=ran - loaded,
+                    peak_memory=memory.peak, memory_kind=memory.kind)
+
+
+def _num(value) -> float | None:
+    return None if value is None or not np.isfinite(value) else float(value)
+
+
+def symbol_row(result: SymbolResult) -> dict:
+    """Skill and trading numbers of one symbol, read from the backtest's own reports: MASE and CRPS of the
+    close (:mod:`marketcast.backtest.skill`), the close's 80 % interval coverage (:mod:`marketcast.calibrate`),
+    the walk-forward record's Sharpe with its bootstrap CI, deflated Sharpe (Bailey & Lopez de Prado 2014),
+    max drawdown (negative) and trades."""
+    from marketcast.backtest.report import symbol_json
+    from marketcast.calibrate.summary import store_columns
+
+    doc = symbol_json(result)
+    metrics, wf = doc["metrics"], result.walk_forward["metrics"]
+    calibration = store_columns(result.calibration_report) if result.calibration_report else {}
+    drawdown = _num(wf.get("max_drawdown"))
+    return {
+        "symbol": result.symbol, "windows": result.windows,
+        "mase": _num(metrics.get("mase")), "crps": _num(metrics.get("crps")),
+        "coverage80": _num(calibration.get("calibration.close.cov80")),
+        "sharpe": _num(wf.get("sharpe")), "sharpe_ci_low": _num(wf.get("sharpe_ci_low")),
+        "sharpe_ci_high": _num(wf.get("sharpe_ci_high")),
+        "dsr": _num((doc.get("selection") or {}).get("dsr_walk_forward")),
+        "max_drawdown": None if drawdown is None else 0.0 - abs(drawdown),
+        "trades": int(wf.get("trades") or 0),
+    }
+
+
+def _mean(rows: list[dict], key: str) -> float | None:
+    values = [r[key] for r in rows if r[key] is not None]
+    return float(np.mean(values)) if values else None
+
+
+def model_row(run: ModelRun) -> dict:
+    """The leaderboard row of one model: skill and trading averaged over the symbols (max drawdown: the worst,
+    trades: the sum), its cost, and where its weights came from."""
+    per_symbol = [symbol_row(r) for r in run.results]
+    drawdowns = [r["max_drawdown"] for r in per_symbol if r["max_drawdown"] is not None]
+    return {
+        "model": run.model, "weights": run.weights,
+        "weights_source": run.source or run.weights or ("none" if run.model == "baseline" else "auto"),
+        "random_weights": run.random_weights,
+        "skill": {k: _mean(per_symbol, k) for k in ("mase", "crps", "coverage80")},
+        "trading": {**{k: _mean(per_symbol, k) for k in ("sharpe", "sharpe_ci_low", "sharpe_ci_high", "dsr")},
+                    "max_drawdown": min(drawdowns) if drawdowns else None,
+                    "trades": sum(r["trades"] for r in per_symbol)},
+        "cost": {"windows": run.windows, "windows_per_s": run.windows / run.run_s if run.run_s > 0 else None,
+                 "load_s": run.load_s, "run_s": run.run_s, "peak_memory_mb": run.peak_memory / MB,
+                 "memory_kind": run.memory_kind, "device": run.device, "dtype": run.dtype},
+        "symbols": per_symbol,
+    }
