@@ -182,3 +182,14 @@ def test_a_sweep_after_until_or_of_untuned_weights_passes_the_check(tuned, tiny_
     assert sorted(c.symbol for c in after) == ["OTHER", "SYN"] and {c.config.windows for c in after} == {7}
     before = load_spec(_sweep_spec(tmp_path, data_dir, tiny_base, "2021-02-18")).cells()
     assert {c.config.windows for c in before} == {12}  # the same windows with untuned weights: no check
+
+
+def test_models_compare_refuses_to_rank_tuned_weights_on_their_own_bars(tuned, data_dir, tmp_path, capsys):
+    store = tmp_path / "store"
+    code = main(["models", "compare", "--symbols", "SYN", "--models", "baseline,toto", "--weights", f"toto={tuned}",
+                 "--data-dir", str(data_dir), "--windows", "200", "--samples", "16", "--context", "32",
+                 "--store", str(store)])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.splitlines()) == 1 and not store.exists()
+    assert err.startswith("error: SYN: window 1 (decision bar ") and f"is on or before {UNTIL}" in err
+    assert err.rstrip().endswith("rank them on symbols they were not tuned on, or on bars from 2021-02-25 on")

@@ -68,7 +68,7 @@ def compare(
     from marketcast.data import load_symbol
     from marketcast.errors import ConfigError
     from marketcast.failures import shielded
-    from marketcast.leaderboard.compare import model_row, parse_models, parse_weights, run_model
+    from marketcast.leaderboard.compare import model_row, parse_models, parse_weights, refuse_tuned, run_model
     from marketcast.leaderboard.record import record_leaderboard
 
     started = time.perf_counter()
@@ -81,6 +81,7 @@ def compare(
         raise ConfigError(f"--symbols repeats a symbol ({symbols}); list each once")
     bars = [load_symbol(s, data_dir=data_dir) for s in tickers]
     config = BacktestConfig(windows=windows, context=context, num_samples=samples, seed=seed)
+    refuse_tuned(chosen, bars, config)
     runs = []
     with progress_steps(len(names) * (len(bars) + 2), "models compare") as step:  # load, forecast, simulate
         for name in names:
