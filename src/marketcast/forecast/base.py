@@ -15,6 +15,7 @@ import pandas as pd
 
 from marketcast.data.calendar import BarInterval, MarketCalendar, calendar_for, infer_interval
 from marketcast.data.spacing import infer_intervals
+from marketcast.errors import ConfigError
 from marketcast.forecast.aggregate import aggregate, quantile
 
 INPUT_FIELDS = ("open", "high", "low", "close", "volume")
@@ -144,6 +145,19 @@ class Forecaster(Protocol):
     fields: tuple[str, ...]
 
     def forecast(self, batch: ContextBatch, horizon: int, num_samples: int, seed: int = 0) -> Forecast: ...
+
+
+def masked_prices(batch: ContextBatch, fields: Sequence[str], model: str) -> tuple[np.ndarray, np.ndarray]:
+    """``[B, F, T]`` float64 values of ``fields`` (zeros where masked, like toto-ts's ``pad_array``) and their bool
+    mask, refused in one line when a value inside the context is NaN or infinite (``model`` names the model)."""
+    cols = [INPUT_FIELDS.index(f) for f in fields]
+    values = np.asarray(batch.values, dtype=np.float64)[:, :, cols].transpose(0, 2, 1)
+    mask = np.broadcast_to(np.asarray(batch.mask, dtype=bool)[:, None, :], values.shape)
+    values = np.where(mask, values, 0.0)
+    if not np.isfinite(values).all():
+        raise ConfigError(f"{model} input has NaN or infinite {'/'.join(fields)} values inside the context; "
+                          "clean the bars")
+    return values, np.ascontiguousarray(mask)
 
 
 def make_batch(

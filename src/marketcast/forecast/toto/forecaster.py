@@ -21,7 +21,7 @@ import torch
 from torch.utils._pytree import tree_map
 
 from marketcast.errors import ConfigError
-from marketcast.forecast.base import INPUT_FIELDS, ContextBatch, Forecast
+from marketcast.forecast.base import ContextBatch, Forecast, masked_prices
 from marketcast.forecast.toto.config import TotoConfig
 from marketcast.forecast.toto.graphs import decode_draw, prefill_draw, prefill_kv_draw
 from marketcast.forecast.toto.kv_cache import StaticKVCache
@@ -147,14 +147,8 @@ class TotoForecaster:
 
     def _inputs(self, batch: ContextBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """``[B, 3, T]`` float32 close/high/low and their mask; padding is zero like toto-ts's ``pad_array``."""
-        cols = [INPUT_FIELDS.index(f) for f in FIELDS]
-        values = np.asarray(batch.values, dtype=np.float64)[:, :, cols].transpose(0, 2, 1)
-        mask = np.broadcast_to(np.asarray(batch.mask, dtype=bool)[:, None, :], values.shape)
-        values = np.where(mask, values, 0.0)
-        if not np.isfinite(values).all():
-            raise ConfigError("Toto input has NaN or infinite close/high/low values inside the context; "
-                              "clean the bars")
-        return torch.as_tensor(values, dtype=torch.float32), torch.as_tensor(np.ascontiguousarray(mask))
+        values, mask = masked_prices(batch, FIELDS, "Toto")
+        return torch.as_tensor(values, dtype=torch.float32), torch.as_tensor(mask)
 
     def _chunk(self, x, mask, streams, start: int, n: int, rows: int, width: int):
         """Windows ``start .. start + n`` left-padded to ``width`` steps, on the device, with ``rows - n``

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from marketcast.errors import ConfigError
-from marketcast.forecast.base import INPUT_FIELDS, ContextBatch, Forecast
+from marketcast.forecast.base import ContextBatch, Forecast, masked_prices
 from marketcast.forecast.toto2.config import QUANTILES, Toto2Config
 from marketcast.forecast.toto2.loading import DEFAULT_REPO, load_model, load_pretrained
 from marketcast.forecast.toto2.model import Toto2Model, random_model
@@ -98,14 +98,8 @@ class Toto2Forecaster:
 
     def _inputs(self, batch: ContextBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """``[B, 3, T]`` float32 close/high/low (zeros where masked) and the mask."""
-        cols = [INPUT_FIELDS.index(f) for f in FIELDS]
-        values = np.asarray(batch.values, dtype=np.float64)[:, :, cols].transpose(0, 2, 1)
-        mask = np.broadcast_to(np.asarray(batch.mask, dtype=bool)[:, None, :], values.shape)
-        values = np.where(mask, values, 0.0)
-        if not np.isfinite(values).all():
-            raise ConfigError("Toto 2.0 input has NaN or infinite close/high/low values inside the context; "
-                              "clean the bars")
-        return torch.as_tensor(values, dtype=torch.float32), torch.as_tensor(np.ascontiguousarray(mask))
+        values, mask = masked_prices(batch, FIELDS, "Toto 2.0")
+        return torch.as_tensor(values, dtype=torch.float32), torch.as_tensor(mask)
 
     @torch.inference_mode()
     def quantiles(self, batch: ContextBatch, horizon: int) -> np.ndarray:
