@@ -1,4 +1,4 @@
-"""``marketcast trade run | resume | status | orders | reconcile | replay``.
+"""``marketcast trade run | resume | promote | status | orders | reconcile | replay``.
 
 Paper (the embedded SQLite broker) is the default. Alpaca needs ``--broker alpaca`` and keys in the
 environment; live money needs ``--live`` *and* ``--i-understand-live-trading`` (the flags choose the host;
@@ -72,6 +72,10 @@ def run(
                                                                        "(one ISO time) instead of the system "
                                                                        "clock; simulated time for tests and drills."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="INFO on stderr (trade.log always has it)."),
+    shadow: str | None = typer.Option(None, "--shadow", help="Candidate weights for the same --model (e.g. "
+                                                             "out/tuned): it plans beside the live model on every "
+                                                             "cycle, journalled, never ordered; see `trade "
+                                                             "promote`. Default: no shadow."),
     **flags,
 ) -> None:
     """Run the trading loop (paper by default): continuously, or one cycle with --once.
@@ -95,12 +99,13 @@ def run(
     if not dry_run:
         with StateLock(state_dir):
             setup_logging(state_dir, verbose)
-            command.run_loop(settings, state_dir, broker_name, live, once, False, clock_file)
+            command.run_loop(settings, state_dir, broker_name, live, once, False, clock_file, shadow=shadow)
         return
     # read-only: the state is read from a scratch copy, nothing is written back
     with tempfile.TemporaryDirectory(prefix="marketcast-dry-run-") as scratch:
         copy = command.scratch_copy(state_dir, Path(scratch)) if state_dir.is_dir() else Path(scratch)
-        command.run_loop(settings, copy, broker_name, live, once, True, clock_file, resolve_dir=state_dir)
+        command.run_loop(settings, copy, broker_name, live, once, True, clock_file, resolve_dir=state_dir,
+                         shadow=shadow)
 
 
 @app.command()
@@ -124,6 +129,34 @@ def resume(state_dir: Path = STATE_OPT) -> None:
         for halt in left:
             console.print(f"still halted: {halt.message()}", highlight=False, soft_wrap=True)
         raise typer.Exit(ExitCode.HALTED)
+
+
+@app.command()
+def promote(
+    state_dir: Path = STATE_OPT,
+    min_decisions: int = typer.Option(60, "--min-decisions", min=2, help="Paired settled decisions the shadow "
+                                                                         "needs first (e.g. 120)."),
+    alpha: float = typer.Option(0.05, "--alpha", min=0.0, max=1.0, help="Significance level of the one-sided "
+                                                                        "paired t-test (e.g. 0.01)."),
+) -> None:
+    """Make the shadow's weights the active model, only if it beats the live model on per-decision paper P&L
+    (one-sided paired t-test, p < --alpha, at least --min-decisions); else say why not. Takes the state lock:
+    stop the loop first; the next `trade run` loads the active weights."""
+    from marketcast.trade.journal.lock import StateLock
+    from marketcast.trade.journal.state import Journal
+    from marketcast.trade.loop.shadow import promote as do_promote
+
+    if not (state_dir / "journal.db").exists():
+        raise ConfigError(f"{state_dir}: no journal.db; run `marketcast trade run --shadow WEIGHTS` first")
+    with StateLock(state_dir):
+        journal = Journal(state_dir / "journal.db")
+        try:
+            promoted, line, _ = do_promote(journal, min_decisions, alpha)
+        finally:
+            journal.close()
+    console.print(line, highlight=False, soft_wrap=True)
+    if not promoted:
+        raise typer.Exit(ExitCode.CHECK_FAILED)
 
 
 @app.command("reconcile")

@@ -59,7 +59,7 @@ def print_config(settings: Settings, broker_name: str, live: bool) -> None:
 
 
 def run_loop(settings: Settings, state_dir: Path, broker_name: str, live: bool, once: bool, dry_run: bool,
-              clock_file: Path | None, resolve_dir: Path | None = None) -> None:
+              clock_file: Path | None, resolve_dir: Path | None = None, shadow: str | None = None) -> None:
     from marketcast.data.ticks import price_decimals
     from marketcast.trade import config as cfg
     from marketcast.trade.ops.alerts import Alerts
@@ -75,8 +75,18 @@ def run_loop(settings: Settings, state_dir: Path, broker_name: str, live: bool, 
     if stray:
         raise ConfigError(f"strategy pins {', '.join(stray)}, which is not among the symbols ({', '.join(syms)}); "
                           f"add it to symbols or drop the pin")
+    if shadow is not None and settings["model"][0] == "baseline":
+        raise ConfigError(f"--shadow {shadow}: the baseline model has no weights to compare; pass --model toto or "
+                          f"kronos with --shadow")
     data_dir = None if settings["data_dir"] is None else Path(settings["data_dir"])
     journal = Journal(state_dir / "journal.db")  # first: a damaged journal stops the run before the broker moves
+    from marketcast.trade.loop.shadow import Shadow, active_weights
+
+    weights, active = settings["weights"], active_weights(journal)  # `trade promote` swaps the active weights
+    if active is not None and weights is not None and weights != active:
+        raise ConfigError(f"--weights {weights}: this state folder's active model is {active} (from `trade "
+                          f"promote`); drop --weights or pass --weights {active}")
+    weights = weights or active
     market = Market(options.asset_classes(list(settings["data.asset_class"] or ()), syms),
                     settings["data.periods_per_year"])
     venue = open_venue(broker_name, live, syms, state_dir, data_dir, settings["fee"], clock_file,
@@ -89,7 +99,7 @@ def run_loop(settings: Settings, state_dir: Path, broker_name: str, live: bool, 
     config = cfg.sizing(settings, replace(PLANNER_CONFIG, seed=settings["seed"],
                                           selection=cfg.selection(settings, PLANNER_CONFIG.selection)))
     loaded = load_model(settings["model"], None if dry_run else venue.feed(syms[0]), config,
-                        weights=settings["weights"], device=settings["device"], dtype=settings["dtype"],
+                        weights=weights, device=settings["device"], dtype=settings["dtype"],
                         seed=settings["seed"])
     for skipped in loaded.skipped:
         alerts.emit("model_fallback", skipped["model"], f"{skipped['model']} skipped: {skipped['error']}")
@@ -106,6 +116,11 @@ def run_loop(settings: Settings, state_dir: Path, broker_name: str, live: bool, 
                              resume=f"marketcast trade resume --state-dir {where}")
     loop = TradingLoop(venue.broker, journal, BacktestPlanner(loaded.forecaster, config, pinned=settings["strategy"]),
                        venue.feed, loop_config, monitor, venue.asset_classes)
+    if shadow is not None:  # the same model and planner, the candidate's weights: journalled, never ordered
+        candidate = load_model(settings["model"][:1], None, config, weights=shadow, device=settings["device"],
+                               dtype=settings["dtype"], seed=settings["seed"])
+        loop.shadow = Shadow(journal, BacktestPlanner(candidate.forecaster, config, pinned=settings["strategy"]),
+                             shadow, weights or f"{settings['model'][0]} (default weights)")
     if dry_run:  # each market's clock plans on its own newest bar
         for clock, symbols in loop.clocks().items():
             bar = max(venue.feed(s).frame.index[-1] for s in symbols).isoformat()

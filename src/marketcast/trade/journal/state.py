@@ -57,13 +57,22 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS adjustments (
     n INTEGER PRIMARY KEY AUTOINCREMENT, symbol TEXT NOT NULL, qty REAL NOT NULL, reason TEXT NOT NULL,
     at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS shadow_decisions (
+    decision_ts TEXT NOT NULL, symbol TEXT NOT NULL, role TEXT NOT NULL, model TEXT NOT NULL,
+    side INTEGER NOT NULL, close REAL NOT NULL, pnl REAL, settled_ts TEXT,
+    PRIMARY KEY (decision_ts, symbol, role));
+CREATE TABLE IF NOT EXISTS active_model (
+    slot INTEGER PRIMARY KEY CHECK (slot = 1), weights TEXT NOT NULL, since TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS promotions (
+    n INTEGER PRIMARY KEY AUTOINCREMENT, old TEXT, new TEXT NOT NULL, n_pairs INTEGER NOT NULL,
+    mean_diff REAL NOT NULL, p REAL NOT NULL, at TEXT NOT NULL);
 """
 TERMINAL_INTENTS = ("rejected", "refused", "abandoned", "lost")
 APP_ID = 0x4D434A4C  # "MCJL": marketcast journal (https://www.sqlite.org/pragma.html#pragma_application_id)
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: shadow_decisions, active_model, promotions (trade/loop/shadow.py)
 # every table a journal can hold: SCHEMA's, halts.py's and risk.py's (equity_days, sends)
 TABLES = {"intents", "fills", "cancels", "cycles", "submissions", "meta", "adjustments", "halts", "equity_days",
-          "sends"}
+          "sends", "shadow_decisions", "active_model", "promotions"}
 INTENT_COLUMNS = {"broker_status": "TEXT", "asset_class": "TEXT", "cash_seen": "REAL", "buying_power_seen": "REAL"}
 
 
@@ -323,7 +332,8 @@ class Journal:
 def _needs_upgrade(conn) -> bool:
     """Whether a journal lacks a table or column this code reads (one an older marketcast wrote)."""
     have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()}
-    if not {"intents", "fills", "cancels", "cycles", "meta", "adjustments", "halts", "submissions"} <= have:
+    if not {"intents", "fills", "cancels", "cycles", "meta", "adjustments", "halts", "submissions",
+            "shadow_decisions", "active_model", "promotions"} <= have:
         return True
     columns = {t: {r[1] for r in conn.execute(f"PRAGMA table_info({t})").fetchall()} for t in ("intents", "cycles")}
     return not set(INTENT_COLUMNS) <= columns["intents"] or "clock" not in columns["cycles"]

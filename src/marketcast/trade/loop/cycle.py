@@ -113,6 +113,7 @@ class TradingLoop:
                                self.reconciler.assets, self.precheck.clear)
         self.risk = RiskGuard(journal, config.risk, config.resume, self.exits)
         self.seen: dict[str, str] = {}  # symbol -> the last bar the loop decided on (data must not go back)
+        self.shadow = None  # a trade.loop.shadow.Shadow: plans on the same bars, journals, never orders
 
     # ----------------------------------------------------------- clocks
     def clock_of(self, symbol: str) -> str:
@@ -203,6 +204,8 @@ class TradingLoop:
             costs = Costs.for_asset(bars.asset_class, fee, periods_per_year=bars.periods_per_year, **overrides)
             signal = self.planner.plan(bars, costs, learn_from)
             report.signals.append(signal)
+            if self.shadow is not None:
+                self.shadow.observe(signal, bars, costs, learn_from)
             stale = [r for r in (stale_reason(bars, now, self.config.freshness) if now is not None else None,
                                  went_back(bars.frame.index[-1], self.seen.get(symbol))) if r]
             stale += quote_reasons(q, now, self.config.freshness, wanted, self.config.gates.require_quote)

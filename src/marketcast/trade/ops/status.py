@@ -71,7 +71,8 @@ def status_data(state_dir: Path) -> dict:
     last = records[-1] if records else {}
     data = {"state_dir": str(state_dir), "journal": None, "records": summarise(records) or None,
             "foreign": last.get("foreign") or {}, "held": last.get("unexpected") or {},
-            "strategies": last.get("chosen") or {}, "bound_to": None, "refused": [], "halts": []}
+            "strategies": last.get("chosen") or {}, "bound_to": None, "refused": [], "halts": [],
+            "shadow": None}
     path = state_dir / "journal.db"
     if path.exists():
         journal = Journal(path, read_only=True)
@@ -84,9 +85,22 @@ def status_data(state_dir: Path) -> dict:
                                 "decision_ts": i.decision_ts, "error": i.error}
                                for i in journal.intents() if i.status in ("refused", "rejected")][-3:]
             data["halts"] = [{"message": h.message(), "positions": h.positions()} for h in journal.halts.active()]
+            data["shadow"] = shadow_summary(journal)
         finally:
             journal.close()
     return _redacted(data)
+
+
+def shadow_summary(journal: Journal) -> dict | None:
+    """The shadow against the live model on the same settled bars (:mod:`marketcast.trade.journal.shadow`)."""
+    from marketcast.trade.journal.shadow import active_weights, compare, shadow_weights
+
+    weights = shadow_weights(journal)
+    if weights is None:
+        return None
+    r = compare(journal)
+    return {"weights": weights, "active": active_weights(journal), "decisions": r.n, "shadow_pnl": r.shadow_pnl,
+            "live_pnl": r.live_pnl, "mean_diff": r.mean_diff, "p": None if r.p != r.p else r.p}
 
 
 def status_rows(state_dir: Path) -> list[tuple[str, str]]:
@@ -112,6 +126,11 @@ def status_rows(state_dir: Path) -> list[tuple[str, str]]:
     for i in data["refused"]:
         rows.append((f"{i['status']} {i['client_order_id']}",
                      f"{i['symbol']} {i['decision_ts'][:10]}: {_text(i['error'])}"))
+    if data["shadow"]:
+        sh = data["shadow"]
+        rows.append((f"shadow {sh['weights']}", f"{sh['decisions']} settled decisions: paper P&L "
+                     f"{sh['shadow_pnl']:+.4%} vs live {sh['live_pnl']:+.4%} on the same bars, p="
+                     + ("-" if sh["p"] is None else f"{sh['p']:.4g}")))
     halts = data["halts"]
     rows.append(("halted", "no" if not halts else "\n".join(h["message"] for h in halts)))
     for h in halts:  # a risk halt keeps (or flattened) the loop's positions: each with its exits
