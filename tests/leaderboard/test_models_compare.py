@@ -4,6 +4,8 @@ cell per model x symbol."""
 
 from __future__ import annotations
 
+import mmap
+
 import io
 import json
 import os
@@ -152,11 +154,12 @@ def test_peak_memory_sees_an_array_allocated_and_freed_inside_it():
     size = 200 * 2**20
     with PeakMemory("cpu", interval=0.001) as memory:
         start = memory.peak  # the resident memory on entry
-        block = np.ones(size, dtype=np.uint8)  # touched, so resident
+        block = mmap.mmap(-1, size)  # fresh anonymous pages (malloc may reuse pages already resident)
+        block.write(b"\x01" * size)  # touched, so resident
         deadline = time.monotonic() + 10  # however busy the machine, until the sampler has run once
         while memory.peak < start + 0.9 * size and time.monotonic() < deadline:
             time.sleep(0.01)
-        del block
+        block.close()
     assert memory.kind == "rss" and memory.peak >= start + 0.9 * size
 
 
