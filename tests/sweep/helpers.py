@@ -22,3 +22,20 @@ def write_bars(folder: Path, symbols, n: int = 90, vol: float = 0.01, seed: int 
             folder / f"{symbol}.csv")
     return folder
 
+
+def small_spec(data: str = "", grid: str = "", tail: str = "") -> str:
+    """The sweep spec the sweep tests share: bars from ``bars/``, 8 windows of 32 bars, 16 samples, two fill
+    modes; ``data`` adds lines to [data], ``grid`` to [grid], ``tail`` whole tables after it."""
+    return f"""
+[data]
+dir = "bars"
+{data}
+[options]
+windows = 8
+context = 32
+num_samples = 16
+
+[grid]
+fill_mode = ["touch", "penetrate"]
+{grid}
+{tail}"""

@@ -18,21 +18,10 @@ import pytest
 
 from marketcast.runs.store import RunStore
 
-from .helpers import write_bars
+from .helpers import small_spec, write_bars
 
 RAY = str(Path(sys.executable).with_name("ray"))
-SPEC = """
-[data]
-dir = "bars"
-
-[options]
-windows = 8
-context = 32
-num_samples = 16
-
-[grid]
-fill_mode = ["touch", "penetrate"]
-"""
+SPEC = small_spec()
 NODES = """
 import ray
 ray.init(address="{address}", logging_level="ERROR", log_to_driver=False)

@@ -10,21 +10,9 @@ from marketcast.cli import main
 from marketcast.runs.store import MANIFEST, SUMMARY, RunStore
 from marketcast.runs.views import list_runs
 
-from .helpers import write_bars
+from .helpers import small_spec, write_bars
 
-SPEC = """
-[data]
-dir = "bars"
-symbols = ["AAA", "BBB", "LATE"]
-
-[options]
-windows = 8
-context = 32
-num_samples = 16
-
-[grid]
-fill_mode = ["touch", "penetrate"]
-"""
+SPEC = small_spec(data='symbols = ["AAA", "BBB", "LATE"]')
 
 
 def _files(folder):

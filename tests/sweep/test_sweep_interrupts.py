@@ -15,28 +15,12 @@ import pytest
 from marketcast.runs.store import RunStore
 from tests.spine.test_interrupts import TERMINATED, runs_without_rows, start, temporaries, terminate_at
 
-from .helpers import write_bars
+from .helpers import small_spec, write_bars
 
 SEED = 143
 MOMENTS = 20  # the issue's count; each stopped sweep is checked, and every RESUME_EVERY-th is resumed to the end
 RESUME_EVERY = 4  # a sweep process costs ~10 s here: 20 stops and 5 resumes take about 4 minutes
-SPEC = """
-[data]
-dir = "bars"
-
-[options]
-windows = 8
-context = 32
-num_samples = 16
-
-[grid]
-fill_mode = ["touch", "penetrate"]
-point = ["median", "mean"]
-
-[ray]
-flush_cells = 1
-cells_per_task = 1
-"""
+SPEC = small_spec(grid='point = ["median", "mean"]', tail="[ray]\nflush_cells = 1\ncells_per_task = 1\n")
 
 
 def _sweep(spec: Path, store: Path, address: str | None, *extra: str):

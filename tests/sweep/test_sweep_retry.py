@@ -14,24 +14,11 @@ from marketcast.sweep.plan import pool_key
 from marketcast.sweep.runner import latest, run_sweep
 from marketcast.sweep.spec import load_spec
 
-from .helpers import write_bars
+from .helpers import small_spec, write_bars
 
 pytestmark = pytest.mark.usefixtures("ray_address")
 
-SPEC = """
-[data]
-dir = "bars"
-symbols = [{symbols}]
-
-[options]
-windows = 8
-context = 32
-num_samples = 16
-
-[grid]
-fill_mode = ["touch", "penetrate"]
-{grid}
-"""
+SPEC = small_spec(data="symbols = [{symbols}]", grid="{grid}")
 VOLATILE = ["run_id", "finished_at", "seconds", "record"]
 
 
