@@ -175,3 +175,31 @@ def test_a_model_without_a_source_shows_its_weights_and_is_flagged_random():
     assert (kronos["weights_source"], kronos["random_weights"]) == ("random", True)
     assert (row("kronos", None)["weights_source"], row("baseline", None)["weights_source"]) == ("auto", "none")
     assert kronos["cost"]["peak_memory_mb"] == 3.0 and kronos["cost"]["windows_per_s"] == 0.0
+
+
+def test_a_leaderboard_run_is_its_own_kind_and_its_tearsheet_opens_with_the_table(tmp_path, capsys):
+    """Kind ``leaderboard``: `runs show` counts the models as trials of one selection, and `report RUN` puts the
+    leaderboard's stored rows (the numbers `models compare` printed) at the top of every page, random weights red."""
+    doc = _json(capsys, "models", "compare", "--symbols", "SP500", "--models", "baseline,toto2",
+                "--weights", "toto2=random:4m", "--windows", "12", *TINY, "--json")
+    runs = RunStore(os.environ["MARKETCAST_RUN_STORE"])
+    info = runs.info(doc["run_id"])
+    assert info["kind"] == "leaderboard"
+    assert [r["model"] for r in info["spec"]["leaderboard"]] == ["baseline", "toto2"]
+    assert info["spec"]["leaderboard"][1]["skill"]["crps"] == doc["models"][1]["skill"]["crps"]
+    shown = _json(capsys, "runs", "show", doc["run_id"], "--json")
+    assert shown["run"]["kind"] == "leaderboard" and shown["selection"][0]["trials"] == 2
+
+    assert main(["report", doc["run_id"], "-o", str(tmp_path / "rep")]) == 0
+    pages = sorted((tmp_path / "rep").rglob("report.html"))
+    assert len(pages) == 2  # one per model, each opening with the same leaderboard
+    for page in pages:
+        text = page.read_text()
+        board = text[text.index('<section id="leaderboard">'):]
+        board = board[:board.index("</section>")]
+        assert text.index('<section id="leaderboard">') < text.index('id="s0-SP500"')
+        rows = board.split("<tr")[2:]
+        assert len(rows) == 2 and ">baseline<" in rows[0] and ">toto2<" in rows[1]
+        assert 'class="random"' in rows[1] and 'class="random"' not in rows[0]
+        assert f"{doc['models'][1]['skill']['crps']:.5f}" in rows[1]
+        assert "RANDOM WEIGHTS: toto2" in board

@@ -14,29 +14,21 @@ from marketcast.forecast.registry import MODEL_NAMES
 STORE_HELP = "Run store folder, or off (default: $MARKETCAST_RUN_STORE or out/runs)."
 
 
-def _fmt(value, spec: str = ".3f") -> str:
-    return "—" if value is None else format(value, spec)
-
-
 def leaderboard_table(rows: list[dict], title: str):
     """The rich table: one row per model; random weights in red (their numbers mean nothing)."""
+    from rich.markup import escape
     from rich.table import Table
 
+    from marketcast.report.leaderboard import COLUMNS, TEXT_COLUMNS, cells
+
     table = Table(title=title, title_justify="left")
-    for name in ("model", "weights", "MASE", "CRPS", "cov80", "Sharpe [95% CI]", "DSR", "max DD", "trades",
-                 "win/s", "peak MB", "load s", "device"):
-        table.add_column(name, justify="left" if name in ("model", "weights", "device") else "right")
+    for name in COLUMNS:
+        table.add_column(name, justify="left" if name in TEXT_COLUMNS else "right")
     for row in rows:
-        skill, trading, cost = row["skill"], row["trading"], row["cost"]
-        source = row["weights_source"]
-        ci = (f"{_fmt(trading['sharpe'], '+.2f')} [{_fmt(trading['sharpe_ci_low'], '+.2f')}, "
-              f"{_fmt(trading['sharpe_ci_high'], '+.2f')}]")
-        table.add_row(
-            row["model"], f"[bold red]{source} (random)[/]" if row["random_weights"] else source,
-            _fmt(skill["mase"]), _fmt(skill["crps"], ".5f"), _fmt(skill["coverage80"], ".2f"), ci,
-            _fmt(trading["dsr"], ".2f"), _fmt(trading["max_drawdown"], ".1%"), str(trading["trades"]),
-            _fmt(cost["windows_per_s"], ".1f"), f"{_fmt(cost['peak_memory_mb'], '.0f')} ({cost['memory_kind']})",
-            _fmt(cost["load_s"], ".2f"), cost["device"])
+        texts = [escape(t) for t in cells(row)]
+        if row["random_weights"]:
+            texts[1] = f"[bold red]{texts[1]} (random)[/]"
+        table.add_row(*texts)
     return table
 
 
@@ -90,7 +82,7 @@ def compare(
                                   step=step))
     rows = [model_row(r) for r in runs]
     with shielded():
-        run_id = record_leaderboard(runs, bars, {"data_dir": data_dir}, store)
+        run_id = record_leaderboard(runs, rows, bars, {"data_dir": data_dir}, store)
     if as_json:
         print_json({"symbols": tickers, "windows": windows, "samples": samples, "context": context, "seed": seed,
                     "models": rows, "run_id": run_id})

@@ -2,8 +2,10 @@
 recorder's own pieces (:mod:`marketcast.runs.record`, :mod:`marketcast.runs.rows`), so ``runs show`` and
 ``runs compare`` read it like any run.
 
-Its kind is ``sweep``: a grid over the model axis, so ``runs show`` counts the models as trials of one
-selection and deflates the best cell's Sharpe ratio (:func:`marketcast.runs.views.selection`)."""
+Its kind is ``leaderboard``: a grid over the model axis, so ``runs show`` counts the models as trials of one
+selection and deflates the best cell's Sharpe ratio (:func:`marketcast.runs.views.selection`), like a sweep's.
+``run.json`` keeps the leaderboard's own rows (skill, trading, cost, weights) under ``spec.leaderboard``, so
+``marketcast report RUN`` puts the table on the tearsheet without running a model again."""
 
 from __future__ import annotations
 
@@ -14,10 +16,11 @@ from marketcast.data.bars import Bars
 from marketcast.leaderboard.compare import ModelRun
 
 
-def record_leaderboard(runs: Sequence[ModelRun], bars: Sequence[Bars], options: dict,
+def record_leaderboard(runs: Sequence[ModelRun], rows: Sequence[dict], bars: Sequence[Bars], options: dict,
                        store: str | Path | None = None) -> str | None:
     """Write the run; returns its id, None when the store is off (``--store off``).
 
+    ``rows``: the leaderboard rows (:func:`marketcast.leaderboard.compare.model_row`), one per model of ``runs``.
     ``options``: the data options shared by every cell (``asset_class``, ``data_dir``, ``on_duplicate``)."""
     from marketcast.runs.cells import Cell, digest
     from marketcast.runs.record import new_run_id, now_iso
@@ -31,19 +34,19 @@ def record_leaderboard(runs: Sequence[ModelRun], bars: Sequence[Bars], options: 
     cells = [(Cell(symbol=r.symbol, config=r.config, model=run.model, weights=run.weights, device=run.device,
                    dtype=run.dtype, **opts), r) for run in runs for r in run.results]
     prints = {b.symbol: fingerprint(b) for b in bars}
-    ctx = RunContext(run_id=new_run_id("compare"), kind="sweep", spec_hash=digest([c.cell_id for c, _ in cells]),
+    ctx = RunContext(run_id=new_run_id("compare"), kind="leaderboard", spec_hash=digest([c.cell_id for c, _ in cells]),
                      code_version=code_version())
-    rows = [row for i, (cell, result) in enumerate(cells)
-            for row in ok_rows(ctx, cell, i, result, prints[result.symbol], seconds=None)]
+    records = [row for i, (cell, result) in enumerate(cells)
+               for row in ok_rows(ctx, cell, i, result, prints[result.symbol], seconds=None)]
     store_ = RunStore(root)
     first = cells[0][0].settings()
     store_.write_info(ctx.run_id, {
         "kind": ctx.kind, "created_at": now_iso(), "spec_hash": ctx.spec_hash, "code_version": ctx.code_version,
         "cells_total": len(cells),
-        "spec": {"leaderboard": True, "symbols": [b.symbol for b in bars],
+        "spec": {"leaderboard": list(rows), "symbols": [b.symbol for b in bars],
                  "models": [{"model": run.model, "weights": run.weights, "random_weights": run.random_weights,
                              "device": run.device, "dtype": run.dtype} for run in runs],
                  **{k: v for k, v in first.items() if k not in ("model", "weights", "device", "dtype")}}})
-    store_.write_rows(ctx.run_id, rows)
-    store_.write_summary(ctx.run_id, rows)
+    store_.write_rows(ctx.run_id, records)
+    store_.write_summary(ctx.run_id, records)
     return ctx.run_id

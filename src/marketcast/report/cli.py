@@ -3,7 +3,7 @@
 The one command that re-makes reports from the run store: JSON, Markdown, trades.csv and (``--plots``) the PNGs through
 the backtest's own writer (byte for byte what ``marketcast backtest`` wrote), and ``report.html`` equal to
 what ``marketcast backtest --html`` wrote for the same run. A run with grid axes (a sweep) gets a folder per
-grid point.
+grid point; a ``models compare`` run's pages open with its leaderboard.
 """
 
 from __future__ import annotations
@@ -19,6 +19,12 @@ from marketcast.errors import ConfigError
 from marketcast.runs.cli import RUN_ARG, STORE_OPT, open_store
 
 DEFAULT_OUTPUT = Path("out/report")
+
+
+def leaderboard_rows(info: dict) -> list[dict]:
+    """The rows a ``models compare`` run keeps in its ``run.json`` (none for other runs)."""
+    rows = (info.get("spec") or {}).get("leaderboard") if info.get("kind") == "leaderboard" else None
+    return rows if isinstance(rows, list) else []
 
 
 def report(
@@ -52,7 +58,8 @@ def report(
             from marketcast.report.tearsheet import PAGE_NAME, tearsheet_html
 
             groups = stored_reports(runs, run_id, dates, symbol=symbol)
-            pages = {key: tearsheet_html(reps) for key, reps in groups.items()}
+            board = leaderboard_rows(runs.info(run_id))
+            pages = {key: tearsheet_html(reps, board) for key, reps in groups.items()}
             results = {key: [rep.result for rep in reps] for key, reps in groups.items()}
         else:
             results = {key: [result for _, result in group]

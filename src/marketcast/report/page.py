@@ -48,6 +48,7 @@ p.headline { font-size: 15px; margin: 4px 0 8px; line-height: 1.5; } p.headline 
 aside.trust { background: #fff; border: 1px solid #e5e5e5; padding: 8px 12px; font-size: 12.5px; line-height: 1.4; }
 aside.trust h3 { margin: 0 0 4px; font-size: 13px; } aside.trust dl { margin: 0; }
 aside.trust dt { font-weight: 600; margin-top: 5px; } aside.trust dd { margin: 0; color: #333; }
+table.leaderboard tr.random td { color: #c01c28; }
 .banner { background: #c01c28; color: #fff; font-weight: 650; padding: 6px 10px; margin: 0 0 6px; font-size: 13px; }
 aside.trust dd.warning { color: #8a4b00; }
 table.sortable th { cursor: pointer; user-select: none; }

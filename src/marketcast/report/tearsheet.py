@@ -31,6 +31,7 @@ from marketcast.forecast.base import Forecaster
 from marketcast.report import figures
 from marketcast.report.charts import downsampled
 from marketcast.report.fans import HORIZON, Fan, forecast_fans
+from marketcast.report.leaderboard import leaderboard_section
 from marketcast.report.overview import breadth_of, drawdown_table, headline, metrics_table, trade_table, trust_box
 from marketcast.report.page import anchor, chart, document, esc, paragraph, table
 from marketcast.report.series import skill_window
@@ -141,8 +142,9 @@ def symbol_section(rep: SymbolReport, key: str) -> str:
     return "".join(parts + _charts(rep, key) + trades) + "</section>"
 
 
-def tearsheet_html(reports: Sequence[SymbolReport]) -> str:
-    """The page of one run (every symbol of one grid point)."""
+def tearsheet_html(reports: Sequence[SymbolReport], leaderboard: Sequence[dict] = ()) -> str:
+    """The page of one run (every symbol of one grid point); ``leaderboard``: the rows of a ``models compare`` run,
+    shown first (every model on the same windows), this page being one model's."""
     results = [rep.result for rep in reports]
     keys = [f"s{i}-{anchor(r.symbol)}" for i, r in enumerate(results)]
     first = results[0]
@@ -151,10 +153,12 @@ def tearsheet_html(reports: Sequence[SymbolReport]) -> str:
                 f"seed {cfg.seed}, point forecast {cfg.point}, context {cfg.context}, fill mode {cfg.fill_mode}, "
                 f"same-bar {cfg.same_bar}. Returns net of fees and half the spread per side; each decision at bar t "
                 "is settled on bar t+1. " + SENTENCE)
-    body = "".join(symbol_section(rep, key) for rep, key in zip(reports, keys))
+    body = leaderboard_section(leaderboard) if leaderboard else ""
+    body += "".join(symbol_section(rep, key) for rep, key in zip(reports, keys))
     body += ('<section id="skill"><h2>Forecast skill for bar t+1</h2>'
              f"{table(SKILL_COLUMNS, skill_rows(results), 0, SKILL_NOTE)}"
              "<h3>Calibration for bar t+1</h3>"
              f"{table(CALIBRATION_COLUMNS, calibration_rows(results), 0, calibration_note(results))}</section>")
-    nav = [(key, r.symbol) for key, r in zip(keys, results)] + [("skill", "forecast skill")]
+    nav = ([("leaderboard", "models")] if leaderboard else []) + [(key, r.symbol) for key, r in zip(keys, results)]
+    nav += [("skill", "forecast skill")]
     return document(f"marketcast backtest: {', '.join(r.symbol for r in results)}", subtitle, nav, body)

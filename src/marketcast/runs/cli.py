@@ -103,6 +103,7 @@ def show(
     """A run: what it is, multiple testing across its cells (trials, the best cell's deflated Sharpe, PBO),
     each cell's walk-forward record against buy & hold with its settings, costs, model and weights and its
     strategies' selection statistics, its mean metrics per strategy and grid point, and its failed cells."""
+    from marketcast.runs.rows import GRID_KINDS
     from marketcast.runs.views import cell_counts, cell_records, run_status, selection, selection_lines, summary
 
     runs = open_store(store)
@@ -112,7 +113,7 @@ def show(
         groups = [c.strip() for c in by.split(",") if c.strip()] if by else None
         total, ok, failed = cell_counts(runs, run_id)
         table = summary(runs, run_id, groups, tuple(m.strip() for m in metrics.split(",") if m.strip()))
-        trials = selection(runs, run_id) if info.get("kind") == "sweep" else []  # a backtest's cells are its symbols
+        trials = selection(runs, run_id) if info.get("kind") in GRID_KINDS else []
         records, finished = cell_records(runs, run_id)
     if "max_drawdown" in table:  # negative, as everywhere a user reads it (runs recorded before stored it positive)
         table["max_drawdown"] = 0.0 - table["max_drawdown"].abs()  # 0.0 - 0.0 is 0.0, never -0.0

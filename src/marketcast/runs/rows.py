@@ -35,12 +35,15 @@ from marketcast.runs.codec import encode
 STORE_SCHEMA = 1
 
 
+GRID_KINDS = ("sweep", "leaderboard")  # runs whose cells are trials of one selection (a backtest's are its symbols)
+
+
 @dataclass(frozen=True)
 class RunContext:
     """What every row of one run shares."""
 
     run_id: str
-    kind: str  # "backtest" | "sweep"
+    kind: str  # "backtest" | "sweep" | "leaderboard"
     spec_hash: str
     code_version: str
 
