@@ -81,6 +81,46 @@ class MomentumForecaster:
         return Forecast(out, self.fields, {"model": self.name})
 
 
+class QuantileForecaster:
+    """Quantiles of its own, like Toto 2.0, from each window alone: knots at ``levels`` of bar t+1's close
+    return at half the window's last close-to-close move plus ``width`` times the standard normal quantile, high
+    0.6 % above and low 0.6 % below. Samples are drawn from the knots (:func:`~marketcast.forecast.quantiles.
+    sample_paths`, the real models' rule) or, with ``disagree``, a grid that says something else on purpose:
+    shifted by ``shift`` and ``scale`` times as wide, symmetric (its mean and median both at the shift)."""
+
+    name = "quantiles"
+    fields = ("close", "high", "low")
+
+    def __init__(self, levels=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9), width=0.01, disagree=False,
+                 shift=-0.004, scale=3.0):
+        self.levels, self.width, self.disagree, self.shift, self.scale = tuple(levels), width, disagree, shift, scale
+
+    def knots(self, batch: ContextBatch, horizon: int) -> np.ndarray:
+        """``[B, 3, K, horizon]`` prices."""
+        from statistics import NormalDist
+
+        close = batch.field("close")
+        last = close[:, -1]
+        move = 0.5 * (close[:, -1] / close[:, -2] - 1.0)
+        z = np.array([NormalDist().inv_cdf(q) for q in self.levels])
+        centre = np.stack([move, move + 0.006, move - 0.006], axis=1)  # [B, 3]
+        rets = centre[:, :, None] + self.width * z[None, None, :]
+        return np.repeat((last[:, None, None] * (1.0 + rets))[..., None], horizon, axis=-1)
+
+    def forecast(self, batch: ContextBatch, horizon: int, num_samples: int, seed: int = 0) -> Forecast:
+        from marketcast.forecast.quantiles import sample_paths
+
+        knots = self.knots(batch, horizon)
+        if self.disagree:
+            last = batch.last_close()[:, None, None, None]
+            median = knots[:, :, self.levels.index(0.5)][:, :, None, :]  # [B, 3, 1, H]
+            grid = np.linspace(-1.0, 1.0, num_samples)[None, None, :, None] * self.scale * self.width
+            samples = median + last * (self.shift + grid)
+        else:
+            samples = sample_paths(knots, self.levels, batch.window_keys(), seed, num_samples)
+        return Forecast(samples, self.fields, {"model": self.name}, knots, self.levels)
+
+
 def goog_hourly(start="2022-06-01", end="2022-07-29", jump="2022-07-18", seed=0) -> pd.DataFrame:
     """Hourly GOOG-like bars on NYSE sessions (09:30, 10:30, ... 15:30 New York: 7 a session, half days
     shorter), a seeded random walk around 115; before ``jump`` the prices are divided by 20, as in a file that

@@ -10,7 +10,7 @@ from marketcast.backtest.engine import run_backtest, run_many
 from marketcast.data.bars import Bars
 from marketcast.forecast.baseline import BaselineForecaster
 
-from .helpers import MomentumForecaster, TableForecaster, random_bars
+from .helpers import MomentumForecaster, QuantileForecaster, TableForecaster, random_bars
 
 CONFIG = BacktestConfig(windows=60, context=64, num_samples=64, maxdiff_min_history=5)
 
@@ -78,12 +78,20 @@ def tiny_kronos():
                                                                                   seed=2))
 
 
+def tiny_toto2():
+    from marketcast.forecast.toto2 import Toto2Config, Toto2Forecaster
+
+    return Toto2Forecaster.from_config(Toto2Config.size("4m"), seed=1)
+
+
 FORECASTERS = {
     "baseline": BaselineForecaster,
     "momentum": MomentumForecaster,
     "table": lambda: TableForecaster({}, spread=0.01, default=(0.001, 0.004, -0.006)),
+    "quantiles": QuantileForecaster,  # views, skill and calibration read its knots (test_quantile_views.py)
     "toto": tiny_toto,  # the real models (tiny configs, random weights): their batching must not leak either
     "kronos": tiny_kronos,
+    "toto2": tiny_toto2,  # quantiles of its own, 4m config
 }
 
 
@@ -146,7 +154,7 @@ NEW_OPTIONS = {  # calibration learns from settled windows only, sizes from the 
 
 
 @pytest.mark.parametrize("options", sorted(NEW_OPTIONS))
-@pytest.mark.parametrize("forecaster", ["baseline", "momentum", "table"])
+@pytest.mark.parametrize("forecaster", ["baseline", "momentum", "table", "quantiles"])
 def test_calibration_and_sizing_at_t_ignore_every_later_bar(forecaster, options):
     from dataclasses import replace
 
@@ -166,6 +174,9 @@ def test_calibration_and_sizing_at_t_ignore_every_later_bar(forecaster, options)
             assert np.array_equal(base.calibrated[:k + 1], other.calibrated[:k + 1]) and base.calibrated[k:].any()
             for name in ("close", "high", "low"):
                 np.testing.assert_array_equal(base.sample_returns[name][:k + 1], other.sample_returns[name][:k + 1])
+                if base.quantile_returns is not None:  # the recalibrated knots learn from settled windows only
+                    np.testing.assert_array_equal(base.quantile_returns[name][:k + 1],
+                                                  other.quantile_returns[name][:k + 1])
         for name in base.strategies:  # the size decided at t (filled or not) is fixed at t
             np.testing.assert_array_equal(base.strategies[name].sizes[:k + 1], other.strategies[name].sizes[:k + 1])
         if k + 1 < base.windows:

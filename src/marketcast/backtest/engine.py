@@ -19,6 +19,11 @@ Two optional layers sit between the forecasts and the fills (:class:`BacktestCon
 * Sizing (:func:`marketcast.backtest.sizing.order_sizes`): each order's size comes from its own window's
   (calibrated) samples, and its fill earns ``size x`` the unit-size net return (:meth:`Fills.sized`). MaxDiff
   still learns its offsets from unit-size grid returns: the grid prices where to trade, the size how much.
+
+A model with quantiles of its own (``Forecast.quantiles``: Toto 2.0, Chronos-2, ...) keeps them through every
+step: ``take``, the floor and the recalibration move the knots with the samples, so the views' median and band
+(:mod:`marketcast.backtest.views`), the quantile CRPS (:mod:`marketcast.backtest.skill`) and the coverage of
+intervals whose bounds are knots read the model's own quantiles; the sizing and the PIT read the samples.
 """
 
 from __future__ import annotations
@@ -247,6 +252,13 @@ def _check_forecast(fc: Forecast, expected: int, name: str) -> None:
     missing = [f for f in FIELDS if f not in fc.fields]
     if missing:
         raise MarketcastError(f"forecaster {name!r} gives fields {fc.fields}; the backtest needs {FIELDS}")
+    if fc.quantiles is not None:
+        levels = np.asarray(fc.quantile_levels, dtype=np.float64)
+        want = (fc.batch_size, len(fc.fields), len(levels), fc.horizon)
+        if np.shape(fc.quantiles) != want or len(levels) < 2 or not ((levels > 0) & (levels < 1)).all() \
+                or (np.diff(levels) <= 0).any():
+            raise MarketcastError(f"forecaster {name!r} returned quantiles {np.shape(fc.quantiles)} at levels "
+                                  f"{tuple(fc.quantile_levels)}; expected {want} at >= 2 increasing levels in (0, 1)")
 
 
 def _floored(fc: Forecast, bars: Bars, ends: np.ndarray) -> Forecast:
@@ -280,8 +292,10 @@ def forecast_windows(
                                      num_samples=config.num_samples, seed=config.seed)
             _check_forecast(fc, 1, name)
             parts.append(fc)
+        knots = None if any(p.quantiles is None for p in parts) else np.concatenate(
+            [np.asarray(p.quantiles)[:, :, :, :1] for p in parts])
         out.append(_floored(Forecast(np.concatenate([p.samples[:, :, :, :1] for p in parts]), parts[0].fields,
-                                     dict(parts[0].meta)), bars, ends))
+                                     dict(parts[0].meta), knots, parts[0].quantile_levels), bars, ends))
     return out
 
 
@@ -292,7 +306,9 @@ def calibrated_forecast(forecast: Forecast, bars: Bars, ends: np.ndarray, config
 
     Outcomes are bar t+1's close, high and low (NaN for a window whose t+1 is not in the bars: it settles
     before no window). Recalibrated prices stay at least the forecast layer's floor above zero; fields other
-    than close, high and low (which no strategy reads) keep their raw samples."""
+    than close, high and low (which no strategy reads) keep their raw samples. A forecast's own quantiles go
+    through the same map as its samples (:func:`marketcast.calibrate.recalibrate.recalibrate` ``knots``) and the
+    same floor, so the views and the skill read the recalibrated knots."""
     if config.calibrate == "none":
         return forecast, None
     from marketcast.calibrate.recalibrate import recalibrate
@@ -302,33 +318,44 @@ def calibrated_forecast(forecast: Forecast, bars: Bars, ends: np.ndarray, config
     inside = nxt < len(frame)
     floor = FLOOR_FRACTION * frame["close"].to_numpy(dtype=np.float64)[ends][:, None, None]
 
+    has_knots = forecast.quantiles is not None
+    knots = np.asarray(forecast.quantiles, dtype=np.float64)[:, :, :, :1] if has_knots else None  # [W, F, K, 1]
+
     def one(name: str):
         x = np.ascontiguousarray(forecast.field(name)[:, :, :1], dtype=np.float64)  # [W, S, 1]: bar t+1
         col = frame[name].to_numpy(dtype=np.float64)
         outcome = np.where(inside, col[np.minimum(nxt, len(frame) - 1)], np.nan)[:, None]
         got = recalibrate(x, outcome, config.calibrate, horizon=1, step=1,
-                          min_windows=config.calibration_min_windows, seed=config.seed)
-        return np.maximum(got.samples, floor, out=got.samples), got.calibrated
+                          min_windows=config.calibration_min_windows, seed=config.seed,
+                          knots=knots[:, forecast.fields.index(name)] if has_knots else None,
+                          knot_levels=forecast.quantile_levels)
+        moved = None if got.knots is None else np.maximum(got.knots, floor)
+        return np.maximum(got.samples, floor, out=got.samples), got.calibrated, moved
 
     done = {name: one(name) for name in FIELDS}
     samples = np.stack([done[f][0] if f in done else np.asarray(forecast.field(f)[:, :, :1], dtype=np.float64)
                         for f in forecast.fields], axis=1)
+    if has_knots:
+        knots = np.stack([done[f][2] if f in done else knots[:, i] for i, f in enumerate(forecast.fields)], axis=1)
     meta = {**forecast.meta, "calibration": config.calibrate,
             "calibration_min_windows": config.calibration_min_windows}
-    return Forecast(samples, forecast.fields, meta), done[FIELDS[0]][1]
+    return Forecast(samples, forecast.fields, meta, knots, forecast.quantile_levels), done[FIELDS[0]][1]
 
 
 HORIZON_NOTE = "horizon 1: the backtest forecasts bar t+1 only, so no longer horizon is reported"
 
 
-def report_calibration(samples: dict, actual: dict, calibrated: np.ndarray | None, config: BacktestConfig) -> dict:
+def report_calibration(samples: dict, actual: dict, calibrated: np.ndarray | None, config: BacktestConfig,
+                       quantiles: dict | None = None, levels=()) -> dict:
     """Coverage of the 50/80/90/95 % intervals, PIT histogram and uniformity tests per field
     (:func:`marketcast.calibrate.summary.calibration_block`) of the samples the strategies saw: every window,
-    or with ``--calibrate`` only the windows after the warm-up (those that traded on recalibrated samples)."""
+    or with ``--calibrate`` only the windows after the warm-up (those that traded on recalibrated samples).
+    With the model's quantile returns ``{field: [N, K]}`` at ``levels``, intervals whose bounds are knots read
+    them."""
     from marketcast.calibrate.summary import calibration_block
 
     keep = None if calibrated is None else np.asarray(calibrated, dtype=bool)
-    block = calibration_block(samples, actual, keep, seed=config.seed)
+    block = calibration_block(samples, actual, keep, seed=config.seed, quantiles=quantiles, quantile_levels=levels)
     scope = ("all windows" if keep is None else
              f"after warm-up: {block['windows']} windows" if block["windows"] else
              f"no window past the {config.calibration_min_windows}-window warm-up")
@@ -376,7 +403,8 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
     no strategy runs (``strategies`` is empty, the benchmark has returns but no metrics).
 
     The result's ``sample_returns`` (not stored in the run store) holds the horizon-1 sample returns the
-    strategies saw, ``{field: [B, S]}`` over every window (the latest one last)."""
+    strategies saw, ``{field: [B, S]}`` over every window (the latest one last), and ``quantile_returns`` the
+    model's own quantiles as returns, ``{field: [B, K]}`` (None for a sample model)."""
     frame = bars.frame
     o, h, lo, c = (frame[col].to_numpy(dtype=np.float64) for col in ("open", "high", "low", "close"))
     index = pd.DatetimeIndex(frame.index)
@@ -411,6 +439,7 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
     actual = {"close": bars_next.close / c[settled] - 1.0, "high": bars_next.high / c[settled] - 1.0,
               "low": bars_next.low / c[settled] - 1.0}
     samples = {f: s[:n_settled] for f, s in returns.samples.items()}
+    knots = None if returns.quantiles is None else {f: q[:n_settled] for f, q in returns.quantiles.items()}
     point = {"close": views.close_ret, "high": views.high_ret, "low": views.low_ret}
     excursion = excursion_naive(h, lo, c, settled, config.context)  # from bars <= t, like the forecast
     result = SymbolResult(
@@ -421,7 +450,7 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
         settle_times=index[settled + 1],
         views=views,
         strategies=runs,
-        skill=forecast_skill(point, samples, actual, excursion),
+        skill=forecast_skill(point, samples, actual, excursion, knots, returns.levels),
         market_return=float(c[settled[-1] + 1] / c[settled[0]] - 1.0),
         forecast_meta=dict(forecast.meta),
         annualisation=bars.annualisation,
@@ -430,9 +459,10 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
         latest_view=latest,
         calibrated=None if calibrated is None else calibrated[:n_settled],
         calibration_report=report_calibration(samples, actual, None if calibrated is None
-                                              else calibrated[:n_settled], config),
+                                              else calibrated[:n_settled], config, knots, returns.levels),
     )
     result.sample_returns = returns.samples  # an attribute, not a field: the run store does not keep samples
+    result.quantile_returns = returns.quantiles
     return result
 
 

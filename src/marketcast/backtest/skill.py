@@ -9,13 +9,17 @@
 * ``crps*``             mean CRPS of the sample distribution, energy form E|X - y| - 1/2 E|X - X'| with the
                         all-pairs (V-statistic) mean for E|X - X'|, from :func:`marketcast.calibrate.crps_ensemble`
                         (scoringrules), the project's one CRPS.
+* ``crps_quantile*``    only for a forecast with quantiles of its own (Toto 2.0, Chronos-2, ...): the quantile-
+                        weighted CRPS over the model's knots, 2/K sum_k pinball_k
+                        (:func:`marketcast.calibrate.crps.crps_quantiles`, GIFT-Eval's weighted quantile loss
+                        before scaling), beside the sample CRPS of the paths drawn from them.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from marketcast.calibrate.crps import crps_ensemble
+from marketcast.calibrate.crps import crps_ensemble, crps_quantiles
 
 FIELDS = ("close", "high", "low")
 EXCURSION_FIELDS = ("high", "low")
@@ -49,9 +53,11 @@ def excursion_naive(high: np.ndarray, low: np.ndarray, close: np.ndarray, ends: 
 
 
 def forecast_skill(point: dict[str, np.ndarray], samples: dict[str, np.ndarray],
-                   actual: dict[str, np.ndarray], excursion: dict[str, np.ndarray] | None = None) -> dict:
-    """Skill metrics from point [N], sample [N, S] and actual [N] returns per field, and the excursion
-    naive's forecasts [N] of high and low when given."""
+                   actual: dict[str, np.ndarray], excursion: dict[str, np.ndarray] | None = None,
+                   quantiles: dict[str, np.ndarray] | None = None, levels=()) -> dict:
+    """Skill metrics from point [N], sample [N, S] and actual [N] returns per field, the excursion naive's
+    forecasts [N] of high and low when given, and the model's quantile returns [N, K] at ``levels`` when it
+    has them."""
     out: dict = {}
     for name in FIELDS:
         mae = float(np.abs(point[name] - actual[name]).mean())
@@ -60,10 +66,14 @@ def forecast_skill(point: dict[str, np.ndarray], samples: dict[str, np.ndarray],
         out[f"{name}_naive_mae"] = naive
         out[f"mase_{name}"] = mae / naive if naive > 0 else None
         out[f"crps_{name}"] = float(crps_samples(samples[name], actual[name]).mean())
+        if quantiles is not None:
+            out[f"crps_quantile_{name}"] = float(crps_quantiles(quantiles[name], levels, actual[name], axis=-1).mean())
         if excursion is not None and name in EXCURSION_FIELDS:
             fair = float(np.abs(excursion[name] - actual[name]).mean())
             out[f"{name}_excursion_naive_mae"] = fair
             out[f"mase_{name}_excursion"] = mae / fair if fair > 0 else None
     out["mase"] = out["mase_close"]
     out["crps"] = out["crps_close"]
+    if quantiles is not None:
+        out["crps_quantile"] = out["crps_quantile_close"]
     return out

@@ -4,10 +4,16 @@ Strategies never see absolute sample arrays or any bar after t; the engine and t
 :class:`WindowView` from the forecast of the window ending at t and hand it to
 :func:`marketcast.backtest.strategies.decide`; the engine reads every window's view at once from
 :class:`ForecastViews`.
+
+A forecast with quantiles of its own (``Forecast.quantiles``: Toto 2.0, Chronos-2, TimesFM, TiRex) is read from
+them where a view asks for a quantile: a ``median``/``pNN``/``quantile_Q`` point forecast and the ``ci_band``
+bounds come from the knots (:func:`marketcast.forecast.quantiles.value_at`: the knot itself at a knot level),
+not from the sample paths drawn from them; a mean or trimmed-mean point stays on the samples.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields
 from typing import Iterator, Sequence
 
@@ -50,7 +56,8 @@ class WindowView:
     """Forecast of bar t+1 made at bar t, as fractions of ``close`` (close_t).
 
     close_ret/high_ret/low_ret: point forecasts (``BacktestConfig.point``) of bar t+1's close/high/low.
-    band_low/band_high: quantiles ``ci_band`` of the close-return samples (``ci_guard``).
+    band_low/band_high: quantiles ``ci_band`` of the close return (``ci_guard``): of its samples, or of the
+    model's own quantiles where it has them (:meth:`ForecastReturns.quantile`).
     atr: ATR% of bars <= t (:func:`atr_fraction`), the unit of MaxDiff's "atr" grid; 0 (no range known: zero
     offsets) where a view is made by hand.
     """
@@ -69,37 +76,77 @@ class WindowView:
         return self.close * (1.0 + ret)
 
 
+def knot_level(spec: str) -> float | None:
+    """The probability a point spec asks for when it is a quantile (``median`` 0.5, ``p25`` 0.25,
+    ``quantile_0.3``/``quantile_30`` 0.3, as :mod:`marketcast.forecast.aggregate` reads them), strictly inside
+    (0, 1); None for any other spec (mean, trimmed means, mixes)."""
+    s = spec.strip().lower()
+    if s == "median":
+        return 0.5
+    if m := re.fullmatch(r"p(\d+(?:\.\d+)?)", s):
+        q = float(m[1]) / 100.0
+    elif m := re.fullmatch(r"quantile_(\d+(?:\.\d+)?)", s):
+        q = float(m[1])
+        q = q / 100.0 if q >= 1 else q
+    else:
+        return None
+    return q if 0.0 < q < 1.0 else None
+
+
 @dataclass(frozen=True)
 class ForecastReturns:
-    """Horizon-1 sample returns of a whole batch: ``samples[field]`` is ``[B, S]``; ``last_close`` ``[B]``."""
+    """Horizon-1 sample returns of a whole batch: ``samples[field]`` is ``[B, S]``; ``last_close`` ``[B]``;
+    ``quantiles[field]`` ``[B, K]`` the model's own quantiles at ``levels`` as returns (None: a sample model)."""
 
     last_close: np.ndarray
     samples: dict[str, np.ndarray]
+    quantiles: dict[str, np.ndarray] | None = None
+    levels: tuple[float, ...] = ()
 
     @classmethod
     def from_forecast(cls, forecast: Forecast, last_close: np.ndarray) -> "ForecastReturns":
         last_close = np.asarray(last_close, dtype=np.float64)
         if forecast.batch_size != len(last_close):
             raise ValueError(f"forecast has {forecast.batch_size} windows but {len(last_close)} closes were given")
-        out = {}
+        out, knots = {}, None if forecast.quantiles is None else {}
         for name in RETURN_FIELDS:
             prices = np.asarray(forecast.field(name), dtype=np.float64)[:, :, 0]  # first step = bar t+1
             out[name] = prices / last_close[:, None] - 1.0
-        return cls(last_close=last_close, samples=out)
+            if knots is not None:
+                q = np.asarray(forecast.quantiles, dtype=np.float64)[:, forecast.fields.index(name), :, 0]
+                knots[name] = q / last_close[:, None] - 1.0
+        levels = tuple(float(v) for v in forecast.quantile_levels) if knots is not None else ()
+        return cls(last_close=last_close, samples=out, quantiles=knots, levels=levels)
+
+    def quantile(self, name: str, q: float) -> np.ndarray:
+        """``[B]`` quantile ``q`` of field ``name``'s return: from the knots when the forecast has them
+        (:func:`marketcast.forecast.quantiles.value_at`), else from the samples (numpy's linear rule)."""
+        if self.quantiles is not None and 0.0 < q < 1.0:
+            from marketcast.forecast.quantiles import value_at  # imports torch: only quantile models pay for it
+
+            return value_at(self.quantiles[name][:, :, None], self.levels, q)[:, 0]
+        return quantile(self.samples[name][:, :, None], q)[:, 0]
+
+    def point(self, name: str, spec: str) -> np.ndarray:
+        """``[B]`` point forecast of field ``name`` by ``spec``: a quantile spec (:func:`knot_level`) reads the
+        knots when there are any, every other spec the samples."""
+        level = knot_level(spec)
+        if self.quantiles is not None and level is not None:
+            return self.quantile(name, level)
+        return aggregate(self.samples[name][:, :, None], spec)[:, 0]
 
     def views(self, timestamps, point: str, ci_band: tuple[float, float], atr=None) -> "ForecastViews":
         """Every window's view, in batch order; ``atr`` ``[B]`` each window's ATR% (:func:`atr_fraction`, zero
         when not given)."""
-        pts = {name: aggregate(s[:, :, None], point)[:, 0] for name, s in self.samples.items()}
-        close = self.samples["close"]
+        pts = {name: self.point(name, point) for name in self.samples}
         return ForecastViews(
             timestamps=timestamps,
             close=self.last_close,
             close_ret=pts["close"],
             high_ret=pts["high"],
             low_ret=pts["low"],
-            band_low=quantile(close[:, :, None], ci_band[0])[:, 0],
-            band_high=quantile(close[:, :, None], ci_band[1])[:, 0],
+            band_low=self.quantile("close", ci_band[0]),
+            band_high=self.quantile("close", ci_band[1]),
             atr=np.zeros(len(self.last_close)) if atr is None else np.asarray(atr, dtype=np.float64),
         )
 

@@ -5,7 +5,7 @@ the backtest, runs, trade, sweep or report packages.
 
 * :mod:`marketcast.calibrate.coverage`     empirical coverage of central intervals with Wilson intervals
 * :mod:`marketcast.calibrate.pit`          randomised PIT, its histogram, uniformity tests, reliability points
-* :mod:`marketcast.calibrate.crps`         ensemble CRPS, the project's one implementation
+* :mod:`marketcast.calibrate.crps`         ensemble CRPS (the project's one) and its form over a model's quantiles
 * :mod:`marketcast.calibrate.recalibrate`  walk-forward conformal / quantile-mapping recalibration
 * :mod:`marketcast.calibrate.summary`      the report's calibration block: coverage, PIT and its tests per field
 

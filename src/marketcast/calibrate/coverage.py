@@ -1,4 +1,6 @@
-"""Empirical coverage of central prediction intervals taken from the samples' quantiles.
+"""Empirical coverage of central prediction intervals taken from the samples' quantiles, or from the model's
+own quantiles (knots) when it has them and both bounds of an interval are knots (Toto 2.0's 80 % interval is
+its 0.1 and 0.9 knots; its 50 % interval, 0.25 .. 0.75, is not, and is read from the samples).
 
 A forecaster whose 80 % interval holds the outcome 47 % of the time is overconfident whatever its MAE; this
 reports, per nominal level, how often the outcome fell inside, with a Wilson score interval for that rate
@@ -25,7 +27,8 @@ LEVELS = (0.5, 0.8, 0.9, 0.95)
 
 @dataclass(frozen=True)
 class Coverage:
-    """One nominal level: ``covered`` of ``n`` outcomes inside, ``rate`` = covered / n, Wilson CI [lo, hi]."""
+    """One nominal level: ``covered`` of ``n`` outcomes inside, ``rate`` = covered / n, Wilson CI [lo, hi];
+    ``source`` says where the interval's bounds came from ("samples" or "quantiles": the model's knots)."""
 
     nominal: float
     covered: int
@@ -33,6 +36,7 @@ class Coverage:
     rate: float
     lo: float
     hi: float
+    source: str = "samples"
 
     def __str__(self) -> str:
         return format_coverage(self)
@@ -77,21 +81,40 @@ def _sorted_quantile(ordered: np.ndarray, q: float) -> np.ndarray:
     return a + (b - a) * t if t < 0.5 else b - (b - a) * (1 - t)
 
 
+def _knot(knot_levels: Sequence[float], q: float) -> int | None:
+    """Index of the knot at probability ``q`` (to 1e-9: (1 - 0.8) / 2 is 0.1 up to rounding), else None."""
+    hit = [i for i, v in enumerate(knot_levels) if abs(float(v) - q) <= 1e-9]
+    return hit[0] if hit else None
+
+
 def coverage(samples, outcomes, levels: Sequence[float] = LEVELS, axis: int = -2,
-             confidence: float = 0.95) -> tuple[Coverage, ...]:
+             confidence: float = 0.95, knots=None, knot_levels: Sequence[float] = ()) -> tuple[Coverage, ...]:
     """Coverage per level of ``outcomes`` (samples' shape without ``axis``) by the samples' central intervals.
 
-    Every window and horizon step counts as one outcome; an outcome on a bound counts as inside.
+    Every window and horizon step counts as one outcome; an outcome on a bound counts as inside. With
+    ``knots`` (the model's quantiles at ``knot_levels``, on ``axis`` like the samples), a level whose two bounds
+    are both knots reads them instead of the samples (``source="quantiles"``).
     """
     x, y = sample_pair(samples, outcomes, axis, "coverage")
     levels = [_check_level(level, "coverage") for level in levels]
+    if knots is not None:
+        knots, _ = sample_pair(knots, outcomes, axis, "coverage knots")
+        if knots.shape[-1] != len(knot_levels):
+            raise ConfigError(f"coverage: {knots.shape[-1]} knots on axis {axis} but {len(knot_levels)} knot "
+                              "levels; pass one level per knot")
     ordered = np.sort(x, axis=-1)  # one sort for every level: half the time of np.quantile's partitions
     out = []
     for level in levels:
-        lo, hi = (_sorted_quantile(ordered, q) for q in ((1 - level) / 2, (1 + level) / 2))
+        probs = ((1 - level) / 2, (1 + level) / 2)
+        at = [None, None] if knots is None else [_knot(knot_levels, q) for q in probs]
+        if None in at:
+            lo, hi = (_sorted_quantile(ordered, q) for q in probs)
+        else:
+            lo, hi = knots[..., at[0]], knots[..., at[1]]
         covered = int(((y >= lo) & (y <= hi)).sum())
         ci = wilson_interval(covered, y.size, confidence)
-        out.append(Coverage(float(level), covered, int(y.size), covered / y.size, *ci))
+        out.append(Coverage(float(level), covered, int(y.size), covered / y.size, *ci,
+                            "samples" if None in at else "quantiles"))
     return tuple(out)
 
 

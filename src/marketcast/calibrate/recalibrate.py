@@ -32,6 +32,13 @@ Both maps are monotone in each (window, step) column, so every sample keeps its 
 their dependence across the horizon (the idea of ensemble copula coupling, Schefzik, Thorarinsdottir &
 Gneiting 2013).
 
+Quantiles (``knots`` ``[W, K, H]`` at ``levels``: a model's own quantiles, :class:`marketcast.forecast.base.Forecast`)
+go through the same map as their window's samples, so they stay the quantiles of the recalibrated samples:
+conformal applies the window's own affine map median + Qhat / q_k * (knot - median) to each knot (exact: a
+sample quantile moves with it); quantile mapping moves each knot from its level alpha to the knots' own
+quantile function (:func:`marketcast.forecast.quantiles.quantile_function`) at R^-1(alpha), the same map of
+probabilities R the samples take (equal to the samples' knots within sampling error).
+
 Cost. With ``horizon``/``step`` the windows settled before k are a prefix of the windows (0 .. k - lag), so
 one pass in settlement order keeps the past scores sorted (a binary search and one insertion per window:
 O(W log W) comparisons, the insertions a memmove each) and reads each window's order statistics from it;
@@ -68,6 +75,7 @@ class Recalibrated:
     samples: np.ndarray
     calibrated: np.ndarray
     n_settled: np.ndarray
+    knots: np.ndarray | None = None  # the quantiles given, through the same map (None: none given)
 
 
 def settled_mask(n_windows: int, horizon: int, step: int = 1) -> np.ndarray:
@@ -234,7 +242,7 @@ def _prefix_hazen(scores, lag, rows, tau):
     return a + (pos - lo) * step
 
 
-def _conformal(x, y, rows_of, n_windows, level, spread_kind, calibrated, lag=None):
+def _conformal(x, y, rows_of, n_windows, level, spread_kind, calibrated, lag=None, knots=None):
     # one working copy of the samples, reordered within rows by the selections: the spread and the scores'
     # quantile do not depend on the order
     work = x.copy()
@@ -258,7 +266,7 @@ def _conformal(x, y, rows_of, n_windows, level, spread_kind, calibrated, lag=Non
         dev *= factor[:, None, :]
         dev += med[:, None, :]                                      # med + factor * (x - med)
         np.copyto(dev, x, where=~usable[:, None, :])
-        return dev
+        return dev, _affine(knots, med, factor, usable)
     for rows_slice in _chunks(n_windows, n_windows * x.shape[2]):
         srt, n = _masked_sorted(z, rows_of(rows_slice))
         rank = np.clip(np.ceil((n + 1) * level).astype(np.int64), 1, np.maximum(n, 1))  # 1-based
@@ -266,7 +274,27 @@ def _conformal(x, y, rows_of, n_windows, level, spread_kind, calibrated, lag=Non
         usable = (n > 0) & positive[rows_slice] & (own[rows_slice] > 0) & calibrated[rows_slice, None]
         factor[rows_slice] = np.where(usable, qhat / np.where(own[rows_slice] > 0, own[rows_slice], 1.0), 1.0)
         scaled[rows_slice] = usable
-    return np.where(scaled[:, None, :], med[:, None, :] + factor[:, None, :] * (x - med[:, None, :]), x)
+    out = np.where(scaled[:, None, :], med[:, None, :] + factor[:, None, :] * (x - med[:, None, :]), x)
+    return out, _affine(knots, med, factor, scaled)
+
+
+def _affine(knots, med, factor, usable):
+    """Conformal's map of each window, median + factor * (knot - median), on knots [W, K, H] (None: None)."""
+    if knots is None:
+        return None
+    return np.where(usable[:, None, :], med[:, None, :] + factor[:, None, :] * (knots - med[:, None, :]), knots)
+
+
+def _map_knots(knots, levels, probs, use):
+    """Quantile mapping of knots [W, K, H]: the knots' own quantile function at R^-1(levels) ``probs`` [W, K, H]
+    where ``use`` [W, 1 or K, H] (module docstring)."""
+    import torch  # only a model with quantiles of its own pays for the quantile function's import
+
+    from marketcast.forecast.quantiles import quantile_function
+
+    u = torch.as_tensor(np.clip(np.nan_to_num(probs, nan=0.5), 0.0, 1.0))
+    moved = quantile_function(torch.as_tensor(knots), u, levels).numpy()
+    return np.where(use, moved, knots)
 
 
 def _hazen(sorted_values: np.ndarray, n: np.ndarray, tau: np.ndarray) -> np.ndarray:
@@ -282,7 +310,7 @@ def _hazen(sorted_values: np.ndarray, n: np.ndarray, tau: np.ndarray) -> np.ndar
     return a + (pos - lo) * step
 
 
-def _quantile_map(x, y, rows_of, n_windows, seed, calibrated, lag=None):
+def _quantile_map(x, y, rows_of, n_windows, seed, calibrated, lag=None, knots=None, levels=()):
     from marketcast.calibrate.pit import pit_values  # only this method needs the PIT module
 
     _, s, h = x.shape
@@ -294,11 +322,14 @@ def _quantile_map(x, y, rows_of, n_windows, seed, calibrated, lag=None):
     np.put_along_axis(ranks, order, np.arange(s)[None, :, None], axis=1)
     tau = ((np.arange(s) + 0.5) / s)[None, :, None]
     out = x.copy()
+    moved = None if knots is None else knots.copy()
     if lag is not None:  # prefix sets: R^-1(tau_r) of each calibrated window from one sorted pass
         mapped = _prefix_hazen(pit, lag, calibrated, tau[0, :, 0])          # [W, S, H], NaN: no settled PIT
         new = np.take_along_axis(_hazen(xs, np.full((n_windows, h), s), np.nan_to_num(mapped)), ranks, axis=1)
         use = calibrated[:, None, None] & ~np.isnan(mapped[:, :1, :])
-        return np.where(use, new, x)
+        if knots is not None:
+            knots = _map_knots(knots, levels, _prefix_hazen(pit, lag, calibrated, np.asarray(levels)), use)
+        return np.where(use, new, x), knots
     for rows_slice in _chunks(n_windows, max(n_windows, s) * h):
         srt, n = _masked_sorted(pit, rows_of(rows_slice))
         mapped = _hazen(srt, n, np.broadcast_to(tau, (srt.shape[0], s, h)))       # R^-1(tau_r), [B, S, H]
@@ -307,12 +338,16 @@ def _quantile_map(x, y, rows_of, n_windows, seed, calibrated, lag=None):
         new = np.take_along_axis(new_sorted, ranks[rows_slice], axis=1)
         use = calibrated[rows_slice, None, None] & (n > 0)[:, None, :]
         out[rows_slice] = np.where(use, new, x[rows_slice])
-    return out
+        if knots is not None:
+            lv = np.broadcast_to(np.asarray(levels)[None, :, None], (srt.shape[0], len(levels), h))
+            moved[rows_slice] = _map_knots(knots[rows_slice], levels, _hazen(srt, n, lv), use)
+    return out, moved
 
 
 def recalibrate(samples, outcomes, method: str = "conformal", *, horizon: int | None = None, step: int = 1,
                 settled_before: np.ndarray | None = None, min_windows: int = 50, level: float = 0.8,
-                spread: str = "std", seed: int = 0) -> Recalibrated:
+                spread: str = "std", seed: int = 0, knots: np.ndarray | None = None,
+                knot_levels: tuple[float, ...] = ()) -> Recalibrated:
     """Recalibrate each window's samples from the windows settled before it (module docstring).
 
     samples:        ``[W, S, H]`` sample paths of one field (or ``[W, S]``, read as H = 1), windows in time order.
@@ -324,6 +359,8 @@ def recalibrate(samples, outcomes, method: str = "conformal", *, horizon: int | 
     level:          conformal: the central interval level whose width is matched (0.8: the 80 % interval).
     spread:         conformal standardisation, ``std`` or ``iqr``.
     seed:           the PIT randomisation of ``quantile``.
+    knots:          optional ``[W, K, H]`` (or ``[W, K]``) quantiles at the sorted ``knot_levels`` in (0, 1): moved
+                    by each window's map (module docstring) into ``Recalibrated.knots``.
     """
     where = "recalibrate"
     if method not in METHODS:
@@ -342,6 +379,15 @@ def recalibrate(samples, outcomes, method: str = "conformal", *, horizon: int | 
         raise ConfigError(f"{where}: samples {np.shape(samples)} and outcomes {np.shape(outcomes)} do not fit; "
                           "pass samples [W, S, H] with outcomes [W, H] (or [W, S] with [W])")
     n_windows = x.shape[0]
+    q = None
+    if knots is not None:
+        q = np.asarray(knots, dtype=np.float64)
+        q = q[:, :, None] if flat and q.ndim == 2 else q
+        lv = np.asarray(knot_levels, dtype=np.float64)
+        if q.shape != (n_windows, len(lv), x.shape[2]) or len(lv) < 2 or not np.isfinite(q).all() \
+                or not ((lv > 0) & (lv < 1)).all() or (np.diff(lv) <= 0).any():
+            raise ConfigError(f"{where}: knots {np.shape(knots)} at levels {tuple(knot_levels)} do not fit samples "
+                              f"{np.shape(samples)}; pass finite knots [W, K, H] at K >= 2 increasing levels in (0, 1)")
     if x.shape[1] == 0 or not np.isfinite(x).all():
         raise ConfigError(f"{where}: samples are empty or hold NaN/inf; repair or drop those windows first")
     if (horizon is None) == (settled_before is None):
@@ -384,9 +430,12 @@ def recalibrate(samples, outcomes, method: str = "conformal", *, horizon: int | 
                           "pass its realised value")
     calibrated = (n_settled >= min_windows) & (method != "none")
     if method == "conformal":
-        out = _conformal(x, y, rows_of, n_windows, float(level), spread, calibrated, prefix_lag)
+        out, q = _conformal(x, y, rows_of, n_windows, float(level), spread, calibrated, prefix_lag, q)
     elif method == "quantile":
-        out = _quantile_map(x, y, rows_of, n_windows, seed, calibrated, prefix_lag)
+        out, q = _quantile_map(x, y, rows_of, n_windows, seed, calibrated, prefix_lag, q,
+                               tuple(float(v) for v in knot_levels))
     else:
-        out = x.copy()
-    return Recalibrated(out[:, :, 0] if flat else out, calibrated, np.asarray(n_settled, dtype=np.int64))
+        out, q = x.copy(), None if q is None else q.copy()
+    if q is not None and flat:
+        q = q[:, :, 0]
+    return Recalibrated(out[:, :, 0] if flat else out, calibrated, np.asarray(n_settled, dtype=np.int64), q)

@@ -20,17 +20,22 @@ PIT_BINS = 10
 
 
 def calibration_block(samples: Mapping[str, np.ndarray], actual: Mapping[str, np.ndarray],
-                      keep: np.ndarray | None = None, seed: int = 0, levels=LEVELS) -> dict:
+                      keep: np.ndarray | None = None, seed: int = 0, levels=LEVELS,
+                      quantiles: Mapping[str, np.ndarray] | None = None, quantile_levels=()) -> dict:
     """``{"windows": n, "fields": {field: {"coverage": [...], "pit": {...}, "reliability": {...}}}}`` from
     sample returns ``[N, S]`` and outcomes ``[N]`` per field over the windows where ``keep`` (bool ``[N]``,
-    default all) holds; ``fields`` is empty when no window is kept."""
+    default all) holds; ``fields`` is empty when no window is kept. With the model's ``quantiles`` ``[N, K]``
+    per field at ``quantile_levels``, an interval whose bounds are both knots is read from them (each coverage
+    entry's ``source``); the PIT stays on the samples."""
     fields: dict = {}
     n = 0
     for name, x in samples.items():
         x = np.asarray(x, dtype=np.float64)
         y = np.asarray(actual[name], dtype=np.float64)
+        q = None if quantiles is None else np.asarray(quantiles[name], dtype=np.float64)
         if keep is not None:
             x, y = x[keep], y[keep]
+            q = None if q is None else q[keep]
         n = int(y.size)
         if not n:
             continue
@@ -39,7 +44,8 @@ def calibration_block(samples: Mapping[str, np.ndarray], actual: Mapping[str, np
         tau, observed = reliability_points(u)
         fields[name] = {
             "coverage": [{"nominal": c.nominal, "rate": c.rate, "lo": c.lo, "hi": c.hi, "n": c.n,
-                          "covered": c.covered} for c in coverage(x, y, levels, axis=-1)],
+                          "covered": c.covered, "source": c.source}
+                         for c in coverage(x, y, levels, axis=-1, knots=q, knot_levels=quantile_levels)],
             "pit": {"bins": PIT_BINS, "counts": list(test.counts), "n": test.n, "ks_stat": test.ks_stat,
                     "ks_p": test.ks_p, "chi2_stat": test.chi2_stat, "chi2_p": test.chi2_p},
             "reliability": {"nominal": [float(t) for t in tau], "observed": [float(o) for o in observed]},
@@ -49,7 +55,8 @@ def calibration_block(samples: Mapping[str, np.ndarray], actual: Mapping[str, np
 
 def coverage_of(entry: dict) -> Coverage:
     """A JSON coverage entry back as a :class:`Coverage` (for printing)."""
-    return Coverage(entry["nominal"], entry["covered"], entry["n"], entry["rate"], entry["lo"], entry["hi"])
+    return Coverage(entry["nominal"], entry["covered"], entry["n"], entry["rate"], entry["lo"], entry["hi"],
+                    entry.get("source", "samples"))
 
 
 def field_line(name: str, block: dict) -> str:

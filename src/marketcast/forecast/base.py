@@ -124,7 +124,12 @@ class Forecast:
         return self.samples[:, self.fields.index(name)]
 
     def quantile(self, q: float, name: str = "close") -> np.ndarray:
-        """``[B, H]`` quantile ``q`` in [0, 1] over samples."""
+        """``[B, H]`` quantile ``q`` in [0, 1]: from the model's own quantiles where it predicts them (the knot
+        itself at a knot level, :func:`marketcast.forecast.quantiles.value_at` between), else over the samples."""
+        if self.quantiles is not None and 0.0 < q < 1.0:
+            from marketcast.forecast.quantiles import value_at  # torch: only quantile models pay for it
+
+            return value_at(self.quantiles[:, self.fields.index(name)], self.quantile_levels, q)
         return quantile(self.field(name), q)
 
     def aggregate(self, spec: str, name: str = "close") -> np.ndarray:

@@ -58,4 +58,6 @@ def floor_paths(forecast: Forecast, last_close: np.ndarray, window_ends: Sequenc
             f"{model}: {floored:,} of {paths:,} {symbol} sample paths went below {FLOOR_FRACTION:.1%} of the "
             f"decision bar's close (first in the {_window(symbol, window_ends[first])}); they were floored there "
             "(a -99.9% return)"), stacklevel=2)
-    return Forecast(np.maximum(samples, floor), forecast.fields, meta)
+    knots = forecast.quantiles  # the floor is monotone: the same max on the knots keeps them the samples' law
+    knots = None if knots is None else np.maximum(np.asarray(knots, dtype=np.float64), floor)
+    return Forecast(np.maximum(samples, floor), forecast.fields, meta, knots, forecast.quantile_levels)
