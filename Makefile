@@ -29,6 +29,8 @@ $(VENV)/.installed-dev: $(VENV)/.installed requirements-reference.txt
 	$(PIPC) -r requirements-reference.txt
 	$(PIP) install -q --no-deps toto-ts==0.2.0 kronos-finance==0.1.5 gluonts==0.17.0
 	$(PIP) install -q --no-deps --ignore-requires-python toto-2==2.0.0 dd-unit-scaling==0.1.0 unit-scaling==0.3.5
+	@# the adapters' extras (chronos, timesfm, tirex) come with .[dev]: fail here, not in the tests, if one did not
+	$(BIN)/python -c "import chronos.chronos2, timesfm, tirex"
 	@touch $@
 
 install: $(VENV)/.installed

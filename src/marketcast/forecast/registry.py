@@ -16,8 +16,32 @@ FACTORIES = {
     "toto": "marketcast.forecast.toto:create",
     "kronos": "marketcast.forecast.kronos:create",
     "toto2": "marketcast.forecast.toto2:create",
+    # adapters through the models' official packages, optional extras (pip install 'marketcast[chronos]', ...):
+    # their modules import the package only when the model is built, so listing them here costs nothing
+    "chronos2": "marketcast.forecast.adapters.chronos2:create",
+    "timesfm": "marketcast.forecast.adapters.timesfm:create",
+    "tirex": "marketcast.forecast.adapters.tirex:create",
 }
 MODEL_NAMES = tuple(FACTORIES)
+# model -> (the package it imports, the extra that installs it); choosing one without it is one line, exit 2
+OPTIONAL = {"chronos2": ("chronos", "chronos"), "timesfm": ("timesfm", "timesfm"), "tirex": ("tirex", "tirex")}
+
+
+def installed(name: str) -> bool:
+    """Whether model ``name`` can be built here: always for the in-project models, for an adapter when its
+    extra's package is found (looked up, not imported)."""
+    from marketcast.forecast.adapters.extras import installed as found
+
+    return name not in OPTIONAL or found(OPTIONAL[name][0])
+
+
+def check_installed(names) -> None:
+    """Refuse, before anything runs, a chosen adapter whose extra is missing (the line its factory would say)."""
+    from marketcast.forecast.adapters.extras import missing_message
+
+    for name in names:
+        if not installed(name):
+            raise ConfigError(missing_message(OPTIONAL[name][0], OPTIONAL[name][1], name))
 
 
 def load_forecaster(
@@ -29,7 +53,8 @@ def load_forecaster(
     compile: str | None = None,
     seed: int = 0,
 ) -> Forecaster:
-    """Build the named forecaster (``baseline``, ``toto``, ``kronos`` or ``toto2``)."""
+    """Build the named forecaster (one of :data:`MODEL_NAMES`); an adapter whose extra is missing raises the
+    :class:`ConfigError` that names it."""
     if name not in FACTORIES:
         raise ConfigError(f"unknown model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
     module, attr = FACTORIES[name].split(":")
@@ -39,6 +64,12 @@ def load_forecaster(
 
 def import_models() -> None:
     """Import every model package, so that each has registered its public checkpoints with
-    :mod:`marketcast.forecast.hub` (which never imports them itself)."""
-    for spec in FACTORIES.values():
-        import_module(spec.split(":")[0])
+    :mod:`marketcast.forecast.hub` (which never imports them itself). An adapter module never needs its extra
+    to be imported; should one refuse all the same (a :class:`ConfigError` naming the extra), the other models
+    still register: a missing extra breaks only the choice of that model."""
+    for name, spec in FACTORIES.items():
+        try:
+            import_module(spec.split(":")[0])
+        except ConfigError:
+            if name not in OPTIONAL:
+                raise

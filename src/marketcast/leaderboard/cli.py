@@ -9,7 +9,7 @@ import typer
 
 from marketcast import options
 from marketcast.data import DEFAULT_SYMBOLS
-from marketcast.forecast.registry import MODEL_NAMES
+from marketcast.forecast.registry import MODEL_NAMES, installed
 
 STORE_HELP = "Run store folder, or off (default: $MARKETCAST_RUN_STORE or out/runs)."
 
@@ -37,8 +37,9 @@ def compare(
         "--symbols", help="Comma-separated symbols, e.g. SP500,NASDAQ (read from --data-dir, default the embedded "
                           "bars).")] = ",".join(DEFAULT_SYMBOLS),
     models: Annotated[str, typer.Option(
-        "--models", help=f"Comma-separated models to compare, from {', '.join(MODEL_NAMES)}.")
-    ] = ",".join(MODEL_NAMES),
+        "--models", help=f"Comma-separated models to compare, from {', '.join(MODEL_NAMES)} (default: every "
+                         "model whose optional extra is installed).")
+    ] = ",".join(n for n in MODEL_NAMES if installed(n)),
     weights: Annotated[Optional[list[str]], typer.Option(
         "--weights", metavar="MODEL=WEIGHTS",
         help="One model's weights, repeatable, e.g. toto2=random:4m or toto=/path/to/folder (default: each "

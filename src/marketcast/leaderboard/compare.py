@@ -20,7 +20,7 @@ from marketcast.backtest.config import BacktestConfig
 from marketcast.backtest.engine import SymbolResult, run_many
 from marketcast.data.bars import Bars
 from marketcast.errors import ConfigError
-from marketcast.forecast.registry import MODEL_NAMES, load_forecaster
+from marketcast.forecast.registry import MODEL_NAMES, check_installed, load_forecaster
 
 MB = 2**20
 
@@ -35,6 +35,7 @@ def parse_models(text: str) -> list[str]:
         raise ConfigError(f"--models: unknown model {unknown[0]!r}; choose from {', '.join(MODEL_NAMES)}")
     if len(set(names)) != len(names):
         raise ConfigError(f"--models names a model twice ({text}); list each once")
+    check_installed(names)  # a missing extra is said before any model runs
     return names
 
 
