@@ -66,14 +66,15 @@ def help_of(option) -> str:
 Model = Annotated[str, typer.Option("--model", "-m", metavar=choice_list(MODEL_NAMES),
                                     help=f"Forecaster: {', '.join(MODEL_NAMES)}.")]
 Weights = Annotated[Optional[str], typer.Option(
-    "--weights", help="toto/kronos weights: auto (the public checkpoint; the default), a local folder, a Hugging "
-                      "Face repo id, or random (plumbing tests only). See `marketcast models download`.")]
+    "--weights", help="Model weights (every model but the baseline): auto (the public checkpoint; the default), a local "
+                      "folder, a Hugging Face repo id, or random (plumbing tests only; toto2 also random:4m). See "
+                      "`marketcast models download`.")]
 Device = Annotated[str, typer.Option(
-    "--device", callback=_device, help="Torch device for toto/kronos: cpu, cuda, cuda:N or mps (the baseline "
+    "--device", callback=_device, help="Torch device of the model: cpu, cuda, cuda:N or mps (the baseline "
                                        "always runs on the CPU).")]
 Dtype = Annotated[str, typer.Option(
     "--dtype", callback=one_of(DTYPES), metavar=choice_list(DTYPES),
-    help=f"Model precision for toto/kronos: {' or '.join(DTYPES)} (the baseline computes in float64).")]
+    help=f"Model precision: {' or '.join(DTYPES)} (the baseline computes in float64).")]
 Context = Annotated[int, typer.Option(
     "--context", "-c", min=MIN_BARS, help=f"Bars of history per forecast window, at least {MIN_BARS} (fewer "
                                           "available: all of them).")]

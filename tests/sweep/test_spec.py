@@ -277,3 +277,14 @@ def test_period_mistakes_in_a_spec_are_one_line(tmp_path, data, options, message
     with pytest.raises(ConfigError) as caught:
         _period_spec(tmp_path, data=data, options=options)
     assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_an_adapter_without_its_extra_is_refused_by_load_spec_not_in_each_cell(tmp_path, monkeypatch):
+    import sys
+
+    path = tmp_path / "spec.toml"
+    path.write_text("[data]\nsymbols = ['SP500']\n[grid]\nmodel = ['baseline', 'tirex']\n")
+    assert [c.model for c in load_spec(path).cells()] == ["baseline", "tirex"]  # installed: two cells
+    monkeypatch.setitem(sys.modules, "tirex", None)  # the package as absent as import machinery can make it
+    with pytest.raises(ConfigError, match=r"needs the optional package tirex-ts: pip install 'marketcast\[tirex\]'"):
+        load_spec(path)

@@ -60,7 +60,7 @@ from marketcast.data.asset import check_asset_class
 from marketcast.data.load import ON_DUPLICATE, symbol_files
 from marketcast.data.symbols import check_symbol
 from marketcast.errors import ConfigError, DataError, MarketcastError
-from marketcast.forecast.registry import MODEL_NAMES
+from marketcast.forecast.registry import MODEL_NAMES, check_installed
 from marketcast.runs.cells import MODEL_OPTIONS, Cell, digest
 from marketcast.runtime.settings import MODES
 
@@ -117,6 +117,8 @@ def _option(where: str, key: str, value):
         raise ConfigError(f"{where}: seed = {value!r}; a seed is an integer >= 0")
     if key == "model" and value not in MODEL_NAMES:
         raise ConfigError(f"{where}: model = {value!r}; use one of {', '.join(MODEL_NAMES)}")
+    if key == "model":  # an adapter without its extra: said before any cell runs, not in every cell
+        check_installed([value])
     return tuple(value) if isinstance(value, list) else value
 
 
