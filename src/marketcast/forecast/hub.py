@@ -24,13 +24,14 @@ FILES = ("config.json", "model.safetensors")
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """A downloadable model: its repos by subfolder ("" = the folder itself) and the ``--weights`` that loads
-    it from the Hugging Face cache."""
+    """A downloadable model: its repos by subfolder ("" = the folder itself), the ``--weights`` that loads
+    it from the Hugging Face cache, and the files of each repo it reads (TiRex ships one ``model.ckpt``)."""
 
     name: str
     model: str
     repos: dict[str, str]
     weights: str
+    files: tuple[str, ...] = FILES
 
 
 _CATALOGUE: dict[str, Checkpoint] = {}
@@ -59,8 +60,8 @@ def offline() -> bool:
     return env in {"1", "true", "yes", "on"} or bool(getattr(constants, "HF_HUB_OFFLINE", False))
 
 
-def _hf(repo: str) -> str:
-    return f"`hf download {repo} {' '.join(FILES)}`"
+def _hf(repo: str, files: tuple[str, ...] = FILES) -> str:
+    return f"`hf download {repo} {' '.join(files)}`"
 
 
 def download_advice(repo: str, model: str) -> str:
@@ -69,10 +70,11 @@ def download_advice(repo: str, model: str) -> str:
     if known is None:
         commands = _hf(repo)
     else:
-        each = " and ".join(_hf(r) for r in known.repos.values())
+        each = " and ".join(_hf(r, known.files) for r in known.repos.values())
         commands = f"`marketcast models download {known.name}` (or {each})"
+    files = " and ".join(known.files if known else FILES)
     layout = ("a folder with model/ and tokenizer/ subfolders, each holding config.json and model.safetensors"
-              if model.lower() == "kronos" else "a folder holding config.json and model.safetensors")
+              if model.lower() == "kronos" else f"a folder holding {files}")
     return f"run {commands} on a connected machine, or pass --weights DIR with {layout}"
 
 
@@ -98,12 +100,13 @@ def download(name: str, to: str | os.PathLike | None = None) -> tuple[dict[str, 
     checkpoint, folders = models[name], {}
     for sub, repo in checkpoint.repos.items():
         try:
-            folders[repo] = Path(snapshot_download(repo, allow_patterns=list(FILES), local_files_only=offline()))
+            files = list(checkpoint.files)
+            folders[repo] = Path(snapshot_download(repo, allow_patterns=files, local_files_only=offline()))
         except Exception as exc:  # the hub raises many types: offline, 401/404, network
             raise ModelLoadError(f"{repo}: could not be downloaded ({type(exc).__name__}: {first_line(exc, 160)}); "
                                  "check the network (HF_HUB_OFFLINE must be unset) and HF_TOKEN, or "
                                  f"{download_advice(repo, checkpoint.model)}") from None
-        missing = [f for f in FILES if not (folders[repo] / f).is_file()]
+        missing = [f for f in checkpoint.files if not (folders[repo] / f).is_file()]
         if missing:
             raise ModelLoadError(f"{repo}: has no {', '.join(missing)}; it is not a {checkpoint.model} checkpoint")
     if to is None:
@@ -112,7 +115,7 @@ def download(name: str, to: str | os.PathLike | None = None) -> tuple[dict[str, 
     for sub, repo in checkpoint.repos.items():
         target = root / sub if sub else root
         target.mkdir(parents=True, exist_ok=True)
-        for file in FILES:
+        for file in checkpoint.files:
             _place(folders[repo] / file, target / file)
         folders[repo] = target
     return folders, str(root)

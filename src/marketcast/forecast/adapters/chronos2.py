@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from marketcast.errors import ConfigError, ModelLoadError, first_line
+from marketcast.forecast.adapters.common import rearrange
 from marketcast.forecast.adapters.extras import require
 from marketcast.forecast.base import ContextBatch, Forecast, masked_prices
 from marketcast.forecast.hub import Checkpoint, register
@@ -161,16 +162,14 @@ class Chronos2Forecaster:
     def quantiles(self, batch: ContextBatch, horizon: int) -> np.ndarray:
         """``[B, 3, 21, horizon]`` float64 quantiles (levels :data:`QUANTILES`) of close/high/low, sorted along the
         levels (the rearrangement)."""
-        return np.sort(self.raw_quantiles(batch, horizon), axis=2)
+        return rearrange(self.raw_quantiles(batch, horizon))[0]
 
     def forecast(self, batch: ContextBatch, horizon: int, num_samples: int, seed: int = 0) -> Forecast:
         """Sample paths ``[B, 3, num_samples, horizon]`` drawn from the quantiles (keyed on each window, so a
         window's paths do not depend on its batch); the quantiles ride along in ``Forecast.quantiles``."""
         if num_samples < 1:
             raise ConfigError(f"{NAME} needs num_samples >= 1, got {num_samples}")
-        raw = self.raw_quantiles(batch, horizon)
-        crossings = float((np.diff(raw, axis=2) < 0).mean())  # adjacent knot pairs the sort had to swap
-        q = np.sort(raw, axis=2)
+        q, crossings = rearrange(self.raw_quantiles(batch, horizon))
         paths = sample_paths(q, QUANTILES, batch.window_keys(), seed, num_samples)
         asked = self.requested_compile not in (None, "eager")
         meta = {
