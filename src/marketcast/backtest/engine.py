@@ -463,6 +463,7 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
     )
     result.sample_returns = returns.samples  # an attribute, not a field: the run store does not keep samples
     result.quantile_returns = returns.quantiles
+    result.forecast_returns = returns  # the live planner asks it for quantiles as the views do
     return result
 
 

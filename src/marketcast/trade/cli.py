@@ -20,6 +20,8 @@ from rich.table import Table
 from marketcast import options
 from marketcast.console import console, err_console, print_json, progress_steps
 from marketcast.errors import ConfigError, ExitCode
+from marketcast.forecast.registry import MODEL_NAMES
+from marketcast.help import choice_list
 from marketcast.settings import CONFIG_FILE, ENV_FILE, given_flags, resolve, with_options
 from marketcast.trade.config import SECTION, SETTINGS
 from marketcast.trade.launch import open_venue, resolve_command, setup_logging
@@ -76,6 +78,10 @@ def run(
                                                              "out/tuned): it plans beside the live model on every "
                                                              "cycle, journalled, never ordered; see `trade "
                                                              "promote`. Default: no shadow."),
+    shadow_model: str | None = typer.Option(None, "--shadow-model", metavar=choice_list(MODEL_NAMES),
+                                            help="The candidate's model, when it is not the live --model (e.g. "
+                                                 "--model baseline --shadow-model toto2 --shadow random:4m). "
+                                                 "Default: the live --model."),
     **flags,
 ) -> None:
     """Run the trading loop (paper by default): continuously, or one cycle with --once.
@@ -99,13 +105,14 @@ def run(
     if not dry_run:
         with StateLock(state_dir):
             setup_logging(state_dir, verbose)
-            command.run_loop(settings, state_dir, broker_name, live, once, False, clock_file, shadow=shadow)
+            command.run_loop(settings, state_dir, broker_name, live, once, False, clock_file, shadow=shadow,
+                             shadow_model=shadow_model)
         return
     # read-only: the state is read from a scratch copy, nothing is written back
     with tempfile.TemporaryDirectory(prefix="marketcast-dry-run-") as scratch:
         copy = command.scratch_copy(state_dir, Path(scratch)) if state_dir.is_dir() else Path(scratch)
         command.run_loop(settings, copy, broker_name, live, once, True, clock_file, resolve_dir=state_dir,
-                         shadow=shadow)
+                         shadow=shadow, shadow_model=shadow_model)
 
 
 @app.command()
@@ -138,12 +145,15 @@ def promote(
                                                                          "needs first (e.g. 120)."),
     alpha: float = typer.Option(0.05, "--alpha", min=0.0, max=1.0, help="Significance level of the one-sided "
                                                                         "paired t-test (e.g. 0.01)."),
+    as_json: options.AsJson = False,
 ) -> None:
     """Make the shadow's weights the active model, only if it beats the live model on per-decision paper P&L
-    (one-sided paired t-test, p < --alpha, at least --min-decisions); else say why not. Takes the state lock:
-    stop the loop first; the next `trade run` loads the active weights."""
+    (one-sided paired t-test, p < --alpha, at least --min-decisions); else say why not (exit 1, with --json too:
+    docs/schemas/trade_promote.schema.json). Takes the state lock: stop the loop first; the next `trade run`
+    loads the active model."""
     from marketcast.trade.journal.lock import StateLock
     from marketcast.trade.journal.state import Journal
+    from marketcast.trade.loop.shadow import active_weights, shadow_model, shadow_weights
     from marketcast.trade.loop.shadow import promote as do_promote
 
     if not (state_dir / "journal.db").exists():
@@ -151,10 +161,17 @@ def promote(
     with StateLock(state_dir):
         journal = Journal(state_dir / "journal.db")
         try:
-            promoted, line, _ = do_promote(journal, min_decisions, alpha)
+            before, weights, model = active_weights(journal), shadow_weights(journal), shadow_model(journal)
+            promoted, line, result = do_promote(journal, min_decisions, alpha)
         finally:
             journal.close()
-    console.print(line, highlight=False, soft_wrap=True)
+    if as_json:
+        print_json({"promoted": promoted, "weights": weights, "model": model, "previous": before,
+                    "n": result.n, "min_decisions": min_decisions, "mean_diff": result.mean_diff,
+                    "p": None if result.p != result.p else result.p, "alpha": alpha,
+                    "shadow_pnl": result.shadow_pnl, "live_pnl": result.live_pnl, "reason": line})
+    else:
+        console.print(line, highlight=False, soft_wrap=True)
     if not promoted:
         raise typer.Exit(ExitCode.CHECK_FAILED)
 

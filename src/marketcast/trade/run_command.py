@@ -15,6 +15,7 @@ from rich.table import Table
 from marketcast import options
 from marketcast.console import console
 from marketcast.errors import ConfigError, ExitCode
+from marketcast.forecast.registry import MODEL_NAMES
 from marketcast.settings import Settings
 from marketcast.trade.launch import Market, check_markets, open_venue, resolve_command
 
@@ -59,7 +60,8 @@ def print_config(settings: Settings, broker_name: str, live: bool) -> None:
 
 
 def run_loop(settings: Settings, state_dir: Path, broker_name: str, live: bool, once: bool, dry_run: bool,
-              clock_file: Path | None, resolve_dir: Path | None = None, shadow: str | None = None) -> None:
+              clock_file: Path | None, resolve_dir: Path | None = None, shadow: str | None = None,
+              shadow_model: str | None = None) -> None:
     from marketcast.data.ticks import price_decimals
     from marketcast.trade import config as cfg
     from marketcast.trade.ops.alerts import Alerts
@@ -75,17 +77,29 @@ def run_loop(settings: Settings, state_dir: Path, broker_name: str, live: bool, 
     if stray:
         raise ConfigError(f"strategy pins {', '.join(stray)}, which is not among the symbols ({', '.join(syms)}); "
                           f"add it to symbols or drop the pin")
-    if shadow is not None and settings["model"][0] == "baseline":
+    if shadow_model is not None and shadow is None:
+        raise ConfigError(f"--shadow-model {shadow_model} needs --shadow WEIGHTS (e.g. --shadow random:4m or a "
+                          f"folder of fine-tuned weights)")
+    if shadow_model is not None and shadow_model not in MODEL_NAMES:
+        raise ConfigError(f"--shadow-model {shadow_model!r}: choose one of {', '.join(MODEL_NAMES)}")
+    if shadow is not None and (shadow_model or settings["model"][0]) == "baseline":
         raise ConfigError(f"--shadow {shadow}: the baseline model has no weights to compare; pass --model toto or "
-                          f"kronos with --shadow")
+                          f"kronos with --shadow, or a --shadow-model")
     data_dir = None if settings["data_dir"] is None else Path(settings["data_dir"])
     journal = Journal(state_dir / "journal.db")  # first: a damaged journal stops the run before the broker moves
-    from marketcast.trade.loop.shadow import Shadow, active_weights
+    from marketcast.trade.loop.shadow import Shadow, active_model
 
-    weights, active = settings["weights"], active_weights(journal)  # `trade promote` swaps the active weights
+    chain, weights = settings["model"], settings["weights"]
+    promoted = active_model(journal)  # `trade promote` swaps the active model: (name, weights)
+    active = None if promoted is None else promoted[1]
     if active is not None and weights is not None and weights != active:
         raise ConfigError(f"--weights {weights}: this state folder's active model is {active} (from `trade "
                           f"promote`); drop --weights or pass --weights {active}")
+    if promoted is not None and promoted[0] is not None and promoted[0] != chain[0]:
+        if settings.values["model"].source != "default":
+            raise ConfigError(f"--model {','.join(chain)}: this state folder's active model is {promoted[0]} "
+                              f"{active} (from `trade promote`); drop --model or pass --model {promoted[0]}")
+        chain = (promoted[0],)
     weights = weights or active
     market = Market(options.asset_classes(list(settings["data.asset_class"] or ()), syms),
                     settings["data.periods_per_year"])
@@ -98,7 +112,7 @@ def run_loop(settings: Settings, state_dir: Path, broker_name: str, live: bool, 
     alerts = Alerts(None if dry_run else state_dir, settings["alerts.webhook"])
     config = cfg.sizing(settings, replace(PLANNER_CONFIG, seed=settings["seed"],
                                           selection=cfg.selection(settings, PLANNER_CONFIG.selection)))
-    loaded = load_model(settings["model"], None if dry_run else venue.feed(syms[0]), config,
+    loaded = load_model(chain, None if dry_run else venue.feed(syms[0]), config,
                         weights=weights, device=settings["device"], dtype=settings["dtype"],
                         seed=settings["seed"])
     for skipped in loaded.skipped:
@@ -116,11 +130,19 @@ def run_loop(settings: Settings, state_dir: Path, broker_name: str, live: bool, 
                              resume=f"marketcast trade resume --state-dir {where}")
     loop = TradingLoop(venue.broker, journal, BacktestPlanner(loaded.forecaster, config, pinned=settings["strategy"]),
                        venue.feed, loop_config, monitor, venue.asset_classes)
-    if shadow is not None:  # the same model and planner, the candidate's weights: journalled, never ordered
-        candidate = load_model(settings["model"][:1], None, config, weights=shadow, device=settings["device"],
-                               dtype=settings["dtype"], seed=settings["seed"])
-        loop.shadow = Shadow(journal, BacktestPlanner(candidate.forecaster, config, pinned=settings["strategy"]),
-                             shadow, weights or f"{settings['model'][0]} (default weights)")
+    if shadow is not None:  # the same planner, the candidate's model and weights: journalled, never ordered
+        live_name, name = chain[len(loaded.skipped)], shadow_model or chain[0]
+        planner, failed = None, None
+        try:
+            candidate = load_model((name,), None, config, weights=shadow, device=settings["device"],
+                                   dtype=settings["dtype"], seed=settings["seed"])
+            planner = BacktestPlanner(candidate.forecaster, config, pinned=settings["strategy"])
+        except Exception as exc:  # noqa: BLE001 - a candidate that does not load never stops the live loop
+            failed = f"could not load: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}"
+            console.print(f"shadow {name} {shadow} {failed}; the live loop runs without it", highlight=False,
+                          soft_wrap=True)
+        loop.shadow = Shadow(journal, planner, shadow, weights or f"{live_name} (default weights)", model=name,
+                             live_model=live_name, alerts=None if dry_run else alerts, failed=failed)
     if dry_run:  # each market's clock plans on its own newest bar
         for clock, symbols in loop.clocks().items():
             bar = max(venue.feed(s).frame.index[-1] for s in symbols).isoformat()

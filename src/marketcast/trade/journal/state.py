@@ -59,21 +59,30 @@ CREATE TABLE IF NOT EXISTS adjustments (
     at TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS shadow_decisions (
     decision_ts TEXT NOT NULL, symbol TEXT NOT NULL, role TEXT NOT NULL, model TEXT NOT NULL,
-    side INTEGER NOT NULL, close REAL NOT NULL, pnl REAL, settled_ts TEXT,
+    side INTEGER NOT NULL, close REAL NOT NULL, pnl REAL, settled_ts TEXT, quantiles TEXT, ret REAL,
+    forecaster TEXT,
     PRIMARY KEY (decision_ts, symbol, role));
+CREATE TABLE IF NOT EXISTS shadow_errors (
+    decision_ts TEXT NOT NULL, symbol TEXT NOT NULL, model TEXT NOT NULL, error TEXT NOT NULL, at TEXT NOT NULL,
+    PRIMARY KEY (decision_ts, symbol));
 CREATE TABLE IF NOT EXISTS active_model (
-    slot INTEGER PRIMARY KEY CHECK (slot = 1), weights TEXT NOT NULL, since TEXT NOT NULL);
+    slot INTEGER PRIMARY KEY CHECK (slot = 1), weights TEXT NOT NULL, since TEXT NOT NULL, model TEXT);
 CREATE TABLE IF NOT EXISTS promotions (
     n INTEGER PRIMARY KEY AUTOINCREMENT, old TEXT, new TEXT NOT NULL, n_pairs INTEGER NOT NULL,
     mean_diff REAL NOT NULL, p REAL NOT NULL, at TEXT NOT NULL);
 """
 TERMINAL_INTENTS = ("rejected", "refused", "abandoned", "lost")
 APP_ID = 0x4D434A4C  # "MCJL": marketcast journal (https://www.sqlite.org/pragma.html#pragma_application_id)
-SCHEMA_VERSION = 2  # 2: shadow_decisions, active_model, promotions (trade/loop/shadow.py)
+SCHEMA_VERSION = 3  # 2: shadow_decisions, active_model, promotions (trade/loop/shadow.py); 3: the decisions'
+# close-return quantiles and settled return, shadow_errors, the active model's name (trade/journal/shadow.py)
 # every table a journal can hold: SCHEMA's, halts.py's and risk.py's (equity_days, sends)
 TABLES = {"intents", "fills", "cancels", "cycles", "submissions", "meta", "adjustments", "halts", "equity_days",
-          "sends", "shadow_decisions", "active_model", "promotions"}
+          "sends", "shadow_decisions", "active_model", "promotions", "shadow_errors"}
 INTENT_COLUMNS = {"broker_status": "TEXT", "asset_class": "TEXT", "cash_seen": "REAL", "buying_power_seen": "REAL"}
+# schema 3: the close-return quantiles (JSON), the settled return, the model's name (``--model``; its weights are
+# ``model``); a version-2 journal's rows keep NULL (unscored)
+SHADOW_COLUMNS = {"quantiles": "TEXT", "ret": "REAL", "forecaster": "TEXT"}
+ACTIVE_COLUMNS = {"model": "TEXT"}  # schema 3: NULL = the model trade run was given (a version-2 promotion)
 
 
 def now() -> str:
@@ -133,6 +142,8 @@ class Journal:
         _clocked_cycles(self.conn)
         self.conn.executescript(SCHEMA)
         add_missing_columns(self.conn, "intents", INTENT_COLUMNS)
+        add_missing_columns(self.conn, "shadow_decisions", SHADOW_COLUMNS)
+        add_missing_columns(self.conn, "active_model", ACTIVE_COLUMNS)
         self.halts = Halts(self.conn, now)
         for pragma, value in (("application_id", APP_ID), ("user_version", SCHEMA_VERSION)):
             if self.conn.execute(f"PRAGMA {pragma}").fetchone()[0] != value:  # written once, not on every open
@@ -333,10 +344,13 @@ def _needs_upgrade(conn) -> bool:
     """Whether a journal lacks a table or column this code reads (one an older marketcast wrote)."""
     have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()}
     if not {"intents", "fills", "cancels", "cycles", "meta", "adjustments", "halts", "submissions",
-            "shadow_decisions", "active_model", "promotions"} <= have:
+            "shadow_decisions", "active_model", "promotions", "shadow_errors"} <= have:
         return True
-    columns = {t: {r[1] for r in conn.execute(f"PRAGMA table_info({t})").fetchall()} for t in ("intents", "cycles")}
-    return not set(INTENT_COLUMNS) <= columns["intents"] or "clock" not in columns["cycles"]
+    columns = {t: {r[1] for r in conn.execute(f"PRAGMA table_info({t})").fetchall()}
+               for t in ("intents", "cycles", "shadow_decisions", "active_model")}
+    return (not set(INTENT_COLUMNS) <= columns["intents"] or "clock" not in columns["cycles"]
+            or not set(SHADOW_COLUMNS) <= columns["shadow_decisions"]
+            or not set(ACTIVE_COLUMNS) <= columns["active_model"])
 
 
 def _clocked_cycles(conn) -> None:

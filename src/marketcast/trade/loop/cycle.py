@@ -88,6 +88,7 @@ class CycleReport:
     bids: dict[str, float] = field(default_factory=dict)  # ... and the bid (a market sell's base price)
     risk_breach: str | None = None  # an entry beyond a notional limit (sizing should never make one)
     record: dict = field(default_factory=dict)
+    planned_on: dict = field(default_factory=dict, repr=False)  # symbol -> (signal, bars, costs, learn_from)
 
     @property
     def cancelled(self) -> int:
@@ -204,8 +205,7 @@ class TradingLoop:
             costs = Costs.for_asset(bars.asset_class, fee, periods_per_year=bars.periods_per_year, **overrides)
             signal = self.planner.plan(bars, costs, learn_from)
             report.signals.append(signal)
-            if self.shadow is not None:
-                self.shadow.observe(signal, bars, costs, learn_from)
+            report.planned_on[symbol] = (signal, bars, costs, learn_from)  # the shadow's, after the orders
             stale = [r for r in (stale_reason(bars, now, self.config.freshness) if now is not None else None,
                                  went_back(bars.frame.index[-1], self.seen.get(symbol))) if r]
             stale += quote_reasons(q, now, self.config.freshness, wanted, self.config.gates.require_quote)
@@ -311,6 +311,8 @@ class TradingLoop:
         if report.risk_breach:
             raise self.risk.trip(report.risk_breach, self.broker, self.desk, decision_ts)
         self.execute(report)
+        if self.shadow is not None:  # after the live orders went out: the candidate never delays or stops them
+            self.shadow.cycle(report.planned_on.values(), clock)
         if self.monitor is not None:  # recorded before the cycle is done: a failed write re-runs the bar
             report.record = self.monitor.record(**self._record_fields(report, now))
         self.journal.finish_cycle(decision_ts, clock)

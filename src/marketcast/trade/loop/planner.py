@@ -20,7 +20,8 @@ size from that window's samples (the engine's :func:`~marketcast.backtest.engine
 record the pick reads is the sized backtest's; the next decision's size is :attr:`Signal.size`, which the
 loop multiplies into the quantity it would have sent (:func:`marketcast.trade.portfolio.allocate`). A
 decision sized to 0 is no trade, in the backtest and here: the signal goes flat. The planner does not
-recalibrate (its backtests are a handful of windows, fewer than any calibration warm-up).
+recalibrate (its backtests are a handful of windows, fewer than any calibration warm-up). Its views are the
+engine's (``run_backtest``), so a model's own quantiles drive the median and band here as in the backtest.
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ PLANNER_CONFIG = BacktestConfig(windows=70)
 PLANNER_HISTORY = PLANNER_CONFIG.context + PLANNER_CONFIG.windows + 1
 NO_PICK = "none"  # the strategy name of a flat signal when no strategy has min_trades in the selection's lookback
 NO_RECORD = {"sharpe": 0.0, "max_drawdown": 0.0, "return": 0.0, "trades": 0}
+# The horizon-1 close-return quantiles a Signal carries: the midpoints (k - 1/2) / 25, so the quantile CRPS over
+# them is the midpoint rule of CRPS = 2 * integral of the quantile score (marketcast.calibrate.crps); 0.1, 0.5 and
+# 0.9 are among them (the 80% central interval and the median).
+CLOSE_LEVELS = tuple((k - 0.5) / 25 for k in range(1, 26))
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,13 @@ class Signal:
     forecast_meta: dict = field(default_factory=dict)
     pinned: bool = False  # the strategy was set for this symbol, not picked
     size: float = 1.0  # fraction of the quantity the portfolio allows, in (0, 1]; 1.0 with fixed sizing
+    close_quantiles: tuple[float, ...] = ()  # the next bar's close return at CLOSE_LEVELS (the shadow scores them)
+
+
+def close_quantiles(returns) -> tuple[float, ...]:
+    """The latest window's close return at :data:`CLOSE_LEVELS`, read as the views read quantiles
+    (:meth:`marketcast.backtest.views.ForecastReturns.quantile`: a quantile model's own knots, else the samples)."""
+    return tuple(float(returns.quantile("close", q)[-1]) for q in CLOSE_LEVELS)
 
 
 class Planner(Protocol):
@@ -198,4 +210,5 @@ class BacktestPlanner:
         meta = dict(result.forecast_meta)
         return Signal(bars.symbol, index[-1].isoformat(), name or NO_PICK, decision, float(view.close), metrics,
                       meta.get("latency_s", latency), meta, pinned is not None,
-                      size if decision.side != FLAT else 1.0)
+                      size if decision.side != FLAT else 1.0,
+                      close_quantiles(result.forecast_returns))

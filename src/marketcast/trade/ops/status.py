@@ -92,15 +92,21 @@ def status_data(state_dir: Path) -> dict:
 
 
 def shadow_summary(journal: Journal) -> dict | None:
-    """The shadow against the live model on the same settled bars (:mod:`marketcast.trade.journal.shadow`)."""
-    from marketcast.trade.journal.shadow import active_weights, compare, shadow_weights
+    """The shadow against the live model on the same settled bars (:mod:`marketcast.trade.journal.shadow`): paper
+    P&L, and the skill (quantile CRPS) and calibration (80% coverage) of both models' next-close forecasts; the
+    bars the shadow failed on. None when no shadow ran."""
+    from marketcast.trade.journal.shadow import active_weights, compare, errors, shadow_model, shadow_weights, skill
 
-    weights = shadow_weights(journal)
-    if weights is None:
+    weights, failed = shadow_weights(journal), errors(journal)
+    if weights is None and failed is None:
         return None
-    r = compare(journal)
-    return {"weights": weights, "active": active_weights(journal), "decisions": r.n, "shadow_pnl": r.shadow_pnl,
-            "live_pnl": r.live_pnl, "mean_diff": r.mean_diff, "p": None if r.p != r.p else r.p}
+    r, k = compare(journal), skill(journal)
+    num = lambda x: None if x != x else x  # noqa: E731 - NaN (nothing to score yet) as null
+    return {"weights": weights or failed["model"], "model": shadow_model(journal), "active": active_weights(journal),
+            "decisions": r.n, "shadow_pnl": r.shadow_pnl, "live_pnl": r.live_pnl, "mean_diff": r.mean_diff,
+            "p": num(r.p), "scored": k.n, "shadow_crps": num(k.shadow_crps), "live_crps": num(k.live_crps),
+            "shadow_coverage_80": num(k.shadow_coverage), "live_coverage_80": num(k.live_coverage),
+            "crps_p": num(k.p), "errors": failed}
 
 
 def status_rows(state_dir: Path) -> list[tuple[str, str]]:
@@ -131,6 +137,15 @@ def status_rows(state_dir: Path) -> list[tuple[str, str]]:
         rows.append((f"shadow {sh['weights']}", f"{sh['decisions']} settled decisions: paper P&L "
                      f"{sh['shadow_pnl']:+.4%} vs live {sh['live_pnl']:+.4%} on the same bars, p="
                      + ("-" if sh["p"] is None else f"{sh['p']:.4g}")))
+        if sh["scored"]:
+            rows.append(("shadow skill and calibration", (
+                f"CRPS {sh['shadow_crps']:.6f} vs live {sh['live_crps']:.6f} (lower is better, p="
+                + ("-" if sh["crps_p"] is None else f"{sh['crps_p']:.4g}") + "); 80% interval coverage "
+                f"{sh['shadow_coverage_80']:.1%} vs live {sh['live_coverage_80']:.1%}; on {sh['scored']} settled bars")))
+        if sh["errors"]:
+            e = sh["errors"]
+            rows.append(("shadow errors", f"{e['bars']} bar(s) failed, the live loop went on; last {e['symbol']} "
+                                          f"{e['last_bar'][:10]}: {e['error']}"))
     halts = data["halts"]
     rows.append(("halted", "no" if not halts else "\n".join(h["message"] for h in halts)))
     for h in halts:  # a risk halt keeps (or flattened) the loop's positions: each with its exits
