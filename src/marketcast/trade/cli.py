@@ -24,6 +24,7 @@ from marketcast.forecast.registry import MODEL_NAMES
 from marketcast.help import choice_list
 from marketcast.settings import CONFIG_FILE, ENV_FILE, given_flags, resolve, with_options
 from marketcast.trade.config import SECTION, SETTINGS
+from marketcast.trade.journal.shadow import METRICS
 from marketcast.trade.launch import open_venue, resolve_command, setup_logging
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
@@ -145,15 +146,18 @@ def promote(
                                                                          "needs first (e.g. 120)."),
     alpha: float = typer.Option(0.05, "--alpha", min=0.0, max=1.0, help="Significance level of the one-sided "
                                                                         "paired t-test (e.g. 0.01)."),
+    metric: str = typer.Option("pnl", "--metric", callback=options.one_of(METRICS), metavar=choice_list(METRICS),
+                               help="What the shadow must beat the live model on: pnl (per-decision paper P&L) or "
+                                    "crps (its forecast of the next close, lower is better)."),
     as_json: options.AsJson = False,
 ) -> None:
-    """Make the shadow's weights the active model, only if it beats the live model on per-decision paper P&L
-    (one-sided paired t-test, p < --alpha, at least --min-decisions); else say why not (exit 1, with --json too:
+    """Make the shadow's weights the active model, only if it beats the live model on --metric (one-sided paired
+    t-test, p < --alpha, at least --min-decisions); else say why not (exit 1, with --json too:
     docs/schemas/trade_promote.schema.json). Takes the state lock: stop the loop first; the next `trade run`
     loads the active model."""
     from marketcast.trade.journal.lock import StateLock
     from marketcast.trade.journal.state import Journal
-    from marketcast.trade.loop.shadow import active_weights, shadow_model, shadow_weights
+    from marketcast.trade.loop.shadow import active_weights, compare, shadow_model, shadow_weights
     from marketcast.trade.loop.shadow import promote as do_promote
 
     if not (state_dir / "journal.db").exists():
@@ -162,14 +166,15 @@ def promote(
         journal = Journal(state_dir / "journal.db")
         try:
             before, weights, model = active_weights(journal), shadow_weights(journal), shadow_model(journal)
-            promoted, line, result = do_promote(journal, min_decisions, alpha)
+            pnl = compare(journal)
+            promoted, line, result = do_promote(journal, min_decisions, alpha, metric)
         finally:
             journal.close()
     if as_json:
         print_json({"promoted": promoted, "weights": weights, "model": model, "previous": before,
-                    "n": result.n, "min_decisions": min_decisions, "mean_diff": result.mean_diff,
+                    "metric": metric, "n": result.n, "min_decisions": min_decisions, "mean_diff": result.mean_diff,
                     "p": None if result.p != result.p else result.p, "alpha": alpha,
-                    "shadow_pnl": result.shadow_pnl, "live_pnl": result.live_pnl, "reason": line})
+                    "shadow_pnl": pnl.shadow_pnl, "live_pnl": pnl.live_pnl, "reason": line})
     else:
         console.print(line, highlight=False, soft_wrap=True)
     if not promoted:

@@ -63,6 +63,34 @@ def compare(journal: Journal) -> Comparison:
     return Comparison(n, float(live.sum()), float(shadow.sum()), float(diff.mean()) if n else 0.0, p)
 
 
+METRICS = ("pnl", "crps")  # what `trade promote --metric` may decide on
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The paired test a promotion decides on: ``mean_diff`` > 0 means the shadow is better (P&L: shadow - live;
+    CRPS: live - shadow, lower being better), ``p`` the one-sided paired t-test's."""
+
+    metric: str
+    n: int
+    mean_diff: float
+    p: float
+
+    def line(self) -> str:
+        what = ("mean P&L difference (shadow - live)" if self.metric == "pnl"
+                else "mean CRPS difference (live - shadow; > 0: the shadow forecasts better)")
+        return f"n={self.n} paired decisions, {what} {self.mean_diff:+.6f}, one-sided paired t-test p={self.p:.4g}"
+
+
+def verdict(journal: Journal, metric: str = "pnl") -> Verdict:
+    """The test on ``metric`` over the paired settled decisions (:func:`compare` for P&L, :func:`skill` for CRPS)."""
+    if metric == "pnl":
+        r = compare(journal)
+        return Verdict("pnl", r.n, r.mean_diff, r.p)
+    s = skill(journal)
+    return Verdict("crps", s.n, s.live_crps - s.shadow_crps if s.n else 0.0, s.p)
+
+
 def active_weights(journal: Journal) -> str | None:
     active = active_model(journal)
     return None if active is None else active[1]
@@ -90,7 +118,7 @@ def shadow_model(journal: Journal) -> str | None:
     return row[0] if row else None
 
 
-def swap(journal: Journal, weights: str, result: Comparison, model: str | None = None) -> None:
+def swap(journal: Journal, weights: str, result: Comparison | Verdict, model: str | None = None) -> None:
     """Make ``weights`` (of ``model``) the one active model: one row, replaced in the same transaction that
     journals it."""
     at = now()

@@ -10,7 +10,8 @@ status`` scores both models' CRPS and 80% coverage later without running either 
 
 ``promote`` swaps the active weights, one row of ``active_model`` written in one SQLite transaction together
 with its ``promotions`` record, so a SIGKILL leaves the old row or the new one, never two or none. It swaps only
-when the shadow beats the live model on paired per-decision P&L by a one-sided paired t-test
+when the shadow beats the live model on the chosen metric (per-decision paper P&L, or the next close's quantile
+CRPS) by a one-sided paired t-test
 (``scipy.stats.ttest_rel(..., alternative="greater")``; Student 1908, scipy docs
 https://docs.scipy.org/doc/scipy/reference/generated/scipy.stats.ttest_rel.html).
 """
@@ -25,15 +26,16 @@ import pandas as pd
 from marketcast.backtest.orders import Costs
 from marketcast.data.bars import Bars
 from marketcast.trade.journal.db import transaction
-from marketcast.trade.journal.shadow import (Comparison, Skill, active_model, active_weights, compare, quantiles_json,
-                                             record_error, shadow_model, shadow_weights, skill, swap)
+from marketcast.trade.journal.shadow import (Comparison, Skill, Verdict, active_model, active_weights, compare,
+                                             quantiles_json, record_error, shadow_model, shadow_weights, skill,
+                                             swap, verdict)
 from marketcast.trade.journal.state import Journal
 from marketcast.trade.loop.planner import CLOSE_LEVELS, Planner, Signal
 
 log = logging.getLogger("marketcast.trade")
 
-__all__ = ["LIVE", "SHADOW", "Comparison", "Shadow", "Skill", "active_model", "active_weights", "compare",
-           "promote", "settle", "shadow_model", "shadow_weights", "skill", "swap"]
+__all__ = ["LIVE", "SHADOW", "Comparison", "Shadow", "Skill", "Verdict", "active_model", "active_weights", "compare",
+           "promote", "settle", "shadow_model", "shadow_weights", "skill", "swap", "verdict"]
 
 LIVE, SHADOW = "live", "shadow"
 
@@ -124,16 +126,19 @@ def settle(journal: Journal, bars: Bars) -> int:
     return len(done)
 
 
-def promote(journal: Journal, min_decisions: int = 60, alpha: float = 0.05) -> tuple[bool, str, Comparison]:
+def promote(journal: Journal, min_decisions: int = 60, alpha: float = 0.05,
+            metric: str = "pnl") -> tuple[bool, str, Verdict]:
     """Swap to the shadow's weights when it has ``min_decisions`` paired settled decisions and beats the live
-    model with p < ``alpha``; otherwise (False, why not with the statistics)."""
-    result = compare(journal)
+    model on ``metric`` (``pnl``: per-decision paper P&L; ``crps``: the next close's quantile CRPS) with
+    p < ``alpha``; otherwise (False, why not with the statistics)."""
+    result = verdict(journal, metric)
     weights = shadow_weights(journal)
     if weights is None:
         return False, "not promoted: no shadow decisions in this journal (run `trade run --shadow WEIGHTS`)", result
     if result.n < min_decisions:
         return False, f"not promoted: {result.n} of {min_decisions} decisions needed; {result.line()}", result
     if not (result.mean_diff > 0 and result.p < alpha):
-        return False, f"not promoted: the shadow does not beat the live model (p >= {alpha:g}); {result.line()}", result
+        return False, (f"not promoted: the shadow does not beat the live model on {metric} (p >= {alpha:g}); "
+                       f"{result.line()}"), result
     swap(journal, weights, result, shadow_model(journal))
     return True, f"promoted {weights}: {result.line()}", result
