@@ -25,15 +25,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from marketcast.errors import ConfigError, ModelLoadError, first_line
-from marketcast.forecast.adapters.common import rearrange
+from marketcast.errors import ModelLoadError, first_line
+from marketcast.forecast.adapters.common import FIELDS, QuantileAdapter
 from marketcast.forecast.adapters.extras import require
-from marketcast.forecast.base import ContextBatch, Forecast, masked_prices
+from marketcast.forecast.base import ContextBatch, masked_prices
 from marketcast.forecast.hub import Checkpoint, register
-from marketcast.forecast.quantiles import sample_paths
 from marketcast.runtime.devices import torch_device, torch_dtype
 
-FIELDS = ("close", "high", "low")
 DEFAULT_REPO = "amazon/chronos-2"
 # The public checkpoint's 21 training levels (its config.json ``chronos_config.quantiles``).
 QUANTILES = (0.01, 0.05, *(round(0.05 * i, 2) for i in range(2, 19)), 0.95, 0.99)
@@ -115,29 +113,23 @@ def load_pretrained(source: str | os.PathLike, device: torch.device, dtype: torc
     return model.to(device).eval(), folder
 
 
-class Chronos2Forecaster:
-    """Forecaster protocol for Chronos-2: :meth:`quantiles` is the native output, :meth:`forecast` adds paths.
+class Chronos2Forecaster(QuantileAdapter):
+    """Forecaster protocol for Chronos-2 (:class:`~marketcast.forecast.adapters.common.QuantileAdapter`).
 
     ``model`` is a ``chronos.chronos2.Chronos2Model``; the constructor moves it to ``device`` and ``dtype``.
     """
 
-    name = "chronos2"
-    fields = FIELDS
-    quantile_levels = QUANTILES
+    name, label, quantile_levels = "chronos2", NAME, QUANTILES
 
     def __init__(self, model, *, device: str | torch.device = "cpu", dtype: str = "float32",
                  compile: str | None = None, chunk: int = CHUNK, source: str = "") -> None:
-        self.device = torch_device(device, NAME)
-        self.dtype_name = dtype
-        self.model = model.to(device=self.device, dtype=torch_dtype(dtype, NAME)).eval().requires_grad_(False)
+        super().__init__(device=device, dtype=dtype, compile=compile, source=source, chunk=chunk)
+        self.model = model.to(device=self.device, dtype=self.dtype).eval().requires_grad_(False)
         self.pipeline = _chronos2().Chronos2Pipeline(model=self.model)
         levels = tuple(float(q) for q in self.pipeline.quantiles)
         if len(levels) != len(QUANTILES) or not np.allclose(levels, QUANTILES):
             raise ModelLoadError(f"{source or 'Chronos-2 model'}: quantile levels {levels} are not Chronos-2's 21 "
                                  f"levels {QUANTILES}; this adapter reads the public checkpoint's layout")
-        self.requested_compile = compile
-        self.chunk = max(1, int(chunk))
-        self.source = source
 
     def _inputs(self, batch: ContextBatch) -> torch.Tensor:
         """``[B, 3, T]`` float32 close/high/low, NaN where masked (Chronos-2 reads NaN as missing)."""
@@ -146,8 +138,6 @@ class Chronos2Forecaster:
 
     def raw_quantiles(self, batch: ContextBatch, horizon: int) -> np.ndarray:
         """``[B, 3, 21, horizon]`` float64: the pipeline's quantiles as it returns them (not sorted)."""
-        if horizon < 1:
-            raise ConfigError(f"{NAME} needs horizon >= 1, got {horizon}")
         x = self._inputs(batch)
         out = np.empty((x.shape[0], len(FIELDS), len(QUANTILES), horizon), dtype=np.float64)
         with warnings.catch_warnings():
@@ -159,29 +149,8 @@ class Chronos2Forecaster:
                 out[start:start + len(part)] = torch.stack(preds).double().numpy()  # [n, 3, 21, H]
         return out
 
-    def quantiles(self, batch: ContextBatch, horizon: int) -> np.ndarray:
-        """``[B, 3, 21, horizon]`` float64 quantiles (levels :data:`QUANTILES`) of close/high/low, sorted along the
-        levels (the rearrangement)."""
-        return rearrange(self.raw_quantiles(batch, horizon))[0]
-
-    def forecast(self, batch: ContextBatch, horizon: int, num_samples: int, seed: int = 0) -> Forecast:
-        """Sample paths ``[B, 3, num_samples, horizon]`` drawn from the quantiles (keyed on each window, so a
-        window's paths do not depend on its batch); the quantiles ride along in ``Forecast.quantiles``."""
-        if num_samples < 1:
-            raise ConfigError(f"{NAME} needs num_samples >= 1, got {num_samples}")
-        q, crossings = rearrange(self.raw_quantiles(batch, horizon))
-        paths = sample_paths(q, QUANTILES, batch.window_keys(), seed, num_samples)
-        asked = self.requested_compile not in (None, "eager")
-        meta = {
-            "model": "chronos2", "source": self.source, "dtype": self.dtype_name, "device": str(self.device),
-            "num_samples_used": num_samples, "samples_per_batch_used": num_samples,
-            "quantile_levels": list(QUANTILES), "sampling": "linear between knots, exponential tails",
-            "quantile_crossings": crossings, "multivariate": "close/high/low as one group",
-            "compile_mode": None, "compile_backend": None, "compiled": False,
-            "fallback_reason": (f"compile mode {self.requested_compile!r} ignored: the chronos2 adapter runs the "
-                                "official package eager") if asked else None,
-        }
-        return Forecast(samples=paths, fields=FIELDS, meta=meta, quantiles=q, quantile_levels=QUANTILES)
+    def package_meta(self, batch: ContextBatch) -> dict:
+        return {"multivariate": "close/high/low as one group"}
 
 
 def create(*, weights: str | None = None, device: str = "cpu", dtype: str = "float32",

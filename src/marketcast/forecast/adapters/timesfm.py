@@ -21,17 +21,16 @@ import numpy as np
 import torch
 
 from marketcast.errors import ConfigError
-from marketcast.forecast.adapters.common import fill_random, package_version
+from marketcast.forecast.adapters.common import FIELDS, QuantileAdapter, fill_random, package_version
 from marketcast.forecast.adapters.extras import require
-from marketcast.forecast.base import ContextBatch, Forecast, masked_prices
+from marketcast.forecast.base import ContextBatch, masked_prices
 from marketcast.forecast.hub import Checkpoint, register
-from marketcast.forecast.quantiles import NINE, sample_paths
+from marketcast.forecast.quantiles import NINE
 from marketcast.runtime.devices import torch_device, torch_dtype
 
 NAME = "timesfm"
 LABEL = "TimesFM 2.5"
 DEFAULT_REPO = "google/timesfm-2.5-200m-pytorch"
-FIELDS = ("close", "high", "low")
 PATCH, OUTPUT_PATCH, CONTEXT_LIMIT, QUANTILE_HEAD = 32, 128, 16384, 1024  # TimesFM_2p5_200M_Definition
 CHUNK_ROWS = 192  # series per package batch: 64 windows, a few hundred MB of activations at 512 bars
 FLAGS = dict(normalize_inputs=True, use_continuous_quantile_head=True, force_flip_invariance=True,
@@ -73,22 +72,15 @@ def load_model(weights: str | None, device: torch.device, seed: int = 0):
     return tfm, source
 
 
-class TimesFMForecaster:
-    """Forecaster protocol for TimesFM 2.5; :meth:`quantiles` is the native output, :meth:`forecast` adds paths
-    drawn from them (:mod:`marketcast.forecast.quantiles`)."""
+class TimesFMForecaster(QuantileAdapter):
+    """Forecaster protocol for TimesFM 2.5 (:class:`~marketcast.forecast.adapters.common.QuantileAdapter`)."""
 
-    name = NAME
-    fields = FIELDS
-    quantile_levels = NINE
+    name, label, quantile_levels = NAME, LABEL, NINE
 
     def __init__(self, tfm, *, device: str | torch.device = "cpu", dtype: str = "float32",
                  compile: str | None = None, source: str = "", chunk: int = CHUNK_ROWS) -> None:
-        self.tfm, self.source = tfm, source
-        self.device = torch_device(device, LABEL)
-        self.dtype_name = dtype
-        self.dtype = torch_dtype(dtype, LABEL)
-        self.chunk = max(1, int(chunk))
-        self.requested_compile = None if compile in (None, "eager") else compile
+        super().__init__(device=device, dtype=dtype, compile=compile, source=source, chunk=chunk)
+        self.tfm = tfm
 
     def _config(self, context: int, horizon: int, rows: int):
         """The package's ForecastConfig for this call: patch-rounded context and horizon, ``rows`` per batch."""
@@ -103,10 +95,8 @@ class TimesFMForecaster:
                                         per_core_batch_size=per_batch, **FLAGS)
 
     @torch.inference_mode()
-    def quantiles(self, batch: ContextBatch, horizon: int) -> np.ndarray:
-        """``[B, 3, 9, horizon]`` float64 quantiles (levels 0.1..0.9) of close/high/low."""
-        if horizon < 1:
-            raise ConfigError(f"{LABEL} needs horizon >= 1, got {horizon}")
+    def raw_quantiles(self, batch: ContextBatch, horizon: int) -> np.ndarray:
+        """``[B, 3, 9, horizon]`` float64 quantiles (levels 0.1..0.9) of close/high/low (sorted by the package)."""
         values, mask = masked_prices(batch, FIELDS, LABEL)  # [B, 3, T]
         b, f, t = values.shape
         series = [values[i, j][mask[i, j]] for i in range(b) for j in range(f)]  # left padding trimmed
@@ -117,24 +107,9 @@ class TimesFMForecaster:
         q = np.asarray(q, dtype=np.float64)[:, :horizon, 1:]
         return q.reshape(b, f, horizon, len(NINE)).transpose(0, 1, 3, 2).copy()
 
-    def forecast(self, batch: ContextBatch, horizon: int, num_samples: int, seed: int = 0) -> Forecast:
-        """Sample paths ``[B, 3, num_samples, horizon]`` drawn from the quantiles, which ride along in
-        ``Forecast.quantiles``."""
-        if num_samples < 1:
-            raise ConfigError(f"{LABEL} needs num_samples >= 1, got {num_samples}")
-        q = self.quantiles(batch, horizon)
-        paths = sample_paths(q, NINE, batch.window_keys(), seed, num_samples)
-        meta = {
-            "model": NAME, "source": self.source, "dtype": self.dtype_name, "device": str(self.device),
-            "num_samples_used": num_samples, "samples_per_batch_used": num_samples,
-            "quantile_levels": list(NINE), "sampling": "linear between knots, exponential tails",
-            "package": f"timesfm {package_version('timesfm')}", "forecast_flags": dict(FLAGS),
-            "max_context": self.tfm.forecast_config.max_context, "mean": "dropped (the median is q0.5)",
-            "compile_mode": None, "compiled": False,
-            "fallback_reason": (f"the {NAME} adapter runs the package eagerly (compile {self.requested_compile!r} "
-                                "not applied)") if self.requested_compile else None,
-        }
-        return Forecast(samples=paths, fields=FIELDS, meta=meta, quantiles=q, quantile_levels=NINE)
+    def package_meta(self, batch: ContextBatch) -> dict:
+        return {"package": f"timesfm {package_version('timesfm')}", "forecast_flags": dict(FLAGS),
+                "max_context": self.tfm.forecast_config.max_context, "mean": "dropped (the median is q0.5)"}
 
 
 def create(*, weights: str | None = None, device: str = "cpu", dtype: str = "float32",

@@ -22,19 +22,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from marketcast.errors import ConfigError, ModelLoadError, first_line
+from marketcast.errors import ModelLoadError, first_line
 from marketcast.forecast.adapters.extras import require
-from marketcast.forecast.adapters.common import fill_random, package_version, rearrange
-from marketcast.forecast.base import ContextBatch, Forecast, masked_prices
+from marketcast.forecast.adapters.common import FIELDS, QuantileAdapter, fill_random, package_version
+from marketcast.forecast.base import ContextBatch, masked_prices
 from marketcast.forecast.hub import Checkpoint, download_advice, offline, register
-from marketcast.forecast.quantiles import NINE, sample_paths
+from marketcast.forecast.quantiles import NINE
 from marketcast.runtime.devices import torch_device, torch_dtype
 
 NAME = "tirex"
 LABEL = "TiRex"
 DEFAULT_REPO = "NX-AI/TiRex"
 CHECKPOINT = "model.ckpt"  # a Lightning checkpoint: hyper_parameters + state_dict
-FIELDS = ("close", "high", "low")
 CHUNK_ROWS = 512  # series per package batch (the package's default batch size)
 # ``--weights random``: the smallest sensible TiRexZero (its architecture is configurable): two sLSTM blocks of
 # width 64, the public model's 32-step patches and nine quantiles, a 512-step training context.
@@ -118,30 +117,20 @@ def load_model(weights: str | None, device: torch.device, seed: int = 0):
     return model.eval().requires_grad_(False), source
 
 
-class TiRexForecaster:
-    """Forecaster protocol for TiRex; :meth:`quantiles` is the native output, :meth:`forecast` adds paths drawn
-    from them (:mod:`marketcast.forecast.quantiles`)."""
+class TiRexForecaster(QuantileAdapter):
+    """Forecaster protocol for TiRex (:class:`~marketcast.forecast.adapters.common.QuantileAdapter`)."""
 
-    name = NAME
-    fields = FIELDS
-    quantile_levels = NINE
+    name, label, quantile_levels = NAME, LABEL, NINE
 
     def __init__(self, model, *, device: str | torch.device = "cpu", dtype: str = "float32",
                  compile: str | None = None, source: str = "", chunk: int = CHUNK_ROWS) -> None:
-        self.model, self.source = model, source
-        self.device = torch_device(device, LABEL)
-        self.dtype_name = dtype
-        self.dtype = torch_dtype(dtype, LABEL)
-        self.chunk = max(1, int(chunk))
-        self.requested_compile = None if compile in (None, "eager") else compile
+        super().__init__(device=device, dtype=dtype, compile=compile, source=source, chunk=chunk)
+        self.model = model
         self.context_limit = int(model.config.train_ctx_len)
-        self.crossings = 0.0
 
     @torch.inference_mode()
     def raw_quantiles(self, batch: ContextBatch, horizon: int) -> np.ndarray:
         """``[B, 3, 9, horizon]`` float64: the package's quantiles of close/high/low as it returns them."""
-        if horizon < 1:
-            raise ConfigError(f"{LABEL} needs horizon >= 1, got {horizon}")
         values, mask = masked_prices(batch, FIELDS, LABEL)  # [B, 3, T]
         b, f, t = values.shape
         context = torch.as_tensor(np.where(mask, values, np.nan).reshape(b * f, t), dtype=torch.float32)
@@ -152,31 +141,10 @@ class TiRexForecaster:
         q = q.double().numpy().reshape(b, f, horizon, len(NINE))
         return q.transpose(0, 1, 3, 2).copy()
 
-    def quantiles(self, batch: ContextBatch, horizon: int) -> np.ndarray:
-        """``[B, 3, 9, horizon]`` float64 quantiles (levels 0.1..0.9) of close/high/low, sorted per step;
-        ``self.crossings`` keeps the share of adjacent knots the package returned out of order."""
-        q, self.crossings = rearrange(self.raw_quantiles(batch, horizon))
-        return q
-
-    def forecast(self, batch: ContextBatch, horizon: int, num_samples: int, seed: int = 0) -> Forecast:
-        """Sample paths ``[B, 3, num_samples, horizon]`` drawn from the quantiles, which ride along in
-        ``Forecast.quantiles``."""
-        if num_samples < 1:
-            raise ConfigError(f"{LABEL} needs num_samples >= 1, got {num_samples}")
-        q = self.quantiles(batch, horizon)
-        paths = sample_paths(q, NINE, batch.window_keys(), seed, num_samples)
+    def package_meta(self, batch: ContextBatch) -> dict:
         backend = self.model.blocks[0].slstm_layer.slstm_cell.backend if len(self.model.blocks) else "torch"
-        meta = {
-            "model": NAME, "source": self.source, "dtype": self.dtype_name, "device": str(self.device),
-            "num_samples_used": num_samples, "samples_per_batch_used": num_samples,
-            "quantile_levels": list(NINE), "sampling": "linear between knots, exponential tails",
-            "quantile_crossings": self.crossings, "package": f"tirex-ts {package_version('tirex-ts')}",
-            "slstm_backend": backend, "context_used": min(batch.length, self.context_limit),
-            "compile_mode": None, "compiled": False,
-            "fallback_reason": (f"the {NAME} adapter runs the package eagerly (compile {self.requested_compile!r} "
-                                "not applied)") if self.requested_compile else None,
-        }
-        return Forecast(samples=paths, fields=FIELDS, meta=meta, quantiles=q, quantile_levels=NINE)
+        return {"package": f"tirex-ts {package_version('tirex-ts')}", "slstm_backend": backend,
+                "context_used": min(batch.length, self.context_limit)}
 
 
 def create(*, weights: str | None = None, device: str = "cpu", dtype: str = "float32",
