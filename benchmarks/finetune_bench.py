@@ -1,21 +1,24 @@
-"""Benchmark: fine-tuning throughput of Toto base (151 M parameters) and Kronos-small (random init), examples/s.
+"""Benchmark: fine-tuning throughput of Toto base (151 M parameters), Kronos-small and Toto 2.0 22M (random init),
+examples/s.
 
 Times the training step of ``marketcast finetune`` (Toto: :class:`marketcast.finetune.toto.TotoObjective`, the
 Student-T mixture NLL of every next patch; Kronos: :class:`marketcast.finetune.kronos.KronosObjective`, the token
-cross-entropy with the frozen tokenizer; then backward, gradient clipping, AdamW) on windows of a seeded
-synthetic random walk, for full fine-tuning and for LoRA on the attention projections, after ``--warmup``
-untimed steps. An example is one window of ``--context`` bars plus one patch (Toto: close/high/low) or plus one
-bar (Kronos: OHLCV + amount). Peak memory is the
+cross-entropy with the frozen tokenizer; Toto 2.0: :class:`marketcast.finetune.toto2.Toto2Objective`, the pinball
+loss of its 9 quantile knots on every next patch, unfolded u-μP weights; then backward, gradient clipping, AdamW)
+on windows of a seeded synthetic random walk, for full fine-tuning and for LoRA on the attention projections,
+after ``--warmup`` untimed steps. An example is one window of ``--context`` bars (rounded up to whole patches)
+plus one patch (Toto, Toto 2.0: close/high/low) or plus one bar (Kronos: OHLCV + amount). Peak memory is the
 process's extra RSS on the CPU (polled) or ``max_memory_allocated`` on CUDA, over the timed steps and the
 optimizer's first allocation. Checkpoint writes are not timed (they scale with the disk, not the model).
 
-    PYTHONPATH=src python benchmarks/finetune_bench.py [--models toto,kronos --device cpu --dtype float32
+    PYTHONPATH=src python benchmarks/finetune_bench.py [--models toto,kronos,toto2 --device cpu --dtype float32
         --batch-size 4 --context 128 --steps 3 --modes full,lora --lora 8 --out benchmarks/results/finetune_bench.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -52,6 +55,22 @@ def _build(name: str, args, device):
         model = random_model(config, 0)
         length = -(-args.context // config.patch_size) * config.patch_size + config.patch_size
         objective = TotoObjective(model, args.context, 1, autocast, device)
+        return model, objective, LORA_TARGETS, length, lambda i: _windows(args.batch_size, length, seed=i)
+    if name == "toto2":
+        from marketcast.finetune.toto2 import LORA_TARGETS, Toto2Objective
+        from marketcast.forecast.toto2.config import Toto2Config
+        from marketcast.forecast.toto2.model import random_model as toto2_model
+
+        if args.size == "full":
+            config = Toto2Config.size("22m")
+        else:  # tests/finetune/conftest.py's tiny Toto 2.0
+            raw = {**Toto2Config.size("4m").to_dict(), "d_ff": None, "qk_dim": None, "v_dim": None,
+                   "num_groups": None, "heads_per_group": None}
+            config = Toto2Config.from_dict({**raw, "patch_size": 8, "d_model": 64, "num_layers": 2,
+                                            "layer_group_size": 2})
+        model = toto2_model(config, 0)  # unfolded, as finetune trains it
+        length = -(-args.context // config.patch_size) * config.patch_size + config.patch_size
+        objective = Toto2Objective(model, args.context, 1, autocast, device)
         return model, objective, LORA_TARGETS, length, lambda i: _windows(args.batch_size, length, seed=i)
     from marketcast.finetune.kronos import LORA_TARGETS, KronosObjective
     from marketcast.forecast.kronos import Kronos, KronosConfig, KronosTokenizer, TokenizerConfig, from_config
@@ -141,7 +160,7 @@ def _in_subprocess(name: str, mode: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="toto,kronos")
+    parser.add_argument("--models", default="toto,kronos,toto2")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
@@ -152,7 +171,8 @@ def main() -> None:
     parser.add_argument("--modes", default="full,lora")
     parser.add_argument("--lora", type=int, default=8)
     parser.add_argument("--size", default="full", choices=("full", "tiny"),
-                        help="full: Toto base and Kronos-small; tiny: the tests' configs (a smoke run)")
+                        help="full: Toto base, Kronos-small and Toto 2.0 22M; tiny: the tests' configs (a smoke "
+                             "run)")
     parser.add_argument("--out", default=str(RESULTS / "finetune_bench.json"))
     args = parser.parse_args()
 
@@ -178,8 +198,11 @@ def main() -> None:
                       f"{r['s_per_step']:.3f}", f"{r['examples_per_s']:.2f}",
                       f"{r['peak_extra_mib']:,.0f}")
     console.print(table)
+    load = [round(x, 2) for x in os.getloadavg()]  # 1/5/15-minute load: other work on the CPUs skews the rows
+    console.print(f"load average {load[0]} {load[1]} {load[2]} on {os.cpu_count()} CPUs", highlight=False)
     write_report(args.out, {"benchmark": "finetune", "size": args.size, "device": device,
-                            "dtype": args.dtype, "torch": torch.__version__, "results": rows}, console)
+                            "dtype": args.dtype, "torch": torch.__version__, "load_average": load, "results": rows},
+                 console)
 
 
 if __name__ == "__main__":

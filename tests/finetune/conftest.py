@@ -53,3 +53,27 @@ def data_dir(tmp_path_factory):
     planted().to_csv(folder / "SYN.csv")
     planted(seed=1).to_csv(folder / "OTHER.csv")
     return folder
+
+
+TOTO2_PATCH = 8
+TOTO2_TUNE = [*TUNE[:TUNE.index("--lr")], "--lr", "3e-2", *TUNE[TUNE.index("--lr") + 2:]]  # unit-scaled weights
+
+
+def tiny_toto2_config():
+    """Toto 2.0 at test size: the 4m checkpoint's flags (xPos, per-dim scale, attention bias, u-μP), patches of 8,
+    width 64, one time and one variate layer (163 k parameters)."""
+    from marketcast.forecast.toto2.config import Toto2Config
+
+    raw = {**Toto2Config.size("4m").to_dict(), "d_ff": None, "qk_dim": None, "v_dim": None, "num_groups": None,
+           "heads_per_group": None}
+    return Toto2Config.from_dict({**raw, "patch_size": TOTO2_PATCH, "d_model": 64, "num_heads": 4, "num_layers": 2,
+                                  "layer_group_size": 2})
+
+
+@pytest.fixture(scope="session")
+def tiny_toto2(tmp_path_factory):
+    """A random tiny Toto 2.0 as a weights folder (unfolded, the public layout)."""
+    from marketcast.forecast.toto2.loading import save_checkpoint
+    from marketcast.forecast.toto2.model import random_model
+
+    return save_checkpoint(random_model(tiny_toto2_config(), 0), tmp_path_factory.mktemp("base") / "toto2-tiny")

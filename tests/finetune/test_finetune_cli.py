@@ -86,7 +86,8 @@ def test_a_backtest_after_until_runs_with_the_tuned_weights(full, data_dir, tmp_
 @pytest.mark.parametrize("args,message", [
     (["--until", "2021-07-13"], "error: --until 2021-07-13 is on or after the last bar of SYN"),
     (["--until", "2020-01-28"], "error: --until 2020-01-28 leaves 20 bars of SYN"),
-    (["--until", UNTIL, "--model", "chronos"], "error: --model 'chronos' is unknown; choose one of toto, kronos"),
+    (["--until", UNTIL, "--model", "chronos"],
+     "error: --model 'chronos' is unknown; choose one of toto, kronos, toto2\n"),
     (["--until", UNTIL, "--lora", "0"], "error: --lora 0: a LoRA rank is a positive integer, e.g. --lora 8"),
     (["--until", UNTIL, "--lora", "-3"], "error: --lora -3: a LoRA rank is a positive integer"),
     (["--until", "Oct 27"], "error: --until 'Oct 27' is not a date; use YYYY-MM-DD"),

@@ -1,4 +1,5 @@
-"""A SIGKILL in mid-training, then ``--resume``: the same final weights as a run never interrupted."""
+"""A SIGKILL in mid-training, then ``--resume``: the same final weights as a run never interrupted (Toto 1.0 and
+Toto 2.0)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 from tests.finetune.conftest import UNTIL
@@ -27,10 +29,10 @@ def _env() -> dict:
     return {**os.environ, "OMP_NUM_THREADS": "1"}  # the same thread count in every run (and a light load)
 
 
-def kill_mid_training(base: Path, data_dir: Path, out: Path, at: int) -> int:
+def kill_mid_training(base: Path, data_dir: Path, out: Path, at: int, *extra: str) -> int:
     """Start a tuning and SIGKILL it once its checkpoint has reached step ``at``; the step of the checkpoint
     left behind (at least ``at``, and the run unfinished)."""
-    proc = subprocess.Popen(_command(base, data_dir, out), env=_env(), stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(_command(base, data_dir, out, *extra), env=_env(), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     step = 0
     try:
@@ -55,13 +57,22 @@ def run(cmd: list[str]) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def test_sigkill_then_resume_gives_the_uninterrupted_weights(tiny_base, data_dir, tmp_path):
+@pytest.fixture(params=["toto", "toto2"])
+def model(request):
+    """(base weights folder, the model's options): the tiny Toto 1.0 or the tiny Toto 2.0."""
+    if request.param == "toto":
+        return request.getfixturevalue("tiny_base"), []
+    return request.getfixturevalue("tiny_toto2"), ["--model", "toto2"]
+
+
+def test_sigkill_then_resume_gives_the_uninterrupted_weights(model, data_dir, tmp_path):
+    base, extra = model
     reference = tmp_path / "reference"
-    run(_command(tiny_base, data_dir, reference))
+    run(_command(base, data_dir, reference, *extra))
     out = tmp_path / "killed"
-    step = kill_mid_training(tiny_base, data_dir, out, at=20)
+    step = kill_mid_training(base, data_dir, out, 20, *extra)
     assert 20 <= step < 120 and step % 5 == 0
-    run(_command(tiny_base, data_dir, out, "--resume"))
+    run(_command(base, data_dir, out, *extra, "--resume"))
     assert (out / "model.safetensors").read_bytes() == (reference / "model.safetensors").read_bytes()
     got, want = (json.loads((p / "tuning.json").read_text()) for p in (out, reference))
     assert got["loss"] == want["loss"] and got["history"] == want["history"] and got["steps"] == 120

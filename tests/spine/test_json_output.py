@@ -59,8 +59,9 @@ def run_json(capsys, name: str, *args: str, code: int = 0):
 def test_the_schemas_are_json_schemas_and_compile_check_is_generated_from_the_validator():
     names = sorted(p.name for p in SCHEMAS.glob("*.schema.json"))
     assert names == sorted(f"{n}.schema.json" for n in (
-        "backtest", "comparison", "compile_analyze", "compile_check", "data_check", "forecast", "models_compare",
-        "runs_list", "runs_query", "runs_show", "trade_orders", "trade_status"))
+        "backtest", "comparison", "compile_analyze", "compile_check", "data_check", "finetune", "forecast",
+        "models_compare",
+        "runs_list", "runs_query", "runs_show", "trade_orders", "trade_promote", "trade_status"))
     for name in names:
         Draft202012Validator.check_schema(_load(name))
     assert json.loads((SCHEMAS / "compile_check.schema.json").read_text()) == json_schema()
@@ -231,3 +232,82 @@ def test_trade_status_for_people_shows_no_python_repr(trade_state, capsys):
         assert repr_mark not in out, repr_mark
     latency = next(line for line in out.splitlines() if "mean_forecast_latency_ms" in line)
     assert latency.split("│")[2].split()[0] == "baseline"  # "baseline 6.05", not {'baseline': 6.05}
+
+
+def test_trade_promote(tmp_path, capsys):
+    """Hand-made paired decisions (the journal's own tables): the JSON's statistics are the paired t-test's."""
+    from scipy.stats import ttest_rel
+
+    from marketcast.trade.journal.db import transaction
+    from marketcast.trade.journal.state import Journal
+
+    live, shadow = [0.01, -0.02, 0.005, 0.0], [0.02, 0.01, 0.004, 0.003]
+    journal = Journal(tmp_path / "journal.db")
+    with transaction(journal.conn) as c:
+        for i, (a, b) in enumerate(zip(live, shadow)):
+            ts = f"2024-01-0{i + 2}T00:00:00+00:00"
+            for role, model, name, pnl in (("live", "base", "baseline", a), ("shadow", "cand", "toto2", b)):
+                c.execute("INSERT INTO shadow_decisions (decision_ts, symbol, role, model, side, close, pnl, settled_ts, "
+                          "forecaster) VALUES (?, 'SP500', ?, ?, 1, 100.0, ?, ?, ?)", (ts, role, model, pnl, ts, name))
+    journal.close()
+    p = ttest_rel(shadow, live, alternative="greater").pvalue  # diffs 0.01, 0.03, -0.001, 0.003
+    assert 0.05 < p < 0.5
+    state = str(tmp_path)
+    refused = run_json(capsys, "trade_promote", "trade", "promote", "--state-dir", state, "--min-decisions", "2",
+                       "--json", code=1)
+    assert refused["promoted"] is False and refused["n"] == 4 and refused["previous"] is None
+    assert refused["p"] == pytest.approx(p) and refused["mean_diff"] == pytest.approx(0.0105)
+    assert refused["weights"] == "cand" and refused["model"] == "toto2"
+    assert refused["shadow_pnl"] == pytest.approx(0.037) and refused["live_pnl"] == pytest.approx(-0.005)
+    assert refused["reason"].startswith("not promoted: the shadow does not beat the live model on pnl (p >= 0.05)")
+    assert refused["metric"] == "pnl"
+    few = run_json(capsys, "trade_promote", "trade", "promote", "--state-dir", state, "--json", code=1)
+    assert few["reason"].startswith("not promoted: 4 of 60 decisions needed") and few["min_decisions"] == 60
+    done = run_json(capsys, "trade_promote", "trade", "promote", "--state-dir", state, "--min-decisions", "2",
+                    "--alpha", "0.5", "--json")
+    assert done["promoted"] is True and done["reason"].startswith("promoted cand: n=4") and done["alpha"] == 0.5
+    empty = tmp_path / "empty"
+    Journal(empty / "journal.db").close()
+    none = run_json(capsys, "trade_promote", "trade", "promote", "--state-dir", str(empty), "--json", code=1)
+    assert none["weights"] is None and none["n"] == 0 and none["p"] is None
+
+
+def test_finetune(tmp_path, capsys):
+    """A tiny Toto 2.0 tuned on a planted cycle, with --evaluate: the JSON carries tuning.json's numbers and the
+    paired test's deltas; progress and the summary lines went to stderr."""
+    from marketcast.forecast.toto2.loading import save_checkpoint
+    from marketcast.forecast.toto2.model import random_model
+    from tests.finetune.conftest import TOTO2_TUNE, UNTIL, planted, tiny_toto2_config
+
+    base = save_checkpoint(random_model(tiny_toto2_config(), 0), tmp_path / "base")
+    (tmp_path / "bars").mkdir()
+    planted().to_csv(tmp_path / "bars" / "SYN.csv")
+    out = tmp_path / "tuned"
+    capsys.readouterr()
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny steps: two threads on a busy machine mostly wait for each other (30x slower)
+    try:
+        assert main(["finetune", "--model", "toto2", "--weights", str(base), "--data-dir", str(tmp_path / "bars"),
+                     "--symbols", "SYN", "--until", UNTIL, *TOTO2_TUNE, "--out", str(out), "--evaluate",
+                     "--samples", "16", "--json"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert errors("finetune", doc) == []
+    record = json.loads((out / "tuning.json").read_text())
+    assert (doc["out"], doc["model"], doc["until"], doc["symbols"], doc["lora"]) == (str(out), "toto2", UNTIL,
+                                                                                     ["SYN"], None)
+    assert doc["steps"] == record["steps"] == 60 and doc["loss"] == record["loss"]
+    assert "finetune: step 60/60" in captured.err and f"weights: {out}" in captured.err
+    (row,) = doc["evaluation"]["symbols"]
+    crps = row["crps"]
+    assert row["windows"] == 98 and crps["delta"] == pytest.approx(crps["tuned"] - crps["base"])
+    pooled = doc["evaluation"]["pooled"]
+    assert pooled["mean_diff"] == pytest.approx(-crps["delta"]) and pooled["ci_low"] < pooled["mean_diff"]
+    assert 0 <= pooled["t_p"] <= 1 and doc["evaluation"]["tuned_run"] in RunStore(
+        os.environ["MARKETCAST_RUN_STORE"]).infos()
+    assert errors("finetune", {**doc, "evaluation": None}) == []  # no --evaluate
+    assert errors("finetune", {**doc, "lora": 0}) and errors("finetune", {**doc, "evaluation": {}})  # teeth

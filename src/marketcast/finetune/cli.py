@@ -1,8 +1,9 @@
 """``marketcast finetune``: tune a model on the user's own bars up to ``--until``, leak-proof by construction.
 
 The output folder is a standard checkpoint in the layout the model's loader reads, so ``--weights DIR`` works in
-every command (Toto: ``config.json`` + ``model.safetensors``; Kronos: ``model/`` tuned and ``tokenizer/`` copied,
-each with both files; LoRA adapters are merged into the weights on save), plus ``tuning.json``
+every command (Toto 1.0 and 2.0: ``config.json`` + ``model.safetensors``, Toto 2.0's u-μP scales unfolded as in
+the public checkpoints; Kronos: ``model/`` tuned and ``tokenizer/`` copied, each with both files; LoRA adapters
+are merged into the weights on save), plus ``tuning.json``
 (:mod:`marketcast.forecast.tuning`): the cutoff and the fingerprint of every tuned symbol's bars, which every
 command that loads the weights checks before scoring a window. While training, the folder holds
 ``checkpoint.pt``; ``--resume`` continues from it after a crash or a SIGKILL, to the same final weights.
@@ -18,11 +19,11 @@ from typing import Annotated, Optional
 import typer
 
 from marketcast import options
-from marketcast.console import console
+from marketcast.console import console, err_console
 from marketcast.errors import ConfigError
 from marketcast.help import choice_list
 
-MODELS = ("toto", "kronos")
+MODELS = ("toto", "kronos", "toto2")
 
 
 def _symbols(values: Optional[list[str]], data_dir: Optional[Path]) -> list[str]:
@@ -55,8 +56,8 @@ def _check_out(out: Path, resume: bool) -> None:
 
 def finetune(
     model: Annotated[str, typer.Option("--model", "-m", metavar=choice_list(MODELS),
-                                       help="Model to tune: toto (Toto 1.0) or kronos (its tokenizer stays "
-                                            "frozen).")] = "toto",
+                                       help="Model to tune: toto (Toto 1.0), kronos (its tokenizer stays "
+                                            "frozen) or toto2 (Toto 2.0).")] = "toto",
     weights: options.Weights = None,
     symbols: Annotated[Optional[list[str]], typer.Option(
         "--symbols", help="Symbols to tune on, comma-separated or repeated, e.g. SP500,NASDAQ (default: the "
@@ -94,6 +95,7 @@ def finetune(
                            "the deltas with a paired test on per-window CRPS (default: off).")] = False,
     samples: Annotated[int, typer.Option("--samples", "-s", min=1, help="--evaluate: forecast sample paths per "
                                                                          "window, e.g. 64.")] = 256,
+    as_json: options.AsJson = False,
 ) -> None:
     """Fine-tune a forecaster on your bars up to --until; writes weights plus tuning.json (leak-proof)."""
     if model not in MODELS:
@@ -133,6 +135,14 @@ def finetune(
         targets = toto.LORA_TARGETS
         objective = toto.TotoObjective(base, context, horizon, autocast, dev)
         files = lambda: toto.checkpoint_files(base)  # noqa: E731
+    elif model == "toto2":
+        from marketcast.finetune import toto2
+
+        base, source = toto2.load_base(weights, dev, seed)
+        windows = make_windows(bars, cutoff, context, horizon, base.config.patch_size)
+        targets = toto2.LORA_TARGETS
+        objective = toto2.Toto2Objective(base, context, horizon, autocast, dev)
+        files = lambda: toto2.checkpoint_files(base)  # noqa: E731
     else:
         from marketcast.finetune import kronos
 
@@ -170,14 +180,27 @@ def finetune(
             make_folder((out / name).parent, ConfigError)
         write_files(out, {**written, FILE_NAME: record_text(record)}, ConfigError)
         (out / CHECKPOINT).unlink(missing_ok=True)
-    console.print(f"tuned {model} on {', '.join(windows.symbols)} through {cutoff}: {outcome.steps} steps "
-                  f"({outcome.stopped}), best at step {outcome.best_step}", highlight=False)
-    console.print(f"validation loss {outcome.validation_loss:.4f} (base {outcome.base_validation_loss:.4f})",
-                  highlight=False)
-    console.print(f"weights: {out} (use --weights {out}; windows on or before {cutoff} of these symbols are "
-                  "refused as in sample)", highlight=False, soft_wrap=True)
+    say = err_console if as_json else console  # with --json, stdout holds the one JSON document
+    say.print(f"tuned {model} on {', '.join(windows.symbols)} through {cutoff}: {outcome.steps} steps "
+              f"({outcome.stopped}), best at step {outcome.best_step}", highlight=False)
+    say.print(f"validation loss {outcome.validation_loss:.4f} (base {outcome.base_validation_loss:.4f})",
+              highlight=False)
+    say.print(f"weights: {out} (use --weights {out}; windows on or before {cutoff} of these symbols are "
+              "refused as in sample)", highlight=False, soft_wrap=True)
+    result = None
     if evaluate:
         from marketcast.finetune.evaluate import evaluate as compare, print_evaluation
 
-        print_evaluation(compare(model, weights, out, bars, cutoff, context=context, samples=samples,
-                                 device=device, dtype=dtype, seed=seed, data_dir=data_dir))
+        result = compare(model, weights, out, bars, cutoff, context=context, samples=samples, device=device,
+                         dtype=dtype, seed=seed, data_dir=data_dir)
+        if not as_json:
+            print_evaluation(result)
+    if as_json:
+        from marketcast.console import print_json
+        from marketcast.finetune.evaluate import evaluation_json
+
+        print_json({"out": out, "model": model, "base": weights or "auto", "base_source": source,
+                    "until": cutoff.isoformat(), "symbols": list(windows.symbols), "lora": lora,
+                    "adapter": record["adapter"], "steps": outcome.steps, "stopped": outcome.stopped,
+                    "best_step": outcome.best_step, "loss": record["loss"],
+                    "evaluation": None if result is None else evaluation_json(result)})

@@ -106,6 +106,20 @@ def evaluate(model: str, base_weights: str | None, tuned: Path, whole: list[Bars
             "per_window_crps": crps}
 
 
+METRICS = ("crps", "mase", "coverage90", "walk_forward_return")
+
+
+def evaluation_json(result: dict) -> dict:
+    """The comparison for ``finetune --json``: per symbol each metric's base, tuned and tuned - base, and the
+    paired test on per-window CRPS; pooled over the symbols; the two run ids (None when the run store is off)."""
+    def pair(b, t) -> dict:
+        return {"base": b, "tuned": t, "delta": None if b is None or t is None else t - b}
+
+    return {"symbols": [{"symbol": r["symbol"], "windows": r["windows"], "first_decision": r["first_decision"],
+                         **{m: pair(*r[m]) for m in METRICS}, "test": r["test"]} for r in result["symbols"]],
+            "pooled": result["pooled"], "base_run": result["base_run"], "tuned_run": result["tuned_run"]}
+
+
 def print_evaluation(result: dict) -> None:
     """The comparison as a table and one line for the pooled paired test."""
     from rich.table import Table
