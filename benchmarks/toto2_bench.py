@@ -1,10 +1,15 @@
 """Toto 2.0 throughput: the ``toto-2`` reference (eager, float32) vs marketcast's Toto2Forecaster, one run.
 
 22M config with random weights (the same weights loaded in both), 256 SP500 windows of 512 bars, horizon 64,
-close/high/low as three variates; both use toto-2's GluonTS defaults (min-obs backfill 8, quantile cap 1e4).
-Rows: marketcast eager and compiled, float32 and bfloat16. Every row is warmed up first, then the rows are timed
-in turn ``--repeats`` times; each row: median seconds, windows/s, the speed-up over the reference measured in the
-same run, the max-abs error of its quantiles against the reference; plus the recompiles after warm-up (all rows).
+close/high/low as three variates; both use toto-2's GluonTS defaults (min-obs backfill 8, quantile cap 1e4; the
+reference's default one-pass forecast, no block decoding). Rows: marketcast eager and compiled, float32 and
+bfloat16; on CPU also compiled float32 with ATen's (MKL) linears instead of the default oneDNN ones, and the
+reference fed the forecaster's CPU chunks (32 windows a call), to show what each choice buys. Speed-ups are
+against the reference's single call. Every row is warmed up first, then the rows are timed in turn
+``--repeats`` times; each row: median seconds, windows/s, the speed-up over the reference measured in the same
+run, the max-abs error of its quantiles against the reference; plus the recompiles after warm-up (all rows) and
+the load average before and after: the CPU box is shared, and a loaded machine slows the GEMM-bound marketcast
+rows more than the reference, so read the ratios of a quiet run.
 
     .venv/bin/python benchmarks/toto2_bench.py [--device cpu] [--windows 256] [--repeats 3] [--out toto2_bench.json]
 """
@@ -12,6 +17,7 @@ same run, the max-abs error of its quantiles against the reference; plus the rec
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 import warnings
@@ -24,6 +30,7 @@ from common import RESULTS, write_report  # benchmarks/ (the script's folder) is
 from marketcast.data import load_symbol
 from marketcast.forecast.base import make_batch
 from marketcast.forecast.toto2 import Toto2Config, Toto2Forecaster
+from marketcast.forecast.toto2.forecaster import CPU_CHUNK
 from marketcast.forecast.toto2.model import random_model
 from marketcast.runtime.counters import cudagraph_skip_count, recompile_count
 
@@ -52,6 +59,7 @@ def main() -> None:
     parser.add_argument("--out", default="toto2_bench.json", help="JSON under benchmarks/results/")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
+    load_before = os.getloadavg() if hasattr(os, "getloadavg") else None
     console = Console(width=150)
     try:
         from toto2 import Toto2Model as Reference, Toto2ModelConfig
@@ -72,16 +80,26 @@ def main() -> None:
     inputs = {"target": x.to(device), "target_mask": mask.to(device),
               "series_ids": torch.zeros(x.shape[:2], dtype=torch.long, device=device)}
 
-    def run_reference():
+    def run_reference(chunk: int | None = None):
+        """One call (the reference as a caller uses it), or calls of ``chunk`` windows like the forecaster's."""
+        step = chunk or args.windows
         with torch.inference_mode():
-            return reference.forecast(dict(inputs), HORIZON, scaler_fallback_min_obs=8, quantile_real_cap_k=1e4)
+            return torch.cat([reference.forecast({k: v[s:s + step] for k, v in inputs.items()}, HORIZON,
+                                                 scaler_fallback_min_obs=8, quantile_real_cap_k=1e4)
+                              for s in range(0, args.windows, step)], 1)
 
     runs, first, outputs, forecasters = {"toto-2 reference eager float32": run_reference}, {}, {}, {}
-    for mode, dtype in [("eager", "float32"), ("default", "float32"), ("eager", "bfloat16"),
-                        ("default", "bfloat16")]:
-        fc = Toto2Forecaster(random_model(config, 0), device=device, dtype=dtype, compile=mode)
-        forecasters[f"marketcast {mode} {dtype}"] = fc
-        runs[f"marketcast {mode} {dtype}"] = lambda fc=fc: fc.quantiles(batch, HORIZON)
+    if device.type == "cpu":  # the same chunking as the forecaster: how much of the speed-up is the chunk size
+        runs[f"toto-2 reference eager float32, {CPU_CHUNK}-window calls"] = lambda: run_reference(CPU_CHUNK)
+    rows_wanted = [("eager", "float32", None), ("default", "float32", None), ("eager", "bfloat16", None),
+                   ("default", "bfloat16", None)]
+    if device.type == "cpu":
+        rows_wanted.insert(2, ("default", "float32", False))
+    for mode, dtype, onednn in rows_wanted:
+        fc = Toto2Forecaster(random_model(config, 0), device=device, dtype=dtype, compile=mode, onednn=onednn)
+        name = f"marketcast {mode} {dtype}" + (" aten-linear" if onednn is False else "")
+        forecasters[name] = fc
+        runs[name] = lambda fc=fc: fc.quantiles(batch, HORIZON)
     for name, run in runs.items():  # warm-up: compiles happen here
         t0 = time.perf_counter()
         outputs[name] = run()
@@ -95,10 +113,12 @@ def main() -> None:
     rows = []
     for name in runs:
         fc = forecasters.get(name)
-        q = ref_q if fc is None else torch.as_tensor(outputs[name])
+        q = outputs[name].permute(1, 2, 0, 3).double().cpu() if fc is None else torch.as_tensor(outputs[name])
         rows.append(dict(name=name, seconds=statistics.median(times[name]), times=times[name], first_s=first[name],
                          max_abs_err=float((q - ref_q).abs().max()),
-                         compiled=None if fc is None else fc.steps.compiled))
+                         compiled=None if fc is None else fc.steps.compiled,
+                         onednn_linears=None if fc is None else fc.onednn,
+                         chunk=None if fc is None else fc.chunk))
     table = Table(title=f"Toto 2.0 {args.size}, {args.windows} windows x ctx {CONTEXT} x h {HORIZON} on {device}")
     for col in ["run", "median s", "windows/s", "vs reference", "max |q - ref|", "first call s"]:
         table.add_column(col, justify="right" if col != "run" else "left")
@@ -109,10 +129,15 @@ def main() -> None:
                       f"{row['max_abs_err']:.2e}", f"{row['first_s']:.2f}")
     console.print(table)
     console.print(f"recompiles after warm-up: {recompiles}; CUDA-graph skips: {skips}")
+    load_after = os.getloadavg() if hasattr(os, "getloadavg") else None
+    if load_before is not None:
+        console.print("load average (1/5/15 min) before: " + " ".join(f"{v:.2f}" for v in load_before)
+                      + "; after: " + " ".join(f"{v:.2f}" for v in load_after))
     report = {"benchmark": "toto2", "size": args.size, "windows": args.windows, "context": CONTEXT,
               "horizon": HORIZON, "device": str(device), "threads": torch.get_num_threads(),
               "repeats": args.repeats, "recompiles_after_warmup": recompiles, "cudagraph_skips": skips,
-              "parameters": sum(p.numel() for p in reference.parameters()), "rows": rows}
+              "parameters": sum(p.numel() for p in reference.parameters()), "layout": config.to_dict(),
+              "load_average_before": load_before, "load_average_after": load_after, "rows": rows}
     if device.type == "cuda":
         report["gpu"] = torch.cuda.get_device_name(device)
     write_report(RESULTS / args.out, report, console)

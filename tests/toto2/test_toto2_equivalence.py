@@ -18,11 +18,11 @@ from tests.toto2.conftest import random_walks
 P = 32
 
 
-def fresh(mine, fold: bool = True, dtype: torch.dtype = torch.float32):
+def fresh(mine, fold: bool = True, dtype: torch.dtype = torch.float32, onednn: bool = False):
     """A copy of the (unfolded) fixture model, folded and cast: the session fixtures stay untouched."""
     out = type(mine)(mine.config)
     out.load_state_dict(mine.state_dict())
-    out = out.eval()
+    out = out.eval().use_onednn(onednn)
     return out.fold_scales().set_precision(dtype) if fold else out
 
 
@@ -53,13 +53,17 @@ def test_4m_univariate_fp32_unfolded_and_folded(pair_4m):
     assert float((want[-1] - want[0]).min()) > 0  # the quantiles are spread: the comparison is not trivial
 
 
-def test_22m_fp32(pair_22m):
+@pytest.mark.parametrize("onednn", [False, True], ids=["aten-linear", "onednn-linear"])
+def test_22m_fp32(pair_22m, onednn):
+    """Both linear back ends; the forecaster's float32 CPU default is oneDNN."""
+    if onednn and not torch.backends.mkldnn.is_available():
+        pytest.skip("this torch build has no oneDNN")
     ref, mine = pair_22m
-    mine = fresh(mine)
+    mine = fresh(mine, onednn=onednn)
     x, mask = random_walks(2, 3, 8 * P, seed=1)
     want, got = compare(ref, mine, x, mask, torch.zeros(2, 3, dtype=torch.long), 40)  # 40: two patches, cut
     assert got.shape == (9, 2, 3, 40)
-    assert report("22m three variates", want, got) < 1e-4
+    assert report(f"22m three variates ({'oneDNN' if onednn else 'ATen'} linears)", want, got) < 1e-4
 
 
 def test_4m_multivariate_groups_missing_backfill_cap(pair_4m):
@@ -76,6 +80,60 @@ def test_4m_multivariate_groups_missing_backfill_cap(pair_4m):
     # the grouping matters: with one id for all variates the answer changes
     _, merged = compare(ref, mine, x, mask, torch.zeros_like(ids), 70, min_obs=8, cap_k=1e4)
     assert float((merged - got).abs().max()) > 1e-3
+
+
+def decoded(ref, mine, x, mask, ids, horizon, block, min_obs=0, cap_k=0.0):
+    """(reference, marketcast) quantiles ``[9, B, V, H]`` with block decoding of ``block`` patches."""
+    with torch.inference_mode():
+        want = ref.forecast({"target": x.clone(), "target_mask": mask.clone(), "series_ids": ids}, horizon,
+                            decode_block_size=block * P, scaler_fallback_min_obs=min_obs, quantile_real_cap_k=cap_k)
+        got = mine.decode_quantiles(x, mask, ids, math.ceil(horizon / P), block, min_obs, cap_k)[..., :horizon]
+        one = mine.quantiles(x, mask, ids, math.ceil(horizon / P), min_obs, cap_k)[..., :horizon]
+    return want, got, one
+
+
+def test_block_decoding_4m_multivariate(pair_4m):
+    """toto-2's decode_block_size: 7 patches in blocks of 3, 3 and 1, with medians fed back, the scaler re-run, the
+    KV cache, two series ids, a context that starts unobserved, gaps, backfill and the cap."""
+    ref, mine = pair_4m
+    x, mask = random_walks(3, 4, 6 * P, seed=2)
+    mask[0, :, :2 * P + 5] = False
+    x[0, :, :2 * P + 5] = 0.0
+    mask[1, 2, 3 * P:4 * P] = False
+    mask[2, 1, ::3] = False
+    ids = torch.tensor([[0, 0, 1, 1], [0, 1, 0, 1], [0, 0, 0, 1]])
+    for model in (fresh(mine, fold=False), fresh(mine)):
+        want, got, one = decoded(ref, model, x, mask, ids, 200, 3, min_obs=8, cap_k=1e4)
+        assert got.shape == (9, 3, 4, 200)
+        assert report("4m block decoding (3 patches), four variates, gaps", want, got) < 1e-4
+    assert float((one - got).abs().max()) > 1e-2  # decoding changes the answer: the comparison is not trivial
+
+
+@pytest.mark.parametrize("onednn", [False, True], ids=["aten-linear", "onednn-linear"])
+def test_block_decoding_22m(pair_22m, onednn):
+    if onednn and not torch.backends.mkldnn.is_available():
+        pytest.skip("this torch build has no oneDNN")
+    ref, mine = pair_22m
+    x, mask = random_walks(2, 3, 8 * P, seed=4)
+    want, got, one = decoded(ref, fresh(mine, onednn=onednn), x, mask, torch.zeros(2, 3, dtype=torch.long), 150, 2)
+    assert report("22m block decoding (2 patches), three variates", want, got) < 1e-4
+    assert float((one - got).abs().max()) > 1e-2
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_onednn_linear_is_float32_linear(bias):
+    """The oneDNN op on 4-D and non-contiguous inputs against float64 F.linear: float32 rounding only."""
+    if not torch.backends.mkldnn.is_available():
+        pytest.skip("this torch build has no oneDNN")
+    from marketcast.forecast.toto2.model import onednn_linear
+
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 5, 3, 64, generator=g).transpose(1, 2)  # [2, 3, 5, 64], not contiguous
+    w, b = torch.randn(48, 64, generator=g), torch.randn(48, generator=g) if bias else None
+    got = onednn_linear(x, w, b)
+    want = torch.nn.functional.linear(x.double(), w.double(), None if b is None else b.double())
+    assert got.shape == (2, 3, 5, 48) and got.dtype == torch.float32
+    assert float((got - want).abs().max()) < 1e-5 * float(want.abs().max())
 
 
 @pytest.fixture(scope="module")

@@ -34,6 +34,15 @@ def test_22m_size_matches_the_published_checkpoint_size():
     assert n == 21_915_584 and round(n * 4 / 2**20) == 84  # 84 MiB in float32, as published
 
 
+def test_published_layouts_have_one_variate_layer_last():
+    """Layer group = the whole stack in every published config (4m's file; 22m per Toto2Config.size's sources):
+    the layout decides which layers mix variates, and the parameter count cannot tell it."""
+    c4, c22 = Toto2Config.size("4m"), Toto2Config.size("22m")
+    assert c4.variate_layers() == [False] * 3 + [True]
+    assert c22.variate_layers() == [False] * 5 + [True]
+    assert (c22.d_ff, c22.num_groups, c22.qk_dim, c22.layer_group_size) == (1368, 8, 64, 6)
+
+
 def test_toto1_weights_are_the_wrong_architecture(tmp_path):
     save_toto1(init_weights(TotoModel(TotoConfig.tiny()), seed=1), TotoConfig.tiny(), tmp_path / "toto1")
     with pytest.raises(ModelLoadError, match=r"not a Toto 2\.0 config\.json .*--model toto2") as info:

@@ -19,19 +19,22 @@ import torch
 
 from marketcast.errors import ConfigError
 from marketcast.forecast.base import ContextBatch, Forecast, masked_prices
+from marketcast.forecast.quantiles import sample_paths
 from marketcast.forecast.toto2.config import QUANTILES, Toto2Config
 from marketcast.forecast.toto2.loading import DEFAULT_REPO, load_model, load_pretrained
-from marketcast.forecast.toto2.model import Toto2Model, random_model
-from marketcast.forecast.toto2.sampling import quantile_function
+from marketcast.forecast.toto2.model import Toto2Model, onednn_usable, random_model
 from marketcast.forecast.warmup import CUDA_GRAPH_RUNS, synthetic_batch, timed_warmup
 from marketcast.runtime.devices import torch_device, torch_dtype
-from marketcast.runtime.rng import uniforms, window_streams
 from marketcast.runtime.shapes import pow2_at_least
 from marketcast.runtime.steps import CompiledSteps
 
 FIELDS = ("close", "high", "low")
 MIN_OBS, CAP_K = 8, 1e4  # toto-2's Toto2GluonTSModelConfig defaults
-CHUNK = 256  # windows per model call: large enough to keep CPU matmuls efficient, small enough for any GPU
+# Windows per model call. GPU: large, for big matmuls, and small enough for any card. CPU: 32 windows (1,632
+# rows of 512) keep each layer's activations (the 2,736-wide SwiGLU input: 18 MB) inside the L3 cache instead
+# of streaming ~140 MB buffers through memory: 256 windows ran 1.45 s, 64 1.1-1.3 s, 32 1.09 s, 16 1.12 s
+# (22M, ctx 512, h 64, compiled, 2-core EPYC; benchmarks/toto2_bench.py).
+CHUNK, CPU_CHUNK = 256, 32
 
 
 def _dtype(name: str) -> torch.dtype:
@@ -46,11 +49,19 @@ def _quantile_step(model: Toto2Model, x, mask, ids, num_patches: int, min_obs: i
     return model.quantiles(x, mask, ids, num_patches, min_obs, cap_k)
 
 
+def _decode_step(model: Toto2Model, x, mask, ids, num_patches: int, block: int, min_obs: int, cap_k: float):
+    return model.decode_quantiles(x, mask, ids, num_patches, block, min_obs, cap_k)
+
+
 class Toto2Forecaster:
     """Forecaster protocol for Toto 2.0; :meth:`quantiles` is the native output, :meth:`forecast` adds paths.
 
     The constructor takes ownership of ``model``: moved to ``device``, its u-μP scales folded into the
-    weights, cast to ``dtype``. ``chunk`` caps the windows of one model call.
+    weights, cast to ``dtype``. ``chunk`` caps the windows of one model call (default :data:`CPU_CHUNK` on CPU,
+    :data:`CHUNK` elsewhere). ``onednn`` (default: float32 on CPU) runs the linears on oneDNN instead of MKL
+    (:func:`~marketcast.forecast.toto2.model.onednn_linear`). ``decode_block`` (steps, a multiple of the patch;
+    default None: one pass, toto-2's default) forecasts horizons longer than it block by block, as toto-2's
+    ``decode_block_size`` (:meth:`~marketcast.forecast.toto2.model.Toto2Model.decode_quantiles`).
     """
 
     name = "toto2"
@@ -58,16 +69,27 @@ class Toto2Forecaster:
     quantile_levels = QUANTILES
 
     def __init__(self, model: Toto2Model, *, device: str | torch.device = "cpu", dtype: str = "float32",
-                 compile: str | None = None, backend: str = "inductor", chunk: int = CHUNK, source: str = "",
-                 min_obs: int = MIN_OBS, cap_k: float = CAP_K) -> None:
+                 compile: str | None = None, backend: str = "inductor", chunk: int | None = None, source: str = "",
+                 min_obs: int = MIN_OBS, cap_k: float = CAP_K, onednn: bool | None = None,
+                 decode_block: int | None = None) -> None:
         self.device = _device(device)
         self.dtype_name = dtype
         model = model.eval().requires_grad_(False).to(self.device)
         self.model = model.fold_scales().set_precision(_dtype(dtype))
+        usable = onednn_usable(self.device, torch.float32)  # a CPU with oneDNN
+        self.onednn = onednn_usable(self.device, _dtype(dtype)) if onednn is None else bool(onednn) and usable
+        self.model.use_onednn(self.onednn)
         self.config: Toto2Config = model.config
         self.source = source
+        if chunk is None:
+            chunk = CPU_CHUNK if self.device.type == "cpu" else CHUNK
         self.chunk = max(1, int(chunk))
         self.min_obs, self.cap_k = int(min_obs), float(cap_k)
+        p = self.config.patch_size
+        if decode_block is not None and (decode_block < p or decode_block % p):
+            raise ConfigError(f"Toto 2.0 decode_block {decode_block} is not a positive multiple of the patch size "
+                              f"{p}; pass e.g. {24 * p} (toto-2's example) or None for one pass")
+        self.decode_block = None if decode_block is None else decode_block // p  # in patches
         mode = None if compile in (None, "eager") else compile
         self.steps = CompiledSteps("toto2", mode, self.device, backend)
 
@@ -120,21 +142,24 @@ class Toto2Forecaster:
             ms = torch.zeros((rows, nvar, width), dtype=torch.bool)
             xs[:, :, width - t:], ms[:, :, width - t:] = x[pick], mask[pick]
             ids = torch.zeros((rows, nvar), dtype=torch.long, device=self.device)
-            q = self.steps.call("quantiles", (rows, width // p, num_patches), _quantile_step, self.model,
-                                xs.to(self.device), ms.to(self.device), ids, num_patches, self.min_obs, self.cap_k)
+            if self.decode_block is not None and num_patches > self.decode_block:
+                q = self.steps.call("decode", (rows, width // p, num_patches, self.decode_block), _decode_step,
+                                    self.model, xs.to(self.device), ms.to(self.device), ids, num_patches,
+                                    self.decode_block, self.min_obs, self.cap_k)
+            else:
+                q = self.steps.call("quantiles", (rows, width // p, num_patches), _quantile_step, self.model,
+                                    xs.to(self.device), ms.to(self.device), ids, num_patches, self.min_obs,
+                                    self.cap_k)
             out[start:start + n] = q[..., :n, :, :horizon].permute(1, 2, 0, 3).double().cpu().numpy()
         return out
 
     def forecast(self, batch: ContextBatch, horizon: int, num_samples: int, seed: int = 0) -> Forecast:
         """Sample paths ``[B, 3, num_samples, horizon]`` drawn from the quantiles (see
-        :mod:`marketcast.forecast.toto2.sampling`); the quantiles themselves ride along in ``Forecast.quantiles``."""
+        :mod:`marketcast.forecast.quantiles`); the quantiles themselves ride along in ``Forecast.quantiles``."""
         if num_samples < 1:
             raise ConfigError(f"Toto 2.0 needs num_samples >= 1, got {num_samples}")
         q = self.quantiles(batch, horizon)  # [B, 3, 9, H]
-        streams = window_streams(seed, batch.window_keys())  # [B]
-        counters = torch.arange(num_samples * horizon, dtype=torch.int64).view(1, num_samples, horizon)
-        u = uniforms(streams.view(-1, 1, 1), counters).double()  # [B, S, H]
-        paths = quantile_function(torch.as_tensor(q), u[:, None].expand(-1, len(FIELDS), -1, -1))
+        paths = sample_paths(q, QUANTILES, batch.window_keys(), seed, num_samples)
         meta = {
             "model": "toto2", "source": self.source, "dtype": self.dtype_name, "device": str(self.device),
             "num_samples_used": num_samples, "samples_per_batch_used": num_samples,
@@ -142,7 +167,7 @@ class Toto2Forecaster:
             "compile_mode": self.steps.mode, "compile_backend": self.steps.backend, "compiled": self.steps.compiled,
             "fallback_reason": self.steps.fallback_reason,
         }
-        return Forecast(samples=paths.numpy(), fields=FIELDS, meta=meta, quantiles=q, quantile_levels=QUANTILES)
+        return Forecast(samples=paths, fields=FIELDS, meta=meta, quantiles=q, quantile_levels=QUANTILES)
 
 
 def create(*, weights: str | None = None, device: str = "cpu", dtype: str = "float32",

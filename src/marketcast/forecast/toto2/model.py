@@ -15,15 +15,26 @@ matter, and they are constants:
 :meth:`Toto2Model.fold_scales` bakes those constants into the weights once after loading, so the forecasting
 graph is plain linears; the unfolded path is kept for the equivalence tests.
 
-Forecasting is one pass (toto-2's default, no block decoding): the context patches and ``horizon`` masked
+Forecasting is one pass by default (:meth:`Toto2Model.quantiles`): the context patches and ``horizon`` masked
 placeholder patches run through the stack together and the output at position ``i`` predicts patch ``i + 1``.
-Two things the reference computes and throws away are skipped: the last placeholder patch (its output
-predicts nothing asked for) and, after the last time-attention layer, every position whose output is not read.
+toto-2 2.0.0's ``Toto2Model.forecast`` also has block decoding (``decode_block_size``: blocks of patches with the
+medians fed back, the scaler re-run and a KV cache over the time layers). It is off by default there
+(``forecast``: 0, ``Toto2GluonTSModelConfig``: None), its README ran every leaderboard result in one pass and
+suggests blocks for horizons of ~1000+ steps, and it changes nothing unless the horizon exceeds the block.
+:meth:`Toto2Model.decode_quantiles` reproduces it, with one static cache buffer per time layer, so a whole
+decode compiles into one graph per shape bucket.
+
+Three things the reference computes and throws away are skipped: the last placeholder patch (its output
+predicts nothing asked for); after the last time-attention layer, every position whose output is not read; and
+in that layer, the queries of the positions it does not read (keys and values still cover every position). The
+published layouts (:meth:`Toto2Config.size`) have one variate layer, the last: it runs on the read positions
+only. On CPU in float32 the forecaster sends the linears, ~75% of the time, to oneDNN (:func:`onednn_linear`).
 """
 
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -46,12 +57,38 @@ def tau_rule(index: int, layers: int, residual_mult: float, attn_ratio: float) -
     return alpha / (layers / 2 + n_attn * alpha_attn**2 + n_mlp * alpha_mlp**2) ** 0.5
 
 
+@torch.library.custom_op("marketcast::toto2_onednn_linear", mutates_args=())
+def onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
+    """``F.linear`` as one oneDNN fp32 inner product (IEEE fp32, no reduced-precision math).
+
+    ATen sends fp32 linears on CPU to MKL's sgemm. On this project's 2-core AMD EPYC (Zen 5) box oneDNN ran the
+    22M projections 1.3x (idle) to 2x (cores shared) faster one by one, and the whole compiled 22M model 1.9x
+    faster (benchmarks/toto2_bench.py, "aten-linear" row). A custom op, so inductor calls it as one extern kernel
+    and still fuses the elementwise work around it; no autograd: inference only.
+    """
+    flat = x.reshape(-1, x.shape[-1]).contiguous()
+    out = torch.ops.mkldnn._linear_pointwise(flat, weight.contiguous(), bias, "none", [], "")
+    return out.view(*x.shape[:-1], weight.shape[0])
+
+
+@onednn_linear.register_fake
+def _onednn_linear_shape(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
+    return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+
+def onednn_usable(device: torch.device, dtype: torch.dtype) -> bool:
+    """oneDNN linears pay off for float32 on CPU (bfloat16 linears already run on oneDNN there)."""
+    return (device.type == "cpu" and dtype == torch.float32 and torch.backends.mkldnn.is_available()
+            and torch.backends.mkldnn.enabled and hasattr(torch.ops.mkldnn, "_linear_pointwise"))  # private op
+
+
 class ScaledLinear(nn.Linear):
     """``F.linear(x, W, b) * scale``: u-μP's forward factor (1 after :meth:`fold`)."""
 
     def __init__(self, fan_in: int, fan_out: int, bias: bool, readout: bool = False) -> None:
         super().__init__(fan_in, fan_out, bias)
         self.scale = 1.0 / fan_in if readout else fan_in**-0.5
+        self.onednn = False  # Toto2Model.use_onednn: inference only (the op has no backward)
 
     def reset_parameters(self) -> None:  # unit-scaled init: N(0, 1) weights, zero bias
         nn.init.normal_(self.weight)
@@ -66,8 +103,12 @@ class ScaledLinear(nn.Linear):
             self.bias.mul_(self.scale * (weight_factor if bias_factor is None else bias_factor))
         self.scale = 1.0
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = F.linear(x, self.weight, self.bias)
+    def forward(self, x: torch.Tensor, rows: slice | None = None) -> torch.Tensor:
+        """``rows``: only those output features (a slice of the weight's rows), e.g. the queries of ``in_proj``."""
+        weight, bias = self.weight, self.bias
+        if rows is not None:
+            weight, bias = weight[rows], None if bias is None else bias[rows]
+        y = onednn_linear(x, weight, bias) if self.onednn else F.linear(x, weight, bias)
         return y if self.scale == 1.0 else y * self.scale
 
 
@@ -125,11 +166,14 @@ class Rope:
     """Rotary tables for the first half of each head (interleaved pairs) with xPos scaling (Sun et al. 2022,
     "A Length-Extrapolatable Transformer"): queries times ``s^+1``, keys times ``s^-1``."""
 
-    def __init__(self, head_dim: int, length: int, full_length: int, xpos: bool, device, dtype) -> None:
+    def __init__(self, head_dim: int, length: int, full_length: int, xpos: bool, device, dtype,
+                 start: int = 0) -> None:
+        """Positions ``start .. start + length - 1``; xPos centres on ``full_length // 2`` (toto-2: one past the
+        largest position of the call, trimmed positions included)."""
         width = int(head_dim * ROPE_FRACTION)
         self.width = width
         theta = 1.0 / torch.pow(ROPE_BASE, torch.arange(0, width, 2, dtype=torch.float32, device=device) / width)
-        pos = torch.arange(length, dtype=torch.float32, device=device)
+        pos = torch.arange(start, start + length, dtype=torch.float32, device=device)
         angles = (pos[:, None] * theta[None, :]).repeat_interleave(2, -1)
         self.cos, self.sin = angles.cos().to(dtype), angles.sin().to(dtype)
         self.q_scale = self.k_scale = None
@@ -183,12 +227,23 @@ class Attention(nn.Module):
         self.in_proj.fold()
         self.out_proj.fold(out_factor)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, rope: Rope | None, queries: int) -> torch.Tensor:
-        """``x`` ``[N, S, d]``; the last ``queries`` positions attend (keys: all); ``mask`` bool (True = attend)."""
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, rope: Rope | None, queries: int,
+                cache: tuple[torch.Tensor, torch.Tensor, int] | None = None) -> torch.Tensor:
+        """``x`` ``[N, S, d]``; the last ``queries`` positions attend (keys: all); ``mask`` bool (True = attend).
+
+        ``cache`` ``(keys, values, start)``: ``x`` holds positions ``start ..``; their keys and values are written
+        there and the queries attend to every cached position up to the last one of ``x`` (block decoding).
+        """
         c = self.c
         n, s, _ = x.shape
-        q, k, v = self.in_proj(x).split(self.sizes, -1)
-        q = q[:, s - queries:].unflatten(-1, (c.num_heads, c.qk_dim)).transpose(1, 2)
+        if queries < s and type(self.in_proj) is ScaledLinear:  # (a LoRA wrapper computes every row)
+            nq = self.sizes[0]  # project queries only where they are read
+            q = self.in_proj(x[:, s - queries:], slice(0, nq))
+            k, v = self.in_proj(x, slice(nq, None)).split(self.sizes[1:], -1)
+        else:
+            q, k, v = self.in_proj(x).split(self.sizes, -1)
+            q = q[:, s - queries:]
+        q = q.unflatten(-1, (c.num_heads, c.qk_dim)).transpose(1, 2)
         k = k.unflatten(-1, (c.num_groups, c.qk_dim)).transpose(1, 2)
         v = v.unflatten(-1, (c.num_groups, c.v_dim)).transpose(1, 2)
         if c.qk_norm:
@@ -198,6 +253,10 @@ class Attention(nn.Module):
         if rope is not None:
             q = rope.apply(q, rope.q_scale, slice(s - queries, s))
             k = rope.apply(k, rope.k_scale, slice(0, s))
+        if cache is not None:
+            keys, values, start = cache
+            keys[:, :, start:start + s], values[:, :, start:start + s] = k, v
+            k, v = keys[:, :, :start + s], values[:, :, :start + s]
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0 / c.qk_dim,
                                              enable_gqa=c.heads_per_group > 1)
         return self.out_proj(out.transpose(1, 2).flatten(-2))
@@ -246,9 +305,10 @@ class Layer(nn.Module):
         self.ffn.fc2.fold(float(a_mlp))
         self.skips = (float(b_attn), float(b_mlp))
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, rope: Rope | None, queries: int) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, rope: Rope | None, queries: int,
+                cache: tuple[torch.Tensor, torch.Tensor, int] | None = None) -> torch.Tensor:
         skip = x[:, x.shape[1] - queries:]
-        h = self.attn(self.norm1(x), mask, rope, queries)
+        h = self.attn(self.norm1(x), mask, rope, queries, cache)
         if self.skips is None:
             (a, b), (a2, b2) = self._weights(self.attn_tau), self._weights(self.mlp_tau)
             x = a * h + b * skip
@@ -298,6 +358,13 @@ class Toto2Model(nn.Module):
             for layer in self.transformer.layers:
                 layer.fold()
             self.folded = True
+        return self
+
+    def use_onednn(self, enabled: bool = True) -> "Toto2Model":
+        """Route every linear through :func:`onednn_linear` (inference only: that op has no backward)."""
+        for module in self.modules():
+            if isinstance(module, ScaledLinear):
+                module.onednn = enabled
         return self
 
     def set_precision(self, dtype: torch.dtype) -> "Toto2Model":
@@ -380,6 +447,115 @@ class Toto2Model(nn.Module):
             lo = (torch.nan_to_num(lo, posinf=0.0) - width)[..., None]
             real = torch.minimum(torch.maximum(real, lo), hi)
         return real.sort(0).values.flatten(-2)
+
+    def decode_quantiles(self, x: torch.Tensor, mask: torch.Tensor, series_ids: torch.Tensor, num_patches: int,
+                         block: int, min_obs: int = 0, cap_k: float = 0.0) -> torch.Tensor:
+        """:meth:`quantiles` by blocks of ``block`` patches, as toto-2's ``forecast(decode_block_size=block *
+        patch)``: each block's medians become observed values, the causal scaler runs again, and the next block
+        attends to the cached keys/values of the time layers instead of recomputing the context.
+
+        Kept exactly as toto-2 2.0.0 does it: cached keys keep the xPos centre of the call that wrote them; a
+        decode call's positions take the group ids of the first context patches (``base_gids[..., :L]``), which
+        only matters when the context starts unobserved; the last placeholder of a call is skipped (nothing reads
+        it, and toto-2 rewinds its cache entry). The KV cache is one static ``[B*V, groups, context + horizon
+        patches, d]`` buffer per time layer and every offset is a Python int of the shape bucket, so the whole loop
+        compiles into one graph (gpt-fast's static cache, without its per-token step: blocks are few).
+        """
+        c, p = self.config, self.config.patch_size
+        block = max(1, int(block))
+        if block >= num_patches:
+            return self.quantiles(x, mask, series_ids, num_patches, min_obs, cap_k)
+        b, nvar, t = x.shape
+        ctx, dev, n = t // p, x.device, b * nvar
+        mask = torch.cat([mask[..., :t - p], torch.ones_like(mask[..., t - p:])], -1)
+        full_x = torch.cat([x, x.new_zeros(b, nvar, num_patches * p)], -1)
+        full_m = torch.cat([mask, mask.new_zeros(b, nvar, num_patches * p)], -1)
+        unseen = mask.unflatten(-1, (ctx, p)).sum(-1) == 0
+        gids = series_ids[..., None].long().expand(b, nvar, max(ctx + num_patches, 2 * block)).clone()
+        gids[..., :ctx] = torch.where(unseen, torch.full_like(gids[..., :ctx], -1), gids[..., :ctx])
+        size = ctx + num_patches
+        caches = {i: (torch.zeros(n, c.num_groups, size, c.qk_dim, dtype=self.dtype, device=dev),
+                      torch.zeros(n, c.num_groups, size, c.v_dim, dtype=self.dtype, device=dev))
+                  for i, layer in enumerate(self.transformer.layers) if not layer.variate}
+        valid = torch.ones(n, size, dtype=torch.bool, device=dev)
+        valid[:, :ctx] = (gids[..., :ctx] != -1).flatten(0, 1)
+        blank = torch.cat([torch.zeros(p, device=dev), torch.ones(p, device=dev)]).to(self.dtype)
+        blank = self.patch_proj(blank)
+        out = torch.empty(len(QUANTILES), b, nvar, num_patches, p, dtype=torch.float32, device=dev)
+        context_h = lo = hi = None
+        done = 0
+        while done < num_patches:
+            step = min(block, num_patches - done)
+            loc, scale = self._stats(full_x, full_m, min_obs)  # per patch, [B, V, ctx + num_patches + 1]
+            if context_h is None:
+                z = (x - loc[..., :ctx].repeat_interleave(p, -1)) / scale[..., :ctx].repeat_interleave(p, -1)
+                z = torch.where(mask, z, torch.zeros_like(z)).asinh()
+                patches = torch.cat([z.unflatten(-1, (ctx, p)), (~mask).to(x.dtype).unflatten(-1, (ctx, p))], -1)
+                context_h = self.patch_proj(patches.to(self.dtype))
+                if cap_k > 0:
+                    hi = torch.where(mask, x, torch.full_like(x, -torch.inf)).amax(-1, keepdim=True)
+                    lo = torch.where(mask, x, torch.full_like(x, torch.inf)).amin(-1, keepdim=True)
+                    width = cap_k * scale[..., ctx - 1:ctx]
+                    hi = (torch.nan_to_num(hi, neginf=0.0) + width)[..., None]
+                    lo = (torch.nan_to_num(lo, posinf=0.0) - width)[..., None]
+            pending = blank.expand(b, nvar, step - 1, -1)
+            if done == 0:
+                h, g, start = torch.cat([context_h, pending], -2), gids[..., :ctx + step - 1], 0
+            else:
+                first = ctx + done - block  # the previous block's patches, now observed medians
+                seg = full_x[..., first * p:(ctx + done) * p]
+                z = ((seg - loc[..., first:ctx + done].repeat_interleave(p, -1))
+                     / scale[..., first:ctx + done].repeat_interleave(p, -1)).asinh()
+                patches = torch.cat([z.unflatten(-1, (block, p)), torch.zeros_like(z).unflatten(-1, (block, p))], -1)
+                h = torch.cat([self.patch_proj(patches.to(self.dtype)), pending], -2)
+                g, start = gids[..., :block + step - 1], first
+            h = self._decode_stack(h.flatten(0, 1), g, start, ctx + done + step, step, caches, valid)
+            q = self.output_head.param_projection.proj(h).float()  # [B*V, step, P * 9]
+            q = q.unflatten(-1, (p, len(QUANTILES))).view(b, nvar, step, p, -1).permute(4, 0, 1, 2, 3)
+            cols = slice(ctx + done, ctx + done + step)
+            real = self._finite(q.sinh() * scale[..., cols, None] + loc[..., cols, None])
+            if lo is not None:
+                real = torch.minimum(torch.maximum(real, lo), hi)
+            real = real.sort(0).values  # [9, B, V, step, P]
+            out[..., done:done + step, :] = real
+            if done + step < num_patches:
+                span = slice(t + done * p, t + (done + step) * p)
+                full_x[..., span] = real[QUANTILES.index(0.5)].flatten(-2).to(full_x.dtype)
+                full_m[..., span] = True
+            done += step
+        return out.flatten(-2)
+
+    def _decode_stack(self, h: torch.Tensor, gids: torch.Tensor, start: int, end: int, keep: int,
+                      caches: dict, valid: torch.Tensor) -> torch.Tensor:
+        """:meth:`_stack` for one block-decoding call: ``h`` ``[B*V, S, d]`` holds positions ``start ..``, the
+        time layers write their keys/values to ``caches`` and attend to everything cached before them; the
+        first call (``start == 0``) masks as :meth:`_stack` does, later ones causally over ``valid`` keys."""
+        c = self.config
+        b, nvar, s = gids.shape
+        last_time = self.transformer.last_time
+        rope = Rope(c.qk_dim, s, end, c.use_xpos, h.device, self.dtype, start)
+        flat = gids.flatten(0, 1)
+        keys_at = torch.arange(start + s, device=h.device)
+        var_mask = (gids.permute(0, 2, 1).reshape(b * s, nvar, 1) == gids.permute(0, 2, 1).reshape(b * s, 1, nvar))
+        var_mask = var_mask[:, None]
+        for i, layer in enumerate(self.transformer.layers):
+            queries = s if i < last_time or (i == last_time and keep == s) else keep
+            if layer.variate:
+                width = h.shape[1]
+                mask = var_mask if width == s else var_mask.view(b, s, 1, nvar, nvar)[:, s - width:].flatten(0, 1)
+                v = h.view(b, nvar, width, -1).transpose(1, 2).reshape(b * width, nvar, -1)
+                v = layer(v, mask, None, nvar)
+                h = v.view(b, width, nvar, -1).transpose(1, 2).reshape(b * nvar, width, -1)
+            else:
+                at = torch.arange(start + s - queries, start + s, device=h.device)
+                mask = keys_at[None, :] <= at[:, None]  # [queries, keys]
+                if start == 0:
+                    mask = mask & (flat[:, s - queries:, None] == flat[:, None, :])
+                else:
+                    mask = mask & valid[:, None, :start + s]
+                h = layer(h, mask[:, None] if mask.dim() == 3 else mask, rope, queries, (*caches[i], start))
+        h = h[:, h.shape[1] - keep:]
+        return self.transformer.out_norm(h)
 
     @staticmethod
     def _finite(v: torch.Tensor) -> torch.Tensor:
