@@ -131,3 +131,10 @@ def test_baseline_live_toto2_shadow_through_trade_run_status_and_promote(tmp_pat
     assert with_shadow.run(after) == 0
     last = json.loads((with_shadow.state / "records.jsonl").read_text().splitlines()[-1])
     assert last["decision_ts"] == after.isoformat() and set(last["forecast_latency_s"]) == {"toto2"}
+    # a new candidate of the promoted model needs no --shadow-model: the shadow is a toto2 beside the active toto2
+    again = full["SP500"].loc[days[-1]:].index[2]
+    assert with_shadow.run(again, "--shadow", "random:4m") == 0
+    journal = Journal(with_shadow.state / "journal.db")
+    assert journal.conn.execute("SELECT forecaster FROM shadow_decisions WHERE role = 'shadow' AND decision_ts = ?",
+                                (again.isoformat(),)).fetchone()[0] == "toto2"
+    journal.close()

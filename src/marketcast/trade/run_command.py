@@ -59,6 +59,13 @@ def print_config(settings: Settings, broker_name: str, live: bool) -> None:
     console.print(table)
 
 
+def _no_baseline_shadow(shadow: str | None, model: str) -> None:
+    """A shadow of the baseline has no weights to compare: refused in one line."""
+    if shadow is not None and model == "baseline":
+        raise ConfigError(f"--shadow {shadow}: the baseline model has no weights to compare; pass --model toto or "
+                          f"kronos with --shadow, or a --shadow-model")
+
+
 def run_loop(settings: Settings, state_dir: Path, broker_name: str, live: bool, once: bool, dry_run: bool,
               clock_file: Path | None, resolve_dir: Path | None = None, shadow: str | None = None,
               shadow_model: str | None = None) -> None:
@@ -82,9 +89,8 @@ def run_loop(settings: Settings, state_dir: Path, broker_name: str, live: bool, 
                           f"folder of fine-tuned weights)")
     if shadow_model is not None and shadow_model not in MODEL_NAMES:
         raise ConfigError(f"--shadow-model {shadow_model!r}: choose one of {', '.join(MODEL_NAMES)}")
-    if shadow is not None and (shadow_model or settings["model"][0]) == "baseline":
-        raise ConfigError(f"--shadow {shadow}: the baseline model has no weights to compare; pass --model toto or "
-                          f"kronos with --shadow, or a --shadow-model")
+    if not (state_dir / "journal.db").exists():  # refused before a fresh state folder gets its journal
+        _no_baseline_shadow(shadow, shadow_model or settings["model"][0])
     data_dir = None if settings["data_dir"] is None else Path(settings["data_dir"])
     journal = Journal(state_dir / "journal.db")  # first: a damaged journal stops the run before the broker moves
     from marketcast.trade.loop.shadow import Shadow, active_model
@@ -101,6 +107,7 @@ def run_loop(settings: Settings, state_dir: Path, broker_name: str, live: bool, 
                               f"{active} (from `trade promote`); drop --model or pass --model {promoted[0]}")
         chain = (promoted[0],)
     weights = weights or active
+    _no_baseline_shadow(shadow, shadow_model or chain[0])  # the promoted model, when there is one
     market = Market(options.asset_classes(list(settings["data.asset_class"] or ()), syms),
                     settings["data.periods_per_year"])
     venue = open_venue(broker_name, live, syms, state_dir, data_dir, settings["fee"], clock_file,
