@@ -11,6 +11,7 @@ did after step k.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -61,6 +62,38 @@ class Objective(Protocol):
     def loss(self, windows: torch.Tensor) -> torch.Tensor: ...
 
     def validation_loss(self, windows: torch.Tensor) -> torch.Tensor: ...  # per window ``[B]``
+
+
+class PatchObjective:
+    """A patch model's objective from its per-window loss ``window_loss(model, windows, score=None) -> [B]``: on
+    training batches every target step, on validation windows the ``horizon`` steps after the context
+    (``context`` rounded up to whole patches); ``autocast`` runs the matmuls in bfloat16 while the weights and the
+    optimizer stay float32. Toto 1.0 and 2.0 differ only in ``window_loss``."""
+
+    @staticmethod
+    def window_loss(model: nn.Module, windows: torch.Tensor, score: slice | None = None) -> torch.Tensor:
+        raise NotImplementedError
+
+    def __init__(self, model: nn.Module, context: int, horizon: int, autocast: torch.dtype | None,
+                 device: torch.device) -> None:
+        self.model = model
+        p = model.config.patch_size
+        ctx = math.ceil(context / p) * p
+        self.score = slice(ctx, ctx + horizon)
+        self.autocast, self.device_type = autocast, device.type
+
+    def _ctx(self):
+        if self.autocast is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device_type, dtype=self.autocast)
+
+    def loss(self, windows: torch.Tensor) -> torch.Tensor:
+        with self._ctx():
+            return self.window_loss(self.model, windows).mean()
+
+    def validation_loss(self, windows: torch.Tensor) -> torch.Tensor:
+        with self._ctx():
+            return self.window_loss(self.model, windows, self.score)
 
 
 @dataclass

@@ -17,7 +17,6 @@ into plain ``nn.Linear`` layers, so a tuned checkpoint has exactly the public ke
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import torch
@@ -25,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from marketcast.errors import ConfigError
+from marketcast.finetune.loop import PatchObjective
 from marketcast.forecast.toto.model import MixtureParams, Rotary, TotoModel
 from marketcast.forecast.toto.scaler import causal_patch_scale
 
@@ -114,31 +114,10 @@ def merge_lora(model: nn.Module) -> nn.Module:
     return model
 
 
-class TotoObjective:
-    """:func:`window_nll` on training batches (every target step) and on validation windows (the ``horizon``
-    steps after the context, ``context`` rounded up to whole patches); ``autocast`` runs the matmuls in
-    bfloat16 while the weights and the optimizer stay float32."""
+class TotoObjective(PatchObjective):
+    """Toto 1.0: the likelihood of its mixture (:func:`window_nll`)."""
 
-    def __init__(self, model: TotoModel, context: int, horizon: int, autocast: torch.dtype | None,
-                 device: torch.device) -> None:
-        self.model = model
-        p = model.config.patch_size
-        ctx = math.ceil(context / p) * p
-        self.score = slice(ctx, ctx + horizon)
-        self.autocast, self.device_type = autocast, device.type
-
-    def _ctx(self):
-        if self.autocast is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.device_type, dtype=self.autocast)
-
-    def loss(self, windows: torch.Tensor) -> torch.Tensor:
-        with self._ctx():
-            return window_nll(self.model, windows).mean()
-
-    def validation_loss(self, windows: torch.Tensor) -> torch.Tensor:
-        with self._ctx():
-            return window_nll(self.model, windows, self.score)
+    window_loss = staticmethod(window_nll)
 
 
 def load_base(weights: str | None, device: torch.device, seed: int) -> tuple[TotoModel, str]:

@@ -34,13 +34,12 @@ public keys.
 
 from __future__ import annotations
 
-import contextlib
-import math
 
 import torch
 from torch import nn
 
 from marketcast.errors import ModelLoadError
+from marketcast.finetune.loop import PatchObjective
 from marketcast.forecast.toto2.config import QUANTILES
 from marketcast.forecast.toto2.model import ScaledLinear, Toto2Model
 
@@ -113,31 +112,10 @@ def merge_lora(model: nn.Module) -> nn.Module:
     return model
 
 
-class Toto2Objective:
-    """:func:`window_pinball` on training batches (every target step) and on validation windows (the ``horizon``
-    steps after the context, ``context`` rounded up to whole patches); ``autocast`` runs the matmuls in bfloat16
-    while the weights and the optimizer stay float32."""
+class Toto2Objective(PatchObjective):
+    """Toto 2.0: the pinball loss of its knots (:func:`window_pinball`)."""
 
-    def __init__(self, model: Toto2Model, context: int, horizon: int, autocast: torch.dtype | None,
-                 device: torch.device) -> None:
-        self.model = model
-        p = model.config.patch_size
-        ctx = math.ceil(context / p) * p
-        self.score = slice(ctx, ctx + horizon)
-        self.autocast, self.device_type = autocast, device.type
-
-    def _ctx(self):
-        if self.autocast is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.device_type, dtype=self.autocast)
-
-    def loss(self, windows: torch.Tensor) -> torch.Tensor:
-        with self._ctx():
-            return window_pinball(self.model, windows).mean()
-
-    def validation_loss(self, windows: torch.Tensor) -> torch.Tensor:
-        with self._ctx():
-            return window_pinball(self.model, windows, self.score)
+    window_loss = staticmethod(window_pinball)
 
 
 def load_base(weights: str | None, device: torch.device, seed: int) -> tuple[Toto2Model, str]:
