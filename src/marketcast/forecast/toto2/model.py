@@ -541,11 +541,7 @@ class Toto2Model(nn.Module):
         for i, layer in enumerate(self.transformer.layers):
             queries = s if i < last_time or (i == last_time and keep == s) else keep
             if layer.variate:
-                width = h.shape[1]
-                mask = var_mask if width == s else var_mask.view(b, s, 1, nvar, nvar)[:, s - width:].flatten(0, 1)
-                v = h.view(b, nvar, width, -1).transpose(1, 2).reshape(b * width, nvar, -1)
-                v = layer(v, mask, None, nvar)
-                h = v.view(b, width, nvar, -1).transpose(1, 2).reshape(b * nvar, width, -1)
+                h = self._variate(layer, h, var_mask, b, nvar, s)
             else:
                 at = torch.arange(start + s - queries, start + s, device=h.device)
                 mask = keys_at[None, :] <= at[:, None]  # [queries, keys]
@@ -556,6 +552,16 @@ class Toto2Model(nn.Module):
                 h = layer(h, mask[:, None] if mask.dim() == 3 else mask, rope, queries, (*caches[i], start))
         h = h[:, h.shape[1] - keep:]
         return self.transformer.out_norm(h)
+
+    @staticmethod
+    def _variate(layer, h: torch.Tensor, var_mask: torch.Tensor, b: int, nvar: int, s: int) -> torch.Tensor:
+        """A variate layer over ``h`` ``[B*V, width, d]`` (the last ``width`` of ``s`` positions): the variates of
+        one position attend to each other within a series id (``var_mask`` ``[B*S, 1, V, V]``)."""
+        width = h.shape[1]
+        mask = var_mask if width == s else var_mask.view(b, s, 1, nvar, nvar)[:, s - width:].flatten(0, 1)
+        v = h.view(b, nvar, width, -1).transpose(1, 2).reshape(b * width, nvar, -1)
+        v = layer(v, mask, None, nvar)
+        return v.view(b, width, nvar, -1).transpose(1, 2).reshape(b * nvar, width, -1)
 
     @staticmethod
     def _finite(v: torch.Tensor) -> torch.Tensor:
@@ -591,11 +597,7 @@ class Toto2Model(nn.Module):
             else:
                 queries = keep
             if layer.variate:
-                width = h.shape[1]
-                mask = var_mask if width == s else var_mask.view(b, s, 1, nvar, nvar)[:, s - width:].flatten(0, 1)
-                v = h.view(b, nvar, width, -1).transpose(1, 2).reshape(b * width, nvar, -1)
-                v = layer(v, mask, None, nvar)
-                h = v.view(b, width, nvar, -1).transpose(1, 2).reshape(b * nvar, width, -1)
+                h = self._variate(layer, h, var_mask, b, nvar, s)
             else:
                 mask = time_mask if queries == s else time_mask[:, :, s - queries:]
                 h = layer(h, mask, rope, queries)
