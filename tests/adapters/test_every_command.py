@@ -16,24 +16,24 @@ from marketcast.runs.store import RunStore
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the random-weights warning
 
 
-def test_forecast_with_tirex(capsys):
+def test_forecast_with_tirex_prints_the_models_own_quantiles(capsys):
+    """`forecast`'s p10/p50/p90 are TiRex's own knots (the forecast reads a quantile model's quantiles, not its
+    samples), for the window of the last 512 bars."""
+    from marketcast.data import load_symbol
+    from marketcast.forecast.base import make_batch
+    from marketcast.forecast.registry import load_forecaster
+
     capsys.readouterr()
     assert main(["forecast", "SP500", "--model", "tirex", "--weights", "random", "--samples", "64", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["symbol"] == "SP500" and doc["model"] == "tirex"
-    numbers = [v for v in _numbers(doc) if v is not None]
-    assert numbers and np.isfinite(numbers).all()
-
-
-def _numbers(node):
-    if isinstance(node, dict):
-        for v in node.values():
-            yield from _numbers(v)
-    elif isinstance(node, list):
-        for v in node:
-            yield from _numbers(v)
-    elif isinstance(node, float):
-        yield node
+    assert doc["symbol"] == "SP500" and doc["model"] == "tirex" and len(doc["steps"]) == doc["horizon"]
+    frame = load_symbol("SP500").frame
+    knots = load_forecaster("tirex", weights="random").quantiles(make_batch(frame, [len(frame) - 1], 512),
+                                                                 doc["horizon"])[0, 0]  # close: [9, H]
+    for k, step in enumerate(doc["steps"]):
+        got = [step["close_p10"], step["close_p50"], step["close_p90"]]
+        np.testing.assert_allclose(got, knots[[0, 4, 8], k], rtol=1e-6)
+        assert step["close_p10"] < step["close_p25"] < step["close_p50"] < step["close_p75"] < step["close_p90"]
 
 
 def test_a_sweep_cell_of_tirex_equals_its_backtest(tmp_path, capsys):
