@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import glob
 import os
+from importlib import import_module
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -127,22 +128,13 @@ def finetune(
                   model=model, weights=weights or "auto")
     bars = [load_symbol(n, data_dir=data_dir) for n in names]
     autocast = torch.bfloat16 if dtype == "bfloat16" else None
-    if model == "toto":
-        from marketcast.finetune import toto
-
-        base, source = toto.load_base(weights, dev, seed)
+    if model in ("toto", "toto2"):  # the same steps; each module brings its model, loss, LoRA targets and files
+        patched = import_module(f"marketcast.finetune.{model}")
+        base, source = patched.load_base(weights, dev, seed)
         windows = make_windows(bars, cutoff, context, horizon, base.config.patch_size)
-        targets = toto.LORA_TARGETS
-        objective = toto.TotoObjective(base, context, horizon, autocast, dev)
-        files = lambda: toto.checkpoint_files(base)  # noqa: E731
-    elif model == "toto2":
-        from marketcast.finetune import toto2
-
-        base, source = toto2.load_base(weights, dev, seed)
-        windows = make_windows(bars, cutoff, context, horizon, base.config.patch_size)
-        targets = toto2.LORA_TARGETS
-        objective = toto2.Toto2Objective(base, context, horizon, autocast, dev)
-        files = lambda: toto2.checkpoint_files(base)  # noqa: E731
+        targets = patched.LORA_TARGETS
+        objective = patched.OBJECTIVE(base, context, horizon, autocast, dev)
+        files = lambda: patched.checkpoint_files(base)  # noqa: E731
     else:
         from marketcast.finetune import kronos
 

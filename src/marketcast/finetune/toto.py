@@ -120,6 +120,9 @@ class TotoObjective(PatchObjective):
     window_loss = staticmethod(window_nll)
 
 
+OBJECTIVE = TotoObjective  # what `marketcast finetune --model` trains with
+
+
 def load_base(weights: str | None, device: torch.device, seed: int) -> tuple[TotoModel, str]:
     """The base model on ``device`` in float32, every parameter trainable, and where it came from."""
     from marketcast.forecast.toto.config import TotoConfig

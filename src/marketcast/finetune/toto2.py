@@ -118,6 +118,9 @@ class Toto2Objective(PatchObjective):
     window_loss = staticmethod(window_pinball)
 
 
+OBJECTIVE = Toto2Objective  # what `marketcast finetune --model` trains with
+
+
 def load_base(weights: str | None, device: torch.device, seed: int) -> tuple[Toto2Model, str]:
     """The base model (unfolded) on ``device`` in float32, every parameter trainable, and where it came from:
     ``--weights`` None/auto (Datadog/Toto-2.0-22m), a folder, a repo id or ``random[:4m|:22m]``."""
