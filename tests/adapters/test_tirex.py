@@ -20,7 +20,9 @@ pytest.importorskip("tirex", reason="the tirex extra: pip install 'marketcast[ti
 from marketcast.cli import main  # noqa: E402
 from marketcast.errors import ModelLoadError  # noqa: E402
 from marketcast.forecast.adapters import tirex as adapter  # noqa: E402
-from marketcast.forecast.base import ContextBatch, make_batch  # noqa: E402
+from marketcast.forecast.base import make_batch  # noqa: E402
+
+from .helpers import assert_mask_unread  # noqa: E402
 from tests.conftest import make_ohlcv  # noqa: E402
 
 FIELDS = ("close", "high", "low")
@@ -69,11 +71,7 @@ def test_batched_padded_call_equals_the_package_series_by_series(model, forecast
 
 
 def test_values_under_the_mask_are_never_read(forecaster, frame):
-    batch = make_batch(frame, [5, 40], 32)  # window 0: 26 padded bars
-    values = np.array(batch.values)
-    values[0, :26] = [1e6, 1e6, -1e6, 0.0, 0.0]  # garbage where masked
-    moved = ContextBatch(values, np.array(batch.mask), np.array(batch.timestamps))
-    np.testing.assert_array_equal(forecaster.raw_quantiles(moved, 4), forecaster.raw_quantiles(batch, 4))
+    assert_mask_unread(forecaster, frame)
 
 
 def test_forecast_shapes_monotone_quantiles_and_paths_keyed_on_windows(forecaster, frame):
