@@ -39,8 +39,10 @@ install-dev: $(VENV)/.installed-dev
 run: install
 	$(BIN)/marketcast backtest $(ARGS)
 
-# pytest exits 5 when it collects nothing: that is a broken suite, not a pass.
+# The layers contract first (pyproject.toml [tool.importlinter]); pytest exits 5 when it collects nothing: that is
+# a broken suite, not a pass.
 test: install-dev
+	$(BIN)/lint-imports --no-cache
 	@$(BIN)/python -m pytest $(ARGS); rc=$$?; \
 	if [ $$rc = 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 

@@ -275,7 +275,7 @@ def build_page(windows: int, folder: Path) -> tuple[Path, float]:
     """``marketcast backtest --windows N --html`` on the embedded default; the page and its seconds."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MARKETCAST_RUN_STORE": "off"}
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "marketcast.cli", "backtest", "--windows", str(windows), "--html",
+    subprocess.run([sys.executable, "-m", "marketcast.commands", "backtest", "--windows", str(windows), "--html",
                     "--output-dir", str(folder)], env=env, check=True, stdout=subprocess.DEVNULL)
     return folder / "report.html", time.perf_counter() - started
 

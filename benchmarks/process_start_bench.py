@@ -5,10 +5,10 @@ Random weights (seed 0) are first written as a checkpoint folder in the public l
 real loading path (meta-device build, safetensors straight to the device). Then, in fresh processes that
 share one new ``MARKETCAST_COMPILE_CACHE_DIR`` (inductor's caches live under it):
 
-1. the phase probe, cold: import torch, import ``marketcast.cli``, load SP500 and cut the window, build the
+1. the phase probe, cold: import torch, import ``marketcast.commands``, load SP500 and cut the window, build the
    forecaster, first forecast (compile included), a second forecast (steady state);
 2. the same probe again: the second process, warm;
-3. the whole command ``python -m marketcast.cli forecast SP500 --model M --weights DIR`` as a user runs it,
+3. the whole command ``python -m marketcast.commands forecast SP500 --model M --weights DIR`` as a user runs it,
    timed from outside (interpreter start included), with compiling forced on (``TOTO_COMPILE=1`` /
    ``KRONOS_COMPILE=1``; a CUDA box compiles by default) and, for comparison, eager.
 
@@ -40,7 +40,7 @@ def probe(args: argparse.Namespace) -> dict:
     import torch
 
     t_torch = time.perf_counter()
-    import marketcast.cli  # noqa: F401  what `marketcast ...` imports before doing anything
+    import marketcast.commands  # noqa: F401  what `marketcast ...` imports before doing anything
     from marketcast.data import load_symbol
     from marketcast.forecast import load_forecaster, make_batch
 
@@ -122,7 +122,7 @@ def main() -> None:
         for run_name in ("cold", "warm"):
             _, stdout = run([sys.executable, __file__, "--probe", "--mode", mode, *common], env)
             phases[run_name] = json.loads(stdout.strip().splitlines()[-1])
-        cli = [sys.executable, "-m", "marketcast.cli", "forecast", "SP500", "--model", args.model, "--weights",
+        cli = [sys.executable, "-m", "marketcast.commands", "forecast", "SP500", "--model", args.model, "--weights",
                str(weights), "--device", args.device, "--dtype", args.dtype, "--horizon", str(args.horizon),
                "--samples", str(args.samples), "--context", str(args.context)]
         switch = "TOTO_COMPILE" if args.model == "toto" else "KRONOS_COMPILE"

@@ -1,6 +1,6 @@
 """Benchmark: how long marketcast takes to answer, in fresh processes, next to ``python -c pass``.
 
-Runs, interleaved, ``--repeats`` times each: ``python -c pass``, ``import marketcast.cli``, ``marketcast
+Runs, interleaved, ``--repeats`` times each: ``python -c pass``, ``import marketcast.commands``, ``marketcast
 --help``, ``marketcast data check`` (the embedded SP500 written as a CSV) and the default ``make run`` backtest
 (``marketcast backtest``: SP500 and NASDAQ, 70 windows, the baseline). Prints wall and CPU seconds (median, min
 and max: other processes share the machine, so the spread is part of the answer) against the targets, then
@@ -38,10 +38,10 @@ def commands(folder: Path) -> dict[str, list[str]]:
 
     csv = folder / "SP500.csv"
     load_symbol("SP500").frame.to_csv(csv)
-    cli = [sys.executable, "-m", "marketcast.cli"]
+    cli = [sys.executable, "-m", "marketcast.commands"]
     return {
         "python -c pass": [sys.executable, "-c", "pass"],
-        "import marketcast.cli": [sys.executable, "-c", "import marketcast.cli"],
+        "import marketcast.commands": [sys.executable, "-c", "import marketcast.commands"],
         "marketcast --help": [*cli, "--help"],
         "marketcast data check": [*cli, "data", "check", str(csv)],
         "marketcast backtest": [*cli, "backtest", "--output-dir", str(folder / "out")],
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
                 times[name].append(run(argv_, env))
             load.append(os.getloadavg()[0])
         offenders = {name: top_imports(cmds[name], env) for name in ("marketcast --help", "marketcast backtest")}
-        probe = "import sys; from marketcast.cli import main; main(['--help']); print(' '.join(sorted(sys.modules)))"
+        probe = "import sys; from marketcast.commands import main; main(['--help']); print(' '.join(sorted(sys.modules)))"
         loaded = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True).stdout
         help_modules = set(loaded.strip().splitlines()[-1].split())
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Mapping, Union
 
 from marketcast.errors import MarketcastError, StateError
-from marketcast.failures import shielded
+from marketcast.signals import shielded
 
 Content = Union[bytes, str, Callable[[Path], object]]  # the bytes, the text, or a function writing the path
 

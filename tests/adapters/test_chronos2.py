@@ -17,7 +17,7 @@ import torch
 
 chronos2_pkg = pytest.importorskip("chronos.chronos2", reason="the chronos extra: pip install 'marketcast[chronos]'")
 
-from marketcast.cli import main  # noqa: E402
+from marketcast.commands import main  # noqa: E402
 from marketcast.errors import ModelLoadError  # noqa: E402
 from marketcast.forecast.adapters import chronos2 as adapter  # noqa: E402
 from marketcast.forecast.base import ContextBatch, make_batch  # noqa: E402
@@ -180,7 +180,7 @@ def test_weights_of_another_model_or_a_broken_file_are_one_line(model, tmp_path)
         adapter.create(weights=str(tmp_path / "cut"))
     assert "\n" not in str(info.value)
 
-    proc = subprocess.run([sys.executable, "-m", "marketcast.cli", "backtest", "SP500", "--model", "chronos2",
+    proc = subprocess.run([sys.executable, "-m", "marketcast.commands", "backtest", "SP500", "--model", "chronos2",
                            "--weights", str(tmp_path / "toto2"), "--windows", "2"],
                           capture_output=True, text=True, cwd=tmp_path, env=_env())
     assert proc.returncode == 2
@@ -199,7 +199,7 @@ def test_a_missing_extra_is_one_line_exit_2_and_breaks_nothing_else(tmp_path):
         "from marketcast.forecast.registry import import_models\n"
         "from marketcast.forecast.hub import catalogue\n"
         "import_models(); assert 'chronos2' in catalogue() and 'toto2' in catalogue()\n"
-        "from marketcast.cli import main\n"
+        "from marketcast.commands import main\n"
         "assert main(['--help']) == 0 and main(['backtest', '--help']) == 0\n"
         "print('HELP-OK', flush=True)\n"
         "sys.exit(main(['backtest', 'SP500', '--model', 'chronos2', '--weights', 'random', '--windows', '5']))\n"

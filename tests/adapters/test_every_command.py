@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 import pytest
 
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.runs.store import RunStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the random-weights warning

@@ -149,7 +149,7 @@ def test_a_saved_checkpoint_loads_strictly_and_bad_weights_are_one_line(tfm, tmp
         adapter.create(weights=str(tmp_path / "empty"))
     assert "\n" not in str(info.value)
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "marketcast.cli", "backtest", "SP500", "--model", "timesfm",
+    proc = subprocess.run([sys.executable, "-m", "marketcast.commands", "backtest", "SP500", "--model", "timesfm",
                            "--weights", str(tmp_path / "other"), "--windows", "2"],
                           capture_output=True, text=True, cwd=tmp_path, env=env)
     assert proc.returncode == 2

@@ -17,7 +17,7 @@ import torch
 
 pytest.importorskip("tirex", reason="the tirex extra: pip install 'marketcast[tirex]'")
 
-from marketcast.cli import main  # noqa: E402
+from marketcast.commands import main  # noqa: E402
 from marketcast.errors import ModelLoadError  # noqa: E402
 from marketcast.forecast.adapters import tirex as adapter  # noqa: E402
 from marketcast.forecast.base import make_batch  # noqa: E402
@@ -163,7 +163,7 @@ def test_bad_weights_are_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert main(["models", "download", "tirex"]) == 2
     assert "`hf download NX-AI/TiRex model.ckpt`" in capsys.readouterr().err
-    proc = subprocess.run([sys.executable, "-m", "marketcast.cli", "backtest", "SP500", "--model", "tirex",
+    proc = subprocess.run([sys.executable, "-m", "marketcast.commands", "backtest", "SP500", "--model", "tirex",
                            "--weights", str(tmp_path / "junk"), "--windows", "2"],
                           capture_output=True, text=True, cwd=tmp_path, env=_env())
     assert proc.returncode == 2

@@ -9,7 +9,7 @@ import pytest
 
 from marketcast.backtest.benchmark import relative_metrics
 from marketcast.backtest.metrics import compound, max_drawdown, strategy_metrics
-from marketcast.cli import main
+from marketcast.commands import main
 
 from .helpers import goog_hourly
 

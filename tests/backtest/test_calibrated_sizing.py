@@ -14,7 +14,7 @@ from marketcast.backtest.orders import LONG, SHORT, Bar, Costs, Decision
 from marketcast.backtest.strategies import StrategyParams, decide, initial_state, step
 from marketcast.calibrate.coverage import coverage
 from marketcast.calibrate.recalibrate import METHODS
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.errors import ConfigError
 from marketcast.forecast.base import ContextBatch, Forecast
 

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from marketcast.calibrate.summary import calibration_block, store_columns
-from marketcast.cli import main
+from marketcast.commands import main
 from tests.report.pagedata import figures
 
 from .test_three_markets import walk

@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from marketcast.cli import main
+from marketcast.commands import main
 from tests.conftest import make_ohlcv
 
 FAST = ["--windows", "12", "--samples", "32", "--context", "128"]

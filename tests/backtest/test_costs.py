@@ -79,7 +79,7 @@ def test_negative_cost_is_a_config_error(field):
     ("--borrow-rate", "--borrow-rate must not be negative"),
 ])
 def test_negative_cost_exits_2_with_one_line_before_anything_runs(tmp_path, capsys, option, message):
-    from marketcast.cli import main
+    from marketcast.commands import main
 
     out = tmp_path / "never"
     assert main(["backtest", "NO_SUCH_SYMBOL", option, "-1", "--output-dir", str(out)]) == 2
@@ -110,7 +110,7 @@ def test_every_report_shows_the_costs_used():
 
 
 def test_a_sweep_grid_takes_the_costs_and_refuses_a_negative_one(tmp_path, capsys):
-    from marketcast.cli import main
+    from marketcast.commands import main
     from marketcast.sweep.spec import load_spec
 
     path = tmp_path / "grid.toml"

@@ -12,7 +12,7 @@ import pytest
 
 from marketcast.backtest.report import signed_drawdown
 from marketcast.backtest.tables import pct
-from marketcast.cli import main
+from marketcast.commands import main
 
 FAST = ["SP500", "--windows", "12", "--samples", "16", "--context", "64", "--no-spa"]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.fileio import output_folder
 
 FAST = ["SP500", "--windows", "6", "--samples", "16", "--context", "64", "--no-spa"]
@@ -69,7 +69,7 @@ def test_a_full_disk_is_exit_3_and_leaves_nothing_half_written(tmp_path):
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (12_000, 12_000))
 
-    done = subprocess.run([sys.executable, "-m", "marketcast.cli", "backtest", *FAST, "--output-dir",
+    done = subprocess.run([sys.executable, "-m", "marketcast.commands", "backtest", *FAST, "--output-dir",
                            str(tmp_path / "out")], preexec_fn=limit, capture_output=True, text=True, timeout=600,
                           env={**os.environ, "MARKETCAST_RUN_STORE": str(tmp_path / "runs")})
     assert done.returncode == 3, done.stderr

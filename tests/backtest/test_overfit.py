@@ -16,7 +16,7 @@ from marketcast.backtest.overfit import (
 from marketcast.backtest.report import symbol_json
 from marketcast.backtest.stats import probabilistic_sharpe
 from marketcast.backtest.tables import selection_rows
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.errors import ConfigError
 from marketcast.forecast.registry import load_forecaster
 from tests.backtest.helpers import random_bars

@@ -12,7 +12,7 @@ import pytest
 from marketcast.backtest.config import BacktestConfig
 from marketcast.backtest.engine import decision_ends
 from marketcast.backtest.period import ALL, Period, cut_at, windows_of
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.data.bars import Bars
 from marketcast.errors import ConfigError, DataError
 from marketcast.forecast.registry import load_forecaster

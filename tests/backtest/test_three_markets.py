@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from marketcast.cli import main
+from marketcast.commands import main
 
 from .helpers import goog_hourly
 

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # the root CLI with the tiny torch forecaster in toto's place ("shift" weights force a refused recompile)
 CLI = ("import sys; from marketcast.forecast import registry; "
        "registry.FACTORIES['toto'] = 'tests.compile.tiny_forecaster:create'; "
-       "from marketcast.cli import main; sys.exit(main(sys.argv[1:]))")
+       "from marketcast.commands import main; sys.exit(main(sys.argv[1:]))")
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.compile.analyze import analyze_paths
 from marketcast.compile.schema import validate_report
 from marketcast.data import load_symbol

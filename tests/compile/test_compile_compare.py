@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.compile.compare import compare_files, status_for
 from marketcast.errors import ConfigError
 

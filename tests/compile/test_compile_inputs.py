@@ -10,7 +10,7 @@ import lzma
 
 import pytest
 
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.compile.analyze import analyze_paths, analyze_text
 from marketcast.errors import ConfigError
 

@@ -8,7 +8,7 @@ from datetime import date
 import numpy as np
 import pytest
 
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.data import load_symbol
 from marketcast.finetune.evaluate import evaluate, paired_test
 from tests.finetune.conftest import TUNE, UNTIL

@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file
 
 from marketcast.calibrate.crps import crps_ensemble
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.forecast.base import make_batch
 from marketcast.forecast.registry import load_forecaster
 from marketcast.forecast.toto.forecaster import TotoForecaster

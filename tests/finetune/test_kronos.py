@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file
 
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.finetune.kronos import kronos_features, kronos_stamps, token_ce
 from marketcast.forecast.kronos import Kronos, KronosConfig, KronosTokenizer, TokenizerConfig, from_config
 from marketcast.forecast.kronos.loading import save_pretrained

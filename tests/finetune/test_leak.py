@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.data import load_symbol
 from marketcast.errors import ConfigError, DataWarning, ModelLoadError
 from marketcast.forecast.tuning import (

@@ -21,7 +21,7 @@ ARGS = ["--steps", "120", "--lr", "3e-3", "--batch-size", "4", "--context", "32"
 
 
 def _command(base: Path, data_dir: Path, out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "marketcast.cli", "finetune", "--weights", str(base), "--data-dir", str(data_dir),
+    return [sys.executable, "-m", "marketcast.commands", "finetune", "--weights", str(base), "--data-dir", str(data_dir),
             "--symbols", "SYN,OTHER", "--until", UNTIL, *ARGS, *extra, "--out", str(out)]
 
 

@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file
 
 from marketcast.calibrate.crps import crps_ensemble
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.finetune.toto import add_lora
 from marketcast.finetune.toto2 import merge_lora, pinball, sequence_quantiles, window_pinball
 from marketcast.forecast.base import make_batch

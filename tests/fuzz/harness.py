@@ -37,7 +37,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, event, settings  # noqa: F401 - HealthCheck re-exported
 
-from marketcast.cli import main
+from marketcast.commands import main
 
 PROFILE = "long" if os.environ.get("MARKETCAST_FUZZ", "").lower() == "long" else "ci"
 SURVEY = os.environ.get("MARKETCAST_FUZZ_SURVEY", "") not in ("", "0")

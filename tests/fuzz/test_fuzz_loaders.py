@@ -19,7 +19,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.data import load_bars
 from marketcast.data.load import ON_DUPLICATE
 from marketcast.data.validate import MAX_VOLUME, PRICE_RANGE

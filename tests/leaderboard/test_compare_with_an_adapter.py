@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.runs.store import RunStore
 from tests.leaderboard.test_models_compare import _assert_row_is_the_backtest
 
@@ -71,9 +71,9 @@ def test_five_models_one_table_one_json_one_run(tmp_path, capsys, monkeypatch):
 def test_without_the_extra_choosing_chronos2_is_one_line_and_no_run(tmp_path):
     code = (
         "import sys; sys.modules['chronos'] = None\n"
-        "from marketcast.cli import main\n"
+        "from marketcast.commands import main\n"
         "assert main(['models', 'compare', '--help']) == 0\n"
-        "import inspect, marketcast.leaderboard.cli as lc\n"
+        "import inspect, marketcast.commands.compare as lc\n"
         "default = inspect.signature(lc.compare).parameters['models'].default.split(',')\n"
         "assert 'chronos2' not in default and {'baseline', 'toto', 'toto2', 'kronos'} <= set(default), default\n"
         "sys.exit(main(['models', 'compare', '--symbols', 'SP500', '--models', 'baseline,chronos2', "

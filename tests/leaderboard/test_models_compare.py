@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.errors import ConfigError
 from marketcast.leaderboard.compare import PeakMemory, is_random, parse_models, parse_weights
 from marketcast.runs.store import RunStore
@@ -109,7 +109,7 @@ def test_baseline_and_random_toto_table_flags_random_weights_and_ends_with_the_r
 def test_random_weights_are_red_in_the_table():
     from rich.console import Console
 
-    from marketcast.leaderboard.cli import leaderboard_table
+    from marketcast.commands.compare import leaderboard_table
 
     num = {"mase": 1.0, "crps": 0.01, "coverage80": 0.8}
     trading = {"sharpe": 0.5, "sharpe_ci_low": -1.0, "sharpe_ci_high": 2.0, "dsr": 0.3, "max_drawdown": -0.1,

@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.data import load_symbol
 from marketcast.forecast import load_forecaster
 from marketcast.report.live import (

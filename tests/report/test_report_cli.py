@@ -2,7 +2,7 @@
 
 import re
 
-from marketcast.cli import main
+from marketcast.commands import main
 from tests.conftest import make_ohlcv
 from tests.report.pagedata import figures
 

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.compile.compare import compare_backtests
 from marketcast.runs.compare import compare_runs
 from marketcast.runs.store import RunStore

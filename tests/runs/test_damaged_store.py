@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.errors import ConfigError, StateError, StoreWarning
 from marketcast.runs.record import record_backtest
 from marketcast.runs.store import RunStore
@@ -328,7 +328,7 @@ def test_a_read_only_store_serves_every_read_command(store, tmp_path):
     env = {**os.environ, "MARKETCAST_RUN_STORE": str(root), "COLUMNS": "200"}
 
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([*prefix, sys.executable, "-m", "marketcast.cli", *args], capture_output=True,
+        return subprocess.run([*prefix, sys.executable, "-m", "marketcast.commands", *args], capture_output=True,
                               text=True, env=env, cwd=tmp_path, timeout=300)
 
     try:

@@ -78,7 +78,7 @@ def test_compaction_writes_a_summary_valid_for_the_compacted_files(tmp_path):
 
 
 def test_a_long_listing_prints_plain_columns_with_every_run(tmp_path, capsys):
-    from marketcast.cli import main
+    from marketcast.commands import main
 
     store = _store(tmp_path)
     for r in range(205):  # planned runs: a run.json, no part

@@ -4,7 +4,7 @@ import json
 import os
 from pathlib import Path
 
-from marketcast.cli import main
+from marketcast.commands import main
 
 FAST = ["--windows", "12", "--samples", "32", "--context", "64"]
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from marketcast.backtest import overfit
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.runs.rows import trial_columns
 from marketcast.runs import views
 from marketcast.runs.store import RunStore

@@ -7,7 +7,7 @@ import sys
 
 SCRIPT = """
 import os, signal, sys
-from marketcast.failures import Terminated, install_signal_handlers
+from marketcast.signals import Terminated, install_signal_handlers
 from marketcast.runs import store
 
 class SignalOnImport:  # SIGTERM as the import of duckdb starts

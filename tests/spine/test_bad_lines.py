@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.data import load_bars
 from marketcast.errors import ConfigError, DataError, DataWarning
 from tests.conftest import make_ohlcv
@@ -215,7 +215,7 @@ def test_data_check_names_the_line_in_one_line_and_exits_2(tmp_path, capsys):
 
 
 def test_on_bad_line_is_declared_once_for_every_command_that_reads_bars():
-    from marketcast.options import OnBadLine
+    from marketcast.commands.options import OnBadLine
     from tests.spine.test_conventions import _options
 
     shared = OnBadLine.__metadata__[0]

@@ -9,13 +9,13 @@ import warnings
 
 import pytest
 
-from marketcast.cli import main
+from marketcast.commands import main
 from tests.conftest import make_ohlcv
 
 
 def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
     env = {**os.environ, "COLUMNS": "200"}  # wide tables, whatever terminal ran the tests
-    return subprocess.run([sys.executable, "-m", "marketcast.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "marketcast.commands", *args], capture_output=True, text=True,
                           cwd=cwd, env=env, timeout=300)
 
 
@@ -132,7 +132,7 @@ def test_debug_after_the_command_or_from_the_environment(tmp_path, how):
         result = run("data", "check", missing, "--debug")
     else:
         env = {**os.environ, "COLUMNS": "200", "MARKETCAST_DEBUG": "1"}
-        result = subprocess.run([sys.executable, "-m", "marketcast.cli", "data", "check", missing],
+        result = subprocess.run([sys.executable, "-m", "marketcast.commands", "data", "check", missing],
                                 capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode != 0 and "Traceback" in result.stderr and "DataError" in result.stderr
 

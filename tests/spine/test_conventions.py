@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import typer
 
-from marketcast.cli import app, main
+from marketcast.commands import app, main
 from tests.conftest import make_ohlcv
 
 SHARED = ("--model", "--weights", "--device", "--dtype", "--context", "--samples", "--seed", "--data-dir",
@@ -22,7 +22,7 @@ MINE = ("backtest", "forecast", "data check", "models download")  # compile and 
 
 def _command(path: str):
     command = typer.main.get_command(app)
-    for name in path.split():  # the root group imports a command only when asked (marketcast.lazy_commands)
+    for name in path.split():  # the root group imports a command only when asked (marketcast.commands.lazy)
         command = command.load(name) if hasattr(command, "load") else command.commands[name]
     return command
 

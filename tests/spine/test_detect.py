@@ -10,7 +10,7 @@ import warnings
 import pandas as pd
 import pytest
 
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.data import load_bars
 from marketcast.data.detect import bar_pattern
 from marketcast.errors import DataWarning

@@ -1,7 +1,7 @@
 """The exit codes a supervisor reads: README's table, :class:`~marketcast.errors.ExitCode` and the table in
 ``errors.py``'s docstring say the same, and each code comes out of one real, documented case.
 
-Cases 0-6 run in this process (``marketcast.cli.main``, the console script's entry); 4, 5 and 6 against the fake
+Cases 0-6 run in this process (``marketcast.commands.main``, the console script's entry); 4, 5 and 6 against the fake
 Alpaca the trade tests use (a refused secret, a journal holding a halt, an account that answers HTTP 500 to
 every retry). 130 and 143 are real signals sent to a ``marketcast backtest`` subprocess once its walk-forward
 has started (the progress bar, forced onto the piped stderr with FORCE_COLOR, says so).
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import marketcast.errors
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.errors import ExitCode
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -157,7 +157,7 @@ def backtest_then(sig: int, tmp_path: Path) -> tuple[int, str]:
     ``sig``; returns its exit status and stderr."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "FORCE_COLOR": "1", "COLUMNS": "120",
            "MARKETCAST_RUN_STORE": str(tmp_path / "runs")}
-    proc = subprocess.Popen([sys.executable, "-m", "marketcast.cli", "backtest", "SP500", "--windows", "1500",
+    proc = subprocess.Popen([sys.executable, "-m", "marketcast.commands", "backtest", "SP500", "--windows", "1500",
                              "--samples", "2048", "--output-dir", str(tmp_path / "out")],
                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     os.set_blocking(proc.stderr.fileno(), False)

@@ -17,7 +17,8 @@ import pytest
 import typer
 
 from marketcast.errors import ConfigError, DataWarning, ExitCode, HaltedError
-from marketcast.failures import Terminated, debug_from_env, describe, main, run, shielded
+from marketcast.commands.runner import debug_from_env, describe, main, run
+from marketcast.signals import Terminated, shielded
 
 
 def _real(fn):

@@ -9,9 +9,9 @@ import typer
 from rich.text import Text
 from typer.testing import CliRunner
 
-from marketcast.cli import COMMANDS, app, main
+from marketcast.commands import COMMANDS, app, main
 from marketcast.forecast.registry import MODEL_NAMES
-from marketcast.help import HELP_OPTIONS, HelpCommand, choice_list
+from marketcast.commands.help import HELP_OPTIONS, HelpCommand, choice_list
 
 WIDTH = 80
 
@@ -141,7 +141,7 @@ def test_the_choice_lists_are_the_ones_the_code_accepts():
     from marketcast.backtest.config import CALIBRATIONS, MAXDIFF_GRIDS
     from marketcast.backtest.fills import FILL_MODES, SAME_BAR_MODES
     from marketcast.backtest.sizing import POLICIES
-    from marketcast.compile.cli import CHECK_MODES
+    from marketcast.commands.compile import CHECK_MODES
     from marketcast.compile.plan import CHECK_ITERATIONS
 
     assert CHECK_MODES == tuple(CHECK_ITERATIONS)

@@ -38,7 +38,7 @@ def handles_sigterm(pid: int) -> bool:
 def start(args: list[str], env: dict) -> subprocess.Popen:
     src = str(Path(marketcast.__file__).resolve().parents[1])
     env = {**os.environ, **env, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
-    return subprocess.Popen([sys.executable, "-m", "marketcast.cli", *args], env=env, stdout=subprocess.DEVNULL,
+    return subprocess.Popen([sys.executable, "-m", "marketcast.commands", *args], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
 
 

@@ -17,7 +17,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.compile.schema import json_schema, validate_report
 from marketcast.console import jsonable
 from marketcast.data import load_symbol
@@ -196,7 +196,7 @@ def trade_state(tmp_path_factory):
     """A paper state folder: SP500 and NASDAQ replayed over 2017-03-01 .. 2017-03-10 with open gates."""
     root = tmp_path_factory.mktemp("json-trade")
     (root / "open.toml").write_text(OPEN_GATES)
-    out = subprocess.run([sys.executable, "-m", "marketcast.trade", "replay", "--from", "2017-03-01", "--to",
+    out = subprocess.run([sys.executable, "-m", "marketcast.commands", "trade", "replay", "--from", "2017-03-01", "--to",
                           "2017-03-10", "--config", str(root / "open.toml"), "--state-dir", str(root / "state")],
                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
                          timeout=300)

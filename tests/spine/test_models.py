@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.errors import ConfigError, ModelLoadError
 from marketcast.forecast.checkpoint import resolve_folder
 from marketcast.forecast.hub import download

@@ -15,7 +15,7 @@ STAGE = re.compile(r"^\[(\d+)/(\d+)\] backtest: (.+?)(?: \(eta (\d+) s\))?$")
 
 
 def test_a_piped_backtest_prints_each_stage_with_an_eta(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "marketcast.cli", "backtest", "SP500", "NASDAQ", "-n", "6", "-s",
+    done = subprocess.run([sys.executable, "-m", "marketcast.commands", "backtest", "SP500", "NASDAQ", "-n", "6", "-s",
                            "8", "-c", "32", "--no-spa", "--output-dir", str(tmp_path / "bt")],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr

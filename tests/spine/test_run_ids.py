@@ -11,7 +11,7 @@ import shlex
 import subprocess
 import sys
 
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.runs.store import RunStore
 from tests.conftest import make_ohlcv
 
@@ -20,7 +20,7 @@ RUN_LINE = re.compile(r"^run (backtest-\d{8}-\d{6}-[0-9a-f]{4})$")
 
 
 def _marketcast(args: list[str]) -> str:
-    return " ".join(shlex.quote(a) for a in [sys.executable, "-m", "marketcast.cli", *args])
+    return " ".join(shlex.quote(a) for a in [sys.executable, "-m", "marketcast.commands", *args])
 
 
 def test_backtest_piped_to_tail_names_the_run_and_report_remakes_it(tmp_path):

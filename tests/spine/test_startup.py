@@ -11,12 +11,12 @@ import sys
 
 import typer
 
-from marketcast.cli import COMMANDS, app
+from marketcast.commands import COMMANDS, app
 from marketcast.data.cache import ENV as CACHE_ENV
 
 PROBE = """
 import json, sys
-from marketcast.cli import main
+from marketcast.commands import main
 code = main(sys.argv[1:])
 print(json.dumps({"code": code, "modules": sorted({m.split('.')[0] for m in sys.modules})}))
 """

@@ -7,14 +7,14 @@ import subprocess
 import sys
 import warnings
 
-from marketcast.cli import main
+from marketcast.commands import main
 
 # a command that warns the way the code underneath does: a Python warning from a factory called once per mode
 # (the warnings registry reset in between, as torch does), and a log record no handler takes, twice
 NOISY = '''
 import logging, sys, warnings
 import typer
-from marketcast import failures
+from marketcast.commands import runner
 
 app = typer.Typer()
 
@@ -26,7 +26,7 @@ def check() -> None:
         logging.getLogger("marketcast.compile").warning("tiny: torch.compile disabled, running eager")
     print("the table")
 
-sys.exit(failures.run(app, [], debug="--debug" in sys.argv))
+sys.exit(runner.run(app, [], debug="--debug" in sys.argv))
 '''
 
 

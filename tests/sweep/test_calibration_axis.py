@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from marketcast.backtest.engine import decision_ends, forecast_windows, run_backtest, simulate
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.data import load_symbol
 from marketcast.forecast.baseline import BaselineForecaster
 from marketcast.sweep.plan import plan_jobs

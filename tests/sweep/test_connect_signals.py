@@ -10,7 +10,7 @@ import pytest
 SCRIPT = """
 import os, signal, sys, time
 import ray
-from marketcast.failures import Terminated, install_signal_handlers
+from marketcast.signals import Terminated, install_signal_handlers
 from marketcast.sweep.execute import _signals_held
 
 install_signal_handlers()

@@ -64,7 +64,7 @@ def test_client_failures_map_to_exit_codes(exc, kind, text):
 
 
 def test_fetch_follows_pages_and_writes_files_equal_to_the_served_bars(tmp_path, monkeypatch):
-    from marketcast.cli import main
+    from marketcast.commands import main
     from marketcast.data import load_symbol
 
     from tests.trade.fake_alpaca import FakeAlpaca, bars_of
@@ -98,7 +98,7 @@ def test_fetch_follows_pages_and_writes_files_equal_to_the_served_bars(tmp_path,
 
 
 def test_fetch_of_an_unknown_symbol_writes_nothing(tmp_path, monkeypatch):
-    from marketcast.cli import main
+    from marketcast.commands import main
 
     from tests.trade.fake_alpaca import FakeAlpaca
 

@@ -41,7 +41,7 @@ VOLATILE = ["run_id", "finished_at", "seconds", "record"]
 def _sweep(spec: Path, store: Path, address: str, *extra: str) -> subprocess.Popen:
     src = str(Path(marketcast.__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
-    return subprocess.Popen([sys.executable, "-m", "marketcast.cli", "sweep", str(spec), "--store", str(store),
+    return subprocess.Popen([sys.executable, "-m", "marketcast.commands", "sweep", str(spec), "--store", str(store),
                              "--address", address, *extra], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
 

@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from marketcast.backtest.config import BacktestConfig
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.errors import ConfigError
 from marketcast.runs.cells import Cell
 from marketcast.sweep import progress
@@ -142,7 +142,7 @@ def test_every_grid_value_backtest_config_refuses_fails_in_load_spec(tmp_path, t
 
 RAY_CHECK = """
 import sys
-from marketcast.cli import main
+from marketcast.commands import main
 for spec in sys.argv[2:]:
     print(main(["sweep", spec, "--store", sys.argv[1]]), "ray" in sys.modules, file=sys.stdout, flush=True)
     print("--", file=sys.stderr, flush=True)

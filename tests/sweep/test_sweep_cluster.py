@@ -78,7 +78,7 @@ def test_a_sweep_runs_on_a_two_node_cluster_with_token_auth(tmp_path):
         write_bars(tmp_path / "bars", ["AAA", "BBB", "CCC"])
         (tmp_path / "spec.toml").write_text(SPEC)
         store = RunStore(tmp_path / "store")
-        sweep = [sys.executable, "-m", "marketcast.cli", "sweep", str(tmp_path / "spec.toml"), "--store",
+        sweep = [sys.executable, "-m", "marketcast.commands", "sweep", str(tmp_path / "spec.toml"), "--store",
                  str(store.root), "--address", address]
         done = _run(sweep, auth)
         assert done.returncode == 0, done.stderr[-3000:]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.runs.store import MANIFEST, SUMMARY, RunStore
 from marketcast.runs.views import list_runs
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.runs.codec import decode
 from marketcast.runs.store import RunStore
 from marketcast.sweep.execute import actor_resources

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.runs.codec import decode
 from marketcast.runs.store import RunStore
 from marketcast.sweep import tasks

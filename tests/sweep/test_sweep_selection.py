@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from marketcast.backtest import overfit
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.runs.store import RunStore
 
 from .helpers import write_bars

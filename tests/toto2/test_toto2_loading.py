@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.errors import ExitCode, ModelLoadError
 from marketcast.forecast.registry import MODEL_NAMES, load_forecaster
 from marketcast.forecast.toto.config import TotoConfig

@@ -11,7 +11,7 @@ import pytest
 
 from .alpaca_env import KEY, SECRET, SRC, embedded_fake
 
-TRADE = [sys.executable, "-m", "marketcast.trade"]
+TRADE = [sys.executable, "-m", "marketcast.commands", "trade"]
 
 
 def env_for(fake, **extra) -> dict:
@@ -80,7 +80,7 @@ def deleted_journal_then_accept_broker(fake, tmp_path, capsys):
     assert len([m for m, _, _ in fake.requests if m in ("POST", "DELETE")]) == posts  # nothing touched
     from marketcast.trade.journal.state import Journal
 
-    from marketcast.trade.__main__ import main as trade_main
+    from marketcast.commands.__main__ import main as trade_main
 
     [halt] = Journal(state / "journal.db").halts.active()  # kept: every restart refuses until it is lifted
     assert halt.message() in line and halt.source == "reconcile"

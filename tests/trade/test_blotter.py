@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.data import load_symbol
 from marketcast.data.bars import Bars
 from marketcast.forecast import load_forecaster
@@ -235,7 +235,7 @@ def test_a_csv_that_cannot_be_written_is_one_line_and_no_file(replayed, tmp_path
 def test_every_option_of_orders_has_help():
     import typer
 
-    from marketcast.trade.cli import app
+    from marketcast.commands.trade import app
 
     params = typer.main.get_command(app).commands["orders"].params
     assert {p.opts[0] for p in params} == {"--state-dir", "--json", "--csv"}

@@ -16,12 +16,12 @@ import pytest
 from marketcast.data import load_symbol
 from marketcast.errors import ConfigError
 from marketcast.settings import resolve
-from marketcast.trade.config import SECTION, SETTINGS
+from marketcast.commands.trade_settings import SECTION, SETTINGS
 from marketcast.trade.ops.monitor import read_records
 from marketcast.trade.journal.state import Journal
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
-RUN = [sys.executable, "-m", "marketcast.trade", "run", "--symbols", "SP500,NASDAQ"]
+RUN = [sys.executable, "-m", "marketcast.commands", "trade", "run", "--symbols", "SP500,NASDAQ"]
 
 
 def trade(args: list[str], cwd: Path, run: list[str] = RUN, **env) -> subprocess.CompletedProcess:
@@ -152,8 +152,8 @@ def test_a_pinned_strategy_trades_regardless_of_the_walk_forward_pick(tmp_path):
 def test_every_option_of_run_and_replay_has_help_and_the_shared_ones_match_the_backtests():
     import typer
 
-    from marketcast.backtest.cli import backtest
-    from marketcast.trade.cli import app
+    from marketcast.commands.backtest import backtest
+    from marketcast.commands.trade import app
 
     commands = typer.main.get_command(app).commands
     backtest_app = typer.Typer()
@@ -178,7 +178,7 @@ def test_every_option_of_run_and_replay_has_help_and_the_shared_ones_match_the_b
     (["--start", "2017-02-30"], "--start '2017-02-30' is not a date (day is out of range for month"),
 ])
 def test_a_replay_that_fails_validation_writes_nothing(tmp_path, capsys, args, says):
-    from marketcast.cli import main
+    from marketcast.commands import main
 
     state = tmp_path / "state"
     base = {"--start": "2017-01-02", "--end": "2017-02-01"}

@@ -174,7 +174,7 @@ webhook = "https://hooks.example.com/marketcast"
 
 def cli(args: list[str], cwd) -> subprocess.CompletedProcess:
     src = str(Path(__file__).resolve().parents[2] / "src")
-    return subprocess.run([sys.executable, "-m", "marketcast.trade", *args], capture_output=True, text=True, cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "marketcast.commands", "trade", *args], capture_output=True, text=True, cwd=cwd,
                           timeout=600, env={**os.environ, "PYTHONPATH": src, "COLUMNS": "250"})
 
 

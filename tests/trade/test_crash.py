@@ -23,7 +23,7 @@ KILLS = 5
 
 
 def _start(state: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "marketcast.trade", *ARGS, "--state-dir", str(state)],
+    return subprocess.Popen([sys.executable, "-m", "marketcast.commands", "trade", *ARGS, "--state-dir", str(state)],
                             env=dict(os.environ, PYTHONPATH=SRC), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
 

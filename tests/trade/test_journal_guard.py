@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.errors import StateError
 from marketcast.trade.journal.state import APP_ID, SCHEMA_VERSION, Intent, Journal
 

@@ -18,7 +18,7 @@ UMASK = 0o022
 
 
 def trade(args: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "marketcast.trade", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "marketcast.commands", "trade", *args], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": SRC}, timeout=120, umask=UMASK)
 
 

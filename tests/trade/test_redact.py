@@ -25,7 +25,7 @@ PAPER_ENV = {**{k: v for k, v in os.environ.items() if not k.startswith(("APCA_A
 
 
 def trade(args: list[str], env: dict = PAPER_ENV) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "marketcast.trade", *args], capture_output=True, text=True, env=env,
+    return subprocess.run([sys.executable, "-m", "marketcast.commands", "trade", *args], capture_output=True, text=True, env=env,
                           timeout=120)
 
 

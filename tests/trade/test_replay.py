@@ -128,7 +128,7 @@ def test_replay_of_a_year_reproduces_the_backtest_decisions_and_fills(tmp_path):
 def test_cli_replay_a_year_then_status(tmp_path):
     env = dict(os.environ, PYTHONPATH=SRC)
     state = tmp_path / "state"
-    out = subprocess.run([sys.executable, "-m", "marketcast.trade", "replay", "--from", "2017-01-01", "--to",
+    out = subprocess.run([sys.executable, "-m", "marketcast.commands", "trade", "replay", "--from", "2017-01-01", "--to",
                           "2017-12-31", "--state-dir", str(state)], capture_output=True, text=True, env=env,
                          timeout=120)
     assert out.returncode == 0, out.stderr
@@ -140,7 +140,7 @@ def test_cli_replay_a_year_then_status(tmp_path):
     assert {"forecast_latency_s", "compile_mode", "recompiles_since_start", "fallbacks_to_eager", "peak_memory_mb",
             "quotes", "orders_submitted", "orders_filled", "orders_cancelled", "equity"} <= set(records[0])
     assert records[0]["quotes"] == {"real": 0, "synthetic": 2}
-    status = subprocess.run([sys.executable, "-m", "marketcast.trade", "status", "--state-dir", str(state)],
+    status = subprocess.run([sys.executable, "-m", "marketcast.commands", "trade", "status", "--state-dir", str(state)],
                             capture_output=True, text=True, env=env, timeout=60)
     assert status.returncode == 0, status.stderr
     assert "cycles" in status.stdout and "250" in status.stdout
@@ -151,7 +151,7 @@ def test_cli_replay_a_year_then_status(tmp_path):
 
 def test_replay_rejects_inverted_dates(tmp_path):
     env = dict(os.environ, PYTHONPATH=SRC)
-    out = subprocess.run([sys.executable, "-m", "marketcast.trade", "replay", "--from", "2017-05-01", "--to",
+    out = subprocess.run([sys.executable, "-m", "marketcast.commands", "trade", "replay", "--from", "2017-05-01", "--to",
                           "2017-01-01", "--state-dir", str(tmp_path)], capture_output=True, text=True, env=env,
                          timeout=60)
     assert out.returncode == 2 and "must be after" in out.stderr
@@ -172,7 +172,7 @@ def test_replay_of_hourly_goog_across_the_split_exits_0(tmp_path):
     for start, end in (("2022-07-05", "2022-07-29"), ("2022-06-21", "2022-07-01"), ("2022-07-15", "2022-07-19"),
                        ("2022-06-01", "2022-06-03"), ("2022-06-02", "2022-06-15")):
         state = tmp_path / f"state-{start}"
-        out = subprocess.run([sys.executable, "-m", "marketcast.trade", "replay", "--symbols", "GOOG", "--data-dir",
+        out = subprocess.run([sys.executable, "-m", "marketcast.commands", "trade", "replay", "--symbols", "GOOG", "--data-dir",
                               str(data), "--start", start, "--end", end, "--state-dir", str(state)],
                              capture_output=True, text=True, env=env, timeout=300)
         assert out.returncode == 0, out.stderr

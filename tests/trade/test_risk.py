@@ -15,7 +15,7 @@ import pytest
 
 from marketcast.data import load_symbol
 from marketcast.errors import HaltedError
-from marketcast.trade.__main__ import main as trade_main
+from marketcast.commands.__main__ import main as trade_main
 from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
 from marketcast.trade.loop.feed import history_feed
 from marketcast.trade.loop.freshness import Freshness

@@ -3,7 +3,7 @@
 Ranks, lowest first: ``journal`` (records, SQLite, owner-only files) < ``ops`` (redaction, alerts, status) <
 ``broker`` (interface, rules, adapters: the paper broker keeps its book with the journal's SQLite helpers and
 Alpaca's errors are redacted) < the policy modules (``risk``, ``portfolio``) < ``loop`` < the wiring at the top
-(``cli``, ``config``, ``launch``, ``replay``, ``run_command``). ``broker.types`` (plain data: orders, fills,
+(``launch``, ``replay``; the commands live in ``marketcast.commands``). ``broker.types`` (plain data: orders, fills,
 positions) is the vocabulary every room speaks. A module may import its own rank or lower; imports under
 ``if TYPE_CHECKING:`` are annotations, not dependencies. The adapters (paper, alpaca and its data and endpoints) are imported only by
 the wiring: a test fails if the loop, the journal, ops or policy imports one directly.
@@ -56,7 +56,7 @@ def test_rooms_exist_and_the_top_is_only_wiring_and_policy():
     rooms = {room(m) for m in modules()}
     assert {"broker", "journal", "loop", "ops"} <= rooms
     assert {r for r in rooms if (TRADE / f"{r}.py").exists()} == {
-        "cli", "config", "launch", "replay", "run_command", "risk", "portfolio"}
+        "launch", "replay", "risk", "portfolio"}
 
 
 def test_imports_run_one_way_down():

@@ -10,9 +10,9 @@ import pytest
 
 from marketcast.errors import ConfigError
 from marketcast.settings import Setting, items, number, pairs, resolve, text
-from marketcast.trade import config as cfg
-from marketcast.trade.__main__ import main as trade_main
-from marketcast.trade.config import SECTION, SETTINGS, config_rows
+from marketcast.commands import trade_settings as cfg
+from marketcast.commands.__main__ import main as trade_main
+from marketcast.commands.trade_settings import SECTION, SETTINGS, config_rows
 
 SPECS = (
     Setting("symbols", ("A",), items(text), "symbols", "--symbols"),
@@ -134,7 +134,7 @@ def test_print_config_shows_each_value_and_where_it_came_from(tmp_path, monkeypa
 def test_help_lists_every_setting_with_its_default(capsys):
     import typer
 
-    from marketcast.trade.cli import app
+    from marketcast.commands.trade import app
 
     options = {p.opts[0]: p for p in typer.main.get_command(app).commands["run"].params}
     for s in SETTINGS:

@@ -35,7 +35,7 @@ SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
 def trade(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "marketcast.trade", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "marketcast.commands", "trade", *args], capture_output=True, text=True,
                           timeout=120, env={**os.environ, "PYTHONPATH": SRC, "COLUMNS": "250"})
 
 SYMS = ("SP500", "NASDAQ")

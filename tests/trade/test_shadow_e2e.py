@@ -15,7 +15,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from scipy.stats import ttest_rel
 
-from marketcast.cli import main
+from marketcast.commands import main
 from marketcast.data import load_symbol
 from marketcast.trade.journal.state import Journal
 from marketcast.trade.loop.planner import CLOSE_LEVELS

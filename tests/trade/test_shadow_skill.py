@@ -221,7 +221,7 @@ def test_a_version_2_journal_is_upgraded_with_its_rows_kept(tmp_path):
      "--shadow-model"),
 ])
 def test_bad_shadow_flags_are_one_line_and_exit_2_before_any_state(tmp_path, monkeypatch, capsys, flags, line):
-    from marketcast.cli import main
+    from marketcast.commands import main
 
     monkeypatch.chdir(tmp_path)
     assert main(["trade", "run", "--once", "--state-dir", str(tmp_path / "state"), *flags]) == 2
@@ -232,7 +232,7 @@ def test_bad_shadow_flags_are_one_line_and_exit_2_before_any_state(tmp_path, mon
 def test_a_candidate_that_does_not_load_leaves_trade_run_trading(tmp_path, monkeypatch, capsys):
     """Through `trade run`: the live baseline's cycle runs and orders; the candidate's load error is printed,
     journalled for each symbol of the bar, alerted once and shown by `trade status`."""
-    from marketcast.cli import main
+    from marketcast.commands import main
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("ADD_LATEST", raising=False)

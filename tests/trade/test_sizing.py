@@ -15,8 +15,8 @@ from marketcast.data import load_symbol
 from marketcast.errors import ConfigError
 from marketcast.forecast import load_forecaster
 from marketcast.settings import resolve
-from marketcast.trade import config as cfg
-from marketcast.trade.config import SECTION, SETTINGS
+from marketcast.commands import trade_settings as cfg
+from marketcast.commands.trade_settings import SECTION, SETTINGS
 from marketcast.trade.loop.planner import PLANNER_CONFIG, BacktestPlanner, Signal
 from marketcast.trade.portfolio import PortfolioConfig, allocate
 from marketcast.trade.risk import RiskLimits

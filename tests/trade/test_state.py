@@ -28,7 +28,7 @@ def trade(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     clock.write_text("2018-07-20T21:30:00Z")
     if args[0] == "run":
         args = [*args, "--clock-file", str(clock)]
-    return subprocess.run([sys.executable, "-m", "marketcast.trade", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "marketcast.commands", "trade", *args], capture_output=True, text=True,
                           cwd=cwd, env=env, timeout=120)
 
 

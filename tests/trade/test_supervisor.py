@@ -18,7 +18,7 @@ import pytest
 
 from marketcast.data import load_symbol
 from marketcast.errors import AuthError, ExitCode, HaltedError
-from marketcast.trade.__main__ import main as trade_main
+from marketcast.commands.__main__ import main as trade_main
 from marketcast.trade.ops.alerts import Alerts, AlertThresholds
 from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
 from marketcast.trade.loop.gates import GateConfig
@@ -71,7 +71,7 @@ def start(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, Path, Path, Pat
     data, state, clock = tmp_path / "data", tmp_path / "state", tmp_path / "clock"
     data.mkdir(exist_ok=True)
     env = {**{k: v for k, v in os.environ.items() if k != "ADD_LATEST"}, "PYTHONPATH": SRC, "COLUMNS": "200"}
-    proc = subprocess.Popen([sys.executable, "-m", "marketcast.trade", "run", "--data-dir", str(data), "--state-dir",
+    proc = subprocess.Popen([sys.executable, "-m", "marketcast.commands", "trade", "run", "--data-dir", str(data), "--state-dir",
                              str(state), "--clock-file", str(clock), *args], cwd=tmp_path, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     return proc, data, state, clock

@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Optional, Sequence
 
 from marketcast.errors import ConfigError
 
@@ -139,3 +140,20 @@ def explain_asset_class(symbol: str, asset_class: str) -> str:
     if guess == asset_class:
         return why
     return f"{symbol}: set to {asset_class} by --asset-class (the symbol alone reads as {guess})"
+
+
+def asset_classes(values: Optional[list[str]], symbols: Sequence[str]) -> dict[str, Optional[str]]:
+    """``--asset-class CLASS`` (every symbol) and ``--asset-class SYMBOL=CLASS`` (one; wins) -> the class of each
+    symbol (None: inferred from the symbol)."""
+    names = [s.upper() for s in symbols]
+    everyone, per_symbol = None, {}
+    for value in values or []:
+        symbol, _, cls = value.rpartition("=")
+        if symbol:
+            if symbol.upper() not in names:
+                raise ConfigError(f"--asset-class {value}: {symbol.upper()} is not among the symbols given "
+                                  f"({', '.join(names)})")
+            per_symbol[symbol.upper()] = check_asset_class(cls.strip().lower())
+        else:
+            everyone = check_asset_class(cls.strip().lower())
+    return {s: per_symbol.get(s, everyone) for s in names}

@@ -103,11 +103,11 @@ def _info_problem(data) -> str | None:
 
 
 def _duckdb():
-    """The duckdb module, imported with SIGTERM/SIGINT deferred (:func:`~marketcast.failures.shielded`): a
+    """The duckdb module, imported with SIGTERM/SIGINT deferred (:func:`~marketcast.signals.shielded`): a
     signal's exception raised inside its native module's start-up aborts the process ("Critical nanobind
     error", exit -6: a sweep stopped in its first second) instead of ending the command with 143."""
     if "duckdb" not in sys.modules:
-        from marketcast.failures import shielded
+        from marketcast.signals import shielded
 
         with shielded():
             import duckdb  # noqa: F401

@@ -21,9 +21,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from marketcast.errors import ConfigError, UnavailableError
-from marketcast.failures import Terminated, shielded
 from marketcast.runs.rows import RunContext, error_row
 from marketcast.runs.store import RunStore
+from marketcast.signals import Terminated, shielded
 from marketcast.sweep import tasks
 from marketcast.sweep.plan import FORECAST_FIELDS, Job
 
@@ -44,7 +44,7 @@ def import_ray():
 
 @contextmanager
 def _signals_held(ray):
-    """SIGTERM and SIGINT deferred (:func:`~marketcast.failures.shielded`) while the body runs, then raised:
+    """SIGTERM and SIGINT deferred (:func:`~marketcast.signals.shielded`) while the body runs, then raised:
     ``ray.init(address=...)`` stopped inside its connect leaves a half-made GCS client whose destructor never
     returns, a sweep hung for good (seen in test_sweep_interrupts). ``ray.init`` first installs a SIGTERM
     handler of its own that calls sys.exit wherever it lands; it is not installed meanwhile (Ray's

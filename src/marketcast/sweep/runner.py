@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 from marketcast.console import err_console
 from marketcast.errors import ConfigError, MarketcastError
-from marketcast.failures import shielded
 from marketcast.runs.record import new_run_id, now_iso
 from marketcast.runs.rows import RunContext, code_version
 from marketcast.runs.store import RunStore
+from marketcast.signals import shielded
 from marketcast.sweep.execute import Local, Sweep, connect, import_ray, shutdown
 from marketcast.sweep.plan import plan_jobs
 from marketcast.sweep.progress import cell_progress

@@ -55,8 +55,8 @@ from pathlib import Path
 
 from marketcast.backtest.config import BacktestConfig
 from marketcast.backtest.period import ALL, Period, parse_day, windows_of
-from marketcast.data.bars import Bars
 from marketcast.data.asset import check_asset_class
+from marketcast.data.bars import Bars
 from marketcast.data.load import ON_DUPLICATE, symbol_files
 from marketcast.data.symbols import check_symbol
 from marketcast.errors import ConfigError, DataError, MarketcastError
@@ -410,7 +410,7 @@ def load_spec(path: str | Path, data_dir: str | Path | None = None, asset_class_
                        _table(raw, "data", where).get("periods_per_year"), where)
     symbol_classes: tuple = ()
     if asset_class_override:
-        from marketcast.options import asset_classes
+        from marketcast.data.asset import asset_classes
 
         symbol_classes = tuple((s, c) for s, c in asset_classes(asset_class_override, symbols).items()
                                if c is not None)

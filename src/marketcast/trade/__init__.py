@@ -10,6 +10,6 @@ Rooms, importing one way down (``tests/trade/test_rooms.py`` keeps it so):
 * ``loop/``: ``cycle`` (reconcile -> plan -> check -> submit -> record), ``supervisor`` (per-clock cycles),
   ``planner``, ``orders``, ``reconcile``, ``ownership``, ``freshness``, ``gates``, ``quotes``, ``feed``, ``warmup``.
 * ``ops/``: ``alerts``, ``monitor`` (records), ``status``, ``redact``.
-* at the top: ``risk`` and ``portfolio`` (policy), and the wiring: ``cli``, ``config``, ``launch``, ``replay``,
-  ``run_command``.
+* at the top: ``risk`` and ``portfolio`` (policy), and the wiring: ``launch``, ``replay`` (the ``trade``
+  commands and their settings live in :mod:`marketcast.commands`).
 """

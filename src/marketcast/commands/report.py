@@ -13,10 +13,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from marketcast import options
+from marketcast.commands import options
+from marketcast.commands.runs import RUN_ARG, STORE_OPT, open_store
 from marketcast.console import console
 from marketcast.errors import ConfigError
-from marketcast.runs.cli import RUN_ARG, STORE_OPT, open_store
 
 DEFAULT_OUTPUT = Path("out/report")
 

@@ -13,13 +13,13 @@ from typing import Annotated, Callable, Optional, Sequence
 
 import typer
 
-from marketcast.data.asset import ASSET_CLASSES, check_asset_class
+from marketcast.commands.help import choice_list
+from marketcast.data.asset import ASSET_CLASSES
 from marketcast.data.load import ON_DUPLICATE
 from marketcast.data.read import ON_BAD_LINE
 from marketcast.data.validate import MIN_BARS
 from marketcast.errors import ConfigError
 from marketcast.forecast.registry import MODEL_NAMES
-from marketcast.help import choice_list
 
 DTYPES = ("float32", "bfloat16")
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?|mps)$")
@@ -59,7 +59,7 @@ def positive_periods(value: Optional[float]) -> Optional[float]:
 
 def help_of(option) -> str:
     """The help text of an option declared here, for a command that declares the same concept as a layered
-    setting (``trade run``: :mod:`marketcast.trade.config`)."""
+    setting (``trade run``: :mod:`marketcast.commands.trade_settings`)."""
     return option.__metadata__[0].help
 
 
@@ -136,20 +136,3 @@ OnBadLine = Annotated[str, typer.Option(
 FanDates = Annotated[Optional[list[str]], typer.Option(
     "--fan-date", help="Decision date of a forecast fan in the HTML tearsheet (YYYY-MM-DD); repeatable (default: "
                        "three spread over the run).")]
-
-
-def asset_classes(values: Optional[list[str]], symbols: Sequence[str]) -> dict[str, Optional[str]]:
-    """``--asset-class CLASS`` (every symbol) and ``--asset-class SYMBOL=CLASS`` (one; wins) -> the class of each
-    symbol (None: inferred from the symbol)."""
-    names = [s.upper() for s in symbols]
-    everyone, per_symbol = None, {}
-    for value in values or []:
-        symbol, _, cls = value.rpartition("=")
-        if symbol:
-            if symbol.upper() not in names:
-                raise ConfigError(f"--asset-class {value}: {symbol.upper()} is not among the symbols given "
-                                  f"({', '.join(names)})")
-            per_symbol[symbol.upper()] = check_asset_class(cls.strip().lower())
-        else:
-            everyone = check_asset_class(cls.strip().lower())
-    return {s: per_symbol.get(s, everyone) for s in names}

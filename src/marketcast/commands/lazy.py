@@ -13,7 +13,7 @@ from typing import Any
 import typer
 from typer.core import TyperCommand
 
-from marketcast.help import HelpCommand, HelpGroup, adopt
+from marketcast.commands.help import HelpCommand, HelpGroup, adopt
 
 # name -> ("package.module:attribute", summary); the attribute is a Typer app (a group of subcommands) or a
 # function (one command); "package.module:factory()" calls a factory that returns one of those

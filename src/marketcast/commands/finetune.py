@@ -19,10 +19,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from marketcast import options
+from marketcast.commands import options
+from marketcast.commands.help import choice_list
 from marketcast.console import console, err_console
 from marketcast.errors import ConfigError
-from marketcast.help import choice_list
 
 MODELS = ("toto", "kronos", "toto2")
 
@@ -181,7 +181,8 @@ def finetune(
               "refused as in sample)", highlight=False, soft_wrap=True)
     result = None
     if evaluate:
-        from marketcast.finetune.evaluate import evaluate as compare, print_evaluation
+        from marketcast.finetune.evaluate import evaluate as compare
+        from marketcast.finetune.evaluate import print_evaluation
 
         result = compare(model, weights, out, bars, cutoff, context=context, samples=samples, device=device,
                          dtype=dtype, seed=seed, data_dir=data_dir)

@@ -6,9 +6,8 @@ pyarrow cannot read, a database that is not one, a full disk, bytes that are not
 so a user never reads a traceback for bad input. Anything else is a bug and keeps its traceback (exit 1).
 ``--debug`` shows the traceback of everything. Warnings become one ``warning:`` line each.
 
-SIGTERM and SIGINT become exceptions (:class:`Terminated`, ``KeyboardInterrupt``) while a command runs, so every
-``finally`` cleans up (temporary files removed, a sweep's run marked interrupted, Ray shut down) before the
-command ends with 143 or 130; :func:`shielded` defers them over a commit that must not stop half-way.
+While a command runs, SIGTERM and SIGINT raise (:mod:`marketcast.signals`); the command then ends with 143 or
+130.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ import os
 import signal
 import sqlite3
 import sys
-import threading
 import warnings
 from contextlib import contextmanager, nullcontext
 from typing import Iterator
@@ -28,68 +26,10 @@ from rich.text import Text
 
 from marketcast.console import err_console
 from marketcast.errors import ConfigError, ExitCode, MarketcastError, first_line
+from marketcast.signals import Received, Terminated, install_signal_handlers, restore_signal_handlers
 
 DEBUG_ENV = "MARKETCAST_DEBUG"
 _ON, _OFF = ("1", "true", "yes"), ("", "0", "false", "no")
-_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-
-
-class Terminated(BaseException):
-    """SIGTERM raised where the process is, as Ctrl-C raises KeyboardInterrupt: a BaseException, so no
-    ``except Exception`` swallows it and every ``finally`` on the way out still runs."""
-
-
-class _Signals:
-    """The handler's state: the last signal received (Ray may turn a handler's exception into a
-    KeyboardInterrupt; this tells a SIGTERM apart), how deep in :func:`shielded` we are, what waits there."""
-
-    last: int | None = None
-    depth = 0
-    pending: int | None = None
-
-
-def _raise_for(signum: int) -> None:
-    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
-
-
-def _on_signal(signum: int, frame) -> None:
-    _Signals.last = signum
-    if _Signals.depth:
-        _Signals.pending = _Signals.pending or signum
-        return
-    _raise_for(signum)
-
-
-def install_signal_handlers() -> dict[int, object] | None:
-    """SIGTERM and SIGINT raise from here on; returns the handlers replaced (None off the main thread, where
-    Python cannot install handlers)."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    _Signals.last, _Signals.depth, _Signals.pending = None, 0, None
-    previous = {s: signal.getsignal(s) for s in _SIGNALS}
-    for s in _SIGNALS:
-        signal.signal(s, _on_signal)
-    return previous
-
-
-def restore_signal_handlers(previous: dict[int, object] | None) -> None:
-    if previous:
-        for s, handler in previous.items():
-            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
-
-
-@contextmanager
-def shielded() -> Iterator[None]:
-    """Defer SIGTERM/SIGINT until the block is done (the run-store record and the rename of the outputs: all
-    of it or none), then raise it."""
-    _Signals.depth += 1
-    try:
-        yield
-    finally:
-        _Signals.depth -= 1
-        if not _Signals.depth and _Signals.pending is not None:
-            signum, _Signals.pending = _Signals.pending, None
-            _raise_for(signum)
 
 
 def debug_from_env(environ=os.environ) -> bool:
@@ -150,16 +90,16 @@ def _signal_under(exc: BaseException) -> BaseException | None:
 
 def describe(exc: BaseException) -> tuple[str, int] | None:
     """The one line and exit code for an exception a user can fix; None for a bug."""
-    if _Signals.last is not None and _signal_under(exc) is None:
+    if Received.last is not None and _signal_under(exc) is None:
         # a library that met the signal's exception may end with an error of its own instead (duckdb: "Query
         # interrupted"), which the command may even translate: the command was stopped, and says so
-        return describe(Terminated() if _Signals.last == signal.SIGTERM else KeyboardInterrupt())
+        return describe(Terminated() if Received.last == signal.SIGTERM else KeyboardInterrupt())
     if isinstance(exc, MarketcastError):
         return str(exc), int(exc.exit_code)
     stop = _signal_under(exc)
     if stop is not None and stop is not exc:  # Ray's C code wraps a handler's exception in a SystemError
         return describe(stop)
-    if isinstance(exc, Terminated) or (isinstance(exc, KeyboardInterrupt) and _Signals.last == signal.SIGTERM):
+    if isinstance(exc, Terminated) or (isinstance(exc, KeyboardInterrupt) and Received.last == signal.SIGTERM):
         return "terminated (SIGTERM); temporary files removed", ExitCode.TERMINATED
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted", ExitCode.INTERRUPTED
@@ -266,7 +206,7 @@ def run(app, args: list[str], debug: bool, prog_name: str = "marketcast", after:
         _error(line)
     finally:
         restore_signal_handlers(previous if after is None or previous is None else dict.fromkeys(previous, after))
-        _Signals.last = None
+        Received.last = None
     return code
 
 
@@ -277,7 +217,7 @@ def _run(app, args: list[str], debug: bool, prog_name: str) -> int:
         except EXIT as exc:
             return int(exc.exit_code)
         except ABORT:  # click's wrapper of a KeyboardInterrupt (a SIGTERM that Ray turned into one)
-            if _Signals.last == signal.SIGTERM:
+            if Received.last == signal.SIGTERM:
                 _error(describe(Terminated())[0])
                 return ExitCode.TERMINATED
             _error("aborted")
@@ -304,7 +244,7 @@ def _run(app, args: list[str], debug: bool, prog_name: str) -> int:
                 raise
             _error(known[0])
             return known[1]
-    if result == ExitCode.INTERRUPTED and _Signals.last is not None:
+    if result == ExitCode.INTERRUPTED and Received.last is not None:
         # typer answers a KeyboardInterrupt with a silent 130 (also a SIGTERM Ray turned into one): say which
         line, code = describe(KeyboardInterrupt())
         _error(line)

@@ -9,9 +9,10 @@ import numpy as np
 import typer
 from rich.table import Table
 
+from marketcast.commands.options import AsJson, AssetClass, OnBadLine, OnDuplicate, PeriodsPerYear
 from marketcast.console import console, print_json
+from marketcast.data.asset import asset_classes
 from marketcast.data.validate import MAX_JUMP, MIN_BARS
-from marketcast.options import AsJson, AssetClass, OnBadLine, OnDuplicate, PeriodsPerYear, asset_classes
 
 app = typer.Typer(no_args_is_help=True)
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Callable, Optional
+from typing import Annotated, Optional
 
 import typer
 
-from marketcast import options
 from marketcast.backtest.config import CALIBRATIONS, MAXDIFF_GRIDS, STRATEGY_NAMES, BacktestConfig
 from marketcast.backtest.costs import BP
 from marketcast.backtest.engine import run_many
@@ -17,19 +16,18 @@ from marketcast.backtest.fills import FILL_MODES, SAME_BAR_MODES
 from marketcast.backtest.period import Period, windows_of
 from marketcast.backtest.selection import DEFAULT_LOOKBACK, DEFAULT_MIN_TRADES, SelectionRule
 from marketcast.backtest.sizing import POLICIES
+from marketcast.commands import options
+from marketcast.commands.help import choice_list
 from marketcast.console import console, print_json, progress_steps
 from marketcast.data import DEFAULT_SYMBOLS, load_bars, load_symbol
+from marketcast.data.asset import asset_classes
 from marketcast.data.read import SUFFIXES
 from marketcast.errors import ConfigError
 from marketcast.forecast.aggregate import SPEC_HELP, validate_spec
 from marketcast.forecast.registry import load_forecaster
-from marketcast.help import choice_list
 
 DEFAULT_OUTPUT = Path("out/backtest")
 MANY_WINDOWS = 10**9  # stands for a count the data decides, while the other settings are checked up front
-#: Called after each run as hook(results, bars, options); the root CLI adds the run store's recorder, which
-#: hands back the id of the run it recorded (None: the store is off), printed as the command's last line.
-AFTER_RUN: list[Callable[[list, list, dict], Optional[str]]] = []
 
 
 #: The point spec's forms as --help lists them (the full grammar: marketcast.forecast.aggregate).
@@ -209,11 +207,17 @@ def backtest(
     """Walk-forward backtest: forecast bar t+1 from bars <= t, decide, settle on bar t+1."""
     from marketcast.backtest.report import symbol_json, write_outputs
     from marketcast.backtest.tables import (
-        calibration_table, in_sample_table, selection_table, selection_verdict, skill_table, track_record_table,
+        calibration_table,
+        in_sample_table,
+        selection_table,
+        selection_verdict,
+        skill_table,
+        track_record_table,
     )
-    from marketcast.failures import shielded
     from marketcast.fileio import output_folder
     from marketcast.report import fans
+    from marketcast.runs.record import record_backtest
+    from marketcast.signals import shielded
 
     started = time.perf_counter()
     _check_costs(fee=fee, half_spread_bps=half_spread_bps, spread=spread, slippage_bps=slippage_bps,
@@ -235,7 +239,7 @@ def backtest(
     names = [files[s].stem.upper() if s in files else s.upper() for s in given]
     if len(set(names)) != len(names):
         raise ConfigError(f"symbols repeat: {', '.join(names)}")
-    classes = options.asset_classes(asset_class, names)
+    classes = asset_classes(asset_class, names)
     bars = [load_bars(files[s], symbol=n, asset_class=classes[n], on_duplicate=on_duplicate,
                       periods_per_year=periods_per_year, on_bad_line=on_bad_line)
             if s in files else
@@ -281,13 +285,10 @@ def backtest(
             if html:
                 names.append(PAGE_NAME)
                 write_page(out.path / PAGE_NAME, page)
-            run_id = None
             with shielded():  # a signal now waits until the record and the rename are done
-                for hook in AFTER_RUN:
-                    run_id = hook(results, whole, {"model": model, "weights": weights, "device": device, "dtype": dtype,
-                                         "asset_class": asset_class, "data_dir": data_dir,
-                                         "on_duplicate": on_duplicate, "periods_per_year": periods_per_year}
-                                  ) or run_id
+                run_id = record_backtest(results, whole, {
+                    "model": model, "weights": weights, "device": device, "dtype": dtype, "asset_class": asset_class,
+                    "data_dir": data_dir, "on_duplicate": on_duplicate, "periods_per_year": periods_per_year})
                 out.commit()
     written = [output_dir / name for name in names]
     elapsed = time.perf_counter() - started

@@ -1,4 +1,5 @@
-"""``marketcast models download NAME [--to DIR]``: fetch public weights and say where they went."""
+"""``marketcast models``: ``download NAME [--to DIR]`` fetches public weights and says where they went;
+``compare`` is the leaderboard (:mod:`marketcast.commands.compare`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from marketcast.commands.compare import compare
 from marketcast.console import console
 
 app = typer.Typer(no_args_is_help=True)
@@ -31,3 +33,6 @@ def download_cmd(
     model = catalogue()[name].model
     console.print(f"use it with: --model {model}" + ("" if weights == "auto" else f" --weights {weights}"),
                   highlight=False, soft_wrap=True)
+
+
+app.command("compare")(compare)

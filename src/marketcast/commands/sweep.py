@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from marketcast import options
+from marketcast.commands import options
 from marketcast.console import console, err_console
 from marketcast.errors import ConfigError
 

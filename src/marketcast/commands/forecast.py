@@ -10,8 +10,9 @@ import pandas as pd
 import typer
 from rich.table import Table
 
-from marketcast import options
+from marketcast.commands import options
 from marketcast.console import console, err_console, print_json
+from marketcast.data.asset import asset_classes
 from marketcast.data.validate import MIN_BARS
 from marketcast.errors import ConfigError
 
@@ -54,12 +55,11 @@ def forecast(
              "last decision date scored (default: the last bar).")] = None,
 ) -> None:
     """Forecast the next bars of SYMBOL and print the quantile fan."""
+    from marketcast.backtest.period import Period, cut_at, windows_of
     from marketcast.data import load_symbol
     from marketcast.data.ticks import price_decimals
     from marketcast.forecast import load_forecaster, make_batch
     from marketcast.forecast.floor import floor_paths
-
-    from marketcast.backtest.period import Period, cut_at, windows_of
 
     if windows is not None and not calibration:
         raise ConfigError("--windows counts the windows --calibration scores; add --calibration")
@@ -72,7 +72,7 @@ def forecast(
     if plot is not None and plot.suffix.lower() != ".png":
         raise ConfigError(f"--plot {plot}: the chart is written as PNG; give a path ending in .png")
     bars = load_symbol(symbol, data_dir=data_dir, min_rows=MIN_BARS, on_duplicate=on_duplicate,
-                       asset_class=options.asset_classes(asset_class, [symbol])[symbol.upper()],
+                       asset_class=asset_classes(asset_class, [symbol])[symbol.upper()],
                        periods_per_year=periods_per_year, on_bad_line=on_bad_line)
     forecaster = load_forecaster(model, weights=weights, device=device, dtype=dtype, seed=seed)
     if calibration:

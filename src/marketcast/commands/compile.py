@@ -17,12 +17,13 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from marketcast import options
+from marketcast.commands import options
+from marketcast.commands.help import choice_list
 from marketcast.compile.thresholds import Thresholds
 from marketcast.compile.toggle import TOGGLE_MODELS
 from marketcast.console import console, err_console, print_json, progress_steps
+from marketcast.data.asset import asset_classes
 from marketcast.errors import ConfigError, ExitCode
-from marketcast.help import choice_list
 from marketcast.runtime.settings import ENV_FILE, MODES
 
 app = typer.Typer(no_args_is_help=True)
@@ -228,7 +229,7 @@ def check(
                      num_samples=samples, batch=batch, seed=seed)
     thresholds = Thresholds(max_output_delta=max_output_delta, max_recompiles=max_recompiles,
                             min_speedup=min_speedup, max_memory_delta=max_memory_delta)
-    classes = options.asset_classes(asset_class, names)
+    classes = asset_classes(asset_class, names)
     bars = {n: load_symbol(n, data_dir=data_dir, min_rows=plan.min_rows, asset_class=classes[n.upper()],
                            periods_per_year=periods_per_year, on_bad_line=on_bad_line) for n in names}
 

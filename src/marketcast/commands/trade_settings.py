@@ -26,27 +26,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from marketcast import options
 from marketcast.backtest.config import STRATEGY_NAMES, BacktestConfig
-from marketcast.backtest.sizing import POLICIES
 from marketcast.backtest.selection import DEFAULT_LOOKBACK, DEFAULT_MIN_TRADES, SelectionRule
+from marketcast.backtest.sizing import POLICIES
+from marketcast.commands import options
 from marketcast.data.asset import ASSET_CLASSES
 from marketcast.data.load import ON_DUPLICATE
 from marketcast.forecast.registry import MODEL_NAMES
-from marketcast.settings import (
-    Setting,
-    Settings,
-    boolean,
-    choice,
-    items,
-    number,
-    optional,
-    pairs,
-    text,
-)
-from marketcast.trade.ops.alerts import AlertThresholds
+from marketcast.settings import Setting, Settings, boolean, choice, items, number, optional, pairs, text
 from marketcast.trade.loop.freshness import Freshness
 from marketcast.trade.loop.gates import GateConfig
+from marketcast.trade.ops.alerts import AlertThresholds
 from marketcast.trade.portfolio import PortfolioConfig
 from marketcast.trade.risk import RiskLimits
 

@@ -3,7 +3,7 @@
 Paper (the embedded SQLite broker) is the default. Alpaca needs ``--broker alpaca`` and keys in the
 environment; live money needs ``--live`` *and* ``--i-understand-live-trading`` (the flags choose the host;
 ``APCA_API_BASE_URL`` may only agree, and no config file can choose it). One loop per ``--state-dir`` (an OS
-lock). Keys are never printed. ``trade run``'s settings come from :mod:`marketcast.trade.config`.
+lock). Keys are never printed. ``trade run``'s settings come from :mod:`marketcast.commands.trade_settings`.
 """
 
 from __future__ import annotations
@@ -17,13 +17,14 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from marketcast import options
+from marketcast.commands import options
+from marketcast.commands.help import choice_list
+from marketcast.commands.trade_settings import SECTION, SETTINGS
 from marketcast.console import console, err_console, print_json, progress_steps
+from marketcast.data.asset import asset_classes
 from marketcast.errors import ConfigError, ExitCode
 from marketcast.forecast.registry import MODEL_NAMES
-from marketcast.help import choice_list
 from marketcast.settings import CONFIG_FILE, ENV_FILE, given_flags, resolve, with_options
-from marketcast.trade.config import SECTION, SETTINGS
 from marketcast.trade.journal.shadow import METRICS
 from marketcast.trade.launch import open_venue, resolve_command, setup_logging
 
@@ -90,7 +91,7 @@ def run(
     Settings: defaults < marketcast.toml (its trade table) < .env.compile < environment
     (MARKETCAST_TRADE_KEY, e.g. MARKETCAST_TRADE_RISK_MAX_DAILY_LOSS; ADD_LATEST) < these flags.
     """
-    from marketcast.trade import run_command as command
+    from marketcast.commands import trade_run as command
     from marketcast.trade.journal.lock import StateLock
 
     if ctx.get_parameter_source("config").name == "COMMANDLINE" and not config.exists():
@@ -121,8 +122,8 @@ def resume(state_dir: Path = STATE_OPT) -> None:
     """Lift a risk halt (the day's loss count restarts from the next equity reading). A halt because the journal
     and the broker disagree needs `trade reconcile` instead; exit 5 while one is left."""
     from marketcast.trade.journal.lock import StateLock
-    from marketcast.trade.risk import lift
     from marketcast.trade.journal.state import Journal
+    from marketcast.trade.risk import lift
 
     if not (state_dir / "journal.db").exists():
         raise ConfigError(f"{state_dir}: no journal.db; nothing to resume")
@@ -325,16 +326,15 @@ def replay_cmd(
     """Run the loop with the paper broker over history (resumable: same --state-dir carries on).
 
     Everything is checked (dates, bars, model, settings) before the state folder or trade.log is created."""
+    from marketcast.commands import trade_settings as cfg
     from marketcast.data import load_symbol
     from marketcast.forecast import load_forecaster
-    from marketcast.trade.loop.cycle import LoopConfig
     from marketcast.trade.journal.lock import StateLock
-    from marketcast.trade.loop.planner import PLANNER_CONFIG, BacktestPlanner
-    from marketcast.trade.replay import replay, replay_dates
     from marketcast.trade.journal.state import Journal
+    from marketcast.trade.loop.cycle import LoopConfig
+    from marketcast.trade.loop.planner import PLANNER_CONFIG, BacktestPlanner
     from marketcast.trade.ops.status import journal_counts
-
-    from marketcast.trade import config as cfg
+    from marketcast.trade.replay import replay, replay_dates
 
     if ctx.get_parameter_source("config").name == "COMMANDLINE" and not config.exists():
         raise ConfigError(f"--config {config}: no such file")
@@ -342,7 +342,7 @@ def replay_cmd(
     syms = _symbols(symbols) if symbols is not None else tuple(settings["symbols"])
     pins = {s: name for s, name in settings["strategy"].items() if s in syms}
     state_dir = state_dir or Path(f"out/replay-{start}-{end}")
-    classes = options.asset_classes(asset_class, syms)
+    classes = asset_classes(asset_class, syms)
     bars = {s: load_symbol(s, data_dir, on_duplicate=on_duplicate, asset_class=classes[s.upper()],
                            periods_per_year=periods_per_year) for s in syms}
     dates = replay_dates(bars, start, end)

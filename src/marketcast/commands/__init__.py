@@ -2,8 +2,8 @@
 finetune.
 
 Bad input ends with one line on stderr and an exit code from ``marketcast.errors.ExitCode`` (2 for bad
-input); ``--debug`` shows the traceback instead (see :mod:`marketcast.failures`). Each subcommand is imported
-only when it runs (:mod:`marketcast.lazy_commands`), so ``--help`` answers at once.
+input); ``--debug`` shows the traceback instead (see :mod:`marketcast.commands.runner`). Each subcommand is imported
+only when it runs (:mod:`marketcast.commands.lazy`), so ``--help`` answers at once.
 """
 
 from __future__ import annotations
@@ -13,24 +13,24 @@ from typing import Annotated, Optional
 
 import typer
 
-from marketcast.help import HELP_OPTIONS
-from marketcast.lazy_commands import lazy_group
+from marketcast.commands.help import HELP_OPTIONS
+from marketcast.commands.lazy import lazy_group
 
 COMMANDS = {
-    "backtest": ("marketcast.cli:recorded_backtest()",
+    "backtest": ("marketcast.commands.backtest:backtest",
                  "Walk-forward backtest: forecast bar t+1 from bars <= t, decide, settle on bar t+1."),
-    "report": ("marketcast.report.cli:report",
+    "report": ("marketcast.commands.report:report",
                "Re-make a run's reports from the run store: report.html, JSON, Markdown, trades.csv and PNGs."),
-    "sweep": ("marketcast.sweep.cli:sweep",
+    "sweep": ("marketcast.commands.sweep:sweep",
               "Backtest every cell of SPEC's grid on Ray; a failing cell is recorded with its error, the rest go on."),
-    "runs": ("marketcast.runs.cli:app", "The run store: list, show, compare and query runs."),
-    "forecast": ("marketcast.forecast.cli:forecast", "Forecast the next bars of SYMBOL and print the quantile fan."),
-    "data": ("marketcast.data.cli:app", "Inspect, validate and fetch bar files."),
-    "models": ("marketcast.cli:models_app()",
+    "runs": ("marketcast.commands.runs:app", "The run store: list, show, compare and query runs."),
+    "forecast": ("marketcast.commands.forecast:forecast", "Forecast the next bars of SYMBOL and print the quantile fan."),
+    "data": ("marketcast.commands.data:app", "Inspect, validate and fetch bar files."),
+    "models": ("marketcast.commands.models:app",
                "Download model weights from the Hugging Face hub; compare models on the same windows."),
-    "compile": ("marketcast.compile.cli:app", "torch.compile settings, checks and diagnostics."),
-    "trade": ("marketcast.trade.cli:app", "Paper and live trading loop."),
-    "finetune": ("marketcast.finetune.cli:finetune",
+    "compile": ("marketcast.commands.compile:app", "torch.compile settings, checks and diagnostics."),
+    "trade": ("marketcast.commands.trade:app", "Paper and live trading loop."),
+    "finetune": ("marketcast.commands.finetune:finetune",
                  "Fine-tune a forecaster on your bars up to --until; writes weights plus tuning.json (leak-proof)."),
 }
 
@@ -43,28 +43,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-
-
-def recorded_backtest():
-    """The backtest command with the run store's recorder installed as its after-run hook (the backtest
-    package never imports the run store, which sits above it)."""
-    from marketcast.backtest import cli as backtest_cli
-    from marketcast.runs.record import record_backtest
-
-    if record_backtest not in backtest_cli.AFTER_RUN:
-        backtest_cli.AFTER_RUN.append(record_backtest)
-    return backtest_cli.backtest
-
-
-def models_app():
-    """``models``: the forecast layer's sub-app (download) with the leaderboard's ``compare`` added here, since
-    forecast/ sits below leaderboard/ and never imports it."""
-    from marketcast.forecast.models_cli import app as models
-    from marketcast.leaderboard.cli import compare
-
-    if not any(c.name == "compare" for c in models.registered_commands):
-        models.command("compare")(compare)
-    return models
 
 
 def _version() -> str:
@@ -93,14 +71,14 @@ def root(
                         "command, or as MARKETCAST_DEBUG=1).")] = False,
 ) -> None:
     """The options before any command; ``--debug`` is declared here for --help and read by
-    :func:`marketcast.failures.main` from anywhere on the command line."""
+    :func:`marketcast.commands.runner.main` from anywhere on the command line."""
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code (the console script exits with it)."""
-    from marketcast import failures
+    from marketcast.commands import runner
 
-    return failures.main(app, argv)
+    return runner.main(app, argv)
 
 
 if __name__ == "__main__":

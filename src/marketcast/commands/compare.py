@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from marketcast import options
+from marketcast.commands import options
 from marketcast.data import DEFAULT_SYMBOLS
 from marketcast.forecast.registry import MODEL_NAMES, installed
 
@@ -60,9 +60,9 @@ def compare(
     from marketcast.console import console, print_json, progress_steps
     from marketcast.data import load_symbol
     from marketcast.errors import ConfigError
-    from marketcast.failures import shielded
     from marketcast.leaderboard.compare import model_row, parse_models, parse_weights, refuse_tuned, run_model
     from marketcast.leaderboard.record import record_leaderboard
+    from marketcast.signals import shielded
 
     started = time.perf_counter()
     names = parse_models(models)

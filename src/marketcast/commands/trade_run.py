@@ -12,8 +12,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from marketcast import options
 from marketcast.console import console
+from marketcast.data.asset import asset_classes
 from marketcast.errors import ConfigError, ExitCode
 from marketcast.forecast.registry import MODEL_NAMES
 from marketcast.settings import Settings
@@ -49,7 +49,7 @@ def print_plan(report, title: str, decimals: dict[str, int]) -> None:
 
 
 def print_config(settings: Settings, broker_name: str, live: bool) -> None:
-    from marketcast.trade.config import config_rows
+    from marketcast.commands.trade_settings import config_rows
 
     table = Table(title=f"trade settings ({', '.join(settings.files)})")
     for col in ("key", "value", "source", "from", "overrides"):
@@ -69,15 +69,15 @@ def _no_baseline_shadow(shadow: str | None, model: str) -> None:
 def run_loop(settings: Settings, state_dir: Path, broker_name: str, live: bool, once: bool, dry_run: bool,
               clock_file: Path | None, resolve_dir: Path | None = None, shadow: str | None = None,
               shadow_model: str | None = None) -> None:
+    from marketcast.commands import trade_settings as cfg
     from marketcast.data.ticks import price_decimals
-    from marketcast.trade import config as cfg
-    from marketcast.trade.ops.alerts import Alerts
-    from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
-    from marketcast.trade.ops.monitor import Monitor
-    from marketcast.trade.loop.planner import PLANNER_CONFIG, BacktestPlanner
     from marketcast.trade.journal.state import Journal
+    from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
+    from marketcast.trade.loop.planner import PLANNER_CONFIG, BacktestPlanner
     from marketcast.trade.loop.supervisor import Supervisor
     from marketcast.trade.loop.warmup import load_model
+    from marketcast.trade.ops.alerts import Alerts
+    from marketcast.trade.ops.monitor import Monitor
 
     syms = settings["symbols"]
     stray = sorted(set(settings["strategy"]) - set(syms))
@@ -108,7 +108,7 @@ def run_loop(settings: Settings, state_dir: Path, broker_name: str, live: bool, 
         chain = (promoted[0],)
     weights = weights or active
     _no_baseline_shadow(shadow, shadow_model or chain[0])  # the promoted model, when there is one
-    market = Market(options.asset_classes(list(settings["data.asset_class"] or ()), syms),
+    market = Market(asset_classes(list(settings["data.asset_class"] or ()), syms),
                     settings["data.periods_per_year"])
     venue = open_venue(broker_name, live, syms, state_dir, data_dir, settings["fee"], clock_file,
                        settings["data.on_duplicate"], market)

@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from marketcast import options
+from marketcast.commands import options
 from marketcast.console import console, print_json
 from marketcast.errors import ConfigError
 
@@ -201,7 +201,7 @@ def compare(
 ) -> None:
     """Compare two runs per cell and strategy. Settings that differ (e.g. fee 0.001 vs 0.002) are listed and
     exit 0 (--strict: 1); for the same settings a return delta > 0.05 is a FAIL (exit 1), > 0.01 a WARN."""
-    from marketcast.compile.cli import print_comparison
+    from marketcast.commands.compile import print_comparison
     from marketcast.runs.compare import compare_runs
 
     runs = open_store(store)

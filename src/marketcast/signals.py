@@ -1,0 +1,75 @@
+"""SIGTERM and SIGINT as exceptions while a command runs, and :func:`shielded` to defer them over a commit.
+
+SIGTERM becomes :class:`Terminated` and SIGINT ``KeyboardInterrupt`` where the process is, so every ``finally``
+cleans up (temporary files removed, a sweep's run marked interrupted, Ray shut down); :func:`shielded` defers
+them over a commit that must not stop half-way. This module sits below every room (the run store, the sweep
+and atomic file writes use it) and knows nothing of commands; :mod:`marketcast.commands.runner` turns what
+arrives into an exit code.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class Terminated(BaseException):
+    """SIGTERM raised where the process is, as Ctrl-C raises KeyboardInterrupt: a BaseException, so no
+    ``except Exception`` swallows it and every ``finally`` on the way out still runs."""
+
+
+class Received:
+    """The handler's state: the last signal received (Ray may turn a handler's exception into a
+    KeyboardInterrupt; this tells a SIGTERM apart), how deep in :func:`shielded` we are, what waits there."""
+
+    last: int | None = None
+    depth = 0
+    pending: int | None = None
+
+
+def raise_for(signum: int) -> None:
+    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+def _on_signal(signum: int, frame) -> None:
+    Received.last = signum
+    if Received.depth:
+        Received.pending = Received.pending or signum
+        return
+    raise_for(signum)
+
+
+def install_signal_handlers() -> dict[int, object] | None:
+    """SIGTERM and SIGINT raise from here on; returns the handlers replaced (None off the main thread, where
+    Python cannot install handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    Received.last, Received.depth, Received.pending = None, 0, None
+    previous = {s: signal.getsignal(s) for s in SIGNALS}
+    for s in SIGNALS:
+        signal.signal(s, _on_signal)
+    return previous
+
+
+def restore_signal_handlers(previous: dict[int, object] | None) -> None:
+    if previous:
+        for s, handler in previous.items():
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+
+
+@contextmanager
+def shielded() -> Iterator[None]:
+    """Defer SIGTERM/SIGINT until the block is done (the run-store record and the rename of the outputs: all
+    of it or none), then raise it."""
+    Received.depth += 1
+    try:
+        yield
+    finally:
+        Received.depth -= 1
+        if not Received.depth and Received.pending is not None:
+            signum, Received.pending = Received.pending, None
+            raise_for(signum)

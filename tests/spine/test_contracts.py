@@ -1,0 +1,43 @@
+"""The layers contract in pyproject.toml (import-linter) holds, and it is no contract that cannot fail: an upward
+import planted in a copy of the package breaks it, a lazy one inside a function too."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LINT = Path(sys.executable).with_name("lint-imports")
+
+
+def lint(src: Path) -> subprocess.CompletedProcess:
+    """``lint-imports`` with the project's contracts over the package found in ``src``."""
+    return subprocess.run([str(LINT), "--config", str(ROOT / "pyproject.toml"), "--no-cache"], cwd=src,
+                          capture_output=True, text=True, timeout=300, env={"PYTHONPATH": str(src), "PATH": ""})
+
+
+def test_the_house_keeps_every_contract():
+    done = lint(ROOT / "src")
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "0 broken" in done.stdout
+
+
+@pytest.mark.parametrize("where, planted, broken", [
+    ("data/planted.py", "from marketcast.commands import options\n", "layers run one way down"),
+    ("backtest/planted.py", "def f():\n    from marketcast.report import page\n", "layers run one way down"),
+    ("signals.py", "import marketcast.fileio\n", "layers run one way down"),
+    ("forecast/toto/planted.py", "import marketcast.forecast.kronos\n", "forecast loading layer"),
+    ("forecast/hub.py", "import marketcast.forecast.checkpoint\n", "forecast loading layer"),
+])
+def test_an_upward_import_breaks_the_contract(tmp_path, where, planted, broken):
+    shutil.copytree(ROOT / "src" / "marketcast", tmp_path / "marketcast",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    path = tmp_path / "marketcast" / where
+    path.write_text((path.read_text() if path.exists() else "") + "\n" + planted)
+    done = lint(tmp_path)
+    assert done.returncode == 1, done.stdout[-3000:]
+    assert "1 broken" in done.stdout and f"{broken}" in done.stdout.split("Broken contracts")[1]
