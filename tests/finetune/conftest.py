@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import shutil
+from datetime import date
+
 import numpy as np
 import pandas as pd
 import pytest
 
+from marketcast.data import load_symbol
 from marketcast.forecast.toto.config import TotoConfig
 from marketcast.forecast.toto.loading import save_checkpoint
 from marketcast.forecast.toto.model import random_model
+from marketcast.forecast.tuning import fingerprint, record_text
 
 PATCH = 8
 PERIOD = 16  # the planted pattern: a 16-bar cycle a random model cannot know
@@ -77,3 +82,16 @@ def tiny_toto2(tmp_path_factory):
     from marketcast.forecast.toto2.model import random_model
 
     return save_checkpoint(random_model(tiny_toto2_config(), 0), tmp_path_factory.mktemp("base") / "toto2-tiny")
+
+
+@pytest.fixture
+def tuned(tiny_base, data_dir, tmp_path):
+    """The tiny base with a tuning.json saying it was tuned on SYN through UNTIL (the record finetune writes)."""
+    folder = tmp_path / "tuned"
+    shutil.copytree(tiny_base, folder)
+    frame = load_symbol("SYN", data_dir=data_dir).frame
+    until = date.fromisoformat(UNTIL)
+    (folder / "tuning.json").write_text(record_text(
+        {"model": "toto", "base": str(tiny_base), "until": UNTIL,
+         "symbols": {"SYN": {"fingerprint": fingerprint(frame, until), "bars": 301}}}))
+    return folder

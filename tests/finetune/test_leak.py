@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import shutil
 import warnings
-from datetime import date
 from pathlib import Path
 
 import pandas as pd
@@ -15,24 +13,11 @@ from marketcast.commands import main
 from marketcast.data import load_symbol
 from marketcast.errors import ConfigError, DataWarning, ModelLoadError
 from marketcast.forecast.tuning import (
-    IN_SAMPLE, OTHER_SYMBOL, OUT_OF_SAMPLE, fingerprint, guard_windows, read_tuning, record_text,
+    IN_SAMPLE, OTHER_SYMBOL, OUT_OF_SAMPLE, fingerprint, guard_windows, read_tuning,
 )
 from tests.finetune.conftest import UNTIL, planted
 
 FAST = ["--model", "toto", "--samples", "16", "--context", "32"]
-
-
-@pytest.fixture
-def tuned(tiny_base, data_dir, tmp_path):
-    """The tiny base with a tuning.json saying it was tuned on SYN through UNTIL (the record finetune writes)."""
-    folder = tmp_path / "tuned"
-    shutil.copytree(tiny_base, folder)
-    frame = load_symbol("SYN", data_dir=data_dir).frame
-    until = date.fromisoformat(UNTIL)
-    (folder / "tuning.json").write_text(record_text(
-        {"model": "toto", "base": str(tiny_base), "until": UNTIL,
-         "symbols": {"SYN": {"fingerprint": fingerprint(frame, until), "bars": 301}}}))
-    return folder
 
 
 def test_fingerprint_covers_the_bars_up_to_until_only():

@@ -71,6 +71,11 @@ class Period:
             raise ConfigError(f"--end {end} is before --start {start}; swap them")
         return cls(default if windows is None and not (start or end) else windows, start, end)
 
+    @classmethod
+    def last(cls, windows: int, end=None) -> "Period":
+        """The last ``windows`` windows of the bars through ``end`` (a sweep cell: its count and [data] end)."""
+        return cls(windows, None, parse_day(end, "end"))
+
     @property
     def dated(self) -> bool:
         return self.start is not None or self.end is not None
@@ -91,12 +96,13 @@ def windows_of(bars: Bars, period: Period, min_context: int = 2) -> tuple[Bars, 
 
     Decision bars t run from the first whose window holds ``min_context`` real bars (at least 2) to the last
     with a bar t+1. A dated period keeps those with a date in [start, end] and cuts the bars after the last
-    one's settlement bar; ``--windows N`` and ``all`` keep the bars whole. A period that holds no window is
-    one :class:`DataError` line saying which dates can be decided on and why."""
+    one's settlement bar; ``--windows N`` and ``all`` keep the bars whole (N with an ``end``, as a sweep cell
+    gives it, cuts at that end's last settlement bar first). A period that holds no window is one
+    :class:`DataError` line saying which dates can be decided on and why."""
     n, need = len(bars), max(min_context, 2)
     where = f"{bars.symbol} ({bars.source or 'bars'})"
-    if period.fixed is not None:
-        return bars, period.fixed
+    if period.fixed is not None:  # the last N windows, of the bars through ``end`` when one is set (a sweep cell)
+        return (bars if period.end is None else windows_of(bars, Period(end=period.end), min_context)[0]), period.fixed
     first = need - 1  # the first decision bar: need bars of history, then a bar to settle on
     if n - 1 - first < 1:
         raise DataError(f"{where}: {n:,} bars hold no window; the first needs {need} bars of history and the bar "

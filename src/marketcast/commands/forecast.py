@@ -8,15 +8,16 @@ from typing import Annotated, Optional
 import numpy as np
 import pandas as pd
 import typer
-from rich.table import Table
 
+from marketcast.backtest.next_bars import calibrate, fan_table, next_bars
+from marketcast.backtest.prepare import DataOptions
+from marketcast.backtest.report import calibration_only_json
+from marketcast.backtest.tables import calibration_table
 from marketcast.commands import options
 from marketcast.console import console, err_console, print_json
-from marketcast.data.asset import asset_classes
 from marketcast.data.validate import MIN_BARS
 from marketcast.errors import ConfigError
 
-FAN = (0.1, 0.25, 0.5, 0.75, 0.9)
 CALIBRATION_WINDOWS = 250
 
 
@@ -55,11 +56,7 @@ def forecast(
              "last decision date scored (default: the last bar).")] = None,
 ) -> None:
     """Forecast the next bars of SYMBOL and print the quantile fan."""
-    from marketcast.backtest.period import Period, cut_at, windows_of
-    from marketcast.data import load_symbol
-    from marketcast.data.ticks import price_decimals
-    from marketcast.forecast import load_forecaster, make_batch
-    from marketcast.forecast.floor import floor_paths
+    from marketcast.backtest.period import Period
 
     if windows is not None and not calibration:
         raise ConfigError("--windows counts the windows --calibration scores; add --calibration")
@@ -71,71 +68,17 @@ def forecast(
         raise ConfigError("--calibration prints coverage, not a fan; drop --plot")
     if plot is not None and plot.suffix.lower() != ".png":
         raise ConfigError(f"--plot {plot}: the chart is written as PNG; give a path ending in .png")
-    bars = load_symbol(symbol, data_dir=data_dir, min_rows=MIN_BARS, on_duplicate=on_duplicate,
-                       asset_class=asset_classes(asset_class, [symbol])[symbol.upper()],
-                       periods_per_year=periods_per_year, on_bad_line=on_bad_line)
-    forecaster = load_forecaster(model, weights=weights, device=device, dtype=dtype, seed=seed)
+    data = DataOptions(data_dir, asset_class, on_duplicate, on_bad_line, periods_per_year, MIN_BARS)
+    model_options = {"name": model, "weights": weights, "device": device, "dtype": dtype, "seed": seed}
     if calibration:
-        bars, count = windows_of(bars, period, getattr(forecaster, "min_context", 2))
-        _calibration(bars, forecaster, count, context, samples, seed, as_json)
+        result = calibrate(symbol, data, model_options, period, context, samples)
+        print_json(calibration_only_json(result)) if as_json else console.print(calibration_table([result]))
         return
-    bars = cut_at(bars, period.end, MIN_BARS)
-    end = len(bars) - 1
-    batch = make_batch(bars.frame, [end], min(context, len(bars)), horizon, calendar=bars.calendar)
-    result = forecaster.forecast(batch, horizon, samples, seed=seed)
-    result = floor_paths(result, batch.last_close(), [bars.frame.index[end]], bars.symbol)
-    steps = pd.DatetimeIndex(batch.future_timestamps[0]).tz_localize("UTC")
-    daily = bool((steps.normalize() == steps).all())
-    last_close = float(batch.last_close()[0])
-    price = f",.{price_decimals(bars.frame['close'])}f"
-
-    close_q = {q: result.quantile(q, "close")[0] for q in FAN}
-    high_med, low_med = result.quantile(0.5, "high")[0], result.quantile(0.5, "low")[0]
+    fan = next_bars(symbol, data, model_options, period.end, context, horizon, samples)
     if plot is not None:
-        _plot_fan(plot, bars.frame["close"].iloc[-min(len(bars), 120):], steps, close_q, bars.symbol, model)
+        _plot_fan(plot, fan.history, fan.steps, fan.close_q, fan.symbol, model)
         err_console.print(f"wrote {plot}")
-    if as_json:
-        print_json({
-            "symbol": bars.symbol, "model": model, "asset_class": bars.asset_class,
-            "last_bar": bars.frame.index[-1], "last_close": last_close, "samples": result.num_samples,
-            "horizon": horizon, "seed": seed,
-            "steps": [{"step": k + 1, "time": steps[k],
-                       **{f"close_p{q * 100:g}": close_q[q][k] for q in FAN},
-                       "high_p50": high_med[k], "low_p50": low_med[k],
-                       "p50_change": close_q[0.5][k] / last_close - 1} for k in range(horizon)],
-        })
-        return
-    table = Table(title=f"{bars.symbol} {model} forecast from {bars.frame.index[-1]:%Y-%m-%d} "
-                        f"(close {last_close:{price}}, {result.num_samples} samples)")
-    table.add_column("step", justify="right")
-    table.add_column("time")
-    for q in FAN:
-        table.add_column(f"close P{q * 100:g}", justify="right")
-    table.add_column("high P50", justify="right")
-    table.add_column("low P50", justify="right")
-    table.add_column("P50 vs last", justify="right")
-    for k in range(horizon):
-        change = close_q[0.5][k] / last_close - 1
-        table.add_row(str(k + 1), f"{steps[k]:%Y-%m-%d}" if daily else f"{steps[k]:%Y-%m-%d %H:%M}",
-                      *(f"{close_q[q][k]:{price}}" for q in FAN), f"{high_med[k]:{price}}", f"{low_med[k]:{price}}",
-                      f"{change:+.2%}")
-    console.print(table)
-
-
-def _calibration(bars, forecaster, windows: int, context: int, samples: int, seed: int, as_json: bool) -> None:
-    """Coverage and PIT of the last ``windows`` one-bar-ahead forecasts: the backtest's own windows and forecast
-    path (:func:`marketcast.backtest.engine.run_many` with ``calibration_only``), each from bars <= t."""
-    from marketcast.backtest.config import BacktestConfig
-    from marketcast.backtest.engine import run_many
-    from marketcast.backtest.report import calibration_only_json
-    from marketcast.backtest.tables import calibration_table
-
-    config = BacktestConfig(windows=windows, context=context, num_samples=samples, seed=seed, include_latest=False)
-    (result,) = run_many([bars], forecaster, config, calibration_only=True)
-    if as_json:
-        print_json(calibration_only_json(result))
-        return
-    console.print(calibration_table([result]))
+    print_json(fan.json(model, seed)) if as_json else console.print(fan_table(fan, model))
 
 
 def _plot_fan(path: Path, history: pd.Series, steps: pd.DatetimeIndex, close_q: dict, symbol: str,

@@ -19,11 +19,11 @@ import numpy as np
 
 from marketcast.backtest.config import BacktestConfig
 from marketcast.backtest.engine import decision_ends, forecast_windows, run_many
-from marketcast.backtest.period import Period, windows_of
+from marketcast.backtest.period import Period
+from marketcast.backtest.prepare import prepare
 from marketcast.backtest.skill import crps_samples
 from marketcast.data.bars import Bars
 from marketcast.forecast.registry import load_forecaster
-from marketcast.forecast.tuning import guard_windows, read_tuning, sample_meta
 
 LEVEL = 0.9  # the interval whose coverage the calibration delta reports
 
@@ -74,16 +74,13 @@ def evaluate(model: str, base_weights: str | None, tuned: Path, whole: list[Bars
     runs = {}
     for label, weights in (("base", base_weights), ("tuned", str(tuned))):
         forecaster = load_forecaster(model, weights=weights, device=device, dtype=dtype, seed=seed)
-        min_context = getattr(forecaster, "min_context", 2)
-        cut = [windows_of(b, period, min_context) for b in whole]
-        configs = [BacktestConfig(windows=w, context=context, num_samples=samples, seed=seed) for _, w in cut]
-        tuning = read_tuning(weights)
-        guard_windows(tuning, [(b.symbol, w.frame, b.frame.index[len(b) - 1 - c.windows:len(b) - 1])
-                               for (b, _), w, c in zip(cut, whole, configs)])  # after until: passes
-        results = [run_many([b], forecaster, c)[0] for (b, _), c in zip(cut, configs)]
-        for r in results:
-            r.forecast_meta = {**r.forecast_meta, **sample_meta(tuning, r.symbol, r.decision_times)}
-        crps[label] = [window_crps(forecaster, b, c, r.windows) for (b, _), c, r in zip(cut, configs, results)]
+        config = BacktestConfig(context=context, num_samples=samples, seed=seed)
+        prepared = prepare(whole, period, config, min_context=getattr(forecaster, "min_context", 2),
+                           weights=weights)  # after until: passes
+        results = [run_many([b], forecaster, c)[0] for b, c in zip(prepared.bars, prepared.configs)]
+        prepared.label(results)
+        crps[label] = [window_crps(forecaster, b, c, r.windows)
+                       for b, c, r in zip(prepared.bars, prepared.configs, results)]
         runs[label] = results
         from marketcast.runs.record import record_backtest  # finetune sits above runs
 

@@ -134,14 +134,15 @@ class ModelRun:
 
 def refuse_tuned(weights: dict[str, str], bars: Sequence[Bars], config: BacktestConfig) -> None:
     """Fine-tuned weights are never ranked on the bars they were tuned on (:mod:`marketcast.forecast.tuning`):
-    checked for every model before any runs."""
-    from marketcast.forecast.tuning import guard_windows, read_tuning
+    checked for every model before any runs, on the windows every backtest prepares
+    (:func:`marketcast.backtest.prepare.prepare`)."""
+    from marketcast.backtest.period import Period
+    from marketcast.backtest.prepare import prepare
 
-    decisions = [(b.symbol, b.frame, b.frame.index[max(len(b) - 1 - config.windows, 0):len(b) - 1]) for b in bars]
     for model, folder in weights.items():
         if model != "baseline":
-            guard_windows(read_tuning(folder), decisions,
-                          fix="rank them on symbols they were not tuned on, or on bars from {start} on")
+            prepare(bars, Period(config.windows), config, weights=folder,
+                    fix="rank them on symbols they were not tuned on, or on bars from {start} on")
 
 
 def run_model(model: str, bars: Sequence[Bars], config: BacktestConfig, *, weights: str | None, device: str,

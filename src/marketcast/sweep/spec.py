@@ -202,8 +202,8 @@ class Spec:
         """Refuse (one line, exit 2, before any cell runs) a cell whose tuned weights (a ``tuning.json``) would
         be scored on a window on or before their ``until`` on a tuned symbol: the check ``backtest`` makes
         (:func:`marketcast.forecast.tuning.guard_windows`). A sweep has no --allow-in-sample."""
-        from marketcast.backtest.engine import decision_ends
-        from marketcast.forecast.tuning import guard_windows, read_tuning
+        from marketcast.backtest.prepare import prepare
+        from marketcast.forecast.tuning import read_tuning
 
         paths, tunings = None, {}
         for cell in cells:
@@ -219,14 +219,10 @@ class Spec:
             try:
                 if key not in _BARS:
                     _BARS[key] = _read(cell.symbol, path, cell.asset_class, self.on_duplicate, self.periods_per_year)
-                whole = _BARS[key]
-                bars = whole if cell.end is None else windows_of(whole, Period.of(end=cell.end))[0]
-                decisions = bars.frame.index[decision_ends(len(bars), cell.config)]
+                prepare([_BARS[key]], Period.last(cell.config.windows, cell.end), cell.config,
+                        weights=cell.weights, fix='test after it ([data] start = "{start}")')
             except DataError:  # bars that cannot be used fail their cells when the sweep loads them
                 continue
-            try:
-                guard_windows(tuning, [(cell.symbol, whole.frame, decisions)],
-                              fix='test after it ([data] start = "{start}")')
             except ConfigError as exc:
                 raise ConfigError(f"{self.path}: {exc}") from None
 

@@ -14,6 +14,8 @@ import numpy as np
 
 from marketcast.backtest.config import BacktestConfig
 from marketcast.backtest.engine import decision_ends, forecast_windows, simulate
+from marketcast.backtest.period import Period
+from marketcast.backtest.prepare import prepare
 from marketcast.data import load_bars, load_symbol
 from marketcast.data.bars import Bars
 from marketcast.errors import MarketcastError, ModelLoadError
@@ -69,11 +71,10 @@ def _load(symbol: str, path: Path | None, cell: Cell) -> Loaded:
     else:
         bars = load_symbol(symbol, data_dir=cell.data_dir, asset_class=cell.asset_class, min_rows=min_rows,
                            on_duplicate=cell.on_duplicate, periods_per_year=cell.periods_per_year)
-    if cell.end is not None:  # [data] end: nothing after the period's last settlement bar is read; the store
-        from marketcast.backtest.period import Period, windows_of  # hashes the whole file, as `report` reads it
-
-        return Loaded(windows_of(bars, Period.of(end=cell.end))[0], fingerprint(bars))
-    return Loaded(bars, fingerprint(bars))
+    # the cell's bars as every backtest prepares them ([data] end: nothing after the period's last settlement bar
+    # is read); the store hashes the whole file, as `report` reads it
+    cut = prepare([bars], Period.last(cell.config.windows, cell.end), cell.config).bars[0]
+    return Loaded(cut, fingerprint(bars))
 
 
 class ForecastServer:

@@ -1,0 +1,200 @@
+"""``marketcast backtest`` as one function: what the user asked for (:class:`Job`) in, the results and the files
+written out (:class:`Done`).
+
+The steps: settings checked before any work, bars read and cut (:func:`marketcast.backtest.prepare.prepare`),
+one batched engine call per distinct config, the reports rendered into a hidden folder that replaces the output
+folder only once the run is recorded. The rooms above the backtest come in as arguments: ``page`` draws the
+HTML tearsheet (the report layer), ``record`` stores the run (the run store); the backtest imports neither.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional, Protocol, Sequence
+
+from marketcast.backtest.config import STRATEGY_NAMES, BacktestConfig
+from marketcast.backtest.costs import BP
+from marketcast.backtest.engine import SymbolResult, run_many
+from marketcast.backtest.period import Period
+from marketcast.backtest.prepare import DataOptions, Prepared, load_inputs, prepare
+from marketcast.backtest.selection import SelectionRule
+from marketcast.console import progress_steps
+from marketcast.data import DEFAULT_SYMBOLS
+from marketcast.data.bars import Bars
+from marketcast.errors import ConfigError
+
+MANY_WINDOWS = 10**9  # stands for a count the data decides, while the other settings are checked up front
+
+
+class Page(Protocol):
+    """The HTML tearsheet, from the report layer: checked before the run (its fan dates lie in the windows),
+    drawn before anything is written (a failure leaves no file), written into the output folder."""
+
+    def check(self, prepared: Prepared, min_context: int) -> None: ...
+
+    def draw(self, results: list[SymbolResult], whole: list[Bars], forecaster) -> None: ...
+
+    def write(self, folder: Path) -> str:
+        """Write the drawn page into ``folder``; returns its file name."""
+
+
+Record = Callable[[list[SymbolResult], list[Bars], dict], Optional[str]]
+
+
+@dataclass
+class Job:
+    """The backtest command's options, by their names (see ``marketcast backtest --help``)."""
+
+    symbols: Optional[list[str]] = None
+    windows: object = None
+    start: Optional[str] = None
+    end: Optional[str] = None
+    model: str = "baseline"
+    weights: Optional[str] = None
+    device: str = "cpu"
+    dtype: str = "float32"
+    context: int = 512
+    samples: int = 256
+    seed: int = 0
+    point: str = "median"
+    fill_mode: str = "touch"
+    same_bar: str = "pessimistic"
+    maxdiff_grid: str = "atr"
+    fee: Optional[float] = None
+    half_spread_bps: Optional[float] = None
+    spread: Optional[float] = None
+    slippage_bps: Optional[float] = None
+    borrow_rate: Optional[float] = None
+    ci_low: float = 0.40
+    ci_high: float = 0.60
+    ci_multiplier: float = 1.0
+    strategies: Optional[str] = None
+    asset_class: Optional[list[str]] = None
+    periods_per_year: Optional[float] = None
+    select_lookback: int = 0
+    min_trades: int = 0
+    cscv_splits: Optional[int] = None
+    spa: bool = True
+    calibrate: str = "none"
+    calibration_min_windows: int = 50
+    sizing: str = "fixed"
+    kelly_cap: float = 0.25
+    risk_per_trade: float = 0.01
+    data_dir: Optional[Path] = None
+    on_duplicate: str = "error"
+    on_bad_line: str = "error"
+    output_dir: Path = Path("out/backtest")
+    as_json: bool = False
+    plots: bool = False
+    html: bool = False
+    fan_date: Optional[list[str]] = None
+    calibration_only: bool = False
+    allow_in_sample: bool = False
+
+    def config(self, period: Period) -> BacktestConfig:
+        """The engine's settings, checked before anything is read (a period's window count is known once the
+        bars are, and checked again then)."""
+        for name in ("fee", "half_spread_bps", "spread", "slippage_bps", "borrow_rate"):
+            value = getattr(self, name)
+            if value is not None and not value >= 0:  # in the option's own unit, before anything runs
+                raise ConfigError(f"--{name.replace('_', '-')} must not be negative, got {value:g}")
+        if self.spread is not None and self.half_spread_bps is not None:
+            raise ConfigError("give --spread or --half-spread-bps, not both")
+        spread = self.spread if self.half_spread_bps is None else 2.0 * self.half_spread_bps * BP
+        strategies = STRATEGY_NAMES if self.strategies is None else tuple(
+            s.strip() for s in self.strategies.split(",") if s.strip())
+        return BacktestConfig(
+            windows=period.fixed or MANY_WINDOWS, context=self.context, num_samples=self.samples, seed=self.seed,
+            point=self.point, ci_band=(self.ci_low, self.ci_high), ci_multiplier=self.ci_multiplier,
+            fill_mode=self.fill_mode, same_bar=self.same_bar, maxdiff_grid=self.maxdiff_grid, fee=self.fee,
+            spread=spread, slippage=None if self.slippage_bps is None else self.slippage_bps * BP,
+            borrow_rate=self.borrow_rate, strategies=strategies,
+            selection=SelectionRule(self.select_lookback or None, self.min_trades), cscv_splits=self.cscv_splits,
+            spa=self.spa, calibrate=self.calibrate, calibration_min_windows=self.calibration_min_windows,
+            sizing=self.sizing, kelly_cap=self.kelly_cap, risk_per_trade=self.risk_per_trade)
+
+    def data(self) -> DataOptions:
+        return DataOptions(self.data_dir, self.asset_class, self.on_duplicate, self.on_bad_line,
+                           self.periods_per_year)
+
+
+@dataclass
+class Done:
+    """A finished backtest: its results (in the symbols' order), the files written and the run recorded."""
+
+    results: list[SymbolResult]
+    configs: list[BacktestConfig]
+    started: float
+    written: list[Path] = field(default_factory=list)
+    run_id: Optional[str] = None
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def windows_text(self) -> str:
+        """``12 windows``, or ``40-252 windows`` when the symbols' periods hold different counts."""
+        counts = sorted({c.windows for c in self.configs})
+        return f"{counts[0]} windows" if len(counts) == 1 else f"{counts[0]}-{counts[-1]} windows"
+
+
+def run_configs(bars: Sequence[Bars], configs: Sequence[BacktestConfig], forecaster, step,
+                calibration_only: bool = False) -> list[SymbolResult]:
+    """:func:`run_many` over symbols whose window counts may differ (``--windows all``, ``--start/--end``): one
+    batched call per distinct config, results in the symbols' order."""
+    results: list = [None] * len(bars)
+    for config in dict.fromkeys(configs):
+        at = [i for i, c in enumerate(configs) if c == config]
+        for i, r in zip(at, run_many([bars[i] for i in at], forecaster, config, on_step=step,
+                                     calibration_only=calibration_only)):
+            results[i] = r
+    return results
+
+
+def run_job(job: Job, page: Page | None = None, record: Record | None = None) -> Done:
+    """Run the backtest ``job`` asks for and write its reports (``--calibration-only``: nothing written)."""
+    from marketcast.backtest.report import write_outputs
+    from marketcast.fileio import output_folder
+    from marketcast.forecast.registry import load_forecaster
+    from marketcast.signals import shielded
+
+    started = time.perf_counter()
+    period = Period.of(job.windows, job.start, job.end, default=BacktestConfig.windows)
+    config = job.config(period)
+    if job.calibration_only and (job.html or job.plots):
+        raise ConfigError(f"--calibration-only writes no files; drop {'--html' if job.html else '--plots'}")
+    inputs = load_inputs(list(job.symbols or DEFAULT_SYMBOLS), job.data())
+    forecaster = load_forecaster(job.model, weights=job.weights, device=job.device, dtype=job.dtype, seed=job.seed)
+    min_context = getattr(forecaster, "min_context", 2)
+    prepared = prepare(inputs.bars, period, config, min_context=min_context, weights=job.weights,
+                       allow_in_sample=job.allow_in_sample)
+    if page is not None:
+        page.check(prepared, min_context)
+    bars, configs = prepared.bars, prepared.configs
+    if job.calibration_only:
+        with progress_steps(len(bars) + len(set(configs)), "calibration") as step:
+            return Done(run_configs(bars, configs, forecaster, step, calibration_only=True), configs, started)
+    with progress_steps(len(bars) + len(set(configs)) + 1 + (page is not None), "backtest") as step:
+        done = Done(run_configs(bars, configs, forecaster, step), configs, started)
+        prepared.label(done.results)
+        if page is not None:  # drawn before anything is written: a failure leaves no file behind
+            step("drawing the HTML tearsheet")
+            page.draw(done.results, prepared.whole, forecaster)
+        step("writing reports and plots" if job.plots else "writing reports")
+        # everything goes into a hidden folder beside output_dir, which replaces it only once the run store
+        # holds the run too: a failure or a signal leaves output_dir as it was and no temporary file
+        with output_folder(job.output_dir) as out:
+            names = [p.name for p in write_outputs(done.results, out.path, job.plots)]
+            if page is not None:
+                names.append(page.write(out.path))
+            with shielded():  # a signal now waits until the record and the rename are done
+                if record is not None:
+                    done.run_id = record(done.results, prepared.whole, {
+                        "model": job.model, "weights": job.weights, "device": job.device, "dtype": job.dtype,
+                        "asset_class": job.asset_class, "data_dir": inputs.data_dir,
+                        "on_duplicate": job.on_duplicate, "periods_per_year": job.periods_per_year})
+                out.commit()
+    done.written = [job.output_dir / name for name in names]
+    return done
