@@ -9,7 +9,7 @@ recording of backtests)::
 
     out/runs/<run_id>/run.json                        what the run is: kind, spec, cells planned, code version
     out/runs/<run_id>/part-<time>-<rand>.parquet      rows of the cells finished since the previous part
-    out/runs/<run_id>/compact-<generation>-<n>.parquet  parts merged by compaction
+    out/runs/<run_id>/compact-<gen>-<n>.parquet       parts merged by compaction
     out/runs/<run_id>/manifest.json                   the compacted files and the parts they absorbed
     out/runs/<run_id>/summary.json                    what ``runs list`` shows of the run
 
