@@ -15,8 +15,10 @@ from marketcast.runs.cells import Cell
 from marketcast.runs.remake import cell_results
 from marketcast.runs.rows import RunContext, fingerprint, ok_rows
 from marketcast.errors import StateError, StoreWarning
-from marketcast.runs.store import MANIFEST, RunStore, _buckets
-from marketcast.runs.views import cells, list_runs, summary
+from marketcast.runs.compact import buckets
+from marketcast.runs.overview import cells, list_runs, summary
+from marketcast.runs.read import MANIFEST
+from marketcast.runs.store import RunStore
 
 from .conftest import CONFIG
 
@@ -106,8 +108,8 @@ def test_a_10k_cell_run_compacts_to_at_most_5_files(tmp_path):
 
 def test_buckets_split_symbols_into_runs_of_about_equal_rows():
     counts = [("A", 5), ("B", 5), ("C", 5), ("D", 5), (None, 1)]
-    assert _buckets(counts, 2) == ["symbol BETWEEN 'A' AND 'C'", "(symbol >= 'D' OR symbol IS NULL)"]
-    assert _buckets([("A", 9)], 3) == ["symbol BETWEEN 'A' AND 'A'"]
+    assert buckets(counts, 2) == ["symbol BETWEEN 'A' AND 'C'", "(symbol >= 'D' OR symbol IS NULL)"]
+    assert buckets([("A", 9)], 3) == ["symbol BETWEEN 'A' AND 'A'"]
 
 
 def test_a_damaged_manifest_is_named_and_compaction_refuses(tmp_path, pristine):

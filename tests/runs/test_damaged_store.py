@@ -16,9 +16,9 @@ import pytest
 
 from marketcast.commands import main
 from marketcast.errors import ConfigError, StateError, StoreWarning
+from marketcast.runs.overview import list_runs
 from marketcast.runs.record import record_backtest
 from marketcast.runs.store import RunStore
-from marketcast.runs.views import list_runs
 
 from .conftest import OPTIONS
 

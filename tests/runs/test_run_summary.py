@@ -8,8 +8,9 @@ import json
 
 import pandas as pd
 
-from marketcast.runs.store import SUMMARY, RunStore
-from marketcast.runs.views import list_runs
+from marketcast.runs.overview import list_runs
+from marketcast.runs.read import SUMMARY
+from marketcast.runs.store import RunStore
 
 
 def _rows(run: str, start: int, specs: list[tuple]) -> list[dict]:

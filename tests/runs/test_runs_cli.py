@@ -137,7 +137,7 @@ def test_runs_show_tells_the_record_settings_costs_model_and_selection(tmp_path,
 
 
 def test_random_weights_are_flagged_however_the_model_names_them():
-    from marketcast.runs.views import random_weights
+    from marketcast.runs.overview import random_weights
 
     assert random_weights("random", {"model": "toto"})
     assert random_weights(None, {"model": "toto", "source": "random(seed=0)"})  # Toto's checkpoint name

@@ -17,10 +17,10 @@ import pytest
 
 from marketcast.backtest import overfit
 from marketcast.commands import main
+from marketcast.runs import overview
+from marketcast.runs.overview import selection
 from marketcast.runs.rows import trial_columns
-from marketcast.runs import views
 from marketcast.runs.store import RunStore
-from marketcast.runs.views import selection
 
 WINDOWS = 64
 SETTLES = [datetime(2024, 1, 1, tzinfo=timezone.utc) + timedelta(days=k) for k in range(WINDOWS)]
@@ -112,10 +112,10 @@ def test_a_sweep_over_symbols_reports_the_run_and_each_symbol(tmp_path):
 
 
 def test_many_symbols_keep_the_screen_short_and_skip_per_symbol_pbo(tmp_path, monkeypatch):
-    monkeypatch.setattr(views, "MAX_SYMBOL_LINES", 1)
+    monkeypatch.setattr(overview, "MAX_SYMBOL_LINES", 1)
     matrix = np.random.default_rng(5).normal(0.0, 0.01, (WINDOWS, 20))
     figures = selection(_store(tmp_path, list(matrix.T), symbols=("AAA", "BBB")), "sweep-test")
     assert figures[0]["pbo"] is not None and figures[1]["pbo"] is None and "up to 1 symbols" in figures[1]["pbo_note"]
-    lines = views.selection_lines(figures)
+    lines = overview.selection_lines(figures)
     assert lines[0].startswith("run: 20 trials") and lines[1].startswith("AAA: 10 trials")
     assert lines[2] == "... and 1 more symbols (runs show --json lists them)" and not any(x.startswith("BBB") for x in lines)

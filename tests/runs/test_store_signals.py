@@ -8,7 +8,7 @@ import sys
 SCRIPT = """
 import os, signal, sys
 from marketcast.signals import Terminated, install_signal_handlers
-from marketcast.runs import store
+from marketcast.runs import read
 
 class SignalOnImport:  # SIGTERM as the import of duckdb starts
     def find_spec(self, name, path, target=None):
@@ -20,7 +20,7 @@ assert "duckdb" not in sys.modules
 install_signal_handlers()
 sys.meta_path.insert(0, SignalOnImport())
 try:
-    store._duckdb()
+    read.duckdb_module()
     print("not terminated")
 except Terminated:
     print("terminated after the import" if "duckdb" in sys.modules else "terminated inside the import")

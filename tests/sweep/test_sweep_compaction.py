@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 
 from marketcast.commands import main
-from marketcast.runs.store import MANIFEST, SUMMARY, RunStore
-from marketcast.runs.views import list_runs
+from marketcast.runs.overview import list_runs
+from marketcast.runs.read import MANIFEST, SUMMARY
+from marketcast.runs.store import RunStore
 
 from .helpers import small_spec, write_bars
 

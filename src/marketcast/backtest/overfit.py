@@ -26,7 +26,7 @@ ratios is high even when no strategy has an edge. Three corrections, each from i
   SPA p-value, ``upper`` White's reality check.
 
 The figures here are per symbol; the trials are its strategies (one setting each). A sweep's trials are its
-cells: :func:`marketcast.runs.views.selection` deflates the best cell of a run with these functions
+cells: :func:`marketcast.runs.overview.selection` deflates the best cell of a run with these functions
 (:func:`expected_max_sharpe` over the cells' Sharpe variance, :func:`deflated_sharpe` of the best cell's
 walk-forward record, :func:`cscv` on the cells' walk-forward returns) and says so with :func:`luck_sentence`.
 """

@@ -34,7 +34,7 @@ def open_store(path: Optional[Path]):
 
 
 def _cell(value) -> str:
-    from marketcast.runs.views import plain
+    from marketcast.runs.overview import plain
 
     value = plain(value)
     if value is None:
@@ -77,7 +77,7 @@ def _print_plain(frame: pd.DataFrame, title: str) -> None:
 @app.command("list")
 def list_(store: Optional[Path] = STORE_OPT, as_json: options.AsJson = False) -> None:
     """Every run in the store, oldest first: cells finished, failed and planned."""
-    from marketcast.runs.views import list_runs
+    from marketcast.runs.overview import list_runs
 
     runs = open_store(store)
     with runs.one_warning():
@@ -104,7 +104,7 @@ def show(
     each cell's walk-forward record against buy & hold with its settings, costs, model and weights and its
     strategies' selection statistics, its mean metrics per strategy and grid point, and its failed cells."""
     from marketcast.runs.rows import GRID_KINDS
-    from marketcast.runs.views import cell_counts, cell_records, run_status, selection, selection_lines, summary
+    from marketcast.runs.overview import cell_counts, cell_records, run_status, selection, selection_lines, summary
 
     runs = open_store(store)
     with runs.one_warning():

@@ -59,13 +59,13 @@ def sweep(
                   f"{poison}{resumed}{retried}; stored in {root}/ (marketcast runs show {outcome.run_id})",
                   highlight=False)
     if outcome.ok:  # every cell is a trial: deflate the best of them (docs/scaling.md, multiple testing)
-        from marketcast.runs.views import selection, selection_lines
+        from marketcast.runs.overview import selection, selection_lines
 
         for line in selection_lines(selection(runs, outcome.run_id)):
             console.print(escape(line), highlight=False, soft_wrap=True)
     console.print(f"run {outcome.run_id}", highlight=False, markup=False, soft_wrap=True)  # stdout's last line
     if outcome.failed:
-        from marketcast.runs.views import axes, cells, label
+        from marketcast.runs.overview import axes, cells, label
 
         found = cells(runs, outcome.run_id)
         if "attempt" in found:  # a retried cell's latest attempt is its result

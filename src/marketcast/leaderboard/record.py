@@ -3,7 +3,7 @@ recorder's own pieces (:mod:`marketcast.runs.record`, :mod:`marketcast.runs.rows
 ``runs compare`` read it like any run.
 
 Its kind is ``leaderboard``: a grid over the model axis, so ``runs show`` counts the models as trials of one
-selection and deflates the best cell's Sharpe ratio (:func:`marketcast.runs.views.selection`), like a sweep's.
+selection and deflates the best cell's Sharpe ratio (:func:`marketcast.runs.overview.selection`), like a sweep's.
 ``run.json`` keeps the leaderboard's own rows (skill, trading, cost, weights) under ``spec.leaderboard``, so
 ``marketcast report RUN`` puts the table on the tearsheet without running a model again."""
 

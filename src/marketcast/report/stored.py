@@ -22,7 +22,7 @@ from marketcast.runs.cells import MODEL_OPTIONS, Cell
 from marketcast.runs.remake import cell_results
 from marketcast.runs.rows import fingerprint
 from marketcast.runs.store import RunStore
-from marketcast.runs.views import plain
+from marketcast.runs.overview import plain
 
 
 def _bars(row: pd.Series, asset_class: str, run_id: str) -> Bars:

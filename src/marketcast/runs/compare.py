@@ -24,7 +24,7 @@ from marketcast.compile.compare import FAIL_ABOVE, ORDER, WARN_ABOVE
 from marketcast.errors import ConfigError
 from marketcast.runs.cells import setting_names
 from marketcast.runs.store import RunStore
-from marketcast.runs.views import label, plain, run_axes
+from marketcast.runs.overview import label, plain, run_axes
 
 SETTINGS_DIFFER = "SETTINGS DIFFER"
 MAX_NOTES = 20  # notes of one kind (failed cells, cells in one run only) listed before '... and N more'

@@ -11,7 +11,7 @@ import pandas as pd
 from marketcast.backtest.engine import SymbolResult
 from marketcast.runs.codec import decode
 from marketcast.runs.store import RunStore
-from marketcast.runs.views import WF_RETURNS, label, run_axes
+from marketcast.runs.overview import WF_RETURNS, label, run_axes
 
 
 def cell_results(store: RunStore, run_id: str,

@@ -10,7 +10,7 @@ coverage and PIT p-values under ``calibration.``, e.g. ``calibration.close.cov80
 so a metric the backtest adds becomes a column without a change here. The cell row also holds its
 walk-forward record as a trial of the run (``walk_forward.*``: the per-window returns, their per-period
 Sharpe ratio, skewness, kurtosis and count, and the periods per year), from which ``runs show`` deflates the
-best cell of a sweep (:func:`marketcast.runs.views.selection`).
+best cell of a sweep (:func:`marketcast.runs.overview.selection`).
 """
 
 from __future__ import annotations

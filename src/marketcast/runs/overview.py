@@ -1,4 +1,6 @@
-"""Read-side summaries of the store: the runs, a run's grid axes and its per-strategy table."""
+"""What the ``runs`` commands (and a sweep's last lines) tell of the store, built on its read-only queries
+(:mod:`marketcast.runs.read`): the list of runs, a run's cells and grid axes, its per-strategy table, the
+multiple-testing figures across its cells and each cell as ``runs show`` tells it."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ import pandas as pd
 
 from marketcast.errors import ConfigError
 from marketcast.runs.cells import setting_names
-from marketcast.runs.store import RUN_COUNTS_SQL, RunStore
+from marketcast.runs.read import RUN_COUNTS_SQL
+from marketcast.runs.store import RunStore
 
 SHOWN_METRICS = ("return", "sharpe", "max_drawdown")
 WF_RETURNS = "walk_forward.returns"

@@ -1,0 +1,421 @@
+"""Reading the run store: its ``run.json`` files, each run's live Parquet files, the counts of ``runs list``
+and read-only SQL over DuckDB views of the parts. It lives apart from the writing (:mod:`marketcast.runs.write`)
+and the compaction (:mod:`marketcast.runs.compact`) because reading never writes: a store on a read-only disk
+serves every view.
+
+A run's live files are its parts, or, once it has a ``manifest.json`` (``{"generation", "files", "absorbed"}``,
+written by compaction), the compacted ``files`` it lists plus every part *not* in ``absorbed``; a compacted
+file it does not list (a compaction killed before its swap) and an absorbed part (killed before deleting it)
+are ignored, so a crash at any point leaves every cell readable exactly once. Columns differ between parts as
+the backtest gains metrics; DuckDB unions them by name.
+
+The reader is the side that finds damage, so it handles it: a damaged ``run.json``, manifest or part (cut
+short, empty, not a JSON object, a field of the wrong type) is skipped, and named in one
+:class:`~marketcast.errors.StoreWarning`, so one bad file never hides the rest. Queries run on an in-memory
+DuckDB that may read only the store's own parts (external access off, the configuration locked) and take
+exactly one SELECT.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import pandas as pd
+import pyarrow as pa
+
+from marketcast.errors import ConfigError, StateError, StoreWarning, first_line
+
+PART_GLOB = "part-*.parquet"
+COMPACT_GLOB = "compact-*.parquet"
+MANIFEST = "manifest.json"
+SUMMARY = "summary.json"  # the run's counts for ``runs list``, valid while its live files are the ones it names
+# a run's cells counted for ``runs list`` (the summary holds this query's answer)
+RUN_COUNTS_SQL = ("SELECT run_id, count(*) FILTER (WHERE status = 'ok') AS ok, count(*) FILTER (WHERE status <> 'ok') "
+                  "AS failed, count(DISTINCT symbol) AS symbols, string_agg(DISTINCT model, ',' ORDER BY model) AS "
+                  "models FROM cells GROUP BY run_id")
+STATUSES = ("planned", "running", "done", "interrupted")
+_INFO_TYPES = {"run_id": (str,), "kind": (str,), "created_at": (str,), "code_version": (str,),
+               "spec_hash": (str,), "status": (str,), "cells_total": (int,)}
+# the columns of an empty store's views, so the queries of ``runs list|show`` (and most user queries) bind
+_EMPTY_COLUMNS = {"run_id": "VARCHAR", "cell_id": "VARCHAR", "cell_index": "BIGINT", "kind": "VARCHAR",
+                  "spec_hash": "VARCHAR", "code_version": "VARCHAR", "finished_at": "VARCHAR", "seconds": "DOUBLE",
+                  "data_fingerprint": "VARCHAR", "symbol": "VARCHAR", "model": "VARCHAR", "status": "VARCHAR",
+                  "error": "VARCHAR", "strategy": "VARCHAR", "best_strategy": "VARCHAR", "return": "DOUBLE",
+                  "sharpe": "DOUBLE", "max_drawdown": "DOUBLE", "record": "VARCHAR", "settle_times": "TIMESTAMP[]",
+                  "returns": "DOUBLE[]"}
+
+
+def _info_problem(data) -> str | None:
+    """Why a parsed ``run.json`` cannot be used (None when it can)."""
+    if not isinstance(data, dict):
+        return f"holds a JSON {type(data).__name__}, not an object"
+    for key, kinds in _INFO_TYPES.items():
+        value = data.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):
+            return f"{key!r} is {value!r}, not {'a whole number' if kinds == (int,) else 'text'}"
+    if data.get("status") is not None and data["status"] not in STATUSES:
+        return f"status {data['status']!r} is not one of {', '.join(STATUSES)}"
+    return None
+
+
+def duckdb_module():
+    """The duckdb module, imported with SIGTERM/SIGINT deferred (:func:`~marketcast.signals.shielded`): a
+    signal's exception raised inside its native module's start-up aborts the process ("Critical nanobind
+    error", exit -6: a sweep stopped in its first second) instead of ending the command with 143."""
+    if "duckdb" not in sys.modules:
+        from marketcast.signals import shielded
+
+        with shielded():
+            import duckdb  # noqa: F401
+    return sys.modules["duckdb"]
+
+
+def sql_text(value: str) -> str:
+    """``value`` as a SQL string literal."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+class StoreReader:
+    """Read and query the runs under ``root``, skipping (and naming) the damaged files it finds."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self._damaged: dict[Path, tuple] = {}  # part -> the (size, mtime) it was found damaged at
+        self._warned: set[Path] = set()
+        self._batch: dict[Path, str] | None = None
+        self._shared: tuple | None = None  # (the files' (path, size, mtime), the connection over them)
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.root / run_id
+
+    # --- damaged files ----------------------------------------------------------------------------------
+
+    @contextmanager
+    def one_warning(self) -> Iterator["StoreReader"]:
+        """Within: the damaged files found are named together in one warning at the end (one command, one line)."""
+        self._batch = {}
+        try:
+            yield self
+        finally:
+            batch, self._batch = self._batch, None
+            if batch:
+                self._warn(batch)
+
+    def _warn(self, skipped: dict[Path, str]) -> None:
+        what = "; ".join(f"{path} {why}" for path, why in skipped.items())
+        warnings.warn(StoreWarning(f"skipped {len(skipped)} damaged file{'s' if len(skipped) > 1 else ''} of the "
+                                   f"run store: {what}; move {'them' if len(skipped) > 1 else 'it'} away or "
+                                   "re-run what wrote it"), stacklevel=3)
+
+    def _skip(self, path: Path, why: str) -> None:
+        if path in self._warned:
+            return
+        self._warned.add(path)
+        if self._batch is not None:
+            self._batch[path] = why
+        else:
+            self._warn({path: why})
+
+    def _set_damaged(self, path: Path, why: str) -> None:
+        try:
+            st = path.stat()
+            self._damaged[path] = (st.st_size, st.st_mtime_ns)
+        except OSError:
+            self._damaged[path] = ()
+        self._skip(path, why)
+
+    def found_damaged(self, paths: list[Path]) -> bool:
+        """Whether any of ``paths`` was found damaged by this reader (rewritten since or not)."""
+        return any(p in self._damaged for p in paths)
+
+    def usable(self, files: list[Path]) -> list[Path]:
+        """``files`` without the parts already found damaged (and not rewritten since) and the empty ones."""
+        out = []
+        for path in files:
+            try:
+                st = path.stat()
+            except OSError:
+                continue  # gone since the listing
+            if self._damaged.get(path) == (st.st_size, st.st_mtime_ns):
+                continue
+            if st.st_size == 0:
+                self._set_damaged(path, "is empty (0 bytes)")
+                continue
+            out.append(path)
+        return out
+
+    def _blame(self, exc: Exception, files: list[Path]) -> bool:
+        """Mark the parts a DuckDB error comes from as damaged (the one it names, else those whose Parquet
+        footer cannot be read); False when none is to blame."""
+        if self._blame_named(exc, files):
+            return True
+        import pyarrow.parquet as pq
+
+        found = False
+        for path in files:
+            try:
+                pq.read_metadata(path)
+            except (OSError, pa.ArrowException) as err:
+                self._set_damaged(path, f"cannot be read as Parquet ({first_line(err)})")
+                found = True
+        return found
+
+    def _blame_named(self, exc: Exception, files: list[Path]) -> bool:
+        """A query's error that names a part: that part is damaged (True); any other error is the query's."""
+        message = str(exc)
+        named = [p for p in files if f"'{p}'" in message or f'"{p}"' in message]
+        for path in named:
+            why = first_line(exc).replace(f"'{path}'", "").replace(f'"{path}"', "").replace("  ", " ")
+            self._set_damaged(path, f"cannot be read as Parquet ({why.strip()})")
+        return bool(named)
+
+    # --- runs and their files ---------------------------------------------------------------------------
+
+    def _read_info(self, run_id: str) -> tuple[dict | None, str | None]:
+        """``(info, None)``, ``(None, why it is damaged)``, or ``(None, None)`` when there is no ``run.json``."""
+        path = self.run_dir(run_id) / "run.json"
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (FileNotFoundError, NotADirectoryError):
+            return None, None
+        except (OSError, UnicodeDecodeError) as exc:
+            return None, f"cannot be read ({getattr(exc, 'strerror', None) or exc})"
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            return None, f"is not valid JSON ({exc})"
+        problem = _info_problem(data)
+        return (None, problem) if problem else ({**data, "run_id": run_id}, None)
+
+    def infos(self) -> dict[str, dict]:
+        """Run id -> ``run.json`` of every run with a usable one, oldest first; damaged ones are skipped."""
+        if not self.root.is_dir():
+            return {}
+        found = {}
+        for path in sorted(self.root.glob("*/run.json")):
+            info, why = self._read_info(path.parent.name)
+            if info is not None:
+                found[path.parent.name] = info
+            elif why is not None:
+                self._skip(path, why)
+        order = sorted(found, key=lambda run: (found[run].get("created_at") or "", run))
+        return {run: found[run] for run in order}
+
+    def run_ids(self) -> list[str]:
+        """Runs with a usable ``run.json``, oldest first."""
+        return list(self.infos())
+
+    def info(self, run_id: str) -> dict:
+        info, why = self._read_info(run_id)
+        if why is not None:
+            raise StateError(f"{self.run_dir(run_id) / 'run.json'} {why}; restore it or move the run away")
+        if info is None:
+            raise ConfigError(f"no run {run_id!r} in {self.root}; see 'marketcast runs list'")
+        return info
+
+    def resolve(self, ref: str) -> str:
+        """A run id from its full id, a unique prefix, or ``latest``."""
+        if ref not in ("latest", ".", "..") and Path(ref).name == ref and (self.run_dir(ref) / "run.json").is_file():
+            self.info(ref)  # a damaged run.json, named: a StateError
+        runs = self.run_ids()
+        if not runs:
+            raise ConfigError(f"the run store {self.root} holds no runs yet; run 'marketcast backtest' or "
+                              "'marketcast sweep' first")
+        if ref == "latest":
+            return runs[-1]
+        if ref in runs:
+            return ref
+        matches = [r for r in runs if r.startswith(ref)]
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            raise ConfigError(f"run {ref!r} is ambiguous: {', '.join(matches[:5])}; give more of the id")
+        raise ConfigError(f"no run {ref!r} in {self.root}; see 'marketcast runs list'")
+
+    def parts(self, run_id: str | None = None) -> list[Path]:
+        """The live Parquet files (absolute paths) of ``run_id`` or of the whole store, damaged ones included:
+        a run's manifest files and its parts not absorbed by them (every part without a manifest)."""
+        root = Path(os.path.abspath(self.root))
+        if not root.is_dir():
+            return []
+        if run_id:
+            folders = [root / run_id]
+        else:
+            folders = sorted({p.parent for pattern in (PART_GLOB, MANIFEST) for p in root.glob(f"*/{pattern}")})
+        return [path for folder in folders for path in self.live(folder)]
+
+    def manifest(self, folder: Path) -> dict | None:
+        """The run's ``manifest.json``; None without one (or a damaged one, skipped with a warning)."""
+        path = folder / MANIFEST
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            self._skip(path, f"cannot be read ({getattr(exc, 'strerror', None) or exc})")
+            return None
+        good = (isinstance(data, dict) and isinstance(data.get("generation"), int)
+                and all(isinstance(data.get(k), list) and all(isinstance(n, str) and Path(n).name == n
+                                                              for n in data[k]) for k in ("files", "absorbed")))
+        if not good:
+            self._skip(path, "is not a manifest (generation, files, absorbed)")
+            return None
+        return data
+
+    def live(self, folder: Path) -> list[Path]:
+        """The run's live files in ``folder``: its manifest's files and the parts it did not absorb."""
+        parts = sorted(folder.glob(PART_GLOB))
+        manifest = self.manifest(folder)
+        if manifest is None:
+            return parts
+        absorbed = set(manifest["absorbed"])
+        return [folder / name for name in manifest["files"]] + [p for p in parts if p.name not in absorbed]
+
+    def files_key(self, run_id: str) -> list | None:
+        """``[[name, size], ...]`` of the run's live files (what its summary is valid for); None if one vanished."""
+        out = []
+        for path in self.parts(run_id):
+            try:
+                out.append([path.name, path.stat().st_size])
+            except OSError:
+                return None
+        return out
+
+    def summaries(self, run_ids: list[str]) -> dict[str, dict]:
+        """run id -> ``{ok, failed, symbols, models}`` from each run's ``summary.json`` that is still valid (the
+        same live files); the others (none, stale, damaged) are left out: count them with :data:`RUN_COUNTS_SQL`."""
+        out = {}
+        for run_id in run_ids:
+            try:
+                data = json.loads((self.run_dir(run_id) / SUMMARY).read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+                continue
+            good = (isinstance(data, dict) and all(isinstance(data.get(k), int) and not isinstance(data.get(k), bool)
+                                                   for k in ("ok", "failed", "symbols"))
+                    and isinstance(data.get("models"), (str, type(None))))
+            if good and data.get("files") == self.files_key(run_id):
+                out[run_id] = {k: data[k] for k in ("ok", "failed", "symbols", "models")}
+        return out
+
+    # --- queries ----------------------------------------------------------------------------------------
+
+    def _signature(self, files: list[Path]) -> tuple:
+        out = []
+        for path in files:
+            try:
+                st = path.stat()
+            except OSError:
+                return ()
+            out.append((path, st.st_size, st.st_mtime_ns))
+        return tuple(out)
+
+    def _cached(self, run_ids: list[str] | None):
+        """:meth:`_open`'s connection, kept while the same files (unchanged) are read: a command's queries
+        over a run of many parts list and bind their schemas once. Each query takes its own cursor."""
+        listed = [p for r in run_ids for p in self.parts(r)] if run_ids is not None else self.parts()
+        signature = self._signature(self.usable(listed))
+        if self._shared is not None and signature and self._shared[0] == signature:
+            return self._shared[1], [p for p, _, _ in signature]
+        con, files = self._open(run_ids)
+        if self._shared is not None:
+            self._shared[1].close()
+        self._shared = (self._signature(files), con)
+        return con, files
+
+    def _open(self, run_ids: list[str] | None):
+        """``(connection, parts it reads)``: the views over the usable parts, then external access off but for
+        those files, and the configuration locked, so a query can neither read nor write anything else."""
+        duckdb = duckdb_module()
+
+        listed = [p for r in run_ids for p in self.parts(r)] if run_ids is not None else self.parts()
+        files = self.usable(listed)
+        while True:
+            con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
+                                                     "autoload_known_extensions": False})
+            try:
+                if files:
+                    listing = ", ".join(sql_text(str(p)) for p in files)
+                    con.execute(f"CREATE VIEW all_rows AS SELECT * FROM read_parquet([{listing}], "
+                                "union_by_name = true)")
+                    retried = "attempt" in {r[0] for r in con.execute("DESCRIBE all_rows").fetchall()}
+                    # every attempt of a retried cell stays in all_rows (its error history); a cell's result
+                    # is its latest attempt (sweep --resume --retry-failed)
+                    con.execute("CREATE VIEW rows AS SELECT * FROM all_rows" + (
+                        " QUALIFY coalesce(attempt, 0) = max(coalesce(attempt, 0)) OVER (PARTITION BY run_id, "
+                        "cell_id)" if retried else ""))
+                else:
+                    typed = ", ".join(f'NULL::{kind} AS "{name}"' for name, kind in _EMPTY_COLUMNS.items())
+                    con.execute(f"CREATE VIEW rows AS SELECT {typed} WHERE false")
+                break
+            except duckdb.Error as exc:
+                con.close()
+                if not self._blame(exc, files):
+                    raise StateError(f"the run store {self.root} cannot be read ({first_line(exc)}); move the "
+                                     "run that does not fit away") from None
+                files = self.usable(files)
+        con.execute("CREATE VIEW cells AS SELECT * FROM rows WHERE strategy IS NULL")
+        con.execute("CREATE VIEW results AS SELECT * FROM rows WHERE strategy IS NOT NULL")
+        con.execute(f"SET allowed_paths = [{', '.join(sql_text(str(p)) for p in files)}]")
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+        return con, files
+
+    def connect(self, run_ids: list[str] | None = None):
+        """A DuckDB connection with the views ``rows`` (every row of the runs), ``cells`` (cell rows) and
+        ``results`` (strategy rows); ``run_ids`` None = the whole store. It reads nothing but those parts."""
+        return self._open(run_ids)[0]
+
+    def _statement(self, sql: str):
+        """The one SELECT in ``sql``: anything else (none, several, COPY, ATTACH, SET, ...) is one line."""
+        duckdb = duckdb_module()
+
+        try:
+            statements = duckdb.extract_statements(sql)
+        except duckdb.Error as exc:
+            raise ConfigError(f"query failed: {first_line(exc)}") from None
+        if not statements:
+            raise ConfigError("the query is empty; give one SELECT, e.g. 'SELECT * FROM results LIMIT 5'")
+        if len(statements) > 1:
+            raise ConfigError(f"the query holds {len(statements)} statements; give one SELECT (no ';' between "
+                              "statements)")
+        kind = statements[0].type
+        if kind != duckdb.StatementType.SELECT:
+            raise ConfigError(f"the run store is read-only: {kind.name} is refused; give one SELECT over rows, "
+                              "cells or results")
+        return statements[0]
+
+    def query(self, sql: str, params: list | None = None, run_ids: list[str] | None = None) -> pd.DataFrame:
+        """The result of one SELECT over the views; a part that fails to read on the way is skipped."""
+        duckdb = duckdb_module()
+
+        statement = self._statement(sql)
+        while True:
+            shared, files = self._cached(run_ids)
+            con = shared.cursor()
+            try:
+                return con.execute(statement, params or []).df()
+            except duckdb.Error as exc:
+                if files and self._blame_named(exc, files):
+                    continue
+                if isinstance(exc, duckdb.PermissionException):
+                    raise ConfigError(f"query refused: it may read only the run store's own parts, not other "
+                                      f"files ({first_line(exc)}); query the views rows, cells and results") from None
+                empty = "" if files or not isinstance(exc, duckdb.BinderException) else (
+                    f" (the run store {self.root} holds no rows yet)")
+                raise ConfigError(f"query failed: {first_line(exc)}{empty}") from None
+            finally:
+                con.close()
+
+    def columns(self, run_ids: list[str] | None = None) -> list[str]:
+        return list(self.query("SELECT * FROM rows LIMIT 0", run_ids=run_ids).columns)
+
+    def finished(self, run_id: str) -> set[str]:
+        """Cell ids with a cell row in ``run_id`` (ok or failed)."""
+        found = self.query("SELECT DISTINCT cell_id FROM cells", run_ids=[run_id])
+        return set(found["cell_id"])
