@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from marketcast.backtest.orders import Decision
+from marketcast.commands import main
 from marketcast.data.bars import Bars
 from marketcast.trade.loop.planner import Signal
 
@@ -49,3 +50,8 @@ def maxdiff_planner(forecaster=None):
 
     config = replace(PLANNER_CONFIG, selection=SelectionRule(PLANNER_CONFIG.selection.lookback, 1))
     return BacktestPlanner(forecaster or load_forecaster("baseline"), config, strategies=("maxdiff",))
+
+
+def trade_main(argv: list[str]) -> int:
+    """``marketcast trade ARGS`` in this process, through the CLI's one error path."""
+    return main(["trade", *argv])

@@ -79,8 +79,7 @@ def deleted_journal_then_accept_broker(fake, tmp_path, capsys):
             in line)
     assert len([m for m, _, _ in fake.requests if m in ("POST", "DELETE")]) == posts  # nothing touched
     from marketcast.trade.journal.state import Journal
-
-    from marketcast.commands.__main__ import main as trade_main
+    from tests.trade.helpers import trade_main
 
     [halt] = Journal(state / "journal.db").halts.active()  # kept: every restart refuses until it is lifted
     assert halt.message() in line and halt.source == "reconcile"

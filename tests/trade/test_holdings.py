@@ -60,11 +60,11 @@ def test_a_2_for_1_split_holds_that_symbol_only_until_accept_broker_adopts_it(tm
     """Broker 20, journal 10: no SP500 entry and no SP500 close (half the split position is not sold), NASDAQ
     trades; the cycle's record, its plan and ``trade status`` say why; ``trade reconcile`` lists it;
     ``--accept-broker`` adopts 20 and the next cycle closes 20."""
-    from marketcast.commands.__main__ import main as trade_main
     from marketcast.trade.launch import setup_logging
     from marketcast.trade.loop.cycle import describe
-    from marketcast.trade.ops.alerts import AlertThresholds, Alerts, cycle_alerts
+    from marketcast.trade.ops.alerts import Alerts, AlertThresholds, cycle_alerts
     from marketcast.trade.ops.status import status_rows
+    from tests.trade.helpers import trade_main
 
     day0, day1, day2 = [t.isoformat() for t in load_symbol("SP500").frame.loc["2015-02-27":"2015-03-03"].index]
     with embedded_fake("2015-03-03") as fake:

@@ -7,7 +7,6 @@ order-count and notional limits on the paper broker; the day's starting equity b
 from __future__ import annotations
 
 import logging
-
 from decimal import Decimal
 
 import pandas as pd
@@ -15,17 +14,16 @@ import pytest
 
 from marketcast.data import load_symbol
 from marketcast.errors import HaltedError
-from marketcast.commands.__main__ import main as trade_main
+from marketcast.trade.broker.paper import PaperBroker
+from marketcast.trade.journal.ids import client_order_id
+from marketcast.trade.journal.state import Intent, Journal
 from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
 from marketcast.trade.loop.feed import history_feed
 from marketcast.trade.loop.freshness import Freshness
 from marketcast.trade.loop.gates import GateConfig
-from marketcast.trade.broker.paper import PaperBroker
 from marketcast.trade.portfolio import PortfolioConfig, allocate
 from marketcast.trade.risk import RiskGuard, RiskLimits
-from marketcast.trade.journal.state import Intent, Journal
-
-from marketcast.trade.journal.ids import client_order_id
+from tests.trade.helpers import trade_main
 
 from .alpaca_env import D1, D2, alpaca_loop, order, submitted
 from .helpers import maxdiff_planner, signal

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from marketcast.commands import trade_settings as cfg
+from marketcast.commands.trade_settings import SECTION, SETTINGS, config_rows
 from marketcast.errors import ConfigError
 from marketcast.settings import Setting, items, number, pairs, resolve, text
-from marketcast.commands import trade_settings as cfg
-from marketcast.commands.__main__ import main as trade_main
-from marketcast.commands.trade_settings import SECTION, SETTINGS, config_rows
+from tests.trade.helpers import trade_main
 
 SPECS = (
     Setting("symbols", ("A",), items(text), "symbols", "--symbols"),
