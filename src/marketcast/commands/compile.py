@@ -21,7 +21,7 @@ from marketcast.commands import options
 from marketcast.commands.help import choice_list
 from marketcast.compile.thresholds import Thresholds
 from marketcast.compile.toggle import TOGGLE_MODELS
-from marketcast.console import console, err_console, print_json, progress_steps
+from marketcast.console import console, err_console, print_json
 from marketcast.errors import ExitCode
 from marketcast.runtime.settings import ENV_FILE, MODES
 
