@@ -23,7 +23,7 @@ from marketcast.compile.thresholds import Thresholds
 from marketcast.compile.toggle import TOGGLE_MODELS
 from marketcast.console import console, err_console, print_json
 from marketcast.errors import ExitCode
-from marketcast.runtime.settings import ENV_FILE, MODES
+from marketcast.runtime.compile_settings import ENV_FILE, MODES
 
 app = typer.Typer(no_args_is_help=True)
 CHECK_MODES = ("quick", "full", "production-check")  # marketcast.compile.plan.CHECK_ITERATIONS (numpy-free)
@@ -34,7 +34,7 @@ MODEL_OPT = typer.Option("all", "--model", "-m", callback=options.one_of(TOGGLE_
 
 
 def _print_switch(updates: dict[str, str], path: Path, out=console) -> None:
-    from marketcast.runtime.settings import describe_sources
+    from marketcast.runtime.compile_settings import describe_sources
 
     out.print(f"{path}: " + ", ".join(f"{k}={v}" for k, v in updates.items()), highlight=False)
     for row in describe_sources(path=path):
@@ -75,7 +75,7 @@ def set_mode_cmd(
 def status(env_file: Path = ENV_FILE_OPT, device: options.Device = "cpu"
            ) -> None:
     """Effective settings and where each came from (env, file, default)."""
-    from marketcast.runtime.settings import describe_sources, load_settings
+    from marketcast.runtime.compile_settings import describe_sources, load_settings
 
     table = Table(title=f"compile settings ({env_file}{'' if env_file.exists() else ', absent'})")
     for col in ("key", "value", "source", "note"):

@@ -16,7 +16,7 @@ from marketcast.compile.thresholds import Thresholds
 from marketcast.console import console, progress_steps
 from marketcast.data.asset import asset_classes
 from marketcast.errors import ConfigError
-from marketcast.runtime.settings import ENV_FILE, MODES
+from marketcast.runtime.compile_settings import ENV_FILE, MODES
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,7 @@ def stress_check(request: CheckRequest, on_mode: Callable[[dict, list[str]], Non
     from marketcast.compile.report import write_report
     from marketcast.data import load_symbol
     from marketcast.forecast.registry import load_forecaster
-    from marketcast.runtime.settings import load_settings
+    from marketcast.runtime.compile_settings import load_settings
 
     r = request
     _refuse(r)
