@@ -12,7 +12,7 @@ the command's options, with their defaults in ``--help``; :func:`given_flags` sa
 * ``.env.compile`` and the environment: ``MARKETCAST_<TABLE>_<KEY>`` (``MARKETCAST_TRADE_RISK_MAX_DAILY_LOSS``)
   and the aliases a setting names (``ADD_LATEST``, the seeds' name). ``.env.compile`` holds shell lines
   (``export KEY=VALUE``) so a user can also ``source`` it; :func:`read_env_file` is its one parser (the compile
-  settings in :mod:`marketcast.runtime.settings` use it too). An empty value counts as unset.
+  settings in :mod:`marketcast.runtime.compile_settings` use it too). An empty value counts as unset.
 * A bad value is one :class:`~marketcast.errors.ConfigError` naming the key, the value and the layer it came
   from; only the value in effect is parsed, so a shadowed typo is shown, never fatal.
 """

@@ -11,7 +11,7 @@ from marketcast.commands import main
 from marketcast.compile.analyze import analyze_paths
 from marketcast.compile.schema import validate_report
 from marketcast.data import load_symbol
-from marketcast.runtime.settings import load_settings
+from marketcast.runtime.compile_settings import load_settings
 from marketcast.forecast import registry
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "compile_logs"

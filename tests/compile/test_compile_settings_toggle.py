@@ -7,7 +7,7 @@ import os
 import pytest
 
 from marketcast.compile.envfile import render_updates, update_env_file
-from marketcast.runtime.settings import describe_sources, load_settings
+from marketcast.runtime.compile_settings import describe_sources, load_settings
 from marketcast.compile.toggle import mode_updates, set_enabled, set_mode
 from marketcast.errors import ConfigError
 

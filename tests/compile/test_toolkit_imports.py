@@ -15,7 +15,7 @@ def test_the_toolkit_imports_no_torch_until_it_measures():
     """``compile enable|status|analyze|compare`` stay fast: importing their modules loads no torch."""
     code = ("import sys, marketcast.compile, marketcast.commands.compile, marketcast.compile.analyze, "
             "marketcast.compile.compare, marketcast.compile.schema, marketcast.compile.report, "
-            "marketcast.compile.toggle, marketcast.runtime.settings; print('torch' in sys.modules)")
+            "marketcast.compile.toggle, marketcast.runtime.compile_settings; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PYTHONPATH": str(SRC)})
     assert out.returncode == 0, out.stderr[-2000:]

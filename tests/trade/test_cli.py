@@ -69,7 +69,7 @@ def add_latest(env: dict, path: Path, flags: dict | None = None):
 
 
 def test_add_latest_parses_booleans_from_flag_environment_and_env_file(tmp_path):
-    from marketcast.runtime import settings as compile_settings
+    from marketcast.runtime import compile_settings
     from marketcast import settings
 
     assert compile_settings.read_env_file is settings.read_env_file  # one parser of .env.compile

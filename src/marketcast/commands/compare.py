@@ -32,58 +32,33 @@ def leaderboard_table(rows: list[dict], title: str):
     return table
 
 
+Symbols = Annotated[str, typer.Option(
+    "--symbols", help="Comma-separated symbols, e.g. SP500,NASDAQ (read from --data-dir, default the embedded bars).")]
+Models = Annotated[str, typer.Option(
+    "--models", help=f"Comma-separated models to compare, from {', '.join(MODEL_NAMES)} (default: every model whose "
+                     "optional extra is installed).")]
+Weights = Annotated[Optional[list[str]], typer.Option(
+    "--weights", metavar="MODEL=WEIGHTS", help="One model's weights, repeatable, e.g. toto2=random:4m or "
+                                               "toto=/path/to/folder (default: each model's public checkpoint).")]
+Windows = Annotated[int, typer.Option("--windows", "-n", min=1,
+                                      help="Decision bars per symbol, the same for every model.")]
+Store = Annotated[Optional[str], typer.Option("--store", help=STORE_HELP)]
+
+
 def compare(
-    symbols: Annotated[str, typer.Option(
-        "--symbols", help="Comma-separated symbols, e.g. SP500,NASDAQ (read from --data-dir, default the embedded "
-                          "bars).")] = ",".join(DEFAULT_SYMBOLS),
-    models: Annotated[str, typer.Option(
-        "--models", help=f"Comma-separated models to compare, from {', '.join(MODEL_NAMES)} (default: every "
-                         "model whose optional extra is installed).")
-    ] = ",".join(n for n in MODEL_NAMES if installed(n)),
-    weights: Annotated[Optional[list[str]], typer.Option(
-        "--weights", metavar="MODEL=WEIGHTS",
-        help="One model's weights, repeatable, e.g. toto2=random:4m or toto=/path/to/folder (default: each "
-             "model's public checkpoint).")] = None,
-    windows: Annotated[int, typer.Option("--windows", "-n", min=1, help="Decision bars per symbol, the same "
-                                                                        "for every model.")] = 70,
-    samples: options.Samples = 256,
-    context: options.Context = 512,
-    seed: options.Seed = 0,
-    device: options.Device = "cpu",
-    dtype: options.Dtype = "float32",
-    data_dir: options.DataDir = None,
-    as_json: options.AsJson = False,
-    store: Annotated[Optional[str], typer.Option("--store", help=STORE_HELP)] = None,
+    symbols: Symbols = ",".join(DEFAULT_SYMBOLS), models: Models = ",".join(n for n in MODEL_NAMES if installed(n)),
+    weights: Weights = None, windows: Windows = 70, samples: options.Samples = 256, context: options.Context = 512,
+    seed: options.Seed = 0, device: options.Device = "cpu", dtype: options.Dtype = "float32",
+    data_dir: options.DataDir = None, as_json: options.AsJson = False, store: Store = None,
 ) -> None:
     """Backtest the same windows with each model; print skill, trading and cost, and record one run."""
-    from marketcast.backtest.config import BacktestConfig
-    from marketcast.console import console, print_json, progress_steps
-    from marketcast.data import load_symbol
-    from marketcast.errors import ConfigError
-    from marketcast.leaderboard.compare import model_row, parse_models, parse_weights, refuse_tuned, run_model
-    from marketcast.leaderboard.record import record_leaderboard
-    from marketcast.signals import shielded
+    from marketcast.console import console, print_json
+    from marketcast.leaderboard.board import compare_models
 
     started = time.perf_counter()
-    names = parse_models(models)
-    chosen = parse_weights(weights, names)
-    tickers = [s.strip().upper() for s in symbols.split(",") if s.strip()]
-    if not tickers:
-        raise ConfigError("--symbols is empty; give a comma-separated list, e.g. --symbols SP500,NASDAQ")
-    if len(set(tickers)) != len(tickers):
-        raise ConfigError(f"--symbols repeats a symbol ({symbols}); list each once")
-    bars = [load_symbol(s, data_dir=data_dir) for s in tickers]
-    config = BacktestConfig(windows=windows, context=context, num_samples=samples, seed=seed)
-    refuse_tuned(chosen, bars, config)
-    runs = []
-    with progress_steps(len(names) * (len(bars) + 2), "models compare") as step:  # load, forecast, simulate
-        for name in names:
-            step(f"{name}: loading")
-            runs.append(run_model(name, bars, config, weights=chosen.get(name), device=device, dtype=dtype,
-                                  step=step))
-    rows = [model_row(r) for r in runs]
-    with shielded():
-        run_id = record_leaderboard(runs, rows, bars, {"data_dir": data_dir}, store)
+    board = compare_models(symbols, models, weights, windows=windows, samples=samples, context=context, seed=seed,
+                           device=device, dtype=dtype, data_dir=data_dir, store=store)
+    rows, tickers, run_id = board.rows, board.symbols, board.run_id
     if as_json:
         print_json({"symbols": tickers, "windows": windows, "samples": samples, "context": context, "seed": seed,
                     "models": rows, "run_id": run_id})
@@ -95,4 +70,3 @@ def compare(
                   f"{time.perf_counter() - started:.1f} s[/dim]")
     if run_id:  # the last line, as the backtest prints it
         console.print(f"run {run_id}", highlight=False, markup=False, soft_wrap=True)
-

@@ -11,7 +11,7 @@ fails its verdict.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.markup import escape
@@ -21,10 +21,9 @@ from marketcast.commands import options
 from marketcast.commands.help import choice_list
 from marketcast.compile.thresholds import Thresholds
 from marketcast.compile.toggle import TOGGLE_MODELS
-from marketcast.console import console, err_console, print_json, progress_steps
-from marketcast.data.asset import asset_classes
-from marketcast.errors import ConfigError, ExitCode
-from marketcast.runtime.settings import ENV_FILE, MODES
+from marketcast.console import console, err_console, print_json
+from marketcast.errors import ExitCode
+from marketcast.runtime.compile_settings import ENV_FILE, MODES
 
 app = typer.Typer(no_args_is_help=True)
 CHECK_MODES = ("quick", "full", "production-check")  # marketcast.compile.plan.CHECK_ITERATIONS (numpy-free)
@@ -35,7 +34,7 @@ MODEL_OPT = typer.Option("all", "--model", "-m", callback=options.one_of(TOGGLE_
 
 
 def _print_switch(updates: dict[str, str], path: Path, out=console) -> None:
-    from marketcast.runtime.settings import describe_sources
+    from marketcast.runtime.compile_settings import describe_sources
 
     out.print(f"{path}: " + ", ".join(f"{k}={v}" for k, v in updates.items()), highlight=False)
     for row in describe_sources(path=path):
@@ -76,7 +75,7 @@ def set_mode_cmd(
 def status(env_file: Path = ENV_FILE_OPT, device: options.Device = "cpu"
            ) -> None:
     """Effective settings and where each came from (env, file, default)."""
-    from marketcast.runtime.settings import describe_sources, load_settings
+    from marketcast.runtime.compile_settings import describe_sources, load_settings
 
     table = Table(title=f"compile settings ({env_file}{'' if env_file.exists() else ', absent'})")
     for col in ("key", "value", "source", "note"):
@@ -90,38 +89,6 @@ def status(env_file: Path = ENV_FILE_OPT, device: options.Device = "cpu"
         mode = settings.mode_for(model, device)
         console.print(f"{model} on {device}: {'eager' if mode is None else 'compiled, mode ' + mode}",
                       highlight=False)
-
-
-def _parse_modes(text: Optional[str], device: str) -> list[str]:
-    if text is None:
-        return ["default", "reduce-overhead"] if device.startswith("cuda") else ["default"]
-    modes = [m.strip() for m in text.split(",") if m.strip()]
-    for m in modes:
-        if m not in MODES:
-            raise ConfigError(f"--modes: unknown compile mode {m!r}; use one of {', '.join(MODES)}")
-    return list(dict.fromkeys(modes))
-
-
-def _symbols(symbols: Optional[str], data_dir: Optional[Path]) -> list[str]:
-    """--symbols as given; else every bars file in --data-dir; else the embedded SP500 and NASDAQ."""
-    from marketcast.data import DEFAULT_SYMBOLS
-    from marketcast.data.load import SUFFIXES
-
-    if symbols is not None:
-        names = [s.strip().upper() for s in symbols.split(",") if s.strip()]
-        if not names:
-            raise ConfigError("--symbols: give at least one symbol, e.g. --symbols SP500,NASDAQ")
-        if len(set(names)) != len(names):
-            raise ConfigError(f"--symbols: {', '.join(names)} repeats a symbol")
-        return names
-    if data_dir is None:
-        return list(DEFAULT_SYMBOLS)
-    if not data_dir.is_dir():
-        raise ConfigError(f"--data-dir {data_dir}: no such folder; pass a folder of <SYMBOL>.csv/.parquet files")
-    names = sorted({f.stem.upper() for f in data_dir.iterdir() if f.is_file() and f.suffix.lower() in SUFFIXES})
-    if not names:
-        raise ConfigError(f"--data-dir {data_dir}: no {'/'.join(SUFFIXES)} files in it; add bars or pass --symbols")
-    return names
 
 
 def _print_report(report: dict, title: str) -> None:
@@ -156,122 +123,70 @@ def _print_rows(result: dict, symbols: list[str]) -> None:
         console.print(row_line(row), markup=False, highlight=False, soft_wrap=True)
 
 
+CheckMode = Annotated[str, typer.Option(
+    "--mode", callback=options.one_of(CHECK_MODES), metavar=choice_list(CHECK_MODES),
+    help="quick (3 repeats), full (10) or production-check (20; exits 1 when the configured mode fails).")]
+Iterations = Annotated[Optional[int], typer.Option(
+    "--iterations", min=1, help="Repeats per symbol and mode (default: --mode's, 3, 10 or 20).")]
+Modes = Annotated[Optional[str], typer.Option("--modes", help="Compile modes to test, comma separated "
+                                              "(default: 'default' on CPU, 'default,reduce-overhead' on CUDA).")]
+Symbols = Annotated[Optional[str], typer.Option("--symbols", help="Symbols to study, comma separated (default: "
+                                                "every file in --data-dir, else the embedded SP500,NASDAQ).")]
+Batch = Annotated[int, typer.Option("--batch", min=1, help="Windows per forecast call; every repeat forecasts the "
+                                    "same windows.")]
+MaxRecompiles = Annotated[int, typer.Option("--max-recompiles", min=0, help="Gate: recompiles allowed after warm-up.")]
+MinSpeedup = Annotated[float, typer.Option("--min-speedup", min=0.0,
+                                           help="Gate: eager p50 latency / compiled p50 latency, at least.")]
+MaxOutputDelta = Annotated[float, typer.Option(
+    "--max-output-delta", min=0.0,
+    help="Gate: max relative difference of compiled vs eager median forecasts (strictly below).")]
+MaxMemoryDelta = Annotated[float, typer.Option(
+    "--max-memory-delta", min=0.0, help="Gate: extra peak memory over eager, as a fraction of eager's footprint.")]
+OutputDir = Annotated[Path, typer.Option("--output-dir",
+                                         help="Where compile_check.json and compile_check.md are written.")]
+Apply = Annotated[bool, typer.Option("--apply", help="Write the recommended mode into --env-file.")]
+StartProbe = Annotated[bool, typer.Option("--start-probe", help="Also time cold vs warm start of each compiled "
+                                          "mode in two fresh processes (persistent artifacts).")]
+DEFAULT_GATES = Thresholds()
+
+
 @app.command()
 def check(
-    model: options.Model,
-    mode: str = typer.Option("quick", "--mode", callback=options.one_of(CHECK_MODES),
-                             metavar=choice_list(CHECK_MODES),
-                             help="quick (3 repeats), full (10) or production-check (20; "
-                             "exits 1 when the configured mode fails)."),
-    iterations: Optional[int] = typer.Option(None, "--iterations", min=1,
-                                             help="Repeats per symbol and mode (default: --mode's, 3, 10 or 20)."),
-    modes: Optional[str] = typer.Option(None, "--modes", help="Compile modes to test, comma separated "
-                                        "(default: 'default' on CPU, 'default,reduce-overhead' on CUDA)."),
-    symbols: Optional[str] = typer.Option(None, "--symbols", help="Symbols to study, comma separated (default: "
-                                          "every file in --data-dir, else the embedded SP500,NASDAQ)."),
-    data_dir: options.DataDir = None,
-    asset_class: options.AssetClass = None,
-    periods_per_year: options.PeriodsPerYear = None,
-    on_bad_line: options.OnBadLine = "error",
-    weights: options.Weights = None,
-    device: options.Device = "cpu",
-    dtype: options.Dtype = "float32",
-    context: options.Context = 512,
-    horizon: options.Horizon = 8,
-    samples: options.Samples = 64,
-    batch: int = typer.Option(2, "--batch", min=1, help="Windows per forecast call; every repeat forecasts the "
-                              "same windows."),
-    seed: options.Seed = 0,
-    max_recompiles: int = typer.Option(Thresholds.max_recompiles, "--max-recompiles", min=0,
-                                       help="Gate: recompiles allowed after warm-up."),
-    min_speedup: float = typer.Option(Thresholds.min_speedup, "--min-speedup", min=0.0,
-                                      help="Gate: eager p50 latency / compiled p50 latency, at least."),
-    max_output_delta: float = typer.Option(Thresholds.max_output_delta, "--max-output-delta", min=0.0,
-                                           help="Gate: max relative difference of compiled vs eager median "
-                                           "forecasts (strictly below)."),
-    max_memory_delta: float = typer.Option(Thresholds.max_memory_delta, "--max-memory-delta", min=0.0,
-                                           help="Gate: extra peak memory over eager, as a fraction of eager's "
-                                           "footprint."),
-    output_dir: Path = typer.Option(Path("out/compile_check"), "--output-dir",
-                                    help="Where compile_check.json and compile_check.md are written."),
-    apply: bool = typer.Option(False, "--apply", help="Write the recommended mode into --env-file."),
-    start_probe: bool = typer.Option(False, "--start-probe", help="Also time cold vs warm start of each "
-                                     "compiled mode in two fresh processes (persistent artifacts)."),
-    env_file: Path = ENV_FILE_OPT,
-    as_json: options.AsJson = False,
+    model: options.Model, mode: CheckMode = "quick", iterations: Iterations = None, modes: Modes = None,
+    symbols: Symbols = None, data_dir: options.DataDir = None, asset_class: options.AssetClass = None,
+    periods_per_year: options.PeriodsPerYear = None, on_bad_line: options.OnBadLine = "error",
+    weights: options.Weights = None, device: options.Device = "cpu", dtype: options.Dtype = "float32",
+    context: options.Context = 512, horizon: options.Horizon = 8, samples: options.Samples = 64,
+    batch: Batch = 2, seed: options.Seed = 0,
+    max_recompiles: MaxRecompiles = DEFAULT_GATES.max_recompiles, min_speedup: MinSpeedup = DEFAULT_GATES.min_speedup,
+    max_output_delta: MaxOutputDelta = DEFAULT_GATES.max_output_delta,
+    max_memory_delta: MaxMemoryDelta = DEFAULT_GATES.max_memory_delta,
+    output_dir: OutputDir = Path("out/compile_check"), apply: Apply = False, start_probe: StartProbe = False,
+    env_file: Path = ENV_FILE_OPT, as_json: options.AsJson = False,
 ) -> None:
     """Stress test eager vs compile modes on each symbol's real windows; writes compile_check.json/.md, prints
     the verdicts and a recommended mode per symbol."""
-    from marketcast.compile.check import run_check
-    from marketcast.compile.plan import CHECK_ITERATIONS, CheckPlan
-    from marketcast.compile.report import write_report
-    from marketcast.data import load_symbol
-    from marketcast.forecast.registry import MODEL_NAMES, load_forecaster
-    from marketcast.runtime.settings import load_settings
+    from marketcast.compile.stress import CheckRequest, stress_check
 
-    if model not in MODEL_NAMES:  # checked here: a factory that fails inside the check is a failed mode
-        raise ConfigError(f"--model {model!r}: choose one of {', '.join(MODEL_NAMES)}")
-    if mode not in CHECK_ITERATIONS:
-        raise ConfigError(f"--mode {mode!r}: choose one of {', '.join(CHECK_ITERATIONS)}")
-    if apply and model == "baseline":
-        raise ConfigError("--apply: the baseline has no compile setting to write; use --model toto or kronos")
-    settings = load_settings(path=env_file)
-    compile_modes = _parse_modes(modes, device)
-    configured = settings.mode_for(model, device) if model != "baseline" else None
-    note = None
-    if model == "baseline":
-        compile_modes = []
-        note = "baseline runs numpy only (no torch module): compile modes are not applicable, eager measured alone"
-    elif configured is not None and configured not in compile_modes:
-        compile_modes.append(configured)  # always measure what production runs now
-    names = _symbols(symbols, data_dir)
-    plan = CheckPlan(iterations=iterations or CHECK_ITERATIONS[mode], context=context, horizon=horizon,
-                     num_samples=samples, batch=batch, seed=seed)
-    thresholds = Thresholds(max_output_delta=max_output_delta, max_recompiles=max_recompiles,
-                            min_speedup=min_speedup, max_memory_delta=max_memory_delta)
-    classes = asset_classes(asset_class, names)
-    bars = {n: load_symbol(n, data_dir=data_dir, min_rows=plan.min_rows, asset_class=classes[n.upper()],
-                           periods_per_year=periods_per_year, on_bad_line=on_bad_line) for n in names}
-
-    def factory(compile_mode: Optional[str]):
-        return load_forecaster(model, weights=weights, device=device, dtype=dtype,
-                               compile=compile_mode or "eager", seed=seed)
-
-    live = console.is_terminal  # a spinner over the tables to come; else rows as they finish, for a log
-    stages = (1 + len(compile_modes)) * (1 + len(names))  # each mode: loaded, then each symbol done
-    with console.status("compile check") if live else progress_steps(stages, "compile check") as show:
-        report = run_check(
-            factory, compile_modes, bars, plan, thresholds, model=model, weights=weights, device=device,
-            check_mode=mode, configured_mode=configured, compile_note=note,
-            progress=show.update if live else show, on_mode=None if live or as_json else _print_rows,
-        )
-    if start_probe:
-        from marketcast.compile.startprobe import measure_start
-        from marketcast.forecast.registry import FACTORIES
-
-        for m in report["modes"][1:]:
-            with console.status(f"start probe: {m['mode']} (cold, then warm process)"):
-                m["start_probe"] = measure_start(
-                    FACTORIES[model], model, m["mode"], weights=weights, device=device, dtype=dtype,
-                    symbol=names[0], data_dir=str(data_dir) if data_dir else None, context=context,
-                    horizon=horizon, samples=samples, batch=batch, seed=seed)
-    json_path, md_path = write_report(report, output_dir)
+    gates = Thresholds(max_output_delta=max_output_delta, max_recompiles=max_recompiles, min_speedup=min_speedup,
+                       max_memory_delta=max_memory_delta)
+    outcome = stress_check(CheckRequest(
+        model, mode, iterations, modes, symbols, data_dir, asset_class, periods_per_year, on_bad_line, weights,
+        device, dtype, context, horizon, samples, batch, seed, gates, output_dir, apply, start_probe, env_file,
+    ), on_mode=None if as_json else _print_rows)
+    report = outcome.report
     if as_json:  # the report itself, as written to compile_check.json
         print_json(report)
     else:
-        _print_report(report, f"compile check: {model} ({mode}, {plan.iterations} repeats x {len(names)} symbols, "
-                              f"{device})")
+        plan = report["plan"]
+        _print_report(report, f"compile check: {model} ({mode}, {plan['iterations']} repeats x "
+                              f"{len(plan['symbols'])} symbols, {device})")
     (err_console if as_json else console).print(
         f"recommended: {report['recommended_mode']}; configured: {report['configured_mode']} "
-        f"({'OK' if report['production_ok'] else 'NOT OK'}); wrote {json_path} and {md_path}", highlight=False)
-    if apply:
-        from marketcast.compile.toggle import set_enabled, set_mode
-
-        if report["recommended_mode"] == "eager":
-            updates = set_enabled(env_file, model, False)
-        else:
-            updates = {**set_enabled(env_file, model, True), **set_mode(env_file, model, report["recommended_mode"])}
-        _print_switch(updates, env_file, err_console if as_json else console)
+        f"({'OK' if report['production_ok'] else 'NOT OK'}); wrote {outcome.json_path} and {outcome.md_path}",
+        highlight=False)
+    if outcome.applied is not None:
+        _print_switch(outcome.applied, env_file, err_console if as_json else console)
     if mode == "production-check" and not report["production_ok"]:
         raise typer.Exit(ExitCode.CHECK_FAILED)
 

@@ -16,7 +16,7 @@ from typer.core import TyperCommand
 from marketcast.commands.help import HelpCommand, HelpGroup, adopt
 
 # name -> ("package.module:attribute", summary); the attribute is a Typer app (a group of subcommands) or a
-# function (one command); "package.module:factory()" calls a factory that returns one of those
+# function (one command)
 CommandTable = dict[str, tuple[str, str]]
 
 
@@ -38,9 +38,7 @@ class LazyGroup(HelpGroup):
         """The real command ``name``: imported, and turned into a click command by Typer."""
         path, summary = self.table[name]
         module, attribute = path.split(":")
-        target = getattr(import_module(module), attribute.removesuffix("()"))
-        if attribute.endswith("()"):
-            target = target()
+        target = getattr(import_module(module), attribute)
         if isinstance(target, typer.Typer):
             command = typer.main.get_group(adopt(target))
             command.help = command.help or summary

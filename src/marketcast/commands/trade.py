@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
-from dataclasses import replace
 from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
@@ -21,7 +20,6 @@ from marketcast.commands import options
 from marketcast.commands.help import choice_list
 from marketcast.commands.trade_settings import SECTION, SETTINGS
 from marketcast.console import console, err_console, print_json, progress_steps
-from marketcast.data.asset import asset_classes
 from marketcast.errors import ConfigError, ExitCode
 from marketcast.forecast.registry import MODEL_NAMES
 from marketcast.settings import CONFIG_FILE, ENV_FILE, given_flags, resolve, with_options
@@ -93,6 +91,7 @@ def run(
     """
     from marketcast.commands import trade_run as command
     from marketcast.trade.journal.lock import StateLock
+    from marketcast.trade.start import LoopRequest
 
     if ctx.get_parameter_source("config").name == "COMMANDLINE" and not config.exists():
         raise ConfigError(f"--config {config}: no such file")
@@ -107,14 +106,14 @@ def run(
     if not dry_run:
         with StateLock(state_dir):
             setup_logging(state_dir, verbose)
-            command.run_loop(settings, state_dir, broker_name, live, once, False, clock_file, shadow=shadow,
-                             shadow_model=shadow_model)
+            command.run_loop(settings, LoopRequest(state_dir, broker_name, live, once, False, clock_file, shadow=shadow,
+                                                   shadow_model=shadow_model))
         return
     # read-only: the state is read from a scratch copy, nothing is written back
     with tempfile.TemporaryDirectory(prefix="marketcast-dry-run-") as scratch:
         copy = command.scratch_copy(state_dir, Path(scratch)) if state_dir.is_dir() else Path(scratch)
-        command.run_loop(settings, copy, broker_name, live, once, True, clock_file, resolve_dir=state_dir,
-                         shadow=shadow, shadow_model=shadow_model)
+        command.run_loop(settings, LoopRequest(copy, broker_name, live, once, True, clock_file, resolve_dir=state_dir,
+                                               shadow=shadow, shadow_model=shadow_model))
 
 
 @app.command()
@@ -297,44 +296,36 @@ def orders(
         console.print(blotter.table(rows, f"trade orders: {state_dir} ({len(rows)} orders)"))
 
 
+ReplayStart = Annotated[str, typer.Option("--start", "--from", help="First decision day, e.g. 2017-01-01 (UTC).")]
+ReplayEnd = Annotated[str, typer.Option("--end", "--to", help="Last day settled, e.g. 2017-12-31 (UTC).")]
+ReplaySymbols = Annotated[Optional[str], typer.Option("--symbols", help="Symbols to replay, comma separated (default: "
+                                                      f"the config's trade.symbols, else {DEFAULT_SYMBOLS}).")]
+ReplayConfig = Annotated[Path, typer.Option("--config", help="TOML settings file: its trade table's symbols, strategy "
+                                            "pins, gates, portfolio and risk limits are replayed as trade run uses "
+                                            "them.")]
+ReplayState = Annotated[Optional[Path], typer.Option("--state-dir",
+                                                     help=STATE_HELP + " (default out/replay-START-END)")]
+Fee = Annotated[Optional[float], typer.Option("--fee", min=0.0, max=0.5, help="Fee per side as a fraction (default: "
+                                              "stock 0.0005, crypto 0.0015).")]
+Cash = Annotated[float, typer.Option("--cash", min=0.01, help="Starting cash of the paper account.")]
+Png = Annotated[Optional[Path], typer.Option("--png", help="Equity curve (default STATE_DIR/equity.png).")]
+Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="INFO on stderr (trade.log always has it).")]
+
+
 @app.command("replay")
 def replay_cmd(
-    ctx: typer.Context,
-    start: str = typer.Option(..., "--start", "--from", help="First decision day, e.g. 2017-01-01 (UTC)."),
-    end: str = typer.Option(..., "--end", "--to", help="Last day settled, e.g. 2017-12-31 (UTC)."),
-    symbols: str | None = typer.Option(None, "--symbols", help="Symbols to replay, comma separated (default: "
-                                                               f"the config's trade.symbols, else {DEFAULT_SYMBOLS})."),
-    config: Path = typer.Option(Path(CONFIG_FILE), "--config", help="TOML settings file: its trade table's symbols, "
-                                                                    "strategy pins, gates, portfolio and risk "
-                                                                    "limits are replayed as trade run uses them."),
-    state_dir: Path | None = typer.Option(None, "--state-dir", help=STATE_HELP + " (default out/replay-START-END)"),
-    model: options.Model = "baseline",
-    weights: options.Weights = None,
-    device: options.Device = "cpu",
-    dtype: options.Dtype = "float32",
-    seed: options.Seed = 0,
-    data_dir: options.DataDir = None,
-    on_duplicate: options.OnDuplicate = "error",
-    asset_class: options.AssetClass = None,
-    periods_per_year: options.PeriodsPerYear = None,
-    fee: float | None = typer.Option(None, "--fee", min=0.0, max=0.5, help="Fee per side as a fraction "
-                                                                           "(default: stock 0.0005, crypto 0.0015)."),
-    cash: float = typer.Option(100_000.0, "--cash", min=0.01, help="Starting cash of the paper account."),
-    png: Path | None = typer.Option(None, "--png", help="Equity curve (default STATE_DIR/equity.png)."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="INFO on stderr (trade.log always has it)."),
+    ctx: typer.Context, start: ReplayStart = ..., end: ReplayEnd = ..., symbols: ReplaySymbols = None,
+    config: ReplayConfig = Path(CONFIG_FILE), state_dir: ReplayState = None, model: options.Model = "baseline",
+    weights: options.Weights = None, device: options.Device = "cpu", dtype: options.Dtype = "float32",
+    seed: options.Seed = 0, data_dir: options.DataDir = None, on_duplicate: options.OnDuplicate = "error",
+    asset_class: options.AssetClass = None, periods_per_year: options.PeriodsPerYear = None, fee: Fee = None,
+    cash: Cash = 100_000.0, png: Png = None, verbose: Verbose = False,
 ) -> None:
     """Run the loop with the paper broker over history (resumable: same --state-dir carries on).
 
     Everything is checked (dates, bars, model, settings) before the state folder or trade.log is created."""
-    from marketcast.commands import trade_settings as cfg
-    from marketcast.data import load_symbol
-    from marketcast.forecast import load_forecaster
-    from marketcast.trade.journal.lock import StateLock
-    from marketcast.trade.journal.state import Journal
-    from marketcast.trade.loop.cycle import LoopConfig
-    from marketcast.trade.loop.planner import PLANNER_CONFIG, BacktestPlanner
-    from marketcast.trade.ops.status import journal_counts
-    from marketcast.trade.replay import replay, replay_dates
+    from marketcast.commands.trade_settings import rules
+    from marketcast.trade.replay import ReplayRequest, replay_history
 
     if ctx.get_parameter_source("config").name == "COMMANDLINE" and not config.exists():
         raise ConfigError(f"--config {config}: no such file")
@@ -342,29 +333,14 @@ def replay_cmd(
     syms = _symbols(symbols) if symbols is not None else tuple(settings["symbols"])
     pins = {s: name for s, name in settings["strategy"].items() if s in syms}
     state_dir = state_dir or Path(f"out/replay-{start}-{end}")
-    classes = asset_classes(asset_class, syms)
-    bars = {s: load_symbol(s, data_dir, on_duplicate=on_duplicate, asset_class=classes[s.upper()],
-                           periods_per_year=periods_per_year) for s in syms}
-    dates = replay_dates(bars, start, end)
-    forecaster = load_forecaster(model, weights=weights, device=device, dtype=dtype, seed=seed)
-    started = time.perf_counter()
-    with StateLock(state_dir), progress_steps(len(dates) - 1, "replay") as step:
-        setup_logging(state_dir, verbose)
-        planner = BacktestPlanner(forecaster, cfg.sizing(settings, replace(
-            PLANNER_CONFIG, seed=seed, selection=cfg.selection(settings, PLANNER_CONFIG.selection))), pinned=pins)
-        loop_config = LoopConfig(syms, gates=cfg.gates(settings), portfolio=cfg.portfolio(settings),
-                                 risk=cfg.risk(settings), fee=fee, mode="replay",
-                                 resolve=resolve_command(state_dir, "paper", False, syms, data_dir),
-                                 resume=f"marketcast trade resume --state-dir {state_dir}")
-        result = replay(bars, planner, state_dir, start, end, loop_config, starting_cash=cash,
-                        png=png or state_dir / "equity.png", on_step=step)
-    journal = Journal(state_dir / "journal.db")
-    filled = journal_counts(journal)["orders_filled"]
-    journal.close()
+    result, filled, seconds = replay_history(ReplayRequest(
+        start, end, syms, pins, state_dir, rules(settings, seed), model, weights, device, dtype, seed, data_dir,
+        on_duplicate, asset_class, periods_per_year, fee, cash, png, verbose,
+    ), progress=lambda steps: progress_steps(steps, "replay"))
     eq = result.equity
     console.print(
         f"replay {start} .. {end} {','.join(syms)}: {result.cycles_run} cycles run in "
-        f"{time.perf_counter() - started:.1f}s; orders {result.orders}, filled {filled}, "
+        f"{seconds:.1f}s; orders {result.orders}, filled {filled}, "
         f"broker refusals {result.refusals}; "
         f"equity {eq.iloc[0]:,.2f} -> {eq.iloc[-1]:,.2f} ({eq.iloc[-1] / cash - 1:+.2%})"
     )

@@ -39,6 +39,7 @@ from marketcast.trade.loop.gates import GateConfig
 from marketcast.trade.ops.alerts import AlertThresholds
 from marketcast.trade.portfolio import PortfolioConfig
 from marketcast.trade.risk import RiskLimits
+from marketcast.trade.start import TradeRules
 
 SECTION = "trade"
 OFF = " (0: no limit)"
@@ -235,3 +236,13 @@ def config_rows(settings: Settings, broker_name: str, live: bool) -> list[tuple[
             shown += f" -> {'on' if quotes else 'off (synthetic quotes)'}"
         rows.append((v.key, shown, v.source, "" if v.source == "default" else v.origin, "; ".join(v.shadowed)))
     return [tuple(map(redact, row)) for row in rows]  # a webhook's URL is its secret (ops/redact.py)
+
+
+def rules(settings: Settings, seed: int) -> TradeRules:
+    """Every rule the loop takes from the settings; the planner's backtest settings with ``seed``."""
+    from marketcast.trade.loop.planner import PLANNER_CONFIG
+
+    base = PLANNER_CONFIG
+    planner = sizing(settings, replace(base, seed=seed, selection=selection(settings, base.selection)))
+    return TradeRules(planner, gates(settings), portfolio(settings), risk(settings), freshness(settings),
+                      thresholds(settings))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from marketcast.compile.envfile import update_env_file
-from marketcast.runtime.settings import MODES
+from marketcast.runtime.compile_settings import MODES
 from marketcast.errors import ConfigError
 
 TOGGLE_MODELS = ("toto", "kronos", "all")

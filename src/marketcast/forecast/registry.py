@@ -10,7 +10,7 @@ from marketcast.forecast.base import Forecaster
 # Each factory has the signature
 #   create(*, weights: str | None, device: str, dtype: str, compile: str | None, seed: int) -> Forecaster
 # weights: None/"auto" = the public checkpoint (HF cache or hub), a local folder, or "random".
-# compile: None = read marketcast.runtime.settings; "eager" = off; else a torch.compile mode.
+# compile: None = read marketcast.runtime.compile_settings; "eager" = off; else a torch.compile mode.
 FACTORIES = {
     "baseline": "marketcast.forecast.baseline:create",
     "toto": "marketcast.forecast.toto:create",

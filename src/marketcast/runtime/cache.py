@@ -30,7 +30,7 @@ from typing import Mapping
 
 import torch
 
-from marketcast.runtime.settings import load_settings
+from marketcast.runtime.compile_settings import load_settings
 
 log = logging.getLogger("marketcast.compile")
 INDUCTOR_ENV = "TORCHINDUCTOR_CACHE_DIR"

@@ -38,7 +38,7 @@ def ensure_dynamo_settings() -> None:
     """Apply the compile settings' dynamo knobs once per process (the first compiled wrapper does it)."""
     global _DYNAMO_CONFIGURED
     if not _DYNAMO_CONFIGURED:
-        from marketcast.runtime.settings import load_settings
+        from marketcast.runtime.compile_settings import load_settings
 
         apply_dynamo_settings(load_settings().recompile_limit)
         _DYNAMO_CONFIGURED = True

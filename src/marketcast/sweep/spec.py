@@ -62,7 +62,7 @@ from marketcast.data.symbols import check_symbol
 from marketcast.errors import ConfigError, DataError, MarketcastError
 from marketcast.forecast.registry import MODEL_NAMES, check_installed
 from marketcast.runs.cells import MODEL_OPTIONS, Cell, digest
-from marketcast.runtime.settings import MODES
+from marketcast.runtime.compile_settings import MODES
 
 MODEL_TYPES = {"model": str, "weights": str | None, "device": str, "dtype": str, "compile": str | None}
 RAY_KEYS = {"actors": int, "max_in_flight": int, "flush_cells": int, "flush_seconds": float, "cells_per_task": int,

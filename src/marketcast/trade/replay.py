@@ -129,3 +129,65 @@ def plot_equity(equity: pd.Series, path: Path, title: str = "equity") -> Path:
     fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+@dataclass(frozen=True)
+class ReplayRequest:
+    """What ``trade replay`` was asked, its settings resolved: the period, the symbols and their bars, the model,
+    the account, and the rules (:class:`marketcast.trade.start.TradeRules`) it trades under."""
+
+    start: str
+    end: str
+    symbols: tuple[str, ...]
+    pins: Mapping[str, str]  # symbol -> strategy, traded whatever the walk-forward pick
+    state_dir: Path
+    rules: object  # marketcast.trade.start.TradeRules
+    model: str = "baseline"
+    weights: str | None = None
+    device: str = "cpu"
+    dtype: str = "float32"
+    seed: int = 0
+    data_dir: Path | None = None
+    on_duplicate: str = "error"
+    asset_class: list[str] | None = None
+    periods_per_year: float | None = None
+    fee: float | None = None
+    cash: float = 100_000.0
+    png: Path | None = None  # default: STATE_DIR/equity.png
+    verbose: bool = False
+
+
+def replay_history(request: ReplayRequest, progress: Callable[[int], object]) -> tuple[ReplayResult, int, float]:
+    """Load the bars and the model, then replay under the state folder's lock (created only after every check);
+    returns the result, the orders filled, and the seconds the replay took. ``progress(steps)`` is the progress
+    display, a context manager yielding ``step(description)``."""
+    import time
+
+    from marketcast.data import load_symbol
+    from marketcast.data.asset import asset_classes
+    from marketcast.forecast import load_forecaster
+    from marketcast.trade.journal.lock import StateLock
+    from marketcast.trade.launch import resolve_command, setup_logging
+    from marketcast.trade.loop.planner import BacktestPlanner
+    from marketcast.trade.ops.status import journal_counts
+
+    r, syms = request, request.symbols
+    classes = asset_classes(r.asset_class, syms)
+    bars = {s: load_symbol(s, r.data_dir, on_duplicate=r.on_duplicate, asset_class=classes[s.upper()],
+                           periods_per_year=r.periods_per_year) for s in syms}
+    dates = replay_dates(bars, r.start, r.end)
+    forecaster = load_forecaster(r.model, weights=r.weights, device=r.device, dtype=r.dtype, seed=r.seed)
+    started = time.perf_counter()
+    with StateLock(r.state_dir), progress(len(dates) - 1) as step:
+        setup_logging(r.state_dir, r.verbose)
+        planner = BacktestPlanner(forecaster, r.rules.planner, pinned=r.pins)
+        loop_config = LoopConfig(syms, gates=r.rules.gates, portfolio=r.rules.portfolio, risk=r.rules.risk,
+                                 fee=r.fee, mode="replay",
+                                 resolve=resolve_command(r.state_dir, "paper", False, syms, r.data_dir),
+                                 resume=f"marketcast trade resume --state-dir {r.state_dir}")
+        result = replay(bars, planner, r.state_dir, r.start, r.end, loop_config, starting_cash=r.cash,
+                        png=r.png or r.state_dir / "equity.png", on_step=step)
+    journal = Journal(r.state_dir / "journal.db")
+    filled = journal_counts(journal)["orders_filled"]
+    journal.close()
+    return result, filled, time.perf_counter() - started

@@ -151,7 +151,7 @@ class KronosForecaster:
 
 def resolve_mode(compile: str | None, device: str) -> str | None:
     """``None`` -> the compile settings for kronos on ``device``; ``"eager"`` -> off; else a torch.compile mode."""
-    from marketcast.runtime.settings import MODES, load_settings
+    from marketcast.runtime.compile_settings import MODES, load_settings
 
     if compile is None:
         return load_settings().mode_for("kronos", device)

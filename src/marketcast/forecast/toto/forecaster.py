@@ -231,7 +231,7 @@ def create(*, weights: str | None = None, device: str = "cpu", dtype: str = "flo
            compile: str | None = None, seed: int = 0) -> TotoForecaster:
     """Registry factory: weights None/"auto" = Datadog/Toto-Open-Base-1.0, a folder, or "random". ``compile``
     None reads the compile settings (mode and ``TOTO_COMPILE_BACKEND``)."""
-    from marketcast.runtime.settings import load_settings
+    from marketcast.runtime.compile_settings import load_settings
 
     settings = load_settings()
     if compile is None:

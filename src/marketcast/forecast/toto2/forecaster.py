@@ -174,7 +174,7 @@ def create(*, weights: str | None = None, device: str = "cpu", dtype: str = "flo
            compile: str | None = None, seed: int = 0) -> Toto2Forecaster:
     """Registry factory: weights None/"auto" = Datadog/Toto-2.0-22m (HF cache), a folder, a repo id, or
     ``random`` / ``random:4m`` / ``random:22m``. Compile follows Toto's settings (TOTO_COMPILE...)."""
-    from marketcast.runtime.settings import load_settings
+    from marketcast.runtime.compile_settings import load_settings
 
     settings = load_settings()
     if compile is None:

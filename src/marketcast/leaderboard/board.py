@@ -1,0 +1,62 @@
+"""``marketcast models compare``'s work, from its options to the recorded leaderboard: the symbols' bars, each
+model backtested over the same windows (:mod:`marketcast.leaderboard.compare`), its row, and one run in the
+store.
+
+Kept out of the command so the command only parses and prints, and so a leaderboard is made without the CLI.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+from marketcast.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Leaderboard:
+    """The symbols compared on, a row per model (:func:`marketcast.leaderboard.compare.model_row`), the run."""
+
+    symbols: list[str]
+    rows: list[dict]
+    run_id: Optional[str]  # None when the run store is off
+
+
+def parse_symbols(symbols: str) -> list[str]:
+    """``--symbols SP500,nasdaq`` -> ``["SP500", "NASDAQ"]``; empty or repeated is one line, exit 2."""
+    tickers = [s.strip().upper() for s in symbols.split(",") if s.strip()]
+    if not tickers:
+        raise ConfigError("--symbols is empty; give a comma-separated list, e.g. --symbols SP500,NASDAQ")
+    if len(set(tickers)) != len(tickers):
+        raise ConfigError(f"--symbols repeats a symbol ({symbols}); list each once")
+    return tickers
+
+
+def compare_models(symbols: str, models: str, weights: Optional[Sequence[str]], *, windows: int, samples: int,
+                   context: int, seed: int, device: str, dtype: str, data_dir: Optional[Path],
+                   store: Optional[str]) -> Leaderboard:
+    """Backtest the same windows with each model (a progress bar on stderr) and record one run."""
+    from marketcast.backtest.config import BacktestConfig
+    from marketcast.console import progress_steps
+    from marketcast.data import load_symbol
+    from marketcast.leaderboard.compare import model_row, parse_models, parse_weights, refuse_tuned, run_model
+    from marketcast.leaderboard.record import record_leaderboard
+    from marketcast.signals import shielded
+
+    names = parse_models(models)
+    chosen = parse_weights(weights, names)
+    tickers = parse_symbols(symbols)
+    bars = [load_symbol(s, data_dir=data_dir) for s in tickers]
+    config = BacktestConfig(windows=windows, context=context, num_samples=samples, seed=seed)
+    refuse_tuned(chosen, bars, config)
+    runs = []
+    with progress_steps(len(names) * (len(bars) + 2), "models compare") as step:  # load, forecast, simulate
+        for name in names:
+            step(f"{name}: loading")
+            runs.append(run_model(name, bars, config, weights=chosen.get(name), device=device, dtype=dtype,
+                                  step=step))
+    rows = [model_row(r) for r in runs]
+    with shielded():
+        run_id = record_leaderboard(runs, rows, bars, {"data_dir": data_dir}, store)
+    return Leaderboard(tickers, rows, run_id)

@@ -1,0 +1,180 @@
+"""What ``trade run`` does once its settings are resolved: open the journal and the venue, load and warm the
+model (the first of the chain that works, or the one ``trade promote`` made active), build the loop, the shadow
+candidate beside it, and hand it to the supervisor (or plan one dry cycle per market clock).
+
+The rules the layered settings decide (sizing, gates, portfolio, risk, freshness, alert thresholds) come in
+as a :class:`TradeRules`, built by the command from its settings table; how a plan is shown comes in as
+functions, so this room never reaches up to the command line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from marketcast.backtest.config import BacktestConfig
+from marketcast.console import console
+from marketcast.data.asset import asset_classes
+from marketcast.errors import ConfigError, ExitCode
+from marketcast.forecast.registry import MODEL_NAMES
+from marketcast.settings import Settings
+from marketcast.trade.launch import Market, check_markets, open_venue, resolve_command
+from marketcast.trade.loop.freshness import Freshness
+from marketcast.trade.loop.gates import GateConfig
+from marketcast.trade.ops.alerts import AlertThresholds
+from marketcast.trade.portfolio import PortfolioConfig
+from marketcast.trade.risk import RiskLimits
+
+ShowPlan = Callable[[object, str, dict[str, int]], None]  # (cycle report, title, price decimals per symbol)
+
+
+@dataclass(frozen=True)
+class TradeRules:
+    """The loop's rules as the layered trade settings decide them."""
+
+    planner: BacktestConfig  # the planner's backtest settings: seed, selection and sizing
+    gates: GateConfig
+    portfolio: PortfolioConfig
+    risk: RiskLimits
+    freshness: Freshness
+    thresholds: AlertThresholds
+
+
+@dataclass(frozen=True)
+class LoopRequest:
+    """Where and how ``trade run`` trades (the venue flags, once, dry run, the shadow candidate)."""
+
+    state_dir: Path
+    broker_name: str
+    live: bool
+    once: bool = False
+    dry_run: bool = False
+    clock_file: Optional[Path] = None
+    resolve_dir: Optional[Path] = None  # the folder the printed commands name (a dry run works on a copy)
+    shadow: Optional[str] = None
+    shadow_model: Optional[str] = None
+
+
+def _no_baseline_shadow(shadow: str | None, model: str) -> None:
+    """A shadow of the baseline has no weights to compare: refused in one line."""
+    if shadow is not None and model == "baseline":
+        raise ConfigError(f"--shadow {shadow}: the baseline model has no weights to compare; pass --model toto or "
+                          f"kronos with --shadow, or a --shadow-model")
+
+
+def _refuse(settings: Settings, request: LoopRequest) -> None:
+    syms, shadow, shadow_model = settings["symbols"], request.shadow, request.shadow_model
+    stray = sorted(set(settings["strategy"]) - set(syms))
+    if stray:
+        raise ConfigError(f"strategy pins {', '.join(stray)}, which is not among the symbols ({', '.join(syms)}); "
+                          f"add it to symbols or drop the pin")
+    if shadow_model is not None and shadow is None:
+        raise ConfigError(f"--shadow-model {shadow_model} needs --shadow WEIGHTS (e.g. --shadow random:4m or a "
+                          f"folder of fine-tuned weights)")
+    if shadow_model is not None and shadow_model not in MODEL_NAMES:
+        raise ConfigError(f"--shadow-model {shadow_model!r}: choose one of {', '.join(MODEL_NAMES)}")
+    if not (request.state_dir / "journal.db").exists():  # refused before a fresh state folder gets its journal
+        _no_baseline_shadow(shadow, shadow_model or settings["model"][0])
+
+
+def _active_model(settings: Settings, journal) -> tuple[tuple[str, ...], Optional[str]]:
+    """The model chain and weights to load: the settings', unless ``trade promote`` made another active."""
+    from marketcast.trade.loop.shadow import active_model
+
+    chain, weights = settings["model"], settings["weights"]
+    promoted = active_model(journal)  # `trade promote` swaps the active model: (name, weights)
+    active = None if promoted is None else promoted[1]
+    if active is not None and weights is not None and weights != active:
+        raise ConfigError(f"--weights {weights}: this state folder's active model is {active} (from `trade "
+                          f"promote`); drop --weights or pass --weights {active}")
+    if promoted is not None and promoted[0] is not None and promoted[0] != chain[0]:
+        if settings.values["model"].source != "default":
+            raise ConfigError(f"--model {','.join(chain)}: this state folder's active model is {promoted[0]} "
+                              f"{active} (from `trade promote`); drop --model or pass --model {promoted[0]}")
+        chain = (promoted[0],)
+    return chain, weights or active
+
+
+def _shadow(loop, journal, settings: Settings, request: LoopRequest, chain, weights, skipped: int, config,
+            alerts) -> None:
+    """The same planner with the candidate's model and weights: journalled, never ordered."""
+    from marketcast.trade.loop.planner import BacktestPlanner
+    from marketcast.trade.loop.shadow import Shadow
+    from marketcast.trade.loop.warmup import load_model
+
+    shadow = request.shadow
+    live_name, name = chain[skipped], request.shadow_model or chain[0]
+    planner, failed = None, None
+    try:
+        candidate = load_model((name,), None, config, weights=shadow, device=settings["device"],
+                               dtype=settings["dtype"], seed=settings["seed"])
+        planner = BacktestPlanner(candidate.forecaster, config, pinned=settings["strategy"])
+    except Exception as exc:  # noqa: BLE001 - a candidate that does not load never stops the live loop
+        failed = f"could not load: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}"
+        console.print(f"shadow {name} {shadow} {failed}; the live loop runs without it", highlight=False,
+                      soft_wrap=True)
+    loop.shadow = Shadow(journal, planner, shadow, weights or f"{live_name} (default weights)", model=name,
+                         live_model=live_name, alerts=None if request.dry_run else alerts, failed=failed)
+
+
+def start_loop(settings: Settings, rules: TradeRules, request: LoopRequest, *, show_plan: ShowPlan,
+               on_cycle: Callable[[object, str, dict[str, int]], None]) -> int:
+    """Trade ``settings``' symbols until stopped (or one cycle with ``once``); returns the supervisor's exit code.
+
+    A dry run plans one cycle per market clock, shows each with ``show_plan`` and returns OK; otherwise every
+    cycle's report goes to ``on_cycle(report, title, decimals)``.
+    """
+    from marketcast.data.ticks import price_decimals
+    from marketcast.trade.journal.state import Journal
+    from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
+    from marketcast.trade.loop.planner import BacktestPlanner
+    from marketcast.trade.loop.supervisor import Supervisor
+    from marketcast.trade.loop.warmup import load_model
+    from marketcast.trade.ops.alerts import Alerts
+    from marketcast.trade.ops.monitor import Monitor
+
+    r, syms = request, settings["symbols"]
+    _refuse(settings, r)
+    data_dir = None if settings["data_dir"] is None else Path(settings["data_dir"])
+    journal = Journal(r.state_dir / "journal.db")  # first: a damaged journal stops the run before the broker moves
+    chain, weights = _active_model(settings, journal)
+    _no_baseline_shadow(r.shadow, r.shadow_model or chain[0])  # the promoted model, when there is one
+    market = Market(asset_classes(list(settings["data.asset_class"] or ()), syms),
+                    settings["data.periods_per_year"])
+    venue = open_venue(r.broker_name, r.live, syms, r.state_dir, data_dir, settings["fee"], r.clock_file,
+                       settings["data.on_duplicate"], market)
+    now = venue.now()  # the first request: refused keys or an unavailable broker end the run here
+    check_markets(venue)
+    venue.refresh(now)
+    decimals = {s: price_decimals(venue.feed(s).frame["close"]) for s in syms}
+    alerts = Alerts(None if r.dry_run else r.state_dir, settings["alerts.webhook"])
+    config = rules.planner
+    loaded = load_model(chain, None if r.dry_run else venue.feed(syms[0]), config,
+                        weights=weights, device=settings["device"], dtype=settings["dtype"],
+                        seed=settings["seed"])
+    for skipped in loaded.skipped:
+        alerts.emit("model_fallback", skipped["model"], f"{skipped['model']} skipped: {skipped['error']}")
+    monitor = None if r.dry_run else Monitor(r.state_dir)
+    if monitor is not None:
+        monitor.warmed(loaded.warmup, loaded.skipped)
+    where = r.resolve_dir or r.state_dir
+    add_latest = settings["add_latest"] if settings["add_latest"] is not None else venue.broker.has_quotes
+    mode = "live" if r.live else "paper"
+    loop_config = LoopConfig(syms, gates=rules.gates, portfolio=rules.portfolio, risk=rules.risk,
+                             freshness=rules.freshness, add_latest=add_latest, fee=settings["fee"], mode=mode,
+                             resolve=resolve_command(where, r.broker_name, r.live, syms, data_dir),
+                             resume=f"marketcast trade resume --state-dir {where}")
+    loop = TradingLoop(venue.broker, journal, BacktestPlanner(loaded.forecaster, config, pinned=settings["strategy"]),
+                       venue.feed, loop_config, monitor, venue.asset_classes)
+    if r.shadow is not None:
+        _shadow(loop, journal, settings, r, chain, weights, len(loaded.skipped), config, alerts)
+    if r.dry_run:  # each market's clock plans on its own newest bar
+        for clock, symbols in loop.clocks().items():
+            bar = max(venue.feed(s).frame.index[-1] for s in symbols).isoformat()
+            show_plan(loop.run_cycle(bar, dry_run=True, now=now, clock=clock),
+                      f"plan for the bar after {bar} ({clock}; dry run, nothing sent)", decimals)
+        return ExitCode.OK
+    return Supervisor(loop, venue, alerts, rules.thresholds, interval_s=settings["interval_s"], once=r.once,
+                      report=lambda report: on_cycle(report, f"{mode} cycle at {report.decision_ts} via "
+                                                             f"{venue.broker.endpoint}", decimals)).run()
