@@ -32,6 +32,8 @@ def test_the_house_keeps_every_contract():
     ("signals.py", "import marketcast.fileio\n", "layers run one way down"),
     ("forecast/toto/planted.py", "import marketcast.forecast.kronos\n", "forecast loading layer"),
     ("forecast/hub.py", "import marketcast.forecast.checkpoint\n", "forecast loading layer"),
+    ("report/planted.py", "def f():\n    from marketcast.forecast.registry import load_forecaster\n", "reports only draw"),
+    ("report/stored.py", "from marketcast.forecast.base import make_batch\n", "reports only draw"),
 ])
 def test_an_upward_import_breaks_the_contract(tmp_path, where, planted, broken):
     shutil.copytree(ROOT / "src" / "marketcast", tmp_path / "marketcast",

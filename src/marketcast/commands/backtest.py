@@ -205,6 +205,7 @@ def backtest(
                                   "marked in sample (default: refused).")] = False,
 ) -> None:
     """Walk-forward backtest: forecast bar t+1 from bars <= t, decide, settle on bar t+1."""
+    from marketcast.backtest import fans
     from marketcast.backtest.report import symbol_json, write_outputs
     from marketcast.backtest.tables import (
         calibration_table,
@@ -215,7 +216,6 @@ def backtest(
         track_record_table,
     )
     from marketcast.fileio import output_folder
-    from marketcast.report import fans
     from marketcast.runs.record import record_backtest
     from marketcast.signals import shielded
 
@@ -271,12 +271,13 @@ def backtest(
         results = _run(bars, configs, forecaster, step)
         for r in results:  # every report (terminal, JSON, summary.md, tearsheet) reads the label from here
             r.forecast_meta = {**r.forecast_meta, **sample_meta(tuning, r.symbol, r.decision_times)}
+        fans.add_fans(results, whole, forecaster, dates)  # stored with the run: `report RUN` only draws them
         if html:  # drawn before anything is written: a failure leaves no file behind
             step("drawing the HTML tearsheet")
             from marketcast.report.page import write_page  # plotly: only with --html
             from marketcast.report.tearsheet import PAGE_NAME, symbol_reports, tearsheet_html
 
-            page = tearsheet_html(symbol_reports(results, whole, forecaster, dates))  # as `report RUN` draws it
+            page = tearsheet_html(symbol_reports(results, whole))  # as `report RUN` draws it
         step("writing reports and plots" if plots else "writing reports")
         # everything goes into a hidden folder beside output_dir, which replaces it only once the run store
         # holds the run too: a failure or a signal leaves output_dir as it was and no temporary file
