@@ -4,8 +4,8 @@ Each store is written with the store's own writer (``RunStore.write_rows``, part
 flushes them) from the rows of one real baseline cell of the embedded SP500 (``marketcast.runs.rows.ok_rows``),
 copied with its own cell id, plan index, symbol (one in ten cells a symbol) and seed (the grid's axis): no
 Ray, no forecasting. Every command runs as its own ``marketcast`` process (start-up included), timed and with
-its peak RSS (``os.wait4``). ``report RUN SYMBOL`` is ``--no-html``: the synthetic symbols have no bars to
-draw fans from, so it measures reading the symbol's records and writing their JSON, Markdown and CSV.
+its peak RSS (``os.wait4``). ``report RUN SYMBOL`` is ``--no-html``: the synthetic symbols have no bars for
+a page, so it measures reading the symbol's records and writing their JSON, Markdown and CSV.
 The two large runs are compacted with ``runs compact`` (what the end of a sweep does) before they are read;
 ``runs list`` then reads a store of ``--runs`` runs: the two large ones and small ones recorded as a backtest
 records them (one part and its ``summary.json``). The last table is the growth from the first size to the

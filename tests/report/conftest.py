@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from marketcast.backtest import BacktestConfig, run_many
+from marketcast.backtest.fans import add_fans
 from marketcast.forecast.baseline import BaselineForecaster
 from marketcast.report.tearsheet import symbol_reports, tearsheet_html
 
@@ -18,12 +19,14 @@ def bars(embedded_bars):
 
 @pytest.fixture(scope="package")
 def results(bars):
-    return run_many(bars, BaselineForecaster(), CONFIG)
+    done = run_many(bars, BaselineForecaster(), CONFIG)
+    add_fans(done, bars, BaselineForecaster())  # as `marketcast backtest` stores them
+    return done
 
 
 @pytest.fixture(scope="package")
 def reports(results, bars):
-    return symbol_reports(results, bars, BaselineForecaster())
+    return symbol_reports(results, bars)
 
 
 @pytest.fixture(scope="package")

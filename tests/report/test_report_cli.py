@@ -126,3 +126,24 @@ def test_report_run_symbol_remakes_only_that_symbol(tmp_path, capsys):
     capsys.readouterr()
     assert main(["report", "latest", "NOPE", "--no-html", "-o", str(tmp_path / "none")]) == 2
     _one_error_line(capsys, "no finished cell of NOPE")
+
+
+def test_report_draws_the_stored_fans_and_forecasts_only_other_dates(tmp_path, monkeypatch):
+    import marketcast.forecast.registry as registry
+
+    out = tmp_path / "bt"
+    assert main(["backtest", "SP500", *FAST, "--html", "--output-dir", str(out)]) == 0
+    page = (out / "report.html").read_text()
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("report RUN loaded a model for fans the run stored")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(registry, "load_forecaster", no_model)
+        assert main(["report", "latest", "-o", str(tmp_path / "again")]) == 0
+    assert (tmp_path / "again" / "report.html").read_text() == page
+    stored = [a["text"] for a in figures(page)["s0-SP500-fans"]["layout"]["annotations"]]
+    assert "from 2018-12-20" not in stored
+    assert main(["report", "latest", "--fan-date", "2018-12-20", "-o", str(tmp_path / "other")]) == 0
+    other = figures((tmp_path / "other" / "report.html").read_text())["s0-SP500-fans"]
+    assert [a["text"] for a in other["layout"]["annotations"]] == ["from 2018-12-20"]  # forecast by the run's model

@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from marketcast.backtest.engine import SymbolResult
+from marketcast.backtest.engine import SymbolResult, decision_rows
 from marketcast.errors import DataError
 from marketcast.report.series import (
-    BUY_AND_HOLD, WALK_FORWARD, decision_rows, drawdown, equity_frame, monthly_returns, rolling_skill, skill_window,
+    BUY_AND_HOLD, WALK_FORWARD, drawdown, equity_frame, monthly_returns, rolling_skill, skill_window,
     walk_forward_trades,
 )
 

@@ -7,13 +7,16 @@ import numpy as np
 import pytest
 
 from marketcast.backtest import BacktestConfig, run_many
+from marketcast.backtest.fans import add_fans
 from marketcast.backtest.tables import interval, pct, selection_rows, track_rows
 from marketcast.forecast.baseline import BaselineForecaster
 from marketcast.report.charts import DOWN, UP, ms
 from marketcast.report.downsample import MAX_POINTS
 from marketcast.report.figures import EXIT_LOSS, EXIT_WIN
 from marketcast.report.page import chart, plotly_js, table
-from marketcast.report.series import WALK_FORWARD, BUY_AND_HOLD, monthly_returns, rolling_skill, walk_forward_trades
+from marketcast.report.series import (
+    WALK_FORWARD, BUY_AND_HOLD, fan_path, monthly_returns, rolling_skill, walk_forward_trades,
+)
 from marketcast.report.tearsheet import symbol_reports, tearsheet_html
 from tests.backtest.helpers import random_bars
 from tests.report.pagedata import figures, trace
@@ -97,7 +100,8 @@ def test_fan_panels_show_the_forecast_and_the_realised_path(page, reports):
         medians = [t for t in fig["data"] if t["name"] == "median forecast"]
         assert len(realised) == len(medians) == len(rep.fans) == 3
         for fan, path, median in zip(rep.fans, realised, medians):
-            np.testing.assert_array_equal(path["y"], [fan.history.iloc[-1], *fan.realised])
+            history, after = fan_path(fan, rep.bars)
+            np.testing.assert_array_equal(path["y"], [history.iloc[-1], *after])
             np.testing.assert_array_equal(median["y"][1:], fan.quantiles[0.5])
 
 
@@ -165,7 +169,8 @@ def test_the_same_results_give_the_same_bytes(page, reports):
 def test_a_long_run_is_downsampled_with_its_extremes_kept():
     bars = random_bars(1600, seed=3, symbol="LONG")
     results = run_many([bars], BaselineForecaster(), BacktestConfig(windows=1500, context=32, num_samples=16))
-    page = tearsheet_html(symbol_reports(results, [bars], BaselineForecaster()))
+    add_fans(results, [bars], BaselineForecaster())
+    page = tearsheet_html(symbol_reports(results, [bars]))
     figs = figures(page)
     r = results[0]
     for name in (*r.strategies, WALK_FORWARD, BUY_AND_HOLD):

@@ -34,6 +34,8 @@ def test_the_house_keeps_every_contract():
     ("forecast/hub.py", "import marketcast.forecast.checkpoint\n", "forecast loading layer"),
     ("runs/read.py", "from marketcast.runs import write\n", "run store sides"),
     ("runs/write.py", "def f():\n    from marketcast.runs.compact import compact\n", "run store sides"),
+    ("report/planted.py", "def f():\n    from marketcast.forecast.registry import load_forecaster\n", "reports only draw"),
+    ("report/stored.py", "from marketcast.forecast.base import make_batch\n", "reports only draw"),
 ])
 def test_an_upward_import_breaks_the_contract(tmp_path, where, planted, broken):
     shutil.copytree(ROOT / "src" / "marketcast", tmp_path / "marketcast",

@@ -133,6 +133,7 @@ class SymbolResult:
     generated_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
     calibrated: np.ndarray | None = None  # bool [windows]: samples recalibrated (None: calibrate = "none")
     calibration_report: dict | None = None  # coverage and PIT per field (report_calibration)
+    fans: tuple = ()  # multi-bar forecast fans at a few decision bars (marketcast.backtest.fans), stored with the run
 
     @property
     def calibration_note(self) -> str:
@@ -242,6 +243,17 @@ def decision_ends(n_bars: int, config: BacktestConfig, min_context: int = 2, whe
                         f"(the first needs {need} bars of history and the bar after it); {fix}")
     ends = np.arange(first, n_bars - 1)
     return np.append(ends, n_bars - 1) if config.include_latest else ends
+
+
+def decision_rows(result: SymbolResult, bars: Bars) -> np.ndarray:
+    """Row positions in ``bars`` of the result's decision bars; a :class:`DataError` when the bars are not
+    the ones the backtest read (a decision bar is missing or its next bar is not the settle bar)."""
+    index = pd.DatetimeIndex(bars.frame.index)
+    rows = index.get_indexer(result.decision_times)
+    if (rows < 0).any() or (rows + 1 >= len(index)).any() or not index[rows + 1].equals(result.settle_times):
+        raise DataError(f"{result.symbol}: the bars given ({bars.source or 'bars'}) are not the ones its backtest "
+                        "read; report on the bars of the run")
+    return rows
 
 
 def _check_forecast(fc: Forecast, expected: int, name: str) -> None:

@@ -2,7 +2,8 @@
 written out (:class:`Done`).
 
 The steps: settings checked before any work, bars read and cut (:func:`marketcast.backtest.prepare.prepare`),
-one batched engine call per distinct config, the reports rendered into a hidden folder that replaces the output
+one batched engine call per distinct config, the forecast fans computed and stored on the results (the report
+layer only draws them), the reports rendered into a hidden folder that replaces the output
 folder only once the run is recorded. The rooms above the backtest come in as arguments: ``page`` draws the
 HTML tearsheet (the report layer), ``record`` stores the run (the run store); the backtest imports neither.
 """
@@ -14,11 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Protocol, Sequence
 
+from marketcast.backtest import fans
 from marketcast.backtest.config import STRATEGY_NAMES, BacktestConfig
 from marketcast.backtest.costs import BP
 from marketcast.backtest.engine import SymbolResult, run_many
 from marketcast.backtest.period import Period
-from marketcast.backtest.prepare import DataOptions, Prepared, load_inputs, prepare
+from marketcast.backtest.prepare import DataOptions, load_inputs, prepare
 from marketcast.backtest.selection import SelectionRule
 from marketcast.console import progress_steps
 from marketcast.data import DEFAULT_SYMBOLS
@@ -29,12 +31,10 @@ MANY_WINDOWS = 10**9  # stands for a count the data decides, while the other set
 
 
 class Page(Protocol):
-    """The HTML tearsheet, from the report layer: checked before the run (its fan dates lie in the windows),
-    drawn before anything is written (a failure leaves no file), written into the output folder."""
+    """The HTML tearsheet, from the report layer: drawn from the results (their fans included) before anything is
+    written (a failure leaves no file), then written into the output folder."""
 
-    def check(self, prepared: Prepared, min_context: int) -> None: ...
-
-    def draw(self, results: list[SymbolResult], whole: list[Bars], forecaster) -> None: ...
+    def draw(self, results: list[SymbolResult], whole: list[Bars]) -> None: ...
 
     def write(self, folder: Path) -> str:
         """Write the drawn page into ``folder``; returns its file name."""
@@ -165,23 +165,27 @@ def run_job(job: Job, page: Page | None = None, record: Record | None = None) ->
     config = job.config(period)
     if job.calibration_only and (job.html or job.plots):
         raise ConfigError(f"--calibration-only writes no files; drop {'--html' if job.html else '--plots'}")
+    dates = fans.parse_dates(job.fan_date)
+    if dates and not job.html:
+        raise ConfigError("--fan-date draws a fan in the HTML tearsheet; add --html")
     inputs = load_inputs(list(job.symbols or DEFAULT_SYMBOLS), job.data())
     forecaster = load_forecaster(job.model, weights=job.weights, device=job.device, dtype=job.dtype, seed=job.seed)
     min_context = getattr(forecaster, "min_context", 2)
     prepared = prepare(inputs.bars, period, config, min_context=min_context, weights=job.weights,
                        allow_in_sample=job.allow_in_sample)
-    if page is not None:
-        page.check(prepared, min_context)
     bars, configs = prepared.bars, prepared.configs
+    for b, c in zip(bars, configs):  # a typo'd fan date fails in a second, not after the forecasts
+        fans.check_span(dates, b, c, min_context)
     if job.calibration_only:
         with progress_steps(len(bars) + len(set(configs)), "calibration") as step:
             return Done(run_configs(bars, configs, forecaster, step, calibration_only=True), configs, started)
     with progress_steps(len(bars) + len(set(configs)) + 1 + (page is not None), "backtest") as step:
         done = Done(run_configs(bars, configs, forecaster, step), configs, started)
         prepared.label(done.results)
+        fans.add_fans(done.results, prepared.whole, forecaster, dates)  # stored with the run: reports only draw
         if page is not None:  # drawn before anything is written: a failure leaves no file behind
             step("drawing the HTML tearsheet")
-            page.draw(done.results, prepared.whole, forecaster)
+            page.draw(done.results, prepared.whole)
         step("writing reports and plots" if job.plots else "writing reports")
         # everything goes into a hidden folder beside output_dir, which replaces it only once the run store
         # holds the run too: a failure or a signal leaves output_dir as it was and no temporary file

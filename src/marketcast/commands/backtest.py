@@ -129,13 +129,9 @@ def backtest(
 ) -> None:
     """Walk-forward backtest: forecast bar t+1 from bars <= t, decide, settle on bar t+1."""
     job = Job(**locals())  # the parameters, by name: nothing else is bound yet
-    from marketcast.report import fans
     from marketcast.runs.record import record_backtest
 
-    dates = fans.parse_dates(fan_date)
-    if dates and not html:
-        raise ConfigError("--fan-date draws a fan in the HTML tearsheet; add --html")
-    done = run_job(job, Tearsheet(dates) if html else None, record_backtest)
+    done = run_job(job, Tearsheet() if html else None, record_backtest)
     if calibration_only:
         show_calibration(done, as_json)
     else:
@@ -143,21 +139,15 @@ def backtest(
 
 
 class Tearsheet:
-    """report.html, drawn by the report layer as ``report RUN`` draws it (plotly: imported only with --html)."""
+    """report.html, drawn by the report layer from the fans the backtest stored, as ``report RUN`` draws it
+    (plotly: imported only with --html)."""
 
-    def __init__(self, dates) -> None:
-        self.dates, self.html = dates, ""
+    html = ""
 
-    def check(self, prepared, min_context: int) -> None:
-        from marketcast.report.fans import check_span
-
-        for b, c in zip(prepared.bars, prepared.configs):
-            check_span(self.dates, b, c, min_context)
-
-    def draw(self, results, whole, forecaster) -> None:
+    def draw(self, results, whole) -> None:
         from marketcast.report.tearsheet import symbol_reports, tearsheet_html
 
-        self.html = tearsheet_html(symbol_reports(results, whole, forecaster, self.dates))
+        self.html = tearsheet_html(symbol_reports(results, whole))
 
     def write(self, folder: Path) -> str:
         from marketcast.report.page import write_page

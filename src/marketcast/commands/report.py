@@ -3,13 +3,15 @@
 The one command that re-makes reports from the run store: JSON, Markdown, trades.csv and (``--plots``) the PNGs through
 the backtest's own writer (byte for byte what ``marketcast backtest`` wrote), and ``report.html`` equal to
 what ``marketcast backtest --html`` wrote for the same run. A run with grid axes (a sweep) gets a folder per
-grid point; a ``models compare`` run's pages open with its leaderboard.
+grid point; a ``models compare`` run's pages open with its leaderboard. The page draws the fans the run stored;
+only fans it lacks (another ``--fan-date``, a run recorded before fans were stored) are forecast here, by the run's
+model, and handed to the report as data.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Callable, Optional
 
 import typer
 
@@ -27,21 +29,42 @@ def leaderboard_rows(info: dict) -> list[dict]:
     return rows if isinstance(rows, list) else []
 
 
+def fan_forecaster() -> Callable:
+    """The fans a stored run lacks (another ``--fan-date``, a run recorded before fans were stored), from the
+    cell's own model loaded again with the run's options (each model once): the report layer only draws."""
+    from marketcast.backtest.fans import result_fans
+    from marketcast.forecast.registry import load_forecaster
+    from marketcast.runs.cells import MODEL_OPTIONS, Cell
+    from marketcast.runs.views import plain
+
+    loaded: dict[tuple, object] = {}
+
+    def forecast(row, result, bars, dates):
+        given = {name: plain(row.get(name)) for name in MODEL_OPTIONS}
+        cell = Cell(symbol=result.symbol, config=result.config, **given)
+        if cell.model_key not in loaded:
+            loaded[cell.model_key] = load_forecaster(**cell.model_options())
+        return result_fans(loaded[cell.model_key], result, bars, dates)
+
+    return forecast
+
+
 def report(
     run: str = RUN_ARG,
     symbol: Annotated[Optional[str], typer.Argument(help="Only this symbol's reports (only its records are "
                                                          "read).")] = None,
     output_dir: Annotated[Optional[Path], typer.Option(
         "--output-dir", "-o", help=f"Where the reports go (default: {DEFAULT_OUTPUT}/<run id>).")] = None,
-    html: Annotated[bool, typer.Option("--html/--no-html", help="Write the HTML tearsheet, report.html (it loads "
-                                                                "the run's model again for the forecast fans).")] = True,
+    html: Annotated[bool, typer.Option(
+        "--html/--no-html", help="Write the HTML tearsheet, report.html (with the fans the run stored; another "
+                                 "--fan-date loads the run's model again).")] = True,
     fan_date: options.FanDates = None,
     plots: options.Plots = False,
     store: Optional[Path] = STORE_OPT,
 ) -> None:
     """Re-make a run's reports from the run store: report.html, JSON, Markdown, trades.csv and PNGs."""
+    from marketcast.backtest.fans import parse_dates
     from marketcast.backtest.report import write_outputs
-    from marketcast.report.fans import parse_dates
     from marketcast.runs.remake import cell_results, folder
 
     dates = parse_dates(fan_date)
@@ -57,7 +80,7 @@ def report(
             from marketcast.report.stored import stored_reports
             from marketcast.report.tearsheet import PAGE_NAME, tearsheet_html
 
-            groups = stored_reports(runs, run_id, dates, symbol=symbol)
+            groups = stored_reports(runs, run_id, fan_forecaster(), dates, symbol=symbol)
             board = leaderboard_rows(runs.info(run_id))
             pages = {key: tearsheet_html(reps, board) for key, reps in groups.items()}
             results = {key: [rep.result for rep in reps] for key, reps in groups.items()}

@@ -18,6 +18,7 @@ import numpy as np
 
 from marketcast.backtest.config import BacktestConfig
 from marketcast.backtest.engine import SymbolResult, run_many
+from marketcast.backtest.fans import add_fans
 from marketcast.data.bars import Bars
 from marketcast.errors import ConfigError
 from marketcast.forecast.registry import MODEL_NAMES, check_installed, load_forecaster
@@ -156,6 +157,7 @@ def run_model(model: str, bars: Sequence[Bars], config: BacktestConfig, *, weigh
         loaded = time.perf_counter()
         results = run_many(list(bars), forecaster, config, on_step=step)
         ran = time.perf_counter()
+        add_fans(results, bars, forecaster)  # stored with the run: `report RUN` draws them without a model
     return ModelRun(model=model, weights=weights, source=getattr(forecaster, "source", None), device=device,
                     dtype=dtype, results=results, load_s=loaded - started, run_s=ran - loaded,
                     peak_memory=memory.peak, memory_kind=memory.kind)

@@ -10,17 +10,17 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from marketcast.backtest.breadth import rolling_stats, rolling_window, yearly_returns
-from marketcast.backtest.engine import SymbolResult
+from marketcast.backtest.engine import SymbolResult, decision_rows
+from marketcast.backtest.fans import QUANTILES, Fan
 from marketcast.backtest.orders import LONG
 from marketcast.data.bars import Bars
 from marketcast.report.charts import (
     BENCHMARK_COLOUR, DOWN, PALETTE, UP, WALK_FORWARD_COLOUR, figure, line, log_ticks, ms, styled,
 )
 from marketcast.report.downsample import MAX_POINTS, m4_indices
-from marketcast.report.fans import QUANTILES, Fan
 from marketcast.report.series import (
-    BUY_AND_HOLD, WALK_FORWARD, decision_rows, drawdown, equity_frame, monthly_returns, rolling_skill,
-    skill_window, walk_forward_trades,
+    BUY_AND_HOLD, WALK_FORWARD, drawdown, equity_frame, fan_path, monthly_returns, rolling_skill, skill_window,
+    walk_forward_trades,
 )
 
 EXIT_WIN, EXIT_LOSS = "exit, net gain", "exit, net loss"
@@ -170,7 +170,7 @@ def closed_days(index) -> pd.DatetimeIndex:
     return pd.date_range(index[0], index[-1], freq="D").difference(index)
 
 
-def fan_chart(symbol: str, fans: Sequence[Fan]) -> go.Figure:
+def fan_chart(symbol: str, fans: Sequence[Fan], bars: Bars) -> go.Figure:
     """One panel per fan: the closes before it, the P10-P90 and P25-P75 bands and the median of the
     forecast, and the realised closes."""
     titles = [f"from {f.decision_time:%Y-%m-%d %H:%M}".removesuffix(" 00:00") for f in fans]
@@ -179,7 +179,8 @@ def fan_chart(symbol: str, fans: Sequence[Fan]) -> go.Figure:
                  margin={"l": 64, "r": 24, "t": 76, "b": 40})
     lo_out, lo_in, mid, hi_in, hi_out = QUANTILES
     for col, f in enumerate(fans, start=1):
-        anchor_x, anchor_y = ms([f.decision_time]), np.array([f.history.iloc[-1]])
+        history, realised = fan_path(f, bars)
+        anchor_x, anchor_y = ms([f.decision_time]), np.array([history.iloc[-1]])
         x = np.concatenate([anchor_x, ms(f.times)])
         band = {q: np.concatenate([anchor_y, f.quantiles[q]]) for q in QUANTILES}
         first = col == 1
@@ -190,11 +191,11 @@ def fan_chart(symbol: str, fans: Sequence[Fan]) -> go.Figure:
                                      showlegend=first), row=1, col=col)
         fig.add_trace(go.Scatter(x=x, y=band[mid], name="median forecast", legendgroup="median", showlegend=first,
                                  line={"color": "#1f77b4", "dash": "dash"}, mode="lines"), row=1, col=col)
-        fig.add_trace(go.Scatter(x=ms(f.history.index), y=f.history.to_numpy(), name="close before",
+        fig.add_trace(go.Scatter(x=ms(history.index), y=history.to_numpy(), name="close before",
                                  legendgroup="before", showlegend=first, line={"color": BENCHMARK_COLOUR, "width": 1.2},
                                  mode="lines"), row=1, col=col)
-        fig.add_trace(go.Scatter(x=np.concatenate([anchor_x, ms(f.realised.index)]),
-                                 y=np.concatenate([anchor_y, f.realised.to_numpy()]), name="realised",
+        fig.add_trace(go.Scatter(x=np.concatenate([anchor_x, ms(realised.index)]),
+                                 y=np.concatenate([anchor_y, realised.to_numpy()]), name="realised",
                                  legendgroup="realised", showlegend=first, mode="lines+markers",
                                  line={"color": "#ff7f0e", "width": 2}, marker={"size": 4}), row=1, col=col)
     fig.update_xaxes(nticks=4)

@@ -13,26 +13,24 @@ import numpy as np
 import pandas as pd
 
 from marketcast.backtest.breadth import monthly_returns as breadth_monthly
-from marketcast.backtest.engine import SymbolResult
+from marketcast.backtest.engine import SymbolResult, decision_rows
+from marketcast.backtest.fans import Fan
 from marketcast.backtest.metrics import equity_curve
 from marketcast.backtest.orders import LONG
 from marketcast.backtest.skill import excursion_naive
 from marketcast.data.bars import Bars
-from marketcast.errors import DataError
 
 WALK_FORWARD = "walk-forward (out of sample)"
 BUY_AND_HOLD = "buy & hold (benchmark)"
+HISTORY = 2  # closes shown before a fan, in horizons
 
 
-def decision_rows(result: SymbolResult, bars: Bars) -> np.ndarray:
-    """Row positions in ``bars`` of the result's decision bars; a :class:`DataError` when the bars are not
-    the ones the backtest read (a decision bar is missing or its next bar is not the settle bar)."""
-    index = pd.DatetimeIndex(bars.frame.index)
-    rows = index.get_indexer(result.decision_times)
-    if (rows < 0).any() or (rows + 1 >= len(index)).any() or not index[rows + 1].equals(result.settle_times):
-        raise DataError(f"{result.symbol}: the bars given ({bars.source or 'bars'}) are not the ones its backtest "
-                        "read; report on the bars of the run")
-    return rows
+def fan_path(fan: Fan, bars: Bars) -> tuple[pd.Series, pd.Series]:
+    """The closes a fan is drawn against: ``HISTORY`` horizons up to and including its decision bar, and the
+    (up to a horizon of) realised closes after it."""
+    close = bars.frame["close"]
+    t, h = close.index.get_loc(fan.decision_time), len(fan.times)
+    return close.iloc[max(0, t - HISTORY * h):t + 1], close.iloc[t + 1:t + 1 + h]
 
 
 def equity_frame(result: SymbolResult) -> pd.DataFrame:

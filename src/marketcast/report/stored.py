@@ -1,28 +1,32 @@
-"""A stored run's tearsheet inputs: its results from the run store, the bars they read and its forecaster.
+"""A stored run's tearsheet inputs: its results from the run store, the bars they read and their fans.
 
 The store keeps each result whole but not the bars, so they are loaded again from where the run read them
 (the embedded data or its ``data_dir``) and checked against the content hash the run recorded: a report
-never silently draws other bars than the backtest used. The fans need the run's model, loaded with the
-run's options (the baseline at once; Toto and Kronos from their weights).
+never silently draws other bars than the backtest used. The fans were computed with the backtest and are
+stored on each result; a report only draws them. Fans it does not hold (another ``--fan-date``, a run
+recorded before fans were stored) come from ``forecast``, a function the command layer passes in: this
+layer never runs a model.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import pandas as pd
 
+from marketcast.backtest.engine import SymbolResult
+from marketcast.backtest.fans import Fan, stored_fans
 from marketcast.data import load_symbol
 from marketcast.data.bars import Bars
 from marketcast.errors import DataError
-from marketcast.forecast.registry import load_forecaster
-from marketcast.report.fans import HORIZON, forecast_fans
 from marketcast.report.tearsheet import SymbolReport
-from marketcast.runs.cells import MODEL_OPTIONS, Cell
 from marketcast.runs.remake import cell_results
 from marketcast.runs.rows import fingerprint
 from marketcast.runs.store import RunStore
 from marketcast.runs.overview import plain
+
+#: (the cell's store row, its result, its bars, the fan dates) -> its fans at those dates (the default ones without)
+FanSource = Callable[[pd.Series, SymbolResult, Bars, Sequence[pd.Timestamp]], Sequence[Fan]]
 
 
 def _bars(row: pd.Series, asset_class: str, run_id: str) -> Bars:
@@ -39,19 +43,16 @@ def _bars(row: pd.Series, asset_class: str, run_id: str) -> Bars:
     return bars
 
 
-def stored_reports(store: RunStore, run_id: str, fan_dates: Sequence[pd.Timestamp] = (),
-                   horizon: int = HORIZON, symbol: str | None = None) -> dict[str, list[SymbolReport]]:
+def stored_reports(store: RunStore, run_id: str, forecast: FanSource, fan_dates: Sequence[pd.Timestamp] = (),
+                   symbol: str | None = None) -> dict[str, list[SymbolReport]]:
     """The run's symbol reports (``symbol``: that symbol's only), grouped like its cells (one group per grid
-    point, key '' without axes)."""
-    forecasters: dict[tuple, object] = {}
+    point, key '' without axes). The stored fans are drawn; only those it lacks come from ``forecast``."""
     groups: dict[str, list[SymbolReport]] = {}
     for key, group in cell_results(store, run_id, symbol).items():
         for row, result in group:
-            cell = Cell(symbol=result.symbol, config=result.config,
-                        **{name: plain(row.get(name)) for name in MODEL_OPTIONS})
-            if cell.model_key not in forecasters:
-                forecasters[cell.model_key] = load_forecaster(**cell.model_options())
             bars = _bars(row, result.asset_class, run_id)
-            fans = forecast_fans(forecasters[cell.model_key], result, bars, fan_dates, horizon)
-            groups.setdefault(key, []).append(SymbolReport(result, bars, fans))
+            fans = stored_fans(result, bars, fan_dates)
+            if fans is None:
+                fans = forecast(row, result, bars, fan_dates)
+            groups.setdefault(key, []).append(SymbolReport(result, bars, list(fans)))
     return groups

@@ -16,9 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-import pandas as pd
-
 from marketcast.backtest.engine import SymbolResult
+from marketcast.backtest.fans import Fan
 from marketcast.backtest.markdown import MORE_COLUMNS, more_rows
 from marketcast.backtest.returns import CLOSE_TO_CLOSE, SENTENCE, STRATEGY
 from marketcast.backtest.tables import (
@@ -27,10 +26,8 @@ from marketcast.backtest.tables import (
     selection_verdict, skill_rows, title, track_note, track_rows,
 )
 from marketcast.data.bars import Bars
-from marketcast.forecast.base import Forecaster
 from marketcast.report import figures
 from marketcast.report.charts import downsampled
-from marketcast.report.fans import HORIZON, Fan, forecast_fans
 from marketcast.report.leaderboard import leaderboard_section
 from marketcast.report.overview import breadth_of, drawdown_table, headline, metrics_table, trade_table, trust_box
 from marketcast.report.page import anchor, chart, document, esc, paragraph, table
@@ -50,12 +47,10 @@ class SymbolReport:
     fans: list[Fan]
 
 
-def symbol_reports(results: Sequence[SymbolResult], bars: Sequence[Bars], forecaster: Forecaster,
-                   fan_dates: Sequence[pd.Timestamp] = (), horizon: int = HORIZON) -> list[SymbolReport]:
-    """Pair each result with its bars and forecast its fans with the run's own forecaster."""
+def symbol_reports(results: Sequence[SymbolResult], bars: Sequence[Bars]) -> list[SymbolReport]:
+    """Pair each result with its bars and the fans the backtest stored on it (drawn, never forecast here)."""
     by_symbol = {b.symbol: b for b in bars}
-    return [SymbolReport(r, by_symbol[r.symbol], forecast_fans(forecaster, r, by_symbol[r.symbol], fan_dates, horizon))
-            for r in results]
+    return [SymbolReport(r, by_symbol[r.symbol], list(r.fans)) for r in results]
 
 
 def overview_chart(r: SymbolResult, key: str) -> str:
@@ -93,7 +88,7 @@ def _charts(rep: SymbolReport, key: str) -> list[str]:
               "its exits, green for a net gain, red for a net loss (or none). Earlier windows are in the equity "
               "and drawdown charts. "
               f"Each trade's return: {STRATEGY}."),
-        chart(f"{key}-fans", figures.fan_chart(r.symbol, rep.fans),
+        chart(f"{key}-fans", figures.fan_chart(r.symbol, rep.fans, rep.bars),
               f"The {r.forecast_meta.get('model', 'model')} forecast of the next {h} bars made at each date from "
               f"bars up to that date only ({cfg.num_samples} samples, seed {cfg.seed}, context {cfg.context}): "
               "P10-P90 and P25-P75 bands of the close and the median, against the closes that followed (prices, "

@@ -16,6 +16,7 @@ from marketcast.backtest.config import BacktestConfig
 from marketcast.backtest.engine import decision_ends, forecast_windows, simulate
 from marketcast.backtest.period import Period
 from marketcast.backtest.prepare import prepare
+from marketcast.backtest.fans import Fan, forecast_fans
 from marketcast.data import load_bars, load_symbol
 from marketcast.data.bars import Bars
 from marketcast.errors import MarketcastError, ModelLoadError
@@ -52,6 +53,7 @@ class Forecasted:
     forecast: Forecast
     ends: np.ndarray
     seconds: float
+    fans: tuple[Fan, ...]  # the symbol's default forecast fans, stored on each of its cells' results
 
 
 def load(symbol: str, path: Path | None, cell: Cell) -> Loaded | Failed:
@@ -128,8 +130,10 @@ class ForecastServer:
         started = time.perf_counter()
         ends = [decision_ends(len(item.bars), config) for item in loaded]
         forecasts = forecast_windows(self.forecaster, [(item.bars, e) for item, e in zip(loaded, ends)], config)
+        fans = [forecast_fans(self.forecaster, item.bars, e[e < len(item.bars) - 1], config)  # settled decisions
+                for item, e in zip(loaded, ends)]
         share = (time.perf_counter() - started) / len(loaded)
-        return [Forecasted(f, e, share) for f, e in zip(forecasts, ends)]
+        return [Forecasted(f, e, share, fan) for f, e, fan in zip(forecasts, ends, fans)]
 
 
 def settle(ctx: RunContext, loaded: Loaded | Failed, forecasted: Forecasted | Failed, cells: list[tuple[int, Cell]],
@@ -145,6 +149,7 @@ def settle(ctx: RunContext, loaded: Loaded | Failed, forecasted: Forecasted | Fa
         started = time.perf_counter()
         try:
             result = simulate(loaded.bars, forecasted.forecast, forecasted.ends, cell.config)
+            result.fans = forecasted.fans
             seconds = time.perf_counter() - started + forecasted.seconds / job_cells
             out.append(ok_rows(ctx, cell, position, result, loaded.fingerprint, seconds))
         except Exception as exc:  # one bad cell is recorded and the others go on
