@@ -157,7 +157,7 @@ def run_model(model: str, bars: Sequence[Bars], config: BacktestConfig, *, weigh
         loaded = time.perf_counter()
         results = run_many(list(bars), forecaster, config, on_step=step)
         ran = time.perf_counter()
-        add_fans(results, bars, forecaster)  # stored with the run: `report RUN` draws them without a model
+    add_fans(results, bars, forecaster)  # stored with the run (`report RUN` draws them), outside the measures
     return ModelRun(model=model, weights=weights, source=getattr(forecaster, "source", None), device=device,
                     dtype=dtype, results=results, load_s=loaded - started, run_s=ran - loaded,
                     peak_memory=memory.peak, memory_kind=memory.kind)
