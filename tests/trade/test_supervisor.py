@@ -21,7 +21,7 @@ from marketcast.errors import AuthError, ExitCode, HaltedError
 from marketcast.commands.__main__ import main as trade_main
 from marketcast.trade.ops.alerts import Alerts, AlertThresholds
 from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
-from marketcast.trade.loop.gates import GateConfig
+from marketcast.trade.risk.gates import GateConfig
 from marketcast.trade.launch import AlpacaVenue, PaperVenue, file_clock, setup_logging
 from marketcast.trade.ops.monitor import Monitor
 from marketcast.trade.loop.planner import BacktestPlanner
