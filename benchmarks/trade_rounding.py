@@ -31,7 +31,7 @@ from marketcast.data import load_symbol  # noqa: E402
 from marketcast.forecast import load_forecaster  # noqa: E402
 from marketcast.trade.loop.cycle import LoopConfig  # noqa: E402
 from marketcast.trade.ops.monitor import read_records  # noqa: E402
-from marketcast.trade.broker.paper import PaperBroker  # noqa: E402
+from marketcast.trade.venues.paper import PaperBroker  # noqa: E402
 from marketcast.trade.loop.planner import PLANNER_CONFIG, BacktestPlanner  # noqa: E402
 from marketcast.trade.replay import replay  # noqa: E402
 from marketcast.trade.journal.state import Journal  # noqa: E402

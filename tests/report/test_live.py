@@ -15,7 +15,7 @@ from marketcast.report.live import (
     PAGE_NAME, count_axis, date_axis, is_open, read_alerts, read_state, status_html,
 )
 from marketcast.trade.loop.cycle import LoopConfig
-from marketcast.trade.loop.gates import GateConfig
+from marketcast.trade.risk.gates import GateConfig
 from marketcast.trade.ops.monitor import read_records
 from marketcast.trade.loop.planner import BacktestPlanner
 from marketcast.trade.replay import replay

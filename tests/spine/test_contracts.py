@@ -1,5 +1,8 @@
 """The layers contracts in pyproject.toml (import-linter) hold, and none is a contract that cannot fail: an upward
 import planted in a copy of the package breaks it, a lazy one inside a function too."""
+"""The contracts in pyproject.toml (import-linter) hold, and none is a contract that cannot fail: an upward import
+planted in a copy of the package breaks it, a lazy one inside a function too; a venue imported outside the wiring
+breaks trade's own."""
 
 from __future__ import annotations
 
@@ -36,6 +39,15 @@ def test_the_house_keeps_every_contract():
     ("runs/write.py", "def f():\n    from marketcast.runs.compact import compact\n", "run store sides"),
     ("report/planted.py", "def f():\n    from marketcast.forecast.registry import load_forecaster\n", "reports only draw"),
     ("report/stored.py", "from marketcast.forecast.base import make_batch\n", "reports only draw"),
+    ("trade/journal/planted.py", "from marketcast.trade.loop import cycle\n", "trade rooms run one way down"),
+    ("trade/risk/planted.py", "def f():\n    from marketcast.trade.loop.orders import OrderDesk\n",
+     "trade rooms run one way down"),
+    ("trade/types.py", "import marketcast.trade.journal.ids\n", "trade rooms run one way down"),
+    ("trade/ops/planted.py", "import marketcast.trade.risk.limits\n", "trade rooms run one way down"),
+    ("report/planted.py", "from marketcast.trade.venues.paper import PaperBroker\n",
+     "only the wiring and the venues import a venue"),
+    ("runs/planted.py", "def f():\n    import marketcast.trade.venues.alpaca\n",
+     "only the wiring and the venues import a venue"),
 ])
 def test_an_upward_import_breaks_the_contract(tmp_path, where, planted, broken):
     shutil.copytree(ROOT / "src" / "marketcast", tmp_path / "marketcast",
@@ -59,3 +71,18 @@ def test_no_two_rooms_import_each_other():
             and graph.chain_exists(f"marketcast.{b}", f"marketcast.{a}", as_packages=True)]
     assert both == []
     assert graph.chain_exists("marketcast.report", "marketcast.trade", as_packages=True)  # it sees real arrows
+@pytest.mark.parametrize("where, planted", [
+    ("trade/loop/planted.py", "from marketcast.trade.venues import paper\n"),
+    ("trade/ops/planted.py", "def f():\n    from marketcast.trade.venues.endpoints import data_url\n"),
+])
+def test_a_venue_imported_by_a_room_breaks_both_trade_contracts(tmp_path, where, planted):
+    """A room below the wiring that builds a venue runs up (or across) the rooms and past the venue rule."""
+    shutil.copytree(ROOT / "src" / "marketcast", tmp_path / "marketcast",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "marketcast" / where).write_text(planted)
+    done = lint(tmp_path)
+    assert done.returncode == 1, done.stdout[-3000:]
+    broken = done.stdout.split("Broken contracts")[1]
+    assert "2 broken" in done.stdout
+    assert "trade rooms run one way down" in broken and "only the wiring and the venues import a venue" in broken
+

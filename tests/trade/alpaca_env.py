@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from marketcast.trade.broker.types import OrderRequest
+from marketcast.trade.types import OrderRequest
 
 KEY, SECRET = "PKFAKEKEYZ9Q7W3E5R1T", "sEcReT-fake-9f8e7d6c5b4a3f2e1d0c"
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -34,8 +34,8 @@ def adapter(fake, **kw):
     """The real AlpacaBroker (alpaca-py underneath) talking to ``fake``. Its timeout is generous: a loaded
     machine can stall a reply past half a second, and a timed-out submit is not retried; a timeout costs time
     only when it fires, and the tests of timeouts set a short one of their own."""
-    from marketcast.trade.broker.alpaca import AlpacaBroker
-    from marketcast.trade.broker.endpoints import Endpoint
+    from marketcast.trade.venues.alpaca import AlpacaBroker
+    from marketcast.trade.venues.endpoints import Endpoint
 
     kw.setdefault("timeout_s", 5.0)
     kw.setdefault("max_retries", 2)
@@ -55,7 +55,7 @@ def alpaca_loop(fake, tmp_path, symbols=("AAPL",), classes=None, planner=None, c
     from marketcast.forecast import load_forecaster
     from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
     from marketcast.trade.loop.feed import broker_feed
-    from marketcast.trade.loop.gates import GateConfig
+    from marketcast.trade.risk.gates import GateConfig
     from marketcast.trade.ops.monitor import Monitor
     from marketcast.trade.loop.planner import BacktestPlanner
     from marketcast.trade.journal.state import Journal

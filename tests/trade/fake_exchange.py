@@ -2,7 +2,7 @@
 bar driver that plays a day's bar through the working orders.
 
 Whether an order is accepted is asked of the shared rules model
-(:func:`marketcast.trade.broker.protections.refusals`, each rule cited there: wash trades, pattern-day-trader
+(:func:`marketcast.trade.risk.protections.refusals`, each rule cited there: wash trades, pattern-day-trader
 protection, the OTO take-profit's base price, crypto on non-marginable buying power, shorts valued 3 % over the
 ask, free quantity, buying power), the same model the paper broker refuses with and the loop checks with, so the
 venue, the paper broker and the loop agree; the fake answers its verdict with Alpaca's HTTP status, code and
@@ -63,9 +63,10 @@ from datetime import datetime
 from decimal import Decimal
 from zoneinfo import ZoneInfo
 
-from marketcast.trade.broker.protections import Standing, refusals
-from marketcast.trade.broker.rules import Asset, opening_value
-from marketcast.trade.broker.types import Account, Order, OrderRequest
+from marketcast.trade.risk.protections import Standing, refusals
+from marketcast.trade.risk.rules import opening_value
+from marketcast.trade.types import Asset
+from marketcast.trade.types import Account, Order, OrderRequest
 
 TERMINAL = ("filled", "canceled", "expired", "replaced", "rejected")
 CLOSE_HOUR = "T21:00:00Z"  # 16:00 New York (EST) in UTC: when a session's day orders end

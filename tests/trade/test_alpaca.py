@@ -8,9 +8,9 @@ import time
 import pytest
 
 from marketcast.errors import AuthError
-from marketcast.trade.broker.alpaca import AlpacaBroker
-from marketcast.trade.broker.interface import BrokerError, BrokerUnavailable, DuplicateOrder, OrderRejected, submit_once
-from marketcast.trade.broker.endpoints import Endpoint
+from marketcast.trade.venues.alpaca import AlpacaBroker
+from marketcast.trade.interface import BrokerError, BrokerUnavailable, DuplicateOrder, OrderRejected, submit_once
+from marketcast.trade.venues.endpoints import Endpoint
 
 from .alpaca_env import KEY, adapter, order
 
@@ -94,7 +94,7 @@ def test_a_sell_against_shares_held_by_another_order_is_refused_until_its_cancel
 
 
 def test_every_documented_status_maps_and_an_undocumented_one_is_an_error(fake):
-    from marketcast.trade.broker.types import HELD_STATUSES, TERMINAL_STATUSES, WORKING_STATUSES
+    from marketcast.trade.types import HELD_STATUSES, TERMINAL_STATUSES, WORKING_STATUSES
 
     documented = {"new", "partially_filled", "filled", "done_for_day", "canceled", "expired", "replaced",
                   "pending_cancel", "pending_replace", "accepted", "pending_new", "accepted_for_bidding", "stopped",

@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from marketcast.errors import HaltedError
-from marketcast.trade.broker.interface import BrokerUnavailable
+from marketcast.trade.interface import BrokerUnavailable
 from marketcast.trade.journal.ids import CLOSE, client_order_id
 from marketcast.trade.journal.state import Intent
 

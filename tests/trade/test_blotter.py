@@ -18,11 +18,11 @@ from marketcast.commands import main
 from marketcast.data import load_symbol
 from marketcast.data.bars import Bars
 from marketcast.forecast import load_forecaster
-from marketcast.trade.broker.paper import PaperBroker
+from marketcast.trade.venues.paper import PaperBroker
 from marketcast.trade.journal.state import Journal
 from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
 from marketcast.trade.loop.feed import history_feed
-from marketcast.trade.loop.gates import GateConfig
+from marketcast.trade.risk.gates import GateConfig
 from marketcast.trade.loop.planner import BacktestPlanner
 from marketcast.trade.ops.blotter import COLUMNS, rows
 from marketcast.trade.replay import replay

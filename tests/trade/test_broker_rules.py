@@ -9,8 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from marketcast.trade.broker.rules import Asset, account_violations, conform, dec, round_price, violations
-from marketcast.trade.broker.types import OrderRequest
+from marketcast.trade.risk.rules import account_violations, conform, round_price, violations
+
+from marketcast.trade.types import Asset, dec
+from marketcast.trade.types import OrderRequest
 
 STOCK = Asset("AAPL")
 BTC = Asset("BTCUSD", "crypto", fractionable=True, shortable=False, easy_to_borrow=False, min_order_size=0.0001,

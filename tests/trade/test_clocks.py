@@ -20,7 +20,7 @@ from marketcast.forecast import load_forecaster
 from marketcast.trade.journal.state import Journal
 from marketcast.trade.launch import PaperVenue, file_clock
 from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
-from marketcast.trade.loop.gates import GateConfig
+from marketcast.trade.risk.gates import GateConfig
 from marketcast.trade.loop.planner import BacktestPlanner
 from marketcast.trade.loop.supervisor import Supervisor
 from marketcast.trade.ops.alerts import Alerts, AlertThresholds
@@ -149,7 +149,7 @@ def test_a_journal_from_before_clocks_is_migrated_and_its_cycles_count_for_every
 
 
 def test_an_exit_sent_outside_its_session_says_when_it_can_trade():
-    from marketcast.trade.loop.freshness import queued_until
+    from marketcast.trade.risk.freshness import queued_until
 
     # Thursday 2 April 2015's bar, decided after its close: Good Friday is a holiday, so Monday's open (EDT)
     assert queued_until("stock", None, "2015-04-02T00:00:00+00:00") == "2015-04-06 13:30 UTC"

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from marketcast.data import load_symbol
-from marketcast.trade.broker.paper import PaperBroker
+from marketcast.trade.venues.paper import PaperBroker
 from marketcast.trade.journal.state import Journal
 from marketcast.trade.ops.status import journal_counts, status_rows
 

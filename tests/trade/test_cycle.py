@@ -13,17 +13,17 @@ from marketcast.data.bars import Bars
 from marketcast.forecast import load_forecaster
 from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
 from marketcast.trade.loop.feed import history_feed
-from marketcast.trade.loop.gates import GateConfig
+from marketcast.trade.risk.gates import GateConfig
 from marketcast.trade.ops.monitor import read_records, summarise, Monitor
-from marketcast.trade.broker.paper import PaperBroker
+from marketcast.trade.venues.paper import PaperBroker
 from marketcast.trade.loop.planner import BacktestPlanner
 from marketcast.errors import HaltedError
-from marketcast.trade.broker.interface import BrokerUnavailable
+from marketcast.trade.interface import BrokerUnavailable
 from marketcast.trade.loop.quotes import quote
-from marketcast.trade.broker.rules import round_price
+from marketcast.trade.risk.rules import round_price
 from marketcast.trade.journal.state import Intent, Journal
 from marketcast.trade.ops.status import journal_counts
-from marketcast.trade.broker.types import Quote
+from marketcast.trade.types import Quote
 
 from .helpers import maxdiff_planner
 
@@ -107,7 +107,7 @@ def test_restart_after_intent_before_post_submits_once(tmp_path, bars):
 
 
 def test_restart_after_post_before_journal_update_does_not_resubmit(tmp_path, bars):
-    from marketcast.trade.loop.orders import request_of
+    from marketcast.trade.journal.state import request_of
 
     loop, broker, journal = make_loop(tmp_path, bars)
     ts = broker.clock
@@ -129,7 +129,7 @@ def test_dry_run_plans_without_submitting_or_journalling(tmp_path, bars):
 
 
 def test_stale_open_order_is_cancelled_and_stale_pending_intent_abandoned(tmp_path, bars):
-    from marketcast.trade.loop.orders import request_of
+    from marketcast.trade.journal.state import request_of
 
     loop, broker, journal = make_loop(tmp_path, bars)
     old = broker.clock
@@ -316,7 +316,7 @@ def test_an_order_that_cannot_be_made_valid_is_refused_journalled_and_shown_neve
 def test_position_caps_and_exposure_count_the_loops_working_orders(tmp_path, bars):
     from dataclasses import replace as with_
 
-    from marketcast.trade.portfolio import PortfolioConfig
+    from marketcast.trade.risk.portfolio import PortfolioConfig
 
     loop, broker, journal = make_loop(tmp_path, bars)
     ts = broker.clock

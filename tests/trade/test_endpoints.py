@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from marketcast.errors import ConfigError
-from marketcast.trade.broker.endpoints import Endpoint, data_url, trading_endpoint
+from marketcast.trade.venues.endpoints import Endpoint, data_url, trading_endpoint
 
 
 @pytest.mark.parametrize("live, url, want", [

@@ -13,12 +13,12 @@ from marketcast.data import load_symbol
 from marketcast.data.bars import Bars
 from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
 from marketcast.trade.loop.feed import history_feed
-from marketcast.trade.loop.freshness import Freshness, complete, latest_complete, quote_reasons, stale_reason, went_back
-from marketcast.trade.loop.gates import GateConfig
+from marketcast.trade.risk.freshness import Freshness, complete, latest_complete, quote_reasons, stale_reason, went_back
+from marketcast.trade.risk.gates import GateConfig
 from marketcast.trade.ops.monitor import Monitor
-from marketcast.trade.broker.paper import PaperBroker
+from marketcast.trade.venues.paper import PaperBroker
 from marketcast.trade.journal.state import Journal
-from marketcast.trade.broker.types import Quote
+from marketcast.trade.types import Quote
 
 from .helpers import maxdiff_planner
 

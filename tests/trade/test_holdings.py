@@ -11,9 +11,9 @@ import pytest
 
 from marketcast.data import load_symbol
 from marketcast.errors import HaltedError
-from marketcast.trade.broker.interface import BrokerError
-from marketcast.trade.broker.rules import Asset
-from marketcast.trade.broker.types import Position
+from marketcast.trade.interface import BrokerError
+from marketcast.trade.types import Asset
+from marketcast.trade.types import Position
 from marketcast.trade.journal.ids import CLOSE, ENTRY, client_order_id
 from marketcast.trade.journal.state import Booked, Journal
 from marketcast.trade.loop.ownership import Book, fee_slack, owned
@@ -139,7 +139,7 @@ def test_fills_are_taken_since_the_last_one_by_time_not_by_text(fake, tmp_path):
 
 
 def test_the_journal_and_the_paper_broker_compare_fill_times_as_times(tmp_path):
-    from marketcast.trade.broker.paper import PaperBroker
+    from marketcast.trade.venues.paper import PaperBroker
 
     journal = Journal(tmp_path / "journal.db")
     stamps = ["2024-05-01T15:30:00.250Z", "2024-05-01T15:30:00Z", "2024-05-01T15:30:00.1+00:00"]

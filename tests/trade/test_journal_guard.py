@@ -35,7 +35,7 @@ def foreign_db(path: Path) -> str:
 
 def filled_journal(state: Path) -> None:
     """A journal with two finished cycles, one submitted order and its fill, closed (WAL checkpointed)."""
-    from marketcast.trade.broker.types import Fill
+    from marketcast.trade.types import Fill
 
     journal = Journal(state / "journal.db")
     for bar in ("2024-01-02T00:00:00+00:00", "2024-01-03T00:00:00+00:00"):

@@ -6,9 +6,9 @@ import pytest
 
 from marketcast.backtest.fills import settle
 from marketcast.backtest.orders import LONG, SHORT, Bar, Costs, Decision
-from marketcast.trade.broker.interface import DuplicateOrder, OrderRejected, submit_once
-from marketcast.trade.broker.paper import PaperBroker
-from marketcast.trade.broker.types import OrderRequest
+from marketcast.trade.interface import DuplicateOrder, OrderRejected, submit_once
+from marketcast.trade.venues.paper import PaperBroker
+from marketcast.trade.types import OrderRequest
 
 from .helpers import bars_from_rows
 

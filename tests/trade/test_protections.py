@@ -8,11 +8,12 @@ from decimal import Decimal
 
 import pytest
 
-from marketcast.trade.broker.interface import OrderRejected
-from marketcast.trade.broker.paper import PaperBroker
-from marketcast.trade.broker.protections import Standing, interact, refusals, washes
-from marketcast.trade.broker.rules import Asset, opening_value
-from marketcast.trade.broker.types import Account, Order, OrderRequest
+from marketcast.trade.interface import OrderRejected
+from marketcast.trade.venues.paper import PaperBroker
+from marketcast.trade.risk.protections import Standing, interact, refusals, washes
+from marketcast.trade.risk.rules import opening_value
+from marketcast.trade.types import Asset
+from marketcast.trade.types import Account, Order, OrderRequest
 
 from .fake_alpaca import CRYPTO, STOCK
 from .fake_exchange import Exchange, Refused

@@ -21,11 +21,11 @@ from marketcast.backtest.orders import Bar, Costs, Decision
 from marketcast.data import load_symbol
 from marketcast.forecast import load_forecaster
 from marketcast.trade.loop.cycle import LoopConfig
-from marketcast.trade.broker.paper import PaperBroker
-from marketcast.trade.loop.gates import GateConfig
+from marketcast.trade.venues.paper import PaperBroker
+from marketcast.trade.risk.gates import GateConfig
 from marketcast.trade.loop.planner import PLANNER_CONFIG, BacktestPlanner
 from marketcast.trade.replay import replay
-from marketcast.trade.broker.rules import round_price
+from marketcast.trade.risk.rules import round_price
 from marketcast.trade.journal.state import Journal
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")

@@ -14,15 +14,15 @@ import pytest
 
 from marketcast.data import load_symbol
 from marketcast.errors import HaltedError
-from marketcast.trade.broker.paper import PaperBroker
 from marketcast.trade.journal.ids import client_order_id
 from marketcast.trade.journal.state import Intent, Journal
 from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
 from marketcast.trade.loop.feed import history_feed
-from marketcast.trade.loop.freshness import Freshness
-from marketcast.trade.loop.gates import GateConfig
-from marketcast.trade.portfolio import PortfolioConfig, allocate
-from marketcast.trade.risk import RiskGuard, RiskLimits
+from marketcast.trade.risk.freshness import Freshness
+from marketcast.trade.risk.gates import GateConfig
+from marketcast.trade.risk.limits import RiskGuard, RiskLimits
+from marketcast.trade.risk.portfolio import PortfolioConfig, allocate
+from marketcast.trade.venues.paper import PaperBroker
 from tests.trade.helpers import trade_main
 
 from .alpaca_env import D1, D2, alpaca_loop, order, submitted

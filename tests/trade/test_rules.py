@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from marketcast.backtest.orders import FLAT, LONG, SHORT, Costs, Decision
-from marketcast.trade.loop.gates import GateConfig, check_entry, dollar_volume
+from marketcast.trade.risk.gates import GateConfig, check_entry, dollar_volume
 from marketcast.trade.journal.ids import client_order_id
 from marketcast.backtest.views import WindowView
 from marketcast.trade.loop.planner import expected_edge
-from marketcast.trade.portfolio import PortfolioConfig, allocate
-from marketcast.trade.broker.rules import round_qty
+from marketcast.trade.risk.portfolio import PortfolioConfig, allocate
+from marketcast.trade.risk.rules import round_qty
 
 from .helpers import signal
 

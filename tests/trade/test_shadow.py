@@ -21,11 +21,11 @@ from scipy.stats import ttest_rel
 
 from marketcast.backtest.orders import FLAT, Decision
 from marketcast.data import load_symbol
-from marketcast.trade.broker.paper import PaperBroker
+from marketcast.trade.venues.paper import PaperBroker
 from marketcast.trade.journal.state import Journal
 from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
 from marketcast.trade.loop.feed import history_feed
-from marketcast.trade.loop.gates import GateConfig
+from marketcast.trade.risk.gates import GateConfig
 from marketcast.trade.loop.planner import Signal
 from marketcast.trade.loop.shadow import Shadow, active_weights, compare, promote
 

@@ -18,8 +18,8 @@ from marketcast.settings import resolve
 from marketcast.commands import trade_settings as cfg
 from marketcast.commands.trade_settings import SECTION, SETTINGS
 from marketcast.trade.loop.planner import PLANNER_CONFIG, BacktestPlanner, Signal
-from marketcast.trade.portfolio import PortfolioConfig, allocate
-from marketcast.trade.risk import RiskLimits
+from marketcast.trade.risk.portfolio import PortfolioConfig, allocate
+from marketcast.trade.risk.limits import RiskLimits
 
 from .helpers import signal
 
@@ -108,10 +108,10 @@ def test_a_sized_replay_reproduces_the_sized_backtest(tmp_path):
 
     from marketcast.backtest.fills import settle
     from marketcast.backtest.orders import Bar
-    from marketcast.trade.broker.paper import PaperBroker
+    from marketcast.trade.venues.paper import PaperBroker
     from marketcast.trade.journal.state import Journal
     from marketcast.trade.loop.cycle import LoopConfig
-    from marketcast.trade.loop.gates import GateConfig
+    from marketcast.trade.risk.gates import GateConfig
     from marketcast.trade.replay import replay
 
     syms = ("SP500", "NASDAQ")

@@ -21,11 +21,11 @@ from marketcast.errors import AuthError, ExitCode, HaltedError
 from marketcast.trade.journal.state import Journal
 from marketcast.trade.launch import AlpacaVenue, PaperVenue, file_clock, setup_logging
 from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
-from marketcast.trade.loop.gates import GateConfig
 from marketcast.trade.loop.planner import BacktestPlanner
 from marketcast.trade.loop.supervisor import Supervisor
 from marketcast.trade.ops.alerts import Alerts, AlertThresholds
 from marketcast.trade.ops.monitor import Monitor
+from marketcast.trade.risk.gates import GateConfig
 from tests.trade.helpers import trade_main
 
 from .alpaca_env import KEY, SECRET, embedded_fake

@@ -50,7 +50,7 @@ def _venue_flags(paper: bool, i_understand: bool, broker_name: str) -> tuple[str
     if broker_name not in ("paper", "alpaca"):
         raise ConfigError(f"--broker {broker_name!r}: choose paper or alpaca")
     if broker_name == "alpaca":
-        from marketcast.trade.broker.endpoints import data_url, trading_endpoint
+        from marketcast.trade.venues.endpoints import data_url, trading_endpoint
 
         trading_endpoint(not paper, os.environ, warn=False)
         data_url(os.environ)
@@ -122,7 +122,7 @@ def resume(state_dir: Path = STATE_OPT) -> None:
     and the broker disagree needs `trade reconcile` instead; exit 5 while one is left."""
     from marketcast.trade.journal.lock import StateLock
     from marketcast.trade.journal.state import Journal
-    from marketcast.trade.risk import lift
+    from marketcast.trade.risk.limits import lift
 
     if not (state_dir / "journal.db").exists():
         raise ConfigError(f"{state_dir}: no journal.db; nothing to resume")

@@ -34,11 +34,11 @@ from marketcast.data.asset import ASSET_CLASSES
 from marketcast.data.load import ON_DUPLICATE
 from marketcast.forecast.registry import MODEL_NAMES
 from marketcast.settings import Setting, Settings, boolean, choice, items, number, optional, pairs, text
-from marketcast.trade.loop.freshness import Freshness
-from marketcast.trade.loop.gates import GateConfig
 from marketcast.trade.ops.alerts import AlertThresholds
-from marketcast.trade.portfolio import PortfolioConfig
-from marketcast.trade.risk import RiskLimits
+from marketcast.trade.risk.freshness import Freshness
+from marketcast.trade.risk.gates import GateConfig
+from marketcast.trade.risk.limits import RiskLimits
+from marketcast.trade.risk.portfolio import PortfolioConfig
 from marketcast.trade.start import TradeRules
 
 SECTION = "trade"
@@ -224,9 +224,9 @@ def thresholds(settings: Settings) -> AlertThresholds:
 def config_rows(settings: Settings, broker_name: str, live: bool) -> list[tuple[str, str, str, str, str]]:
     """What ``trade run --print-config`` shows: (key, value, source, from, overrides), the mode first (it comes
     from the flags only), ``add_latest``'s automatic value resolved for the broker, and every URL redacted."""
-    from marketcast.trade.broker.alpaca import AlpacaBroker
-    from marketcast.trade.broker.paper import PaperBroker
     from marketcast.trade.ops.redact import redact
+    from marketcast.trade.venues.alpaca import AlpacaBroker
+    from marketcast.trade.venues.paper import PaperBroker
 
     rows = [("mode", "live" if live else "paper", "flag" if live else "default", "--live" if live else "", "")]
     for v in settings.rows():

@@ -24,7 +24,7 @@ from marketcast.trade.ops.monitor import read_records, summarise
 from marketcast.trade.ops.redact import redact
 from marketcast.trade.journal.state import Journal
 from marketcast.trade.ops.status import journal_counts
-from marketcast.trade.broker.types import HELD_STATUSES, WORKING_STATUSES
+from marketcast.trade.types import HELD_STATUSES, WORKING_STATUSES
 
 PAGE_NAME = "status.html"
 ALERTS = "alerts.jsonl"

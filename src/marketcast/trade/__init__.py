@@ -1,15 +1,19 @@
 """Paper and live trading loop: ``marketcast trade run | status | orders | reconcile | resume | replay``.
 
-Rooms, importing one way down (``tests/trade/test_rooms.py`` keeps it so):
+Rooms, lowest first, importing one way down (the import-linter contracts in pyproject.toml keep it so):
 
-* ``broker/``: the :class:`~marketcast.trade.broker.interface.Broker` interface and its plain ``types``; the
-  rules model (``rules``: what Alpaca accepts, shared by the paper broker, the fake Alpaca in the tests and the
-  loop's own pre-check); the adapters ``paper`` (embedded SQLite broker, fills by the backtest's rule) and
-  ``alpaca`` (alpaca-py, with ``alpaca_data`` and ``endpoints``), which only the wiring imports.
+* ``types``: the vocabulary every room speaks (orders, fills, positions, the account, what an asset allows),
+  and ``interface``: the :class:`~marketcast.trade.interface.Broker` the loop reaches a broker through.
 * ``journal/``: the write-ahead journal (``state``, ``db``), ``halts``, the ``lock``, owner-only ``files``, ``ids``.
-* ``loop/``: ``cycle`` (reconcile -> plan -> check -> submit -> record), ``supervisor`` (per-clock cycles),
-  ``planner``, ``orders``, ``reconcile``, ``ownership``, ``freshness``, ``gates``, ``quotes``, ``feed``, ``warmup``.
-* ``ops/``: ``alerts``, ``monitor`` (records), ``status``, ``redact``.
-* at the top: ``risk`` and ``portfolio`` (policy), and the wiring: ``launch``, ``replay`` (the ``trade``
-  commands and their settings live in :mod:`marketcast.commands`).
+* ``ops/``: ``alerts``, ``monitor`` (records), ``status``, ``blotter``, ``redact``.
+* ``risk/``: may this order go? ``check`` runs, in order: ``freshness``, ``gates``, ``portfolio`` (sizing under
+  caps), the venue's ``rules`` and ``protections`` asked by the ``precheck``, and the ``limits`` (the halted state
+  a breach puts the loop in, ``lift``).
+* ``loop/`` (``cycle``: reconcile -> plan -> check -> submit -> record; ``supervisor``, ``planner``, ``orders``,
+  ``reconcile``, ``ownership``, ``exits``, ``quotes``, ``feed``, ``warmup``, ``shadow``) and, beside it and never
+  imported by it, ``venues/``: ``paper`` (embedded SQLite broker, fills by the backtest's rule) and ``alpaca``
+  (alpaca-py, with ``alpaca_data`` and ``endpoints``), the only code that talks to a broker.
+* the wiring, ``launch`` (venues, clocks, logging), and at the top the two entries: ``start`` (the live or paper
+  loop under the rules the settings decide) and ``replay`` (the loop over history). The ``trade`` commands and
+  their settings live in :mod:`marketcast.commands`; only the wiring builds a venue.
 """

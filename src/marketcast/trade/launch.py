@@ -14,7 +14,7 @@ import pandas as pd
 from marketcast.data.bars import Bars
 from marketcast.errors import ConfigError, StateError
 from marketcast.trade.journal.files import private_file
-from marketcast.trade.loop.freshness import complete, newer_bar_due
+from marketcast.trade.risk.freshness import complete, newer_bar_due
 
 
 class StateLogHandler(logging.FileHandler):
@@ -68,7 +68,7 @@ class PaperVenue:
     def __init__(self, syms: tuple[str, ...], state_dir: Path, data_dir: Path | None, fee: float | None,
                  clock: Callable[[], pd.Timestamp], on_duplicate: str = "error", market: Market = Market()) -> None:
         from marketcast.trade.loop.feed import history_feed
-        from marketcast.trade.broker.paper import PaperBroker
+        from marketcast.trade.venues.paper import PaperBroker
 
         self.syms, self.data_dir, self.now, self.on_duplicate = syms, data_dir, clock, on_duplicate
         self.market = market
@@ -111,7 +111,7 @@ class AlpacaVenue:
 
     def __init__(self, syms: tuple[str, ...], live: bool, market: Market = Market()) -> None:
         from marketcast.data import infer_asset_class
-        from marketcast.trade.broker.alpaca import AlpacaBroker
+        from marketcast.trade.venues.alpaca import AlpacaBroker
         from marketcast.trade.loop.feed import broker_feed
 
         self.syms = syms

@@ -23,7 +23,7 @@ from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
 from marketcast.trade.loop.feed import history_feed
 from marketcast.trade.journal.files import private_dir, private_file
 from marketcast.trade.ops.monitor import Monitor
-from marketcast.trade.broker.paper import PaperBroker, iso
+from marketcast.trade.venues.paper import PaperBroker, iso
 from marketcast.trade.loop.planner import Planner
 from marketcast.trade.journal.state import Journal
 

@@ -20,11 +20,11 @@ from marketcast.errors import ConfigError, ExitCode
 from marketcast.forecast.registry import MODEL_NAMES
 from marketcast.settings import Settings
 from marketcast.trade.launch import Market, check_markets, open_venue, resolve_command
-from marketcast.trade.loop.freshness import Freshness
-from marketcast.trade.loop.gates import GateConfig
+from marketcast.trade.risk.freshness import Freshness
+from marketcast.trade.risk.gates import GateConfig
 from marketcast.trade.ops.alerts import AlertThresholds
-from marketcast.trade.portfolio import PortfolioConfig
-from marketcast.trade.risk import RiskLimits
+from marketcast.trade.risk.portfolio import PortfolioConfig
+from marketcast.trade.risk.limits import RiskLimits
 
 ShowPlan = Callable[[object, str, dict[str, int]], None]  # (cycle report, title, price decimals per symbol)
 

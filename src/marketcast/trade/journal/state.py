@@ -29,7 +29,7 @@ from pathlib import Path
 
 from marketcast.trade.journal.db import add_missing_columns, check_owned, connect, connect_readonly, transaction
 from marketcast.trade.journal.halts import Halts
-from marketcast.trade.broker.types import Fill, utc_text, utc_time
+from marketcast.trade.types import Fill, OrderRequest, utc_text, utc_time
 
 log = logging.getLogger("marketcast.trade")
 
@@ -110,6 +110,12 @@ class Intent:
     asset_class: str | None = None  # the broker's class of the symbol (stock | crypto)
     cash_seen: float | None = None  # the account's cash when the order was checked (None: from before this)
     buying_power_seen: float | None = None  # ... and what it could draw on (crypto: non-marginable)
+
+
+def request_of(intent: Intent) -> OrderRequest:
+    """The order ``intent`` journals, as a broker is asked for it."""
+    return OrderRequest(intent.symbol, intent.side, intent.qty, intent.client_order_id, intent.type,
+                        intent.limit_price, intent.take_profit, intent.time_in_force)
 
 
 @dataclass(frozen=True)
@@ -319,7 +325,7 @@ class Journal:
 
     def last_fill_ts(self) -> str | None:
         """The newest fill's time, compared as a time, not as text (SQL's ``MAX(ts)`` would rank
-        ``...:00Z`` above ``...:00.5Z``), in :func:`~marketcast.trade.broker.types.utc_text`'s spelling."""
+        ``...:00Z`` above ``...:00.5Z``), in :func:`~marketcast.trade.types.utc_text`'s spelling."""
         stamps = [r[0] for r in self.conn.execute("SELECT DISTINCT ts FROM fills WHERE ts != ''")]
         return utc_text(max(stamps, key=utc_time)) if stamps else None
 

@@ -1,2 +1,3 @@
-"""The decision loop: cycle, supervisor, planner, orders, reconcile, ownership, freshness, gates, quotes, feed.
-It reaches a broker only through :class:`marketcast.trade.broker.interface.Broker`, never an adapter."""
+"""The decision loop: cycle, supervisor, planner, orders, reconcile, ownership, exits, quotes, feed, warmup, shadow.
+It reaches a broker only through :class:`marketcast.trade.interface.Broker`, never a venue, and asks
+:mod:`marketcast.trade.risk` whether each order may go."""

@@ -1,5 +1,5 @@
-"""One pass of the loop: reconcile -> plan -> check -> submit -> record. The rules live elsewhere (risk limits
-in :mod:`~marketcast.trade.risk`, fresh data in :mod:`~marketcast.trade.loop.freshness`, gates, rules, ownership).
+"""One pass of the loop: reconcile -> plan -> check -> submit -> record. Whether an order may go is asked of
+the risk room once per order (:class:`~marketcast.trade.risk.check.RiskCheck`); what the loop owns, of ownership.
 
 Crash safety comes from three rules: reconcile with the broker before deciding anything (and halt when the
 two disagree, :mod:`~marketcast.trade.loop.reconcile`); every order gets a deterministic ``client_order_id``
@@ -15,29 +15,29 @@ import logging
 from dataclasses import dataclass, field
 from typing import Callable
 
-import numpy as np
-
 from marketcast.backtest.orders import FLAT, LONG, Costs
 from marketcast.data.bars import Bars
 from marketcast.errors import HaltedError
-from marketcast.trade.broker.interface import Broker
-from marketcast.trade.loop.freshness import Freshness, quote_reasons, stale_reason, went_back
-from marketcast.trade.loop.gates import GateConfig, check_entry, dollar_volume
+from marketcast.trade.interface import Broker
+from marketcast.trade.risk.check import OrderContext, RiskCheck
+from marketcast.trade.risk.freshness import Freshness
+from marketcast.trade.risk.gates import GateConfig
 from marketcast.trade.journal.ids import ENTRY, client_order_id
 from marketcast.trade.ops.monitor import Monitor
 from marketcast.trade.loop.exits import HaltExits
-from marketcast.trade.loop.orders import OrderDesk, entry_intent, request_of
+from marketcast.trade.loop.orders import OrderDesk, entry_intent
+from marketcast.trade.journal.state import request_of
 from marketcast.trade.loop.ownership import Book
 from marketcast.trade.loop.planner import Planner, Signal
-from marketcast.trade.loop.precheck import unit_draw
-from marketcast.trade.portfolio import PortfolioConfig, allocate
+from marketcast.trade.risk.precheck import unit_draw
+from marketcast.trade.risk.portfolio import PortfolioConfig, allocate
 from marketcast.trade.loop.quotes import quote, with_last_close
 from marketcast.trade.loop.reconcile import Reconciled, Reconciler
-from marketcast.trade.risk import RESUME, RISK, RiskGuard, RiskLimits, day_of
-from marketcast.trade.broker.protections import opening_draw
-from marketcast.trade.broker.rules import round_price
+from marketcast.trade.risk.limits import RESUME, RISK, RiskGuard, RiskLimits, day_of
+from marketcast.trade.risk.protections import opening_draw
+from marketcast.trade.risk.rules import round_price
 from marketcast.trade.journal.state import Intent, Journal
-from marketcast.trade.broker.types import BUY, SELL, Account
+from marketcast.trade.types import BUY, SELL, Account
 
 log = logging.getLogger("marketcast.trade")
 
@@ -116,6 +116,11 @@ class TradingLoop:
         self.seen: dict[str, str] = {}  # symbol -> the last bar the loop decided on (data must not go back)
         self.shadow = None  # a trade.loop.shadow.Shadow: plans on the same bars, journals, never orders
 
+    @property
+    def checks(self) -> RiskCheck:
+        """The risk room's checks over this loop's broker, pre-check and limits, with its current settings."""
+        return RiskCheck(self.broker, self.precheck, self.risk, self.desk, self.config.freshness, self.config.gates)
+
     # ----------------------------------------------------------- clocks
     def clock_of(self, symbol: str) -> str:
         """The market clock ``symbol`` decides on: its asset class (crypto 24/7, stock NYSE, forex 24/5)."""
@@ -164,7 +169,7 @@ class TradingLoop:
 
     def _admit(self, intent: Intent) -> None:
         """Every order's last check before it goes out: the order-count limits."""
-        breach = self.risk.order_breach(intent)
+        breach = self.checks.admit(intent)
         if breach:
             self.journal.mark(intent.client_order_id, "refused", error=f"risk limit: {breach}")
             raise self.risk.trip(breach, self.broker, self.desk, intent.decision_ts)
@@ -178,7 +183,7 @@ class TradingLoop:
         costs. A symbol whose entry for this bar is journalled keeps it (a re-plan never adds a second);
         one the loop holds or has working orders on is skipped, and so is an entry against a foreign
         position (it would trade shares the loop did not buy), or on data that is stale at ``now``, went
-        back in time, or a quote too old or too wide (:mod:`~marketcast.trade.loop.freshness`).
+        back in time, or a quote too old or too wide (:mod:`~marketcast.trade.risk.freshness`).
         """
         report = CycleReport(decision_ts)
         report.equity, report.buying_power, report.account = account.equity, account.buying_power, account
@@ -206,19 +211,13 @@ class TradingLoop:
             signal = self.planner.plan(bars, costs, learn_from)
             report.signals.append(signal)
             report.planned_on[symbol] = (signal, bars, costs, learn_from)  # the shadow's, after the orders
-            stale = [r for r in (stale_reason(bars, now, self.config.freshness) if now is not None else None,
-                                 went_back(bars.frame.index[-1], self.seen.get(symbol))) if r]
-            stale += quote_reasons(q, now, self.config.freshness, wanted, self.config.gates.require_quote)
-            for reason in stale:
-                log.warning("%s: no new entry: %s", symbol, reason)
+            stale = self.checks.stale(symbol, bars, q, now, self.seen.get(symbol), wanted)
             self.seen[symbol] = max(self.seen.get(symbol, ""), bars.frame.index[-1].isoformat())
             existing = self.journal.intent(client_order_id(symbol, decision_ts, ENTRY))
             if existing is not None:
                 report.kept[symbol] = existing
                 continue
-            vol = bars.frame["volume"].to_numpy() if "volume" in bars.frame else np.zeros(len(bars))
-            gate = check_entry(signal, dollar_volume(bars.frame["close"].to_numpy(), vol), self.config.gates)
-            reasons = stale + list(gate.reasons) + book.entry_conflicts(symbol, signal.decision.side, assets)
+            reasons = self.checks.entry(signal, bars, stale, book.entry_conflicts(symbol, signal.decision.side, assets))
             if reasons:
                 report.skipped[symbol] = tuple(reasons)
                 continue
@@ -239,8 +238,8 @@ class TradingLoop:
 
     # ----------------------------------------------------------- check
     def check(self, report: CycleReport) -> None:
-        """Each planned order on the broker's grid (:func:`~marketcast.trade.broker.rules.conform`), then asked of
-        the broker's rules model (:func:`~marketcast.trade.broker.protections.refusals`) with the account and
+        """Each planned order on the broker's grid (:func:`~marketcast.trade.risk.rules.conform`), then asked of
+        the broker's rules model (:func:`~marketcast.trade.risk.protections.refusals`) with the account and
         the working orders the broker shows now: shorts, free quantity, buying power left after the orders
         before it (crypto: the non-marginable one), wash trades (a queued close, a foreign order), pattern-day-
         trader protection, the take-profit's base price. An order the model refuses moves to ``refused`` with
@@ -253,27 +252,22 @@ class TradingLoop:
         orders = self.broker.open_orders() if report.planned else []  # closes sent since the book was read too
         spent, valid = 0.0, []
         for intent in report.planned:
-            conformed, check = self.desk.conformed(intent)
-            reasons = list(check.reasons)
             p = positions.get(intent.symbol)
             ask = report.asks.get(intent.symbol, closes[intent.symbol])
-            if conformed is not None:
-                standing = self.precheck.standing(intent.symbol, account, orders, p, ask, spent,
-                                                  report.bids.get(intent.symbol, ask))
-                reasons = [str(r) for r in self.precheck.refusals(self.precheck.as_sent(conformed),
-                                                                   self.broker.asset(intent.symbol), standing)]
-            if reasons:
-                report.refused[intent.client_order_id] = "; ".join(reasons)
-                report.not_sent.append((intent, tuple(reasons)))
-                continue
-            if check.changes:
-                log.info("%s %s conformed: %s", intent.symbol, intent.client_order_id, ", ".join(check.changes))
-            price = conformed.limit_price or closes[intent.symbol]
             held = abs(book.owned.get(intent.symbol, 0.0)) * (0.0 if p is None else p.avg_entry_price)
-            breach = self.risk.notional_breach(conformed, price, held)
-            if breach:
-                report.risk_breach = report.risk_breach or breach
-                report.refused[intent.client_order_id] = f"risk limit: {breach}"
+            context = OrderContext(account, orders, p, ask, report.bids.get(intent.symbol, ask), closes[intent.symbol],
+                                   spent, held)
+            verdict = self.checks.order(intent, context)
+            if verdict.reasons:
+                report.refused[intent.client_order_id] = verdict.refusal
+                report.not_sent.append((intent, verdict.reasons))
+                continue
+            conformed = verdict.order
+            if verdict.changes:
+                log.info("%s %s conformed: %s", intent.symbol, intent.client_order_id, ", ".join(verdict.changes))
+            if verdict.breach:
+                report.risk_breach = report.risk_breach or verdict.breach
+                report.refused[intent.client_order_id] = verdict.refusal
                 continue
             spent += opening_draw(request_of(conformed), 0.0 if p is None else p.qty, ask)
             valid.append(conformed)

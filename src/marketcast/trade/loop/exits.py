@@ -28,12 +28,14 @@ from __future__ import annotations
 import logging
 from typing import Callable, Iterable
 
-from marketcast.trade.broker.interface import Broker, BrokerError
-from marketcast.trade.broker.rules import Asset, account_violations, round_qty
-from marketcast.trade.broker.types import BUY, LIMIT, MARKET, SELL, Order, Position
+from marketcast.trade.interface import Broker, BrokerError
+from marketcast.trade.risk.rules import account_violations, round_qty
+from marketcast.trade.types import Asset
+from marketcast.trade.types import BUY, LIMIT, MARKET, SELL, Order, Position
 from marketcast.trade.journal.ids import ENTRY, FLATTEN, TAKE_PROFIT, client_order_id, is_loops
 from marketcast.trade.journal.state import Intent, Journal
-from marketcast.trade.loop.orders import OrderDesk, request_of
+from marketcast.trade.loop.orders import OrderDesk
+from marketcast.trade.journal.state import request_of
 from marketcast.trade.loop.ownership import EPS, Book, dust
 
 log = logging.getLogger("marketcast.trade")
@@ -45,7 +47,7 @@ ORIGINS = (ENTRY, "adopted")  # the intents a held quantity comes from
 class HaltExits:
     """The loop's side of a risk halt; ``read()`` is a fresh :class:`Book` (fills booked first), ``assets``
     the reconciler's cached asset lookup, ``clear(intent, decision_ts)`` the pre-check every exit of the loop
-    passes (:meth:`marketcast.trade.loop.precheck.PreCheck.clear`: the venue's rules, wash trades included)."""
+    passes (:meth:`marketcast.trade.risk.precheck.PreCheck.clear`: the venue's rules, wash trades included)."""
 
     def __init__(self, broker: Broker, journal: Journal, desk: OrderDesk, read: Callable[[], Book],
                  assets: Callable[[Iterable[str]], dict[str, Asset]],

@@ -8,7 +8,7 @@ import pandas as pd
 
 from marketcast.data.bars import Bars
 from marketcast.errors import DataError
-from marketcast.trade.broker.interface import Broker
+from marketcast.trade.interface import Broker
 from marketcast.trade.loop.planner import PLANNER_HISTORY
 
 # The broker feed loads a year beyond what a 70-window backtest needs, so MaxDiff can learn from the loop's

@@ -16,13 +16,13 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from marketcast.backtest.orders import LONG
-from marketcast.trade.broker.interface import Broker, BrokerError, BrokerUnavailable, OrderRejected, submit_once
+from marketcast.trade.interface import Broker, BrokerError, BrokerUnavailable, OrderRejected, submit_once
 from marketcast.trade.journal.ids import ENTRY, client_order_id
 from marketcast.trade.loop.planner import Signal
-from marketcast.trade.broker.rules import Check, conform
-from marketcast.trade.journal.state import Intent, Journal, decision_json
-from marketcast.trade.broker.types import BUY, LIMIT, MARKET, SELL, Order, OrderRequest
-from marketcast.trade.broker.types import Account
+from marketcast.trade.risk.rules import Check, conform
+from marketcast.trade.journal.state import Intent, Journal, decision_json, request_of
+from marketcast.trade.types import BUY, LIMIT, MARKET, SELL, Order
+from marketcast.trade.types import Account
 
 log = logging.getLogger("marketcast.trade")
 
@@ -39,17 +39,12 @@ class Sent:
 
 def entry_intent(signal: Signal, qty: float, decision_ts: str, crypto: bool) -> Intent:
     """The bar's entry for ``signal`` (MaxDiff: a limit with its take-profit; market without a limit), as
-    decided: :func:`~marketcast.trade.broker.rules.conform` puts it on the broker's grid before it is sent."""
+    decided: :func:`~marketcast.trade.risk.rules.conform` puts it on the broker's grid before it is sent."""
     d = signal.decision
     return Intent(client_order_id(signal.symbol, decision_ts, ENTRY), decision_ts, signal.strategy, signal.symbol,
                   BUY if d.side == LONG else SELL, qty, LIMIT if d.entry_limit is not None else MARKET, d.entry_limit,
                   d.take_profit, "gtc" if crypto else "day", decision=decision_json(d.side, d.entry_limit,
                                                                                      d.take_profit))
-
-
-def request_of(intent: Intent) -> OrderRequest:
-    return OrderRequest(intent.symbol, intent.side, intent.qty, intent.client_order_id, intent.type,
-                        intent.limit_price, intent.take_profit, intent.time_in_force)
 
 
 class OrderDesk:

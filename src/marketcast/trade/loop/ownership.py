@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from marketcast.trade.journal.ids import CLOSE, is_loops
-from marketcast.trade.broker.rules import Asset
+from marketcast.trade.types import Asset
 from marketcast.trade.journal.state import Booked
-from marketcast.trade.broker.types import BUY, Order, Position, utc_time
+from marketcast.trade.types import BUY, Order, Position, utc_time
 
 EPS = 1e-9
 ADOPT = "marketcast trade reconcile --accept-broker"

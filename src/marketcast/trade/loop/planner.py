@@ -18,7 +18,7 @@ is applied for the plan only, never kept (that bar may be in progress, or carry 
 Sizing (``config.sizing``, :mod:`marketcast.backtest.sizing`): every carried window settles with its decision's
 size from that window's samples (the engine's :func:`~marketcast.backtest.engine.decision_size`), so the
 record the pick reads is the sized backtest's; the next decision's size is :attr:`Signal.size`, which the
-loop multiplies into the quantity it would have sent (:func:`marketcast.trade.portfolio.allocate`). A
+loop multiplies into the quantity it would have sent (:func:`marketcast.trade.risk.portfolio.allocate`). A
 decision sized to 0 is no trade, in the backtest and here: the signal goes flat. The planner does not
 recalibrate (its backtests are a handful of windows, fewer than any calibration warm-up). Its views are the
 engine's (``run_backtest``), so a model's own quantiles drive the median and band here as in the backtest.

@@ -7,8 +7,8 @@ import logging
 import time
 
 from marketcast.data.bars import Bars
-from marketcast.trade.broker.interface import Broker, BrokerError
-from marketcast.trade.broker.types import Quote
+from marketcast.trade.interface import Broker, BrokerError
+from marketcast.trade.types import Quote
 
 log = logging.getLogger("marketcast.trade")
 

@@ -7,7 +7,7 @@ reconciliation on start):
 * the journal is bound to another broker account or endpoint (a deleted ``broker.db``, paper vs live);
 * the broker has orders with the loop's id prefix that the journal does not know (a lost, reset or replaced
   journal, or a second loop on the account), however old: the first compare of a process reads the account's
-  whole order history (:meth:`~marketcast.trade.broker.interface.Broker.order_history`), later ones only what
+  whole order history (:meth:`~marketcast.trade.interface.Broker.order_history`), later ones only what
   was submitted since the newest submission seen (less :data:`HISTORY_OVERLAP`), so a cycle costs one page;
 * the journal says an order was submitted, the broker does not know it;
 * the broker cannot be holding the quantity the journal says the loop owns (checked three times in a row:
@@ -20,7 +20,7 @@ each cycle) until :meth:`Reconciler.adopt` takes the broker's quantity.
 :meth:`Reconciler.housekeep` then does what every bar needs: cancel the loop's orders of earlier bars,
 close what earlier bars left (after the cancels are confirmed), and send the take-profits a broker could not
 attach. Only the loop's own orders and quantities are ever touched. Each close and take-profit is first
-cleared by the broker's rules model (:meth:`~marketcast.trade.loop.precheck.PreCheck.clear`): the loop's own
+cleared by the broker's rules model (:meth:`~marketcast.trade.risk.precheck.PreCheck.clear`): the loop's own
 orders it would wash-trade against are cancelled and confirmed before it goes out; a foreign order in its way,
 or pattern-day-trader protection, defers it with the reason.
 """
@@ -33,15 +33,16 @@ from datetime import timedelta
 from typing import Callable
 
 from marketcast.errors import HaltedError
-from marketcast.trade.broker.interface import Broker, BrokerError, Snapshot
+from marketcast.trade.interface import Broker, BrokerError, Snapshot
 from marketcast.trade.journal.ids import CLOSE, ENTRY, TAKE_PROFIT, client_order_id, is_loops
 from marketcast.trade.loop.orders import OrderDesk
-from marketcast.trade.loop.precheck import PreCheck
-from marketcast.trade.loop.freshness import queued_until
+from marketcast.trade.risk.precheck import PreCheck
+from marketcast.trade.risk.freshness import queued_until
 from marketcast.trade.loop.ownership import Book, dust, fee_slack, owned
-from marketcast.trade.broker.rules import Asset, round_qty
+from marketcast.trade.risk.rules import round_qty
+from marketcast.trade.types import Asset
 from marketcast.trade.journal.state import TERMINAL_INTENTS, Intent, Journal
-from marketcast.trade.broker.types import BUY, LIMIT, MARKET, SELL, Order, status_kind, utc_text, utc_time
+from marketcast.trade.types import BUY, LIMIT, MARKET, SELL, Order, status_kind, utc_text, utc_time
 
 log = logging.getLogger("marketcast.trade")
 RECONCILE = "reconcile"

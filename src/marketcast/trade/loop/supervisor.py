@@ -10,7 +10,7 @@ Each look (:meth:`Supervisor.tick`):
    the same bar gets a watch (reconcile: fills, take-profits, the daily loss limit); an older one means the
    data moved backwards: a WARNING and an alert, nothing traded on that clock;
 4. a symbol whose last bar is older than the calendar says it should be raises a stale-data alert (once, until
-   it is fresh again); the cycle itself gives it no new entry (:mod:`~marketcast.trade.loop.freshness`).
+   it is fresh again); the cycle itself gives it no new entry (:mod:`~marketcast.trade.risk.freshness`).
 
 ``--once`` is one cycle on the newest bar, as ``trade run --once`` always was.
 
@@ -33,9 +33,9 @@ from typing import Callable
 
 from marketcast.errors import DataError, ExitCode, HaltedError, UnavailableError
 from marketcast.trade.ops.alerts import Alerts, AlertThresholds, cycle_alerts
-from marketcast.trade.broker.interface import BrokerError
+from marketcast.trade.interface import BrokerError
 from marketcast.trade.loop.cycle import CycleReport, TradingLoop
-from marketcast.trade.loop.freshness import stale_reason, went_back
+from marketcast.trade.risk.freshness import stale_reason, went_back
 
 log = logging.getLogger("marketcast.trade")
 

@@ -10,8 +10,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 from marketcast.errors import ExitCode, MarketcastError
-from marketcast.trade.broker.rules import Asset
-from marketcast.trade.broker.types import Account, BarRow, Fill, MarketClock, Order, OrderRequest, Position, Quote
+from marketcast.trade.types import Asset
+from marketcast.trade.types import Account, BarRow, Fill, MarketClock, Order, OrderRequest, Position, Quote
 
 
 class BrokerError(MarketcastError):

@@ -1,10 +1,10 @@
 """Alpaca's market data for the loop: the latest quote and the last daily bars of a stock or a coin, through
 alpaca-py's data clients, with the adapter's error handling (:meth:`AlpacaBroker._call`). Kept apart from the
-trading calls in :mod:`marketcast.trade.broker.alpaca`, whose broker mixes it in."""
+trading calls in :mod:`marketcast.trade.venues.alpaca`, whose broker mixes it in."""
 
 from __future__ import annotations
 
-from marketcast.trade.broker.types import BarRow, Quote
+from marketcast.trade.types import BarRow, Quote
 
 
 def crypto_symbol(symbol: str) -> str:

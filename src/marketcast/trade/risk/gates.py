@@ -1,17 +1,20 @@
 """Entry gates: a signal becomes an order only if every one of these passes.
 
 Each failing gate adds a reason, so the dry-run plan and the records say why a symbol was skipped. The
-quote's gates (``require_quote``, its age and spread) are in :mod:`marketcast.trade.loop.freshness`.
+quote's gates (``require_quote``, its age and spread) are in :mod:`marketcast.trade.risk.freshness`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from marketcast.backtest.orders import FLAT
-from marketcast.trade.loop.planner import Signal
+
+if TYPE_CHECKING:  # the loop hands its signals down; risk never imports the loop
+    from marketcast.trade.loop.planner import Signal
 
 
 @dataclass(frozen=True)

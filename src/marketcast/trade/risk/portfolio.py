@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Mapping
 
-from marketcast.trade.broker.rules import round_qty
+from marketcast.trade.risk.rules import round_qty
 
 if TYPE_CHECKING:  # the loop hands its signals down; policy never imports the loop
     from marketcast.trade.loop.planner import Signal

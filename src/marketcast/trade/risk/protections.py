@@ -1,7 +1,7 @@
 """Would this venue accept this order? One answer, shared by the paper broker, the fake Alpaca and the loop's
 own pre-check (LEAN's brokerage model ``CanSubmitOrder``): :func:`refusals`.
 
-:mod:`~marketcast.trade.broker.rules` judges the order's shape and what the position and buying power allow;
+:mod:`~marketcast.trade.risk.rules` judges the order's shape and what the position and buying power allow;
 this module adds what the account's other orders and its history decide, each as Alpaca documents it:
 
 * **Wash trades** (https://docs.alpaca.markets/docs/user-protection, "Preventing Wash Trades at Alpaca"): an
@@ -43,8 +43,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
-from marketcast.trade.broker.rules import Asset, account_violations, dec, opening_value, opposite, violations
-from marketcast.trade.broker.types import BUY, LIMIT, SELL, Account, Order, OrderRequest, status_kind
+from marketcast.trade.risk.rules import account_violations, opening_value, opposite, violations
+
+from marketcast.trade.types import Asset, dec
+from marketcast.trade.types import BUY, LIMIT, SELL, Account, Order, OrderRequest, status_kind
 
 PDT_EQUITY = 25_000.0  # the protection applies below this previous-close equity
 PDT_LIMIT = 3  # day trades already made in 5 business days: one more would flag the account

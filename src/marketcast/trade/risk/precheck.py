@@ -1,4 +1,4 @@
-"""The loop's own pre-check: the broker's rules model (:func:`~marketcast.trade.broker.protections.refusals`)
+"""The loop's own pre-check: the broker's rules model (:func:`~marketcast.trade.risk.protections.refusals`)
 asked with what the broker shows now, so the loop never sends what the venue would refuse (LEAN's
 ``CanSubmitOrder`` before every order, NautilusTrader's pre-trade risk check).
 
@@ -16,15 +16,18 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from datetime import datetime
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
-from marketcast.trade.broker.interface import Broker
-from marketcast.trade.broker.protections import PDT_EQUITY, Refusal, Standing, refusals, wash_trades
-from marketcast.trade.broker.rules import Asset, opening_value
-from marketcast.trade.broker.types import BUY, LIMIT, MARKET, SELL, Account, Order, OrderRequest, Position
+from marketcast.trade.interface import Broker
+from marketcast.trade.risk.protections import PDT_EQUITY, Refusal, Standing, refusals, wash_trades
+from marketcast.trade.risk.rules import opening_value
+from marketcast.trade.types import BUY, LIMIT, MARKET, SELL, Account, Asset, Order, OrderRequest, Position
 from marketcast.trade.journal.ids import is_loops
-from marketcast.trade.journal.state import Intent, Journal
-from marketcast.trade.loop.orders import OrderDesk, request_of
+from marketcast.trade.journal.state import Intent, Journal, request_of
+
+if TYPE_CHECKING:  # the loop passes its desk in (exits cancel through it); risk never imports the loop
+    from marketcast.trade.loop.orders import OrderDesk
 
 log = logging.getLogger("marketcast.trade")
 NEW_YORK = ZoneInfo("America/New_York")
@@ -38,7 +41,7 @@ def ny_day(ts: str) -> str:
 
 def unit_draw(long: bool, limit: float | None, ask: float) -> float:
     """What one unit of an entry draws from buying power, as the broker values it (a market entry at the
-    ask, a short at least 3 % over it): :func:`~marketcast.trade.broker.rules.opening_value` of one unit."""
+    ask, a short at least 3 % over it): :func:`~marketcast.trade.risk.rules.opening_value` of one unit."""
     return opening_value(OrderRequest("-", BUY if long else SELL, 1.0, "-", LIMIT if limit is not None else MARKET,
                                       limit), ask)
 

@@ -9,7 +9,7 @@ The broker keeps its own database, as a remote broker keeps its own books; the l
 and is reconciled against it.
 
 It refuses what Alpaca would refuse, by the same model the loop checks with and the fake Alpaca answers with
-(:func:`marketcast.trade.broker.protections.refusals`: the price grid, whole shares, crypto's time in force and
+(:func:`marketcast.trade.risk.protections.refusals`: the price grid, whole shares, crypto's time in force and
 no shorts, buying power, wash trades against its own open orders, the take-profit's base price), so a replay
 exercises the same rules the live loop does. It is a cash account: crypto and stocks draw on the same cash, and
 it reports no day-trade count (pattern-day-trader protection is Alpaca's, for margin accounts). Its
@@ -29,11 +29,12 @@ import pandas as pd
 from marketcast.backtest.fills import settle
 from marketcast.backtest.orders import LONG, SHORT, Bar, Costs, Decision
 from marketcast.data.bars import Bars
-from marketcast.trade.broker.interface import Broker, BrokerError, DuplicateOrder, OrderRejected
+from marketcast.trade.interface import Broker, BrokerError, DuplicateOrder, OrderRejected
 from marketcast.trade.journal.db import connect, transaction
-from marketcast.trade.broker.protections import Standing, refusals
-from marketcast.trade.broker.rules import Asset, opening_value
-from marketcast.trade.broker.types import (
+from marketcast.trade.risk.protections import Standing, refusals
+from marketcast.trade.risk.rules import opening_value
+from marketcast.trade.types import Asset
+from marketcast.trade.types import (
     BUY,
     LIMIT,
     MARKET,

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 from functools import lru_cache
 
 BUY, SELL = "buy", "sell"
 LIMIT, MARKET = "limit", "market"
+FINEST_QTY = Decimal("0.000000001")  # Alpaca takes qty with up to 9 decimals
+PENNY, SUB_PENNY = Decimal("0.01"), Decimal("0.0001")
 
 # Every order status Alpaca documents (https://docs.alpaca.markets/docs/orders-at-alpaca, "Order Lifecycle"),
 # sorted by what the loop must do about it. An order that is still *working* may trade (pending_cancel
@@ -214,3 +217,48 @@ def utc_time(ts: str):
 def utc_text(ts: str) -> str:
     """``ts`` in one spelling (pandas' UTC ISO form, ``+00:00``), so two spellings of a time are one key."""
     return utc_time(ts).isoformat()
+
+
+@dataclass(frozen=True)
+class Asset:
+    """What the broker says about one symbol (Alpaca's asset entity). ``fee_in_asset`` is the fraction of a
+    bought quantity the broker may keep as its fee (Alpaca crypto); the paper broker charges fees in cash."""
+
+    symbol: str
+    asset_class: str = "stock"
+    tradable: bool = True
+    fractionable: bool = False
+    shortable: bool = True
+    easy_to_borrow: bool = True
+    min_order_size: float | None = None
+    min_trade_increment: float | None = None
+    price_increment: float | None = None
+    fee_in_asset: float = 0.0
+
+    @property
+    def crypto(self) -> bool:
+        return self.asset_class == "crypto"
+
+    def tick(self, price: float) -> Decimal | None:
+        """The price grid at ``price``: the asset's increment for crypto (None: not known, any price), the
+        penny rule for stocks."""
+        if self.crypto:
+            return None if self.price_increment is None else dec(self.price_increment)
+        return PENNY if price >= 1.0 else SUB_PENNY
+
+    @property
+    def qty_step(self) -> Decimal:
+        """The quantity grid of the orders the loop sends: whole shares for stocks (its entries carry an OTO
+        take-profit, and fractional orders must be simple), the trade increment for crypto."""
+        if self.crypto:
+            return dec(self.min_trade_increment) if self.min_trade_increment else FINEST_QTY
+        return Decimal(1)
+
+    def received(self, qty: float) -> float:
+        """What a buy of ``qty`` leaves in the position at worst, after a fee taken from the asset."""
+        return qty * (1.0 - self.fee_in_asset)
+
+
+def dec(x: float) -> Decimal:
+    """A float as the decimal it prints as (``repr`` is the shortest round-trip), so 4599.86 stays 4599.86."""
+    return Decimal(repr(float(x)))

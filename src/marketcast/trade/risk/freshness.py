@@ -17,7 +17,7 @@ import pandas as pd
 
 from marketcast.data.bars import Bars
 from marketcast.data.calendar import MarketCalendar, calendar_for, infer_interval
-from marketcast.trade.broker.types import Quote
+from marketcast.trade.types import Quote
 
 SPACING_BARS = 64  # the last bars whose gaps say the spacing (enough for intraday grids across a weekend)
 

@@ -9,7 +9,7 @@ Limits (0 turns one off):
 * ``max_orders_per_cycle``, ``max_orders_per_day``: orders sent (entries, closes, take-profits), counted before
   each one goes out; an order re-sent after a crash is not counted twice.
 * ``max_notional_per_order``, ``max_notional_per_symbol`` (account currency): entries. Sizing already stays
-  inside them (:func:`~marketcast.trade.portfolio.allocate`); this is the last line of defence.
+  inside them (:func:`~marketcast.trade.risk.portfolio.allocate`); this is the last line of defence.
 
 When one trips, :meth:`RiskGuard.trip` records the halt in the journal (source ``risk``) first, so nothing new
 goes out even if what follows fails, then stops new entries but keeps the exits of what the loop holds (its
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from marketcast.errors import HaltedError
-from marketcast.trade.broker.interface import Broker, BrokerError
+from marketcast.trade.interface import Broker, BrokerError
 from marketcast.trade.journal.db import transaction
 from marketcast.trade.journal.ids import is_loops
 from marketcast.trade.journal.state import Intent, Journal, now

@@ -23,7 +23,7 @@ The facts, as Alpaca documents them:
   QuantConnect/Lean#3875).
 
 What the account's state adds (wash trades, pattern-day-trader protection, the take-profit's base price) is
-in :mod:`marketcast.trade.broker.protections`, whose :func:`~marketcast.trade.broker.protections.refusals` is
+in :mod:`marketcast.trade.risk.protections`, whose :func:`~marketcast.trade.risk.protections.refusals` is
 the one answer to "would this venue accept this order?".
 
 Rounding is direction-aware and never more aggressive than the decision: a buy price goes down, a sell price
@@ -36,58 +36,11 @@ import math
 from dataclasses import dataclass, replace
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 
-from marketcast.trade.broker.types import BUY, LIMIT, SELL, OrderRequest
+from marketcast.trade.types import BUY, FINEST_QTY, LIMIT, SELL, Asset, OrderRequest, dec
 
 CRYPTO_FEE_CAP = 0.0025  # Alpaca crypto, tier 1 taker: the most of a bought quantity a fill can cost
 CRYPTO_TIME_IN_FORCE = ("gtc", "ioc")
 SHORT_MARKUP = 0.03  # an opening short is valued at least 3 % above the ask (orders-at-alpaca, "Buying Power")
-FINEST_QTY = Decimal("0.000000001")  # Alpaca takes qty with up to 9 decimals
-PENNY, SUB_PENNY = Decimal("0.01"), Decimal("0.0001")
-
-
-@dataclass(frozen=True)
-class Asset:
-    """What the broker says about one symbol (Alpaca's asset entity). ``fee_in_asset`` is the fraction of a
-    bought quantity the broker may keep as its fee (Alpaca crypto); the paper broker charges fees in cash."""
-
-    symbol: str
-    asset_class: str = "stock"
-    tradable: bool = True
-    fractionable: bool = False
-    shortable: bool = True
-    easy_to_borrow: bool = True
-    min_order_size: float | None = None
-    min_trade_increment: float | None = None
-    price_increment: float | None = None
-    fee_in_asset: float = 0.0
-
-    @property
-    def crypto(self) -> bool:
-        return self.asset_class == "crypto"
-
-    def tick(self, price: float) -> Decimal | None:
-        """The price grid at ``price``: the asset's increment for crypto (None: not known, any price), the
-        penny rule for stocks."""
-        if self.crypto:
-            return None if self.price_increment is None else dec(self.price_increment)
-        return PENNY if price >= 1.0 else SUB_PENNY
-
-    @property
-    def qty_step(self) -> Decimal:
-        """The quantity grid of the orders the loop sends: whole shares for stocks (its entries carry an OTO
-        take-profit, and fractional orders must be simple), the trade increment for crypto."""
-        if self.crypto:
-            return dec(self.min_trade_increment) if self.min_trade_increment else FINEST_QTY
-        return Decimal(1)
-
-    def received(self, qty: float) -> float:
-        """What a buy of ``qty`` leaves in the position at worst, after a fee taken from the asset."""
-        return qty * (1.0 - self.fee_in_asset)
-
-
-def dec(x: float) -> Decimal:
-    """A float as the decimal it prints as (``repr`` is the shortest round-trip), so 4599.86 stays 4599.86."""
-    return Decimal(repr(float(x)))
 
 
 def round_price(price: float, asset: Asset, side: str) -> float:

@@ -3,7 +3,7 @@
 What alpaca-py does by itself, and what this adapter changes:
 
 * ``url_override`` wins over ``paper`` -> the adapter always passes the host the flags chose
-  (:mod:`marketcast.trade.broker.endpoints`) and names it in ``endpoint``;
+  (:mod:`marketcast.trade.venues.endpoints`) and names it in ``endpoint``;
 * no request timeout at all -> the client's ``requests`` session gets a default timeout;
 * 429 and 504 are retried 3 times with a fixed 3 s sleep, for POSTs too (``alpaca/common/constants.py:11-13``
   ``DEFAULT_RETRY_*``, used by ``alpaca/common/rest.py`` ``_request``) -> turned off (``_retry = 0``); the adapter retries 429 after the later of
@@ -29,15 +29,16 @@ import time
 from typing import Any, Callable, Mapping
 
 from marketcast.errors import AuthError, ConfigError
-from marketcast.trade.broker.alpaca_data import AlpacaMarketData, crypto_symbol
-from marketcast.trade.broker.interface import Broker, BrokerError, BrokerUnavailable, DuplicateOrder, OrderRejected, Snapshot
-from marketcast.trade.broker.endpoints import Endpoint, data_url, trading_endpoint
+from marketcast.trade.venues.alpaca_data import AlpacaMarketData, crypto_symbol
+from marketcast.trade.interface import Broker, BrokerError, BrokerUnavailable, DuplicateOrder, OrderRejected, Snapshot
+from marketcast.trade.venues.endpoints import Endpoint, data_url, trading_endpoint
 from marketcast.trade.ops.redact import redact, register_secrets
-from marketcast.trade.broker.rules import CRYPTO_FEE_CAP, Asset
-from marketcast.trade.broker.types import (LIMIT, Account, Fill, MarketClock, Order, OrderRequest, Position,
+from marketcast.trade.risk.rules import CRYPTO_FEE_CAP
+from marketcast.trade.types import Asset
+from marketcast.trade.types import (LIMIT, Account, Fill, MarketClock, Order, OrderRequest, Position,
                                             status_kind, utc_time)
 
-log = logging.getLogger("marketcast.trade.broker.alpaca")
+log = logging.getLogger("marketcast.trade.venues.alpaca")
 
 RECENT = 100  # closed orders looked at per listing: the loop's own live a bar or two
 PAGE = 500  # GET /v2/orders: "limit ... Defaults to 50 and max is 500" (alpaca-py GetOrdersRequest)
@@ -190,7 +191,7 @@ class AlpacaBroker(AlpacaMarketData, Broker):
     def asset(self, symbol: str) -> Asset:
         """``GET /v2/assets/{symbol}`` (crypto by its legacy name without the slash, which Alpaca accepts),
         cached for ``asset_ttl_s``. A crypto asset's fee is taken from the asset bought, at most
-        :data:`~marketcast.trade.broker.rules.CRYPTO_FEE_CAP`."""
+        :data:`~marketcast.trade.risk.rules.CRYPTO_FEE_CAP`."""
         sym = symbol.upper().replace("/", "")
         cached = self._assets.get(sym)
         if cached is not None and time.monotonic() - cached[1] < self.asset_ttl_s:

@@ -1,0 +1,111 @@
+"""The risk room's one entry point: the loop asks :class:`RiskCheck` whether each entry may go and it runs the
+checks in the order they apply (NautilusTrader's pre-trade risk engine, LEAN's ``CanSubmitOrder``).
+
+Per symbol, before sizing (:meth:`RiskCheck.entry`): fresh data and a usable quote
+(:mod:`~marketcast.trade.risk.freshness`), the entry :mod:`~marketcast.trade.risk.gates`, and what the loop's book
+says against an entry. Per order, once it is sized (:meth:`RiskCheck.order`): the venue's grid
+(:func:`~marketcast.trade.risk.rules.conform`), then the venue's rules and protections with what the broker
+shows now (:mod:`~marketcast.trade.risk.precheck`), then the notional risk limits
+(:mod:`~marketcast.trade.risk.limits`). At the send itself (:meth:`RiskCheck.admit`): the order-count limits.
+The portfolio caps (:mod:`~marketcast.trade.risk.portfolio`) size the entries between the first two.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from marketcast.data.bars import Bars
+from marketcast.trade.interface import Broker
+from marketcast.trade.journal.state import Intent
+from marketcast.trade.risk.freshness import Freshness, quote_reasons, stale_reason, went_back
+from marketcast.trade.risk.gates import GateConfig, check_entry, dollar_volume
+from marketcast.trade.risk.limits import RiskGuard
+from marketcast.trade.risk.precheck import PreCheck
+from marketcast.trade.types import Account, Order, Position, Quote
+
+if TYPE_CHECKING:  # the loop passes its signals and its desk in; risk never imports the loop
+    from marketcast.trade.loop.orders import OrderDesk
+    from marketcast.trade.loop.planner import Signal
+
+log = logging.getLogger("marketcast.trade")
+
+
+@dataclass(frozen=True)
+class OrderContext:
+    """What one sized entry meets: the account and working orders the broker shows now, the position, the
+    quote's far sides, what the entries checked before it draw, and what the loop holds of the symbol."""
+
+    account: Account
+    orders: list[Order]
+    position: Position | None
+    ask: float
+    bid: float
+    close: float  # the decision bar's close: a market entry's price for the notional limits
+    spent: float = 0.0
+    held: float = 0.0  # notional the loop already carries on the symbol
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``order`` on the venue's grid when it may go (``changes``: what conforming changed); else the
+    ``reasons`` the venue would refuse it, or the notional limit it would ``breach``."""
+
+    order: Intent | None
+    reasons: tuple[str, ...] = ()
+    changes: tuple[str, ...] = ()
+    breach: str | None = None
+
+    @property
+    def refusal(self) -> str | None:
+        """Why the order is not sent, as journalled and shown (None: it may go)."""
+        if self.reasons:
+            return "; ".join(self.reasons)
+        return f"risk limit: {self.breach}" if self.breach else None
+
+
+class RiskCheck:
+    """May this order go? One loop's checks, in order, over its broker, pre-check and risk limits."""
+
+    def __init__(self, broker: Broker, precheck: PreCheck, limits: RiskGuard, desk: OrderDesk,
+                 freshness: Freshness, gates: GateConfig) -> None:
+        self.broker, self.precheck, self.limits, self.desk = broker, precheck, limits, desk
+        self.freshness, self.gates = freshness, gates
+
+    def stale(self, symbol: str, bars: Bars, q: Quote, now, seen: str | None, wanted: bool) -> list[str]:
+        """Why ``bars`` and the quote ``q`` cannot carry a new entry at ``now`` (each logged): stale, gone back
+        in time past ``seen``, a quote missing though ``wanted``, too old or too wide."""
+        stale = [r for r in (stale_reason(bars, now, self.freshness) if now is not None else None,
+                             went_back(bars.frame.index[-1], seen)) if r]
+        stale += quote_reasons(q, now, self.freshness, wanted, self.gates.require_quote)
+        for reason in stale:
+            log.warning("%s: no new entry: %s", symbol, reason)
+        return stale
+
+    def entry(self, signal: Signal, bars: Bars, stale: list[str], conflicts: list[str]) -> list[str]:
+        """Every reason ``signal`` may not become an entry: ``stale`` data, the gates, the book's ``conflicts``."""
+        vol = bars.frame["volume"].to_numpy() if "volume" in bars.frame else np.zeros(len(bars))
+        gate = check_entry(signal, dollar_volume(bars.frame["close"].to_numpy(), vol), self.gates)
+        return stale + list(gate.reasons) + conflicts
+
+    def order(self, intent: Intent, context: OrderContext) -> Verdict:
+        """The sized entry ``intent`` on the venue's grid, asked of the venue's rules and protections, then of
+        the notional limits."""
+        conformed, check = self.desk.conformed(intent)
+        reasons = list(check.reasons)
+        if conformed is not None:
+            standing = self.precheck.standing(intent.symbol, context.account, context.orders, context.position,
+                                              context.ask, context.spent, context.bid)
+            reasons = [str(r) for r in self.precheck.refusals(self.precheck.as_sent(conformed),
+                                                               self.broker.asset(intent.symbol), standing)]
+        if reasons:
+            return Verdict(None, tuple(reasons))
+        price = conformed.limit_price or context.close
+        return Verdict(conformed, (), tuple(check.changes), self.limits.notional_breach(conformed, price, context.held))
+
+    def admit(self, intent: Intent) -> str | None:
+        """At the send: the order-count limit ``intent`` would trip, if it would (counted as sent otherwise)."""
+        return self.limits.order_breach(intent)
