@@ -1,5 +1,5 @@
-"""trade/'s top level holds only the wiring (``launch``, ``start``, ``replay``) and the vocabulary every room speaks (``types``,
-the Broker ``interface``); everything else lives in a room. Which room may import which is the import-linter
+"""trade/'s top level holds only the wiring (``launch``, ``start``, ``replay``) and the vocabulary every room
+speaks (``types``, the Broker ``interface``); everything else lives in a room. Which room may import which is the import-linter
 contract in pyproject.toml (tests/spine/test_contracts.py)."""
 
 from __future__ import annotations
