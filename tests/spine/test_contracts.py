@@ -1,5 +1,3 @@
-"""The layers contracts in pyproject.toml (import-linter) hold, and none is a contract that cannot fail: an upward
-import planted in a copy of the package breaks it, a lazy one inside a function too."""
 """The contracts in pyproject.toml (import-linter) hold, and none is a contract that cannot fail: an upward import
 planted in a copy of the package breaks it, a lazy one inside a function too; a venue imported outside the wiring
 breaks trade's own."""
