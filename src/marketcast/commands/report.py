@@ -35,7 +35,7 @@ def fan_forecaster() -> Callable:
     from marketcast.backtest.fans import result_fans
     from marketcast.forecast.registry import load_forecaster
     from marketcast.runs.cells import MODEL_OPTIONS, Cell
-    from marketcast.runs.views import plain
+    from marketcast.runs.overview import plain
 
     loaded: dict[tuple, object] = {}
 
