@@ -19,13 +19,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "src"), str(ROOT), str(ROOT / "benchmarks")]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT / "benchmarks")]
 
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from common import write_report  # noqa: E402
-from tests.trade.chaos import chaos, reference  # noqa: E402
+from marketcast.trade.test_kit.chaos import chaos, reference  # noqa: E402
 
 
 def main() -> int:

@@ -1,9 +1,11 @@
 """The contracts in pyproject.toml (import-linter) hold, and none is a contract that cannot fail: an upward import
 planted in a copy of the package breaks it, a lazy one inside a function too; a venue imported outside the wiring
-breaks trade's own."""
+breaks trade's own, and so does the test kit imported by a product room. The benchmarks import nothing from
+``tests/`` (an ``ast`` scan, checked against a planted import)."""
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -46,6 +48,10 @@ def test_the_house_keeps_every_contract():
      "only the wiring and the venues import a venue"),
     ("runs/planted.py", "def f():\n    import marketcast.trade.venues.alpaca\n",
      "only the wiring and the venues import a venue"),
+    ("commands/planted.py", "from marketcast.trade.test_kit.fake_alpaca import FakeAlpaca\n",
+     "no product room imports the test kit"),
+    ("commands/planted.py", "def f():\n    import marketcast.trade.test_kit.chaos\n",
+     "no product room imports the test kit"),
 ])
 def test_an_upward_import_breaks_the_contract(tmp_path, where, planted, broken):
     shutil.copytree(ROOT / "src" / "marketcast", tmp_path / "marketcast",
@@ -69,6 +75,8 @@ def test_no_two_rooms_import_each_other():
             and graph.chain_exists(f"marketcast.{b}", f"marketcast.{a}", as_packages=True)]
     assert both == []
     assert graph.chain_exists("marketcast.report", "marketcast.trade", as_packages=True)  # it sees real arrows
+
+
 @pytest.mark.parametrize("where, planted", [
     ("trade/loop/planted.py", "from marketcast.trade.venues import paper\n"),
     ("trade/ops/planted.py", "def f():\n    from marketcast.trade.venues.endpoints import data_url\n"),
@@ -84,3 +92,25 @@ def test_a_venue_imported_by_a_room_breaks_both_trade_contracts(tmp_path, where,
     assert "2 broken" in done.stdout
     assert "trade rooms run one way down" in broken and "only the wiring and the venues import a venue" in broken
 
+
+def imports_of_tests(path: Path) -> list[str]:
+    """The modules under ``tests`` that ``path`` imports (``import tests...`` or ``from tests... import``), lazy
+    ones inside functions too."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.split(".")[0] == "tests"]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "tests":
+            found.append(node.module)
+    return found
+
+
+def test_the_benchmarks_import_nothing_from_tests(tmp_path):
+    """What a benchmark needs of the test suite's machinery lives in the package (``marketcast.trade.test_kit``)."""
+    benchmarks = sorted((ROOT / "benchmarks").glob("*.py"))
+    assert len(benchmarks) > 5 and ROOT / "benchmarks" / "trade_chaos.py" in benchmarks
+    assert {str(b.relative_to(ROOT)): imports_of_tests(b) for b in benchmarks if imports_of_tests(b)} == {}
+    planted = tmp_path / "planted.py"  # the scan is not vacuous: each spelling of the import is caught
+    planted.write_text("from tests.trade import chaos\nimport tests.conftest\n\n\ndef f():\n"
+                       "    from tests import trade\n")
+    assert sorted(imports_of_tests(planted)) == ["tests", "tests.conftest", "tests.trade"]

@@ -97,7 +97,7 @@ def test_3_a_state_file_that_cannot_be_used(tmp_path, capsys):
 def alpaca(monkeypatch, tmp_path):
     """A fake Alpaca serving the embedded SP500/NASDAQ up to 2018-07-20, the environment of a paper run
     pointed at it, and the run's arguments; the loop's log handlers are taken down afterwards."""
-    from tests.trade.alpaca_env import KEY, SECRET, embedded_fake
+    from marketcast.trade.test_kit.alpaca_env import KEY, SECRET, embedded_fake
 
     monkeypatch.chdir(tmp_path)  # no marketcast.toml or .env.compile of the checkout
     monkeypatch.delenv("ADD_LATEST", raising=False)

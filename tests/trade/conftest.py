@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from .alpaca_env import KEY, SECRET
-from .fake_alpaca import FakeAlpaca
+from marketcast.trade.test_kit.alpaca_env import KEY, SECRET
+from marketcast.trade.test_kit.fake_alpaca import FakeAlpaca
 
 
 @pytest.fixture

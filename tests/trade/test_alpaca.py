@@ -8,11 +8,11 @@ import time
 import pytest
 
 from marketcast.errors import AuthError
+from marketcast.trade.test_kit.alpaca_env import KEY, adapter, order
 from marketcast.trade.venues.alpaca import AlpacaBroker
 from marketcast.trade.interface import BrokerError, BrokerUnavailable, DuplicateOrder, OrderRejected, submit_once
 from marketcast.trade.venues.endpoints import Endpoint
 
-from .alpaca_env import KEY, adapter, order
 
 
 def test_account_positions_quotes_bars_assets_and_order_lifecycle(fake):

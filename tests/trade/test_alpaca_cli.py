@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from .alpaca_env import KEY, SECRET, SRC, embedded_fake
+from marketcast.trade.test_kit.alpaca_env import KEY, SECRET, SRC, embedded_fake
 
 TRADE = [sys.executable, "-m", "marketcast.commands", "trade"]
 

@@ -5,7 +5,7 @@ positions. ``benchmarks/trade_chaos.py`` runs the same harness at every POST and
 
 from __future__ import annotations
 
-from .chaos import chaos, reference
+from marketcast.trade.test_kit.chaos import chaos, reference
 
 START, END = "2018-06-04", "2018-06-22"
 

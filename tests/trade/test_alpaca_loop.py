@@ -12,8 +12,8 @@ from marketcast.errors import HaltedError
 from marketcast.trade.interface import BrokerUnavailable
 from marketcast.trade.journal.ids import CLOSE, client_order_id
 from marketcast.trade.journal.state import Intent
+from marketcast.trade.test_kit.alpaca_env import D0, D1, D2, KEY, SECRET, adapter, alpaca_loop, order, submitted
 
-from .alpaca_env import D0, D1, D2, KEY, SECRET, adapter, alpaca_loop, order, submitted
 from .helpers import LongPlanner
 
 

@@ -16,9 +16,9 @@ from marketcast.trade.journal.ids import ENTRY, client_order_id
 from marketcast.trade.loop.planner import Signal
 
 from marketcast.trade.ops import blotter
+from marketcast.trade.test_kit.alpaca_env import adapter, alpaca_loop, embedded_fake, order
+from marketcast.trade.test_kit.fake_alpaca import FakeAlpaca
 
-from .alpaca_env import adapter, alpaca_loop, embedded_fake, order
-from .fake_alpaca import FakeAlpaca
 from .test_clocks import audit_blotter
 
 SYMBOLS = ("SP500", "NQUSD")

@@ -132,7 +132,7 @@ def test_a_crypto_order_records_the_non_marginable_buying_power_it_was_checked_a
 
 
 def test_a_take_profit_and_a_close_record_the_account_their_reconcile_read(fake, tmp_path):
-    from .alpaca_env import D1, D2, adapter, alpaca_loop, order, submitted
+    from marketcast.trade.test_kit.alpaca_env import D1, D2, adapter, alpaca_loop, order, submitted
 
     loop = alpaca_loop(fake, tmp_path, symbols=("BTCUSD",), classes={"BTCUSD": "crypto"})
     submitted(loop, order("mc-btc", symbol="BTCUSD", qty=0.25, limit_price=59_000.0, take_profit=61_000.0,

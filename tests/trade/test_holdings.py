@@ -12,13 +12,13 @@ import pytest
 from marketcast.data import load_symbol
 from marketcast.errors import HaltedError
 from marketcast.trade.interface import BrokerError
+from marketcast.trade.test_kit.alpaca_env import KEY, SECRET, adapter, alpaca_loop, embedded_fake, order, submitted
 from marketcast.trade.types import Asset
 from marketcast.trade.types import Position
 from marketcast.trade.journal.ids import CLOSE, ENTRY, client_order_id
 from marketcast.trade.journal.state import Booked, Journal
 from marketcast.trade.loop.ownership import Book, fee_slack, owned
 
-from .alpaca_env import KEY, SECRET, adapter, alpaca_loop, embedded_fake, order, submitted
 from .helpers import LongPlanner
 
 STOCKS = ("SP500", "NASDAQ")

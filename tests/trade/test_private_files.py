@@ -11,8 +11,7 @@ from pathlib import Path
 
 from marketcast.fileio import write_atomic
 from marketcast.trade.journal.state import Journal
-
-from .alpaca_env import SRC
+from marketcast.trade.test_kit.alpaca_env import SRC
 
 UMASK = 0o022
 

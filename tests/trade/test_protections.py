@@ -9,14 +9,14 @@ from decimal import Decimal
 import pytest
 
 from marketcast.trade.interface import OrderRejected
+from marketcast.trade.test_kit.fake_alpaca import CRYPTO, STOCK
+from marketcast.trade.test_kit.fake_exchange import Exchange, Refused
 from marketcast.trade.venues.paper import PaperBroker
 from marketcast.trade.risk.protections import Standing, interact, refusals, washes
 from marketcast.trade.risk.rules import opening_value
 from marketcast.trade.types import Asset
 from marketcast.trade.types import Account, Order, OrderRequest
 
-from .fake_alpaca import CRYPTO, STOCK
-from .fake_exchange import Exchange, Refused
 from .helpers import bars_from_rows
 
 AAPL = Asset("AAPL")

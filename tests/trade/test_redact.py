@@ -15,8 +15,8 @@ import pytest
 
 from marketcast.data import load_symbol
 from marketcast.trade.ops.redact import redact, redact_url
+from marketcast.trade.test_kit.alpaca_env import KEY, SECRET, SRC, embedded_fake
 
-from .alpaca_env import KEY, SECRET, SRC, embedded_fake
 from .test_alerts import Webhook
 
 SLACK = "https://hooks.slack.com/services/T000/B000/XXXXXXXX"  # a Slack incoming webhook: its path is its secret

@@ -22,10 +22,10 @@ from marketcast.trade.risk.freshness import Freshness
 from marketcast.trade.risk.gates import GateConfig
 from marketcast.trade.risk.limits import RiskGuard, RiskLimits
 from marketcast.trade.risk.portfolio import PortfolioConfig, allocate
+from marketcast.trade.test_kit.alpaca_env import D1, D2, alpaca_loop, order, submitted
 from marketcast.trade.venues.paper import PaperBroker
 from tests.trade.helpers import trade_main
 
-from .alpaca_env import D1, D2, alpaca_loop, order, submitted
 from .helpers import maxdiff_planner, signal
 
 T = pd.Timestamp
@@ -262,7 +262,7 @@ def test_sizing_stays_inside_the_notional_limits_and_an_order_beyond_them_is_ref
 
 
 def test_a_re_placed_take_profit_that_would_wash_against_a_foreign_order_waits_and_never_touches_it(fake, tmp_path):
-    from .alpaca_env import adapter
+    from marketcast.trade.test_kit.alpaca_env import adapter
 
     loop = held_with_a_take_profit_and_an_open_entry(fake, tmp_path, max_daily_loss=0.02)
     fake.exchange.last["AAPL"] = Decimal("183")

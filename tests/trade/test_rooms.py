@@ -11,6 +11,6 @@ TRADE = Path(__file__).resolve().parents[2] / "src" / "marketcast" / "trade"
 
 def test_the_rooms_exist_and_the_top_is_only_wiring_and_vocabulary():
     rooms = {p.name for p in TRADE.iterdir() if (p / "__init__.py").exists()}
-    assert rooms == {"journal", "loop", "ops", "risk", "venues"}
+    assert rooms == {"journal", "loop", "ops", "risk", "venues", "test_kit"}
     top = {p.stem for p in TRADE.glob("*.py") if p.name != "__init__.py"}
     assert top == {"launch", "start", "replay", "types", "interface"}

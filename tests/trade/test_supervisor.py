@@ -26,10 +26,9 @@ from marketcast.trade.loop.supervisor import Supervisor
 from marketcast.trade.ops.alerts import Alerts, AlertThresholds
 from marketcast.trade.ops.monitor import Monitor
 from marketcast.trade.risk.gates import GateConfig
+from marketcast.trade.test_kit.alpaca_env import KEY, SECRET, embedded_fake
+from marketcast.trade.test_kit.fake_market import bars_of
 from tests.trade.helpers import trade_main
-
-from .alpaca_env import KEY, SECRET, embedded_fake
-from .fake_market import bars_of
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 FRAMES = {s: load_symbol(s).frame for s in ("SP500", "NASDAQ")}

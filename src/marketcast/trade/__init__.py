@@ -16,4 +16,6 @@ Rooms, lowest first, importing one way down (the import-linter contracts in pypr
 * the wiring, ``launch`` (venues, clocks, logging), and at the top the two entries: ``start`` (the live or paper
   loop under the rules the settings decide) and ``replay`` (the loop over history). The ``trade`` commands and
   their settings live in :mod:`marketcast.commands`; only the wiring builds a venue.
+* beside the entries, ``test_kit/``: the fake Alpaca the tests and ``benchmarks/trade_chaos.py`` run the loop
+  against (it wires a loop to the fake, so it sits at the top); no product room imports it.
 """

@@ -7,7 +7,7 @@ from pathlib import Path
 from marketcast.trade.types import OrderRequest
 
 KEY, SECRET = "PKFAKEKEYZ9Q7W3E5R1T", "sEcReT-fake-9f8e7d6c5b4a3f2e1d0c"
-SRC = str(Path(__file__).resolve().parents[2] / "src")
+SRC = str(Path(__file__).resolve().parents[3])  # the folder holding marketcast: a subprocess's PYTHONPATH
 D0, D1, D2 = "2024-04-28T04:00:00+00:00", "2024-04-29T04:00:00+00:00", "2024-04-30T04:00:00+00:00"
 
 
@@ -16,7 +16,7 @@ def embedded_fake(end: str, crypto: dict[str, str] | None = None):
     series whose bars it trades on) up to ``end``, its clock at that bar's close, the stocks quoted there."""
     from marketcast.data import load_symbol
 
-    from .fake_alpaca import CRYPTO, STOCK, FakeAlpaca, bars_of
+    from marketcast.trade.test_kit.fake_alpaca import CRYPTO, STOCK, FakeAlpaca, bars_of
 
     crypto = crypto or {}
     frames = {s: load_symbol(s).frame.loc[:end] for s in ("SP500", "NASDAQ")}

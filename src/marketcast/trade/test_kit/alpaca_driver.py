@@ -1,4 +1,5 @@
-"""A loop process for the Alpaca crash test: ``python -m tests.trade.alpaca_driver URL STATE_DIR FROM TO``.
+"""A loop process for the Alpaca crash test:
+``python -m marketcast.trade.test_kit.alpaca_driver URL STATE_DIR FROM TO``.
 
 For each trading day of the embedded SP500 in [FROM, TO] it asks the fake Alpaca at URL to play that day's
 bar (``POST /_test/session``, once per day) and runs the real TradingLoop over the real AlpacaBroker for it,
@@ -17,8 +18,8 @@ def main(url: str, state: str, start: str, end: str) -> int:
     from marketcast.data import load_symbol
     from marketcast.trade.journal.lock import StateLock
 
-    from .alpaca_env import KEY, SECRET, alpaca_loop
-    from .chaos import CLASSES, SYMBOLS
+    from marketcast.trade.test_kit.alpaca_env import KEY, SECRET, alpaca_loop
+    from marketcast.trade.test_kit.chaos import CLASSES, SYMBOLS
 
     class Fake:  # what alpaca_loop needs of the fake: where it is
         pass

@@ -1,7 +1,8 @@
-"""The SIGKILL harness: a real loop process (:mod:`tests.trade.alpaca_driver`) against the fake Alpaca, killed
-right after the broker booked an order POST or took a cancel and before the reply reached the loop, restarted
-until it finishes, then compared with an uninterrupted run in this process. Used by
-``test_alpaca_crash.py`` (a few kills) and ``benchmarks/trade_chaos.py`` (every POST and DELETE, 200+)."""
+"""The SIGKILL harness: a real loop process (:mod:`marketcast.trade.test_kit.alpaca_driver`) against the fake
+Alpaca, killed right after the broker booked an order POST or took a cancel and before the reply reached the loop,
+restarted until it finishes, then compared with an uninterrupted run in this process. Used by
+``tests/trade/test_alpaca_crash.py`` (a few kills) and ``benchmarks/trade_chaos.py`` (every POST and DELETE,
+200+)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .alpaca_env import alpaca_loop, embedded_fake
+from marketcast.trade.test_kit.alpaca_env import SRC, alpaca_loop, embedded_fake
 
-ROOT = Path(__file__).resolve().parents[2]
 # a stock and a crypto pair (NASDAQ's bars): crypto orders are good-till-cancelled, so a bar's leftovers are
 # cancelled and then closed, the path a kill between a cancel and its close must not break
 SYMBOLS, CLASSES = ("SP500", "NQUSD"), {"SP500": "stock", "NQUSD": "crypto"}
@@ -68,12 +68,12 @@ def chaos(state: Path, start: str, end: str, kill_posts: set[int], kill_deletes:
     """Run the driver until it finishes, SIGKILLed after each chosen POST and DELETE (counted over the run)."""
     with fresh_fake(start, end) as fake:
         fake.kill_on_post, fake.kill_on_delete = set(kill_posts), set(kill_deletes)
-        env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
+        env = {**os.environ, "PYTHONPATH": SRC}
         killed = 0
         for _ in range(len(kill_posts) + len(kill_deletes) + 2):
-            proc = subprocess.Popen([sys.executable, "-m", "tests.trade.alpaca_driver", fake.url, str(state), start,
-                                     end], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                    text=True)
+            proc = subprocess.Popen([sys.executable, "-m", "marketcast.trade.test_kit.alpaca_driver", fake.url,
+                                     str(state), start, end], cwd=state.parent, env=env, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE, text=True)
             fake.victim_pid = proc.pid
             _, err = proc.communicate(timeout=timeout_s)
             if proc.returncode == 0:

@@ -1,5 +1,5 @@
-"""The account behind the fake Alpaca server (:mod:`tests.trade.fake_alpaca`): orders, positions, cash, and a
-bar driver that plays a day's bar through the working orders.
+"""The account behind the fake Alpaca server (:mod:`marketcast.trade.test_kit.fake_alpaca`): orders, positions,
+cash, and a bar driver that plays a day's bar through the working orders.
 
 Whether an order is accepted is asked of the shared rules model
 (:func:`marketcast.trade.risk.protections.refusals`, each rule cited there: wash trades, pattern-day-trader

@@ -54,4 +54,5 @@ def utc(text: str) -> pd.Timestamp:
 def bars_of(frame: pd.DataFrame) -> list[dict]:
     """Alpaca's bar objects from an OHLCV frame (a UTC DatetimeIndex)."""
     return [{"t": t.strftime(STAMP), "o": float(r.open), "h": float(r.high), "l": float(r.low),
-             "c": float(r.close), "v": float(getattr(r, "volume", 0.0))} for t, r in zip(frame.index, frame.itertuples())]
+             "c": float(r.close), "v": float(getattr(r, "volume", 0.0))}
+            for t, r in zip(frame.index, frame.itertuples())]

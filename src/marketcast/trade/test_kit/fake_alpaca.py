@@ -1,7 +1,7 @@
 """A faithful local stand-in for the Alpaca REST endpoints the adapter uses (tests only; 127.0.0.1, random port).
 
-The account and its rules live in :class:`tests.trade.fake_exchange.Exchange` (each rule cited there); this
-module is the HTTP face, with Alpaca's shapes and semantics:
+The account and its rules live in :class:`marketcast.trade.test_kit.fake_exchange.Exchange` (each rule cited
+there); this module is the HTTP face, with Alpaca's shapes and semantics:
 
 * ``APCA-API-KEY-ID``/``APCA-API-SECRET-KEY`` headers, else 401 ``{"code": 40110000, ...}``;
 * ``GET /v2/orders`` filters (alpacahq/alpaca-docs ``data/webapi/endpoints/orders.yaml``; alpaca-py
@@ -13,7 +13,7 @@ module is the HTTP face, with Alpaca's shapes and semantics:
   ``DELETE /v2/orders/{id}`` (204, then ``pending_cancel``);
 * ``GET /v2/assets/{symbol}`` (crypto also by its legacy name without the slash), ``GET /v2/positions``,
   ``GET /v2/account``, ``GET /v2/clock`` (the fake's clock, what "now" is for a replayed year, in New York time
-  with the NYSE session's state: :func:`tests.trade.fake_market.market_clock`);
+  with the NYSE session's state: :func:`marketcast.trade.test_kit.fake_market.market_clock`);
 * bars: ``limit`` (default 1000, at most 10,000) and ``next_page_token`` pagination, ``start``/``end``, never a bar
   after the clock (``/v2/stocks/bars``, ``/v1beta3/crypto/us/bars``: the ``GET /v2/stocks/{symbol}/bars``
   reference in alpacahq/alpaca-docs ``data/webapi/endpoints/bars-v2.yaml``; alpaca-py follows the token in
@@ -25,8 +25,8 @@ Tests steer it: :meth:`FakeAlpaca.fail` makes the next matching requests fail (a
 past the client's timeout, or processing a POST and then stalling so its reply is lost);
 ``kill_on_post`` SIGKILLs ``victim_pid`` right after the n-th order POST is booked, before it is answered (a
 crash between the broker call and the journal), ``kill_on_delete`` right after the n-th cancel is taken (a
-crash between a cancel and the close that waits for its confirmation); :meth:`FakeAlpaca.session` plays a day's bars (also as
-``POST /_test/session`` for a loop running in another process).
+crash between a cancel and the close that waits for its confirmation); :meth:`FakeAlpaca.session` plays a day's
+bars (also as ``POST /_test/session`` for a loop running in another process).
 """
 
 from __future__ import annotations
@@ -43,9 +43,9 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 import pandas as pd
 
-from .fake_exchange import D, TERMINAL, Exchange, Position, Refused, num
-from .fake_market import bars_of  # noqa: F401 - for the tests
-from .fake_market import STAMP, daily_bars, market_clock, nyse_calendar, utc
+from marketcast.trade.test_kit.fake_exchange import D, TERMINAL, Exchange, Position, Refused, num
+from marketcast.trade.test_kit.fake_market import bars_of  # noqa: F401 - for the tests
+from marketcast.trade.test_kit.fake_market import STAMP, daily_bars, market_clock, nyse_calendar, utc
 
 STOCK = {"class": "us_equity", "tradable": True, "fractionable": True, "shortable": True, "easy_to_borrow": True,
          "min_order_size": None, "min_trade_increment": None, "price_increment": None}
@@ -336,7 +336,8 @@ class FakeAlpaca:
                 self._send(status, payload)
 
             def _send(self, status: int, payload, failure: Failure | None = None) -> None:
-                data = b"" if payload is None else (payload if isinstance(payload, str) else json.dumps(payload)).encode()
+                text = payload if payload is None or isinstance(payload, str) else json.dumps(payload)
+                data = b"" if text is None else text.encode()
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
