@@ -1,5 +1,7 @@
 """One pass of the loop: reconcile -> plan -> check -> submit -> record. Whether an order may go is asked of
-the risk room once per order (:class:`~marketcast.trade.risk.check.RiskCheck`); what the loop owns, of ownership.
+the risk room once per order (:class:`~marketcast.trade.risk.check.RiskCheck`, one per loop, built here and
+shared: entries ask it in :meth:`TradingLoop.check`, closes and take-profits in the reconciler's housekeeping,
+a halt's exits in :mod:`~marketcast.trade.loop.exits`); what the loop owns, of ownership.
 
 Crash safety comes from three rules: reconcile with the broker before deciding anything (and halt when the
 two disagree, :mod:`~marketcast.trade.loop.reconcile`); every order gets a deterministic ``client_order_id``
@@ -29,7 +31,7 @@ from marketcast.trade.loop.orders import OrderDesk, entry_intent
 from marketcast.trade.journal.state import request_of
 from marketcast.trade.loop.ownership import Book
 from marketcast.trade.loop.planner import Planner, Signal
-from marketcast.trade.risk.precheck import unit_draw
+from marketcast.trade.risk.precheck import PreCheck, unit_draw
 from marketcast.trade.risk.portfolio import PortfolioConfig, allocate
 from marketcast.trade.loop.quotes import quote, with_last_close
 from marketcast.trade.loop.reconcile import Reconciled, Reconciler
@@ -105,21 +107,29 @@ class TradingLoop:
     def __init__(self, broker: Broker, journal: Journal, planner: Planner, feed: BarFeed, config: LoopConfig,
                  monitor: Monitor | None = None, asset_classes: dict[str, str] | None = None) -> None:
         self.broker, self.journal, self.planner, self.feed = broker, journal, planner, feed
-        self.config, self.monitor = config, monitor
+        self._config, self.monitor = config, monitor
         self.asset_classes = asset_classes or {}
         self.desk = OrderDesk(broker, journal, config.cancel_wait_s, admit=self._admit)
         self.reconciler = Reconciler(broker, journal, self.desk, config.resolve)
-        self.precheck = self.reconciler.precheck
+        self.risk = RiskGuard(journal, config.risk, config.resume)
+        # the loop's one set of checks, asked of every entry, close, take-profit and halt exit
+        self.checks = RiskCheck(broker, PreCheck(broker, journal, self.desk), self.risk, self.desk, config.freshness,
+                                config.gates)
         self.exits = HaltExits(broker, journal, self.desk, lambda: self.reconciler._read(Reconciled())[0],
-                               self.reconciler.assets, self.precheck.clear)
-        self.risk = RiskGuard(journal, config.risk, config.resume, self.exits)
+                               self.reconciler.assets, self.checks)
+        self.risk.keeper = self.exits  # a halt keeps the exits of what the loop holds, asked of the same checks
         self.seen: dict[str, str] = {}  # symbol -> the last bar the loop decided on (data must not go back)
         self.shadow = None  # a trade.loop.shadow.Shadow: plans on the same bars, journals, never orders
 
     @property
-    def checks(self) -> RiskCheck:
-        """The risk room's checks over this loop's broker, pre-check and limits, with its current settings."""
-        return RiskCheck(self.broker, self.precheck, self.risk, self.desk, self.config.freshness, self.config.gates)
+    def config(self) -> LoopConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LoopConfig) -> None:
+        """A new config reaches the loop's one :class:`RiskCheck` too (its freshness and gates)."""
+        self._config = config
+        self.checks.freshness, self.checks.gates = config.freshness, config.gates
 
     # ----------------------------------------------------------- clocks
     def clock_of(self, symbol: str) -> str:
@@ -152,7 +162,8 @@ class TradingLoop:
             breach = self.risk.equity_breach(self.broker.account().equity)
             if breach:
                 raise self.risk.trip(breach, self.broker, self.desk, decision_ts)
-        self.reconciler.housekeep(decision_ts, result, act, lambda s: not clock or self.clock_of(s) == clock, now)
+        self.reconciler.housekeep(decision_ts, result, self.checks, act,
+                                  lambda s: not clock or self.clock_of(s) == clock, now)
         return result
 
     def _halted(self, decision_ts: str, halts: list, act: bool) -> HaltedError:

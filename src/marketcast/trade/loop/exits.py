@@ -14,13 +14,14 @@ With ``flatten_on_halt`` the halt cancels every order of the loop instead and, o
 closes the loop's quantities at market.
 
 Every order here: never more than the journal's owned quantity and the position's free quantity (foreign
-shares are never sold), conformed and checked by the rules model before it goes out, a deterministic id keyed
-on (symbol, the look's bar, role@qty) so a restart re-finds it, journalled under the bar of the entry it exits
-(so ownership and a later leftover close count it with that entry). Re-placed exits are ``gtc``: they outlive
-the session while the loop stays halted (Alpaca takes ``gtc`` for whole-share equity orders and for crypto,
-https://docs.alpaca.markets/docs/orders-at-alpaca, "Time in Force"; fractional orders must be ``day``, the
-rules model refuses them otherwise). An order sent while the market is closed waits for the next session
-("Order Lifecycle": ``accepted`` until the open).
+shares are never sold), asked of the loop's one :class:`~marketcast.trade.risk.check.RiskCheck` before it goes
+out (:meth:`~marketcast.trade.risk.check.RiskCheck.exit`: the venue's grid, no buying power, the venue's rules),
+a deterministic id keyed on (symbol, the look's bar, role@qty) so a restart re-finds it, journalled under the bar
+of the entry it exits (so ownership and a later leftover close count it with that entry). Re-placed exits are
+``gtc``: they outlive the session while the loop stays halted (Alpaca takes ``gtc`` for whole-share equity orders
+and for crypto, https://docs.alpaca.markets/docs/orders-at-alpaca, "Time in Force"; fractional orders must be
+``day``, the rules model refuses them otherwise). An order sent while the market is closed waits for the next
+session ("Order Lifecycle": ``accepted`` until the open).
 """
 
 from __future__ import annotations
@@ -29,13 +30,13 @@ import logging
 from typing import Callable, Iterable
 
 from marketcast.trade.interface import Broker, BrokerError
-from marketcast.trade.risk.rules import account_violations, round_qty
+from marketcast.trade.risk.check import RiskCheck
+from marketcast.trade.risk.rules import round_qty
 from marketcast.trade.types import Asset
 from marketcast.trade.types import BUY, LIMIT, MARKET, SELL, Order, Position
 from marketcast.trade.journal.ids import ENTRY, FLATTEN, TAKE_PROFIT, client_order_id, is_loops
 from marketcast.trade.journal.state import Intent, Journal
 from marketcast.trade.loop.orders import OrderDesk
-from marketcast.trade.journal.state import request_of
 from marketcast.trade.loop.ownership import EPS, Book, dust
 
 log = logging.getLogger("marketcast.trade")
@@ -46,14 +47,13 @@ ORIGINS = (ENTRY, "adopted")  # the intents a held quantity comes from
 
 class HaltExits:
     """The loop's side of a risk halt; ``read()`` is a fresh :class:`Book` (fills booked first), ``assets``
-    the reconciler's cached asset lookup, ``clear(intent, decision_ts)`` the pre-check every exit of the loop
-    passes (:meth:`marketcast.trade.risk.precheck.PreCheck.clear`: the venue's rules, wash trades included)."""
+    the reconciler's cached asset lookup, ``checks`` the loop's risk checks, which every exit of the loop passes
+    (:meth:`~marketcast.trade.risk.check.RiskCheck.exit`: the venue's grid and rules, wash trades included)."""
 
     def __init__(self, broker: Broker, journal: Journal, desk: OrderDesk, read: Callable[[], Book],
-                 assets: Callable[[Iterable[str]], dict[str, Asset]],
-                 clear: Callable[[Intent, str], str | None] = lambda intent, decision_ts: None) -> None:
+                 assets: Callable[[Iterable[str]], dict[str, Asset]], checks: RiskCheck) -> None:
         self.broker, self.journal, self.desk, self.read, self.assets = broker, journal, desk, read, assets
-        self.clear = clear
+        self.checks = checks
 
     def enforce(self, decision_ts: str, reason: str, flatten: bool) -> dict:
         """Cancel what a halt does not keep (entries; with ``flatten`` everything but the loop's own flatten
@@ -143,24 +143,21 @@ class HaltExits:
         if stored is not None and stored.status not in ("pending", "abandoned"):  # this bar's is spent
             what = stored.broker_status if stored.status == "submitted" else f"{stored.status}: {stored.error}"
             return f"{intent.client_order_id} of this bar is {what}; the next bar's look places another"
-        return self._send(intent, asset, position, sent)
+        return self._send(intent, position, sent)
 
-    def _send(self, intent: Intent, asset: Asset, position: Position | None, sent_ids: list[str]) -> str | None:
-        """Conform and check ``intent`` (never what the broker would refuse), then send it write-ahead, outside
-        the order-count limits (a halted loop must still protect what it holds); the reason if it did not go."""
-        valid, check = self.desk.conformed(intent)
-        reasons = list(check.reasons)
-        if valid is not None:  # no buying power: an order that would open a position is refused
-            reasons = account_violations(request_of(valid), asset, 0.0 if position is None else position.qty,
-                                         0.0 if position is None else position.available, 0.0,
-                                         valid.limit_price or 0.0)
-        if reasons:
-            self.desk.refuse(intent, reasons)
-            return "not sent: " + "; ".join(reasons)
-        waits = self.clear(valid, valid.decision_ts)  # e.g. a foreign order it would wash against: a later look
-        if waits:
-            log.warning("%s: halted: %s %s waits: %s", valid.symbol, valid.kind, valid.client_order_id, waits)
-            return f"waits: {waits}"
+    def _send(self, intent: Intent, position: Position | None, sent_ids: list[str]) -> str | None:
+        """Ask the risk checks about ``intent`` (never what the broker would refuse; halted, nothing that would
+        open a position), then send it write-ahead, outside the order-count limits (a halted loop must still
+        protect what it holds); the reason if it did not go."""
+        verdict = self.checks.exit(intent, position, halted=True)
+        if verdict.reasons:
+            self.desk.refuse(intent, verdict.reasons)
+            return "not sent: " + "; ".join(verdict.reasons)
+        if verdict.waits:  # e.g. a foreign order it would wash against: a later look
+            log.warning("%s: halted: %s %s waits: %s", intent.symbol, intent.kind, intent.client_order_id,
+                        verdict.waits)
+            return f"waits: {verdict.waits}"
+        valid = verdict.order
         stored = self.journal.intent(valid.client_order_id)
         if stored is not None and stored.status == "abandoned":  # written at an earlier look of this bar, never
             self.journal.mark(valid.client_order_id, "pending")  # sent (reconcile asked the broker): the same exit

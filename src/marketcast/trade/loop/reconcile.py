@@ -19,10 +19,11 @@ each cycle) until :meth:`Reconciler.adopt` takes the broker's quantity.
 
 :meth:`Reconciler.housekeep` then does what every bar needs: cancel the loop's orders of earlier bars,
 close what earlier bars left (after the cancels are confirmed), and send the take-profits a broker could not
-attach. Only the loop's own orders and quantities are ever touched. Each close and take-profit is first
-cleared by the broker's rules model (:meth:`~marketcast.trade.risk.precheck.PreCheck.clear`): the loop's own
-orders it would wash-trade against are cancelled and confirmed before it goes out; a foreign order in its way,
-or pattern-day-trader protection, defers it with the reason.
+attach. Only the loop's own orders and quantities are ever touched. Each close and take-profit is first asked of
+the loop's one :class:`~marketcast.trade.risk.check.RiskCheck`, handed to housekeeping
+(:meth:`~marketcast.trade.risk.check.RiskCheck.exit`: the venue's grid, then its rules): the loop's own orders it
+would wash-trade against are cancelled and confirmed before it goes out; a foreign order in its way, or
+pattern-day-trader protection, defers it with the reason.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from marketcast.errors import HaltedError
 from marketcast.trade.interface import Broker, BrokerError, Snapshot
 from marketcast.trade.journal.ids import CLOSE, ENTRY, TAKE_PROFIT, client_order_id, is_loops
 from marketcast.trade.loop.orders import OrderDesk
-from marketcast.trade.risk.precheck import PreCheck
+from marketcast.trade.risk.check import RiskCheck
 from marketcast.trade.risk.freshness import queued_until
 from marketcast.trade.loop.ownership import Book, dust, fee_slack, owned
 from marketcast.trade.risk.rules import round_qty
@@ -67,7 +68,7 @@ class Reconciler:
         self.unconfirmed: list[str] = []  # this cycle's cancels the broker has not confirmed
         self.history_from: str | None = None  # order history read from here on (None: all of it, a new process)
         self.scope: Callable[[str], bool] = lambda symbol: True  # the symbols this pass housekeeps
-        self.precheck = PreCheck(broker, journal, desk)  # the rules model, asked before every close and exit
+        self.checks: RiskCheck | None = None  # the loop's risk checks during a housekeeping pass
         self.now = None  # the loop's clock during this pass (None: a replay, at the decision bar's close)
 
     def assets(self, symbols) -> dict[str, Asset]:
@@ -225,13 +226,14 @@ class Reconciler:
         return changes
 
     # ----------------------------------------------------------------- housekeep
-    def housekeep(self, decision_ts: str, result: Reconciled, act: bool = True,
+    def housekeep(self, decision_ts: str, result: Reconciled, checks: RiskCheck, act: bool = True,
                   scope: Callable[[str], bool] = lambda symbol: True, now=None) -> None:
         """Cancel the loop's orders of earlier bars, close what earlier bars left, send separate take-profits,
         for the symbols in ``scope`` (those of the clock whose bar ``decision_ts`` is: another market's orders
-        keep to their own bars). With ``act`` False (a dry run) nothing at the broker changes; what would be
-        done is logged. ``now`` (the loop's clock) tells an exit sent outside its market's session."""
-        self.unconfirmed, self.scope, self.now = [], scope, now
+        keep to their own bars), each close and take-profit asked of ``checks`` first. With ``act`` False (a dry
+        run) nothing at the broker changes; what would be done is logged. ``now`` (the loop's clock) tells an
+        exit sent outside its market's session."""
+        self.unconfirmed, self.scope, self.now, self.checks = [], scope, now, checks
         intents = {i.client_order_id: i for i in self.journal.intents()}
         stale = [o for o in result.book.own_orders if scope(o.symbol)
                  and (root := intents.get(o.root_client_order_id)) is not None and root.decision_ts < decision_ts]
@@ -316,17 +318,19 @@ class Reconciler:
                                 i.time_in_force, kind=TAKE_PROFIT), result.take_profits, result)
 
     def _submit(self, intent: Intent, sent: list[str], result: Reconciled) -> None:
-        """Send a close or take-profit once the rules model says the broker would take it: the loop's own
-        orders it would wash against are cancelled and confirmed first; anything else in the way (a foreign
-        order, pattern-day-trader protection) defers it to a later pass, with the reason."""
-        valid, check = self.desk.conformed(intent)
+        """Send a close or take-profit once the risk checks say the broker would take it: one off the venue's
+        grid is refused; the loop's own orders it would wash against are cancelled and confirmed first; anything
+        else in the way (a foreign order, pattern-day-trader protection) defers it to a later pass, with the
+        reason."""
         try:
-            wait = None if valid is None else self.precheck.clear(valid, intent.decision_ts)
-            if wait:
-                result.deferred[intent.symbol] = wait
-                log.warning("%s: %s %s deferred: %s", intent.symbol, intent.kind, intent.client_order_id, wait)
+            verdict = self.checks.exit(intent)
+            if verdict.waits:
+                result.deferred[intent.symbol] = verdict.waits
+                log.warning("%s: %s %s deferred: %s", intent.symbol, intent.kind, intent.client_order_id,
+                            verdict.waits)
                 return
-            outcome = self.desk.send(valid) if valid is not None else self.desk.refuse(intent, check.reasons)
+            outcome = self.desk.send(verdict.order) if verdict.order is not None else \
+                self.desk.refuse(intent, verdict.reasons)
         except BrokerError as exc:
             log.warning("%s: %s %s failed: %s", intent.symbol, intent.kind, intent.client_order_id, exc)
             return

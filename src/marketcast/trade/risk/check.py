@@ -6,8 +6,12 @@ Per symbol, before sizing (:meth:`RiskCheck.entry`): fresh data and a usable quo
 says against an entry. Per order, once it is sized (:meth:`RiskCheck.order`): the venue's grid
 (:func:`~marketcast.trade.risk.rules.conform`), then the venue's rules and protections with what the broker
 shows now (:mod:`~marketcast.trade.risk.precheck`), then the notional risk limits
-(:mod:`~marketcast.trade.risk.limits`). At the send itself (:meth:`RiskCheck.admit`): the order-count limits.
-The portfolio caps (:mod:`~marketcast.trade.risk.portfolio`) size the entries between the first two.
+(:mod:`~marketcast.trade.risk.limits`). Per exit or close (:meth:`RiskCheck.exit`: a leftover close, a take-profit
+sent apart, what a halt keeps or flattens): the venue's grid, then (halted) what the account can carry with no
+buying power, then the venue's rules and protections with what the broker shows now
+(:meth:`~marketcast.trade.risk.precheck.PreCheck.clear`, which cancels the loop's own orders an exit would wash
+against); no notional limit, as an exit reduces. At the send itself (:meth:`RiskCheck.admit`): the order-count
+limits. The portfolio caps (:mod:`~marketcast.trade.risk.portfolio`) size the entries between the first two.
 """
 
 from __future__ import annotations
@@ -20,11 +24,12 @@ import numpy as np
 
 from marketcast.data.bars import Bars
 from marketcast.trade.interface import Broker
-from marketcast.trade.journal.state import Intent
+from marketcast.trade.journal.state import Intent, request_of
 from marketcast.trade.risk.freshness import Freshness, quote_reasons, stale_reason, went_back
 from marketcast.trade.risk.gates import GateConfig, check_entry, dollar_volume
 from marketcast.trade.risk.limits import RiskGuard
 from marketcast.trade.risk.precheck import PreCheck
+from marketcast.trade.risk.rules import account_violations
 from marketcast.trade.types import Account, Order, Position, Quote
 
 if TYPE_CHECKING:  # the loop passes its signals and its desk in; risk never imports the loop
@@ -52,12 +57,15 @@ class OrderContext:
 @dataclass(frozen=True)
 class Verdict:
     """``order`` on the venue's grid when it may go (``changes``: what conforming changed); else the
-    ``reasons`` the venue would refuse it, or the notional limit it would ``breach``."""
+    ``reasons`` the venue would refuse it, or the notional limit it would ``breach``, or (an exit) why it
+    ``waits`` for a later look (refused by nothing the loop cannot clear in time: a foreign order in the way,
+    pattern-day-trader protection, a cancel not confirmed yet)."""
 
     order: Intent | None
     reasons: tuple[str, ...] = ()
     changes: tuple[str, ...] = ()
     breach: str | None = None
+    waits: str | None = None
 
     @property
     def refusal(self) -> str | None:
@@ -105,6 +113,23 @@ class RiskCheck:
             return Verdict(None, tuple(reasons))
         price = conformed.limit_price or context.close
         return Verdict(conformed, (), tuple(check.changes), self.limits.notional_breach(conformed, price, context.held))
+
+    def exit(self, intent: Intent, position: Position | None = None, halted: bool = False) -> Verdict:
+        """The exit or close ``intent`` on the venue's grid; ``halted``, refused where it would open anything
+        (a halted loop draws no buying power; ``position``: what the loop's book holds of the symbol); then
+        cleared by the venue's rules and protections, read afresh (the loop's own orders it would wash against
+        cancelled and confirmed first). No notional limit: an exit only reduces."""
+        conformed, check = self.desk.conformed(intent)
+        reasons = list(check.reasons)
+        if conformed is not None and halted:
+            reasons = account_violations(request_of(conformed), self.broker.asset(intent.symbol),
+                                         0.0 if position is None else position.qty,
+                                         0.0 if position is None else position.available, 0.0,
+                                         conformed.limit_price or 0.0)
+        if reasons:
+            return Verdict(None, tuple(reasons))
+        waits = self.precheck.clear(conformed, conformed.decision_ts)
+        return Verdict(None if waits else conformed, (), tuple(check.changes), None, waits)
 
     def admit(self, intent: Intent) -> str | None:
         """At the send: the order-count limit ``intent`` would trip, if it would (counted as sent otherwise)."""
