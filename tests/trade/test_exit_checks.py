@@ -10,9 +10,8 @@ from pathlib import Path
 from marketcast.trade.journal.ids import CLOSE, TAKE_PROFIT, client_order_id
 from marketcast.trade.journal.state import Intent
 from marketcast.trade.risk.limits import RiskLimits
+from marketcast.trade.test_kit.alpaca_env import D0, D1, alpaca_loop, order, submitted
 from marketcast.trade.types import LIMIT, SELL
-
-from .alpaca_env import D0, D1, alpaca_loop, order, submitted
 
 LOOP = Path(__file__).resolve().parents[2] / "src" / "marketcast" / "trade" / "loop"
 NOT_TRADABLE = "asset AAPL is not tradable"
