@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from marketcast.errors import ConfigError
+from marketcast.paths import input_file
 
 CONFIG_FILE = "marketcast.toml"
 ENV_FILE = ".env.compile"
@@ -241,8 +242,9 @@ class Settings:
 
 def read_config(path: Path | None, section: str, settings: Sequence[Setting]) -> dict[str, Any]:
     """``[section]`` of a TOML file as dotted key -> raw value ({} when ``path`` is None or absent)."""
-    if path is None or not path.exists():
+    if path is None or not (path.exists() or path.is_symlink()):
         return {}
+    input_file(path, ConfigError, "a TOML config file")
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

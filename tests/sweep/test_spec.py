@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -288,3 +289,36 @@ def test_an_adapter_without_its_extra_is_refused_by_load_spec_not_in_each_cell(t
     monkeypatch.setitem(sys.modules, "tirex", None)  # the package as absent as import machinery can make it
     with pytest.raises(ConfigError, match=r"needs the optional package tirex-ts: pip install 'marketcast\[tirex\]'"):
         load_spec(path)
+
+
+def _grid_spec(tmp_path, seeds: str, fees: str = "[0.001]") -> Path:
+    path = tmp_path / "big.toml"
+    path.write_text(f'name = "big"\n[data]\nsymbols = ["SP500", "NASDAQ"]\n[grid]\nseed = {seeds}\nfee = {fees}\n')
+    return path
+
+
+def test_a_grid_over_max_cells_is_refused_from_its_axes_with_the_count(tmp_path, capsys):
+    seeds = "[" + ", ".join(map(str, range(1000))) + "]"
+    fees = "[" + ", ".join(f"{i / 1e6:g}" for i in range(500)) + "]"
+    assert main(["sweep", str(_grid_spec(tmp_path, seeds, fees)), "--local", "--store", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: {tmp_path / 'big.toml'}: the grid has 1,000,000 cells (1,000 seed x 500 fee x 2 symbols), "
+                   "more than --max-cells 100,000; shrink an axis or pass --max-cells 1000000"]
+    assert not (tmp_path / "runs").exists()
+    with pytest.raises(ConfigError, match="the grid has 4 cells .* more than --max-cells 3"):
+        load_spec(_grid_spec(tmp_path, "[1, 2]"), max_cells=3)
+    assert len(load_spec(_grid_spec(tmp_path, "[1, 2]"), max_cells=4).cells()) == 4
+
+
+@pytest.mark.parametrize("seeds, fees, words", [
+    ("[1, 2, 3, 2]", "[0.001]", "[grid] seed lists 2 twice"),
+    ("[1]", "[0.001, 0.002, 0.001]", "[grid] fee lists 0.001 twice"),
+])
+def test_a_repeated_axis_value_is_named(tmp_path, seeds, fees, words):
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        load_spec(_grid_spec(tmp_path, seeds, fees))
+
+
+def test_max_cells_must_be_positive(tmp_path, capsys):
+    assert main(["sweep", str(_grid_spec(tmp_path, "[1]")), "--local", "--max-cells", "0"]) == 2
+    assert "--max-cells must be a whole number >= 1, got 0" in capsys.readouterr().err

@@ -16,7 +16,7 @@ import pandas as pd
 
 from marketcast.data.detect import resolve_asset_class
 from marketcast.data.bars import PRICE_COLUMNS, Bars
-from marketcast.data.read import SUFFIXES, TIME_NAMES, read_table
+from marketcast.data.read import HEAD_ROWS, SUFFIXES, TIME_NAMES, large_csv, read_table
 from marketcast.data.timestamps import parse_timestamps
 from marketcast.data.validate import MAX_JUMP, Source, cell, check_bars, first_true, warn_jumps
 from marketcast.data.symbols import check_symbol
@@ -80,6 +80,12 @@ def _pick_symbol(frame: pd.DataFrame, source: Source, symbol: str | None) -> tup
     return frame, source, symbol if symbol is not None or not symbols else symbols[0]
 
 
+def _columns_and_numbers(raw: pd.DataFrame, source: Source, symbol: str | None):
+    """The symbol's rows, their source, the symbol and the parsed number columns; refuses what is not bars."""
+    frame, source, symbol = _pick_symbol(_normalise_columns(raw, source), source, symbol)
+    return frame, source, symbol, _parse_numbers(frame, source)
+
+
 def _drop_duplicates(values: pd.DataFrame, source: Source, on_duplicate: str) -> tuple[pd.DataFrame, Source]:
     """Keep the first or last bar of each repeated timestamp (``error`` leaves them to :func:`check_bars`)."""
     if on_duplicate == "error":
@@ -118,10 +124,11 @@ def load_bars(
     if on_duplicate not in ON_DUPLICATE:
         raise ConfigError(f"--on-duplicate {on_duplicate!r}: choose one of {', '.join(ON_DUPLICATE)}")
     path = Path(source)
+    if large_csv(path):  # garbage is refused from the first rows, before the whole file is held in memory
+        _columns_and_numbers(*read_table(path, on_bad_line=on_bad_line, head=HEAD_ROWS), symbol)
     raw, src = read_table(path, on_bad_line=on_bad_line)
-    frame, src, symbol = _pick_symbol(_normalise_columns(raw, src), src, symbol)
+    frame, src, symbol, values = _columns_and_numbers(raw, src, symbol)
     symbol = symbol or path.stem.upper()
-    values = _parse_numbers(frame, src)
     values.index = parse_timestamps(frame["timestamp"], src)
     values, src = _drop_duplicates(values, src, on_duplicate)
     check_bars(values, src, min_rows=min_rows, need=need)

@@ -1,0 +1,41 @@
+"""Input paths checked before anything opens them: one line for a path that is not a regular file.
+
+Opening a FIFO blocks until a writer comes (``marketcast data check pipe.csv`` used to hang forever), a device
+streams without end, and a symlink loop reads as "no such file"; every command that reads a file the user named
+(bars, a sweep spec, a config) asks :func:`input_file` first, so each of these is one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+from marketcast.errors import MarketcastError
+
+#: What a path that is not a regular file is, by its ``st_mode`` type.
+_SPECIAL = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+            (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+
+
+def input_file(path: str | Path, error: type[MarketcastError], what: str = "a file") -> Path:
+    """``path`` when it is a regular file (a symlink to one is fine); else one ``error`` line naming what it is
+    instead and asking for ``what``: no such file, a symlink that loops or dangles, a FIFO, a device, a socket
+    or a folder. Only ``stat`` is called: nothing is opened."""
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode  # follows symlinks
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise error(f"{path}: is a symbolic link that loops; point it at {what}") from None
+        if path.is_symlink():
+            raise error(f"{path}: is a symbolic link to {os.readlink(path)!r}, which does not exist; point it at "
+                        f"{what}") from None
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise error(f"{path}: no such file; pass {what}") from None
+        raise error(f"{path}: cannot be read ({exc.strerror}); check the path and its permissions") from None
+    kind = next((name for test, name in _SPECIAL if test(mode)), None)
+    if kind is not None:
+        raise error(f"{path}: is {kind}, not a regular file; pass {what}")
+    return path
