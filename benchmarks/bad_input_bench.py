@@ -9,7 +9,8 @@ Cases, each a whole ``marketcast`` process, run ``--repeats`` times:
 * ``python -c pass`` for scale.
 
 Prints wall seconds and peak RSS (median, min, max) against the targets (2 s and 200 MB for the garbage files,
-1 s for the grid: the median wall time and the largest RSS are held to them) and writes JSON. Every case must exit 2 with one line.
+1 s for the grid: the median wall time and the largest RSS are held to them) and writes JSON. Every case must
+exit 2 with one line.
 
     PYTHONPATH=src python benchmarks/bad_input_bench.py [--repeats 3 --out FILE]
 """
