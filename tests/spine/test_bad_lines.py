@@ -261,5 +261,6 @@ def test_a_symbol_cannot_reach_outside_the_data_dir(tmp_path, capsys, monkeypatc
     code, out, err = _run(capsys, command, "--data-dir", str(folder), "../SECRET", *args)
     # SECRET.csv holds valid bars: read, the command would succeed
     assert code == 2 and out == "" and not out_dir.exists()
-    assert err.strip().splitlines() == ["error: symbol '../SECRET' is not a symbol: use 1-64 letters, digits and "
-                                        "'. _ ^ = -', without '..' or a leading '.'"]
+    assert err.strip().splitlines() == ["error: symbol '../SECRET' is not a symbol: '/' is not an ASCII letter, "
+                                        "digit or one of '. _ ^ = -'; name the file and the symbol with ASCII "
+                                        "letters, digits and '. _ ^ = -' (such as BRK.B, ^GSPC, EURUSD=X)"]

@@ -180,7 +180,7 @@ def test_a_symbol_must_be_a_name_so_no_path_leaves_the_data_folder(tmp_path):
     path = tmp_path / "spec.toml"
     for bad in ("../SECRET", "bars/../../SECRET", "/etc/passwd", ".hidden", ""):
         path.write_text(f"[data]\nsymbols = [{bad!r}]\ndir = 'bars'\n")
-        with pytest.raises(ConfigError, match="is not a symbol: use 1-64 letters, digits"):
+        with pytest.raises(ConfigError, match="is not a symbol: .*; name the file and the symbol with ASCII"):
             load_spec(path)
     path.write_text("[data]\nsymbols = ['AAA', 'BRK.B']\ndir = 'bars'\n")  # names with a dot are fine
     spec = load_spec(path)

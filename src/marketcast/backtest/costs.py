@@ -66,7 +66,9 @@ def check_costs(fee: float | None = None, spread: float | None = None, slippage:
                               ("--borrow-rate", borrow_rate, 10.0)):
         if value is None:
             continue
-        if value != value or value < 0:
+        if value != value:
+            raise ConfigError(f"{name} must be a number, got nan")
+        if value < 0:
             raise ConfigError(f"{name} must not be negative, got {value:g}")
         if value >= high:
             raise ConfigError(f"{name} must be below {high:g}, got {value:g}")

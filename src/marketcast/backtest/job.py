@@ -99,7 +99,8 @@ class Job:
         for name in ("fee", "half_spread_bps", "spread", "slippage_bps", "borrow_rate"):
             value = getattr(self, name)
             if value is not None and not value >= 0:  # in the option's own unit, before anything runs
-                raise ConfigError(f"--{name.replace('_', '-')} must not be negative, got {value:g}")
+                rule = "must be a number" if value != value else "must not be negative"
+                raise ConfigError(f"--{name.replace('_', '-')} {rule}, got {value:g}")
         if self.spread is not None and self.half_spread_bps is not None:
             raise ConfigError("give --spread or --half-spread-bps, not both")
         spread = self.spread if self.half_spread_bps is None else 2.0 * self.half_spread_bps * BP

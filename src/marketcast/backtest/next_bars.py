@@ -16,6 +16,7 @@ from marketcast.backtest.config import BacktestConfig
 from marketcast.backtest.engine import SymbolResult, run_many
 from marketcast.backtest.period import Period, cut_at
 from marketcast.backtest.prepare import DataOptions, load_inputs, prepare
+from marketcast.errors import ConfigError
 
 FAN = (0.1, 0.25, 0.5, 0.75, 0.9)
 HISTORY = 120  # bars of history the fan chart shows
@@ -72,8 +73,11 @@ def next_bars(symbol: str, data: DataOptions, model_options: dict, end: date | N
     from marketcast.forecast.floor import floor_paths
 
     (bars,) = load_inputs([symbol], data).bars
-    forecaster = load_forecaster(**model_options)
     bars = cut_at(bars, end, data.min_rows or 2)
+    if horizon > len(bars):  # further ahead than the history reaches back: noise, and the time steps overflow
+        raise ConfigError(f"--horizon {horizon:,} is more than the {len(bars):,} bars of {bars.symbol}'s history; "
+                          f"forecast at most {len(bars):,} bars ahead")
+    forecaster = load_forecaster(**model_options)
     last = len(bars) - 1
     batch = make_batch(bars.frame, [last], min(context, len(bars)), horizon, calendar=bars.calendar)
     result = forecaster.forecast(batch, horizon, samples, seed=model_options["seed"])

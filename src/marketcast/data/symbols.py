@@ -19,6 +19,10 @@ def check_symbol(symbol: str, where: str = "symbol") -> str:
     text = str(symbol)
     if not _ALLOWED.fullmatch(text) or ".." in text or text.startswith("."):
         shown = text if len(text) <= 40 else text[:37] + "..."
-        raise ConfigError(f"{where} {shown!r} is not a symbol: use 1-64 letters, digits and '. _ ^ = -', "
-                          "without '..' or a leading '.'")
+        odd = next((c for c in text if not _ALLOWED.fullmatch(c)), None)
+        why = ("it is empty" if not text else "longer than 64 characters" if len(text) > 64 else
+               f"{odd!r} is not an ASCII letter, digit or one of '. _ ^ = -'" if odd is not None else
+               "'..' or a leading '.' would leave the folder")
+        raise ConfigError(f"{where} {shown!r} is not a symbol: {why}; name the file and the symbol with ASCII "
+                          "letters, digits and '. _ ^ = -' (such as BRK.B, ^GSPC, EURUSD=X)")
     return text

@@ -1,6 +1,7 @@
 """A file's date column to UTC nanosecond timestamps, whatever form the export chose.
 
-Text is parsed as ISO 8601 or any format pandas reads (naive means UTC). Numbers are epoch times whose unit
+Text is parsed as ISO 8601 or any format pandas reads (naive means UTC); dates written NN/NN/YYYY are day
+first when some first number is over 12 (European), else month first (US). Numbers are epoch times whose unit
 is told by magnitude: the instants 1971..2100 are 3.2e7..4.1e9 in seconds, 3.2e10..4.1e12 in milliseconds,
 3.2e13..4.1e15 in microseconds and 3.2e16..4.1e18 in nanoseconds, four ranges that do not overlap; eight-digit
 integers 19000101..21001231 are YYYYMMDD. Anything else is refused with the row named, never read as
@@ -19,6 +20,7 @@ from marketcast.data.validate import Source, cell, first_true
 _FIRST, _LAST = pd.Timestamp("1971-01-01").value, pd.Timestamp("2100-01-01").value
 EPOCH_UNITS = {"seconds": 10**9, "milliseconds": 10**6, "microseconds": 10**3, "nanoseconds": 1}
 _NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+_NUMERIC_DATE = r"^\s*(\d{1,2})[/.-](\d{1,2})[/.-]\d{2,4}\b"  # 31/01/2024, 01.31.2024, 31-01-24 ...
 ISO_FIX = "write dates as ISO 8601 such as 2024-01-31 or 2024-01-31T14:30:00Z"
 
 
@@ -39,10 +41,27 @@ def parse_timestamps(values: pd.Series, source: Source) -> pd.DatetimeIndex:
         numbers = pd.to_numeric(text.str.strip(), errors="coerce")
         if (numbers.notna() == text.notna()).all():
             return _from_numbers(numbers, values, source)
-    parsed = pd.to_datetime(text.astype(object), errors="coerce", utc=True, format="mixed")
+    parsed = pd.to_datetime(text.astype(object), errors="coerce", utc=True, format="mixed",
+                            dayfirst=_day_first(text, source))
     if (row := first_true(parsed.isna())) is not None:
         source.fail(row, "timestamp", f"cannot parse {cell(values.iloc[row])} as a date/time", ISO_FIX)
     return _stamps(parsed)
+
+
+def _day_first(text: pd.Series, source: Source) -> bool:
+    """Whether dates written ``NN/NN/YYYY`` (or with ``.``/``-``) put the day first: yes when some first number
+    is over 12, no when some second one is; a column with both is refused. pandas reads each cell on its own,
+    month first when it can, so 13/01/2020 after 12/01/2020 (1 December) came out of order and was blamed on
+    the sorting."""
+    parts = text.str.extract(_NUMERIC_DATE)
+    if parts.isna().any(axis=None):
+        return False
+    first, second = parts[0].astype(int).to_numpy(), parts[1].astype(int).to_numpy()
+    day, month = first_true(first > 12), first_true(second > 12)
+    if day is not None and month is not None:
+        source.fail(max(day, month), "timestamp", f"{cell(text.iloc[month])} puts the day second but "
+                    f"{cell(text.iloc[day])} puts it first", ISO_FIX)
+    return day is not None
 
 
 def _stamps(parsed) -> pd.DatetimeIndex:

@@ -1,0 +1,56 @@
+"""Each bad input gets the message that names its real cause: a NaN fee is no number (not "negative"), a
+non-ASCII symbol names its character, day-first dates are read day first (not "sort the file by time"), and a
+horizon past the history is bounded by the history."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from marketcast.commands import main
+from marketcast.data.load import load_bars
+from marketcast.errors import DataError
+from tests.conftest import make_ohlcv
+
+
+def _error(capsys, argv) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0]
+
+
+def test_a_nan_fee_is_no_number(tmp_path, capsys):
+    line = _error(capsys, ["backtest", "--fee", "nan", "--output-dir", str(tmp_path / "o")])
+    assert line == "error: --fee must be a number, got nan"
+
+
+def test_a_non_ascii_symbol_names_its_character(tmp_path, capsys):
+    line = _error(capsys, ["backtest", "ÄPFEL", "--data-dir", str(tmp_path), "--output-dir", str(tmp_path / "o")])
+    assert "symbol 'ÄPFEL' is not a symbol: 'Ä' is not an ASCII letter, digit or one of '. _ ^ = -'" in line
+
+
+@pytest.mark.parametrize("fmt", ["%d/%m/%Y", "%d.%m.%Y", "%m/%d/%Y"])
+def test_day_first_and_month_first_dates_read_as_the_iso_file(tmp_path, fmt):
+    frame = make_ohlcv(60)  # 60 days from 2024-01-01: days past the 12th appear, so the order is decidable
+    iso, other = tmp_path / "ISO.csv", tmp_path / "OTHER.csv"
+    frame.to_csv(iso)
+    written = frame.copy()
+    written.index = written.index.strftime(fmt)
+    written.to_csv(other)
+    pd.testing.assert_frame_equal(load_bars(other).frame, load_bars(iso).frame)
+
+
+def test_a_column_mixing_day_first_and_month_first_is_refused_naming_both(tmp_path):
+    path = tmp_path / "MIX.csv"
+    path.write_text("Date,Open,High,Low,Close\n13/01/2024,1,2,0.5,1.5\n01/14/2024,1,2,0.5,1.5\n")
+    with pytest.raises(DataError, match=r"row 2 \(line 3\), column 'timestamp': '01/14/2024' puts the day second "
+                                        r"but '13/01/2024' puts it first"):
+        load_bars(path)
+
+
+def test_a_horizon_past_the_history_is_bounded_by_it(tmp_path, capsys):
+    make_ohlcv(40).to_csv(tmp_path / "AAA.csv")
+    line = _error(capsys, ["forecast", "AAA", "--data-dir", str(tmp_path), "--asset-class", "crypto",
+                           "--horizon", "1000000"])
+    assert line == "error: --horizon 1,000,000 is more than the 40 bars of AAA's history; forecast at most 40 bars ahead"
