@@ -84,6 +84,7 @@ class Job:
     risk_per_trade: float = 0.01
     data_dir: Optional[Path] = None
     on_duplicate: str = "error"
+    timezone: Optional[str] = None
     on_bad_line: str = "error"
     output_dir: Path = Path("out/backtest")
     as_json: bool = False
@@ -118,7 +119,7 @@ class Job:
 
     def data(self) -> DataOptions:
         return DataOptions(self.data_dir, self.asset_class, self.on_duplicate, self.on_bad_line,
-                           self.periods_per_year)
+                           self.periods_per_year, timezone=self.timezone)
 
 
 @dataclass
@@ -199,7 +200,8 @@ def run_job(job: Job, page: Page | None = None, record: Record | None = None) ->
                     done.run_id = record(done.results, prepared.whole, {
                         "model": job.model, "weights": job.weights, "device": job.device, "dtype": job.dtype,
                         "asset_class": job.asset_class, "data_dir": inputs.data_dir,
-                        "on_duplicate": job.on_duplicate, "periods_per_year": job.periods_per_year})
+                        "on_duplicate": job.on_duplicate, "periods_per_year": job.periods_per_year,
+                        "timezone": job.timezone})
                 out.commit()
     done.written = [job.output_dir / name for name in names]
     return done

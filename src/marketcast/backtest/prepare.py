@@ -36,6 +36,7 @@ class DataOptions:
     on_bad_line: str = "error"
     periods_per_year: float | None = None
     min_rows: int | None = None
+    timezone: str | None = None  # the zone of naive timestamps (--timezone; None: UTC)
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,8 @@ def load_inputs(symbols: Sequence[str], data: DataOptions = DataOptions()) -> In
         raise ConfigError(f"symbols repeat: {', '.join(names)}")
     classes = asset_classes(list(data.asset_class or ()), names)
     read = {"on_duplicate": data.on_duplicate, "periods_per_year": data.periods_per_year,
-            "on_bad_line": data.on_bad_line, **({} if data.min_rows is None else {"min_rows": data.min_rows})}
+            "on_bad_line": data.on_bad_line, "timezone": data.timezone,
+            **({} if data.min_rows is None else {"min_rows": data.min_rows})}
     bars = [load_bars(files[s], symbol=n, asset_class=classes[n], **read) if s in files else
             load_symbol(n, data_dir=data.data_dir, asset_class=classes[n], **read)
             for s, n in zip(symbols, names)]

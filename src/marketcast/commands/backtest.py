@@ -123,6 +123,7 @@ def backtest(
     calibrate: Calibrate = "none", calibration_min_windows: CalibrationMinWindows = 50, sizing: Sizing = "fixed",
     kelly_cap: KellyCap = 0.25, risk_per_trade: RiskPerTrade = 0.01, data_dir: options.DataDir = None,
     on_duplicate: options.OnDuplicate = "error", on_bad_line: options.OnBadLine = "error",
+    timezone: options.Timezone = None,
     output_dir: OutputDir = DEFAULT_OUTPUT, as_json: AsJson = False, plots: options.Plots = False, html: Html = False,
     fan_date: options.FanDates = None, calibration_only: CalibrationOnly = False,
     allow_in_sample: AllowInSample = False,

@@ -9,7 +9,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from marketcast.commands.options import AsJson, AssetClass, OnBadLine, OnDuplicate, PeriodsPerYear
+from marketcast.commands.options import AsJson, AssetClass, OnBadLine, OnDuplicate, PeriodsPerYear, Timezone
 from marketcast.console import console, print_json
 from marketcast.data.asset import asset_classes
 from marketcast.data.validate import MAX_JUMP, MIN_BARS
@@ -34,6 +34,7 @@ def check(
                     "a backtest needs --windows + 2).")] = MIN_BARS,
     on_duplicate: OnDuplicate = "error",
     on_bad_line: OnBadLine = "error",
+    timezone: Timezone = None,
     max_jump: Annotated[float, typer.Option(
         callback=_jump, help="Warn about a bar whose prices move more than this factor from the previous close "
                              "(a missing split adjustment, a unit change).")] = MAX_JUMP,
@@ -46,7 +47,7 @@ def check(
     named = (symbol or file.stem).upper()  # the symbol a SYMBOL=CLASS override must name
     bars = load_bars(file, symbol=symbol, asset_class=asset_classes(asset_class, [named])[named], min_rows=min_rows,
                      on_duplicate=on_duplicate, periods_per_year=periods_per_year,
-                     max_jump=max_jump, on_bad_line=on_bad_line,
+                     max_jump=max_jump, on_bad_line=on_bad_line, timezone=timezone,
                      need=f"--min-rows {min_rows}; a forecast reads at least {MIN_BARS} bars, two returns; "
                           "use a longer file")
     frame = bars.frame

@@ -33,7 +33,7 @@ def forecast(
     dtype: options.Dtype = "float32",
     seed: options.Seed = 0,
     on_duplicate: options.OnDuplicate = "error",
-    on_bad_line: options.OnBadLine = "error",
+    on_bad_line: options.OnBadLine = "error", timezone: options.Timezone = None,
     asset_class: options.AssetClass = None,
     periods_per_year: options.PeriodsPerYear = None,
     plot: Annotated[Optional[Path], typer.Option(help="Also write the fan chart to this PNG file, e.g. fan.png.")] = None,
@@ -68,7 +68,7 @@ def forecast(
         raise ConfigError("--calibration prints coverage, not a fan; drop --plot")
     if plot is not None and plot.suffix.lower() != ".png":
         raise ConfigError(f"--plot {plot}: the chart is written as PNG; give a path ending in .png")
-    data = DataOptions(data_dir, asset_class, on_duplicate, on_bad_line, periods_per_year, MIN_BARS)
+    data = DataOptions(data_dir, asset_class, on_duplicate, on_bad_line, periods_per_year, MIN_BARS, timezone)
     model_options = {"name": model, "weights": weights, "device": device, "dtype": dtype, "seed": seed}
     if calibration:
         result = calibrate(symbol, data, model_options, period, context, samples)

@@ -129,6 +129,9 @@ AsJson = Annotated[bool, typer.Option(
 OnDuplicate = Annotated[str, typer.Option(
     "--on-duplicate", callback=one_of(ON_DUPLICATE), metavar=choice_list(ON_DUPLICATE),
     help="A timestamp that repeats: error, or keep the first or the last of its bars (with a warning).")]
+Timezone = Annotated[Optional[str], typer.Option(
+    "--timezone", help="IANA time zone of timestamps written without one, e.g. America/New_York for "
+                       "exchange-local bars (default: UTC).")]
 OnBadLine = Annotated[str, typer.Option(
     "--on-bad-line", callback=one_of(ON_BAD_LINE), metavar=choice_list(ON_BAD_LINE),
     help="A CSV line with more fields than the header, or a quote it never closes: error (naming the line), or "

@@ -36,7 +36,7 @@ def sweep(
     spec: Spec, resume: Resume = False, run_id: RunId = None, address: Address = None, num_cpus: NumCpus = None,
     retry_failed: RetryFailed = 1, local: Local = False, data_dir: DataDir = None, store: Store = None,
     asset_class: options.AssetClass = None, periods_per_year: options.PeriodsPerYear = None,
-    max_cells: MaxCells = 100_000,
+    max_cells: MaxCells = 100_000, timezone: options.Timezone = None,
 ) -> None:
     """Backtest every cell of SPEC's grid on Ray; a failing cell is recorded with its error, the rest go on.
 
@@ -46,7 +46,8 @@ def sweep(
 
     done = launch_sweep(spec, resume=resume, run_id=run_id, address=address, num_cpus=num_cpus,
                         retry_failed=retry_failed, local=local, data_dir=data_dir, store=store,
-                        asset_class=asset_class, periods_per_year=periods_per_year, max_cells=max_cells)
+                        asset_class=asset_class, periods_per_year=periods_per_year, max_cells=max_cells,
+                        timezone=timezone)
     outcome = done.outcome
     resumed = f", {outcome.skipped} from before the resume" if resume else ""
     retried = f", {outcome.retried} failed attempts retried" if outcome.retried else ""

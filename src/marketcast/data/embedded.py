@@ -60,6 +60,7 @@ def load_symbol(
     on_duplicate: str = "error",
     periods_per_year: float | None = None,
     on_bad_line: str = "error",
+    timezone: str | None = None,
 ) -> Bars:
     """``symbol`` from ``data_dir`` when given, else from the embedded dataset (which has no duplicates and no
     malformed lines)."""
@@ -69,4 +70,4 @@ def load_symbol(
         return bars
     return load_bars(find_symbol_file(data_dir, symbol), symbol=symbol.upper(), asset_class=asset_class,
                      min_rows=min_rows, on_duplicate=on_duplicate, periods_per_year=periods_per_year,
-                     on_bad_line=on_bad_line)
+                     on_bad_line=on_bad_line, timezone=timezone)

@@ -2,8 +2,9 @@
 
 Column names are matched case-insensitively in any order; ``Adj Close`` and unknown extra columns are
 ignored; an unnamed first column holding dates is taken as the index. Timestamps become UTC (naive ones
-are read as UTC; numbers are epoch times by magnitude, see :mod:`marketcast.data.timestamps`). Every problem
-is one line naming the file, the row and the column (:mod:`marketcast.data.validate`).
+are read as UTC, or in ``--timezone``'s zone, see :mod:`marketcast.data.zones`; numbers are epoch times by
+magnitude, see :mod:`marketcast.data.timestamps`). Every problem is one line naming the file, the row and the
+column (:mod:`marketcast.data.validate`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from marketcast.data.detect import resolve_asset_class
 from marketcast.data.bars import PRICE_COLUMNS, Bars
 from marketcast.data.read import HEAD_ROWS, SUFFIXES, TIME_NAMES, large_csv, read_table
 from marketcast.data.timestamps import parse_timestamps
+from marketcast.data.zones import check_timezone, localise, naive, warn_local_session
 from marketcast.data.validate import MAX_JUMP, Source, cell, check_bars, first_true, warn_jumps
 from marketcast.data.symbols import check_symbol
 from marketcast.errors import ConfigError, DataError, DataWarning
@@ -110,6 +112,7 @@ def load_bars(
     need: str | None = None,
     periods_per_year: float | None = None,
     on_bad_line: str = "error",
+    timezone: str | None = None,
 ) -> Bars:
     """Load and validate one symbol's bars from a CSV/Parquet file.
 
@@ -120,7 +123,10 @@ def load_bars(
     ``asset_class`` overrides what the bar times and the name say (:mod:`marketcast.data.detect`);
     ``periods_per_year`` overrides the calendar's periods per year. ``on_bad_line``: a CSV line that cannot be
     split into the header's fields is an ``error`` (default), or ``skip`` drops such lines with one warning.
+    ``timezone``: the IANA zone of naive times (default UTC; :mod:`marketcast.data.zones` warns when intraday
+    stock bars look exchange-local).
     """
+    check_timezone(timezone)
     if on_duplicate not in ON_DUPLICATE:
         raise ConfigError(f"--on-duplicate {on_duplicate!r}: choose one of {', '.join(ON_DUPLICATE)}")
     path = Path(source)
@@ -130,10 +136,15 @@ def load_bars(
     frame, src, symbol, values = _columns_and_numbers(raw, src, symbol)
     symbol = symbol or path.stem.upper()
     values.index = parse_timestamps(frame["timestamp"], src)
+    local = naive(frame["timestamp"])
+    if local and timezone is not None:
+        values.index = localise(values.index, timezone, str(path))
     values, src = _drop_duplicates(values, src, on_duplicate)
     check_bars(values, src, min_rows=min_rows, need=need)
     warn_jumps(values, src, max_jump)
     cls, why = resolve_asset_class(symbol, values.index, asset_class, where=str(path))
+    if local and timezone is None:
+        warn_local_session(values.index, cls, str(path))
     return Bars(symbol=symbol, frame=values, asset_class=cls, source=str(path), asset_reason=why,
                 periods=periods_per_year)
 

@@ -34,7 +34,7 @@ def _bars(row: pd.Series, asset_class: str, run_id: str) -> Bars:
     where = data_dir or "the embedded data"
     try:
         bars = load_symbol(symbol, data_dir=data_dir, asset_class=asset_class,
-                           on_duplicate=plain(row.get("on_duplicate")) or "error")
+                           on_duplicate=plain(row.get("on_duplicate")) or "error", timezone=plain(row.get("timezone")))
     except DataError as exc:
         raise DataError(f"run {run_id}: cannot load {symbol}'s bars again from {where} ({exc})") from None
     if fingerprint(bars) != row["data_fingerprint"]:

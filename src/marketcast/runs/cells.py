@@ -24,7 +24,7 @@ def _plain(value):
 def setting_names() -> list[str]:
     """The settings columns of a cell row, in order (the symbol comes before them)."""
     return [*MODEL_OPTIONS, *(f.name for f in dataclasses.fields(BacktestConfig)), "asset_class", "data_dir",
-            "on_duplicate"]
+            "on_duplicate", "timezone"]
 
 
 def digest(obj, length: int = 16) -> str:
@@ -49,6 +49,7 @@ class Cell:
     on_duplicate: str = "error"  # how the bars' repeated timestamps were read (--on-duplicate)
     periods_per_year: float | None = None  # --periods-per-year (None: the calendar's); in the id only when set
     end: str | None = None  # a sweep's [data] end: the bars are cut after its last window; in the id only when set
+    timezone: str | None = None  # the zone naive bar times were read in (--timezone; None: UTC); in the id when set
 
     def settings(self) -> dict:
         """Column -> value of everything but the symbol (tuples become lists, as Parquet stores them)."""
@@ -59,7 +60,10 @@ class Cell:
     def cell_id(self) -> str:
         given = {} if self.periods_per_year is None else {"periods_per_year": self.periods_per_year}
         given = given if self.end is None else {**given, "end": self.end}
-        return digest({"symbol": self.symbol, **self.settings(), **given})
+        settings = self.settings()
+        if self.timezone is None:  # ids of runs recorded before --timezone existed stay the same
+            del settings["timezone"]
+        return digest({"symbol": self.symbol, **settings, **given})
 
     @property
     def model_key(self) -> tuple:

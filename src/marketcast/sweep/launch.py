@@ -56,7 +56,7 @@ def launch_sweep(spec: Path, *, resume: bool = False, run_id: Optional[str] = No
                  num_cpus: Optional[int] = None, retry_failed: int = 1, local: bool = False,
                  data_dir: Optional[Path] = None, store: Optional[Path] = None,
                  asset_class: Optional[list[str]] = None, periods_per_year: Optional[float] = None,
-                 max_cells: int = 100_000) -> SweepSummary:
+                 max_cells: int = 100_000, timezone: Optional[str] = None) -> SweepSummary:
     """Backtest every cell of ``spec``'s grid (on Ray unless ``local``) into the run store, and summarise."""
     from marketcast.runs.store import RunStore, store_root
     from marketcast.sweep.runner import run_sweep
@@ -70,8 +70,9 @@ def launch_sweep(spec: Path, *, resume: bool = False, run_id: Optional[str] = No
     runs = RunStore(root)
     if local and address:
         raise ConfigError("--local computes without Ray; drop --address")
-    outcome = run_sweep(load_spec(spec, data_dir, asset_class, periods_per_year, max_cells), runs, resume=resume,
-                        run_id=run_id, address=address, num_cpus=num_cpus, retry_failed=retry_failed, local=local)
+    plan = load_spec(spec, data_dir, asset_class, periods_per_year, max_cells, timezone)
+    outcome = run_sweep(plan, runs, resume=resume, run_id=run_id, address=address, num_cpus=num_cpus,
+                        retry_failed=retry_failed, local=local)
     lines: list[str] = []
     if outcome.ok:  # every cell is a trial: deflate the best of them (docs/scaling.md, multiple testing)
         from marketcast.runs.overview import selection, selection_lines

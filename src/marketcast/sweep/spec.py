@@ -12,6 +12,7 @@
     asset_class = "stock"               # optional override (default: from the bar times, the name breaks a tie)
     periods_per_year = 252              # optional: periods per year for annualising (default: the calendar's)
     on_duplicate = "error"              # a repeated timestamp: error (default), first or last
+    timezone = "America/New_York"       # optional: the zone of times written without one (default: UTC)
 
     [options]                           # every cell: backtest settings and model options
     windows = 70                        # or "all": every window each symbol's history allows
@@ -61,6 +62,7 @@ from marketcast.data.asset import check_asset_class
 from marketcast.data.bars import Bars
 from marketcast.data.load import ON_DUPLICATE, symbol_files
 from marketcast.data.symbols import check_symbol
+from marketcast.data.zones import check_timezone
 from marketcast.console import err_console
 from marketcast.errors import ConfigError, DataError, MarketcastError
 from marketcast.forecast.registry import MODEL_NAMES, check_installed
@@ -154,6 +156,7 @@ class Spec:
     symbol_classes: tuple[tuple[str, str], ...] = ()  # the command line's --asset-class, per symbol
     start: date | None = None  # [data] start / end: the period's decision dates (marketcast.backtest.period)
     end: date | None = None
+    timezone: str | None = None  # [data] timezone / --timezone: the zone of naive bar times (None: UTC)
 
     @property
     def spec_hash(self) -> str:
@@ -164,7 +167,8 @@ class Spec:
                        "models": self.models,
                        **({} if self.periods_per_year is None else {"periods_per_year": self.periods_per_year}),
                        **({"symbol_classes": self.symbol_classes} if self.symbol_classes else {}),
-                       **{k: str(v) for k, v in (("start", self.start), ("end", self.end)) if v is not None}})
+                       **{k: str(v) for k, v in (("start", self.start), ("end", self.end)) if v is not None},
+                       **({} if self.timezone is None else {"timezone": self.timezone})})
 
     def symbol_paths(self) -> dict[str, Path | None]:
         """Symbol -> its file (None = embedded). A symbol without a file maps to the file it would need."""
@@ -201,7 +205,8 @@ class Spec:
                             raise ConfigError(f"{self.path}: grid point {_describe(point, bundle)}: {exc}") from None
                     out.append(Cell(symbol=s, config=config, asset_class=asset_class, data_dir=data_dir,
                                     on_duplicate=self.on_duplicate, periods_per_year=self.periods_per_year,
-                                    end=None if self.end is None else self.end.isoformat(), **model))
+                                    end=None if self.end is None else self.end.isoformat(),
+                                    timezone=self.timezone, **model))
         if len({c.cell_id for c in out}) != len(out):
             raise ConfigError(f"{self.path}: two grid points give the same cells (settings bundles or axis values "
                               "that repeat); remove the repeat")
@@ -223,13 +228,9 @@ class Spec:
             if tuning is None or cell.symbol.upper() not in tuning.symbols:
                 continue
             paths = paths if paths is not None else self.symbol_paths()
-            path = paths.get(cell.symbol)
-            version = path.stat().st_mtime_ns if path is not None and path.is_file() else None
-            key = (cell.symbol, path, version, cell.asset_class, self.on_duplicate, self.periods_per_year)
             try:
-                if key not in _BARS:
-                    _BARS[key] = _read(cell.symbol, path, cell.asset_class, self.on_duplicate, self.periods_per_year)
-                prepare([_BARS[key]], Period.last(cell.config.windows, cell.end), cell.config,
+                prepare([self._bars(cell.symbol, paths.get(cell.symbol), cell.asset_class)],
+                        Period.last(cell.config.windows, cell.end), cell.config,
                         weights=cell.weights, fix='test after it ([data] start = "{start}")')
             except DataError:  # bars that cannot be used fail their cells when the sweep loads them
                 continue
@@ -245,12 +246,8 @@ class Spec:
         if chosen.get("windows") != ALL and self.start is None and self.end is None:
             return {}
         period = Period(None, self.start, self.end) if self.start or self.end else Period(ALL)
-        version = path.stat().st_mtime_ns if path is not None and path.is_file() else None
-        key = (symbol, path, version, asset_class, self.on_duplicate, self.periods_per_year)
         try:
-            if key not in _BARS:
-                _BARS[key] = _read(symbol, path, asset_class, self.on_duplicate, self.periods_per_year)
-            return {"windows": windows_of(_BARS[key], period, _min_context(model))[1]}
+            return {"windows": windows_of(self._bars(symbol, path, asset_class), period, _min_context(model))[1]}
         except DataError as exc:
             if "no window has its decision bar" in str(exc) or "hold no window" in str(exc):
                 what = "[data] start/end" if self.start or self.end else 'windows = "all"'
@@ -258,19 +255,22 @@ class Spec:
             return {"windows": BacktestConfig.windows}
 
 
+    def _bars(self, symbol: str, path: Path | None, asset_class: str | None) -> Bars:
+        """The symbol's bars as the sweep's tasks read them (:func:`marketcast.sweep.tasks.load`), read once per
+        process and file version."""
+        from marketcast.data import load_bars, load_symbol
+
+        version = path.stat().st_mtime_ns if path is not None and path.is_file() else None
+        read = {"asset_class": asset_class, "on_duplicate": self.on_duplicate,
+                "periods_per_year": self.periods_per_year, "timezone": self.timezone}
+        key = (symbol, path, version, *read.values())
+        if key not in _BARS:
+            _BARS[key] = (load_bars(path, symbol=symbol, **read) if path is not None and path.is_file() else
+                          load_symbol(symbol, data_dir=None if path is None else path.parent, **read))
+        return _BARS[key]
+
+
 _BARS: dict[tuple, Bars] = {}  # a spec's cells are expanded more than once (checked, then planned)
-
-
-def _read(symbol: str, path: Path | None, asset_class: str | None, on_duplicate: str,
-          periods_per_year: float | None) -> Bars:
-    """The symbol's bars as the sweep's tasks read them (:func:`marketcast.sweep.tasks.load`)."""
-    from marketcast.data import load_bars, load_symbol
-
-    if path is not None and path.is_file():
-        return load_bars(path, symbol=symbol, asset_class=asset_class, on_duplicate=on_duplicate,
-                         periods_per_year=periods_per_year)
-    return load_symbol(symbol, data_dir=None if path is None else path.parent, asset_class=asset_class,
-                       on_duplicate=on_duplicate, periods_per_year=periods_per_year)
 
 
 def _min_context(model: str) -> int:
@@ -283,6 +283,16 @@ def _min_context(model: str) -> int:
     return 2
 
 
+def _zone(name, where: str) -> str | None:
+    """[data] timezone (or --timezone): an IANA zone name, or None for UTC."""
+    if name is not None and not isinstance(name, str):
+        raise ConfigError(f"{where}: [data] timezone = {name!r}; give an IANA zone name such as America/New_York")
+    try:
+        return check_timezone(name)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
 def _describe(point, bundle: dict) -> str:
     parts = [f"{k}={v}" for k, v in point] + ([f"settings {bundle['name']!r}"] if "name" in bundle else [])
     return ", ".join(parts) or "(the fixed options)"
@@ -290,10 +300,11 @@ def _describe(point, bundle: dict) -> str:
 
 def _symbols(raw: dict, where: str, base: Path, data_dir_override: Path | None) -> tuple:
     data = _table(raw, "data", where)
-    unknown = set(data) - {"symbols", "dir", "asset_class", "on_duplicate", "periods_per_year", "start", "end"}
+    unknown = set(data) - {"symbols", "dir", "asset_class", "on_duplicate", "periods_per_year", "start", "end",
+                           "timezone"}
     if unknown:
         raise ConfigError(f"{where}: [data] has unknown keys {', '.join(sorted(unknown))}; use symbols, dir, "
-                          "asset_class, on_duplicate, periods_per_year, start, end")
+                          "asset_class, on_duplicate, periods_per_year, start, end, timezone")
     if "dir" in data and not isinstance(data["dir"], str):
         raise ConfigError(f"{where}: [data] dir = {data['dir']!r}; give a folder path as a string")
     data_dir = data_dir_override or (base / data["dir"] if "dir" in data else None)
@@ -396,10 +407,11 @@ def _check_size(where: str, grid: dict[str, list], settings: list, symbols: tupl
 
 
 def load_spec(path: str | Path, data_dir: str | Path | None = None, asset_class_override: list[str] | None = None,
-              periods_per_year: float | None = None, max_cells: int = MAX_CELLS) -> Spec:
+              periods_per_year: float | None = None, max_cells: int = MAX_CELLS, timezone: str | None = None) -> Spec:
     """Read and check a spec; every problem is one :class:`ConfigError` line naming the file and the key.
     ``asset_class_override`` (``--asset-class`` values: CLASS or SYMBOL=CLASS) and ``periods_per_year`` replace
-    the spec's [data] asset_class and periods_per_year; a grid of more than ``max_cells`` cells is refused."""
+    the spec's [data] asset_class and periods_per_year, ``timezone`` (``--timezone``) its [data] timezone; a grid
+    of more than ``max_cells`` cells is refused."""
     if isinstance(max_cells, bool) or not isinstance(max_cells, int) or max_cells < 1:
         raise ConfigError(f"--max-cells must be a whole number >= 1, got {max_cells!r}")
     path = input_file(path, ConfigError, "a sweep spec (a TOML file)")
@@ -460,6 +472,7 @@ def load_spec(path: str | Path, data_dir: str | Path | None = None, asset_class_
     spec = Spec(path=path, name=name, symbols=symbols, data_dir=folder, asset_class=asset_class,
                 on_duplicate=on_duplicate, options=options,
                 grid=grid, settings=settings, models=models, ray=ray, periods_per_year=periods,
-                symbol_classes=symbol_classes, start=start, end=end)
+                symbol_classes=symbol_classes, start=start, end=end,
+                timezone=_zone(timezone or _table(raw, "data", where).get("timezone"), where))
     dataclasses.replace(spec, symbols=symbols[:1]).cells()  # every grid point's BacktestConfig, once, now
     return spec

@@ -69,10 +69,11 @@ def _load(symbol: str, path: Path | None, cell: Cell) -> Loaded:
     min_rows = cell.config.windows + 2
     if path is not None and path.is_file():
         bars = load_bars(path, symbol=symbol, asset_class=cell.asset_class, min_rows=min_rows,
-                         on_duplicate=cell.on_duplicate, periods_per_year=cell.periods_per_year)
+                         on_duplicate=cell.on_duplicate, periods_per_year=cell.periods_per_year, timezone=cell.timezone)
     else:
         bars = load_symbol(symbol, data_dir=cell.data_dir, asset_class=cell.asset_class, min_rows=min_rows,
-                           on_duplicate=cell.on_duplicate, periods_per_year=cell.periods_per_year)
+                           on_duplicate=cell.on_duplicate, periods_per_year=cell.periods_per_year,
+                           timezone=cell.timezone)
     # the cell's bars as every backtest prepares them ([data] end: nothing after the period's last settlement bar
     # is read); the store hashes the whole file, as `report` reads it
     cut = prepare([bars], Period.last(cell.config.windows, cell.end), cell.config).bars[0]
