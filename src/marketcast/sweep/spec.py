@@ -54,6 +54,7 @@ from datetime import date, datetime
 from pathlib import Path
 
 from marketcast.backtest.config import BacktestConfig
+from marketcast.backtest.context import needed
 from marketcast.backtest.period import ALL, Period, parse_day, windows_of
 from marketcast.data.asset import check_asset_class
 from marketcast.data.bars import Bars
@@ -240,7 +241,7 @@ class Spec:
         try:
             if key not in _BARS:
                 _BARS[key] = _read(symbol, path, asset_class, self.on_duplicate, self.periods_per_year)
-            return {"windows": windows_of(_BARS[key], period, _min_context(model))[1]}
+            return {"windows": windows_of(_BARS[key], period, _needed(chosen.get("min_context"), model))[1]}
         except DataError as exc:
             if "no window has its decision bar" in str(exc) or "hold no window" in str(exc):
                 what = "[data] start/end" if self.start or self.end else 'windows = "all"'
@@ -271,6 +272,16 @@ def _min_context(model: str) -> int:
 
         return BaselineForecaster.min_context
     return 2
+
+
+def _needed(asked, model: str) -> int:
+    """Real bars a cell's first window holds: its ``min_context`` (the backtest's rule,
+    :func:`marketcast.backtest.context.needed`), else the model's; a bad value is left to the cell's
+    :class:`BacktestConfig`, which refuses it in one line naming the grid point."""
+    try:
+        return needed(asked, _min_context(model))
+    except (ConfigError, TypeError):
+        return _min_context(model)
 
 
 def _describe(point, bundle: dict) -> str:
