@@ -84,6 +84,14 @@ def test_cells_share_a_forecast_only_where_the_forecast_cannot_differ():
     assert [len(chunk) for chunk in jobs[0].chunks(1)] == [1, 1]
 
 
+def test_cells_with_another_min_context_get_their_own_forecast_job():
+    """A job's windows are checked against its first cell's min_context: a count that fits 3 bars of history
+    may not fit 300, so those cells must not share the check (their forecasts of the same windows agree)."""
+    cells = [Cell("A", BacktestConfig(windows=20)), Cell("A", BacktestConfig(windows=20, min_context=3)),
+             Cell("A", BacktestConfig(windows=20, min_context=300))]
+    assert [[p for p, _ in job.cells] for job in plan_jobs(list(enumerate(cells)), {})] == [[0], [1], [2]]
+
+
 def test_a_data_folder_gives_every_symbol_in_it(tmp_path):
     write_bars(tmp_path / "bars", ["MSFT", "aapl"])
     (tmp_path / "bars" / "notes.txt").write_text("not bars")
