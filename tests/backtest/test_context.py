@@ -118,8 +118,8 @@ def test_the_report_says_the_range_and_warns_once(short_file, tmp_path, capsys):
     code, out, err = _run(capsys, str(short_file), "--windows", "all", *FAST, "--output-dir", str(out_dir))
     assert code == 0
     warnings = [line for line in (out + err).splitlines() if line.startswith("warning:")]
-    assert warnings == ["warning: SHORT: 359 of 359 windows saw fewer than the 512 bars of context asked for "
-                        "(context 3–361 of 512 bars); --min-context N skips windows with fewer than N bars"]
+    assert warnings == [("warning: SHORT: 359 of 359 windows saw fewer than the 512 bars of context asked for "
+                         "(context 3–361 of 512 bars); --min-context N skips windows with fewer than N bars")]
     doc = json.loads((out_dir / "SHORT.json").read_text())
     assert doc["runs"] == 359 and doc["config"]["min_context"] is None
     assert {k: doc["context_seen"][k] for k in ("min", "max", "of", "short_windows")} == {
