@@ -36,8 +36,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from marketcast.backtest.benchmark import buy_and_hold_metrics, buy_and_hold_returns
 from marketcast.backtest import context as seen_context
+from marketcast.backtest.benchmark import buy_and_hold_metrics, buy_and_hold_returns
 from marketcast.backtest.config import BacktestConfig
 from marketcast.backtest.costs import Costs
 from marketcast.backtest.fills import REASONS, Fills
