@@ -150,6 +150,7 @@ NEW_OPTIONS = {  # calibration learns from settled windows only, sizes from the 
     "kelly": dict(sizing="kelly", kelly_cap=1.0),
     "cvar": dict(sizing="cvar", risk_per_trade=0.002),
     "conformal+kelly": dict(calibrate="conformal", calibration_min_windows=20, sizing="kelly"),
+    "min_context": dict(min_context=40),  # --min-context: which windows are scored, never what they read
 }
 
 
@@ -181,3 +182,29 @@ def test_calibration_and_sizing_at_t_ignore_every_later_bar(forecaster, options)
             np.testing.assert_array_equal(base.strategies[name].sizes[:k + 1], other.strategies[name].sizes[:k + 1])
         if k + 1 < base.windows:
             assert base.views[k + 1] != other.views[k + 1]
+
+
+@pytest.mark.parametrize("forecaster", ["baseline", "momentum", "quantiles"])
+def test_min_context_with_windows_all_at_t_ignores_every_later_bar(forecaster):
+    """``--windows all --min-context 40`` through the one preparation path: the first window is row 39 (40 real
+    bars of a 64-bar context), and the garbage after t changes nothing decided at or before t."""
+    from dataclasses import replace
+
+    from marketcast.backtest.period import ALL, Period
+    from marketcast.backtest.prepare import prepare
+
+    config = replace(CONFIG, min_context=40)
+
+    def run(bars):
+        model_minimum = getattr(FORECASTERS[forecaster], "min_context", 2)
+        prepared = prepare([bars], Period(ALL), config, min_context=model_minimum)
+        return run_many(prepared.bars, FORECASTERS[forecaster](), prepared.configs[0])[0]
+
+    bars = random_bars(200, seed=17)
+    base = run(bars)
+    assert base.windows == 200 - 40 and base.decision_times[0] == bars.frame.index[39]
+    assert list(base.context_seen[[0, 23, 24, -1]]) == [40, 63, 64, 64]  # row t reads min(64, t + 1) bars
+    for t in (39, 50, 120, 198):
+        other = run(garbage_after(bars, t, seed=t))
+        assert _same_up_to(base, other, bars.frame.index[t]) == t - 39 + 1
+        np.testing.assert_array_equal(base.context_seen, other.context_seen)

@@ -85,6 +85,14 @@ def test_cells_share_a_forecast_only_where_the_forecast_cannot_differ():
     assert [len(chunk) for chunk in jobs[0].chunks(1)] == [1, 1]
 
 
+def test_cells_with_another_min_context_get_their_own_forecast_job():
+    """A job's windows are checked against its first cell's min_context: a count that fits 3 bars of history
+    may not fit 300, so those cells must not share the check (their forecasts of the same windows agree)."""
+    cells = [Cell("A", BacktestConfig(windows=20)), Cell("A", BacktestConfig(windows=20, min_context=3)),
+             Cell("A", BacktestConfig(windows=20, min_context=300))]
+    assert [[p for p, _ in job.cells] for job in plan_jobs(list(enumerate(cells)), {})] == [[0], [1], [2]]
+
+
 def test_a_data_folder_gives_every_symbol_in_it(tmp_path):
     write_bars(tmp_path / "bars", ["MSFT", "aapl"])
     (tmp_path / "bars" / "notes.txt").write_text("not bars")
@@ -267,6 +275,14 @@ def test_windows_all_counts_every_window_of_each_symbol(tmp_path):
     assert {c.symbol: c.config.windows for c in cells} == {"AAA": 87, "BBB": 87, "CCC": 57}  # the baseline: 3 bars
 
 
+def test_min_context_with_windows_all_skips_the_short_windows_of_each_symbol(tmp_path):
+    """The backtest's rule (marketcast.backtest.context): the first window holds min_context real bars."""
+    write_bars(tmp_path / "bars", ["CCC"], n=60)
+    cells = _period_spec(tmp_path, options="windows = 'all'\nmin_context = 20\n").cells()
+    assert {c.symbol: c.config.windows for c in cells} == {"AAA": 90 - 20, "BBB": 70, "CCC": 60 - 20}
+    assert {c.config.min_context for c in cells} == {20}
+    with pytest.raises(ConfigError, match="--min-context 2: a window needs at least 3 real bars"):
+        _period_spec(tmp_path, options="windows = 'all'\nmin_context = 2\n").cells()
 @pytest.mark.parametrize("data,options,message", [
     ("start = '2022-03-01'\n", "windows = 30\n", "[data] start/end and windows pick the windows two ways"),
     ("start = '2022-03-01'\nend = '2022-02-01'\n", "", "[data] end 2022-02-01 is before start 2022-03-01"),

@@ -9,6 +9,7 @@ from marketcast.backtest.costs import Costs, check_costs
 from marketcast.backtest.overfit import check_splits
 from marketcast.backtest.selection import SelectionRule
 from marketcast.backtest.sizing import POLICIES
+from marketcast.data.validate import MIN_BARS
 from marketcast.errors import ConfigError
 from marketcast.forecast.aggregate import validate_spec
 
@@ -33,6 +34,9 @@ class BacktestConfig:
 
     windows:       number of settled decision bars t per symbol (the last ``windows`` bars that have a t+1).
     context:       bars per forecast window ending at t (fewer are left-padded and masked by ``make_batch``).
+    min_context:   real bars a scored window must hold (``--min-context``, at least 3 and at most ``context``);
+                   windows with fewer are skipped (:mod:`marketcast.backtest.context`). None = the model's own
+                   minimum (``Forecaster.min_context``; the baseline's is 3).
     num_samples:   forecast sample paths per window; ``seed`` makes them reproducible.
     point:         aggregation spec turning samples into the point forecast strategies act on.
     ci_band:       quantiles (of the close-return samples) that ``ci_guard`` requires to exclude zero.
@@ -86,6 +90,7 @@ class BacktestConfig:
     sizing: str = "fixed"
     kelly_cap: float = 0.25
     risk_per_trade: float = 0.01
+    min_context: int | None = None
 
     def __post_init__(self) -> None:
         if self.windows < 1:
@@ -94,6 +99,7 @@ class BacktestConfig:
             raise ConfigError(f"--context must be >= 2, got {self.context}")
         if self.num_samples < 1:
             raise ConfigError(f"--samples must be >= 1, got {self.num_samples}")
+        self._check_min_context()
         validate_spec(self.point)
         lo, hi = self.ci_band
         if not 0.0 <= lo < hi <= 1.0:
@@ -122,6 +128,17 @@ class BacktestConfig:
             raise ConfigError(f"--maxdiff-grid must be one of {', '.join(MAXDIFF_GRIDS)}, got {self.maxdiff_grid!r}")
         self._check_calibration()
         self._check_sizing()
+
+    def _check_min_context(self) -> None:
+        n = self.min_context
+        if n is None:
+            return
+        if isinstance(n, bool) or not isinstance(n, int) or n < MIN_BARS:
+            raise ConfigError(f"--min-context {n!r}: a window needs at least {MIN_BARS} real bars; give a whole number "
+                              f">= {MIN_BARS} (default: the model's own minimum)")
+        if n > self.context:
+            raise ConfigError(f"--min-context {n} exceeds --context {self.context}: no window holds more than "
+                              "--context bars; lower --min-context or raise --context")
 
     def _check_calibration(self) -> None:
         if self.calibrate not in CALIBRATIONS:

@@ -36,6 +36,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from marketcast.backtest import context as seen_context
 from marketcast.backtest.benchmark import buy_and_hold_metrics, buy_and_hold_returns
 from marketcast.backtest.config import BacktestConfig
 from marketcast.backtest.costs import Costs
@@ -134,6 +135,17 @@ class SymbolResult:
     calibrated: np.ndarray | None = None  # bool [windows]: samples recalibrated (None: calibrate = "none")
     calibration_report: dict | None = None  # coverage and PIT per field (report_calibration)
     fans: tuple = ()  # multi-bar forecast fans at a few decision bars (marketcast.backtest.fans), stored with the run
+    context_seen: np.ndarray | None = None  # int [windows]: real bars each window's forecast read (backtest.context)
+
+    @property
+    def context_text(self) -> str:
+        """``3–361 of 512`` when some windows read fewer bars than ``--context``, else ``512``."""
+        return seen_context.describe([self.context_seen], self.config.context)
+
+    @property
+    def context_warning(self) -> str:
+        """How many windows read fewer bars than ``--context`` asked for; '' when none did."""
+        return seen_context.warning(self.context_seen, self.config.context)
 
     @property
     def calibration_note(self) -> str:
@@ -233,14 +245,18 @@ TRADE_COLUMNS = ("symbol", "strategy", "decision_time", "settle_time", "close_t"
 def decision_ends(n_bars: int, config: BacktestConfig, min_context: int = 2, where: str = "the data") -> np.ndarray:
     """Row positions t of the windows: the last ``windows`` bars with a t+1, then (optionally) the last bar.
 
-    The first window must hold ``min_context`` real bars (the forecaster's minimum, at least 2)."""
-    need = max(min_context, 2)
+    The first window must hold ``config.min_context`` real bars (``--min-context``), else ``min_context`` (the
+    forecaster's minimum, at least 2): :func:`marketcast.backtest.context.needed`."""
+    asked = getattr(config, "min_context", None)
+    need = seen_context.needed(asked, min_context)
     fits = n_bars - need  # the first window ends at row need - 1 and is settled on row need
     first = n_bars - 1 - config.windows
     if first < need - 1:
         fix = f"use --windows {fits} or fewer" if fits >= 1 else "use a longer history"
+        flag = "" if asked is None else f"--min-context {need}: "
+        fix += "" if asked is None else " or a lower --min-context"
         raise DataError(f"{where}: {n_bars:,} bars fit at most {max(fits, 0):,} windows, not {config.windows:,} "
-                        f"(the first needs {need} bars of history and the bar after it); {fix}")
+                        f"({flag}the first needs {need} bars of history and the bar after it); {fix}")
     ends = np.arange(first, n_bars - 1)
     return np.append(ends, n_bars - 1) if config.include_latest else ends
 
@@ -470,6 +486,7 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
         asset_reason=bars.asset_reason or explain_asset_class(bars.symbol, bars.asset_class),
         latest_view=latest,
         calibrated=None if calibrated is None else calibrated[:n_settled],
+        context_seen=seen_context.seen(settled, config.context),
         calibration_report=report_calibration(samples, actual, None if calibrated is None
                                               else calibrated[:n_settled], config, knots, returns.levels),
     )
@@ -488,7 +505,7 @@ def run_many(bars_list: Sequence[Bars], forecaster: Forecaster, config: Backtest
     ``on_step`` (a progress display) hears of the forecast call and of each symbol's simulation as they start.
     """
     step = on_step or (lambda _description: None)
-    min_context = getattr(forecaster, "min_context", 2)
+    min_context = seen_context.model_minimum(forecaster)
     jobs = [(bars, decision_ends(len(bars), config, min_context, f"{bars.symbol} ({bars.source or 'bars'})"))
             for bars in bars_list]
     for bars, _ in jobs:  # mixed bar spacing fails here, before any forecasting

@@ -82,6 +82,7 @@ class Job:
     sizing: str = "fixed"
     kelly_cap: float = 0.25
     risk_per_trade: float = 0.01
+    min_context: Optional[int] = None
     data_dir: Optional[Path] = None
     on_duplicate: str = "error"
     timezone: Optional[str] = None
@@ -115,7 +116,8 @@ class Job:
             borrow_rate=self.borrow_rate, strategies=strategies,
             selection=SelectionRule(self.select_lookback or None, self.min_trades), cscv_splits=self.cscv_splits,
             spa=self.spa, calibrate=self.calibrate, calibration_min_windows=self.calibration_min_windows,
-            sizing=self.sizing, kelly_cap=self.kelly_cap, risk_per_trade=self.risk_per_trade)
+            sizing=self.sizing, kelly_cap=self.kelly_cap, risk_per_trade=self.risk_per_trade,
+            min_context=self.min_context)
 
     def data(self) -> DataOptions:
         return DataOptions(self.data_dir, self.asset_class, self.on_duplicate, self.on_bad_line,
@@ -177,7 +179,7 @@ def run_job(job: Job, page: Page | None = None, record: Record | None = None) ->
                        allow_in_sample=job.allow_in_sample)
     bars, configs = prepared.bars, prepared.configs
     for b, c in zip(bars, configs):  # a typo'd fan date fails in a second, not after the forecasts
-        fans.check_span(dates, b, c, min_context)
+        fans.check_span(dates, b, c, prepared.min_context)
     if job.calibration_only:
         with progress_steps(len(bars) + len(set(configs)), "calibration") as step:
             return Done(run_configs(bars, configs, forecaster, step, calibration_only=True), configs, started)

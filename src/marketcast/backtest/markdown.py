@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from marketcast.backtest.context import context_text
 from marketcast.backtest.engine import SymbolResult
 from marketcast.calibrate.summary import field_line
 from marketcast.forecast.tuning import IN_SAMPLE, sample_text
@@ -39,6 +40,7 @@ def symbol_section(r: SymbolResult, plot: bool = False) -> list[str]:
              f"Asset class **{r.asset_class}**: {r.asset_reason}. Calendar {a.calendar}. "
              f"**{a.periods_per_year:,g} periods a year**: {a.how}.", ""]
     lines += [f"> warning: {w}" for w in a.warnings] + ([""] if a.warnings else [])
+    lines += [f"> warning: {r.context_warning}", ""] if r.context_warning else []
     lines += [f"Samples: {r.calibration_note}.", ""] if r.calibration_note else []
     sample = sample_text(r.forecast_meta, r.windows)  # tuned --weights: in sample or not
     lines += [f"> {'warning: ' if r.forecast_meta.get('sample') == IN_SAMPLE else ''}{sample}.", ""] if sample else []
@@ -80,8 +82,9 @@ def markdown_summary(results: Sequence[SymbolResult], plots: bool = False) -> st
     if results:
         cfg = results[0].config
         lines += [f"Generated {results[0].generated_at}. Model `{results[0].forecast_meta.get('model')}`, "
-                  f"{cfg.num_samples} samples, seed {cfg.seed}, point forecast `{cfg.point}`, context {cfg.context}, "
-                  f"fill mode `{cfg.fill_mode}`, same-bar `{cfg.same_bar}`, MaxDiff grid `{cfg.maxdiff_grid}`. "
+                  f"{cfg.num_samples} samples, seed {cfg.seed}, point forecast `{cfg.point}`, "
+                  f"context {context_text(results)}, fill mode `{cfg.fill_mode}`, same-bar `{cfg.same_bar}`, "
+                  f"MaxDiff grid `{cfg.maxdiff_grid}`. "
                   "Returns are net of fees and half "
                   "the spread per side; each decision at bar t is settled on bar t+1.", "",
                   f"**Which return each table uses.** {SENTENCE}", ""]

@@ -23,15 +23,16 @@ HISTORY = 120  # bars of history the fan chart shows
 
 
 def calibrate(symbol: str, data: DataOptions, model_options: dict, period: Period, context: int,
-              samples: int) -> SymbolResult:
+              samples: int, min_context: int | None = None) -> SymbolResult:
     """Coverage and PIT of the period's one-bar-ahead forecasts: the backtest's windows and forecast path
-    (:func:`run_many` with ``calibration_only``), each from bars <= t."""
+    (:func:`run_many` with ``calibration_only``), each from bars <= t; ``min_context`` (``--min-context``) as the
+    backtest's."""
     from marketcast.forecast.registry import load_forecaster
 
     (whole,) = load_inputs([symbol], data).bars
     forecaster = load_forecaster(**model_options)
     config = BacktestConfig(windows=period.fixed or 1, context=context, num_samples=samples,
-                            seed=model_options["seed"], include_latest=False)
+                            seed=model_options["seed"], include_latest=False, min_context=min_context)
     prepared = prepare([whole], period, config, min_context=getattr(forecaster, "min_context", 2),
                        weights=model_options["weights"], fix="score the windows after it (--start {start})")
     (result,) = run_many(prepared.bars, forecaster, prepared.configs[0], calibration_only=True)

@@ -16,6 +16,7 @@ from typing import Sequence
 import pandas as pd
 
 from marketcast.backtest.config import BacktestConfig
+from marketcast.backtest.context import needed
 from marketcast.backtest.engine import decision_ends
 from marketcast.backtest.period import Period, windows_of
 from marketcast.data import load_bars, load_symbol
@@ -96,7 +97,7 @@ class Prepared:
     whole: list[Bars]  # as read: what the store fingerprints and the guard compares with tuning.json
     bars: list[Bars]  # cut to the period: what the engine reads
     configs: list[BacktestConfig]  # one per symbol: a dated period's window count depends on its bars
-    min_context: int = 2
+    min_context: int = 2  # real bars the first scored window holds (--min-context, else the model's minimum)
     tuning: Tuning | None = None
 
     def decisions(self) -> list[pd.DatetimeIndex]:
@@ -114,11 +115,16 @@ def prepare(whole: Sequence[Bars], period: Period, config: BacktestConfig, *, mi
     """Cut ``period`` out of each symbol's bars, give each its config, and refuse (one line, exit 2) tuned
     ``weights`` on a scored window on or before their ``until`` unless ``allow_in_sample``; ``fix`` is that
     line's advice (see :func:`guard_windows`). Without a tuning record nothing is checked here: a window count
-    the bars cannot hold fails in the engine, as for any run."""
-    cut = [windows_of(b, period, min_context) for b in whole]
+    the bars cannot hold fails in the engine, as for any run.
+
+    ``min_context`` is the model's own minimum; ``config.min_context`` (``--min-context``) replaces it, never below
+    it (:func:`marketcast.backtest.context.needed`): a period's first window is the first holding that many real
+    bars, and :attr:`Prepared.min_context` is that number."""
+    need = needed(config.min_context, min_context)
+    cut = [windows_of(b, period, need) for b in whole]
     prepared = Prepared(list(whole), [b for b, _ in cut],
                         [config if period.fixed else replace(config, windows=w) for _, w in cut],
-                        min_context, read_tuning(weights))
+                        need, read_tuning(weights))
     if prepared.tuning is not None:
         guard_windows(prepared.tuning, [(b.symbol, w.frame, d) for b, w, d in
                                         zip(prepared.bars, prepared.whole, prepared.decisions())], allow_in_sample, fix)

@@ -20,6 +20,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from marketcast.backtest import context as seen_context
 from marketcast.backtest.benchmark import DESCRIPTION as BENCHMARK_DESCRIPTION
 from marketcast.backtest.benchmark import NAME as BENCHMARK_NAME
 from marketcast.backtest.engine import SymbolResult
@@ -55,13 +56,21 @@ def _calibration(result: SymbolResult) -> dict:
             "note": result.calibration_note, **(result.calibration_report or {})}
 
 
+def context_seen(result: SymbolResult) -> dict:
+    """The real bars of history the scored windows read (min and max), the ``--context`` asked for, how many
+    windows read fewer, and the warning line, if any (:mod:`marketcast.backtest.context`)."""
+    return {**seen_context.summary(result.context_seen, result.config.context),
+            "warning": result.context_warning or None}
+
+
 def calibration_only_json(result: SymbolResult) -> dict:
     """The per-symbol JSON of ``--calibration-only``: identity, forecast skill and the calibration block (no
     strategy ran)."""
     return _clean({"symbol": result.symbol, "runs": result.windows, "generated_at": result.generated_at,
                    "asset_class": result.asset_class, "first_decision": result.decision_times[0].isoformat(),
                    "last_settle": result.settle_times[-1].isoformat(), "model": result.forecast_meta.get("model"),
-                   "calibration_only": True, "skill": result.skill, "calibration": _calibration(result)})
+                   "calibration_only": True, "context_seen": context_seen(result), "skill": result.skill,
+                   "calibration": _calibration(result)})
 
 
 def signed_drawdown(metrics: dict) -> dict:
@@ -109,7 +118,9 @@ def symbol_json(result: SymbolResult) -> dict:
             "confidence": cfg.confidence, "cscv_splits": cfg.cscv_splits, "spa": cfg.spa,
             "calibrate": cfg.calibrate, "calibration_min_windows": cfg.calibration_min_windows,
             "sizing": cfg.sizing, "kelly_cap": cfg.kelly_cap, "risk_per_trade": cfg.risk_per_trade,
+            "min_context": cfg.min_context,
         },
+        "context_seen": context_seen(result),
         "calibration": _calibration(result),
         "costs": result.costs.describe(),
         "walk_forward": {"rule": cfg.selection.describe(), "lookback": cfg.selection.lookback,

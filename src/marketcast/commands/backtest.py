@@ -121,7 +121,8 @@ def backtest(
     periods_per_year: options.PeriodsPerYear = None, select_lookback: SelectLookback = DEFAULT_LOOKBACK,
     min_trades: MinTrades = DEFAULT_MIN_TRADES, cscv_splits: CscvSplits = None, spa: Spa = True,
     calibrate: Calibrate = "none", calibration_min_windows: CalibrationMinWindows = 50, sizing: Sizing = "fixed",
-    kelly_cap: KellyCap = 0.25, risk_per_trade: RiskPerTrade = 0.01, data_dir: options.DataDir = None,
+    kelly_cap: KellyCap = 0.25, risk_per_trade: RiskPerTrade = 0.01, min_context: options.MinContext = None,
+    data_dir: options.DataDir = None,
     on_duplicate: options.OnDuplicate = "error", on_bad_line: options.OnBadLine = "error",
     timezone: options.Timezone = None,
     output_dir: OutputDir = DEFAULT_OUTPUT, as_json: AsJson = False, plots: options.Plots = False, html: Html = False,
@@ -168,6 +169,9 @@ def show_calibration(done: Done, as_json: bool) -> None:
         return
     console.print(skill_table(done.results))
     console.print(calibration_table(done.results))
+    for r in done.results:
+        if r.context_warning:
+            console.print(f"[yellow]warning:[/] {r.symbol}: {r.context_warning}", highlight=False, soft_wrap=True)
     n = len(done.results)
     console.print(f"[dim]{n} symbol{'s' if n != 1 else ''} × {done.windows_text()}, calibration only, "
                   f"{done.elapsed:.1f} s[/dim]")
@@ -191,6 +195,8 @@ def show(job: Job, done: Done) -> None:
             console.print(f"[dim]{r.symbol}: {r.calibration_note}[/dim]", highlight=False)
         for warning in r.annualisation.warnings:
             console.print(f"[yellow]warning:[/] {r.symbol}: {warning}")
+        if r.context_warning:  # one line, so a script can count it
+            console.print(f"[yellow]warning:[/] {r.symbol}: {r.context_warning}", highlight=False, soft_wrap=True)
         if sample_text(r.forecast_meta, r.windows):
             console.print(f"{r.symbol}: {sample_text(r.forecast_meta, r.windows)}", highlight=False, markup=False)
         console.print(in_sample_table(r))

@@ -27,6 +27,7 @@ def forecast(
     samples: options.Samples = 512,
     model: options.Model = "baseline",
     context: options.Context = 512,
+    min_context: options.MinContext = None,
     data_dir: options.DataDir = None,
     weights: options.Weights = None,
     device: options.Device = "cpu",
@@ -58,8 +59,8 @@ def forecast(
     """Forecast the next bars of SYMBOL and print the quantile fan."""
     from marketcast.backtest.period import Period
 
-    if windows is not None and not calibration:
-        raise ConfigError("--windows counts the windows --calibration scores; add --calibration")
+    if (windows is not None or min_context is not None) and not calibration:
+        raise ConfigError("--windows and --min-context pick the windows --calibration scores; add --calibration")
     if start is not None and not calibration:
         raise ConfigError("--start picks the windows --calibration scores; add --calibration, or use --end alone "
                           "to forecast from an earlier bar")
@@ -71,7 +72,7 @@ def forecast(
     data = DataOptions(data_dir, asset_class, on_duplicate, on_bad_line, periods_per_year, MIN_BARS, timezone)
     model_options = {"name": model, "weights": weights, "device": device, "dtype": dtype, "seed": seed}
     if calibration:
-        result = calibrate(symbol, data, model_options, period, context, samples)
+        result = calibrate(symbol, data, model_options, period, context, samples, min_context)
         print_json(calibration_only_json(result)) if as_json else console.print(calibration_table([result]))
         return
     fan = next_bars(symbol, data, model_options, period.end, context, horizon, samples)

@@ -79,6 +79,10 @@ Context = Annotated[int, typer.Option(
     "--context", "-c", min=MIN_BARS, help=f"Bars of history per forecast window, at least {MIN_BARS} (fewer "
                                           "available: all of them).")]
 Samples = Annotated[int, typer.Option("--samples", "-s", min=1, help="Forecast sample paths per window.")]
+MinContext = Annotated[Optional[int], typer.Option(
+    "--min-context", metavar="BARS", help="Real bars of history a window must hold to be scored, 3 to --context: "
+                                          "windows with fewer are skipped (default: the model's own minimum, the "
+                                          "baseline's 3). See docs/backtest.md#context-actually-used.")]
 Seed = Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED,
                                    help="Sampling seed: the same seed gives the same sample paths.")]
 def windows_callback(value):

@@ -74,7 +74,7 @@ def headline(result: SymbolResult, key: str) -> str:
 
 def warnings_of(result: SymbolResult) -> list[str]:
     """What the reader should know before trusting a number."""
-    out = list(result.annualisation.warnings)
+    out = list(result.annualisation.warnings) + ([result.context_warning] if result.context_warning else [])
     if result.forecast_meta.get("sample") == IN_SAMPLE:  # tuned --weights scored on bars they were tuned on
         out.append(sample_text(result.forecast_meta, result.windows))
     if under_a_year(result):
@@ -100,8 +100,9 @@ def trust_box(result: SymbolResult) -> str:
         ("Model weights", weights),
         *([("Sample", sample_text(result.forecast_meta, result.windows))]
           if result.forecast_meta.get("sample") else []),
-        ("Windows", f"{result.windows:,} walk-forward windows of {a.interval.label} bars; context {cfg.context} "
-                    f"bars, {cfg.num_samples} samples, seed {cfg.seed}, fill mode {cfg.fill_mode}"),
+        ("Windows", f"{result.windows:,} walk-forward windows of {a.interval.label} bars; context "
+                    f"{result.context_text} bars, {cfg.num_samples} samples, seed {cfg.seed}, "
+                    f"fill mode {cfg.fill_mode}"),
         ("Period", f"{result.decision_times[0]:%Y-%m-%d %H:%M} → {result.settle_times[-1]:%Y-%m-%d %H:%M} UTC "
                    "(first decision to last settle)".replace(" 00:00", "")),
         ("Asset class", f"{result.asset_class}: {result.asset_reason}. Calendar {a.calendar}, "

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from marketcast.backtest.context import context_text
 from marketcast.backtest.engine import SymbolResult
 from marketcast.backtest.fans import Fan
 from marketcast.backtest.markdown import MORE_COLUMNS, more_rows
@@ -145,9 +146,9 @@ def tearsheet_html(reports: Sequence[SymbolReport], leaderboard: Sequence[dict] 
     first = results[0]
     cfg = first.config
     subtitle = (f"Generated {first.generated_at}. Model {first.forecast_meta.get('model')}, {cfg.num_samples} samples, "
-                f"seed {cfg.seed}, point forecast {cfg.point}, context {cfg.context}, fill mode {cfg.fill_mode}, "
-                f"same-bar {cfg.same_bar}. Returns net of fees and half the spread per side; each decision at bar t "
-                "is settled on bar t+1. " + SENTENCE)
+                f"seed {cfg.seed}, point forecast {cfg.point}, context {context_text(results)}, "
+                f"fill mode {cfg.fill_mode}, same-bar {cfg.same_bar}. Returns net of fees and half the spread per "
+                "side; each decision at bar t is settled on bar t+1. " + SENTENCE)
     body = leaderboard_section(leaderboard) if leaderboard else ""
     body += "".join(symbol_section(rep, key) for rep, key in zip(reports, keys))
     body += ('<section id="skill"><h2>Forecast skill for bar t+1</h2>'

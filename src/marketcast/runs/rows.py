@@ -92,6 +92,7 @@ def ok_rows(ctx: RunContext, cell: Cell, position: int, result: SymbolResult, da
               "best_strategy": doc.get("best_strategy"), **flatten(doc.get("metrics") or {}, "metrics."),
               **flatten(doc.get("selection") or {}, "selection."),
               **flatten(doc.get("costs") or {}, "costs."),  # fee, half-spread, slippage (bp), borrow rate
+              **flatten(doc.get("context_seen") or {}, "context_seen."),  # real bars the windows read: min, max
               **store_columns(result.calibration_report),  # calibration.close.cov80, calibration.close.pit_ks_p
               "settle_times": list(result.settle_times.to_pydatetime())}
     rows = [{**shared, "strategy": None, **trial_columns(result), "record": encode(result)}]

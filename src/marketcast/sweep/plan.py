@@ -14,7 +14,7 @@ from pathlib import Path
 from marketcast.backtest.config import BacktestConfig
 from marketcast.runs.cells import Cell
 
-FORECAST_FIELDS = ("windows", "context", "num_samples", "seed", "include_latest")
+FORECAST_FIELDS = ("windows", "context", "num_samples", "seed", "include_latest", "min_context")
 
 
 @dataclass

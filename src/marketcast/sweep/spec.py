@@ -57,6 +57,7 @@ from datetime import date, datetime
 from pathlib import Path
 
 from marketcast.backtest.config import BacktestConfig
+from marketcast.backtest.context import needed
 from marketcast.backtest.period import ALL, Period, parse_day, windows_of
 from marketcast.data.asset import check_asset_class
 from marketcast.data.bars import Bars
@@ -247,7 +248,8 @@ class Spec:
             return {}
         period = Period(None, self.start, self.end) if self.start or self.end else Period(ALL)
         try:
-            return {"windows": windows_of(self._bars(symbol, path, asset_class), period, _min_context(model))[1]}
+            return {"windows": windows_of(self._bars(symbol, path, asset_class), period,
+                                          _needed(chosen.get("min_context"), model))[1]}
         except DataError as exc:
             if "no window has its decision bar" in str(exc) or "hold no window" in str(exc):
                 what = "[data] start/end" if self.start or self.end else 'windows = "all"'
@@ -291,6 +293,16 @@ def _zone(name, where: str) -> str | None:
         return check_timezone(name)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+
+
+def _needed(asked, model: str) -> int:
+    """Real bars a cell's first window holds: its ``min_context`` (the backtest's rule,
+    :func:`marketcast.backtest.context.needed`), else the model's; a bad value is left to the cell's
+    :class:`BacktestConfig`, which refuses it in one line naming the grid point."""
+    try:
+        return needed(asked, _min_context(model))
+    except (ConfigError, TypeError):
+        return _min_context(model)
 
 
 def _describe(point, bundle: dict) -> str:
