@@ -79,6 +79,7 @@ def symbol_json(result: SymbolResult) -> dict:
     wf = result.walk_forward
     wfm = wf["metrics"]
     ann = result.annualisation
+    mc = result.monte_carlo
     return _clean({
         "symbol": result.symbol,
         "runs": result.windows,
@@ -113,10 +114,13 @@ def symbol_json(result: SymbolResult) -> dict:
         "calibration": _calibration(result),
         "costs": result.costs.describe(),
         "walk_forward": {"rule": cfg.selection.describe(), "lookback": cfg.selection.lookback,
-                         "min_trades": cfg.selection.min_trades, **signed_drawdown(wfm)},
+                         "min_trades": cfg.selection.min_trades, **signed_drawdown(wfm),
+                         **({} if mc is None else {"mc_error": mc.walk_forward.as_dict()})},
         "benchmark": {"name": BENCHMARK_NAME, "description": BENCHMARK_DESCRIPTION,
                       **signed_drawdown(result.benchmark.metrics)},
-        "strategies": {name: signed_drawdown(run.metrics) for name, run in result.strategies.items()},
+        "strategies": {name: {**signed_drawdown(run.metrics), **({} if mc is None else {"mc_error": {
+            **mc.strategies[name].as_dict(), "close_calls": mc.close_calls[name], "decisions": mc.windows}})}
+            for name, run in result.strategies.items()},
         "strategy_descriptions": {name: STRATEGIES[name].description for name in result.strategies},
         "metrics": {
             **result.skill,
@@ -134,7 +138,12 @@ def symbol_json(result: SymbolResult) -> dict:
             "walk_forward_oos_information_ratio": wfm["information_ratio"],
             "walk_forward_turnover": wfm["turnover"],
             "walk_forward_picks": wf["picked"],
+            # Monte Carlo error of the walk-forward return (marketcast.backtest.montecarlo; None under 32 samples)
+            "walk_forward_oos_return_mc_se": None if mc is None else mc.walk_forward.se,
+            "walk_forward_oos_return_mc_band": None if mc is None else mc.walk_forward.band,
         },
+        "monte_carlo": None if mc is None else mc.as_dict(),
+        **({"seeds": result.seeds} if result.seeds else {}),
         "best_strategy": result.best_strategy,
         "best_strategy_is": ("in-sample: picked on the windows it is scored on; never a strategy with fewer than "
                              f"{cfg.selection.min_trades} trades (min_trades)"),
