@@ -33,9 +33,9 @@ each batch, so the strategies' *differences* carry less noise than each return a
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import product
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 

@@ -106,7 +106,7 @@ def track_note(result: SymbolResult) -> str:
             f"at least {result.config.selection.min_trades} trades and {MIN_NONZERO} non-zero returns."
             + (f" Annual figures {UNDER_A_YEAR}: {result.windows:,} bars, {result.periods_per_year:,g} a year; the "
                "return is the period's." if under_a_year(result) else "") + " " + SENTENCE
-            + (f" MC ±: the walk-forward return's Monte Carlo error in percentage points, a 95% band of where a re-run "
+            + (" MC ±: the walk-forward return's Monte Carlo error in percentage points, a 95% band of where a re-run "
                "with another --seed lands (buy & hold reads no forecast: —)." if result.monte_carlo is not None else ""))
 
 
