@@ -142,13 +142,12 @@ def test_the_json_summary_and_tables_show_the_band_and_close_calls(tmp_path):
     result = run_backtest(random_bars(200, seed=21), BaselineForecaster(), CONFIG)
     mc = result.monte_carlo
     doc = json.loads(json.dumps(symbol_json(result)))
-    simple = doc["strategies"]["simple"]["mc_error"]
-    assert simple["band"] == mc.strategies["simple"].band and simple["se"] == mc.strategies["simple"].se
-    assert simple["close_calls"] == mc.close_calls["simple"] and simple["decisions"] == 60
-    assert len(simple["batch_returns"]) == 8
-    assert doc["walk_forward"]["mc_error"]["band"] == doc["metrics"]["walk_forward_oos_return_mc_band"] \
-        == mc.walk_forward.band
+    simple = doc["strategies"]["simple"]
+    assert simple["mc_band"] == mc.strategies["simple"].band and simple["mc_se"] == mc.strategies["simple"].se
+    assert simple["close_calls"] == mc.close_calls["simple"] and len(simple["mc_batch_returns"]) == 8
+    assert doc["walk_forward"]["mc_band"] == doc["metrics"]["walk_forward_oos_return_mc_band"] == mc.walk_forward.band
     assert doc["monte_carlo"]["batches"] == 8 and doc["monte_carlo"]["samples_per_batch"] == 8
+    assert doc["monte_carlo"]["decisions_total"] == 8 * 60
     assert doc["monte_carlo"]["close_calls_total"] == sum(mc.close_calls.values())
     assert track_rows(result)[0][-1] == f"±{100 * mc.walk_forward.band:.1f}"
     rows = {row[0].rstrip("*†"): row for row in in_sample_rows(result)}
@@ -165,7 +164,7 @@ def test_the_run_store_record_keeps_the_band_and_runs_show_prints_it(tmp_path, c
                  "--seeds", "2", "--output-dir", str(out)]) == 0
     run_id = capsys.readouterr().out.strip().splitlines()[-1].split()[-1]
     doc = json.loads((out / "SP500.json").read_text())
-    band = doc["walk_forward"]["mc_error"]["band"]
+    band = doc["walk_forward"]["mc_band"]
     assert doc["seeds"]["seeds"] == [0, 1] and len(doc["seeds"]["walk_forward"]["returns"]) == 2
     summary = (out / "summary.md").read_text()
     assert f"±{100 * band:.1f}" in summary and "Seeds 0..1: the spread of each return" in summary

@@ -71,6 +71,15 @@ def signed_drawdown(metrics: dict) -> dict:
     return {**metrics, "max_drawdown": None if value is None else 0.0 - abs(value)}
 
 
+def mc_keys(error, close_calls: int | None = None, strategy: bool = False) -> dict:
+    """A return's Monte Carlo error beside its metrics (:mod:`marketcast.backtest.montecarlo`): ``mc_se``,
+    ``mc_band`` (95 % band of a re-run with another seed), ``mc_batch_returns`` and, for a ``strategy``, its
+    ``close_calls``; None where there is no estimate (fewer than 32 samples)."""
+    keys = {"mc_se": None if error is None else error.se, "mc_band": None if error is None else error.band,
+            "mc_batch_returns": None if error is None else list(error.batch_values)}
+    return {**keys, "close_calls": close_calls} if strategy else keys
+
+
 def symbol_json(result: SymbolResult) -> dict:
     """The per-symbol JSON: the original system's keys (``runs``, ``strategies``, ``metrics.walk_forward_oos_*``,
     ``best_strategy``) plus the honest extras (asset class and why, periods per year and how, the benchmark,
@@ -115,11 +124,11 @@ def symbol_json(result: SymbolResult) -> dict:
         "costs": result.costs.describe(),
         "walk_forward": {"rule": cfg.selection.describe(), "lookback": cfg.selection.lookback,
                          "min_trades": cfg.selection.min_trades, **signed_drawdown(wfm),
-                         **({} if mc is None else {"mc_error": mc.walk_forward.as_dict()})},
+                         **mc_keys(None if mc is None else mc.walk_forward)},
         "benchmark": {"name": BENCHMARK_NAME, "description": BENCHMARK_DESCRIPTION,
                       **signed_drawdown(result.benchmark.metrics)},
-        "strategies": {name: {**signed_drawdown(run.metrics), **({} if mc is None else {"mc_error": {
-            **mc.strategies[name].as_dict(), "close_calls": mc.close_calls[name], "decisions": mc.windows}})}
+        "strategies": {name: {**signed_drawdown(run.metrics), **mc_keys(
+            None if mc is None else mc.strategies[name], None if mc is None else mc.close_calls[name], True)}
             for name, run in result.strategies.items()},
         "strategy_descriptions": {name: STRATEGIES[name].description for name in result.strategies},
         "metrics": {
