@@ -208,3 +208,43 @@ def test_min_context_with_windows_all_at_t_ignores_every_later_bar(forecaster):
         other = run(garbage_after(bars, t, seed=t))
         assert _same_up_to(base, other, bars.frame.index[t]) == t - 39 + 1
         np.testing.assert_array_equal(base.context_seen, other.context_seen)
+
+
+class BatchOf:
+    """Batch ``b`` of 8 of another forecaster's samples (samples b, b + 8, ...): what the Monte Carlo error
+    (:mod:`marketcast.backtest.montecarlo`) decides and settles each batch on; a run on it gives that batch's
+    figures bit for bit (tests/backtest/test_montecarlo.py), so its decisions at t are the batch's."""
+
+    def __init__(self, inner, b: int) -> None:
+        self.inner, self.b, self.name, self.fields = inner, b, inner.name, inner.fields
+
+    def forecast(self, batch, horizon, num_samples, seed=0):
+        from marketcast.forecast.base import Forecast
+
+        full = self.inner.forecast(batch, horizon, num_samples * 8, seed)
+        return Forecast(full.samples[:, :, self.b::8], full.fields, dict(full.meta))
+
+
+@pytest.mark.parametrize("case", ["seed+1", "seed+3", "batch 0", "batch 5", "batch 5+cvar"])
+def test_seeds_and_monte_carlo_batches_at_t_ignore_every_later_bar(case):
+    """``--seeds N`` re-runs with seeds seed + 1 .. seed + N - 1; the Monte Carlo error decides on each batch of
+    the samples: neither may read a bar after t."""
+    from dataclasses import replace
+
+    if case.startswith("seed"):
+        config, forecaster = replace(CONFIG, seed=CONFIG.seed + int(case[-1])), BaselineForecaster
+    else:
+        b = int(case.split()[1][0])
+        config = replace(CONFIG, num_samples=CONFIG.num_samples // 8,
+                         **({"sizing": "cvar", "risk_per_trade": 0.002} if case.endswith("cvar") else {}))
+        forecaster = lambda: BatchOf(BaselineForecaster(), b)  # noqa: E731
+    bars = random_bars(200, seed=17)
+    n = len(bars)
+    base = run_backtest(bars, forecaster(), config)
+    rng = np.random.default_rng(zlib.crc32(case.encode()))
+    for t in rng.integers(n - 61, n - 1, size=3):
+        other = run_backtest(garbage_after(bars, int(t), seed=int(t)), forecaster(), config)
+        assert _same_up_to(base, other, bars.frame.index[t]) == t - (n - 61) + 1
+        k = list(base.decision_times).index(bars.frame.index[t])
+        if k + 1 < base.windows:  # the garbage did change something later, so the test can tell
+            assert base.views[k + 1] != other.views[k + 1]

@@ -105,9 +105,10 @@ def test_runs_show_tells_the_record_settings_costs_model_and_selection(tmp_path,
     code, shown = _json(capsys, "runs", "show", doc["run_id"], "--json")
     assert code == 0
     (cell,) = shown["records"]
-    keys = ("return", "annual_return", "sharpe", "sharpe_ci_low", "sharpe_ci_high", "psr", "max_drawdown", "trades")
+    keys = ("return", "annual_return", "sharpe", "sharpe_ci_low", "sharpe_ci_high", "psr", "max_drawdown", "trades",
+            "mc_band")
     assert cell["walk_forward"] == {k: doc["walk_forward"][k] for k in keys}
-    assert cell["buy_and_hold"] == {k: doc["benchmark"][k] for k in keys}
+    assert cell["buy_and_hold"] == {k: doc["benchmark"][k] for k in keys[:-1]}  # no forecast, no MC error
     assert cell["buy_and_hold"]["max_drawdown"] < 0 and cell["buy_and_hold"]["trades"] == 1
     assert (cell["windows"], cell["first_decision"], cell["last_settle"]) == (
         12, doc["first_decision"], doc["last_settle"])

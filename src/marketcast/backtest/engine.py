@@ -42,6 +42,7 @@ from marketcast.backtest.config import BacktestConfig
 from marketcast.backtest.costs import Costs
 from marketcast.backtest.fills import REASONS, Fills
 from marketcast.backtest.metrics import equity_curve
+from marketcast.backtest.montecarlo import MonteCarlo, monte_carlo
 from marketcast.backtest.orders import Bar, Decision
 from marketcast.backtest.overfit import SelectionStats, assess
 from marketcast.backtest.scoring import score, score_many, sharpe_trust
@@ -136,6 +137,8 @@ class SymbolResult:
     calibration_report: dict | None = None  # coverage and PIT per field (report_calibration)
     fans: tuple = ()  # multi-bar forecast fans at a few decision bars (marketcast.backtest.fans), stored with the run
     context_seen: np.ndarray | None = None  # int [windows]: real bars each window's forecast read (backtest.context)
+    monte_carlo: MonteCarlo | None = None  # sampling error of the returns (marketcast.backtest.montecarlo)
+    seeds: dict | None = None  # --seeds N: the returns over N seeds (marketcast.backtest.montecarlo.seed_spread)
 
     @property
     def context_text(self) -> str:
@@ -438,7 +441,8 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
     index = pd.DatetimeIndex(frame.index)
     forecast, calibrated = calibrated_forecast(forecast, bars, ends, config)
     returns = ForecastReturns.from_forecast(forecast, c[ends])
-    all_views = returns.views(index[ends], config.point, config.ci_band, atr_fraction(h, lo, c, ends))  # bars <= t
+    atr = atr_fraction(h, lo, c, ends)
+    all_views = returns.views(index[ends], config.point, config.ci_band, atr)  # bars <= t
     n_settled = len(ends) - 1 if config.include_latest else len(ends)
     settled = ends[:n_settled]
     views = all_views[:n_settled]
@@ -447,6 +451,13 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
     bars_next = Bar(o[settled + 1], h[settled + 1], lo[settled + 1], c[settled + 1])
     ppy = bars.periods_per_year
     held = buy_and_hold_returns(o[settled[0] + 1], bars_next.close, params.costs.per_side)
+
+    def settle(batch: ForecastReturns) -> tuple[ForecastViews, dict]:  # the run's steps on a batch's samples (MC)
+        v = batch.views(index[ends], config.point, config.ci_band, atr)[:n_settled]
+        w, _ = _sized({n: walk(n, v, bars_next, params) for n in config.strategies}, v, None, batch.samples,
+                      params, config, n_settled)
+        return v, {n: x.fills for n, x in w.items()}
+
     if calibration_only:  # skill and calibration only: no strategy, fill, metric or selection
         benchmark, walks, next_sizes, metrics, latest = BenchmarkRun(held, {}), {}, {}, {}, None
     else:
@@ -485,6 +496,8 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
         benchmark=benchmark,
         asset_reason=bars.asset_reason or explain_asset_class(bars.symbol, bars.asset_class),
         latest_view=latest,
+        monte_carlo=None if calibration_only else monte_carlo(returns, views, {n: w.fills for n, w in walks.items()},
+                                                              settle, config.selection, params),
         calibrated=None if calibrated is None else calibrated[:n_settled],
         context_seen=seen_context.seen(settled, config.context),
         calibration_report=report_calibration(samples, actual, None if calibrated is None

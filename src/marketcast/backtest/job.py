@@ -11,7 +11,7 @@ HTML tearsheet (the report layer), ``record`` stores the run (the run store); th
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional, Protocol, Sequence
 
@@ -19,6 +19,7 @@ from marketcast.backtest import fans
 from marketcast.backtest.config import STRATEGY_NAMES, BacktestConfig
 from marketcast.backtest.costs import BP
 from marketcast.backtest.engine import SymbolResult, run_many
+from marketcast.backtest.montecarlo import seed_spread
 from marketcast.backtest.period import Period
 from marketcast.backtest.prepare import DataOptions, load_inputs, prepare
 from marketcast.backtest.selection import SelectionRule
@@ -58,6 +59,7 @@ class Job:
     context: int = 512
     samples: int = 256
     seed: int = 0
+    seeds: int = 1
     point: str = "median"
     fill_mode: str = "touch"
     same_bar: str = "pessimistic"
@@ -103,6 +105,9 @@ class Job:
             if value is not None and not value >= 0:  # in the option's own unit, before anything runs
                 rule = "must be a number" if value != value else "must not be negative"
                 raise ConfigError(f"--{name.replace('_', '-')} {rule}, got {value:g}")
+        if isinstance(self.seeds, bool) or not isinstance(self.seeds, int) or self.seeds < 1:
+            raise ConfigError(f"--seeds must be a whole number >= 1, got {self.seeds!r}; pass 1 for one run, or N to "
+                              "re-run with seeds --seed .. --seed + N - 1 and report the spread")
         if self.spread is not None and self.half_spread_bps is not None:
             raise ConfigError("give --spread or --half-spread-bps, not both")
         spread = self.spread if self.half_spread_bps is None else 2.0 * self.half_spread_bps * BP
@@ -157,6 +162,20 @@ def run_configs(bars: Sequence[Bars], configs: Sequence[BacktestConfig], forecas
     return results
 
 
+def add_seeds(results: list[SymbolResult], bars: Sequence[Bars], configs: Sequence[BacktestConfig], forecaster,
+              step, seeds: int) -> None:
+    """``--seeds N``: re-run with seeds seed + 1 .. seed + N - 1 (the same forecaster: only the samples change)
+    and store each return's spread on the first run's results (``SymbolResult.seeds``, in the JSON, summary.md
+    and the run store's record); the files and the store hold the first seed's run. The re-runs skip the SPA
+    test, whose p-value they would not report."""
+    if seeds < 2:
+        return
+    others = [run_configs(bars, [replace(c, seed=c.seed + k, spa=False) for c in configs], forecaster, step)
+              for k in range(1, seeds)]
+    for i, r in enumerate(results):
+        r.seeds = seed_spread(r, [run[i] for run in others])
+
+
 def run_job(job: Job, page: Page | None = None, record: Record | None = None) -> Done:
     """Run the backtest ``job`` asks for and write its reports (``--calibration-only``: nothing written)."""
     from marketcast.backtest.report import write_outputs
@@ -167,6 +186,8 @@ def run_job(job: Job, page: Page | None = None, record: Record | None = None) ->
     started = time.perf_counter()
     period = Period.of(job.windows, job.start, job.end, default=BacktestConfig.windows)
     config = job.config(period)
+    if job.calibration_only and job.seeds > 1:
+        raise ConfigError("--seeds re-runs the strategies, which --calibration-only does not run; drop --seeds")
     if job.calibration_only and (job.html or job.plots):
         raise ConfigError(f"--calibration-only writes no files; drop {'--html' if job.html else '--plots'}")
     dates = fans.parse_dates(job.fan_date)
@@ -183,8 +204,10 @@ def run_job(job: Job, page: Page | None = None, record: Record | None = None) ->
     if job.calibration_only:
         with progress_steps(len(bars) + len(set(configs)), "calibration") as step:
             return Done(run_configs(bars, configs, forecaster, step, calibration_only=True), configs, started)
-    with progress_steps(len(bars) + len(set(configs)) + 1 + (page is not None), "backtest") as step:
+    per_run = len(bars) + len(set(configs))
+    with progress_steps(per_run * job.seeds + 1 + (page is not None), "backtest") as step:
         done = Done(run_configs(bars, configs, forecaster, step), configs, started)
+        add_seeds(done.results, bars, configs, forecaster, step, job.seeds)
         prepared.label(done.results)
         fans.add_fans(done.results, prepared.whole, forecaster, dates)  # stored with the run: reports only draw
         if page is not None:  # drawn before anything is written: a failure leaves no file behind

@@ -12,10 +12,10 @@ from marketcast.backtest.returns import CLOSE_TO_CLOSE, SENTENCE, STRATEGY
 from marketcast.backtest.strategies import STRATEGIES
 from marketcast.backtest.tables import annual
 from marketcast.backtest.tables import (
-    CALIBRATION_COLUMNS, IN_SAMPLE_COLUMNS, SELECTION_COLUMNS, SKILL_COLUMNS, SKILL_NOTE, TRACK_COLUMNS,
+    CALIBRATION_COLUMNS, IN_SAMPLE_COLUMNS, SEEDS_COLUMNS, SELECTION_COLUMNS, SKILL_COLUMNS, SKILL_NOTE, TRACK_COLUMNS,
     calibration_note, calibration_rows, in_sample_note, in_sample_rows,
-    level, num, pct, selection_note, selection_rows, selection_verdict, skill_rows, strategy_label, title,
-    track_note, track_rows,
+    level, num, pct, seeds_note, seeds_rows, seeds_title, selection_note, selection_rows, selection_verdict, skill_rows,
+    strategy_label, title, track_note, track_rows,
 )
 
 MORE_COLUMNS = ("strategy", "annual", "Sortino", "max DD", "Calmar", "win rate", "exposure", "turnover",
@@ -56,6 +56,8 @@ def symbol_section(r: SymbolResult, plot: bool = False) -> list[str]:
     lines += _table((*IN_SAMPLE_COLUMNS[:3], level(r), *IN_SAMPLE_COLUMNS[4:]), in_sample_rows(r))
     lines += ["", in_sample_note(r), ""]
     lines += _table(MORE_COLUMNS, more_rows(r)) + ["", f"Every column: the strategy's returns, {STRATEGY}."]
+    if r.seeds:
+        lines += ["", f"### {seeds_title(r)}", ""] + _table(SEEDS_COLUMNS, seeds_rows(r)) + ["", seeds_note(r)]
     lines += ["", "### Multiple testing: is the best better than luck?", ""]
     lines += _table(SELECTION_COLUMNS, selection_rows(r)) + ["", selection_note(r)]
     lines += ["", f"**{selection_verdict(r)}**"] if selection_verdict(r) else []

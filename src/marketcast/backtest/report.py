@@ -80,6 +80,15 @@ def signed_drawdown(metrics: dict) -> dict:
     return {**metrics, "max_drawdown": None if value is None else 0.0 - abs(value)}
 
 
+def mc_keys(error, close_calls: int | None = None, strategy: bool = False) -> dict:
+    """A return's Monte Carlo error beside its metrics (:mod:`marketcast.backtest.montecarlo`): ``mc_se``,
+    ``mc_band`` (95 % band of a re-run with another seed), ``mc_batch_returns`` and, for a ``strategy``, its
+    ``close_calls``; None where there is no estimate (fewer than 32 samples)."""
+    keys = {"mc_se": None if error is None else error.se, "mc_band": None if error is None else error.band,
+            "mc_batch_returns": None if error is None else list(error.batch_values)}
+    return {**keys, "close_calls": close_calls} if strategy else keys
+
+
 def symbol_json(result: SymbolResult) -> dict:
     """The per-symbol JSON: the original system's keys (``runs``, ``strategies``, ``metrics.walk_forward_oos_*``,
     ``best_strategy``) plus the honest extras (asset class and why, periods per year and how, the benchmark,
@@ -88,6 +97,7 @@ def symbol_json(result: SymbolResult) -> dict:
     wf = result.walk_forward
     wfm = wf["metrics"]
     ann = result.annualisation
+    mc = result.monte_carlo
     return _clean({
         "symbol": result.symbol,
         "runs": result.windows,
@@ -124,10 +134,13 @@ def symbol_json(result: SymbolResult) -> dict:
         "calibration": _calibration(result),
         "costs": result.costs.describe(),
         "walk_forward": {"rule": cfg.selection.describe(), "lookback": cfg.selection.lookback,
-                         "min_trades": cfg.selection.min_trades, **signed_drawdown(wfm)},
+                         "min_trades": cfg.selection.min_trades, **signed_drawdown(wfm),
+                         **mc_keys(None if mc is None else mc.walk_forward)},
         "benchmark": {"name": BENCHMARK_NAME, "description": BENCHMARK_DESCRIPTION,
                       **signed_drawdown(result.benchmark.metrics)},
-        "strategies": {name: signed_drawdown(run.metrics) for name, run in result.strategies.items()},
+        "strategies": {name: {**signed_drawdown(run.metrics), **mc_keys(
+            None if mc is None else mc.strategies[name], None if mc is None else mc.close_calls[name], True)}
+            for name, run in result.strategies.items()},
         "strategy_descriptions": {name: STRATEGIES[name].description for name in result.strategies},
         "metrics": {
             **result.skill,
@@ -145,7 +158,12 @@ def symbol_json(result: SymbolResult) -> dict:
             "walk_forward_oos_information_ratio": wfm["information_ratio"],
             "walk_forward_turnover": wfm["turnover"],
             "walk_forward_picks": wf["picked"],
+            # Monte Carlo error of the walk-forward return (marketcast.backtest.montecarlo; None under 32 samples)
+            "walk_forward_oos_return_mc_se": None if mc is None else mc.walk_forward.se,
+            "walk_forward_oos_return_mc_band": None if mc is None else mc.walk_forward.band,
         },
+        "monte_carlo": None if mc is None else mc.as_dict(),
+        **({"seeds": result.seeds} if result.seeds else {}),
         "best_strategy": result.best_strategy,
         "best_strategy_is": ("in-sample: picked on the windows it is scored on; never a strategy with fewer than "
                              f"{cfg.selection.min_trades} trades (min_trades)"),

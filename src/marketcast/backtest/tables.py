@@ -63,7 +63,27 @@ def never_traded(result: SymbolResult) -> list[str]:
     return [n for n, r in result.strategies.items() if r.metrics["trades"] == 0]
 
 
-TRACK_COLUMNS = ("", "return", "annual", "Sharpe", "CI", "PSR", "max DD", "trades")
+TRACK_COLUMNS = ("", "return", "annual", "Sharpe", "CI", "PSR", "max DD", "trades", "MC ±")
+
+
+def mc_cell(result: SymbolResult, name: str | None = None) -> str:
+    """``±4.7``: the Monte Carlo band, in percentage points, of strategy ``name``'s return (None: the walk-forward
+    record's), where a re-run with another seed lands (:mod:`marketcast.backtest.montecarlo`); "—" without an
+    estimate (fewer than 32 samples, or a run recorded before it was made)."""
+    mc = getattr(result, "monte_carlo", None)
+    if mc is None:
+        return "—"
+    return f"±{100 * (mc.walk_forward if name is None else mc.strategies[name]).band:.1f}"
+
+
+def mc_note(result: SymbolResult) -> str:
+    """What the MC ± column means, with the run's close calls; '' without an estimate."""
+    mc = getattr(result, "monte_carlo", None)
+    if mc is None:
+        return ""
+    return (f" MC ±: Monte Carlo error of the return in percentage points, a 95% band of where a re-run with "
+            f"another --seed lands, from {mc.batches} batches of {mc.samples // mc.batches} samples "
+            f"(docs/backtest.md#monte-carlo-error); close calls: {mc.note()}.")
 
 
 def track_rows(result: SymbolResult) -> list[list[str]]:
@@ -71,7 +91,8 @@ def track_rows(result: SymbolResult) -> list[list[str]]:
     rows = []
     for label, m in ((WALK_FORWARD, result.walk_forward["metrics"]), (BUY_AND_HOLD, result.benchmark.metrics)):
         rows.append([label, pct(m["return"]), annual(m), num(m["sharpe"]), interval(m),
-                     num(m["psr"], "{:.2f}"), pct(-m["max_drawdown"] or 0.0), str(m["trades"])])
+                     num(m["psr"], "{:.2f}"), pct(-m["max_drawdown"] or 0.0), str(m["trades"]),
+                     mc_cell(result) if label == WALK_FORWARD else "—"])
     return rows
 
 
@@ -84,17 +105,20 @@ def track_note(result: SymbolResult) -> str:
             "Sharpe is above 0; both only with "
             f"at least {result.config.selection.min_trades} trades and {MIN_NONZERO} non-zero returns."
             + (f" Annual figures {UNDER_A_YEAR}: {result.windows:,} bars, {result.periods_per_year:,g} a year; the "
-               "return is the period's." if under_a_year(result) else "") + " " + SENTENCE)
+               "return is the period's." if under_a_year(result) else "") + " " + SENTENCE
+            + (" MC ±: the walk-forward return's Monte Carlo error in percentage points, a 95% band of where a re-run "
+               "with another --seed lands (buy & hold reads no forecast: —)." if result.monte_carlo is not None else ""))
 
 
-IN_SAMPLE_COLUMNS = ("strategy", "return", "Sharpe", "CI", "PSR", "alpha", "beta", "IR", "trades")
+IN_SAMPLE_COLUMNS = ("strategy", "return", "Sharpe", "CI", "PSR", "alpha", "beta", "IR", "trades", "MC ±")
 
 
 def in_sample_rows(result: SymbolResult, information_ratio: bool = True) -> list[list[str]]:
     """One row per strategy; ``information_ratio=False`` leaves the IR column out (an 80-column terminal)."""
     best = result.best_strategy
     rows = [[strategy_label(name, best), pct(m["return"]), num(m["sharpe"]), interval(m), num(m["psr"], "{:.2f}"),
-             annual(m, "alpha", "alpha_reason"), num(m["beta"]), num(m["information_ratio"]), str(m["trades"])]
+             annual(m, "alpha", "alpha_reason"), num(m["beta"]), num(m["information_ratio"]), str(m["trades"]),
+             mc_cell(result, name)]
             for name, m in ((n, r.metrics) for n, r in result.strategies.items())]
     return rows if information_ratio else [row[:7] + row[8:] for row in rows]
 
@@ -120,13 +144,46 @@ def in_sample_note(result: SymbolResult, information_ratio: bool = True) -> str:
     else:
         parts.append(f"alpha and beta against buy & hold ({CLOSE_TO_CLOSE}; the information ratio is in summary.md "
                      "and the JSON)")
-    return "; ".join(parts) + "."
+    return "; ".join(parts) + "." + mc_note(result)
 
 
 def under_a_year(result: SymbolResult) -> bool:
     """Fewer windows than periods a year: annualised figures are n/a
     (:func:`marketcast.backtest.metrics.under_a_year`)."""
     return result.windows < result.periods_per_year
+
+
+SEEDS_COLUMNS = ("", "min", "max", "sd", "in MC band")
+
+
+def seeds_rows(result: SymbolResult) -> list[list[str]]:
+    """``--seeds N``: the spread of each return over the N runs (the walk-forward record first); [] with one seed."""
+    block = result.seeds
+    if not block:
+        return []
+    n = len(block["seeds"]) - 1
+
+    def row(label: str, s: dict) -> list[str]:
+        inside = "—" if s["inside_mc_band"] is None else f"{s['inside_mc_band']} of {n}"
+        return [label, pct(s["min"]), pct(s["max"]), f"{100 * s['sd']:.2f}", inside]
+
+    return [row(WALK_FORWARD, block["walk_forward"])] + [row(k, s) for k, s in block["strategies"].items()]
+
+
+def seeds_note(result: SymbolResult) -> str:
+    seeds = result.seeds["seeds"]
+    return (f"Total return over {len(seeds)} runs with seeds {seeds[0]}..{seeds[-1]} (the tables above are seed "
+            f"{seeds[0]}'s); sd in percentage points; in MC band: the other runs whose return lies inside seed "
+            f"{seeds[0]}'s MC ± band.")
+
+
+def seeds_title(result: SymbolResult) -> str:
+    seeds = result.seeds["seeds"]
+    return f"Seeds {seeds[0]}..{seeds[-1]}: the spread of each return"
+
+
+def seeds_table(result: SymbolResult) -> Table:
+    return _table(seeds_title(result), SEEDS_COLUMNS, seeds_rows(result), seeds_note(result))
 
 
 SELECTION_COLUMNS = ("trials", "DSR pick", "DSR walk-forward", "PBO", "CSCV S", "SPA p")
@@ -221,9 +278,14 @@ def _table(title_: str, columns: Sequence[str], rows: list[list[str]], caption: 
 
 
 def track_record_table(result: SymbolResult) -> Table:
+    """The headline; under a year without the annual column (n/a in both rows, said in the note), to fit 80
+    columns."""
     cols = (*TRACK_COLUMNS[:4], level(result), *TRACK_COLUMNS[5:])
+    rows = track_rows(result)
+    if under_a_year(result):
+        cols, rows = cols[:2] + cols[3:], [row[:2] + row[3:] for row in rows]
     return _table(f"{title(result)}\nOut of sample: the walk-forward track record and the buy & hold benchmark", cols,
-                  track_rows(result), track_note(result))
+                  rows, track_note(result))
 
 
 def in_sample_table(result: SymbolResult) -> Table:

@@ -135,6 +135,15 @@ def maxdiff(v: ForecastViews, bars: Bar, p: StrategyParams) -> tuple[Orders, np.
     return orders, offsets, MaxDiffState(scores[-1].copy(), len(v))
 
 
+def decision_sides(name: str, views: ForecastViews, p: StrategyParams) -> np.ndarray:
+    """``[N]`` the side each window's forecast asks strategy ``name`` for, its state aside (``unprofit_shutdown``:
+    ``simple``'s call; ``maxdiff``: its bias from the forecast high and low): what the Monte Carlo close calls
+    (:func:`marketcast.backtest.montecarlo.close_calls`) move the forecast against."""
+    if name == "maxdiff":
+        return maxdiff_sides(views.high_ret, views.low_ret, p.allow_short)
+    return STATELESS["simple" if name == "unprofit_shutdown" else name](views, p).side
+
+
 def walk(name: str, views: ForecastViews, bars: Bar, p: StrategyParams) -> Walk:
     """Strategy ``name`` decided on every view and settled on its bar t+1 (``bars``: a :class:`Bar` of arrays
     ``[N]``), starting from the strategy's initial state."""

@@ -98,6 +98,9 @@ Sizing = Annotated[str, typer.Option(
 KellyCap = Annotated[float, typer.Option(help="Largest Kelly size, in (0, 1] (0.25: quarter Kelly).")]
 RiskPerTrade = Annotated[float, typer.Option(
     help="cvar sizing: the equity fraction a trade's 95% tail may lose, in (0, 1].")]
+Seeds = Annotated[int, typer.Option(
+    help="Re-run with N seeds (--seed .. --seed + N - 1) and report the spread of every return; the files and "
+         "the run store hold the first seed's run and the spread.")]
 OutputDir = Annotated[Path, typer.Option(help="Where JSON, Markdown, trades.csv and PNGs go.")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print the per-symbol JSON instead of tables.")]
 Html = Annotated[bool, typer.Option("--html", help="Also write report.html: a self-contained tearsheet that "
@@ -127,7 +130,7 @@ def backtest(
     timezone: options.Timezone = None,
     output_dir: OutputDir = DEFAULT_OUTPUT, as_json: AsJson = False, plots: options.Plots = False, html: Html = False,
     fan_date: options.FanDates = None, calibration_only: CalibrationOnly = False,
-    allow_in_sample: AllowInSample = False,
+    allow_in_sample: AllowInSample = False, seeds: Seeds = 1,
 ) -> None:
     """Walk-forward backtest: forecast bar t+1 from bars <= t, decide, settle on bar t+1."""
     job = Job(**locals())  # the parameters, by name: nothing else is bound yet
@@ -181,7 +184,8 @@ def show(job: Job, done: Done) -> None:
     """The tables of every symbol, then skill and calibration over all; the run's id last."""
     from marketcast.backtest.report import symbol_json
     from marketcast.backtest.tables import (
-        calibration_table, in_sample_table, selection_table, selection_verdict, skill_table, track_record_table,
+        calibration_table, in_sample_table, seeds_table, selection_table, selection_verdict, skill_table,
+        track_record_table,
     )
     from marketcast.forecast.tuning import sample_text
 
@@ -200,6 +204,8 @@ def show(job: Job, done: Done) -> None:
         if sample_text(r.forecast_meta, r.windows):
             console.print(f"{r.symbol}: {sample_text(r.forecast_meta, r.windows)}", highlight=False, markup=False)
         console.print(in_sample_table(r))
+        if r.seeds:
+            console.print(seeds_table(r))
         console.print(selection_table(r))
         if selection_verdict(r):
             console.print(f"[bold yellow]{selection_verdict(r)}[/]", highlight=False)

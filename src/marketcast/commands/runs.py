@@ -154,15 +154,16 @@ def _print_records(records: list[dict], finished: int) -> None:
         return
     fmt = lambda x, spec="+.2f": "—" if x is None else format(x, spec)  # noqa: E731
     table = Table(title="walk-forward record and buy & hold over the same windows")
-    for col in ("cell", "windows", "record", "return", "Sharpe", "CI", "PSR", "max DD", "trades"):
+    for col in ("cell", "windows", "record", "return", "MC ±", "Sharpe", "CI", "PSR", "max DD", "trades"):
         table.add_column(col, justify="left" if col in ("cell", "windows", "record") else "right")
     for r in records:
         span = f"{r['windows']} {r['first_decision'][:10]} → {r['last_settle'][:10]}"
         for i, (name, m) in enumerate((("walk-forward", r["walk_forward"]), ("buy & hold", r["buy_and_hold"]))):
             ci = ("—" if m["sharpe_ci_low"] is None else
                   f"[{fmt(m['sharpe_ci_low'], '+.1f')}, {fmt(m['sharpe_ci_high'], '+.1f')}]")
+            band = m.get("mc_band")
             table.add_row(escape(r["label"]) if i == 0 else "", span if i == 0 else "", name, pct(m["return"]),
-                          fmt(m["sharpe"]), ci, fmt(m["psr"], ".2f"), pct(m["max_drawdown"]),
+                          "—" if band is None else f"±{100 * band:.1f}", fmt(m["sharpe"]), ci, fmt(m["psr"], ".2f"), pct(m["max_drawdown"]),
                           fmt(m["trades"], "d"))
     console.print(table)
     shown = {k: v for k, v in records[0]["settings"].items()

@@ -332,7 +332,9 @@ def cell_records(store: RunStore, run_id: str, limit: int = MAX_SYMBOL_LINES) ->
             "windows": result.windows, "first_decision": result.decision_times[0].isoformat(),
             "last_settle": result.settle_times[-1].isoformat(), "asset_class": result.asset_class,
             "periods_per_year": plain(result.periods_per_year),
-            "walk_forward": record(result.walk_forward["metrics"]), "buy_and_hold": record(result.benchmark.metrics),
+            "walk_forward": {**record(result.walk_forward["metrics"]), "mc_band": None if result.monte_carlo is None
+                             else result.monte_carlo.walk_forward.band},  # Monte Carlo error, None before recorded
+            "buy_and_hold": record(result.benchmark.metrics),
             "costs": prefixed("costs."),
             "model": {**{k: plain(row.get(k)) for k in MODEL_KEYS}, "source": meta.get("source"),
                       "random_weights": random_weights(row.get("weights"), meta)},
