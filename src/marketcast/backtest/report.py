@@ -109,6 +109,7 @@ def symbol_json(result: SymbolResult) -> dict:
             "confidence": cfg.confidence, "cscv_splits": cfg.cscv_splits, "spa": cfg.spa,
             "calibrate": cfg.calibrate, "calibration_min_windows": cfg.calibration_min_windows,
             "sizing": cfg.sizing, "kelly_cap": cfg.kelly_cap, "risk_per_trade": cfg.risk_per_trade,
+            "kelly_fraction": cfg.kelly_fraction,
         },
         "calibration": _calibration(result),
         "costs": result.costs.describe(),
