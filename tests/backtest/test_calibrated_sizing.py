@@ -1,11 +1,13 @@
 """--calibrate and --sizing in the engine: fills by hand at a size of 0.4, sizes that follow the forecast's
-spread (narrow vs wide, same median), the sequential step equal to the vectorised engine with sizes and
-calibration, conformal calibration fixing a forecaster twice too narrow, and bad settings one line, exit 2."""
+spread (narrow vs wide, same median; and ranked against it when the means differ too), Kelly sizes on the
+embedded daily files that are no on/off switch, the sequential step equal to the vectorised engine with sizes
+and calibration, conformal calibration fixing a forecaster twice too narrow, and bad settings one line, exit 2."""
 
 from dataclasses import replace
 
 import numpy as np
 import pytest
+from scipy.stats import spearmanr
 
 from marketcast.backtest.config import CALIBRATIONS, BacktestConfig
 from marketcast.backtest.engine import decision_ends, decision_size, forecast_windows, run_backtest, simulate
@@ -62,7 +64,7 @@ SIZED = dict(windows=40, context=16, num_samples=20, strategies=("simple", "buy_
 
 
 @pytest.mark.parametrize("policy, narrow, wide", [
-    ("kelly", POINT * 19 / (7 * NARROW ** 2), POINT * 19 / (7 * WIDE ** 2)),  # 0.542857, 0.135714: a quarter
+    ("kelly", 0.25 * POINT * 19 / (7 * NARROW ** 2), 0.25 * POINT * 19 / (7 * WIDE ** 2)),  # 0.135714, 0.033929
     ("cvar", 0.01 / (NARROW - POINT), 0.01 / (WIDE - POINT)),                   # 0.202020, 0.100503
 ])
 def test_sizes_follow_the_spread_of_narrow_and_wide_forecasters(policy, narrow, wide):
@@ -94,11 +96,64 @@ def test_sizes_follow_the_spread_of_narrow_and_wide_forecasters(policy, narrow, 
     assert "size" in got["wide"].trades().columns
 
 
+def _orders(result):
+    """Every order's size and its forecast's spread (the 10-90 % width of the close samples), all strategies."""
+    close = result.sample_returns["close"][:result.windows]
+    width = np.quantile(close, 0.9, axis=1) - np.quantile(close, 0.1, axis=1)
+    sizes, widths = [], []
+    for run in result.strategies.values():
+        traded = run.decisions.side != 0
+        sizes.append(run.sizes[traded])
+        widths.append(width[traded])
+    return np.concatenate(sizes), np.concatenate(widths)
+
+
+@pytest.mark.parametrize("policy", ["kelly", "cvar"])
+def test_sizes_rank_against_the_spread_of_narrow_and_wide_forecasters_whose_means_vary(policy):
+    """Two forecasters share each window's mean (drawn per window, 0.05 % +- 0.05 %) and differ in spread (4 %
+    vs 8 %): pooled, the size falls with the spread though a narrow window with a small mean can get less than
+    a wide one with a large mean. Kelly: wide = narrow / 4 window by window (none capped); CVaR about half."""
+    bars = _engine_windows()
+    decided = bars.frame.index[-41:-1]
+    means = np.random.default_rng(4).normal(0.0005, 0.0005, len(decided))
+    table = {t: (m, m, m) for t, m in zip(decided, means)}
+    config = BacktestConfig(**{**SIZED, "strategies": ("simple",)}, sizing=policy)
+    narrow, wide = (run_backtest(bars, TableForecaster(table, spread=s), config) for s in (0.04, 0.08))
+    n, w = narrow.strategies["simple"].sizes, wide.strategies["simple"].sizes
+    if policy == "kelly":
+        expected = 0.25 * np.abs(means) * 19 / (7 * 0.04 ** 2)
+        assert n == pytest.approx(expected, rel=1e-9) and n.max() < 1.0
+        assert w == pytest.approx(n / 4, rel=1e-12)
+    else:
+        assert ((w > 0.45 * n) & (w < 0.55 * n)).all()
+    sizes, widths = (np.concatenate(pair) for pair in zip(_orders(narrow), _orders(wide)))
+    assert np.ptp(widths) > 0.05 and spearmanr(sizes, widths).statistic < -0.5
+
+
+@pytest.mark.parametrize("symbol", ["SP500", "NASDAQ"])
+def test_kelly_sizes_on_a_daily_file_are_no_on_off_switch(symbol):
+    """The embedded daily files with the baseline and default settings: fewer than half the orders at the cap,
+    and the size falls with the spread (measured: 26 % / 20 % at the cap, Spearman -0.27 / -0.30). The rule
+    before, the whole f* under a cap of 0.25, put nearly every order at 0 or at the cap."""
+    from marketcast.data import load_symbol
+    from marketcast.forecast.baseline import BaselineForecaster
+
+    bars = load_symbol(symbol)
+    config = BacktestConfig(sizing="kelly", spa=False, bootstrap_reps=10)
+    sizes, widths = _orders(run_backtest(bars, BaselineForecaster(), config))
+    assert len(sizes) > 300
+    assert (sizes == config.kelly_cap).mean() < 0.5 and ((sizes > 0) & (sizes < 1)).mean() > 0.1
+    assert spearmanr(sizes, widths).statistic < -0.1
+    before = replace(config, kelly_fraction=1.0, kelly_cap=0.25)
+    old, _ = _orders(run_backtest(bars, BaselineForecaster(), before))
+    assert np.isin(old, (0.0, 0.25)).mean() > 0.95  # measured: 97.9 % and 100 %
+
+
 def test_a_take_profit_counts_in_the_trade_return_samples():
     """entry_takeprofit exits at its take-profit on the sample paths whose high reaches it. Close samples
     0.0005 + 0.01 z and high samples 0.004 + 0.01 z (z = linspace(-1, 1, 20)): ``simple``'s trade has mean
-    0.0005 > 0 (Kelly 0.0005 / (1e-4 * 7 / 19) = 13.6, capped at 0.3), but the take-profit at the median high
-    cuts the upper half to +0.4 % and leaves the lower half's closes: a negative mean, size 0, no trade."""
+    0.0005 > 0 (a quarter of Kelly 0.0005 / (1e-4 * 7 / 19) = 13.6, capped at 0.3), but the take-profit at the
+    median high cuts the upper half to +0.4 % and leaves the lower half's closes: a negative mean, size 0, no trade."""
     bars = _engine_windows()
     forecaster = TableForecaster({}, spread=0.01, default=(POINT, 0.004, -0.004))
     config = BacktestConfig(**{**SIZED, "strategies": ("entry_takeprofit", "simple")}, sizing="kelly", kelly_cap=0.3)
@@ -112,7 +167,7 @@ def test_a_take_profit_counts_in_the_trade_return_samples():
 
 
 @pytest.mark.parametrize("settings", [
-    dict(sizing="kelly"), dict(sizing="cvar", risk_per_trade=0.002),
+    dict(sizing="kelly", kelly_cap=0.5), dict(sizing="cvar", risk_per_trade=0.002),
     dict(sizing="kelly", kelly_cap=1.0, calibrate="conformal", calibration_min_windows=30),
     dict(sizing="cvar", calibrate="quantile", calibration_min_windows=30),
 ])
@@ -213,6 +268,9 @@ def test_default_settings_keep_unit_sizes_and_no_calibration():
     (dict(sizing="martingale"), "--sizing must be one of fixed, kelly, cvar"),
     (dict(sizing="kelly", kelly_cap=0.0), "--kelly-cap must be in (0, 1]"),
     (dict(sizing="kelly", kelly_cap=1.5), "--kelly-cap must be in (0, 1]"),
+    (dict(sizing="kelly", kelly_fraction=0.0), "--kelly-fraction must be in (0, 1]"),
+    (dict(sizing="kelly", kelly_fraction=1.01), "--kelly-fraction must be in (0, 1]"),
+    (dict(kelly_fraction="a quarter"), "--kelly-fraction must be in (0, 1]"),
     (dict(sizing="cvar", risk_per_trade=0.0), "--risk-per-trade must be in (0, 1]"),
     (dict(sizing="cvar", risk_per_trade=2.0), "--risk-per-trade must be in (0, 1]"),
 ])
@@ -228,6 +286,9 @@ def test_bad_settings_are_one_config_error_line(kwargs, message):
     (["--calibrate", "conformal", "--calibration-min-windows", "13"], "exceeds --windows 12"),
     (["--sizing", "martingale"], "'--sizing': 'martingale' is not one of 'fixed', 'kelly', 'cvar'"),
     (["--sizing", "kelly", "--kelly-cap", "0"], "--kelly-cap must be in (0, 1]"),
+    (["--sizing", "kelly", "--kelly-fraction", "0"], "--kelly-fraction must be in (0, 1]"),
+    (["--sizing", "kelly", "--kelly-fraction", "1.5"], "--kelly-fraction must be in (0, 1]"),
+    (["--kelly-fraction", "-0.25"], "--kelly-fraction must be in (0, 1]"),
     (["--sizing", "cvar", "--risk-per-trade", "1.5"], "--risk-per-trade must be in (0, 1]"),
 ])
 def test_bad_flags_exit_2_in_one_line(tmp_path, capsys, args, message):

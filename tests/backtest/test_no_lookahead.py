@@ -148,6 +148,7 @@ NEW_OPTIONS = {  # calibration learns from settled windows only, sizes from the 
     "conformal": dict(calibrate="conformal", calibration_min_windows=20),
     "quantile+cvar": dict(calibrate="quantile", calibration_min_windows=20, sizing="cvar", risk_per_trade=0.002),
     "kelly": dict(sizing="kelly", kelly_cap=1.0),
+    "kelly-fraction": dict(sizing="kelly", kelly_fraction=0.05, kelly_cap=0.8),
     "cvar": dict(sizing="cvar", risk_per_trade=0.002),
     "conformal+kelly": dict(calibrate="conformal", calibration_min_windows=20, sizing="kelly"),
     "min_context": dict(min_context=40),  # --min-context: which windows are scored, never what they read

@@ -42,7 +42,7 @@ def test_allocate_multiplies_the_quantity_by_the_size_under_the_same_caps():
 @pytest.mark.parametrize("policy", ["kelly", "cvar"])
 def test_the_planner_sizes_and_picks_as_the_sized_backtest(policy):
     """Forty days planned bar by bar from a carried backtest (as a replay does) against one backtest over the
-    same days: the same pick, decision and size at every bar, and a size that is not always 1."""
+    same days: the same pick, decision and size at every bar (sized to 0 too), and a size that is not always 1."""
     bars = load_symbol("SP500")
     forecaster = load_forecaster("baseline")
     config = replace(PLANNER_CONFIG, sizing=policy, risk_per_trade=0.003)
@@ -73,7 +73,8 @@ def test_the_planner_sizes_and_picks_as_the_sized_backtest(policy):
             sizes.append(size)
         else:  # flat, or sized to nothing: no trade
             assert s.decision.side == FLAT and s.size == 1.0
-    assert len(sizes) >= 20 and min(sizes) < 1.0 and max(sizes) <= (0.25 if policy == "kelly" else 1.0)
+    # kelly: 17 of the 40 days trade (a limit entry's size comes from the paths that fill it, often 0)
+    assert len(sizes) >= 15 and min(sizes) < 1.0 and max(sizes) <= 1.0
 
 
 def test_the_planner_refuses_calibration_in_one_line():
@@ -88,12 +89,16 @@ def test_sizing_settings_reach_the_planners_config(tmp_path):
     path.write_text('[trade.sizing]\npolicy = "cvar"\nrisk_per_trade = 0.005\n')
     s = resolve(SETTINGS, SECTION, config=path, env={})
     got = cfg.sizing(s, PLANNER_CONFIG)
-    assert (got.sizing, got.kelly_cap, got.risk_per_trade) == ("cvar", 0.25, 0.005)
+    assert (got.sizing, got.kelly_cap, got.risk_per_trade, got.kelly_fraction) == ("cvar", 1.0, 0.005, 0.25)
     assert cfg.sizing(resolve(SETTINGS, SECTION, env={}), PLANNER_CONFIG) == PLANNER_CONFIG  # fixed by default
     env = resolve(SETTINGS, SECTION, env={"MARKETCAST_TRADE_SIZING_POLICY": "kelly",
-                                          "MARKETCAST_TRADE_SIZING_KELLY_CAP": "0.5"})
-    assert (env["sizing.policy"], env["sizing.kelly_cap"]) == ("kelly", 0.5)
-    for bad in ('policy = "martingale"', "kelly_cap = 0", "kelly_cap = 1.5", "risk_per_trade = 0"):
+                                          "MARKETCAST_TRADE_SIZING_KELLY_CAP": "0.5",
+                                          "MARKETCAST_TRADE_SIZING_KELLY_FRACTION": "0.1"})
+    assert (env["sizing.policy"], env["sizing.kelly_cap"], env["sizing.kelly_fraction"]) == ("kelly", 0.5, 0.1)
+    got = cfg.sizing(env, PLANNER_CONFIG)
+    assert (got.sizing, got.kelly_cap, got.kelly_fraction) == ("kelly", 0.5, 0.1)
+    for bad in ('policy = "martingale"', "kelly_cap = 0", "kelly_cap = 1.5", "risk_per_trade = 0",
+                "kelly_fraction = 0", "kelly_fraction = 1.5"):
         path.write_text(f"[trade.sizing]\n{bad}\n")
         with pytest.raises(ConfigError) as err:
             resolve(SETTINGS, SECTION, config=path, env={})

@@ -59,8 +59,8 @@ class BacktestConfig:
     calibration_min_windows: settled windows before the first recalibrated one (10 to ``windows``); earlier
                    windows trade on the raw samples (``SymbolResult.calibrated`` says which).
     sizing:        position size per trade from the trade's sample returns (:mod:`marketcast.backtest.sizing`):
-                   "fixed" (1.0, default), "kelly" (mu / sigma^2 capped at ``kelly_cap``) or "cvar" (the
-                   95 % expected shortfall loses ``risk_per_trade`` of equity).
+                   "fixed" (1.0, default), "kelly" (``kelly_fraction`` x mu / sigma^2, capped at ``kelly_cap``)
+                   or "cvar" (the 95 % expected shortfall loses ``risk_per_trade`` of equity).
     """
 
     windows: int = 70
@@ -88,9 +88,10 @@ class BacktestConfig:
     calibrate: str = "none"
     calibration_min_windows: int = 50
     sizing: str = "fixed"
-    kelly_cap: float = 0.25
+    kelly_cap: float = 1.0
     risk_per_trade: float = 0.01
     min_context: int | None = None
+    kelly_fraction: float = 0.25
 
     def __post_init__(self) -> None:
         if self.windows < 1:
@@ -154,10 +155,11 @@ class BacktestConfig:
     def _check_sizing(self) -> None:
         if self.sizing not in POLICIES:
             raise ConfigError(f"--sizing must be one of {', '.join(POLICIES)}, got {self.sizing!r}")
-        for flag, value in (("--kelly-cap", self.kelly_cap), ("--risk-per-trade", self.risk_per_trade)):
+        for flag, value, example in (("--kelly-cap", self.kelly_cap, "1 (all of the capital)"),
+                                     ("--risk-per-trade", self.risk_per_trade, "0.01"),
+                                     ("--kelly-fraction", self.kelly_fraction, "0.25 (quarter Kelly)")):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value <= 1.0:
-                raise ConfigError(f"{flag} must be in (0, 1], got {value!r}; pass a fraction of capital such as "
-                                  f"{0.25 if flag == '--kelly-cap' else 0.01}")
+                raise ConfigError(f"{flag} must be in (0, 1], got {value!r}; pass a fraction such as {example}")
 
     def costs(self, asset_class: str, periods_per_year: float | None = None) -> Costs:
         """The costs of ``asset_class`` with this run's overrides; borrow per bar needs ``periods_per_year``."""

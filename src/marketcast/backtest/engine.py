@@ -399,7 +399,7 @@ def _sized(walks: dict, views: ForecastViews, latest: WindowView | None, samples
     on the latest window (1.0 with fixed sizing or no latest window)."""
     if config.sizing == "fixed":
         return walks, {}
-    kw = dict(kelly_cap=config.kelly_cap, risk_per_trade=config.risk_per_trade)
+    kw = dict(kelly_cap=config.kelly_cap, risk_per_trade=config.risk_per_trade, kelly_fraction=config.kelly_fraction)
     settled = {f: s[:n_settled] for f, s in samples.items()}
     out, nxt = {}, {}
     for name, w in walks.items():
@@ -422,7 +422,8 @@ def decision_size(decision: Decision, view: WindowView, samples: dict, config: B
     nan = np.nan
     size = order_sizes([decision.side], [nan if decision.entry_limit is None else decision.entry_limit],
                        [nan if decision.take_profit is None else decision.take_profit], [view.close], samples,
-                       config.sizing, kelly_cap=config.kelly_cap, risk_per_trade=config.risk_per_trade)
+                       config.sizing, kelly_cap=config.kelly_cap, risk_per_trade=config.risk_per_trade,
+                       kelly_fraction=config.kelly_fraction)
     return float(size[0])
 
 

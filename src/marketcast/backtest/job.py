@@ -82,9 +82,10 @@ class Job:
     calibrate: str = "none"
     calibration_min_windows: int = 50
     sizing: str = "fixed"
-    kelly_cap: float = 0.25
+    kelly_cap: float = 1.0
     risk_per_trade: float = 0.01
     min_context: Optional[int] = None
+    kelly_fraction: float = 0.25
     data_dir: Optional[Path] = None
     on_duplicate: str = "error"
     timezone: Optional[str] = None
@@ -122,7 +123,7 @@ class Job:
             selection=SelectionRule(self.select_lookback or None, self.min_trades), cscv_splits=self.cscv_splits,
             spa=self.spa, calibrate=self.calibrate, calibration_min_windows=self.calibration_min_windows,
             sizing=self.sizing, kelly_cap=self.kelly_cap, risk_per_trade=self.risk_per_trade,
-            min_context=self.min_context)
+            min_context=self.min_context, kelly_fraction=self.kelly_fraction)
 
     def data(self) -> DataOptions:
         return DataOptions(self.data_dir, self.asset_class, self.on_duplicate, self.on_bad_line,

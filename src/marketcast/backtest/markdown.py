@@ -46,7 +46,8 @@ def symbol_section(r: SymbolResult, plot: bool = False) -> list[str]:
     lines += [f"> {'warning: ' if r.forecast_meta.get('sample') == IN_SAMPLE else ''}{sample}.", ""] if sample else []
     sizing = getattr(r.config, "sizing", "fixed")
     if sizing != "fixed":
-        cap = f"cap {r.config.kelly_cap:g}" if sizing == "kelly" else f"risk per trade {r.config.risk_per_trade:g}"
+        cap = (f"{r.config.kelly_fraction:g} x mu / sigma^2, cap {r.config.kelly_cap:g}" if sizing == "kelly"
+               else f"risk per trade {r.config.risk_per_trade:g}")
         lines += [f"Positions sized `{sizing}` ({cap}) from each window's samples: every return below is size x "
                   "the unit-size return, costs included.", ""]
     lines += ["### Out of sample: the walk-forward track record against buy & hold", ""]

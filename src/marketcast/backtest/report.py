@@ -129,6 +129,7 @@ def symbol_json(result: SymbolResult) -> dict:
             "calibrate": cfg.calibrate, "calibration_min_windows": cfg.calibration_min_windows,
             "sizing": cfg.sizing, "kelly_cap": cfg.kelly_cap, "risk_per_trade": cfg.risk_per_trade,
             "min_context": cfg.min_context,
+            "kelly_fraction": cfg.kelly_fraction,
         },
         "context_seen": context_seen(result),
         "calibration": _calibration(result),

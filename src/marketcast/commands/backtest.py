@@ -93,9 +93,11 @@ CalibrationMinWindows = Annotated[int, typer.Option(
     ]
 Sizing = Annotated[str, typer.Option(
     callback=options.one_of(POLICIES), metavar=choice_list(POLICIES),
-    help="Position size per trade from its sample returns: fixed (1.0), kelly (mu / sigma^2, capped at "
-         "--kelly-cap) or cvar (the 95% expected shortfall loses --risk-per-trade of equity).")]
-KellyCap = Annotated[float, typer.Option(help="Largest Kelly size, in (0, 1] (0.25: quarter Kelly).")]
+    help="Position size per trade from its sample returns: fixed (1.0), kelly (--kelly-fraction x mu / "
+         "sigma^2, capped at --kelly-cap) or cvar (the 95% expected shortfall loses --risk-per-trade of equity).")]
+KellyCap = Annotated[float, typer.Option(help="Largest Kelly size, in (0, 1] (1: all of the allowed capital).")]
+KellyFraction = Annotated[float, typer.Option(
+    help="kelly sizing: the fraction of the Kelly size mu / sigma^2 taken, in (0, 1] (0.25: quarter Kelly).")]
 RiskPerTrade = Annotated[float, typer.Option(
     help="cvar sizing: the equity fraction a trade's 95% tail may lose, in (0, 1].")]
 Seeds = Annotated[int, typer.Option(
@@ -124,7 +126,8 @@ def backtest(
     periods_per_year: options.PeriodsPerYear = None, select_lookback: SelectLookback = DEFAULT_LOOKBACK,
     min_trades: MinTrades = DEFAULT_MIN_TRADES, cscv_splits: CscvSplits = None, spa: Spa = True,
     calibrate: Calibrate = "none", calibration_min_windows: CalibrationMinWindows = 50, sizing: Sizing = "fixed",
-    kelly_cap: KellyCap = 0.25, risk_per_trade: RiskPerTrade = 0.01, min_context: options.MinContext = None,
+    kelly_cap: KellyCap = 1.0, kelly_fraction: KellyFraction = 0.25, risk_per_trade: RiskPerTrade = 0.01,
+    min_context: options.MinContext = None,
     data_dir: options.DataDir = None,
     on_duplicate: options.OnDuplicate = "error", on_bad_line: options.OnBadLine = "error",
     timezone: options.Timezone = None,

@@ -16,7 +16,7 @@
 
     [trade.sizing]          # how much of each allowed order: the backtest's --sizing
     policy = "kelly"
-    kelly_cap = 0.25
+    kelly_fraction = 0.25
 
     [trade.alerts]
     webhook = "https://hooks.example.com/marketcast"
@@ -120,8 +120,10 @@ SETTINGS = (
     Setting("sizing.policy", "fixed", choice(*POLICIES), "How much of each order the portfolio allows: fixed (all "
             "of it), kelly or cvar from the forecast's samples (the backtest's --sizing; marketcast.backtest.sizing); "
             "the risk limits still cap it.", "--sizing"),
-    Setting("sizing.kelly_cap", 0.25, unit_fraction, "kelly sizing: the largest fraction, in (0, 1] (the "
+    Setting("sizing.kelly_cap", 1.0, unit_fraction, "kelly sizing: the largest fraction, in (0, 1] (the "
             "backtest's --kelly-cap).", "--kelly-cap", float),
+    Setting("sizing.kelly_fraction", 0.25, unit_fraction, "kelly sizing: the fraction of the Kelly size mu / "
+            "sigma^2 taken, in (0, 1] (the backtest's --kelly-fraction).", "--kelly-fraction", float),
     Setting("sizing.risk_per_trade", 0.01, unit_fraction, "cvar sizing: the equity fraction a trade's 95% tail "
             "may lose, in (0, 1] (the backtest's --risk-per-trade).", "--risk-per-trade", float),
     Setting("add_latest", None, optional(boolean), "Real bid/ask from the broker: the mid replaces the last "
@@ -198,7 +200,7 @@ def selection(settings: Settings, base: SelectionRule) -> SelectionRule:
 def sizing(settings: Settings, base: BacktestConfig) -> BacktestConfig:
     """The planner's backtest settings ``base`` with the ``sizing.*`` settings."""
     return replace(base, sizing=settings["sizing.policy"], kelly_cap=settings["sizing.kelly_cap"],
-                   risk_per_trade=settings["sizing.risk_per_trade"])
+                   risk_per_trade=settings["sizing.risk_per_trade"], kelly_fraction=settings["sizing.kelly_fraction"])
 
 
 def gates(settings: Settings) -> GateConfig:
