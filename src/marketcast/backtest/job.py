@@ -180,7 +180,7 @@ def add_seeds(results: list[SymbolResult], bars: Sequence[Bars], configs: Sequen
 def run_job(job: Job, page: Page | None = None, record: Record | None = None) -> Done:
     """Run the backtest ``job`` asks for and write its reports (``--calibration-only``: nothing written)."""
     from marketcast.backtest.report import write_outputs
-    from marketcast.fileio import output_folder
+    from marketcast.fileio import check_writable, output_folder
     from marketcast.forecast.registry import load_forecaster
     from marketcast.signals import shielded
 
@@ -191,6 +191,8 @@ def run_job(job: Job, page: Page | None = None, record: Record | None = None) ->
         raise ConfigError("--seeds re-runs the strategies, which --calibration-only does not run; drop --seeds")
     if job.calibration_only and (job.html or job.plots):
         raise ConfigError(f"--calibration-only writes no files; drop {'--html' if job.html else '--plots'}")
+    if not job.calibration_only:  # a folder that cannot be written is said now, not after the forecasts
+        check_writable(job.output_dir, "--output-dir")
     dates = fans.parse_dates(job.fan_date)
     if dates and not job.html:
         raise ConfigError("--fan-date draws a fan in the HTML tearsheet; add --html")

@@ -17,8 +17,18 @@ from marketcast.commands import options
 from marketcast.console import console, err_console, print_json
 from marketcast.data.validate import MIN_BARS
 from marketcast.errors import ConfigError
+from marketcast.fileio import check_writable
 
 CALIBRATION_WINDOWS = 250
+
+
+def _plot_path(plot: Optional[Path]) -> Optional[Path]:
+    """``--plot``, checked as the command line is parsed: a .png path that can be written (exit 3 otherwise)."""
+    if plot is not None and plot.suffix.lower() != ".png":
+        raise ConfigError(f"--plot {plot}: the chart is written as PNG; give a path ending in .png")
+    if plot is not None:
+        check_writable(plot, "--plot", folder=False)
+    return plot
 
 
 def forecast(
@@ -37,7 +47,8 @@ def forecast(
     on_bad_line: options.OnBadLine = "error", timezone: options.Timezone = None,
     asset_class: options.AssetClass = None,
     periods_per_year: options.PeriodsPerYear = None,
-    plot: Annotated[Optional[Path], typer.Option(help="Also write the fan chart to this PNG file, e.g. fan.png.")] = None,
+    plot: Annotated[Optional[Path], typer.Option(
+        callback=_plot_path, help="Also write the fan chart to this PNG file, e.g. fan.png.")] = None,
     as_json: options.AsJson = False,
     calibration: Annotated[bool, typer.Option(
         "--calibration", help="Instead of the fan: coverage of the 50/80/90/95% intervals and the PIT test of "
@@ -67,8 +78,6 @@ def forecast(
     period = Period.of(windows, start, end, default=CALIBRATION_WINDOWS)
     if calibration and plot is not None:
         raise ConfigError("--calibration prints coverage, not a fan; drop --plot")
-    if plot is not None and plot.suffix.lower() != ".png":
-        raise ConfigError(f"--plot {plot}: the chart is written as PNG; give a path ending in .png")
     data = DataOptions(data_dir, asset_class, on_duplicate, on_bad_line, periods_per_year, MIN_BARS, timezone)
     model_options = {"name": model, "weights": weights, "device": device, "dtype": dtype, "seed": seed}
     if calibration:

@@ -19,6 +19,7 @@ from marketcast.commands import options
 from marketcast.commands.runs import RUN_ARG, STORE_OPT, open_store
 from marketcast.console import console
 from marketcast.errors import ConfigError
+from marketcast.fileio import check_writable
 
 DEFAULT_OUTPUT = Path("out/report")
 
@@ -73,7 +74,7 @@ def report(
     runs = open_store(store)
     with runs.one_warning():  # the store is read here, and only here
         run_id = runs.resolve(run)
-        out = output_dir or DEFAULT_OUTPUT / run_id
+        out = check_writable(output_dir or DEFAULT_OUTPUT / run_id, "--output-dir")
         pages = {}
         if html:  # every page drawn before any file is written
             from marketcast.report.page import write_page
