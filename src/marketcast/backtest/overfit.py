@@ -23,8 +23,10 @@ mid-rank on a losing symbol) made PBO look low and N look large. Each figure, fr
   Ji ("Adjusting multiple testing in multi-locus analyses using the eigenvalues of a correlation matrix",
   Heredity 95, 2005) on the correlation matrix of the eligible strategies' per-window returns: M_eff =
   sum_i [I(l_i >= 1) + (l_i - floor(l_i))] over its eigenvalues l_i. Independent trials (every eigenvalue
-  below 2) give M_eff = N exactly; N copies of one series give 1. It is fractional, so SR0 takes a real N:
-  the formula above, floored at 0 (below about 1.3 trials it would turn negative; one trial deflates nothing).
+  below 2) give M_eff = N exactly; N copies of one series give 1. As a correlation matrix's eigenvalues sum to
+  N, M_eff = N - sum over l >= 1 of (floor(l) - 1): a whole number, up to rounding. SR0 still takes a real N
+  (an effective count by another method may be fractional): the formula above, floored at 0 (below about 1.3
+  trials it would turn negative; one trial deflates nothing).
 * **The walk-forward record** is one pre-declared rule, not a choice among the strategies: its PSR against 0
   (``psr_walk_forward``) and its DSR deflated by the number of *selection rules* tried
   (``dsr_walk_forward``; one in a backtest, where it equals the PSR).

@@ -142,8 +142,8 @@ def selection_rows(result: SymbolResult) -> list[list[str]]:
     o = result.overfit
     return [[trials_cell(o), num(o.dsr_pick, "{:.2f}"), num(o.psr_walk_forward, "{:.2f}"),
              num(o.dsr_walk_forward, "{:.2f}"), num(o.pbo, "{:.2f}"), "—" if o.cscv_splits is None else str(o.cscv_splits),
-             num(o.spa_pvalue, "{:.3f}"), num(getattr(o, "spa_intraday_pvalue", None), "{:.3f}"),
-             num(getattr(o, "spa_cash_pvalue", None), "{:.3f}")]]
+             num(o.spa_pvalue, "{:.3f}"), num(o.spa_intraday_pvalue, "{:.3f}"),
+             num(o.spa_cash_pvalue, "{:.3f}")]]
 
 
 def selection_verdict(result: SymbolResult) -> str | None:
