@@ -133,7 +133,7 @@ SELECTION_COLUMNS = ("trials", "DSR pick", "WF PSR", "WF DSR", "PBO", "CSCV S", 
 
 
 def trials_cell(o) -> str:
-    """``4.3 of 7``: the effective number of the eligible strategies, of how many; the count alone below 2."""
+    """``3.0 of 6``: the effective number of the eligible strategies, of how many; the count alone below 2."""
     return str(o.trials) if o.effective_trials is None or o.trials < 2 else f"{o.effective_trials:.1f} of {o.trials}"
 
 
