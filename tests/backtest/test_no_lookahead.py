@@ -38,6 +38,7 @@ def _same_up_to(a, b, t_stamp):
         assert a.views[k] == b.views[k], f"forecast at {ts} changed"
         if ts < t_stamp:  # buy and hold's return over a bar <= t
             assert a.benchmark.returns[k] == b.benchmark.returns[k], f"benchmark at {ts} changed"
+            assert a.benchmark.intraday[k] == b.benchmark.intraday[k], f"intraday benchmark at {ts} changed"
         for name in a.strategies:
             ra, rb = a.strategies[name], b.strategies[name]
             assert ra.decisions[k] == rb.decisions[k], f"{name} at {ts} changed"

@@ -56,8 +56,9 @@ def test_the_headline_states_the_record_against_buy_and_hold(page, reports):
         assert f"Sharpe {wf['sharpe']:+.2f}" in line
         assert f"max DD {pct(-wf['max_drawdown'])}" in line and wf["max_drawdown"] > 0  # shown negative
         assert f"vs buy & hold {100 * (wf['return'] - bh['return']):+.2f} pts (buy & hold {pct(bh['return'])}" in line
-        dsr = r.overfit.dsr_walk_forward
-        assert (f"DSR {dsr:.2f}" in line) == (dsr is not None)
+        o = r.overfit  # the walk-forward rule: its PSR against 0 and its DSR over the one rule tried, labelled
+        assert (f"PSR {o.psr_walk_forward:.2f} (walk-forward, against 0), DSR {o.dsr_walk_forward:.2f} over 1 "
+                "selection rule" in line) == (o.psr_walk_forward is not None)
 
 
 def test_the_trust_box_names_costs_weights_windows_period_and_asset_class(page, reports):

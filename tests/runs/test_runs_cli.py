@@ -119,8 +119,11 @@ def test_runs_show_tells_the_record_settings_costs_model_and_selection(tmp_path,
     assert cell["settings"]["windows"] == 12 and cell["settings"]["num_samples"] == 32
     assert cell["model"] == {"model": "baseline", "weights": None, "device": "cpu", "dtype": "float32",
                              "compile": None, "source": None, "random_weights": False}
-    assert cell["selection"]["trials"] == doc["selection"]["trials"] == 8
-    for key in ("dsr_pick", "dsr_walk_forward", "pbo", "cscv_splits", "spa_pvalue", "verdict"):
+    eligible = sum(m["trades"] >= doc["walk_forward"]["min_trades"] for m in doc["strategies"].values())
+    assert cell["selection"]["trials"] == doc["selection"]["trials"] == eligible  # those the rule could pick
+    assert cell["selection"]["strategies"] == 8
+    for key in ("dsr_pick", "dsr_walk_forward", "pbo", "cscv_splits", "spa_pvalue", "verdict", "effective_trials",
+                "psr_walk_forward", "walk_forward_rules", "spa_intraday_pvalue", "spa_cash_pvalue"):
         assert cell["selection"][key] == doc["selection"][key], key
     assert all(row["max_drawdown"] <= 0 for row in shown["summary"])
     simple = next(r for r in shown["summary"] if r["strategy"] == "simple")
@@ -132,7 +135,11 @@ def test_runs_show_tells_the_record_settings_costs_model_and_selection(tmp_path,
     assert f"12 {doc['first_decision'][:10]} → {doc['last_settle'][:10]}" in text and "walk-forward" in text
     assert "costs fee 10 bp + half-spread 2 bp + slippage 3 bp a side" in text
     assert "model baseline, no learned weights, cpu float32" in text and "RANDOM" not in text
-    assert f"selection over its strategies: 8 trials, DSR pick {doc['selection']['dsr_pick']:.2f}" in text
+    sel = doc["selection"]
+    assert (f"selection over its strategies: {eligible} trials (eligible of 8 strategies, "
+            f"{sel['effective_trials']:.1f} effective: eigenvalues, Li & Ji 2005), DSR pick") in text
+    assert (f"walk-forward rule PSR {sel['psr_walk_forward']:.2f} DSR {sel['dsr_walk_forward']:.2f}, PBO" in text
+            and f"SPA p c→c {sel['spa_pvalue']:.3f} o→c {sel['spa_intraday_pvalue']:.3f} cash" in text)
     assert "settings: windows=12, context=64, num_samples=32, seed=0" in text and "fee=0.001" in text
     assert "{" not in text.split("settings:")[1].splitlines()[0]  # no Python repr of the selection rule
 

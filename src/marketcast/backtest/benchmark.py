@@ -45,6 +45,20 @@ def buy_and_hold_returns(first_open: float, closes: np.ndarray, cost_per_side: f
     return growth - 1.0
 
 
+INTRADAY_DESCRIPTION = ("long every settle bar from its open to its close; a round trip of costs a bar")
+
+
+def intraday_returns(opens: np.ndarray, closes: np.ndarray, cost_per_side: float) -> np.ndarray:
+    """Per-window returns of buy and hold *intraday*: long each settle bar from its open to its close (bar t+1
+    only, the bar the window settles on), paying the per-side cost ``c`` of :func:`buy_and_hold_returns` on
+    entry and on exit of every bar: ``(1 - c)**2 * C / O - 1``. What a strategy that never holds overnight could
+    have earned by always being long: the benchmark SPA tests intraday strategies against beside close to
+    close buy and hold, whose overnight gaps they never hold (:mod:`marketcast.backtest.overfit`)."""
+    o = np.asarray(opens, dtype=np.float64)
+    c = np.asarray(closes, dtype=np.float64)
+    return (1.0 - cost_per_side) ** 2 * (c / o) - 1.0
+
+
 def buy_and_hold_metrics(returns: np.ndarray, periods_per_year: float) -> dict:
     """The strategy metrics of buy and hold, counted as the one round trip it is."""
     r = np.asarray(returns, dtype=np.float64)

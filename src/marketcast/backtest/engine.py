@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from marketcast.backtest import context as seen_context
-from marketcast.backtest.benchmark import buy_and_hold_metrics, buy_and_hold_returns
+from marketcast.backtest.benchmark import buy_and_hold_metrics, buy_and_hold_returns, intraday_returns
 from marketcast.backtest.config import BacktestConfig
 from marketcast.backtest.costs import Costs
 from marketcast.backtest.fills import REASONS, Fills
@@ -108,6 +108,7 @@ class BenchmarkRun:
 
     returns: np.ndarray
     metrics: dict
+    intraday: np.ndarray | None = None  # buy and hold intraday (benchmark.intraday_returns): a benchmark of SPA
 
     @property
     def equity(self) -> np.ndarray:
@@ -199,11 +200,15 @@ class SymbolResult:
 
     @cached_property
     def overfit(self) -> SelectionStats:
-        """Is the best better than luck: trials, deflated Sharpe (in-sample best and walk-forward), PBO and
-        SPA against buy and hold (:mod:`marketcast.backtest.overfit`)."""
+        """Is the best better than luck: trials (the strategies the rule could pick), deflated Sharpe of the
+        in-sample best, PSR and DSR of the walk-forward rule, PBO under the rule and SPA against buy and hold
+        (close to close and intraday) and cash (:mod:`marketcast.backtest.overfit`)."""
         cfg = self.config
-        return assess({n: r.returns for n, r in self.strategies.items()}, self.best_strategy,
-                      self.walk_forward["returns"], self.benchmark.returns, self.periods_per_year,
+        benchmarks = {"spa": self.benchmark.returns, "spa_intraday": self.benchmark.intraday,
+                      "spa_cash": np.zeros(self.windows)}
+        return assess({n: r.returns for n, r in self.strategies.items()},
+                      {n: r.filled for n, r in self.strategies.items()}, self.best_strategy,
+                      self.walk_forward["returns"], benchmarks, self.periods_per_year, cfg.selection.min_trades,
                       splits=cfg.cscv_splits, reps=cfg.bootstrap_reps, seed=cfg.seed, spa=cfg.spa)
 
     @property
@@ -459,12 +464,13 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
                       params, config, n_settled)
         return v, {n: x.fills for n, x in w.items()}
 
+    intraday = intraday_returns(bars_next.open, bars_next.close, params.costs.per_side)  # bar t+1 only
     if calibration_only:  # skill and calibration only: no strategy, fill, metric or selection
-        benchmark, walks, next_sizes, metrics, latest = BenchmarkRun(held, {}), {}, {}, {}, None
+        benchmark, walks, next_sizes, metrics, latest = BenchmarkRun(held, {}, intraday), {}, {}, {}, None
     else:
         benchmark = BenchmarkRun(held, {**buy_and_hold_metrics(held, ppy),
                                         **sharpe_trust(held, ppy, config.bootstrap_reps, config.confidence,
-                                                       config.seed, config.selection.min_trades)})
+                                                       config.seed, config.selection.min_trades)}, intraday)
         walks = {name: walk(name, views, bars_next, params) for name in config.strategies}
         walks, next_sizes = _sized(walks, views, latest, returns.samples, params, config, n_settled)
         metrics = score_many({n: w.fills.net for n, w in walks.items()},

@@ -169,7 +169,8 @@ def symbol_json(result: SymbolResult) -> dict:
         "best_strategy_is": ("in-sample: picked on the windows it is scored on; never a strategy with fewer than "
                              f"{cfg.selection.min_trades} trades (min_trades)"),
         "strategies_compared": len(result.strategies),
-        # multiple testing (marketcast.backtest.overfit): deflated Sharpe, PBO (CSCV), SPA against buy & hold
+        # multiple testing (marketcast.backtest.overfit) over the strategies the rule could pick: deflated Sharpe,
+        # the walk-forward rule's PSR and DSR, PBO (CSCV), SPA against buy & hold (close->close, intraday), cash
         "selection": result.overfit.as_dict(),
         "next_decisions": None if result.latest_view is None else {
             "decision_time": pd.Timestamp(result.latest_view.timestamp).isoformat(),

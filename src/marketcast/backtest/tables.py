@@ -186,35 +186,55 @@ def seeds_table(result: SymbolResult) -> Table:
     return _table(seeds_title(result), SEEDS_COLUMNS, seeds_rows(result), seeds_note(result))
 
 
-SELECTION_COLUMNS = ("trials", "DSR pick", "DSR walk-forward", "PBO", "CSCV S", "SPA p")
+SELECTION_COLUMNS = ("trials", "DSR pick", "WF PSR", "WF DSR", "PBO", "CSCV S", "SPA c→c", "SPA o→c", "SPA cash")
+
+
+def trials_cell(o) -> str:
+    """``3.0 of 6``: the effective number of the eligible strategies, of how many; the count alone below 2."""
+    return str(o.trials) if o.effective_trials is None or o.trials < 2 else f"{o.effective_trials:.1f} of {o.trials}"
 
 
 def selection_rows(result: SymbolResult) -> list[list[str]]:
     """Multiple testing (:mod:`marketcast.backtest.overfit`): one row."""
     o = result.overfit
-    return [[str(o.trials), num(o.dsr_pick, "{:.2f}"), num(o.dsr_walk_forward, "{:.2f}"), num(o.pbo, "{:.2f}"),
-             "—" if o.cscv_splits is None else str(o.cscv_splits), num(o.spa_pvalue, "{:.3f}")]]
+    return [[trials_cell(o), num(o.dsr_pick, "{:.2f}"), num(o.psr_walk_forward, "{:.2f}"),
+             num(o.dsr_walk_forward, "{:.2f}"), num(o.pbo, "{:.2f}"), "—" if o.cscv_splits is None else str(o.cscv_splits),
+             num(o.spa_pvalue, "{:.3f}"), num(o.spa_intraday_pvalue, "{:.3f}"),
+             num(o.spa_cash_pvalue, "{:.3f}")]]
 
 
 def selection_verdict(result: SymbolResult) -> str | None:
-    """The plain sentence when the best is not distinguishable from luck, as its own line; else None."""
+    """The plain sentence (:meth:`marketcast.backtest.overfit.SelectionStats.verdict`) as its own line; else None."""
     v = result.overfit.verdict()
     return None if v is None else f"{v[0].upper()}{v[1:]}."
 
 
 def selection_note(result: SymbolResult) -> str:
     o = result.overfit
-    best = f"the in-sample best ({o.pick})" if o.pick else "the in-sample best (none)"
-    pbo = (f"share of the {o.cscv_combinations:,} CSCV splits of {o.cscv_splits} blocks where the in-sample best is "
-           "at or below the median out of sample" if o.pbo is not None
-           else "needs 2 windows and 2 strategies that trade")
-    spa = (f"{o.spa_reps:,} stationary-bootstrap resamples, blocks of {o.spa_block_size}" if o.spa_pvalue is not None
-           else "off: --no-spa" if not result.config.spa else "needs 10 windows")
-    return (f"{o.trials} trials: {o.trials} strategies, one setting each. DSR (Bailey & López de Prado 2014): "
-            f"probability that the Sharpe of {best} and of the walk-forward record beats an annual "
-            f"{num(o.expected_max_sharpe)}, what the best of {o.trials} trials reaches by luck. PBO (Bailey et al. "
-            f"2017): {pbo}. SPA p (Hansen 2005): p-value of 'no strategy beats buy & hold' ({spa}). DSR and PBO use the strategies' returns ({STRATEGY}); "
-            f"SPA compares them with buy & hold's ({CLOSE_TO_CLOSE}).")
+    need = o.min_trades
+    out = [n for n, r in result.strategies.items() if int(r.filled.sum()) < need]
+    trials = (f"{o.trials} of {o.strategies} strategies are trials: those with at least {need} trades, which the rule "
+              "could pick" + (f" (not: {', '.join(out)})" if out else ""))
+    if o.effective_trials is not None and o.trials > 1:
+        trials += (f"; effective trials {o.effective_trials:.1f} of {o.trials} ({o.effective_trials_method}), as "
+                   "strategies that share a signal are not independent")
+    best = f"the in-sample best ({o.pick}, {pct(o.pick_return)})" if o.pick else "the in-sample best (none)"
+    pbo = (f"share of the {o.cscv_counted:,} of {o.cscv_combinations:,} CSCV splits of {o.cscv_splits} blocks with two "
+           f"candidates (strategies with {need} trades in the in-sample half) where the rule's in-sample winner (the "
+           "highest compounded return) is at or below the candidates' median out of sample" if o.pbo is not None
+           else "needs 2 windows and 2 strategies with enough trades")
+    blocks = "/".join("—" if b is None else str(b) for b in (o.spa_block_size, o.spa_intraday_block_size,
+                                                             o.spa_cash_block_size))
+    spa = (f"{o.spa_reps:,} stationary-bootstrap resamples, blocks of {blocks}" if o.spa_reps
+           else "off: --no-spa" if not result.config.spa else "needs 10 windows and an eligible strategy")
+    rules = f"{o.walk_forward_rules} selection rule{'s' if o.walk_forward_rules != 1 else ''}"
+    return (f"{trials}. DSR pick (Bailey & López de Prado 2014): probability that the Sharpe of {best} beats an "
+            f"annual {num(o.expected_max_sharpe)}, what the best of {trials_cell(o).replace(' of ', ' effective of ')} trials reaches by luck. "
+            f"WF PSR: probability that the walk-forward record's Sharpe is above 0; WF DSR deflates it by the "
+            f"{rules} tried (one pre-declared rule: equal to the PSR). PBO (Bailey et al. 2017): {pbo}. SPA p "
+            "(Hansen 2005): p-value of 'no eligible strategy beats the benchmark' against c→c buy & hold "
+            f"({CLOSE_TO_CLOSE}), o→c buy & hold intraday (open t+1 -> close t+1, a round trip of costs a bar) and "
+            f"cash ({spa}). DSR and PBO use the strategies' returns ({STRATEGY}).")
 
 
 SKILL_COLUMNS = ("symbol", "model", "MAE c/h/l %", "MASE c/h/l", "vs excursion", "CRPS c %")

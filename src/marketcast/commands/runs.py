@@ -149,6 +149,7 @@ def _print_records(records: list[dict], finished: int) -> None:
     """Each cell's walk-forward record against buy & hold, then what produced it: settings, costs, model and
     weights (random ones in red) and its strategies' selection statistics."""
     from marketcast.backtest.tables import pct
+    from marketcast.runs.overview import selection_trials
 
     if not records:
         return
@@ -181,9 +182,11 @@ def _print_records(records: list[dict], finished: int) -> None:
                       f"borrow {pct(c.get('borrow_rate')).lstrip('+')} a year; model {escape(str(m['model']))}, "
                       f"{escape(weights)}, {m['device']} {m['dtype']}{warn}", highlight=False, soft_wrap=True)
         splits = "" if s["cscv_splits"] is None else f" (CSCV, S={s['cscv_splits']})"
-        console.print(f"  selection over its strategies: {s['trials']} trials, DSR pick {fmt(s['dsr_pick'], '.2f')}, "
-                      f"DSR walk-forward {fmt(s['dsr_walk_forward'], '.2f')}, PBO {fmt(s['pbo'], '.2f')}{splits}, "
-                      f"SPA p {fmt(s['spa_pvalue'], '.3f')}" + (f"; {escape(s['verdict'])}" if s["verdict"] else ""),
+        console.print(f"  selection over its strategies: {s['trials']} trials{selection_trials(s)}, DSR pick "
+                      f"{fmt(s['dsr_pick'], '.2f')}, walk-forward rule PSR {fmt(s['psr_walk_forward'], '.2f')} DSR "
+                      f"{fmt(s['dsr_walk_forward'], '.2f')}, PBO {fmt(s['pbo'], '.2f')}{splits}, SPA p c→c "
+                      f"{fmt(s['spa_pvalue'], '.3f')} o→c {fmt(s['spa_intraday_pvalue'], '.3f')} cash "
+                      f"{fmt(s['spa_cash_pvalue'], '.3f')}" + (f"; {escape(s['verdict'])}" if s["verdict"] else ""),
                       highlight=False, soft_wrap=True)
     if finished > len(records):
         console.print(f"[dim]... and {finished - len(records)} more cells (runs query lists them)[/dim]")

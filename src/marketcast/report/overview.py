@@ -55,7 +55,7 @@ def weights_of(meta: dict) -> tuple[str, bool]:
 
 def headline(result: SymbolResult, key: str) -> str:
     """The one line that answers first: walk-forward return, Sharpe with its interval, max drawdown, against
-    buy and hold, and the deflated Sharpe ratio where it is known."""
+    buy and hold, and the walk-forward rule's PSR against 0 and DSR over the rules tried where known."""
     wf, bh = result.walk_forward["metrics"], result.benchmark.metrics
     ci = interval(wf)
     ci = f"{level(result)} {ci}" if ci.startswith("[") else f"(no CI: {ci})"
@@ -66,9 +66,11 @@ def headline(result: SymbolResult, key: str) -> str:
              f"max DD <b>{esc(pct(-wf['max_drawdown'] or 0.0))}</b>",
              f"vs buy &amp; hold <b>{vs:+.2f} pts</b> (buy &amp; hold {esc(pct(bh['return']))}, max DD "
              f"{esc(pct(-bh['max_drawdown'] or 0.0))})"]
-    dsr = result.overfit.dsr_walk_forward
-    if dsr is not None:
-        parts.append(f"DSR {dsr:.2f} (walk-forward)")
+    o = result.overfit
+    if o.psr_walk_forward is not None:  # one pre-declared rule: its PSR against 0, its DSR over the rules tried
+        rules = f"{o.walk_forward_rules} selection rule{'s' if o.walk_forward_rules != 1 else ''}"
+        parts.append(f"PSR {o.psr_walk_forward:.2f} (walk-forward, against 0), DSR {num(o.dsr_walk_forward, '{:.2f}')} "
+                     f"over {rules}")
     return f'<p class="headline" id="{esc(key)}-headline" data-check="headline">{" · ".join(parts)}</p>'
 
 

@@ -208,13 +208,26 @@ def _cell_pbo(store: RunStore, run_id: str, symbol: str | None, trials: int, win
     return {"pbo": result.pbo, "cscv_splits": splits, "pbo_note": None}
 
 
+def _rules(store: RunStore, run_id: str) -> dict:
+    """Selection rules tried per scope ('run' and each symbol): the distinct ``selection`` settings
+    (select_lookback, min_trades) of the finished cells; {} for a store without the column (one rule)."""
+    if "selection" not in store.columns([run_id]):
+        return {}
+    found = store.query("SELECT 'run' AS scope, count(DISTINCT selection) AS n FROM cells WHERE status = 'ok' "
+                        "UNION ALL SELECT symbol, count(DISTINCT selection) FROM cells WHERE status = 'ok' "
+                        "GROUP BY symbol", run_ids=[run_id])
+    return {row["scope"]: int(row["n"]) for row in found.to_dict("records")}
+
+
 def selection(store: RunStore, run_id: str) -> list[dict]:
     """Multiple testing across a run's cells: every finished cell is a trial. For the whole run and, when
     it spans several symbols, for each symbol: the trial count, the best cell by its walk-forward record's
     Sharpe ratio (ties: the first in plan order), the Sharpe variance across the cells (per period) as V[SR],
     the best cell's deflated Sharpe ratio (:func:`marketcast.backtest.overfit.expected_max_sharpe` and
     :func:`~marketcast.backtest.overfit.deflated_sharpe`), PBO across the cells and the plain sentence when the
-    best is not distinguishable from luck. Aggregated in DuckDB; only the best cell's moments and (for PBO,
+    best is not distinguishable from luck, and how many selection rules (``rules``) the cells tried: each cell's
+    walk-forward record is one rule's, so the cell count the DSR deflates by includes them. Aggregated in
+    DuckDB; only the best cell's moments and (for PBO,
     up to :data:`MAX_PBO_CELLS` cells) the walk-forward returns come to Python. Empty for a run recorded
     before the cells held their walk-forward record."""
     from marketcast.backtest.overfit import deflated_sharpe, expected_max_sharpe, luck_sentence
@@ -228,6 +241,7 @@ def selection(store: RunStore, run_id: str) -> list[dict]:
     if len(by_symbol) > 1:
         frames.append(by_symbol)
     names = run_axes(store, [run_id])
+    rules = _rules(store, run_id)
     best = sorted({c for frame in frames for c in frame["best_cell"]})
     listing = ", ".join(f'"{c}"' for c in dict.fromkeys(["cell_id", "symbol", *names]))
     found = store.query(f"SELECT {listing} FROM cells WHERE list_contains(?, cell_id)", [best],
@@ -252,7 +266,8 @@ def selection(store: RunStore, run_id: str) -> list[dict]:
                 "best_cell": row["best_cell"], "best_label": label(cell, names),
                 "best_sharpe": best, "best_sharpe_annualised": None if best is None or ppy is None
                 else best * float(np.sqrt(ppy)), "observations": int(row["observations"]),
-                "dsr": dsr, **pbo, "verdict": luck_sentence(trials, "cells", dsr, pbo["pbo"]),
+                "dsr": dsr, **pbo, "rules": rules.get("run" if symbol is None else symbol, 1),
+                "verdict": luck_sentence(trials, "cells", dsr, pbo["pbo"]),
             })
     return out
 
@@ -270,7 +285,8 @@ def selection_lines(figures: list[dict]) -> list[str]:
         lines.append(f"{where}: {f['trials']} trials (cells); best cell {f['best_label']}: walk-forward Sharpe "
                      f"{fmt(f['best_sharpe_annualised'], '+.2f')} (annualised), DSR {fmt(f['dsr'], '.2f')} (SR0 "
                      f"{fmt(f['expected_max_sharpe'], '+.4f')} per period from V[SR] "
-                     f"{fmt(f['sharpe_variance'], '.3g')} across the cells); {pbo}")
+                     f"{fmt(f['sharpe_variance'], '.3g')} across the cells); {pbo}"
+                     + (f"; {f['rules']} selection rules among the cells" if f.get("rules", 1) > 1 else ""))
     if hidden:
         lines.append(f"... and {hidden} more symbols (runs show --json lists them)")
     lines += [f"{'the run' if f['scope'] == 'run' else f['scope']}: {f['verdict']}" for f in figures if f["verdict"]]
@@ -282,8 +298,19 @@ def selection_lines(figures: list[dict]) -> list[str]:
 RECORD_KEYS = ("return", "annual_return", "sharpe", "sharpe_ci_low", "sharpe_ci_high", "psr", "max_drawdown",
                "trades")
 SELECTION_KEYS = ("trials", "pick", "dsr_pick", "dsr_walk_forward", "pbo", "cscv_splits", "spa_pvalue",
-                  "reality_check_pvalue", "verdict")
+                  "reality_check_pvalue", "verdict", "strategies", "effective_trials", "effective_trials_method",
+                  "psr_walk_forward", "walk_forward_rules", "spa_intraday_pvalue", "spa_cash_pvalue")
 MODEL_KEYS = ("model", "weights", "device", "dtype", "compile")
+
+
+def selection_trials(chosen: dict) -> str:
+    """`` (eligible of 8 strategies, 4.3 effective: eigenvalues, Li & Ji 2005)``: what a cell's trial count
+    counts; '' for a cell recorded before the trials were the eligible strategies."""
+    if chosen.get("strategies") is None:
+        return ""
+    effective = chosen.get("effective_trials")
+    more = "" if effective is None else f", {effective:.1f} effective: {chosen.get('effective_trials_method')}"
+    return f" (eligible of {chosen['strategies']} strategies{more})"
 
 
 def random_weights(weights, meta: dict) -> bool:
