@@ -14,6 +14,7 @@ import pandas as pd
 from marketcast.data.bars import Bars
 from marketcast.errors import ConfigError, StateError
 from marketcast.trade.journal.files import private_file
+from marketcast.trade.markets import refuse_untraded, tradable
 from marketcast.trade.risk.freshness import complete, newer_bar_due
 
 
@@ -89,10 +90,11 @@ class PaperVenue:
             if self.data_dir is not None:
                 info = find_symbol_file(self.data_dir, s).stat()
                 stamp = (info.st_mtime_ns, info.st_size)
-            if s not in self.raw or self.raw[s][0] != stamp:
-                self.raw[s] = (stamp, load_symbol(s, self.data_dir, on_duplicate=self.on_duplicate,
-                                                  asset_class=self.market.asset_classes.get(s.upper()),
-                                                  periods_per_year=self.market.periods_per_year))
+            if s not in self.raw or self.raw[s][0] != stamp:  # the market check and calendar filter of replays
+                loaded = load_symbol(s, self.data_dir, on_duplicate=self.on_duplicate,
+                                     asset_class=self.market.asset_classes.get(s.upper()),
+                                     periods_per_year=self.market.periods_per_year)
+                self.raw[s] = (stamp, tradable({s: loaded})[s])
             self.bars[s] = self.raw[s][1] if now is None else complete(self.raw[s][1], now)
 
     def refresh(self, now) -> str:
@@ -135,20 +137,12 @@ class AlpacaVenue:
         return self.bars[symbol]
 
 
-TRADED = ("stock", "crypto")  # what the rules model knows (Alpaca: us_equity and crypto asset classes)
-
-
 def check_markets(venue) -> None:
-    """Before any order: every symbol is of an asset class the loop can trade and the broker lists it as that
-    class and tradable (Alpaca: ``GET /v2/assets/{symbol}``, https://docs.alpaca.markets/reference/get-v2-assets-
-    symbol_or_asset_id); else one line, exit 2. A symbol whose asset class the loop cannot trade (forex, futures)
-    is named with the classes it can."""
-    odd = {s: c for s, c in venue.asset_classes.items() if c not in TRADED}
-    if odd:
-        listed = ", ".join(f"{s} ({c})" for s, c in sorted(odd.items()))
-        raise ConfigError(f"trade.symbols: {listed}: the loop trades {' and '.join(TRADED)} only; drop "
-                          f"{'them' if len(odd) > 1 else 'it'} from the symbols (or pass --asset-class where the "
-                          f"name misleads)")
+    """Before any order: every symbol is of an asset class the loop can trade
+    (:func:`marketcast.trade.markets.refuse_untraded`) and the broker lists it as that class and tradable (Alpaca:
+    ``GET /v2/assets/{symbol}``, https://docs.alpaca.markets/reference/get-v2-assets-symbol_or_asset_id); else
+    one line, exit 2."""
+    refuse_untraded(venue.asset_classes)
     for s, c in venue.asset_classes.items():
         asset = venue.broker.asset(s)
         if asset.asset_class != c:

@@ -78,6 +78,27 @@ def _refuse(settings: Settings, request: LoopRequest) -> None:
         _no_baseline_shadow(shadow, shadow_model or settings["model"][0])
 
 
+def preflight(settings: Settings, broker_name: str) -> None:
+    """Before the state folder is touched, so a refused start leaves no file: the journal there is marketcast's
+    (or absent), and the market check (:func:`marketcast.trade.markets.refuse_untraded`) passes: the paper
+    broker's classes from its bars (as ``trade replay`` reads them), Alpaca's from the symbols' names (as its
+    venue does); ``--asset-class`` overrides both."""
+    from marketcast.data import infer_asset_class, load_symbol
+    from marketcast.trade.journal.state import check_journal
+    from marketcast.trade.markets import refuse_untraded
+
+    check_journal(Path(settings["state_dir"]) / "journal.db")
+
+    syms, market = settings["symbols"], asset_classes(list(settings["data.asset_class"] or ()), settings["symbols"])
+    if broker_name != "paper":
+        refuse_untraded({s: market.get(s.upper()) or infer_asset_class(s) for s in syms})
+        return
+    data_dir = None if settings["data_dir"] is None else Path(settings["data_dir"])
+    refuse_untraded({s: load_symbol(s, data_dir, on_duplicate=settings["data.on_duplicate"],
+                                    asset_class=market.get(s.upper()),
+                                    periods_per_year=settings["data.periods_per_year"]).asset_class for s in syms})
+
+
 def _active_model(settings: Settings, journal) -> tuple[tuple[str, ...], Optional[str]]:
     """The model chain and weights to load: the settings', unless ``trade promote`` made another active."""
     from marketcast.trade.loop.shadow import active_model

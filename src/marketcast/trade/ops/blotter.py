@@ -21,14 +21,22 @@ from rich.table import Table
 from marketcast.errors import ConfigError, StateError
 from marketcast.fileio import write_atomic
 from marketcast.trade.journal.db import state_error
+from marketcast.trade.journal.files import outside_state
 from marketcast.trade.journal.state import Journal
 
 COLUMNS = (
     "client_order_id", "symbol", "asset_class", "side", "type", "qty", "limit_price", "stop_price", "take_profit",
     "time_in_force", "kind", "strategy", "decision_ts", "submitted_at", "status", "broker_status", "filled_qty",
     "avg_fill_price", "filled_at", "exit_filled_qty", "exit_avg_price", "exit_filled_at", "cash_seen",
-    "buying_power_seen", "error",
+    "buying_power_seen", "error", "wall_clock_at",
 )
+
+
+def check_csv(path: Path | None, state_dir: Path) -> None:
+    """``--csv`` outside the state folder (one line, exit 2, before anything is opened): a blotter written over
+    ``journal.db`` would destroy what it lists."""
+    if path is not None:
+        outside_state(path, state_dir, "--csv")
 
 
 def open_journal(state_dir: Path) -> Journal:
@@ -67,8 +75,8 @@ def rows(journal: Journal) -> list[dict]:
     order's own role is its fill; one of another role under the same id (the take-profit leg a broker attached
     to an entry, or the paper broker's close at the bar's end) is its exit."""
     c = journal.conn
-    first_post = {r[0]: r[1] for r in c.execute("SELECT client_order_id, MIN(at) FROM submissions "
-                                                "GROUP BY client_order_id")}
+    first_post = {r[0]: (r[1], r[2]) for r in c.execute("SELECT client_order_id, MIN(at), MIN(COALESCE(wall_at, at)) "
+                                                        "FROM submissions GROUP BY client_order_id")}
     fills: dict[str, list] = {}
     for r in c.execute("SELECT client_order_id, kind, qty, price, ts FROM fills ORDER BY ts, fill_id"):
         fills.setdefault(r[0], []).append((r[1], float(r[2]), float(r[3]), r[4]))
@@ -82,11 +90,11 @@ def rows(journal: Journal) -> list[dict]:
             "side": i["side"], "type": i["type"], "qty": i["qty"], "limit_price": i["limit_price"],
             "stop_price": None, "take_profit": i["take_profit"], "time_in_force": i["time_in_force"],
             "kind": i["kind"], "strategy": i["strategy"], "decision_ts": i["decision_ts"],
-            "submitted_at": first_post.get(i["client_order_id"]), "status": i["status"],
+            "submitted_at": first_post.get(i["client_order_id"], (None,))[0], "status": i["status"],
             "broker_status": i["broker_status"], "filled_qty": filled[0], "avg_fill_price": filled[1],
             "filled_at": filled[2], "exit_filled_qty": exited[0], "exit_avg_price": exited[1],
             "exit_filled_at": exited[2], "cash_seen": i["cash_seen"], "buying_power_seen": i["buying_power_seen"],
-            "error": i["error"],
+            "error": i["error"], "wall_clock_at": first_post.get(i["client_order_id"], (None, None))[1],
         })
     return out
 
