@@ -163,3 +163,36 @@ def test_api_keys_a_broker_echoes_back_stay_out_of_stderr_the_log_and_alerts(tmp
     assert "account: HTTP 500, retry 1/3" in (state / "trade.log").read_text()
     for secret in (KEY, SECRET):
         assert leaks(secret, [run.stdout, run.stderr], state) == [], secret
+
+
+def test_each_secret_form_of_issue_43_stays_out_of_every_line_and_file(paper_data, tmp_path):
+    """The forms that leaked: a config error echoing a webhook without a scheme, an environment webhook with
+    userinfo, a one-word ntfy topic in trade.log and --print-config; each written, then grepped for in stdout,
+    stderr and every byte of the state folder."""
+    data, clock = paper_data
+    state, port = tmp_path / "state", dead_port()
+    slack = "hooks.slack.com/services/T0AAAA/B0BBBB/XOXSECRET1234"  # no scheme: refused, and not echoed
+    (tmp_path / "marketcast.toml").write_text(f'[trade.alerts]\nwebhook = "{slack}"\n')
+    common = ["--data-dir", str(data), "--state-dir", str(state), "--clock-file", str(clock)]
+    runs = {"config file": trade(["run", "--once", "--config", str(tmp_path / "marketcast.toml"), *common]),
+            "environment": trade(["run", "--once", *common],
+                                 {**PAPER_ENV, "MARKETCAST_TRADE_ALERTS_WEBHOOK": "ftp://alerter:Pw-93x7@h.example/x"})}
+    for where, run in runs.items():
+        assert run.returncode == 2 and run.stdout == "", (where, run.stderr)
+        [line] = run.stderr.strip().splitlines()
+        assert line.startswith("error: alerts.webhook = ") and "is not an http:// or https:// URL" in line, line
+    assert "= '***' (trade.alerts.webhook in" in runs["config file"].stderr
+    assert "= 'ftp://h.example/***' (MARKETCAST_TRADE_ALERTS_WEBHOOK)" in runs["environment"].stderr
+    assert not state.exists()  # refused before the state folder
+    topic = "quietotterbridge"
+    ntfy = ["--webhook", f"https://ntfy.sh/{topic}"]  # shown, never posted to: --print-config
+    config = trade(["run", "--print-config", *common, *ntfy])
+    assert config.returncode == 0 and "https://ntfy.sh/***" in config.stdout, config.stderr
+    run = trade(["run", "--symbols", "SP500,NASDAQ", "--once", "--alert-latency", "0", *common,
+                 "--webhook", f"http://127.0.0.1:{port}/{topic}"])  # the same form on a port nobody listens on
+    assert run.returncode == 0, run.stderr
+    assert f"alert webhook http://127.0.0.1:{port}/*** failed: " in (state / "trade.log").read_text()
+    status = trade(["status", "--state-dir", str(state), "--html"])
+    texts = [t for p in [*runs.values(), config, run, status] for t in (p.stdout, p.stderr)]
+    for secret in ("XOXSECRET1234", "T0AAAA", "B0BBBB", "alerter", "Pw-93x7", topic):
+        assert leaks(secret, texts, state) == [], secret

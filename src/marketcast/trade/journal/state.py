@@ -85,11 +85,11 @@ SCHEMA_VERSION = 3  # 2: shadow_decisions, active_model, promotions (trade/loop/
 # every table a journal can hold: SCHEMA's, halts.py's and risk.py's (equity_days, sends)
 TABLES = {"intents", "fills", "cancels", "cycles", "submissions", "meta", "adjustments", "halts", "equity_days",
           "sends", "shadow_decisions", "active_model", "promotions", "shadow_errors"}
-# the first journal's tables and columns (before the application id): a file without the id is a journal
-# only if it has them all
+# what every journal has held since the first (before the application id): a file without the id is a journal
+# only if it has these tables with these columns (a foreign file with an ``intents`` table of its own is not)
 FIRST_SCHEMA = {"intents": {"client_order_id", "decision_ts", "strategy", "symbol", "side", "qty", "type", "status"},
                 "fills": {"fill_id", "client_order_id", "symbol", "side", "qty", "price", "ts"},
-                "cycles": {"decision_ts", "status"}, "submissions": {"client_order_id", "at"}}
+                "submissions": {"client_order_id", "at"}}
 INTENT_COLUMNS = {"broker_status": "TEXT", "asset_class": "TEXT", "cash_seen": "REAL", "buying_power_seen": "REAL"}
 # schema 3: the close-return quantiles (JSON), the settled return, the model's name (``--model``; its weights are
 # ``model``); a version-2 journal's rows keep NULL (unscored)

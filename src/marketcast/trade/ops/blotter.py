@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import io
 import os
-import sqlite3
 from pathlib import Path
 
 import pandas as pd
@@ -20,9 +19,8 @@ from rich.table import Table
 
 from marketcast.errors import ConfigError, StateError
 from marketcast.fileio import write_atomic
-from marketcast.trade.journal.db import state_error
 from marketcast.trade.journal.files import outside_state
-from marketcast.trade.journal.state import Journal
+from marketcast.trade.journal.state import Journal, check_journal
 
 COLUMNS = (
     "client_order_id", "symbol", "asset_class", "side", "type", "qty", "limit_price", "stop_price", "take_profit",
@@ -41,23 +39,16 @@ def check_csv(path: Path | None, state_dir: Path) -> None:
 
 def open_journal(state_dir: Path) -> Journal:
     """The journal of ``state_dir``; a missing folder or journal is exit 2, a file that is no journal exit 3
-    (checked read-only first, so a stray database is never given the journal's tables)."""
+    (checked read-only first, :func:`~marketcast.trade.journal.state.check_journal`, so a stray database is never
+    given the journal's tables)."""
     if not state_dir.is_dir():
         raise ConfigError(f"{state_dir}: no such state folder; pass the --state-dir of `trade run` or `trade replay`")
     path = state_dir / "journal.db"
     if not path.is_file():
         raise ConfigError(f"{state_dir}: no journal.db, not a state folder of `trade run` or `trade replay`")
-    try:
-        probe = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
-        try:
-            tables = {r[0] for r in probe.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        finally:
-            probe.close()
-    except sqlite3.DatabaseError as exc:
-        raise state_error(path, exc) from None
-    if not {"intents", "fills", "submissions"} <= tables:
-        raise StateError(f"{path}: not a marketcast journal (no intents, fills or submissions table); pass the "
-                         f"--state-dir of `trade run` or `trade replay`")
+    if check_journal(path):  # read-only: a file that is not a journal is refused untouched
+        raise StateError(f"{path}: an empty file, not a marketcast journal; pass the --state-dir of `trade run` or "
+                         f"`trade replay`")
     return Journal(path)
 
 
