@@ -1,4 +1,4 @@
-"""One path for ``trade run`` and ``trade replay`` (trade/markets.py): a futures or forex symbol is refused by
+"""One path for ``trade run`` and ``trade replay`` (trade/risk/markets.py): a futures or forex symbol is refused by
 both in one line, exit 2, before any file; a stock row on a day that is no NYSE session is never decided on or
 filled on, in a replay as in the paper loop, which plans on the session before; a symbol without bars in the
 replay's range is one warning line; an output path inside the state folder is refused."""

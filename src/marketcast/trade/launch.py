@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Mapping
 
 import pandas as pd
@@ -14,8 +14,8 @@ import pandas as pd
 from marketcast.data.bars import Bars
 from marketcast.errors import ConfigError, StateError
 from marketcast.trade.journal.files import private_file
-from marketcast.trade.markets import refuse_untraded, tradable
 from marketcast.trade.risk.freshness import complete, newer_bar_due
+from marketcast.trade.risk.markets import refuse_untraded, tradable
 
 
 class StateLogHandler(logging.FileHandler):
@@ -113,8 +113,8 @@ class AlpacaVenue:
 
     def __init__(self, syms: tuple[str, ...], live: bool, market: Market = Market()) -> None:
         from marketcast.data import infer_asset_class
-        from marketcast.trade.venues.alpaca import AlpacaBroker
         from marketcast.trade.loop.feed import broker_feed
+        from marketcast.trade.venues.alpaca import AlpacaBroker
 
         self.syms = syms
         self.asset_classes = {s: market.asset_classes.get(s.upper()) or infer_asset_class(s) for s in syms}
@@ -139,7 +139,7 @@ class AlpacaVenue:
 
 def check_markets(venue) -> None:
     """Before any order: every symbol is of an asset class the loop can trade
-    (:func:`marketcast.trade.markets.refuse_untraded`) and the broker lists it as that class and tradable (Alpaca:
+    (:func:`marketcast.trade.risk.markets.refuse_untraded`) and the broker lists it as that class and tradable (Alpaca:
     ``GET /v2/assets/{symbol}``, https://docs.alpaca.markets/reference/get-v2-assets-symbol_or_asset_id); else
     one line, exit 2."""
     refuse_untraded(venue.asset_classes)

@@ -19,14 +19,14 @@ import pandas as pd
 from marketcast.data.bars import Bars
 from marketcast.data.timestamps import ISO_FIX
 from marketcast.errors import ConfigError
+from marketcast.trade.journal.files import outside_state, private_dir, private_file
+from marketcast.trade.journal.state import Journal, check_journal
 from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
 from marketcast.trade.loop.feed import history_feed
-from marketcast.trade.markets import tradable, without_bars
-from marketcast.trade.journal.files import outside_state, private_dir, private_file
-from marketcast.trade.ops.monitor import Monitor
-from marketcast.trade.venues.paper import PaperBroker, iso
 from marketcast.trade.loop.planner import Planner
-from marketcast.trade.journal.state import Journal, check_journal
+from marketcast.trade.ops.monitor import Monitor
+from marketcast.trade.risk.markets import tradable, without_bars
+from marketcast.trade.venues.paper import PaperBroker, iso
 
 log = logging.getLogger("marketcast.trade")
 

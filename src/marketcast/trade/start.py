@@ -20,11 +20,11 @@ from marketcast.errors import ConfigError, ExitCode
 from marketcast.forecast.registry import MODEL_NAMES
 from marketcast.settings import Settings
 from marketcast.trade.launch import Market, check_markets, open_venue, resolve_command
+from marketcast.trade.ops.alerts import AlertThresholds
 from marketcast.trade.risk.freshness import Freshness
 from marketcast.trade.risk.gates import GateConfig
-from marketcast.trade.ops.alerts import AlertThresholds
-from marketcast.trade.risk.portfolio import PortfolioConfig
 from marketcast.trade.risk.limits import RiskLimits
+from marketcast.trade.risk.portfolio import PortfolioConfig
 
 ShowPlan = Callable[[object, str, dict[str, int]], None]  # (cycle report, title, price decimals per symbol)
 
@@ -80,12 +80,12 @@ def _refuse(settings: Settings, request: LoopRequest) -> None:
 
 def preflight(settings: Settings, broker_name: str) -> None:
     """Before the state folder is touched, so a refused start leaves no file: the journal there is marketcast's
-    (or absent), and the market check (:func:`marketcast.trade.markets.refuse_untraded`) passes: the paper
+    (or absent), and the market check (:func:`marketcast.trade.risk.markets.refuse_untraded`) passes: the paper
     broker's classes from its bars (as ``trade replay`` reads them), Alpaca's from the symbols' names (as its
     venue does); ``--asset-class`` overrides both."""
     from marketcast.data import infer_asset_class, load_symbol
     from marketcast.trade.journal.state import check_journal
-    from marketcast.trade.markets import refuse_untraded
+    from marketcast.trade.risk.markets import refuse_untraded
 
     check_journal(Path(settings["state_dir"]) / "journal.db")
 
