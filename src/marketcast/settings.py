@@ -182,6 +182,7 @@ class Setting:
     env: tuple[str, ...] = ()  # aliases after MARKETCAST_<TABLE>_<KEY>, e.g. ADD_LATEST
     shown: str | None = None  # the default as --help and --print-config say it, when str() is not it
     metavar: str | None = None  # what --help shows the flag takes
+    secret: Callable[[str], str] | None = None  # how a value that may be a credential is shown (errors, tables)
 
     @property
     def param(self) -> str:
@@ -193,7 +194,12 @@ class Setting:
     def show(self, value: Any) -> str:
         if value == self.default and self.shown is not None:
             return self.shown
-        return show(value)
+        return self.told(value)
+
+    def told(self, value: Any) -> str:
+        """``value`` as any line may say it: a secret setting's through its ``secret`` function, whatever the
+        layer it came from and whether or not it parsed."""
+        return show(value) if self.secret is None or value is None else self.secret(show(value))
 
 
 def show(value: Any) -> str:
@@ -298,8 +304,8 @@ def resolve(settings: Sequence[Setting], section: str, *, config: Path | None = 
             try:
                 value = s.parse(raw)
             except ValueError as exc:
-                raise ConfigError(f"{s.key} = {show(raw)!r} ({origin}) is {exc}") from None
-        shadowed = tuple(f"{o} = {show(r)}" for src, o, r in layers[1:-1] if show(r) != show(raw))
+                raise ConfigError(f"{s.key} = {s.told(raw)!r} ({origin}) is {exc}") from None
+        shadowed = tuple(f"{o} = {s.told(r)}" for src, o, r in layers[1:-1] if show(r) != show(raw))
         values[s.key] = Value(s, value, source, origin, shadowed)
     files = tuple(f"{p}{'' if p.exists() else ' (absent)'}" for p in (config, env_file) if p is not None)
     return Settings(values, files)

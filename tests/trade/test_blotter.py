@@ -107,6 +107,28 @@ def test_the_cli_writes_exactly_the_documented_columns_as_csv_and_json(replayed,
     assert f"({len(want)} orders)" in capsys.readouterr().out  # the table (its columns fit the terminal)
 
 
+def test_every_time_column_of_a_replays_csv_is_on_the_simulated_clock(replayed, tmp_path, capsys):
+    """One clock per blotter: a January 2017 replay's orders were sent on their decision bar and filled on a later
+    bar of January 2017; the wall clock (when the replay ran, after the data ends) has its own column."""
+    state, bars = replayed
+    out = tmp_path / "orders.csv"
+    assert main(["trade", "orders", "--state-dir", str(state), "--csv", str(out)]) == 0
+    capsys.readouterr()
+    with open(out, newline="") as fh:
+        sent = [r for r in csv.DictReader(fh) if r["submitted_at"]]
+    assert len(sent) >= 15
+    last_bar = max(b.frame.index[-1] for b in bars.values())
+    for r in sent:
+        submitted = pd.Timestamp(r["submitted_at"])
+        assert submitted == pd.Timestamp(r["decision_ts"]), r  # the bar the paper broker stood on
+        assert pd.Timestamp("2017-01-01", tz="UTC") <= submitted < pd.Timestamp("2017-02-02", tz="UTC"), r
+        for column in ("filled_at", "exit_filled_at"):
+            if r[column]:
+                assert pd.Timestamp(r[column]) > submitted, (column, r)  # no fill before its submission
+        assert pd.Timestamp(r["wall_clock_at"]) > last_bar, r  # the replay ran after the data's last bar
+    assert sum(bool(r["filled_at"]) for r in sent) >= 5
+
+
 class MarginPaper(PaperBroker):
     """A margin account as Alpaca reports one: stocks may draw twice the cash, crypto the cash alone."""
 

@@ -27,6 +27,8 @@ from marketcast.trade.ops.alerts import Alerts, AlertThresholds
 from marketcast.trade.ops.monitor import Monitor, read_records
 from marketcast.trade.replay import replay
 
+from .test_journal_guard import FIRST_JOURNAL
+
 OPEN_GATES = GateConfig(min_edge=-1.0, min_sharpe=-1e9, max_drawdown=1.01)
 
 
@@ -45,13 +47,14 @@ def crypto_bars(symbol: str, start: str, end: str, seed: int = 7) -> Bars:
 
 def test_a_crypto_and_stock_replay_decides_each_on_its_own_bars(tmp_path):
     bars = {"SP500": load_symbol("SP500"), "ETHUSD": crypto_bars("ETHUSD", "2014-01-01", "2015-04-30")}
-    # ETHUSD pinned to maxdiff (as in the README's config) so the blotter audit below sees crypto limit buys: with
+    # ETHUSD pinned to maxdiff (as in MIXED_CONFIG below) so the blotter audit below sees crypto limit buys: with
     # MaxDiff's ATR-scaled grid (the default) the walk-forward pick on these bars is buy_hold or simple, market
     # orders only (with the fixed +-1 % grid it happened to pick maxdiff 3 times).
     planner = BacktestPlanner(load_forecaster("baseline"), pinned={"ETHUSD": "maxdiff"})
-    result = replay(bars, planner, tmp_path, "2015-03-01", "2015-04-15",
+    state = tmp_path / "st"  # the blotter's CSV goes beside it: an output inside the state folder is refused
+    result = replay(bars, planner, state, "2015-03-01", "2015-04-15",
                     LoopConfig(("SP500", "ETHUSD"), gates=OPEN_GATES))
-    journal = Journal(tmp_path / "journal.db")
+    journal = Journal(state / "journal.db")
     cycles = journal.conn.execute("SELECT clock, decision_ts FROM cycles WHERE status='done'").fetchall()
     by_clock: dict[str, list[pd.Timestamp]] = {}
     for clock, ts in cycles:
@@ -69,11 +72,11 @@ def test_a_crypto_and_stock_replay_decides_each_on_its_own_bars(tmp_path):
     for i in intents:  # a symbol's orders come only from its own bars
         assert pd.Timestamp(i.decision_ts) in bars[i.symbol].frame.index, i
     assert all(round(i.limit_price, 2) == i.limit_price for i in sent if i.symbol == "SP500" and i.limit_price)
-    records = read_records(tmp_path)
+    records = read_records(state)
     assert {r["clock"] for r in records} == {"crypto", "stock"} and len(records) == len(cycles)
     assert all(set(r["strategies"]) == ({"ETHUSD"} if r["clock"] == "crypto" else {"SP500"}) for r in records)
     assert result.refusals == 0 and records[-1]["broker_refusals"] == 0
-    out = cli(["orders", "--state-dir", str(tmp_path), "--csv", str(tmp_path / "orders.csv")], tmp_path)
+    out = cli(["orders", "--state-dir", str(state), "--csv", str(tmp_path / "orders.csv")], tmp_path)
     assert out.returncode == 0, out.stderr
     # SP500 sends limit entries too (10 here) since the stock class's default costs (marketcast.backtest.costs)
     # changed its picks; with the fee alone they were market entries. Their prices are checked for whole cents.
@@ -133,9 +136,8 @@ def test_a_look_on_sunday_runs_the_crypto_clock_and_only_watches_the_stocks(tmp_
 
 def test_a_journal_from_before_clocks_is_migrated_and_its_cycles_count_for_every_clock(tmp_path):
     path = tmp_path / "journal.db"
-    with sqlite3.connect(path) as c:
-        c.execute("CREATE TABLE cycles (decision_ts TEXT PRIMARY KEY, status TEXT NOT NULL, started_at TEXT NOT NULL,"
-                  " finished_at TEXT)")
+    with sqlite3.connect(path) as c:  # the first journal's tables: cycles keyed by bar alone
+        c.executescript(FIRST_JOURNAL)
         c.execute("INSERT INTO cycles VALUES ('2018-07-12T00:00:00+00:00', 'done', 'x', 'y')")
     journal = Journal(path)
     assert journal.cycle_done("2018-07-12T00:00:00+00:00")
@@ -159,7 +161,7 @@ def test_an_exit_sent_outside_its_session_says_when_it_can_trade():
     assert queued_until("forex", "2015-04-04T12:00:00Z", "2015-04-03T00:00:00+00:00") == "2015-04-05 21:00 UTC"
 
 
-README_CONFIG = """
+MIXED_CONFIG = """
 [trade]
 symbols = ["ETHUSD", "SP500"]
 model = ["toto", "kronos", "baseline"]   # the first that loads and warms up
@@ -178,10 +180,10 @@ def cli(args: list[str], cwd) -> subprocess.CompletedProcess:
                           timeout=600, env={**os.environ, "PYTHONPATH": src, "COLUMNS": "250"})
 
 
-def test_the_readme_example_config_replays_2015_with_no_broker_refusal(tmp_path):
+def test_a_crypto_and_stock_config_replays_2015_with_no_broker_refusal(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
-    (tmp_path / "marketcast.toml").write_text(README_CONFIG)
+    (tmp_path / "marketcast.toml").write_text(MIXED_CONFIG)
     load_symbol("SP500").frame.loc[:"2015-12-31"].to_csv(data / "SP500.csv")
     crypto_bars("ETHUSD", "2014-01-01", "2015-12-31").frame.to_csv(data / "ETHUSD.csv")
     out = cli(["replay", "--start", "2015-01-01", "--end", "2015-12-31", "--data-dir", "data", "--state-dir", "st"],
@@ -207,4 +209,4 @@ def test_a_symbol_of_a_market_the_loop_cannot_trade_is_one_line_before_any_order
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.strip() == ("error: trade.symbols: EURUSD (forex): the loop trades stock and crypto only; drop "
                                   "it from the symbols (or pass --asset-class where the name misleads)")
-    assert not (tmp_path / "st" / "broker.db").exists() or Journal(tmp_path / "st" / "journal.db").intents() == []
+    assert not (tmp_path / "st").exists()  # refused before the state folder: no journal, broker, lock or log

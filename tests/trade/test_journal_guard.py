@@ -85,6 +85,30 @@ def test_another_programs_application_id_is_refused_even_with_our_table_names(tm
     assert path.read_bytes() == before
 
 
+@pytest.mark.parametrize("tables", [
+    "CREATE TABLE intents (id INTEGER PRIMARY KEY, body TEXT);",  # a to-do app's intents
+    "CREATE TABLE intents (client_order_id TEXT PRIMARY KEY, symbol TEXT); CREATE TABLE fills (x);",
+])
+def test_a_file_without_our_id_whose_tables_only_share_a_name_is_refused_and_never_modified(tmp_path, capsys,
+                                                                                            tables):
+    """The issue's case: a foreign file with an ``intents`` table was stamped with our id and given 14 tables."""
+    state = tmp_path / "state"
+    state.mkdir()
+    conn = sqlite3.connect(state / "journal.db")
+    conn.executescript(tables + "INSERT INTO intents VALUES (1, 'x');")
+    conn.commit()
+    conn.close()
+    before = snapshot(state)
+    for argv in (["orders", "--state-dir", str(state)], ["status", "--state-dir", str(state)],
+                 ["run", "--state-dir", str(state), "--once"],
+                 ["replay", "--state-dir", str(state), "--start", "2017-01-01", "--end", "2017-01-31"]):
+        assert main(["trade", *argv]) == 3, argv
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and len(err.splitlines()) == 1 and "not a marketcast journal" in err, err
+        assert "it was left untouched" in err
+        assert snapshot(state) == before, argv  # no id, no table, no -wal, no loop.lock, no trade.log
+
+
 def test_a_journal_from_a_newer_marketcast_is_refused_untouched(tmp_path):
     path = tmp_path / "journal.db"
     Journal(path).close()
@@ -113,13 +137,28 @@ def test_an_absent_or_empty_file_becomes_a_fresh_journal_with_our_id(tmp_path, e
     assert Journal(path).last_done_cycle() is None  # reopened as ours
 
 
+FIRST_JOURNAL = """
+CREATE TABLE intents (
+    client_order_id TEXT PRIMARY KEY, decision_ts TEXT NOT NULL, strategy TEXT NOT NULL,
+    symbol TEXT NOT NULL, side TEXT NOT NULL, qty REAL NOT NULL, type TEXT NOT NULL,
+    limit_price REAL, take_profit REAL, time_in_force TEXT NOT NULL, status TEXT NOT NULL,
+    broker_order_id TEXT, error TEXT, attempts INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL, updated_at TEXT NOT NULL, decision TEXT);
+CREATE TABLE fills (
+    fill_id TEXT PRIMARY KEY, client_order_id TEXT NOT NULL, symbol TEXT NOT NULL, side TEXT NOT NULL,
+    qty REAL NOT NULL, price REAL NOT NULL, fee REAL NOT NULL, ts TEXT NOT NULL, kind TEXT NOT NULL);
+CREATE TABLE cycles (
+    decision_ts TEXT PRIMARY KEY, status TEXT NOT NULL, started_at TEXT NOT NULL, finished_at TEXT);
+CREATE TABLE submissions (
+    n INTEGER PRIMARY KEY AUTOINCREMENT, client_order_id TEXT NOT NULL, at TEXT NOT NULL);
+"""  # the first journal's schema (commit a3a4c6b), before the application id
+
+
 def test_a_journal_written_before_the_id_is_still_opened_and_then_carries_it(tmp_path):
     path = tmp_path / "journal.db"
-    conn = sqlite3.connect(path)  # the tables an older marketcast made, no application_id
-    conn.execute("CREATE TABLE cycles (decision_ts TEXT PRIMARY KEY, status TEXT NOT NULL, started_at TEXT NOT "
-                 "NULL, finished_at TEXT)")
+    conn = sqlite3.connect(path)  # the tables the first marketcast made, no application_id
+    conn.executescript(FIRST_JOURNAL)
     conn.execute("INSERT INTO cycles VALUES ('2023-05-01T00:00:00+00:00', 'done', 'x', 'y')")
-    conn.execute("CREATE TABLE intents (client_order_id TEXT PRIMARY KEY)")
     conn.commit()
     conn.close()
     journal = Journal(path)

@@ -48,13 +48,14 @@ def leaks(secret: str, texts: list[str], state: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("url, shown", [
-    (SLACK, "https://hooks.slack.com/services/***"),
-    ("https://hooks.example.com/marketcast/4f1c9a7e2b", "https://hooks.example.com/marketcast/***"),
-    ("https://discord.com/api/webhooks/1234567/AbCdEf-token", "https://discord.com/api/***"),
+    (SLACK, "https://hooks.slack.com/***"),
+    ("https://hooks.example.com/marketcast/4f1c9a7e2b", "https://hooks.example.com/***"),
+    ("https://discord.com/api/webhooks/1234567/AbCdEf-token", "https://discord.com/***"),
     ("https://example.com/4f1c9a7e2b", "https://example.com/***"),  # a token as the first segment
+    ("https://ntfy.sh/quietotterbridge", "https://ntfy.sh/***"),  # a one-word segment: ntfy's topic is its secret
     ("https://user:pass@ntfy.example.com/", "https://***@ntfy.example.com/"),
-    ("https://example.com/hook?token=abc&x=1", "https://example.com/hook?token=***&x=***"),
-    ("http://127.0.0.1:5000/v2/orders?status=all#frag", "http://127.0.0.1:5000/v2/***?status=***#***"),
+    ("https://example.com/hook?token=abc&x=1", "https://example.com/***?token=***&x=***"),
+    ("http://127.0.0.1:5000/v2/orders?status=all#frag", "http://127.0.0.1:5000/***?status=***#***"),
 ])
 def test_each_secret_form_of_a_url_is_redacted_once_and_for_all(url, shown):
     assert redact_url(url) == shown and redact(f"POST to {url}, failed.") == f"POST to {shown}, failed."
@@ -62,8 +63,7 @@ def test_each_secret_form_of_a_url_is_redacted_once_and_for_all(url, shown):
 
 
 def test_a_url_without_secrets_stays_readable():
-    for url in ("https://paper-api.alpaca.markets", "http://127.0.0.1:8080/alerts", "https://example.com/hook/",
-                "https://hooks.example.com/marketcast"):
+    for url in ("https://paper-api.alpaca.markets", "http://127.0.0.1:8080", "https://example.com/"):
         assert redact(f"at {url} (paper)") == f"at {url} (paper)"
     assert redact("file:///home/me/out/trade/status.html") == "file:///home/me/out/trade/status.html"
 
@@ -94,8 +94,8 @@ def paper_data(tmp_path_factory) -> tuple[Path, Path]:
 
 
 @pytest.mark.parametrize("form, path, secret, shown", [
-    ("path token", "/marketcast/4f1c9a7e2b6d0c3a", "4f1c9a7e2b6d0c3a", "/marketcast/***"),
-    ("query key", "/alerts?token=q7Zk2Lx9Wm&channel=trading-ops", "q7Zk2Lx9Wm", "/alerts?token=***&channel=***"),
+    ("path token", "/marketcast/4f1c9a7e2b6d0c3a", "4f1c9a7e2b6d0c3a", "/***"),
+    ("query key", "/alerts?token=q7Zk2Lx9Wm&channel=trading-ops", "q7Zk2Lx9Wm", "/***"),  # the webhook: its host
 ])
 def test_a_webhooks_secret_stays_out_of_the_log_stderr_alerts_and_status(paper_data, tmp_path, form, path, secret,
                                                                          shown):
@@ -116,14 +116,14 @@ def test_a_webhooks_secret_stays_out_of_the_log_stderr_alerts_and_status(paper_d
     assert leaks(secret, texts, state) == []
 
 
-def test_a_slack_webhook_in_print_config_shows_its_workspace_path_only(tmp_path):
+def test_a_slack_webhook_in_print_config_shows_its_host_only(tmp_path):
     (tmp_path / "marketcast.toml").write_text(f'[trade.alerts]\nwebhook = "{SLACK}"\n')
     out = trade(["run", "--print-config", "--config", str(tmp_path / "marketcast.toml")],
                 {**PAPER_ENV, "MARKETCAST_TRADE_ALERTS_WEBHOOK": SLACK + "2"})
     assert out.returncode == 0, out.stderr
     text = " ".join(out.stdout.split())
-    assert "alerts.webhook │ https://hooks.slack.com/services/*** │ environment" in text
-    assert "overrides" in text and "= https://hooks.slack.com/services/***" in text  # the file's, shadowed
+    assert "alerts.webhook │ https://hooks.slack.com/*** │ environment" in text
+    assert "overrides" in text and "= https://hooks.slack.com/***" in text  # the file's, shadowed
     assert "XXXXXXXX" not in out.stdout + out.stderr
 
 
@@ -143,7 +143,7 @@ def test_userinfo_in_the_broker_and_webhook_urls_stays_out_of_records_logs_and_s
     warning = f"APCA_API_BASE_URL={fake.url.replace('http://', 'http://***@')} is a local test server"
     log = (state / "trade.log").read_text()
     assert warning in run.stderr and warning in log
-    assert f"alert webhook http://***@127.0.0.1:{port}/alerts failed: " in log
+    assert f"alert webhook http://127.0.0.1:{port}/*** failed: " in log
     assert f"endpoint │ {endpoint}" in " ".join(status.stdout.split())
     assert endpoint in (state / "status.html").read_text()
     texts = [run.stdout, run.stderr, status.stdout, status.stderr]
@@ -163,3 +163,36 @@ def test_api_keys_a_broker_echoes_back_stay_out_of_stderr_the_log_and_alerts(tmp
     assert "account: HTTP 500, retry 1/3" in (state / "trade.log").read_text()
     for secret in (KEY, SECRET):
         assert leaks(secret, [run.stdout, run.stderr], state) == [], secret
+
+
+def test_each_secret_form_of_issue_43_stays_out_of_every_line_and_file(paper_data, tmp_path):
+    """The forms that leaked: a config error echoing a webhook without a scheme, an environment webhook with
+    userinfo, a one-word ntfy topic in trade.log and --print-config; each written, then grepped for in stdout,
+    stderr and every byte of the state folder."""
+    data, clock = paper_data
+    state, port = tmp_path / "state", dead_port()
+    slack = "hooks.slack.com/services/T0AAAA/B0BBBB/XOXSECRET1234"  # no scheme: refused, and not echoed
+    (tmp_path / "marketcast.toml").write_text(f'[trade.alerts]\nwebhook = "{slack}"\n')
+    common = ["--data-dir", str(data), "--state-dir", str(state), "--clock-file", str(clock)]
+    runs = {"config file": trade(["run", "--once", "--config", str(tmp_path / "marketcast.toml"), *common]),
+            "environment": trade(["run", "--once", *common],
+                                 {**PAPER_ENV, "MARKETCAST_TRADE_ALERTS_WEBHOOK": "ftp://alerter:Pw-93x7@h.example/x"})}
+    for where, run in runs.items():
+        assert run.returncode == 2 and run.stdout == "", (where, run.stderr)
+        [line] = run.stderr.strip().splitlines()
+        assert line.startswith("error: alerts.webhook = ") and "is not an http:// or https:// URL" in line, line
+    assert "= '***' (trade.alerts.webhook in" in runs["config file"].stderr
+    assert "= 'ftp://h.example/***' (MARKETCAST_TRADE_ALERTS_WEBHOOK)" in runs["environment"].stderr
+    assert not state.exists()  # refused before the state folder
+    topic = "quietotterbridge"
+    ntfy = ["--webhook", f"https://ntfy.sh/{topic}"]  # shown, never posted to: --print-config
+    config = trade(["run", "--print-config", *common, *ntfy])
+    assert config.returncode == 0 and "https://ntfy.sh/***" in config.stdout, config.stderr
+    run = trade(["run", "--symbols", "SP500,NASDAQ", "--once", "--alert-latency", "0", *common,
+                 "--webhook", f"http://127.0.0.1:{port}/{topic}"])  # the same form on a port nobody listens on
+    assert run.returncode == 0, run.stderr
+    assert f"alert webhook http://127.0.0.1:{port}/*** failed: " in (state / "trade.log").read_text()
+    status = trade(["status", "--state-dir", str(state), "--html"])
+    texts = [t for p in [*runs.values(), config, run, status] for t in (p.stdout, p.stderr)]
+    for secret in ("XOXSECRET1234", "T0AAAA", "B0BBBB", "alerter", "Pw-93x7", topic):
+        assert leaks(secret, texts, state) == [], secret

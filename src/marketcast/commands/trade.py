@@ -91,7 +91,7 @@ def run(
     """
     from marketcast.commands import trade_run as command
     from marketcast.trade.journal.lock import StateLock
-    from marketcast.trade.start import LoopRequest
+    from marketcast.trade.start import LoopRequest, preflight
 
     if ctx.get_parameter_source("config").name == "COMMANDLINE" and not config.exists():
         raise ConfigError(f"--config {config}: no such file")
@@ -102,6 +102,7 @@ def run(
         command.print_config(settings, broker_name, live)
         return
     setup_logging(None, verbose)
+    preflight(settings, broker_name)  # a refused start leaves no file in the state folder
     state_dir = Path(settings["state_dir"])
     if not dry_run:
         with StateLock(state_dir):
@@ -282,6 +283,7 @@ def orders(
 
     if as_json and csv_path is not None:
         raise ConfigError("--json and --csv: choose one")
+    blotter.check_csv(csv_path, state_dir)
     journal = blotter.open_journal(state_dir)
     try:
         rows = blotter.rows(journal)

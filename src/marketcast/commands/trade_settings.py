@@ -19,7 +19,7 @@
     kelly_fraction = 0.25
 
     [trade.alerts]
-    webhook = "https://hooks.example.com/marketcast"
+    webhook = "https://ntfy.sh/your-secret-topic"   # shown as https://ntfy.sh/*** everywhere
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from marketcast.data.load import ON_DUPLICATE
 from marketcast.forecast.registry import MODEL_NAMES
 from marketcast.settings import Setting, Settings, boolean, choice, items, number, optional, pairs, text
 from marketcast.trade.ops.alerts import AlertThresholds
+from marketcast.trade.ops.redact import redact_secret
 from marketcast.trade.risk.freshness import Freshness
 from marketcast.trade.risk.gates import GateConfig
 from marketcast.trade.risk.limits import RiskLimits
@@ -171,7 +172,8 @@ SETTINGS = (
     Setting("data.max_spread", F["max_spread"], FRACTION, "No entry on a real quote wider than this (ask / bid "
             "- 1).", "--max-spread", float),
     Setting("alerts.webhook", None, optional(url), "POST every alert as JSON to this URL (also in alerts.jsonl "
-            "and the log).", "--webhook", shown="none"),
+            "and the log; shown as its scheme and host only: its path and query are its secret).", "--webhook",
+            shown="none", secret=redact_secret),
     Setting("alerts.max_latency_s", A["max_latency_s"], number(0.0), "Alert: one symbol's forecast slower than "
             "this (seconds).", "--alert-latency", float),
     Setting("alerts.max_memory_growth_mb", A["max_memory_growth_mb"], number(0.0), "Alert: peak memory grew "

@@ -8,7 +8,8 @@ Rooms, lowest first, importing one way down (the import-linter contracts in pypr
 * ``ops/``: ``alerts``, ``monitor`` (records), ``status``, ``blotter``, ``redact``.
 * ``risk/``: may this order go? ``check`` runs, in order: ``freshness``, ``gates``, ``portfolio`` (sizing under
   caps), the venue's ``rules`` and ``protections`` asked by the ``precheck``, and the ``limits`` (the halted state
-  a breach puts the loop in, ``lift``).
+  a breach puts the loop in, ``lift``); ``markets``: what the loop may trade and on which bars (the market check and
+  the calendar filter ``trade run`` and ``trade replay`` share).
 * ``loop/`` (``cycle``: reconcile -> plan -> check -> submit -> record; ``supervisor``, ``planner``, ``orders``,
   ``reconcile``, ``ownership``, ``exits``, ``quotes``, ``feed``, ``warmup``, ``shadow``) and, beside it and never
   imported by it, ``venues/``: ``paper`` (embedded SQLite broker, fills by the backtest's rule) and ``alpaca``

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Mapping
 
 import pandas as pd
@@ -15,6 +15,7 @@ from marketcast.data.bars import Bars
 from marketcast.errors import ConfigError, StateError
 from marketcast.trade.journal.files import private_file
 from marketcast.trade.risk.freshness import complete, newer_bar_due
+from marketcast.trade.risk.markets import refuse_untraded, tradable
 
 
 class StateLogHandler(logging.FileHandler):
@@ -89,10 +90,11 @@ class PaperVenue:
             if self.data_dir is not None:
                 info = find_symbol_file(self.data_dir, s).stat()
                 stamp = (info.st_mtime_ns, info.st_size)
-            if s not in self.raw or self.raw[s][0] != stamp:
-                self.raw[s] = (stamp, load_symbol(s, self.data_dir, on_duplicate=self.on_duplicate,
-                                                  asset_class=self.market.asset_classes.get(s.upper()),
-                                                  periods_per_year=self.market.periods_per_year))
+            if s not in self.raw or self.raw[s][0] != stamp:  # the market check and calendar filter of replays
+                loaded = load_symbol(s, self.data_dir, on_duplicate=self.on_duplicate,
+                                     asset_class=self.market.asset_classes.get(s.upper()),
+                                     periods_per_year=self.market.periods_per_year)
+                self.raw[s] = (stamp, tradable({s: loaded})[s])
             self.bars[s] = self.raw[s][1] if now is None else complete(self.raw[s][1], now)
 
     def refresh(self, now) -> str:
@@ -111,8 +113,8 @@ class AlpacaVenue:
 
     def __init__(self, syms: tuple[str, ...], live: bool, market: Market = Market()) -> None:
         from marketcast.data import infer_asset_class
-        from marketcast.trade.venues.alpaca import AlpacaBroker
         from marketcast.trade.loop.feed import broker_feed
+        from marketcast.trade.venues.alpaca import AlpacaBroker
 
         self.syms = syms
         self.asset_classes = {s: market.asset_classes.get(s.upper()) or infer_asset_class(s) for s in syms}
@@ -135,20 +137,12 @@ class AlpacaVenue:
         return self.bars[symbol]
 
 
-TRADED = ("stock", "crypto")  # what the rules model knows (Alpaca: us_equity and crypto asset classes)
-
-
 def check_markets(venue) -> None:
-    """Before any order: every symbol is of an asset class the loop can trade and the broker lists it as that
-    class and tradable (Alpaca: ``GET /v2/assets/{symbol}``, https://docs.alpaca.markets/reference/get-v2-assets-
-    symbol_or_asset_id); else one line, exit 2. A symbol whose asset class the loop cannot trade (forex, futures)
-    is named with the classes it can."""
-    odd = {s: c for s, c in venue.asset_classes.items() if c not in TRADED}
-    if odd:
-        listed = ", ".join(f"{s} ({c})" for s, c in sorted(odd.items()))
-        raise ConfigError(f"trade.symbols: {listed}: the loop trades {' and '.join(TRADED)} only; drop "
-                          f"{'them' if len(odd) > 1 else 'it'} from the symbols (or pass --asset-class where the "
-                          f"name misleads)")
+    """Before any order: every symbol is of an asset class the loop can trade
+    (:func:`marketcast.trade.risk.markets.refuse_untraded`) and the broker lists it as that class and tradable (Alpaca:
+    ``GET /v2/assets/{symbol}``, https://docs.alpaca.markets/reference/get-v2-assets-symbol_or_asset_id); else
+    one line, exit 2."""
+    refuse_untraded(venue.asset_classes)
     for s, c in venue.asset_classes.items():
         asset = venue.broker.asset(s)
         if asset.asset_class != c:

@@ -19,13 +19,14 @@ import pandas as pd
 from marketcast.data.bars import Bars
 from marketcast.data.timestamps import ISO_FIX
 from marketcast.errors import ConfigError
+from marketcast.trade.journal.files import outside_state, private_dir, private_file
+from marketcast.trade.journal.state import Journal, check_journal
 from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
 from marketcast.trade.loop.feed import history_feed
-from marketcast.trade.journal.files import private_dir, private_file
-from marketcast.trade.ops.monitor import Monitor
-from marketcast.trade.venues.paper import PaperBroker, iso
 from marketcast.trade.loop.planner import Planner
-from marketcast.trade.journal.state import Journal
+from marketcast.trade.ops.monitor import Monitor
+from marketcast.trade.risk.markets import tradable, without_bars
+from marketcast.trade.venues.paper import PaperBroker, iso
 
 log = logging.getLogger("marketcast.trade")
 
@@ -77,11 +78,13 @@ def replay(
     ``on_step`` (a progress display) hears of each decision date as its cycle starts (or is skipped as done).
     """
     state = Path(state_dir)
-    private_dir(state)
+    bars = tradable(bars)  # the market check and calendar filter `trade run` applies: before any file
     dates = replay_dates(bars, start, end)
+    private_dir(state)
     journal = Journal(state / "journal.db")  # first: a damaged journal stops the replay before the broker moves
     broker = PaperBroker(state / "broker.db", bars, starting_cash=starting_cash, fee=config.fee,
                          start=dates[0])
+    journal.clock = lambda: broker.clock  # one clock in the blotter: a submission at the simulated time
     loop = TradingLoop(broker, journal, planner, history_feed(bars, lambda: broker.clock, history), config,
                        Monitor(state), {s: b.asset_class for s, b in bars.items()})
     clocks = {clock: [bars[s].frame.index for s in symbols] for clock, symbols in loop.clocks().items()}
@@ -171,11 +174,18 @@ def replay_history(request: ReplayRequest, progress: Callable[[int], object]) ->
     from marketcast.trade.loop.planner import BacktestPlanner
     from marketcast.trade.ops.status import journal_counts
 
-    r, syms = request, request.symbols
-    classes = asset_classes(r.asset_class, syms)
-    bars = {s: load_symbol(s, r.data_dir, on_duplicate=r.on_duplicate, asset_class=classes[s.upper()],
-                           periods_per_year=r.periods_per_year) for s in syms}
+    r = request
+    if r.png is not None:
+        outside_state(r.png, r.state_dir, "--png")
+    setup_logging(None, r.verbose)  # the warnings below go to stderr before the state folder exists
+    classes = asset_classes(r.asset_class, r.symbols)
+    bars = tradable({s: load_symbol(s, r.data_dir, on_duplicate=r.on_duplicate, asset_class=classes[s.upper()],
+                                    periods_per_year=r.periods_per_year) for s in r.symbols})
     dates = replay_dates(bars, r.start, r.end)
+    check_journal(r.state_dir / "journal.db")  # a foreign file is refused before the lock or the log is made
+    empty = without_bars(bars, _day(r.start, "--start"), _day(r.end, "--end"))
+    syms = tuple(s for s in r.symbols if s not in empty)
+    bars = {s: bars[s] for s in syms}
     forecaster = load_forecaster(r.model, weights=r.weights, device=r.device, dtype=r.dtype, seed=r.seed)
     started = time.perf_counter()
     with StateLock(r.state_dir), progress(len(dates) - 1) as step:

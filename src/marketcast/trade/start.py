@@ -20,11 +20,11 @@ from marketcast.errors import ConfigError, ExitCode
 from marketcast.forecast.registry import MODEL_NAMES
 from marketcast.settings import Settings
 from marketcast.trade.launch import Market, check_markets, open_venue, resolve_command
+from marketcast.trade.ops.alerts import AlertThresholds
 from marketcast.trade.risk.freshness import Freshness
 from marketcast.trade.risk.gates import GateConfig
-from marketcast.trade.ops.alerts import AlertThresholds
-from marketcast.trade.risk.portfolio import PortfolioConfig
 from marketcast.trade.risk.limits import RiskLimits
+from marketcast.trade.risk.portfolio import PortfolioConfig
 
 ShowPlan = Callable[[object, str, dict[str, int]], None]  # (cycle report, title, price decimals per symbol)
 
@@ -76,6 +76,27 @@ def _refuse(settings: Settings, request: LoopRequest) -> None:
         raise ConfigError(f"--shadow-model {shadow_model!r}: choose one of {', '.join(MODEL_NAMES)}")
     if not (request.state_dir / "journal.db").exists():  # refused before a fresh state folder gets its journal
         _no_baseline_shadow(shadow, shadow_model or settings["model"][0])
+
+
+def preflight(settings: Settings, broker_name: str) -> None:
+    """Before the state folder is touched, so a refused start leaves no file: the journal there is marketcast's
+    (or absent), and the market check (:func:`marketcast.trade.risk.markets.refuse_untraded`) passes: the paper
+    broker's classes from its bars (as ``trade replay`` reads them), Alpaca's from the symbols' names (as its
+    venue does); ``--asset-class`` overrides both."""
+    from marketcast.data import infer_asset_class, load_symbol
+    from marketcast.trade.journal.state import check_journal
+    from marketcast.trade.risk.markets import refuse_untraded
+
+    check_journal(Path(settings["state_dir"]) / "journal.db")
+
+    syms, market = settings["symbols"], asset_classes(list(settings["data.asset_class"] or ()), settings["symbols"])
+    if broker_name != "paper":
+        refuse_untraded({s: market.get(s.upper()) or infer_asset_class(s) for s in syms})
+        return
+    data_dir = None if settings["data_dir"] is None else Path(settings["data_dir"])
+    refuse_untraded({s: load_symbol(s, data_dir, on_duplicate=settings["data.on_duplicate"],
+                                    asset_class=market.get(s.upper()),
+                                    periods_per_year=settings["data.periods_per_year"]).asset_class for s in syms})
 
 
 def _active_model(settings: Settings, journal) -> tuple[tuple[str, ...], Optional[str]]:

@@ -15,7 +15,7 @@ import contextlib
 import os
 import sqlite3
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
 
 from marketcast.errors import StateError
 from marketcast.trade.journal.files import private_file
@@ -89,13 +89,16 @@ def readonly_uri(path: str | Path) -> str:
     return uri + ("?mode=ro" if os.path.exists(f"{path}-wal") else "?immutable=1")
 
 
-def check_owned(path: str | Path, app_id: int, tables: set[str], what: str, schema: int = 0) -> bool:
+def check_owned(path: str | Path, app_id: int, tables: set[str], what: str, schema: int = 0,
+                legacy: Mapping[str, set[str]] | None = None) -> bool:
     """Refuse (StateError) a database at ``path`` that is not ours, reading it only; True if it is to be made.
 
     Ours: absent or empty (made now), ``PRAGMA application_id`` == ``app_id``, or, from before the id was
-    written, no id and tables all among ``tables``. Anything else (another id, another program's tables) is
-    someone else's file: opening it for writing would switch it to WAL and add our tables. Ours with a
-    ``user_version`` above ``schema`` was written by a newer marketcast, and is refused too.
+    written, no id, tables all among ``tables`` and, when ``legacy`` names them, every table of the first
+    schema with its columns (``table -> columns``): a file of another program that happens to have a table of
+    one of our names (an ``intents`` table) is not ours. Anything else is someone else's file: opening it for
+    writing would switch it to WAL and add our tables. Ours with a ``user_version`` above ``schema`` was written
+    by a newer marketcast, and is refused too.
     """
     path = Path(path)
     if not path.exists() or (path.is_file() and path.stat().st_size == 0):
@@ -108,6 +111,8 @@ def check_owned(path: str | Path, app_id: int, tables: set[str], what: str, sche
             found_id = probe.execute("PRAGMA application_id").fetchone()[0]
             version = probe.execute("PRAGMA user_version").fetchone()[0]
             have = {r[0] for r in probe.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            lacking = sorted(f"{t}.{c}" for t, cols in (legacy or {}).items()
+                             for c in cols - {r[1] for r in probe.execute(f"PRAGMA table_info({t})")})
         finally:
             probe.close()
     except sqlite3.DatabaseError as exc:
@@ -116,10 +121,11 @@ def check_owned(path: str | Path, app_id: int, tables: set[str], what: str, sche
     if found_id == app_id and version > schema:
         raise StateError(f"{path}: {what} schema {version} is newer than this marketcast's ({schema}); upgrade "
                          f"marketcast (the file was left untouched)")
-    if found_id == app_id or (found_id == 0 and version == 0 and have <= tables):
+    if found_id == app_id or (found_id == 0 and version == 0 and have <= tables and not lacking):
         return not have
     theirs = (f"application id {found_id:#x}" if found_id else f"its tables: {', '.join(sorted(have - tables))}"
-              if have - tables else f"user_version {version}")
+              if have - tables else f"user_version {version}" if version else
+              f"no application id, and it lacks {', '.join(lacking[:3])}{' ...' if len(lacking) > 3 else ''}")
     raise StateError(f"{path}: not a marketcast {what} ({theirs}); it was left untouched: move it away or "
                      f"choose another --state-dir")
 

@@ -14,7 +14,7 @@ import os
 import stat
 from pathlib import Path
 
-from marketcast.errors import StateError
+from marketcast.errors import ConfigError, StateError
 
 DIR_MODE, FILE_MODE = 0o700, 0o600
 
@@ -27,6 +27,16 @@ def private_dir(path: str | Path) -> Path:
             path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
         except OSError as exc:
             raise StateError(f"{path}: {exc.strerror}; check the permissions of the folder above") from None
+    return path
+
+
+def outside_state(path: str | Path, state_dir: str | Path, flag: str) -> Path:
+    """``path`` if it lies outside ``state_dir`` (both resolved, links followed), else one line, exit 2: an
+    output written into the state folder could replace ``journal.db`` or ``broker.db``."""
+    path, state = Path(path), Path(state_dir)
+    if path.resolve() == state.resolve() or state.resolve() in path.resolve().parents:
+        raise ConfigError(f"{flag} {path} lies inside the state folder {state}, which holds the journal and the "
+                          f"broker's books; write it elsewhere, e.g. {flag} {path.name}")
     return path
 
 

@@ -23,11 +23,18 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from marketcast.trade.journal.db import add_missing_columns, check_owned, connect, connect_readonly, transaction
+from marketcast.trade.journal.db import (
+    add_missing_columns,
+    check_owned,
+    connect,
+    connect_readonly,
+    transaction,
+)
 from marketcast.trade.journal.halts import Halts
 from marketcast.trade.types import Fill, OrderRequest, utc_text, utc_time
 
@@ -52,7 +59,7 @@ CREATE TABLE IF NOT EXISTS cycles (
     clock TEXT NOT NULL DEFAULT '', decision_ts TEXT NOT NULL, status TEXT NOT NULL, started_at TEXT NOT NULL,
     finished_at TEXT, PRIMARY KEY (clock, decision_ts));
 CREATE TABLE IF NOT EXISTS submissions (
-    n INTEGER PRIMARY KEY AUTOINCREMENT, client_order_id TEXT NOT NULL, at TEXT NOT NULL);
+    n INTEGER PRIMARY KEY AUTOINCREMENT, client_order_id TEXT NOT NULL, at TEXT NOT NULL, wall_at TEXT);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS adjustments (
     n INTEGER PRIMARY KEY AUTOINCREMENT, symbol TEXT NOT NULL, qty REAL NOT NULL, reason TEXT NOT NULL,
@@ -78,11 +85,24 @@ SCHEMA_VERSION = 3  # 2: shadow_decisions, active_model, promotions (trade/loop/
 # every table a journal can hold: SCHEMA's, halts.py's and risk.py's (equity_days, sends)
 TABLES = {"intents", "fills", "cancels", "cycles", "submissions", "meta", "adjustments", "halts", "equity_days",
           "sends", "shadow_decisions", "active_model", "promotions", "shadow_errors"}
+# what every journal has held since the first (before the application id): a file without the id is a journal
+# only if it has these tables with these columns (a foreign file with an ``intents`` table of its own is not)
+FIRST_SCHEMA = {"intents": {"client_order_id", "decision_ts", "strategy", "symbol", "side", "qty", "type", "status"},
+                "fills": {"fill_id", "client_order_id", "symbol", "side", "qty", "price", "ts"},
+                "submissions": {"client_order_id", "at"}}
 INTENT_COLUMNS = {"broker_status": "TEXT", "asset_class": "TEXT", "cash_seen": "REAL", "buying_power_seen": "REAL"}
 # schema 3: the close-return quantiles (JSON), the settled return, the model's name (``--model``; its weights are
 # ``model``); a version-2 journal's rows keep NULL (unscored)
 SHADOW_COLUMNS = {"quantiles": "TEXT", "ret": "REAL", "forecaster": "TEXT"}
 ACTIVE_COLUMNS = {"model": "TEXT"}  # schema 3: NULL = the model trade run was given (a version-2 promotion)
+# a POST's time on the loop's clock (``at``: simulated in a replay) and on the wall clock (NULL: from before)
+SUBMISSION_COLUMNS = {"wall_at": "TEXT"}
+
+
+def check_journal(path: str | Path) -> bool:
+    """Refuse (exit 3, the file left untouched) a ``journal.db`` that is not marketcast's, reading it only; True
+    when there is none yet. Called before anything of the state folder is written."""
+    return check_owned(path, APP_ID, TABLES, "journal", SCHEMA_VERSION, FIRST_SCHEMA)
 
 
 def now() -> str:
@@ -136,20 +156,22 @@ class Journal:
 
     def __init__(self, path: str | Path, read_only: bool = False) -> None:
         self.path = Path(path)
+        self.clock: Callable[[], str] | None = None  # the loop's clock, when not the wall's (a replay's bars)
         if read_only and self.path.exists():
-            check_owned(path, APP_ID, TABLES, "journal", SCHEMA_VERSION)
+            check_journal(path)
             self.conn = connect_readonly(path)
             if not _needs_upgrade(self.conn):
                 self.halts = Halts(self.conn, now)  # its CREATE ... IF NOT EXISTS reads only
                 return
             self.conn.close()
-        check_owned(path, APP_ID, TABLES, "journal", SCHEMA_VERSION)
+        check_journal(path)
         self.conn = connect(path)
         _clocked_cycles(self.conn)
         self.conn.executescript(SCHEMA)
         add_missing_columns(self.conn, "intents", INTENT_COLUMNS)
         add_missing_columns(self.conn, "shadow_decisions", SHADOW_COLUMNS)
         add_missing_columns(self.conn, "active_model", ACTIVE_COLUMNS)
+        add_missing_columns(self.conn, "submissions", SUBMISSION_COLUMNS)
         self.halts = Halts(self.conn, now)
         for pragma, value in (("application_id", APP_ID), ("user_version", SCHEMA_VERSION)):
             if self.conn.execute(f"PRAGMA {pragma}").fetchone()[0] != value:  # written once, not on every open
@@ -216,11 +238,15 @@ class Journal:
         return self.intent(intent.client_order_id)
 
     def mark_attempt(self, client_order_id: str) -> None:
-        """Counted before the broker call: ``submissions`` lists every POST the loop ever made."""
+        """Counted before the broker call: ``submissions`` lists every POST the loop ever made, at the loop's
+        clock's time (a replay's simulated bar, as its fills) and at the wall clock's."""
+        wall = now()
+        at = wall if self.clock is None else utc_text(self.clock())
         with transaction(self.conn) as c:
             c.execute("UPDATE intents SET attempts = attempts + 1, updated_at=? WHERE client_order_id=?",
-                      (now(), client_order_id))
-            c.execute("INSERT INTO submissions (client_order_id, at) VALUES (?, ?)", (client_order_id, now()))
+                      (wall, client_order_id))
+            c.execute("INSERT INTO submissions (client_order_id, at, wall_at) VALUES (?, ?, ?)",
+                      (client_order_id, at, wall))
 
     def mark(self, client_order_id: str, status: str, broker_order_id: str | None = None,
              error: str | None = None, broker_status: str | None = None) -> None:
@@ -353,8 +379,9 @@ def _needs_upgrade(conn) -> bool:
             "shadow_decisions", "active_model", "promotions", "shadow_errors"} <= have:
         return True
     columns = {t: {r[1] for r in conn.execute(f"PRAGMA table_info({t})").fetchall()}
-               for t in ("intents", "cycles", "shadow_decisions", "active_model")}
+               for t in ("intents", "cycles", "shadow_decisions", "active_model", "submissions")}
     return (not set(INTENT_COLUMNS) <= columns["intents"] or "clock" not in columns["cycles"]
+            or not set(SUBMISSION_COLUMNS) <= columns["submissions"]
             or not set(SHADOW_COLUMNS) <= columns["shadow_decisions"]
             or not set(ACTIVE_COLUMNS) <= columns["active_model"])
 

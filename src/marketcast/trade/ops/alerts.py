@@ -7,8 +7,9 @@ return or Sharpe below a floor ("returns drop significantly"), stale data, a hal
 
 A condition alerts when it starts (:meth:`Alerts.watch` is edge-triggered per kind and subject: a stale symbol
 alerts once, not every tick) and again after it cleared and came back. A webhook that fails is a WARNING in the
-log, never the end of the loop. Keys and URL secrets (the webhook's own path token, userinfo and query) are
-scrubbed from every alert and log line (:mod:`marketcast.trade.ops.redact`). A webhook's ``user:pass@`` goes as
+log, never the end of the loop. Keys and URL secrets (the webhook's whole path, userinfo and query values) are
+scrubbed from every alert and log line (:mod:`marketcast.trade.ops.redact`); the webhook itself is named by its
+scheme and host only. A webhook's ``user:pass@`` goes as
 HTTP Basic auth (RFC 7617), as curl and requests send it, never in the host name (urllib would look the whole
 ``user:pass@host`` up in DNS).
 """
@@ -26,7 +27,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from marketcast.trade.journal.files import append_line
-from marketcast.trade.ops.redact import redact
+from marketcast.trade.ops.redact import redact, redact_secret
 
 log = logging.getLogger("marketcast.trade.ops.alerts")
 
@@ -89,7 +90,8 @@ class Alerts:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as reply:
                 reply.read()
         except (urllib.error.URLError, OSError, ValueError) as exc:
-            log.warning("alert webhook %s failed: %s", redact(self.webhook), redact(getattr(exc, "reason", exc)))
+            log.warning("alert webhook %s failed: %s", redact_secret(self.webhook),
+                        redact(getattr(exc, "reason", exc)))
 
 
 def cycle_alerts(alerts: Alerts, record: dict, thresholds: AlertThresholds, warm_memory_mb: float) -> None:

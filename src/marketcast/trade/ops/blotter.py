@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import io
 import os
-import sqlite3
 from pathlib import Path
 
 import pandas as pd
@@ -20,36 +19,36 @@ from rich.table import Table
 
 from marketcast.errors import ConfigError, StateError
 from marketcast.fileio import write_atomic
-from marketcast.trade.journal.db import state_error
-from marketcast.trade.journal.state import Journal
+from marketcast.trade.journal.files import outside_state
+from marketcast.trade.journal.state import Journal, check_journal
 
 COLUMNS = (
     "client_order_id", "symbol", "asset_class", "side", "type", "qty", "limit_price", "stop_price", "take_profit",
     "time_in_force", "kind", "strategy", "decision_ts", "submitted_at", "status", "broker_status", "filled_qty",
     "avg_fill_price", "filled_at", "exit_filled_qty", "exit_avg_price", "exit_filled_at", "cash_seen",
-    "buying_power_seen", "error",
+    "buying_power_seen", "error", "wall_clock_at",
 )
+
+
+def check_csv(path: Path | None, state_dir: Path) -> None:
+    """``--csv`` outside the state folder (one line, exit 2, before anything is opened): a blotter written over
+    ``journal.db`` would destroy what it lists."""
+    if path is not None:
+        outside_state(path, state_dir, "--csv")
 
 
 def open_journal(state_dir: Path) -> Journal:
     """The journal of ``state_dir``; a missing folder or journal is exit 2, a file that is no journal exit 3
-    (checked read-only first, so a stray database is never given the journal's tables)."""
+    (checked read-only first, :func:`~marketcast.trade.journal.state.check_journal`, so a stray database is never
+    given the journal's tables)."""
     if not state_dir.is_dir():
         raise ConfigError(f"{state_dir}: no such state folder; pass the --state-dir of `trade run` or `trade replay`")
     path = state_dir / "journal.db"
     if not path.is_file():
         raise ConfigError(f"{state_dir}: no journal.db, not a state folder of `trade run` or `trade replay`")
-    try:
-        probe = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
-        try:
-            tables = {r[0] for r in probe.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        finally:
-            probe.close()
-    except sqlite3.DatabaseError as exc:
-        raise state_error(path, exc) from None
-    if not {"intents", "fills", "submissions"} <= tables:
-        raise StateError(f"{path}: not a marketcast journal (no intents, fills or submissions table); pass the "
-                         f"--state-dir of `trade run` or `trade replay`")
+    if check_journal(path):  # read-only: a file that is not a journal is refused untouched
+        raise StateError(f"{path}: an empty file, not a marketcast journal; pass the --state-dir of `trade run` or "
+                         f"`trade replay`")
     return Journal(path)
 
 
@@ -67,8 +66,8 @@ def rows(journal: Journal) -> list[dict]:
     order's own role is its fill; one of another role under the same id (the take-profit leg a broker attached
     to an entry, or the paper broker's close at the bar's end) is its exit."""
     c = journal.conn
-    first_post = {r[0]: r[1] for r in c.execute("SELECT client_order_id, MIN(at) FROM submissions "
-                                                "GROUP BY client_order_id")}
+    first_post = {r[0]: (r[1], r[2]) for r in c.execute("SELECT client_order_id, MIN(at), MIN(COALESCE(wall_at, at)) "
+                                                        "FROM submissions GROUP BY client_order_id")}
     fills: dict[str, list] = {}
     for r in c.execute("SELECT client_order_id, kind, qty, price, ts FROM fills ORDER BY ts, fill_id"):
         fills.setdefault(r[0], []).append((r[1], float(r[2]), float(r[3]), r[4]))
@@ -82,11 +81,11 @@ def rows(journal: Journal) -> list[dict]:
             "side": i["side"], "type": i["type"], "qty": i["qty"], "limit_price": i["limit_price"],
             "stop_price": None, "take_profit": i["take_profit"], "time_in_force": i["time_in_force"],
             "kind": i["kind"], "strategy": i["strategy"], "decision_ts": i["decision_ts"],
-            "submitted_at": first_post.get(i["client_order_id"]), "status": i["status"],
+            "submitted_at": first_post.get(i["client_order_id"], (None,))[0], "status": i["status"],
             "broker_status": i["broker_status"], "filled_qty": filled[0], "avg_fill_price": filled[1],
             "filled_at": filled[2], "exit_filled_qty": exited[0], "exit_avg_price": exited[1],
             "exit_filled_at": exited[2], "cash_seen": i["cash_seen"], "buying_power_seen": i["buying_power_seen"],
-            "error": i["error"],
+            "error": i["error"], "wall_clock_at": first_post.get(i["client_order_id"], (None, None))[1],
         })
     return out
 

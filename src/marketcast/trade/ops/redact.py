@@ -8,13 +8,14 @@ So a URL in any text (``scheme://...``, ``file:`` aside) keeps what says *where*
 
 * scheme, host and port are kept;
 * userinfo goes: ``https://user:pass@host/`` -> ``https://***@host/``;
-* the path keeps its first segment only when that is a plain word (letters, ``-``, ``_``, at most 16; or a
-  version such as ``v2``); the rest is ``***``: ``https://hooks.slack.com/services/T000/B000/XXXX`` ->
-  ``https://hooks.slack.com/services/***``; ``https://example.com/0a1b2c3d`` -> ``https://example.com/***``;
+* the whole path goes, every segment of it, since a one-word segment can be the secret (anyone who knows an
+  ntfy topic can read and post to it, https://docs.ntfy.sh/): ``https://ntfy.sh/quietotterbridge`` ->
+  ``https://ntfy.sh/***``; ``https://hooks.slack.com/services/T000/B000/XXXX`` -> ``https://hooks.slack.com/***``;
 * every query value goes, its key stays: ``?token=abc&x=1`` -> ``?token=***&x=***``; a fragment is ``#***``.
 
-``http://127.0.0.1:8080/alerts`` or ``https://paper-api.alpaca.markets`` carry nothing of that and stay as they
-are. Redacting twice gives the same text as once.
+``https://paper-api.alpaca.markets`` carries nothing of that and stays as it is. Redacting twice gives the same
+text as once. A value that may be a credential as a whole (a setting such as ``alerts.webhook``, which an error
+line names) is shown by :func:`redact_secret`: its scheme and host, or ``***`` when it is no URL.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ _SECRETS: set[str] = set()
 MASK = "***"
 _URL = re.compile(r"(?<![\w.+-])([a-zA-Z][a-zA-Z0-9+.-]*)://([^\s'\"<>`]+)")
 _TRAILING = ".,;:!?)]}"  # sentence punctuation after a URL, not part of it
-_PLAIN = re.compile(r"[A-Za-z][A-Za-z_-]{0,15}|v\d{1,2}")
 
 
 def register_secrets(*values: str) -> None:
@@ -52,14 +52,23 @@ def _url(match: re.Match) -> str:
         authority = f"{MASK}@{authority.rpartition('@')[2]}"
     out = f"{scheme}://{authority}{slash}"
     if path:
-        first, more, others = path.partition("/")
-        out += (first if _PLAIN.fullmatch(first) else MASK) + (f"/{MASK}" if others else more)
+        out += MASK
     if query is not None:
         out += "?" + "&".join(f"{p.partition('=')[0]}={MASK}" if "=" in p else MASK if p else ""
                               for p in query.split("&"))
     if fragment is not None:
         out += f"#{MASK}"
     return out + tail
+
+
+def redact_secret(value: object) -> str:
+    """A value that may be a credential as a whole: a URL's scheme and host (``ftp://user:pw@h/x`` ->
+    ``ftp://h/***``), anything else ``***``."""
+    match = _URL.search(str(value))
+    if match is None:
+        return MASK
+    host = re.split(r"[/?#]", match.group(2), maxsplit=1)[0].rpartition("@")[2]
+    return f"{match.group(1)}://{host}/{MASK}" if host else MASK
 
 
 def redact(text: object) -> str:
