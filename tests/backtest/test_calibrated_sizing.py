@@ -113,7 +113,7 @@ def test_a_take_profit_counts_in_the_trade_return_samples():
 
 @pytest.mark.parametrize("settings", [
     dict(sizing="kelly"), dict(sizing="cvar", risk_per_trade=0.002),
-    dict(sizing="kelly", kelly_cap=1.0, calibrate="conformal", calibration_min_windows=30),
+    dict(sizing="cvar", risk_per_trade=0.002, calibrate="conformal", calibration_min_windows=30),
     dict(sizing="cvar", calibrate="quantile", calibration_min_windows=30),
 ])
 @pytest.mark.parametrize("asset_class", ["stock", "crypto"])
