@@ -13,42 +13,62 @@ samples come back unchanged and ``calibrated[k]`` is False (read them as uncalib
 Methods, per horizon step h (each output has the input's shape):
 
 ``none``       identity.
-``conformal``  split-conformal on standardised residuals (Vovk, Gammerman & Shafer 2005, *Algorithmic
-               Learning in a Random World*; Romano, Patterson & Candes 2019, "Conformalized quantile
-               regression"; Angelopoulos & Bates 2021, "A gentle introduction to conformal prediction").
-               z_j = (y_j - median_j) / spread_j over the settled windows (spread: the samples' std or IQR);
-               Qhat = the ceil((n + 1) * level)-th smallest |z_j| (the largest when that exceeds n);
-               q_k = the ``level`` quantile of window k's own |x - median_k| / spread_k over its samples.
-               The samples are widened (or narrowed) about their median by Qhat / q_k, so window k's
-               central ``level`` interval gets the conformal width. Can move samples beyond their range;
-               fixes the width, not a bias (the median stays).
+``conformal``  asymmetric conformalized quantile regression on the intervals as they are scored (Romano,
+               Patterson & Candes 2019, "Conformalized quantile regression", NeurIPS, its asymmetric form;
+               the median-scaled score "CQR-m" of Sesia & Candes 2020, "A comparison of some conformal
+               quantile regression methods", Stat 9:e261; Vovk, Gammerman & Shafer 2005, *Algorithmic
+               Learning in a Random World*). The coverage report scores the equal-tailed interval of each
+               nominal level L in ``levels`` (50/80/90/95 %: :data:`marketcast.calibrate.coverage.LEVELS`), so
+               each of its two bounds is corrected apart, at a miss rate of (1 - L) / 2. For the bound q_j of
+               window j (its sample quantile at (1 -/+ L) / 2, or the model's knot where the coverage reads
+               knots) the score is r_j = (y_j - m_j) / (q_j - m_j) (m_j: the samples' median): the outcome's
+               distance beyond the median in units of the bound's own, so y_j misses the bound m + F (q - m)
+               exactly when r_j > F. F_k = the ceil((n + 1)(1 + L) / 2)-th smallest r_j of the n windows settled
+               before k (the largest when that exceeds n), and window k's bound goes to m_k + F_k (q_k - m_k):
+               a miss beyond it has probability at most (1 - L) / 2 for exchangeable windows. A skewed outcome
+               gets a lower correction unlike the upper one; the median stays, so conformal fixes each tail's
+               width, not a bias (a bound cannot cross the median: F >= 0).
+               The corrections act as one monotone map per window: the identity between the two middle
+               samples (widened to the model's median knot), and on each side linear between the points each
+               bound is scored from (the two samples numpy's quantile interpolates between, and the knot where
+               the coverage reads it), each carried to its bound's corrected scale about the middle; beyond the
+               outermost point, the ray through it. So each scored bound lands on its corrected value. Where
+               corrections cross (an inner bound's point would move out further than an outer one's), each
+               point takes the furthest of its own and every inner point's (a running max of the distance
+               outward): a bound moved further out only misses less, so every tail keeps its guarantee, and
+               the map stays monotone. Can move samples beyond their range. A window whose bounds do not lie
+               outside its middle samples (ties, a handful of samples) keeps its samples.
 ``quantile``   quantile mapping of the PIT (Kuleshov, Fenner & Ermon 2018, "Accurate uncertainties for
                deep learning using calibrated regression", ICML): R = the empirical CDF of the settled
                windows' PITs (:func:`marketcast.calibrate.pit.pit_values`); the recalibrated CDF is
                R(F_k), so the sample of rank r (level tau_r = (r + 0.5) / S) becomes F_k^-1(R^-1(tau_r)).
                Stays inside window k's sample range.
 
-Both maps are monotone in each (window, step) column, so every sample keeps its rank and the paths keep
-their dependence across the horizon (the idea of ensemble copula coupling, Schefzik, Thorarinsdottir &
-Gneiting 2013).
+Both maps are monotone in each (window, step) column, so every sample keeps its rank (ties allowed) and the
+paths keep their dependence across the horizon and across close/high/low, which the sizing reads (the idea of
+ensemble copula coupling, Schefzik, Thorarinsdottir & Gneiting 2013). Quantile mapping recalibrates every
+probability at once, so its equal-tailed intervals are already the scored ones (each tail mapped to its own
+level, no band to mismatch); it stays inside each window's sample range, so it cannot reach a tail beyond it.
 
-Quantiles (``knots`` ``[W, K, H]`` at ``levels``: a model's own quantiles, :class:`marketcast.forecast.base.Forecast`)
-go through the same map as their window's samples, so they stay the quantiles of the recalibrated samples:
-conformal applies the window's own affine map median + Qhat / q_k * (knot - median) to each knot (exact: a
-sample quantile moves with it); quantile mapping moves each knot from its level alpha to the knots' own
-quantile function (:func:`marketcast.forecast.quantiles.quantile_function`) at R^-1(alpha), the same map of
-probabilities R the samples take (equal to the samples' knots within sampling error).
+Quantiles (``knots`` ``[W, K, H]`` at ``knot_levels``: a model's own quantiles,
+:class:`marketcast.forecast.base.Forecast`) go through the same map as their window's samples, so they stay
+the quantiles of the recalibrated samples: conformal applies the window's own map to each knot (a knot the
+coverage reads lands on its corrected bound; the samples' quantile at a knot level equals the moved knot where
+the map is linear across the two samples it interpolates: everywhere but at a bound whose correction an inner
+one's overtook); quantile mapping moves each knot from its level alpha to the knots' own quantile function
+(:func:`marketcast.forecast.quantiles.quantile_function`) at R^-1(alpha), the same map of probabilities R the
+samples take (equal to the samples' knots within sampling error).
 
 Cost. With ``horizon``/``step`` the windows settled before k are a prefix of the windows (0 .. k - lag), so
 one pass in settlement order keeps the past scores sorted (a binary search and one insertion per window:
 O(W log W) comparisons, the insertions a memmove each) and reads each window's order statistics from it;
-everything else is vectorised over all windows, and each window's median and own quantile come from one
-single-position selection each (:func:`_median`, :func:`_quantile`: numpy's values bit for bit, several
-times faster than its two-position partition; conformal selects in place in one working copy of the
-samples, since the spread and the scores' quantile do not depend on the order within a row). For 5,000
-windows x 256 samples conformal takes about 10 ms of CPU per field, quantile mapping about 110 ms (the stable
-argsort of the samples and the per-window gathers). A ``settled_before`` mask can describe any set, so it
-takes the general route: past scores masked to +inf and sorted, in chunks of windows (O(W^2 H log W)). Both routes give the same order statistics, so
+everything else is vectorised over all windows. Conformal sorts each window's samples once (numpy's
+vectorised sort: cheaper than a selection at the 18 positions it reads; median and quantiles as numpy forms
+them, bit for bit) and finds each sample's segment of the map with one comparison per point. For 5,000
+windows x 256 samples conformal takes about 80-130 ms of CPU per field (8 bound columns through the sorted
+pass, then the map), quantile mapping about 150 ms (the stable argsort of the samples and the per-window
+gathers). A ``settled_before`` mask can describe any set, so it takes the general route: past scores masked
+to +inf and sorted, in chunks of windows (O(W^2 H log W)). Both routes give the same order statistics, so
 the same samples bit for bit (``tests/calibrate/test_recalibrate_fast.py``).
 """
 
@@ -162,10 +182,11 @@ class _Prefix:
 
 
 def _conformal_qhat(z, lag, level):
-    """Qhat [W, H] and the counts n [W, H] of the settled scores, one pass in settlement order (prefix sets):
-    window k inserts the score of window k - lag into a sorted list and reads its rank-th smallest. The counts
-    and ranks (those of the general route: clip(ceil((n + 1) * level), 1, n), 1-based) are computed for every
-    window at once; the loop only inserts and reads."""
+    """Qhat [W, C] and the counts n [W, C] of the settled scores z [W, C] (one column per bound and step, each
+    with its own ``level`` [C]), one pass in settlement order (prefix sets): window k inserts the score of
+    window k - lag into a sorted list and reads its rank-th smallest. The counts and ranks (those of the
+    general route: clip(ceil((n + 1) * level), 1, n), 1-based) are computed for every window at once; the loop
+    only inserts and reads."""
     w, h = z.shape
     qhat = np.zeros((w, h))
     settled = np.zeros((w, h), dtype=np.int64)
@@ -273,8 +294,8 @@ def _piecewise(v, pos, val, strict, rays):
         (np.greater if above else np.greater_equal)(v, pos[:, i:i + 1], out=hit)
         k += hit
     k = k.astype(np.intp)
-    at = lambda u: np.take_along_axis(u, k, axis=1)  # noqa: E731
-    return np.minimum(at(b) + (v - at(a)) * at(slope), at(cap))
+    a, b, slope, cap = (np.take_along_axis(u, k, axis=1) for u in (a, b, slope, cap))
+    return np.minimum(b + (v - a) * slope, cap)
 
 
 def _conformal(x, y, rows_of, n_windows, levels, calibrated, lag=None, knots=None, knot_levels=()):
@@ -319,7 +340,10 @@ def _conformal(x, y, rows_of, n_windows, levels, calibrated, lag=None, knots=Non
         at = np.take_along_axis(at, by, axis=1)
         val = edge[:, None] + np.take_along_axis(c, by, axis=1) * (at - edge[:, None])
         # an outer bound reaches at least as far as an inner one: a running min outward below, max above
-        val = np.minimum.accumulate(val[:, ::-1], axis=1)[:, ::-1] if side == 0 else np.maximum.accumulate(val, axis=1)
+        if side == 0:
+            val = np.minimum.accumulate(val[:, ::-1], axis=1)[:, ::-1]
+        else:
+            val = np.maximum.accumulate(val, axis=1)
         ends.append((at, val))
     pos = np.concatenate([ends[0][0], low[:, None], high[:, None], ends[1][0]], axis=1)   # [W, P, H]
     val = np.concatenate([ends[0][1], low[:, None], high[:, None], ends[1][1]], axis=1)
