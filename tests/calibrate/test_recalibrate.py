@@ -49,13 +49,12 @@ def test_two_times_too_narrow_is_fixed_by_conformal():
     samples, outcomes = _windows(2, width=0.5)
     (raw,) = coverage(samples[50:], outcomes[50:], levels=[0.8], confidence=0.999)
     assert raw.lo <= 2 * norm.cdf(norm.ppf(0.9) / 2) - 1 <= raw.hi and raw.hi < 0.5  # 80 % -> ~48 %
-    for spread in ("std", "iqr"):
-        r = recalibrate(samples, outcomes, "conformal", horizon=1, min_windows=50, spread=spread)
-        after = r.calibrated
-        assert after.sum() == 1500 - 50
-        for c in coverage(r.samples[after], outcomes[after]):
-            assert abs(c.rate - c.nominal) <= 0.03, format_coverage(c)
-        assert pit_uniformity(pit_values(r.samples[after], outcomes[after])).ks_p > 0.01
+    r = recalibrate(samples, outcomes, "conformal", horizon=1, min_windows=50)
+    after = r.calibrated
+    assert after.sum() == 1500 - 50
+    for c in coverage(r.samples[after], outcomes[after]):
+        assert abs(c.rate - c.nominal) <= 0.03, format_coverage(c)
+    assert pit_uniformity(pit_values(r.samples[after], outcomes[after])).ks_p > 0.01
 
 
 def test_true_distribution_stays_calibrated_after_conformal():
@@ -136,14 +135,24 @@ def test_mask_and_horizon_agree_and_flat_input_works(method):
     assert flat.samples.shape == (150, 40) and np.array_equal(flat.samples, by_horizon.samples[:, :, 0])
 
 
-def test_conformal_scale_by_hand():
-    # 12 windows, samples exactly +-1 around 0 (median 0, std 1, own 80 % |z| quantile 1); the first 11 outcomes
-    # are 1..11, so window 11 (horizon 1) sees |z| = 1..11: ceil(12 * 0.8) = 10th smallest -> factor 10
-    samples = np.tile(np.array([-1.0, 1.0]), (12, 1))
-    outcomes = np.arange(1.0, 13.0)
-    r = recalibrate(samples, outcomes, "conformal", horizon=1, min_windows=11)
+def test_conformal_bounds_by_hand():
+    """Five samples -2..2 (median 0); window 11 sees the outcomes of windows 0..10. The 50 % bounds are the
+    samples -1 and 1 (numpy's positions 4 x 0.25 = 1 and 3). Scores: below, (0 - y) / 1; above, y / 1; each
+    bound's factor is the ceil(12 x 0.75) = 9th smallest of its 11 scores: 4 below, 1.5 above. The map scales
+    each side about the fixed median by its factor: -2, -1 -> -8, -4 and 1, 2 -> 1.5, 3."""
+    samples = np.tile(np.array([-2.0, -1.0, 0.0, 1.0, 2.0]), (12, 1))
+    outcomes = np.array([-6, -5, -4, -3, -2, -1, 0.5, 1, 1.5, 2, 2.5, 0.0])
+    r = recalibrate(samples, outcomes, "conformal", horizon=1, min_windows=11, levels=(0.5,))
     assert r.calibrated.tolist() == [False] * 11 + [True]
-    assert r.samples[11].tolist() == [-10.0, 10.0]
+    assert r.samples[11].tolist() == [-8.0, -4.0, 0.0, 1.5, 3.0]
+    # with the 80 % interval too its bounds (positions 0.4 and 3.6) get factors 6 / 1.6 below (the 11th of
+    # -y / 1.6) and 2.5 / 1.6 above; below, the 50 % bound's factor 4 is the larger at sample -1, so the 80 %
+    # bound moves out further than its own -6 (an outer bound reaches at least as far as an inner one): -2 ->
+    # -7.5, the 10 % quantile -7.5 + 0.4 x 3.5 = -6.1. Above, both bounds interpolate samples 1 and 2, and the
+    # outer factor 1.5625 wins at both: 1, 2 -> 1.5625, 3.125, the 90 % quantile exactly 2.5
+    both = recalibrate(samples, outcomes, "conformal", horizon=1, min_windows=11, levels=(0.5, 0.8))
+    assert both.samples[11].tolist() == [-7.5, -4.0, 0.0, 1.5625, 3.125]
+    assert np.quantile(both.samples[11], [0.1, 0.9]).tolist() == pytest.approx([-6.1, 2.5], abs=1e-12)
 
 
 @pytest.mark.parametrize("kwargs", [
@@ -155,8 +164,10 @@ def test_conformal_scale_by_hand():
     dict(method="conformal", settled_before=settled_mask(60, 1).T),
     dict(method="conformal", settled_before=np.ones((60, 60))),
     dict(method="conformal", horizon=0),
-    dict(method="conformal", horizon=1, level=1.2),
-    dict(method="conformal", horizon=1, spread="mad"),
+    dict(method="conformal", horizon=1, levels=(0.8, 1.2)),
+    dict(method="conformal", horizon=1, levels=()),
+    dict(method="conformal", horizon=1, levels=(0.8, 0.8)),
+    dict(method="conformal", horizon=1, levels=0.8),
 ])
 def test_bad_input_is_one_line(kwargs):
     samples, outcomes = _windows(8, n_windows=60, n_samples=10)
@@ -173,3 +184,71 @@ def test_unknown_outcome_of_a_settled_window_is_refused():
         recalibrate(samples, outcomes, "quantile", horizon=1, min_windows=20)
     with pytest.raises(ConfigError):
         recalibrate(samples[:, :, 0], outcomes[:, :1], "conformal", horizon=1, min_windows=20)  # [W,S] vs [W,1]
+
+
+def _skewed(seed, n_windows=2000, n_samples=200, width=0.6):
+    """Outcomes mu + sigma * z with z a mirrored, standardised lognormal (sigma 0.53: skewness about -1.9, the
+    issue's crypto daily low) and heteroscedastic sigma; samples symmetric, N(mu, (width * sigma)^2)."""
+    rng = np.random.default_rng(seed)
+    mu = rng.normal(0, 1, n_windows)
+    sigma = np.exp(rng.normal(0, 0.4, n_windows))
+    s2 = 0.53 ** 2
+    z = -(rng.lognormal(0.0, 0.53, n_windows) - np.exp(s2 / 2)) / np.sqrt((np.exp(s2) - 1) * np.exp(s2))
+    samples = mu[:, None] + width * sigma[:, None] * rng.standard_normal((n_windows, n_samples))
+    return samples, mu + sigma * z, z
+
+
+def _tail_misses(samples, outcomes, level):
+    lo, hi = np.quantile(samples, [(1 - level) / 2, (1 + level) / 2], axis=1)
+    return float(np.mean(outcomes < lo)), float(np.mean(outcomes > hi))
+
+
+def test_conformal_targets_each_tail_of_a_skewed_outcome():
+    """A symmetric forecaster 0.6 times too narrow against outcomes with skewness -1.9: after conformal the
+    equal-tailed intervals the coverage report scores hold their nominal share, each tail half the rest."""
+    samples, outcomes, z = _skewed(11)
+    m = len(z)
+    assert ((z - z.mean()) ** 3).mean() / z.std() ** 3 == pytest.approx(-1.9, abs=0.3)
+    r = recalibrate(samples, outcomes, "conformal", horizon=1, min_windows=100)
+    after = r.calibrated
+    assert after.sum() == m - 100 and not after[:100].any()
+    below, above = _tail_misses(samples[after], outcomes[after], 0.8)
+    assert below + above > 0.35  # raw: 18 % below, 21 % above (the test can tell)
+    for level in (0.5, 0.8, 0.9, 0.95):
+        below, above = _tail_misses(r.samples[after], outcomes[after], level)
+        tail = (1 - level) / 2
+        assert abs(below - tail) <= 0.03 and abs(above - tail) <= 0.03, (level, below, above)
+    (c80,) = coverage(r.samples[after], outcomes[after], levels=[0.8], axis=-1)
+    assert abs(c80.rate - 0.8) <= 0.03, format_coverage(c80)
+    # the point forecast stays: the median of every window bit for bit, and the samples keep their ranks
+    assert np.array_equal(np.median(r.samples, axis=1), np.median(samples, axis=1))
+    assert (np.diff(np.take_along_axis(r.samples, np.argsort(samples, axis=1), axis=1), axis=1) >= 0).all()
+    # the skew shows in the corrections: the lower 10 % bound moves out further than the upper one
+    lo0, hi0 = np.quantile(samples[after], [0.1, 0.9], axis=1)
+    lo1, hi1 = np.quantile(r.samples[after], [0.1, 0.9], axis=1)
+    assert np.median((lo0 - lo1) / (hi1 - hi0)) > 1.3
+
+
+def test_quantile_mapping_also_splits_the_tails_of_a_skewed_outcome():
+    """Quantile mapping recalibrates every probability, so its equal-tailed 80 % interval is already what is
+    scored (no mismatch); it stays inside each window's sample range, which a too-narrow forecaster's outer
+    levels need to leave: 95 % is short."""
+    samples, outcomes, _ = _skewed(11)
+    r = recalibrate(samples, outcomes, "quantile", horizon=1, min_windows=100)
+    after = r.calibrated
+    below, above = _tail_misses(r.samples[after], outcomes[after], 0.8)
+    assert abs(below - 0.1) <= 0.03 and abs(above - 0.1) <= 0.03, (below, above)
+    below, above = _tail_misses(r.samples[after], outcomes[after], 0.95)
+    assert below + above > 0.08  # beyond the samples' range: the outermost sample is as far as it can map
+
+
+@pytest.mark.parametrize("n_samples", [199, 200])
+def test_the_median_is_unchanged_bit_for_bit_with_a_median_knot(n_samples):
+    samples, outcomes, _ = _skewed(12, n_windows=300, n_samples=n_samples)
+    levels = (0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95)
+    knots = np.quantile(samples, levels, axis=1).T + 0.01  # a model's own quantiles, not the samples'
+    r = recalibrate(samples, outcomes, "conformal", horizon=1, min_windows=50, knots=knots, knot_levels=levels)
+    assert r.calibrated.sum() == 250
+    assert np.array_equal(np.median(r.samples, axis=1), np.median(samples, axis=1))
+    assert np.array_equal(r.knots[:, 3], knots[:, 3])  # the model's median knot
+    assert (np.diff(r.knots, axis=1) >= 0).all() and not np.allclose(r.knots, knots)

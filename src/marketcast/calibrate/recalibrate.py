@@ -13,42 +13,62 @@ samples come back unchanged and ``calibrated[k]`` is False (read them as uncalib
 Methods, per horizon step h (each output has the input's shape):
 
 ``none``       identity.
-``conformal``  split-conformal on standardised residuals (Vovk, Gammerman & Shafer 2005, *Algorithmic
-               Learning in a Random World*; Romano, Patterson & Candes 2019, "Conformalized quantile
-               regression"; Angelopoulos & Bates 2021, "A gentle introduction to conformal prediction").
-               z_j = (y_j - median_j) / spread_j over the settled windows (spread: the samples' std or IQR);
-               Qhat = the ceil((n + 1) * level)-th smallest |z_j| (the largest when that exceeds n);
-               q_k = the ``level`` quantile of window k's own |x - median_k| / spread_k over its samples.
-               The samples are widened (or narrowed) about their median by Qhat / q_k, so window k's
-               central ``level`` interval gets the conformal width. Can move samples beyond their range;
-               fixes the width, not a bias (the median stays).
+``conformal``  asymmetric conformalized quantile regression on the intervals as they are scored (Romano,
+               Patterson & Candes 2019, "Conformalized quantile regression", NeurIPS, its asymmetric form;
+               the median-scaled score "CQR-m" of Sesia & Candes 2020, "A comparison of some conformal
+               quantile regression methods", Stat 9:e261; Vovk, Gammerman & Shafer 2005, *Algorithmic
+               Learning in a Random World*). The coverage report scores the equal-tailed interval of each
+               nominal level L in ``levels`` (50/80/90/95 %: :data:`marketcast.calibrate.coverage.LEVELS`), so
+               each of its two bounds is corrected apart, at a miss rate of (1 - L) / 2. For the bound q_j of
+               window j (its sample quantile at (1 -/+ L) / 2, or the model's knot where the coverage reads
+               knots) the score is r_j = (y_j - m_j) / (q_j - m_j) (m_j: the samples' median): the outcome's
+               distance beyond the median in units of the bound's own, so y_j misses the bound m + F (q - m)
+               exactly when r_j > F. F_k = the ceil((n + 1)(1 + L) / 2)-th smallest r_j of the n windows settled
+               before k (the largest when that exceeds n), and window k's bound goes to m_k + F_k (q_k - m_k):
+               a miss beyond it has probability at most (1 - L) / 2 for exchangeable windows. A skewed outcome
+               gets a lower correction unlike the upper one; the median stays, so conformal fixes each tail's
+               width, not a bias (a bound cannot cross the median: F >= 0).
+               The corrections act as one monotone map per window: the identity between the two middle
+               samples (widened to the model's median knot), and on each side linear between the points each
+               bound is scored from (the two samples numpy's quantile interpolates between, and the knot where
+               the coverage reads it), each carried to its bound's corrected scale about the middle; beyond the
+               outermost point, the ray through it. So each scored bound lands on its corrected value. Where
+               corrections cross (an inner bound's point would move out further than an outer one's), each
+               point takes the furthest of its own and every inner point's (a running max of the distance
+               outward): a bound moved further out only misses less, so every tail keeps its guarantee, and
+               the map stays monotone. Can move samples beyond their range. A window whose bounds do not lie
+               outside its middle samples (ties, a handful of samples) keeps its samples.
 ``quantile``   quantile mapping of the PIT (Kuleshov, Fenner & Ermon 2018, "Accurate uncertainties for
                deep learning using calibrated regression", ICML): R = the empirical CDF of the settled
                windows' PITs (:func:`marketcast.calibrate.pit.pit_values`); the recalibrated CDF is
                R(F_k), so the sample of rank r (level tau_r = (r + 0.5) / S) becomes F_k^-1(R^-1(tau_r)).
                Stays inside window k's sample range.
 
-Both maps are monotone in each (window, step) column, so every sample keeps its rank and the paths keep
-their dependence across the horizon (the idea of ensemble copula coupling, Schefzik, Thorarinsdottir &
-Gneiting 2013).
+Both maps are monotone in each (window, step) column, so every sample keeps its rank (ties allowed) and the
+paths keep their dependence across the horizon and across close/high/low, which the sizing reads (the idea of
+ensemble copula coupling, Schefzik, Thorarinsdottir & Gneiting 2013). Quantile mapping recalibrates every
+probability at once, so its equal-tailed intervals are already the scored ones (each tail mapped to its own
+level, no band to mismatch); it stays inside each window's sample range, so it cannot reach a tail beyond it.
 
-Quantiles (``knots`` ``[W, K, H]`` at ``levels``: a model's own quantiles, :class:`marketcast.forecast.base.Forecast`)
-go through the same map as their window's samples, so they stay the quantiles of the recalibrated samples:
-conformal applies the window's own affine map median + Qhat / q_k * (knot - median) to each knot (exact: a
-sample quantile moves with it); quantile mapping moves each knot from its level alpha to the knots' own
-quantile function (:func:`marketcast.forecast.quantiles.quantile_function`) at R^-1(alpha), the same map of
-probabilities R the samples take (equal to the samples' knots within sampling error).
+Quantiles (``knots`` ``[W, K, H]`` at ``knot_levels``: a model's own quantiles,
+:class:`marketcast.forecast.base.Forecast`) go through the same map as their window's samples, so they stay
+the quantiles of the recalibrated samples: conformal applies the window's own map to each knot (a knot the
+coverage reads lands on its corrected bound; the samples' quantile at a knot level equals the moved knot where
+the map is linear across the two samples it interpolates: everywhere but at a bound whose correction an inner
+one's overtook); quantile mapping moves each knot from its level alpha to the knots' own quantile function
+(:func:`marketcast.forecast.quantiles.quantile_function`) at R^-1(alpha), the same map of probabilities R the
+samples take (equal to the samples' knots within sampling error).
 
 Cost. With ``horizon``/``step`` the windows settled before k are a prefix of the windows (0 .. k - lag), so
 one pass in settlement order keeps the past scores sorted (a binary search and one insertion per window:
 O(W log W) comparisons, the insertions a memmove each) and reads each window's order statistics from it;
-everything else is vectorised over all windows, and each window's median and own quantile come from one
-single-position selection each (:func:`_median`, :func:`_quantile`: numpy's values bit for bit, several
-times faster than its two-position partition; conformal selects in place in one working copy of the
-samples, since the spread and the scores' quantile do not depend on the order within a row). For 5,000
-windows x 256 samples conformal takes about 10 ms of CPU per field, quantile mapping about 110 ms (the stable
-argsort of the samples and the per-window gathers). A ``settled_before`` mask can describe any set, so it
-takes the general route: past scores masked to +inf and sorted, in chunks of windows (O(W^2 H log W)). Both routes give the same order statistics, so
+everything else is vectorised over all windows. Conformal sorts each window's samples once (numpy's
+vectorised sort: cheaper than a selection at the 18 positions it reads; median and quantiles as numpy forms
+them, bit for bit) and finds each sample's segment of the map with one comparison per point. For 5,000
+windows x 256 samples conformal takes about 80-130 ms of CPU per field (8 bound columns through the sorted
+pass, then the map), quantile mapping about 150 ms (the stable argsort of the samples and the per-window
+gathers). A ``settled_before`` mask can describe any set, so it takes the general route: past scores masked
+to +inf and sorted, in chunks of windows (O(W^2 H log W)). Both routes give the same order statistics, so
 the same samples bit for bit (``tests/calibrate/test_recalibrate_fast.py``).
 """
 
@@ -60,10 +80,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from marketcast.calibrate.coverage import LEVELS
 from marketcast.errors import ConfigError
 
 METHODS = ("none", "conformal", "quantile")
-SPREADS = ("std", "iqr")
 _CHUNK_ELEMENTS = 1 << 22  # float64 elements of one chunk's [B, W, H] sorted scores (32 MiB)
 
 
@@ -94,58 +114,28 @@ def _check_positive_int(value, name: str) -> None:
                           f"pass the forecast {name} in bars")
 
 
-def _order_pair(x: np.ndarray, k: int, inplace: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """The k-th and (k+1)-th smallest along axis 1 from one single-position selection (numpy partitions at two
-    positions several times slower than at one): the (k+1)-th is placed, the k-th is the largest below it.
-    ``inplace`` reorders ``x`` within its rows instead of copying it."""
-    if inplace:
-        x.partition(k + 1, axis=1)
-    part = x if inplace else np.partition(x, k + 1, axis=1)
-    return part[:, :k + 1].max(axis=1), part[:, k + 1]
+def _median(ordered: np.ndarray) -> np.ndarray:
+    """``np.median(x, axis=1)`` from the rows sorted along axis 1, the same value bit for bit: the middle one,
+    or the mean (a + b) / 2 of the middle two, as numpy forms it."""
+    n = ordered.shape[1]
+    a, b = ordered[:, (n - 1) // 2], ordered[:, n // 2]
+    return b.copy() if n % 2 else (a + b) / 2
 
 
-def _median(x: np.ndarray, inplace: bool = False) -> np.ndarray:
-    """``np.median(x, axis=1)`` of finite samples, the same value bit for bit: the middle one, or the mean
-    (a + b) / 2 of the middle two, as numpy forms it. ``inplace``: as :func:`_order_pair`."""
-    n = x.shape[1]
-    if n % 2:
-        if inplace:
-            x.partition(n // 2, axis=1)
-        return (x if inplace else np.partition(x, n // 2, axis=1))[:, n // 2].copy()
-    a, b = _order_pair(x, n // 2 - 1, inplace)
-    return (a + b) / 2
+def _position(n: int, p: float) -> tuple[int, int, float]:
+    """numpy's linear quantile at ``p`` of n sorted values: the positions it interpolates between, floor and
+    next of its virtual index (n - 1) p, and the weight of the next."""
+    v = float(np.float64(n - 1) * np.float64(p))
+    i = min(max(math.floor(v), 0), n - 1)
+    return i, min(i + 1, n - 1), min(max(v - i, 0.0), 1.0)
 
 
-def _quantile(x: np.ndarray, level: float, inplace: bool = False) -> np.ndarray:
-    """``np.quantile(x, level, axis=1)`` (method "linear", Hyndman & Fan 1996 type 7) of finite samples, the
-    same value bit for bit: numpy's virtual index (n - 1) * level and its two-sided interpolation (``_lerp``).
-    ``inplace``: as :func:`_order_pair`."""
-    n = x.shape[1]
-    v = float(np.float64(n - 1) * np.float64(level))
-    if v >= n - 1:
-        return x.max(axis=1)
-    if v < 0:
-        return x.min(axis=1)
-    k = math.floor(v)
-    a, b = _order_pair(x, k, inplace)
-    gamma = v - k
-    diff = b - a
-    out = a + diff * gamma
-    if gamma >= 0.5:
-        out = b - diff * (1 - gamma)
-    return out
-
-
-def _spread(dev: np.ndarray, kind: str) -> np.ndarray:
-    """[W, H] spread of samples [W, S, H] from their deviations ``dev`` about the median (any order within a
-    row): std (ddof=0; the variance as mean(dev^2) - mean(dev)^2, well conditioned since dev is centred by the
-    median, in one pass without a temporary) or interquartile range."""
-    if kind == "std":
-        n = dev.shape[1]
-        mean = dev.sum(axis=1) / n
-        return np.sqrt(np.maximum(np.einsum("wsh,wsh->wh", dev, dev) / n - mean * mean, 0.0))
-    q75, q25 = np.quantile(dev, [0.75, 0.25], axis=1)
-    return q75 - q25
+def _sorted_quantile(ordered: np.ndarray, p: float) -> np.ndarray:
+    """``np.quantile(x, p, axis=1)`` (linear, Hyndman & Fan 1996 type 7) from the sorted rows, value for value
+    (numpy's two-sided interpolation ``_lerp``, as :func:`marketcast.calibrate.coverage.coverage` forms it)."""
+    i, j, g = _position(ordered.shape[1], p)
+    a, b = ordered[:, i], ordered[:, j]
+    return a + (b - a) * g if g < 0.5 else b - (b - a) * (1 - g)
 
 
 def _chunks(n_windows: int, per_row: int):
@@ -192,10 +182,11 @@ class _Prefix:
 
 
 def _conformal_qhat(z, lag, level):
-    """Qhat [W, H] and the counts n [W, H] of the settled scores, one pass in settlement order (prefix sets):
-    window k inserts the score of window k - lag into a sorted list and reads its rank-th smallest. The counts
-    and ranks (those of the general route: clip(ceil((n + 1) * level), 1, n), 1-based) are computed for every
-    window at once; the loop only inserts and reads."""
+    """Qhat [W, C] and the counts n [W, C] of the settled scores z [W, C] (one column per bound and step, each
+    with its own ``level`` [C]), one pass in settlement order (prefix sets): window k inserts the score of
+    window k - lag into a sorted list and reads its rank-th smallest. The counts and ranks (those of the
+    general route: clip(ceil((n + 1) * level), 1, n), 1-based) are computed for every window at once; the loop
+    only inserts and reads."""
     w, h = z.shape
     qhat = np.zeros((w, h))
     settled = np.zeros((w, h), dtype=np.int64)
@@ -242,47 +233,132 @@ def _prefix_hazen(scores, lag, rows, tau):
     return a + (pos - lo) * step
 
 
-def _conformal(x, y, rows_of, n_windows, level, spread_kind, calibrated, lag=None, knots=None):
-    # one working copy of the samples, reordered within rows by the selections: the spread and the scores'
-    # quantile do not depend on the order
-    work = x.copy()
-    med = _median(work, inplace=True)                               # [W, H]
-    work -= med[:, None]                                            # deviations about the median
-    spread = _spread(work, spread_kind)
-    positive = spread > 0
-    safe = np.where(positive, spread, 1.0)
-    z = np.where(positive, np.abs(y - med) / safe, np.nan)          # NaN: unusable (no spread / unknown y)
-    np.abs(work, out=work)
-    work /= safe[:, None]
-    own = _quantile(work, level, inplace=True)                      # [W, H]
-    del work
-    factor = np.ones_like(med)
-    scaled = np.zeros(med.shape, dtype=bool)
+def _knot_at(knot_levels, q: float) -> int | None:
+    """Index of the knot at probability ``q`` (to 1e-9, as :mod:`marketcast.calibrate.coverage` matches them)."""
+    hit = [i for i, v in enumerate(knot_levels) if abs(float(v) - q) <= 1e-9]
+    return hit[0] if hit else None
+
+
+def _tails(ordered, levels, knots, knot_levels):
+    """Each window's own bounds of the equal-tailed intervals at ``levels`` (ascending: inner to outer), read
+    where :func:`marketcast.calibrate.coverage.coverage` reads them: the knots when both bounds of a level are
+    knots, else the samples' quantiles (numpy's linear, from the sorted samples) -> (lower, upper) [W, L, H],
+    and per level whether its bounds are knots."""
+    lower_p = [(1 - level) / 2 for level in levels]  # the same floats the coverage forms
+    upper_p = [(1 + level) / 2 for level in levels]
+    lower = np.stack([_sorted_quantile(ordered, p) for p in lower_p], axis=1)
+    upper = np.stack([_sorted_quantile(ordered, p) for p in upper_p], axis=1)
+    from_knots = []
+    for i, (a, b) in enumerate(zip(lower_p, upper_p)):
+        at = None if knots is None else (_knot_at(knot_levels, a), _knot_at(knot_levels, b))
+        from_knots.append(at is not None and None not in at)
+        if from_knots[-1]:
+            lower[:, i], upper[:, i] = knots[:, at[0]], knots[:, at[1]]
+    return lower, upper, from_knots
+
+
+def _middle(ordered, knots, knot_levels):
+    """The band the map leaves fixed, [W, H] each: from the lower to the upper middle sample (one sample for an
+    odd count), widened to hold the model's median knot when it has one, so both medians stay bit for bit."""
+    n = ordered.shape[1]
+    low, high = ordered[:, (n - 1) // 2], ordered[:, n // 2]
+    at = None if knots is None else _knot_at(knot_levels, 0.5)
+    if at is not None:
+        low, high = np.minimum(low, knots[:, at]), np.maximum(high, knots[:, at])
+    return low, high
+
+
+def _brackets(n: int, levels) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Per level, the sorted positions of the two samples numpy's linear quantile interpolates between at the
+    lower and at the upper bound: floor((n - 1) p) and the next."""
+    return [tuple(_position(n, p)[:2] for p in ((1 - level) / 2, (1 + level) / 2)) for level in levels]
+
+
+def _piecewise(v, pos, val, strict, rays):
+    """The piecewise-linear map of values ``v`` [W, N, H] through the points (``pos``, ``val``) [W, P, H], both
+    non-decreasing along P (two points at one position are a step), continued beyond the first and the last
+    point by the rays of slope ``rays`` ([W, 2, H]: left, right). A value on a step takes its lower end where
+    ``strict[i]`` (point i counts only for values above it) and its upper end elsewhere. Each segment's value
+    is clipped to its right end's, so the map never decreases, also through rounding."""
+    first, last = pos[:, :1], pos[:, -1:]
+    gap = np.diff(pos, axis=1)
+    wide = gap > 0
+    inner = np.where(wide, np.diff(val, axis=1) / np.where(wide, gap, 1.0), 0.0)
+    a = np.concatenate([first, pos], axis=1)                                   # segment k starts at a[k]
+    b = np.concatenate([val[:, :1], val], axis=1)
+    slope = np.concatenate([rays[:, :1], inner, rays[:, 1:]], axis=1)
+    cap = np.concatenate([val[:, :1], val[:, 1:], np.full_like(last, np.inf)], axis=1)
+    k = np.zeros(v.shape, dtype=np.int16)  # the segment v falls in: the points it has passed
+    hit = np.empty(v.shape, dtype=bool)
+    for i, above in enumerate(strict):
+        (np.greater if above else np.greater_equal)(v, pos[:, i:i + 1], out=hit)
+        k += hit
+    k = k.astype(np.intp)
+    a, b, slope, cap = (np.take_along_axis(u, k, axis=1) for u in (a, b, slope, cap))
+    return np.minimum(b + (v - a) * slope, cap)
+
+
+def _conformal(x, y, rows_of, n_windows, levels, calibrated, lag=None, knots=None, knot_levels=()):
+    """Asymmetric CQR-m per bound of every level, applied as one monotone map (module docstring)."""
+    w, s, h = x.shape
+    nl = len(levels)
+    ordered = np.sort(x, axis=1)  # one sort (numpy's vectorised sort): cheaper than its multi-position partition
+    med = _median(ordered)                                                     # [W, H]
+    lower, upper, from_knots = _tails(ordered, levels, knots, knot_levels)     # [W, L, H]
+    low, high = _middle(ordered, knots, knot_levels)
+    dist = np.stack([med[:, None] - lower, upper - med[:, None]], axis=1)      # [W, 2, L, H]: bound - median
+    off = np.stack([med - y, y - med], axis=1)[:, :, None]                     # the outcome, side-ward
+    ok = dist > 0
+    score = np.where(ok, off / np.where(ok, dist, 1.0), np.nan)                # > F: outside the F-scaled bound
+    cols = score.reshape(w, -1)
+    conf = np.broadcast_to(((1 + np.asarray(levels)) / 2)[None, :, None], (2, nl, h)).reshape(-1)
     if lag is not None:  # prefix sets: one sorted pass
-        qhat, n = _conformal_qhat(z, lag, level)
-        usable = (n > 0) & positive & (own > 0) & calibrated[:, None]
-        factor = np.where(usable, qhat / np.where(own > 0, own, 1.0), 1.0)
-        dev = x - med[:, None]
-        dev *= factor[:, None, :]
-        dev += med[:, None, :]                                      # med + factor * (x - med)
-        np.copyto(dev, x, where=~usable[:, None, :])
-        return dev, _affine(knots, med, factor, usable)
-    for rows_slice in _chunks(n_windows, n_windows * x.shape[2]):
-        srt, n = _masked_sorted(z, rows_of(rows_slice))
-        rank = np.clip(np.ceil((n + 1) * level).astype(np.int64), 1, np.maximum(n, 1))  # 1-based
-        qhat = np.take_along_axis(srt, (rank - 1)[:, None, :], axis=1)[:, 0, :]
-        usable = (n > 0) & positive[rows_slice] & (own[rows_slice] > 0) & calibrated[rows_slice, None]
-        factor[rows_slice] = np.where(usable, qhat / np.where(own[rows_slice] > 0, own[rows_slice], 1.0), 1.0)
-        scaled[rows_slice] = usable
-    out = np.where(scaled[:, None, :], med[:, None, :] + factor[:, None, :] * (x - med[:, None, :]), x)
-    return out, _affine(knots, med, factor, scaled)
+        factor, n = _conformal_qhat(cols, lag, conf)
+    else:
+        factor, n = np.zeros(cols.shape), np.zeros(cols.shape, dtype=np.int64)
+        for rows_slice in _chunks(n_windows, n_windows * cols.shape[1]):
+            srt, count = _masked_sorted(cols, rows_of(rows_slice))
+            rank = np.clip(np.ceil((count + 1) * conf).astype(np.int64), 1, np.maximum(count, 1))  # 1-based
+            got = np.take_along_axis(srt, (rank - 1)[:, None, :], axis=1)[:, 0, :]
+            factor[rows_slice], n[rows_slice] = np.where(count > 0, got, 0.0), count
+    factor, n = factor.reshape(dist.shape), n.reshape(dist.shape)
+    # each bound's distance from the fixed middle now (reach) and corrected, as a scale about the middle
+    reach = np.stack([low[:, None] - lower, upper - high[:, None]], axis=1)   # [W, 2, L, H]
+    shift = np.stack([med - low, high - med], axis=1)[:, :, None]
+    usable = ((reach > 0) & (n > 0)).all(axis=(1, 2)) & calibrated[:, None]    # [W, H]
+    scale = np.maximum(np.maximum(factor, 0.0) * dist - shift, 0.0) / np.where(reach > 0, reach, 1.0)
+    # the points each bound is scored from (the two samples its quantile interpolates, and its knot where it is
+    # read there), each carried to its side's corrected scale about the fixed middle; in ascending order
+    ends = []
+    for side, edge in enumerate((low, high)):
+        at, c = [], []
+        for i, pair in enumerate(_brackets(s, levels)):
+            at += [ordered[:, j] for j in pair[side]] + ([(lower, upper)[side][:, i]] if from_knots[i] else [])
+            c += [scale[:, side, i]] * (len(pair[side]) + from_knots[i])
+        at, c = np.stack(at, axis=1), np.stack(c, axis=1)                      # [W, M, H]
+        by = np.argsort(at, axis=1, kind="stable")
+        at = np.take_along_axis(at, by, axis=1)
+        val = edge[:, None] + np.take_along_axis(c, by, axis=1) * (at - edge[:, None])
+        # an outer bound reaches at least as far as an inner one: a running min outward below, max above
+        if side == 0:
+            val = np.minimum.accumulate(val[:, ::-1], axis=1)[:, ::-1]
+        else:
+            val = np.maximum.accumulate(val, axis=1)
+        ends.append((at, val))
+    pos = np.concatenate([ends[0][0], low[:, None], high[:, None], ends[1][0]], axis=1)   # [W, P, H]
+    val = np.concatenate([ends[0][1], low[:, None], high[:, None], ends[1][1]], axis=1)
+    strict = [True] * ends[0][0].shape[1] + [False] * (2 + ends[1][0].shape[1])
+    rays = np.stack([(low - val[:, 0]) / np.where(usable, low - pos[:, 0], 1.0),
+                     (val[:, -1] - high) / np.where(usable, pos[:, -1] - high, 1.0)], axis=1)
+    identity = np.arange(pos.shape[1], dtype=np.float64)[None, :, None]
+    pos, val = np.where(usable[:, None], pos, identity), np.where(usable[:, None], val, identity)
+    rays = np.where(usable[:, None], rays, 1.0)
 
+    def move(v):
+        """The map on values v [W, N, H] (samples or knots); windows not recalibrated keep theirs."""
+        return np.where(usable[:, None], _piecewise(v, pos, val, strict, rays), v) if usable.any() else v.copy()
 
-def _affine(knots, med, factor, usable):
-    """Conformal's map of each window, median + factor * (knot - median), on knots [W, K, H] (None: None)."""
-    if knots is None:
-        return None
-    return np.where(usable[:, None, :], med[:, None, :] + factor[:, None, :] * (knots - med[:, None, :]), knots)
+    return move(x), None if knots is None else move(knots)
 
 
 def _map_knots(knots, levels, probs, use):
@@ -345,8 +421,8 @@ def _quantile_map(x, y, rows_of, n_windows, seed, calibrated, lag=None, knots=No
 
 
 def recalibrate(samples, outcomes, method: str = "conformal", *, horizon: int | None = None, step: int = 1,
-                settled_before: np.ndarray | None = None, min_windows: int = 50, level: float = 0.8,
-                spread: str = "std", seed: int = 0, knots: np.ndarray | None = None,
+                settled_before: np.ndarray | None = None, min_windows: int = 50,
+                levels: tuple[float, ...] = LEVELS, seed: int = 0, knots: np.ndarray | None = None,
                 knot_levels: tuple[float, ...] = ()) -> Recalibrated:
     """Recalibrate each window's samples from the windows settled before it (module docstring).
 
@@ -356,8 +432,8 @@ def recalibrate(samples, outcomes, method: str = "conformal", *, horizon: int | 
     horizon/step:   the settlement rule j + ceil(horizon / step) <= k (horizon and step in bars); or instead
                     ``settled_before`` bool ``[W, W]`` (row k: windows settled before k decides).
     min_windows:    settled windows needed before a window is recalibrated (10 <= min_windows <= W).
-    level:          conformal: the central interval level whose width is matched (0.8: the 80 % interval).
-    spread:         conformal standardisation, ``std`` or ``iqr``.
+    levels:         conformal: the nominal levels of the equal-tailed intervals whose two bounds are each
+                    corrected (default: the levels the coverage report scores, 50/80/90/95 %).
     seed:           the PIT randomisation of ``quantile``.
     knots:          optional ``[W, K, H]`` (or ``[W, K]``) quantiles at the sorted ``knot_levels`` in (0, 1): moved
                     by each window's map (module docstring) into ``Recalibrated.knots``.
@@ -365,11 +441,11 @@ def recalibrate(samples, outcomes, method: str = "conformal", *, horizon: int | 
     where = "recalibrate"
     if method not in METHODS:
         raise ConfigError(f"{where}: unknown method {method!r}; use one of {', '.join(METHODS)}")
-    if spread not in SPREADS:
-        raise ConfigError(f"{where}: unknown spread {spread!r}; use one of {', '.join(SPREADS)}")
-    if isinstance(level, bool) or not isinstance(level, (int, float, np.integer, np.floating)) \
-            or not 0.0 < level < 1.0:
-        raise ConfigError(f"{where}: level={level!r} is outside (0, 1); pass e.g. 0.8 for the 80 % interval")
+    if isinstance(levels, (str, bytes)) or not np.iterable(levels) or not len(levels) \
+            or not all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+                       and 0.0 < v < 1.0 for v in levels) or len(set(levels)) < len(levels):
+        raise ConfigError(f"{where}: levels={levels!r} must be distinct interval levels in (0, 1); pass e.g. "
+                          "(0.5, 0.8, 0.9, 0.95)")
     x = np.asarray(samples, dtype=np.float64)
     y = np.asarray(outcomes, dtype=np.float64)
     flat = x.ndim == 2
@@ -430,7 +506,8 @@ def recalibrate(samples, outcomes, method: str = "conformal", *, horizon: int | 
                           "pass its realised value")
     calibrated = (n_settled >= min_windows) & (method != "none")
     if method == "conformal":
-        out, q = _conformal(x, y, rows_of, n_windows, float(level), spread, calibrated, prefix_lag, q)
+        out, q = _conformal(x, y, rows_of, n_windows, tuple(sorted(float(v) for v in levels)), calibrated,
+                            prefix_lag, q, tuple(float(v) for v in knot_levels))
     elif method == "quantile":
         out, q = _quantile_map(x, y, rows_of, n_windows, seed, calibrated, prefix_lag, q,
                                tuple(float(v) for v in knot_levels))
