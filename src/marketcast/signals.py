@@ -29,6 +29,7 @@ class Received:
     last: int | None = None
     depth = 0
     pending: int | None = None
+    finished: str | None = None  # what the command had committed when a signal came (see :func:`finished`)
 
 
 def raise_for(signum: int) -> None:
@@ -48,7 +49,7 @@ def install_signal_handlers() -> dict[int, object] | None:
     Python cannot install handlers)."""
     if threading.current_thread() is not threading.main_thread():
         return None
-    Received.last, Received.depth, Received.pending = None, 0, None
+    Received.last, Received.depth, Received.pending, Received.finished = None, 0, None, None
     previous = {s: signal.getsignal(s) for s in SIGNALS}
     for s in SIGNALS:
         signal.signal(s, _on_signal)
@@ -59,6 +60,12 @@ def restore_signal_handlers(previous: dict[int, object] | None) -> None:
     if previous:
         for s, handler in previous.items():
             signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+
+
+def finished(what: str) -> None:
+    """Say what the command has committed for good ("the run ... finished and was recorded"): a signal from
+    here on still stops it (with 130/143), and the line it ends with says this instead of only "interrupted"."""
+    Received.finished = what
 
 
 @contextmanager

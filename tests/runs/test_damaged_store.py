@@ -75,6 +75,16 @@ def test_an_empty_or_missing_store_lists_no_runs_and_exits_0(tmp_path, capsys, m
     assert made == root.exists()  # reading made no folder
 
 
+def test_a_file_as_the_store_is_one_line_exit_3(tmp_path, capsys):
+    root = tmp_path / "runs"
+    root.write_text("not a store")
+    for args in (["runs", "list"], ["runs", "show", "latest"], ["report", "latest"], ["runs", "query", "SELECT 1"]):
+        code, out, err = _cli(capsys, *args, "--store", str(root))
+        assert code == 3 and out == "", args
+        _one_error(err, f"{root} is not a folder, so it is no run store")
+    assert root.read_text() == "not a store"
+
+
 def test_an_unknown_run_is_one_line_exit_2(store, capsys):
     root, _ = store
     for args in (["runs", "show", "nope"], ["runs", "compare", "nope", "latest"], ["report", "nope"],
@@ -129,27 +139,34 @@ def test_damaged_files_are_skipped_with_one_warning_naming_each(store, capsys):
     assert (planned["ok"], planned["failed"], planned["planned"], planned["status"]) == (0, 0, 4, "planned")
     assert (planned["symbols"], planned["models"]) == (0, "")
 
-    code, out, err = _cli(capsys, "runs", "show", run, "--store", str(root), "--json")
-    shown = json.loads(out)
-    assert code == 0 and shown["run"]["status"] == "done"
-    assert {(r["symbol"], r["cells"]) for r in shown["summary"]} == {("SP500", 1), ("NASDAQ", 1)}
-    _one_warning(err, [bad["empty"], bad["short"]])
-    code, out, err = _cli(capsys, "runs", "show", "sweep-planned", "--store", str(root))
-    assert code == 0 and "sweep-planned (sweep, planned, started 2030-01-01T00:00:00" in out
-    assert "0 cells ok, 0 failed, 4 planned" in out
+    # the store-wide query skips the damaged parts with the warning; a command about the damaged run refuses to
+    # answer from the cells left: exit 3 naming the first damaged part and the repair
     code, out, err = _cli(capsys, "runs", "query", "SELECT symbol, count(*) AS n FROM results GROUP BY symbol "
                                                    "ORDER BY symbol", "--store", str(root), "--json")
     assert code == 0 and json.loads(out) == [{"symbol": "NASDAQ", "n": 8}, {"symbol": "SP500", "n": 8}]
     _one_warning(err, [bad["empty"], bad["short"]])
-    code, out, err = _cli(capsys, "runs", "compare", run, run, "--store", str(root), "--json")
-    assert code == 0 and json.loads(out)["status"] == "PASS" and len(json.loads(out)["rows"]) == 16
-    _one_warning(err, [bad["empty"], bad["short"]])
+    out_dir = root.parent / "report"
+    for args in (["runs", "show", run, "--json"], ["runs", "compare", run, run], ["report", run, "--no-html",
+                 "--output-dir", str(out_dir)], ["runs", "query", "SELECT 1", "--run", run]):
+        code, out, err = _cli(capsys, *args, "--store", str(root))
+        assert code == 3 and out == "", args  # beside the warning about the other runs' damaged run.json files
+        _one_error([line for line in err if not line.startswith("warning: ")],
+                   f"run {run}: {bad['empty']} is empty (0 bytes); move that file away")
+    assert not out_dir.exists()
+    bad["empty"].unlink()
+    code, _, err = _cli(capsys, "runs", "show", run, "--store", str(root))
+    assert code == 3
+    _one_error([line for line in err if not line.startswith("warning: ")], str(bad["short"]),
+               "cannot be read as Parquet")
+    bad["short"].unlink()
+    code, out, err = _cli(capsys, "runs", "show", run, "--store", str(root), "--json")
+    assert code == 0 and {(r["symbol"], r["cells"]) for r in json.loads(out)["summary"]} == {("SP500", 1),
+                                                                                            ("NASDAQ", 1)}
+    code, out, err = _cli(capsys, "runs", "show", "sweep-planned", "--store", str(root))
+    assert code == 0 and "sweep-planned (sweep, planned, started 2030-01-01T00:00:00" in out
+    assert "0 cells ok, 0 failed, 4 planned" in out
     code, _, err = _cli(capsys, "runs", "compare", run, "sweep-planned", "--store", str(root))
     assert code == 2 and "run sweep-planned has no finished cells yet" in err[-1]
-    out_dir = root.parent / "report"
-    code, out, err = _cli(capsys, "report", run, "--no-html", "--store", str(root), "--output-dir", str(out_dir))
-    assert code == 0 and (out_dir / "SP500.json").is_file() and (out_dir / "NASDAQ.json").is_file()
-    _one_warning(err, [bad["empty"], bad["short"]])
     code, _, err = _cli(capsys, "report", "sweep-planned", "--store", str(root))
     assert code == 2 and "run sweep-planned has no finished cells" in err[-1]
     code, _, err = _cli(capsys, "runs", "show", "sweep-cut", "--store", str(root))

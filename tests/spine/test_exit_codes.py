@@ -191,3 +191,90 @@ def test_143_sigterm_stops_a_backtest_needs_the_sigterm_handler_of_failures(tmp_
     assert "Traceback" not in err and "error: terminated (SIGTERM)" in err
     assert not (tmp_path / "out").exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+# ------------------------------------------------------------------ the installed command: paths, stores, a late signal
+
+
+def installed(*args: str, cwd: Path, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``marketcast ARGS`` as a user runs it: the console script beside this Python (``python -m
+    marketcast.commands`` where it is not installed), in ``cwd``, with the run store inside it."""
+    script = Path(sys.executable).with_name("marketcast")
+    argv = [str(script)] if script.is_file() else [sys.executable, "-m", "marketcast.commands"]
+    env = {**os.environ, "MARKETCAST_RUN_STORE": str(cwd / "runs"), "COLUMNS": "120", **(env or {})}
+    return subprocess.run([*argv, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def only_error(done: subprocess.CompletedProcess) -> str:
+    """The one ``error:`` line of stderr (beside progress and ``warning:`` lines), and no traceback."""
+    lines = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    return lines[0]
+
+
+def test_2_a_fifo_input_is_refused_without_opening_it(tmp_path):
+    os.mkfifo(tmp_path / "GOOG.csv")  # opening it would block until a writer came: the old hang
+    done = installed("data", "check", "GOOG.csv", cwd=tmp_path, timeout=60)
+    assert done.returncode == ExitCode.USAGE
+    assert "GOOG.csv: is a named pipe (FIFO), not a regular file" in only_error(done)
+    done = installed("backtest", "GOOG", "--data-dir", ".", "--output-dir", "out", cwd=tmp_path, timeout=60)
+    assert done.returncode == ExitCode.USAGE and "is a named pipe (FIFO)" in only_error(done)
+    assert not (tmp_path / "out").exists()
+
+
+def test_3_an_output_folder_that_is_a_file_and_an_unwritable_plot(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    done = installed("backtest", "--output-dir", "afile", cwd=tmp_path)
+    assert done.returncode == ExitCode.STATE
+    assert only_error(done) == (f"error: --output-dir {tmp_path / 'afile'}: exists and is not a folder; choose "
+                                "another folder")
+    done = installed("forecast", "SP500", "--plot", "/proc/nope/fan.png", cwd=tmp_path)
+    assert done.returncode == ExitCode.STATE and "--plot /proc/nope/fan.png: cannot write in /proc" in only_error(done)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # nothing written, no run recorded
+
+
+def _small_run(tmp_path: Path) -> Path:
+    done = installed("backtest", "SP500", "--windows", "12", "--samples", "16", "--no-spa", "--output-dir", "out",
+                     cwd=tmp_path)
+    assert done.returncode == ExitCode.OK, done.stderr
+    (part,) = (tmp_path / "runs").glob("*/part-*.parquet")
+    return part
+
+
+def test_3_a_damaged_and_a_foreign_run_store(tmp_path):
+    part = _small_run(tmp_path)
+    part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])  # cut short, as a full disk leaves it
+    for args in (["runs", "show", "latest"], ["report", "latest", "--no-html", "--output-dir", "page"]):
+        done = installed(*args, cwd=tmp_path)
+        assert done.returncode == ExitCode.STATE, args
+        assert f"{part} cannot be read as Parquet" in only_error(done) and "move that file away" in done.stderr
+    assert not (tmp_path / "page").exists()
+    (tmp_path / "foreign").write_text("not a store")
+    done = installed("runs", "list", "--store", "foreign", cwd=tmp_path)
+    assert done.returncode == ExitCode.STATE and "foreign is not a folder, so it is no run store" in only_error(done)
+
+
+def test_130_a_signal_during_the_commit_finishes_the_record_and_says_so(tmp_path):
+    """SIGINT sent from inside the run store's record (the commit: record, then the output folder's rename):
+    the record and the rename finish, then the command stops with 130 and a line saying the run was recorded."""
+    code = ("import os, signal, sys\n"
+            "import marketcast.runs.record as record\n"
+            "real = record.record_backtest\n"
+            "def interrupted(*args, **kwargs):\n"
+            "    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C lands while the run is being recorded\n"
+            "    return real(*args, **kwargs)\n"
+            "record.record_backtest = interrupted\n"
+            "from marketcast.commands import main\n"
+            "sys.argv[0] = 'marketcast'\n"
+            "sys.exit(main())\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MARKETCAST_RUN_STORE": str(tmp_path / "runs")}
+    done = subprocess.run([sys.executable, "-c", code, "backtest", "SP500", "--windows", "12", "--samples", "16",
+                           "--no-spa", "--output-dir", "out"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == ExitCode.INTERRUPTED, done.stderr
+    (run,) = [p.name for p in (tmp_path / "runs").iterdir() if p.is_dir()]
+    assert only_error(done) == (f"error: interrupted after the run finished and was recorded ({run}); its reports "
+                                "are in out")
+    assert (tmp_path / "out" / "SP500.json").is_file() and "SP500" not in done.stdout  # no table printed after
+    listed = installed("runs", "list", "--json", cwd=tmp_path)
+    assert [(r["run_id"], r["status"], r["ok"]) for r in json.loads(listed.stdout)] == [(run, "done", 1)]

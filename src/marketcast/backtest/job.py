@@ -182,7 +182,7 @@ def run_job(job: Job, page: Page | None = None, record: Record | None = None) ->
     from marketcast.backtest.report import write_outputs
     from marketcast.fileio import check_writable, output_folder
     from marketcast.forecast.registry import load_forecaster
-    from marketcast.signals import shielded
+    from marketcast.signals import finished, shielded
 
     started = time.perf_counter()
     period = Period.of(job.windows, job.start, job.end, default=BacktestConfig.windows)
@@ -231,5 +231,7 @@ def run_job(job: Job, page: Page | None = None, record: Record | None = None) ->
                         "on_duplicate": job.on_duplicate, "periods_per_year": job.periods_per_year,
                         "timezone": job.timezone})
                 out.commit()
+                recorded = f" and was recorded ({done.run_id})" if done.run_id else ""
+                finished(f"the run finished{recorded}; its reports are in {job.output_dir}")
     done.written = [job.output_dir / name for name in names]
     return done

@@ -73,7 +73,7 @@ def report(
         raise ConfigError("--fan-date draws a fan in the HTML tearsheet; drop --no-html")
     runs = open_store(store)
     with runs.one_warning():  # the store is read here, and only here
-        run_id = runs.resolve(run)
+        run_id = runs.open_run(run)
         out = check_writable(output_dir or DEFAULT_OUTPUT / run_id, "--output-dir")
         pages = {}
         if html:  # every page drawn before any file is written

@@ -100,9 +100,11 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
     if stop is not None and stop is not exc:  # Ray's C code wraps a handler's exception in a SystemError
         return describe(stop)
     if isinstance(exc, Terminated) or (isinstance(exc, KeyboardInterrupt) and Received.last == signal.SIGTERM):
+        if Received.finished:
+            return f"terminated (SIGTERM) after {Received.finished}", ExitCode.TERMINATED
         return "terminated (SIGTERM); temporary files removed", ExitCode.TERMINATED
     if isinstance(exc, KeyboardInterrupt):
-        return "interrupted", ExitCode.INTERRUPTED
+        return f"interrupted after {Received.finished}" if Received.finished else "interrupted", ExitCode.INTERRUPTED
     if isinstance(exc, UnicodeDecodeError):
         return (f"cannot read text as {exc.encoding}: byte 0x{exc.object[exc.start]:02x} at position {exc.start} is "
                 "not valid there; save the file as UTF-8", ExitCode.USAGE)

@@ -108,7 +108,7 @@ def show(
 
     runs = open_store(store)
     with runs.one_warning():
-        run_id = runs.resolve(run)
+        run_id = runs.open_run(run)
         info = runs.info(run_id)
         groups = [c.strip() for c in by.split(",") if c.strip()] if by else None
         total, ok, failed = cell_counts(runs, run_id)
@@ -210,7 +210,7 @@ def compare(
 
     runs = open_store(store)
     with runs.one_warning():
-        a, b = runs.resolve(run_a), runs.resolve(run_b)
+        a, b = runs.open_run(run_a), runs.open_run(run_b)
         result = compare_runs(runs, a, b, strict=strict, show_all=show_all, shown=SHOWN_ROWS)
     print_comparison(result, f"{a} vs {b} (matched on {', '.join(result['matched_on'])})", as_json)
 
@@ -228,7 +228,7 @@ def query(
     10'. It reads only the store's parts: writing files, reading others, ATTACH, INSTALL and SET are refused."""
     runs = open_store(store)
     with runs.one_warning():
-        run_ids = [runs.resolve(run)] if run else None
+        run_ids = [runs.open_run(run)] if run else None
         frame = runs.query(sql, run_ids=run_ids)
     _print_frame(frame.drop(columns=[c for c in ("record",) if c in frame.columns]), sql, as_json,
                  plain_above=PLAIN_ABOVE)

@@ -193,9 +193,36 @@ class StoreReader:
         problem = _info_problem(data)
         return (None, problem) if problem else ({**data, "run_id": run_id}, None)
 
+    def _check_root(self) -> bool:
+        """Whether the store's folder exists; a file (or anything else) in its place is one StateError line."""
+        if self.root.is_dir():
+            return True
+        if os.path.lexists(self.root):
+            raise StateError(f"{self.root} is not a folder, so it is no run store; pass --store a folder (or set "
+                             "MARKETCAST_RUN_STORE to one), or move the file away")
+        return False
+
+    def check_intact(self, run_id: str) -> None:
+        """A run a command reads must be whole: its first damaged live file (empty, or a Parquet footer that
+        cannot be read) is one StateError line naming it and the repair, not an answer from the cells left."""
+        import pyarrow.parquet as pq
+
+        for path in self.parts(run_id):
+            try:
+                if path.stat().st_size:
+                    pq.read_metadata(path)
+                    continue
+                why = "is empty (0 bytes)"
+            except FileNotFoundError:  # gone since the listing (a compaction): not damage
+                continue
+            except (OSError, pa.ArrowException) as exc:
+                why = f"cannot be read as Parquet ({first_line(exc)})"
+            raise StateError(f"run {run_id}: {path} {why}; move that file away (its cells are then missing from "
+                             "the run; 'marketcast sweep SPEC --resume' computes a sweep's again) and run again")
+
     def infos(self) -> dict[str, dict]:
         """Run id -> ``run.json`` of every run with a usable one, oldest first; damaged ones are skipped."""
-        if not self.root.is_dir():
+        if not self._check_root():
             return {}
         found = {}
         for path in sorted(self.root.glob("*/run.json")):
@@ -242,7 +269,7 @@ class StoreReader:
         """The live Parquet files (absolute paths) of ``run_id`` or of the whole store, damaged ones included:
         a run's manifest files and its parts not absorbed by them (every part without a manifest)."""
         root = Path(os.path.abspath(self.root))
-        if not root.is_dir():
+        if not self._check_root():
             return []
         if run_id:
             folders = [root / run_id]

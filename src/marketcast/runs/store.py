@@ -69,6 +69,13 @@ class RunStore:
     def resolve(self, ref: str) -> str:
         return self.reader.resolve(ref)
 
+    def open_run(self, ref: str) -> str:
+        """The run ``ref`` names (:meth:`resolve`), checked whole before a command reads it (exit 3 naming a
+        damaged file)."""
+        run_id = self.reader.resolve(ref)
+        self.reader.check_intact(run_id)
+        return run_id
+
     def parts(self, run_id: str | None = None) -> list[Path]:
         return self.reader.parts(run_id)
 
