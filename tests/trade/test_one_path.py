@@ -74,7 +74,7 @@ def test_a_replay_makes_no_decision_on_a_stock_row_off_the_sessions(data, tmp_pa
     assert trade_main(["replay", "--symbols", "HOLI", "--data-dir", str(data), "--state-dir", str(state),
                        "--start", "2012-06-25", "--end", "2012-07-13"]) == 0
     err = capsys.readouterr().err
-    [warning] = [line for line in err.splitlines() if "WARNING" in line]
+    [warning] = [line for line in err.splitlines() if line.startswith("warning: ")]
     assert warning.endswith("HOLI: 2 row(s) on days that are no XNYS session (first 2012-07-04) are not traded on; "
                             "the loop plans on the session before, as it does live")
     assert cycles(state) == ["2012-06-25", "2012-06-26", "2012-06-27", "2012-06-28", "2012-06-29", "2012-07-02",
@@ -118,7 +118,7 @@ def test_a_symbol_without_bars_in_the_range_is_one_warning_line(data, tmp_path, 
     state = tmp_path / "st"
     assert trade_main(["replay", "--symbols", "SP500,OLD", "--data-dir", str(data), "--state-dir", str(state),
                        "--start", "2012-06-25", "--end", "2012-07-13"]) == 0
-    warnings = [line for line in capsys.readouterr().err.splitlines() if "WARNING" in line]
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: ")]
     assert len(warnings) == 1 and warnings[0].endswith(
         "OLD: no bars between 2012-06-25 and 2012-07-13 (its bars run 2010-01-04 .. 2011-06-30); it is not traded "
         "in this replay")
@@ -144,3 +144,21 @@ def test_an_output_inside_the_state_folder_is_refused_before_any_write(data, tmp
         err = capsys.readouterr().err.strip()
         assert err.startswith(f"error: --csv {target} lies inside the state folder") and "\n" not in err
         assert {p.name: p.read_bytes() for p in state.iterdir()} == before  # the journal intact, nothing added
+
+
+def test_the_loops_warnings_are_warning_lines_on_stderr_and_log_lines_in_trade_log(tmp_path, capsys):
+    import logging
+    import re
+
+    from marketcast.trade.launch import setup_logging
+
+    setup_logging(tmp_path, verbose=False)
+    try:
+        logging.getLogger("marketcast.trade.loop").warning("SP500: quote too old (%d s)", 90)
+        logging.getLogger("marketcast.trade.loop").info("cycle done")  # not on stderr without --verbose
+    finally:
+        setup_logging(None, verbose=False)
+    assert capsys.readouterr().err.splitlines() == ["warning: SP500: quote too old (90 s)"]
+    [line] = (tmp_path / "trade.log").read_text().splitlines()[-2:-1]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ WARNING marketcast.trade.loop: SP500: quote too old "
+                        r"\(90 s\)", line)

@@ -28,6 +28,22 @@ class StateLogHandler(logging.FileHandler):
                          f"again") from None
 
 
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class ConsoleFormat(logging.Formatter):
+    """stderr's lines: a warning is one ``warning:`` line, as every command's warnings are (the README's
+    promise); the rest (``--verbose``'s INFO, errors) keep the log file's format with its time."""
+
+    def __init__(self) -> None:
+        super().__init__(LOG_FORMAT)
+
+    def format(self, record: logging.LogRecord) -> str:
+        if record.levelno == logging.WARNING:
+            return "warning: " + " ".join(record.getMessage().splitlines())
+        return super().format(record)
+
+
 def setup_logging(state_dir: Path | None, verbose: bool) -> None:
     """stderr, plus ``state_dir/trade.log`` unless ``state_dir`` is None (a dry run writes no file)."""
     from marketcast.trade.ops.redact import RedactingFilter
@@ -49,7 +65,7 @@ def setup_logging(state_dir: Path | None, verbose: bool) -> None:
             raise StateError(f"{state_dir / 'trade.log'}: {exc.strerror}; check permissions and free space") from None
     for h in handlers:
         h._marketcast_trade = True
-        h.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        h.setFormatter(logging.Formatter(LOG_FORMAT) if h is not stream else ConsoleFormat())
         h.addFilter(RedactingFilter())
         logger.addHandler(h)
 
