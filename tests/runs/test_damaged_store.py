@@ -366,3 +366,17 @@ def test_a_read_only_store_serves_every_read_command(store, tmp_path):
     finally:
         _read_only(root, False)
     assert stat.S_IMODE(root.stat().st_mode) == 0o755
+
+
+def test_a_summary_missing_a_key_is_recounted_not_a_traceback(store, capsys):
+    """Found by the long fuzz run: a bit flip turned summary.json's "models" into another key; the summary is
+    stale then, and the counts come from the parts."""
+    root, run = store
+    path = root / run / "summary.json"
+    data = json.loads(path.read_text())
+    data["modelw"] = data.pop("models")
+    path.write_text(json.dumps(data))
+    code, out, err = _cli(capsys, "runs", "list", "--store", str(root), "--json")
+    assert code == 0 and err == []
+    [listed] = json.loads(out)
+    assert (listed["run_id"], listed["ok"], listed["models"]) == (run, 2, "baseline")

@@ -325,7 +325,7 @@ class StoreReader:
                 continue
             good = (isinstance(data, dict) and all(isinstance(data.get(k), int) and not isinstance(data.get(k), bool)
                                                    for k in ("ok", "failed", "symbols"))
-                    and isinstance(data.get("models"), (str, type(None))))
+                    and "models" in data and isinstance(data["models"], (str, type(None))))
             if good and data.get("files") == self.files_key(run_id):
                 out[run_id] = {k: data[k] for k in ("ok", "failed", "symbols", "models")}
         return out
