@@ -17,7 +17,7 @@ from marketcast.trade.loop.planner import Signal
 
 from marketcast.trade.ops import blotter
 from marketcast.trade.test_kit.alpaca_env import adapter, alpaca_loop, embedded_fake, order
-from marketcast.trade.test_kit.fake_alpaca import FakeAlpaca
+from marketcast.fake_alpaca.server import FakeAlpaca
 
 from .test_clocks import audit_blotter
 

@@ -10,8 +10,8 @@ from decimal import Decimal
 from marketcast.trade.journal.ids import CLOSE, client_order_id
 from marketcast.trade.loop.cycle import describe
 from marketcast.trade.test_kit.alpaca_env import D0, D1, adapter, alpaca_loop, embedded_fake, order, submitted
-from marketcast.trade.test_kit.fake_alpaca import STOCK
-from marketcast.trade.test_kit.fake_exchange import Exchange, ny_day
+from marketcast.fake_alpaca.server import STOCK
+from marketcast.fake_alpaca.exchange import Exchange, ny_day
 
 from .helpers import LongPlanner
 
