@@ -66,6 +66,13 @@ def submitted(o: dict) -> pd.Timestamp:
     return _stamps[text]
 
 
+def public(o: dict, nested: bool = True) -> dict:
+    """An order (or leg) as Alpaca's order entity shows it; ``nested``: its legs under it."""
+    out = {k: o.get(k) for k in PUBLIC}
+    out["legs"] = [public(leg) for leg in o.get("legs") or []] if nested and o.get("legs") else None
+    return out
+
+
 @dataclass
 class Failure:
     method: str
@@ -168,9 +175,7 @@ class FakeAlpaca:
         return None
 
     def _public(self, o: dict, nested: bool = True) -> dict:
-        out = {k: o.get(k) for k in PUBLIC}
-        out["legs"] = [self._public(leg) for leg in o.get("legs") or []] if nested and o.get("legs") else None
-        return out
+        return public(o, nested)
 
     def _position(self, sym: str, p: Position) -> dict:
         return self.exchange.position_json(sym)

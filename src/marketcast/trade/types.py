@@ -96,7 +96,11 @@ class Position:
 
     @property
     def available(self) -> float:
-        return abs(self.qty) if self.qty_available is None else abs(self.qty_available)
+        """How much of the position orders may still close: a long's ``qty_available`` (never below 0: open
+        sells beyond the position leave nothing free), a short's as a size."""
+        if self.qty_available is None:
+            return abs(self.qty)
+        return max(0.0, self.qty_available) if self.qty > 0 else abs(self.qty_available)
 
 
 @dataclass(frozen=True)

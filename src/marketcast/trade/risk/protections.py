@@ -21,10 +21,10 @@ this module adds what the account's other orders and its history decide, each as
   order that could complete a 4th day trade within 5 business days is refused with 403 ``{"code": 40310100,
   "message": "trade denied due to pattern day trading protection"}``. A day trade is a position opened and
   closed the same day; "regardless of the order of pending orders, a pair of buy and sell orders is counted
-  as a potential day trade", so a new order with a working opposite order on the symbol counts, and so (read
-  conservatively) does an OTO entry with its take-profit leg. An account flagged PDT under $25,000 is
-  "restricted from placing any new day trades". Crypto is exempt ("crypto orders are not evaluated by PDT
-  protection logic"). Alpaca removed ``daytrade_count`` and ``pattern_day_trader`` from the account on
+  as a potential day trade", so a new order with a working opposite order on the symbol counts (a working OTO
+  entry's held take-profit leg is one), and so (read conservatively) does an OTO entry with its take-profit
+  leg. An account flagged PDT under $25,000 is "restricted from placing any new day trades". Crypto is exempt
+  ("crypto orders are not evaluated by PDT protection logic"). Alpaca removed ``daytrade_count`` and ``pattern_day_trader`` from the account on
   2026-07-06 (changelog 2026-06-03 "Pattern day trading and DTBP fields ... are deprecated"; FINRA's revised
   Rule 4210): an account that does not report them is not evaluated.
 * **OTO/bracket take-profit price** (orders-at-alpaca, "Threshold on stop price of stop-loss orders": the
@@ -155,8 +155,8 @@ def day_trade(request: OrderRequest, asset: Asset, standing: Standing) -> Refusa
     if equity >= PDT_EQUITY:
         return None
     pair = ((standing.opened_today and closes(request, standing.position_qty)) or request.take_profit is not None
-            or any(key(o.symbol) == key(request.symbol) and o.side == opposite(request.side)
-                   and status_kind(o.status) != "terminal" for o in standing.orders))
+            or any(key(o.symbol) == key(request.symbol) and status_kind(o.status) != "terminal"
+                   and (o.side == opposite(request.side) or o.take_profit is not None) for o in standing.orders))
     if pair and (account.daytrade_count >= PDT_LIMIT or account.pattern_day_trader):
         return Refusal("pattern_day_trader", 403, 40310100, PDT_MESSAGE)
     return None

@@ -196,10 +196,7 @@ class AlpacaBroker(AlpacaMarketData, Broker):
         return asset
 
     def positions(self) -> list[Position]:
-        raw = self._call("get positions", self.trading.get_all_positions)
-        # Alpaca's qty is already signed (negative for shorts)
-        return [Position(p["symbol"].replace("/", ""), float(p["qty"]), float(p["avg_entry_price"]),
-                         _f(p.get("qty_available"))) for p in raw]
+        return [position_of(p) for p in self._call("get positions", self.trading.get_all_positions)]
 
     def _views(self) -> tuple[list[dict], list[dict], dict[str, str]]:
         """The last :data:`RECENT` orders nested (legs under their parent), the working ones not nested (a
@@ -264,11 +261,7 @@ class AlpacaBroker(AlpacaMarketData, Broker):
 
     def snapshot(self, since: str | None = None) -> Snapshot:
         recent, working, parents = self._views()
-        # a held leg goes with its entry: as the entry's take-profit, so a wash check sees the sell it will be
-        held = {parents[o["id"]]: _f(o.get("limit_price")) for o in working
-                if o["status"] == "held" and o["id"] in parents}
-        return Snapshot([self._order(o, parents.get(o["id"]), held.get(o["client_order_id"])) for o in working
-                         if o["status"] != "held"], self._flat(recent), self._fills(recent, working, parents, since))
+        return Snapshot(working_of(working, parents), self._flat(recent), self._fills(recent, working, parents, since))
 
     def order(self, order_id: str) -> Order | None:
         raw = self._call(f"get order {order_id}", lambda: self.trading.get_order_by_id(order_id), not_found=None)
@@ -355,6 +348,20 @@ def account_of(raw: dict) -> Account:
                    bool(raw.get("account_blocked")), bool(raw.get("trading_blocked")),
                    bool(raw.get("trade_suspended_by_user")), raw.get("shorting_enabled") is not False,
                    None if crypto is None else str(getattr(crypto, "value", crypto)))
+
+
+def position_of(raw: dict) -> Position:
+    """One ``GET /v2/positions`` row (Alpaca's ``qty`` is already signed: negative for shorts)."""
+    return Position(raw["symbol"].replace("/", ""), float(raw["qty"]), float(raw["avg_entry_price"]),
+                    _f(raw.get("qty_available")))
+
+
+def working_of(working: list[dict], parents: dict[str, str]) -> list[Order]:
+    """The working orders of an ``open``, not nested listing (``parents``: leg id -> its entry's client id). A
+    ``held`` leg goes with its entry, as the entry's take-profit, so a wash check sees the order it will be."""
+    held = {parents[o["id"]]: _f(o.get("limit_price")) for o in working if o["status"] == "held" and o["id"] in parents}
+    return [AlpacaBroker._order(o, parents.get(o["id"]), held.get(o["client_order_id"])) for o in working
+            if o["status"] != "held"]
 
 
 def asset_of(raw: dict, symbol: str) -> Asset:
