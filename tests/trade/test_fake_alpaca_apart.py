@@ -31,6 +31,7 @@ def test_the_fake_imports_nothing_of_marketcast_but_itself():
 def test_the_scan_catches_each_spelling(tmp_path):
     planted = tmp_path / "planted.py"
     planted.write_text("from marketcast.trade.risk.protections import refusals\nimport marketcast.trade.types\n"
-                       "from marketcast.fake_alpaca import rules\n\n\ndef f():\n    from marketcast.trade import risk\n")
+                       "from marketcast.fake_alpaca import rules\n\n\n"
+                       "def f():\n    from marketcast.trade import risk\n")
     assert sorted(foreign_imports(planted)) == ["marketcast.trade", "marketcast.trade.risk.protections",
                                                 "marketcast.trade.types"]

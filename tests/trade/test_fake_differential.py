@@ -208,10 +208,12 @@ def request(rng: random.Random, sym: str, asset: dict, p: Decimal, cid: str, siz
 
 
 def explain(ex: Exchange, req: OrderRequest, v: Verdict) -> str:
-    return (f"\n  order {req}\n  body {v.body}\n  account {ex.account_json()}\n  positions "
-            f"{ {s: (str(p.qty), str(p.avg)) for s, p in ex.positions.items()} }\n  quote {ex.quotes}\n  orders "
-            f"{[(o['side'], o['type'], o.get('limit_price'), o['status'], o['time_in_force'], o['submitted_at'], [(leg['side'], leg['limit_price'], leg['status']) for leg in o.get('legs') or []]) for o in ex.orders]}"  # noqa: E501
-            f"\n  fake: {None if v.fake is None else v.fake.message}\n  pre-check: {[str(r) for r in v.precheck]}")
+    positions = {s: (str(p.qty), str(p.avg)) for s, p in ex.positions.items()}
+    orders = [(o["side"], o["type"], o.get("limit_price"), o["status"], o["time_in_force"], o["submitted_at"],
+               [(leg["side"], leg["limit_price"], leg["status"]) for leg in o.get("legs") or []]) for o in ex.orders]
+    return (f"\n  order {req}\n  body {v.body}\n  account {ex.account_json()}\n  positions {positions}\n  quote "
+            f"{ex.quotes}\n  orders {orders}\n  fake: {None if v.fake is None else v.fake.message}\n  pre-check: "
+            f"{[str(r) for r in v.precheck]}")
 
 
 def test_the_pre_check_and_the_fake_agree_on_thousands_of_orders_and_account_states():
