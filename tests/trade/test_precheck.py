@@ -1,5 +1,5 @@
-"""The loop never sends what the venue would refuse: against the fake Alpaca (which answers by the same rules
-model), an exit that would wash against the loop's own order waits for that order's confirmed cancel, one that
+"""The loop never sends what the venue would refuse: against the fake Alpaca (its own reading of Alpaca's pages,
+written apart from the loop's rules model), an exit that would wash against the loop's own order waits for that order's confirmed cancel, one that
 would wash against a foreign order waits untouched, an entry that would wash is refused in the plan, crypto is
 sized within cash, and pattern-day-trader protection is respected."""
 

@@ -1,6 +1,7 @@
 """The broker rules model's account rules, each from Alpaca's documented cases on both sides of its boundary:
 wash trades, pattern-day-trader protection, the OTO take-profit's base price, crypto on cash, the short's
-valuation; and the paper broker and the fake Alpaca refusing the same requests identically."""
+valuation; and the paper broker (which asks the model) and the fake Alpaca (written apart) refusing the same
+requests, in the same words where Alpaca documents them."""
 
 from __future__ import annotations
 
