@@ -48,8 +48,12 @@ def test_the_house_keeps_every_contract():
      "only the wiring and the venues import a venue"),
     ("runs/planted.py", "def f():\n    import marketcast.trade.venues.alpaca\n",
      "only the wiring and the venues import a venue"),
-    ("commands/planted.py", "from marketcast.trade.test_kit.fake_alpaca import FakeAlpaca\n",
+    ("commands/planted.py", "from marketcast.fake_alpaca.server import FakeAlpaca\n",
      "no product room imports the test kit"),
+    ("fake_alpaca/planted.py", "from marketcast.trade.types import Account\n",
+     "the fake Alpaca imports nothing of the product"),
+    ("fake_alpaca/rules.py", "def f():\n    import marketcast.trade.risk.protections\n",
+     "the fake Alpaca imports nothing of the product"),
     ("commands/planted.py", "def f():\n    import marketcast.trade.test_kit.chaos\n",
      "no product room imports the test kit"),
 ])

@@ -67,7 +67,7 @@ def test_fetch_follows_pages_and_writes_files_equal_to_the_served_bars(tmp_path,
     from marketcast.commands import main
     from marketcast.data import load_symbol
 
-    from marketcast.trade.test_kit.fake_alpaca import FakeAlpaca, bars_of
+    from marketcast.fake_alpaca.server import FakeAlpaca, bars_of
 
     served = {}
     for symbol, source in (("AAPL", "SP500"), ("BTC/USD", "NASDAQ")):
@@ -100,7 +100,7 @@ def test_fetch_follows_pages_and_writes_files_equal_to_the_served_bars(tmp_path,
 def test_fetch_of_an_unknown_symbol_writes_nothing(tmp_path, monkeypatch):
     from marketcast.commands import main
 
-    from marketcast.trade.test_kit.fake_alpaca import FakeAlpaca
+    from marketcast.fake_alpaca.server import FakeAlpaca
 
     with FakeAlpaca("PKFETCHKEY", "fetch-secret") as fake:
         monkeypatch.setenv("APCA_API_KEY_ID", "PKFETCHKEY")

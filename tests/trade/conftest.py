@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from marketcast.trade.test_kit.alpaca_env import KEY, SECRET
-from marketcast.trade.test_kit.fake_alpaca import FakeAlpaca
+from marketcast.fake_alpaca.server import FakeAlpaca
 
 
 @pytest.fixture

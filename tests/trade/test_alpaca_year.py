@@ -17,7 +17,7 @@ from marketcast.trade.loop.planner import Signal
 
 from marketcast.trade.ops import blotter
 from marketcast.trade.test_kit.alpaca_env import adapter, alpaca_loop, embedded_fake, order
-from marketcast.trade.test_kit.fake_alpaca import FakeAlpaca
+from marketcast.fake_alpaca.server import FakeAlpaca
 
 from .test_clocks import audit_blotter
 
@@ -63,8 +63,11 @@ def test_a_year_of_orders_that_alpaca_accepts_and_the_users_holdings_untouched(t
         # every planned order could be made valid (the backtest's crypto strategies never go short; a refused
         # order is covered in test_cycle.py)
         assert refused == Counter() and not [i for i in loop.journal.intents() if i.status != "submitted"]
-        # the user's order and shares are as they were; what the loop holds is its own
-        assert fake.order("user-exit")["status"] == "new" and fake.order("user-exit")["qty"] == "7"
+        # the user's order and shares are as they were (the venue ended the gtc order after its 90 days, the loop
+        # never touched it); what the loop holds is its own
+        exit_ = fake.order("user-exit")
+        assert (exit_["status"], exit_["qty"], exit_["filled_qty"]) == ("expired", "7", "0")
+        assert (pd.Timestamp(exit_["updated_at"]) - pd.Timestamp(exit_["submitted_at"])).days in (90, 91, 92, 93)
         assert not any(p.endswith(user.id) for m, p, _ in fake.requests if m == "DELETE")
         held = {p["symbol"]: float(p["qty"]) for p in fake.positions}
         book = loop.reconcile(first[-1].isoformat()).book

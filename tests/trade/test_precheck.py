@@ -1,5 +1,5 @@
-"""The loop never sends what the venue would refuse: against the fake Alpaca (which answers by the same rules
-model), an exit that would wash against the loop's own order waits for that order's confirmed cancel, one that
+"""The loop never sends what the venue would refuse: against the fake Alpaca (its own reading of Alpaca's pages,
+written apart from the loop's rules model), an exit that would wash against the loop's own order waits for that order's confirmed cancel, one that
 would wash against a foreign order waits untouched, an entry that would wash is refused in the plan, crypto is
 sized within cash, and pattern-day-trader protection is respected."""
 
@@ -10,8 +10,8 @@ from decimal import Decimal
 from marketcast.trade.journal.ids import CLOSE, client_order_id
 from marketcast.trade.loop.cycle import describe
 from marketcast.trade.test_kit.alpaca_env import D0, D1, adapter, alpaca_loop, embedded_fake, order, submitted
-from marketcast.trade.test_kit.fake_alpaca import STOCK
-from marketcast.trade.test_kit.fake_exchange import Exchange, ny_day
+from marketcast.fake_alpaca.server import STOCK
+from marketcast.fake_alpaca.exchange import Exchange, ny_day
 
 from .helpers import LongPlanner
 

@@ -27,7 +27,7 @@ from marketcast.trade.ops.alerts import Alerts, AlertThresholds
 from marketcast.trade.ops.monitor import Monitor
 from marketcast.trade.risk.gates import GateConfig
 from marketcast.trade.test_kit.alpaca_env import KEY, SECRET, embedded_fake
-from marketcast.trade.test_kit.fake_market import bars_of
+from marketcast.fake_alpaca.market import bars_of
 from tests.trade.helpers import trade_main
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")

@@ -17,6 +17,7 @@ Rooms, lowest first, importing one way down (the import-linter contracts in pypr
 * the wiring, ``launch`` (venues, clocks, logging), and at the top the two entries: ``start`` (the live or paper
   loop under the rules the settings decide) and ``replay`` (the loop over history). The ``trade`` commands and
   their settings live in :mod:`marketcast.commands`; only the wiring builds a venue.
-* beside the entries, ``test_kit/``: the fake Alpaca the tests and ``benchmarks/trade_chaos.py`` run the loop
-  against (it wires a loop to the fake, so it sits at the top); no product room imports it.
+* beside the entries, ``test_kit/``: the loop wired to the fake Alpaca (:mod:`marketcast.fake_alpaca`, a package
+  of its own, written apart from these rooms) that the tests and ``benchmarks/trade_chaos.py`` run against (it
+  wires a loop to the fake, so it sits at the top); no product room imports either.
 """

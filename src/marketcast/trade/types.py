@@ -51,6 +51,28 @@ class Account:
     last_equity: float | None = None
     daytrade_count: int | None = None
     pattern_day_trader: bool | None = None
+    # What the account may do at all (alpaca-py ``TradeAccount``: ``account_blocked`` "the account activity by
+    # user is prohibited", ``trading_blocked`` / ``trade_suspended_by_user`` "not allowed to place orders",
+    # ``shorting_enabled``, ``crypto_status``: the account's status for crypto, ACTIVE when it may trade it;
+    # None where the broker does not report it).
+    account_blocked: bool = False
+    trading_blocked: bool = False
+    trade_suspended_by_user: bool = False
+    shorting_enabled: bool = True
+    crypto_status: str | None = None
+
+    def restrictions(self) -> dict[str, str]:
+        """What the account's flags forbid now: ``all`` (no order at all), ``short`` (no opening short),
+        ``crypto`` (no crypto order) -> why, in the flag's words."""
+        out = {}
+        for flag in ("account_blocked", "trading_blocked", "trade_suspended_by_user"):
+            if getattr(self, flag):
+                out.setdefault("all", f"the broker reports {flag}: the account may not place orders")
+        if not self.shorting_enabled:
+            out["short"] = "the broker reports shorting_enabled false: no short selling"
+        if self.crypto_status is not None and self.crypto_status != "ACTIVE":
+            out["crypto"] = f"the broker reports crypto_status {self.crypto_status}: no crypto orders"
+        return out
 
     def buying_power_for(self, crypto: bool) -> float:
         """What an opening order of this kind may draw on."""
@@ -74,7 +96,11 @@ class Position:
 
     @property
     def available(self) -> float:
-        return abs(self.qty) if self.qty_available is None else abs(self.qty_available)
+        """How much of the position orders may still close: a long's ``qty_available`` (never below 0: open
+        sells beyond the position leave nothing free), a short's as a size."""
+        if self.qty_available is None:
+            return abs(self.qty)
+        return max(0.0, self.qty_available) if self.qty > 0 else abs(self.qty_available)
 
 
 @dataclass(frozen=True)

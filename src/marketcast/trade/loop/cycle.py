@@ -75,6 +75,7 @@ class CycleReport:
     planned: list[Intent] = field(default_factory=list)
     kept: dict[str, Intent] = field(default_factory=dict)  # symbol -> this bar's entry already journalled
     refused: dict[str, str] = field(default_factory=dict)  # client_order_id -> why no valid order exists
+    restrictions: dict[str, str] = field(default_factory=dict)  # what the account's flags forbid (Account)
     not_sent: list[tuple[Intent, tuple[str, ...]]] = field(default_factory=list, repr=False)
     submitted: list[str] = field(default_factory=list)
     already: list[str] = field(default_factory=list)
@@ -240,7 +241,8 @@ class TradingLoop:
         steps = {s: a.qty_step for s, a in assets.items()}
         power = {s.symbol: account.buying_power_for(assets[s.symbol].crypto) for s in candidates}
         draws = {s.symbol: unit_draw(s.decision.side == LONG, None if s.decision.entry_limit is None
-                                     else prices[s.symbol], report.asks[s.symbol]) for s in candidates}
+                                     else prices[s.symbol], report.asks[s.symbol], assets[s.symbol].crypto)
+                 for s in candidates}
         for alloc in allocate(candidates, account.equity, self.config.portfolio, exposure, held, steps, prices,
                               self.config.risk.entry_cap, power, draws):
             crypto = assets[alloc.signal.symbol].crypto
@@ -260,6 +262,10 @@ class TradingLoop:
         positions = book.positions
         closes = {s.symbol: s.close for s in report.signals}
         account = report.account or self.broker.account()
+        report.restrictions = account.restrictions()
+        if report.restrictions:  # the flags are read before each cycle: one line, an alert (cycle_alerts)
+            log.warning("account restricted: %s; the orders it forbids are refused, never sent",
+                        "; ".join(report.restrictions.values()))
         orders = self.broker.open_orders() if report.planned else []  # closes sent since the book was read too
         spent, valid = 0.0, []
         for intent in report.planned:
@@ -280,7 +286,8 @@ class TradingLoop:
                 report.risk_breach = report.risk_breach or verdict.breach
                 report.refused[intent.client_order_id] = verdict.refusal
                 continue
-            spent += opening_draw(request_of(conformed), 0.0 if p is None else p.qty, ask)
+            spent += opening_draw(request_of(conformed), 0.0 if p is None else p.qty, ask,
+                                  self.broker.asset(intent.symbol).crypto)
             valid.append(conformed)
         report.planned = valid
 
@@ -357,6 +364,7 @@ class TradingLoop:
                                   **({"warming_up": s.metrics["warming_up"]} if "warming_up" in s.metrics else {})}
                        for s in r.signals},
             "skipped": {k: list(v) for k, v in r.skipped.items()},
+            **({"account_restrictions": dict(r.restrictions)} if r.restrictions else {}),
         }
 
 

@@ -117,6 +117,9 @@ def cycle_alerts(alerts: Alerts, record: dict, thresholds: AlertThresholds, warm
                      f"{symbol}: {c['strategy']}{' (pinned)' if c.get('pinned') else ''} walk-forward return "
                      f"{c['return']:+.2%}, Sharpe {c['sharpe']:.2f} (floors {t.min_return:+.2%}, {t.min_sharpe:.2f})",
                      **c)
+    barred = record.get("account_restrictions") or {}  # the account's flags forbid orders (Account.restrictions)
+    for what in sorted(barred.keys() | {s for kind, s in alerts.firing if kind == "account"}):
+        alerts.watch("account", what, what in barred, barred.get(what, ""), level="error")
     held = record.get("unexpected") or {}  # the broker holds more than the journal: a split or an outside trade
     for symbol in sorted(held.keys() | {s for kind, s in alerts.firing if kind == "holdings"}):
         alerts.watch("holdings", symbol, symbol in held, held.get(symbol, ""))

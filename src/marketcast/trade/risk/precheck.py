@@ -39,11 +39,12 @@ def ny_day(ts: str) -> str:
     return (t if t.tzinfo else t.replace(tzinfo=ZoneInfo("UTC"))).astimezone(NEW_YORK).date().isoformat()
 
 
-def unit_draw(long: bool, limit: float | None, ask: float) -> float:
+def unit_draw(long: bool, limit: float | None, ask: float, crypto: bool = False) -> float:
     """What one unit of an entry draws from buying power, as the broker values it (a market entry at the
-    ask, a short at least 3 % over it): :func:`~marketcast.trade.risk.rules.opening_value` of one unit."""
+    ask, a crypto market buy at the ask plus the collar, a short at least 3 % over it):
+    :func:`~marketcast.trade.risk.rules.opening_value` of one unit."""
     return opening_value(OrderRequest("-", BUY if long else SELL, 1.0, "-", LIMIT if limit is not None else MARKET,
-                                      limit), ask)
+                                      limit), ask, crypto)
 
 
 def describe(o: Order) -> str:

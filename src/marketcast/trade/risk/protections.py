@@ -21,10 +21,10 @@ this module adds what the account's other orders and its history decide, each as
   order that could complete a 4th day trade within 5 business days is refused with 403 ``{"code": 40310100,
   "message": "trade denied due to pattern day trading protection"}``. A day trade is a position opened and
   closed the same day; "regardless of the order of pending orders, a pair of buy and sell orders is counted
-  as a potential day trade", so a new order with a working opposite order on the symbol counts, and so (read
-  conservatively) does an OTO entry with its take-profit leg. An account flagged PDT under $25,000 is
-  "restricted from placing any new day trades". Crypto is exempt ("crypto orders are not evaluated by PDT
-  protection logic"). Alpaca removed ``daytrade_count`` and ``pattern_day_trader`` from the account on
+  as a potential day trade", so a new order with a working opposite order on the symbol counts (a working OTO
+  entry's held take-profit leg is one), and so (read conservatively) does an OTO entry with its take-profit
+  leg. An account flagged PDT under $25,000 is "restricted from placing any new day trades". Crypto is exempt
+  ("crypto orders are not evaluated by PDT protection logic"). Alpaca removed ``daytrade_count`` and ``pattern_day_trader`` from the account on
   2026-07-06 (changelog 2026-06-03 "Pattern day trading and DTBP fields ... are deprecated"; FINRA's revised
   Rule 4210): an account that does not report them is not evaluated.
 * **OTO/bracket take-profit price** (orders-at-alpaca, "Threshold on stop price of stop-loss orders": the
@@ -35,7 +35,18 @@ this module adds what the account's other orders and its history decide, each as
   ``{"code": 42210000, "message": "take_profit.limit_price must be >= base_price + 0.01"}`` (``<= base_price -
   0.01`` for a sell). Crypto has no OTO orders (crypto-orders), so it is not evaluated there.
 * **Margin for shorts** (https://docs.alpaca.markets/docs/margin-and-short-selling): "In order to trade on
-  margin or sell short, you must have $2,000 or more account equity"; the refusal's wording is ours.
+  margin or sell short, you must have $2,000 or more account equity"; the refusal's wording is ours. (Below
+  it the account is "restricted to 1x buying power": the broker's ``buying_power`` says so already.)
+* **The account's flags** (``GET /v2/account``, alpaca-py ``TradeAccount``): ``account_blocked``,
+  ``trading_blocked`` and ``trade_suspended_by_user`` refuse every order, ``shorting_enabled`` false every
+  opening short, a ``crypto_status`` other than ``ACTIVE`` every crypto order
+  (:meth:`~marketcast.trade.types.Account.restrictions`); Alpaca documents no wording, the reasons are ours.
+* **GTC lifetime**: Alpaca's pages give none; a ``gtc`` order the broker still reports as working is counted
+  as working whatever its age (it may still trade until the broker says otherwise; the fake Alpaca ends them
+  after 90 days, and the loop reads the status the broker reports).
+* **Limit price far from the quote**: Alpaca's pages document no band for limit prices (only the collar on
+  crypto market orders, :func:`~marketcast.trade.risk.rules.opening_value`), so none is refused for its
+  distance; it is valued at its limit.
 """
 
 from __future__ import annotations
@@ -59,7 +70,7 @@ EXEMPT = ("trailing_stop",)
 class Refusal:
     """One reason the venue refuses an order, with the HTTP status and code Alpaca answers it with."""
 
-    rule: str  # shape | take_profit_price | account | short_equity | wash_trade | pattern_day_trader
+    rule: str  # account_flags | shape | take_profit_price | account | short_equity | wash_trade | pattern_day_trader
     status: int
     code: int
     message: str
@@ -144,8 +155,8 @@ def day_trade(request: OrderRequest, asset: Asset, standing: Standing) -> Refusa
     if equity >= PDT_EQUITY:
         return None
     pair = ((standing.opened_today and closes(request, standing.position_qty)) or request.take_profit is not None
-            or any(key(o.symbol) == key(request.symbol) and o.side == opposite(request.side)
-                   and status_kind(o.status) != "terminal" for o in standing.orders))
+            or any(key(o.symbol) == key(request.symbol) and status_kind(o.status) != "terminal"
+                   and (o.side == opposite(request.side) or o.take_profit is not None) for o in standing.orders))
     if pair and (account.daytrade_count >= PDT_LIMIT or account.pattern_day_trader):
         return Refusal("pattern_day_trader", 403, 40310100, PDT_MESSAGE)
     return None
@@ -169,12 +180,26 @@ def take_profit_price(request: OrderRequest, asset: Asset, ask: float, bid: floa
     return None
 
 
+# ------------------------------------------------------------------ the account's flags
+def flag_refusals(request: OrderRequest, asset: Asset, account: Account, position_qty: float) -> list[Refusal]:
+    """What the account's flags forbid of ``request``: everything (blocked), an opening short, crypto."""
+    barred = account.restrictions()
+    out = [barred["all"]] if "all" in barred else []
+    if "crypto" in barred and asset.crypto:
+        out.append(barred["crypto"])
+    if "short" in barred and request.side == SELL and position_qty <= 0:
+        out.append(barred["short"])
+    return [Refusal("account_flags", 403, 40310000, r) for r in out]
+
+
 # ------------------------------------------------------------------ the one answer
 def refusals(request: OrderRequest, asset: Asset, standing: Standing) -> list[Refusal]:
     """Every reason the venue would refuse ``request`` now (empty: it accepts it): the order's shape, the
     take-profit's base price, what the account can carry (crypto on non-marginable buying power, shorts
-    valued 3 % over the ask), the $2,000 for shorts, wash trades and pattern-day-trader protection."""
-    out = [Refusal("shape", 422, 42210000, r) for r in violations(request, asset)]
+    valued 3 % over the ask, crypto market buys at the collar), the $2,000 for shorts, wash trades and
+    pattern-day-trader protection; first what the account's flags forbid."""
+    out = flag_refusals(request, asset, standing.account, standing.position_qty)
+    out += [Refusal("shape", 422, 42210000, r) for r in violations(request, asset)]
     tp = take_profit_price(request, asset, standing.ask, standing.bid)
     if tp is not None:
         out.append(tp)
@@ -193,6 +218,6 @@ def refusals(request: OrderRequest, asset: Asset, standing: Standing) -> list[Re
     return out
 
 
-def opening_draw(request: OrderRequest, position_qty: float, ask: float) -> float:
+def opening_draw(request: OrderRequest, position_qty: float, ask: float, crypto: bool = False) -> float:
     """What ``request`` takes from buying power (0 for an order that reduces the position)."""
-    return 0.0 if closes(request, position_qty) else opening_value(request, ask)
+    return 0.0 if closes(request, position_qty) else opening_value(request, ask, crypto)

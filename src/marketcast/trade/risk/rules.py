@@ -38,6 +38,7 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 
 from marketcast.trade.types import BUY, FINEST_QTY, LIMIT, SELL, Asset, OrderRequest, dec
 
+CRYPTO_COLLAR = 0.02  # a crypto market order becomes a limit at ask x (1 + collar): valued so at the broker
 CRYPTO_FEE_CAP = 0.0025  # Alpaca crypto, tier 1 taker: the most of a bought quantity a fill can cost
 CRYPTO_TIME_IN_FORCE = ("gtc", "ioc")
 SHORT_MARKUP = 0.03  # an opening short is valued at least 3 % above the ask (orders-at-alpaca, "Buying Power")
@@ -139,12 +140,18 @@ def violations(request: OrderRequest, asset: Asset) -> list[str]:
     return out
 
 
-def opening_value(request: OrderRequest, ask: float) -> float:
+def opening_value(request: OrderRequest, ask: float, crypto: bool = False) -> float:
     """What an opening order draws from buying power, as Alpaca values it: a buy at its limit (a market buy at
     ``ask``, the far side of the quote in the core session), a short at the greater of its limit and 3 % above
-    ``ask`` (a market short at 3 % above ``ask``): orders-at-alpaca, "Buying Power"."""
+    ``ask`` (a market short at 3 % above ``ask``): orders-at-alpaca, "Buying Power". A ``crypto`` market buy is
+    converted to a limit at the ask plus a 2 % collar (Alpaca support, "Why do I see a discrepancy between the
+    notional value requested and the order value ultimately filled?": "an automatic 2% price collar on all
+    crypto market orders, converting them into limit orders ... based on the last available ask price"), so it
+    is valued at ``ask`` x 1.02: a market buy fits a buying power ``B`` only up to ``B / (1 + collar)``."""
     if request.side == BUY:
-        return request.qty * (request.limit_price if request.limit_price is not None else ask)
+        if request.limit_price is not None:
+            return request.qty * request.limit_price
+        return request.qty * ask * ((1.0 + CRYPTO_COLLAR) if crypto else 1.0)
     floor = ask * (1.0 + SHORT_MARKUP)
     return request.qty * (max(request.limit_price, floor) if request.limit_price is not None else floor)
 
@@ -167,7 +174,7 @@ def account_violations(request: OrderRequest, asset: Asset, position_qty: float,
         elif not asset.easy_to_borrow:
             out.append(f"asset {asset.symbol} is not easy to borrow")
     if opening:
-        notional = opening_value(request, price)
+        notional = opening_value(request, price, asset.crypto)
         if notional > buying_power + 1e-9:
             out.append(f"insufficient buying power (required: {notional:,.2f}, available: {buying_power:,.2f})")
     return out

@@ -16,7 +16,7 @@ def embedded_fake(end: str, crypto: dict[str, str] | None = None):
     series whose bars it trades on) up to ``end``, its clock at that bar's close, the stocks quoted there."""
     from marketcast.data import load_symbol
 
-    from marketcast.trade.test_kit.fake_alpaca import CRYPTO, STOCK, FakeAlpaca, bars_of
+    from marketcast.fake_alpaca.server import CRYPTO, STOCK, FakeAlpaca, bars_of
 
     crypto = crypto or {}
     frames = {s: load_symbol(s).frame.loc[:end] for s in ("SP500", "NASDAQ")}

@@ -177,21 +177,12 @@ class AlpacaBroker(AlpacaMarketData, Broker):
 
     # ------------------------------------------------------------ Broker
     def account(self) -> Account:
-        """``GET /v2/account`` (alpaca-py ``TradeAccount``): crypto draws on ``non_marginable_buying_power``
-        (crypto-trading, "Margin and Short Selling"); ``last_equity``, ``daytrade_count`` and
-        ``pattern_day_trader`` feed the pattern-day-trader protection (absent since Alpaca's 2026-07-06 removal:
-        then None, and the protection is not evaluated)."""
-        raw = self._call("get account", self.trading.get_account)
-        count = raw.get("daytrade_count")
-        pdt = raw.get("pattern_day_trader")
-        return Account(float(raw["equity"]), float(raw["cash"]), float(raw["buying_power"]), str(raw.get("id", "")),
-                       _f(raw.get("non_marginable_buying_power")), _f(raw.get("last_equity")),
-                       None if count is None else int(count), None if pdt is None else bool(pdt))
+        """``GET /v2/account`` (alpaca-py ``TradeAccount``): :func:`account_of`."""
+        return account_of(self._call("get account", self.trading.get_account))
 
     def asset(self, symbol: str) -> Asset:
         """``GET /v2/assets/{symbol}`` (crypto by its legacy name without the slash, which Alpaca accepts),
-        cached for ``asset_ttl_s``. A crypto asset's fee is taken from the asset bought, at most
-        :data:`~marketcast.trade.risk.rules.CRYPTO_FEE_CAP`."""
+        cached for ``asset_ttl_s``: :func:`asset_of`."""
         sym = symbol.upper().replace("/", "")
         cached = self._assets.get(sym)
         if cached is not None and time.monotonic() - cached[1] < self.asset_ttl_s:
@@ -200,19 +191,12 @@ class AlpacaBroker(AlpacaMarketData, Broker):
         if raw is None:
             raise ConfigError(f"{symbol}: Alpaca does not list this symbol (GET /v2/assets/{sym}: 404); check its "
                               f"spelling (crypto as BTC/USD or BTCUSD) or drop it from trade.symbols")
-        crypto = raw.get("class") == "crypto"
-        asset = Asset(sym, "crypto" if crypto else "stock", bool(raw.get("tradable")), bool(raw.get("fractionable")),
-                      bool(raw.get("shortable")), bool(raw.get("easy_to_borrow")), _f(raw.get("min_order_size")),
-                      _f(raw.get("min_trade_increment")), _f(raw.get("price_increment")),
-                      CRYPTO_FEE_CAP if crypto else 0.0)
+        asset = asset_of(raw, sym)
         self._assets[sym] = (asset, time.monotonic())
         return asset
 
     def positions(self) -> list[Position]:
-        raw = self._call("get positions", self.trading.get_all_positions)
-        # Alpaca's qty is already signed (negative for shorts)
-        return [Position(p["symbol"].replace("/", ""), float(p["qty"]), float(p["avg_entry_price"]),
-                         _f(p.get("qty_available"))) for p in raw]
+        return [position_of(p) for p in self._call("get positions", self.trading.get_all_positions)]
 
     def _views(self) -> tuple[list[dict], list[dict], dict[str, str]]:
         """The last :data:`RECENT` orders nested (legs under their parent), the working ones not nested (a
@@ -277,11 +261,7 @@ class AlpacaBroker(AlpacaMarketData, Broker):
 
     def snapshot(self, since: str | None = None) -> Snapshot:
         recent, working, parents = self._views()
-        # a held leg goes with its entry: as the entry's take-profit, so a wash check sees the sell it will be
-        held = {parents[o["id"]]: _f(o.get("limit_price")) for o in working
-                if o["status"] == "held" and o["id"] in parents}
-        return Snapshot([self._order(o, parents.get(o["id"]), held.get(o["client_order_id"])) for o in working
-                         if o["status"] != "held"], self._flat(recent), self._fills(recent, working, parents, since))
+        return Snapshot(working_of(working, parents), self._flat(recent), self._fills(recent, working, parents, since))
 
     def order(self, order_id: str) -> Order | None:
         raw = self._call(f"get order {order_id}", lambda: self.trading.get_order_by_id(order_id), not_found=None)
@@ -295,17 +275,7 @@ class AlpacaBroker(AlpacaMarketData, Broker):
     def submit(self, request: OrderRequest) -> Order:
         """Send ``request`` as given (the loop's rules model has put it on Alpaca's grid); stocks attach the
         take-profit as an OTO leg."""
-        from alpaca.trading.enums import OrderClass, OrderSide, TimeInForce
-        from alpaca.trading.requests import LimitOrderRequest, MarketOrderRequest, TakeProfitRequest
-
-        crypto = self._is_crypto(request.symbol)
-        common = dict(symbol=crypto_symbol(request.symbol) if crypto else request.symbol.upper(), qty=request.qty,
-                      side=OrderSide(request.side), time_in_force=TimeInForce(request.time_in_force),
-                      client_order_id=request.client_order_id)
-        if request.take_profit is not None and self.attaches_take_profit(request.symbol):
-            common.update(order_class=OrderClass.OTO, take_profit=TakeProfitRequest(limit_price=request.take_profit))
-        order = (LimitOrderRequest(limit_price=request.limit_price, **common) if request.type == LIMIT
-                 else MarketOrderRequest(**common))
+        order = order_request(request, self._is_crypto(request.symbol), self.attaches_take_profit(request.symbol))
         raw = self._call(f"submit {request.client_order_id}", lambda: self.trading.submit_order(order),
                          idempotent=False)
         return self._order(raw)
@@ -361,6 +331,62 @@ class AlpacaBroker(AlpacaMarketData, Broker):
             out.append(Fill(key, owner, o["symbol"].replace("/", ""), o["side"], cum, avg, 0.0, ts, kind,
                             order_id=str(o["id"]), cum_qty=cum))
         return out
+
+
+def account_of(raw: dict) -> Account:
+    """The account as ``GET /v2/account`` reports it (alpaca-py ``TradeAccount``'s names): crypto draws on
+    ``non_marginable_buying_power`` (crypto-trading, "Margin and Short Selling"); ``last_equity``,
+    ``daytrade_count`` and ``pattern_day_trader`` feed the pattern-day-trader protection (absent since Alpaca's
+    2026-07-06 removal: then None, and the protection is not evaluated); ``account_blocked``,
+    ``trading_blocked``, ``trade_suspended_by_user``, ``shorting_enabled`` and ``crypto_status`` say what the
+    account may do at all (a flag the broker leaves out restricts nothing)."""
+    count, pdt = raw.get("daytrade_count"), raw.get("pattern_day_trader")
+    crypto = raw.get("crypto_status")
+    return Account(float(raw["equity"]), float(raw["cash"]), float(raw["buying_power"]), str(raw.get("id", "")),
+                   _f(raw.get("non_marginable_buying_power")), _f(raw.get("last_equity")),
+                   None if count is None else int(count), None if pdt is None else bool(pdt),
+                   bool(raw.get("account_blocked")), bool(raw.get("trading_blocked")),
+                   bool(raw.get("trade_suspended_by_user")), raw.get("shorting_enabled") is not False,
+                   None if crypto is None else str(getattr(crypto, "value", crypto)))
+
+
+def position_of(raw: dict) -> Position:
+    """One ``GET /v2/positions`` row (Alpaca's ``qty`` is already signed: negative for shorts)."""
+    return Position(raw["symbol"].replace("/", ""), float(raw["qty"]), float(raw["avg_entry_price"]),
+                    _f(raw.get("qty_available")))
+
+
+def working_of(working: list[dict], parents: dict[str, str]) -> list[Order]:
+    """The working orders of an ``open``, not nested listing (``parents``: leg id -> its entry's client id). A
+    ``held`` leg goes with its entry, as the entry's take-profit, so a wash check sees the order it will be."""
+    held = {parents[o["id"]]: _f(o.get("limit_price")) for o in working if o["status"] == "held" and o["id"] in parents}
+    return [AlpacaBroker._order(o, parents.get(o["id"]), held.get(o["client_order_id"])) for o in working
+            if o["status"] != "held"]
+
+
+def asset_of(raw: dict, symbol: str) -> Asset:
+    """The asset as ``GET /v2/assets/{symbol}`` reports it. A crypto asset's fee is taken from the asset bought,
+    at most :data:`~marketcast.trade.risk.rules.CRYPTO_FEE_CAP`."""
+    crypto = raw.get("class") == "crypto"
+    return Asset(symbol, "crypto" if crypto else "stock", bool(raw.get("tradable")), bool(raw.get("fractionable")),
+                 bool(raw.get("shortable")), bool(raw.get("easy_to_borrow")), _f(raw.get("min_order_size")),
+                 _f(raw.get("min_trade_increment")), _f(raw.get("price_increment")),
+                 CRYPTO_FEE_CAP if crypto else 0.0)
+
+
+def order_request(request: OrderRequest, crypto: bool, attach: bool):
+    """``request`` as alpaca-py's request object for ``POST /v2/orders`` (its ``to_request_fields()`` is the
+    JSON body): crypto as ``BASE/USD``; a take-profit attached as an OTO leg where ``attach``."""
+    from alpaca.trading.enums import OrderClass, OrderSide, TimeInForce
+    from alpaca.trading.requests import LimitOrderRequest, MarketOrderRequest, TakeProfitRequest
+
+    common = dict(symbol=crypto_symbol(request.symbol) if crypto else request.symbol.upper(), qty=request.qty,
+                  side=OrderSide(request.side), time_in_force=TimeInForce(request.time_in_force),
+                  client_order_id=request.client_order_id)
+    if request.take_profit is not None and attach:
+        common.update(order_class=OrderClass.OTO, take_profit=TakeProfitRequest(limit_price=request.take_profit))
+    return (LimitOrderRequest(limit_price=request.limit_price, **common) if request.type == LIMIT
+            else MarketOrderRequest(**common))
 
 
 def _timeout_session(requests, timeout_s: float):

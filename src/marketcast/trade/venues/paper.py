@@ -195,10 +195,11 @@ class PaperBroker(Broker):
         cash = self._cash()
         account_id = self.conn.execute("SELECT value FROM meta WHERE key='account_id'").fetchone()[0]
         committed = sum(opening_value(OrderRequest(o.symbol, o.side, o.qty, o.client_order_id, o.type,
-                                                   o.limit_price), self._last_close(o.symbol))
+                                                   o.limit_price), self._last_close(o.symbol),
+                                      self.asset(o.symbol).crypto)
                         for o in self.open_orders())
         return Account(equity=cash, cash=cash, buying_power=cash - committed, id=account_id,
-                       non_marginable_buying_power=cash - committed)
+                       non_marginable_buying_power=cash - committed, crypto_status="ACTIVE")
 
     def asset(self, symbol: str) -> Asset:
         sym = symbol.upper()

@@ -1,6 +1,6 @@
 """A faithful local stand-in for the Alpaca REST endpoints the adapter uses (tests only; 127.0.0.1, random port).
 
-The account and its rules live in :class:`marketcast.trade.test_kit.fake_exchange.Exchange` (each rule cited
+The account and its rules live in :class:`marketcast.fake_alpaca.exchange.Exchange` (each rule cited
 there); this module is the HTTP face, with Alpaca's shapes and semantics:
 
 * ``APCA-API-KEY-ID``/``APCA-API-SECRET-KEY`` headers, else 401 ``{"code": 40110000, ...}``;
@@ -13,7 +13,7 @@ there); this module is the HTTP face, with Alpaca's shapes and semantics:
   ``DELETE /v2/orders/{id}`` (204, then ``pending_cancel``);
 * ``GET /v2/assets/{symbol}`` (crypto also by its legacy name without the slash), ``GET /v2/positions``,
   ``GET /v2/account``, ``GET /v2/clock`` (the fake's clock, what "now" is for a replayed year, in New York time
-  with the NYSE session's state: :func:`marketcast.trade.test_kit.fake_market.market_clock`);
+  with the NYSE session's state: :func:`marketcast.fake_alpaca.market.market_clock`);
 * bars: ``limit`` (default 1000, at most 10,000) and ``next_page_token`` pagination, ``start``/``end``, never a bar
   after the clock (``/v2/stocks/bars``, ``/v1beta3/crypto/us/bars``: the ``GET /v2/stocks/{symbol}/bars``
   reference in alpacahq/alpaca-docs ``data/webapi/endpoints/bars-v2.yaml``; alpaca-py follows the token in
@@ -43,9 +43,9 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 import pandas as pd
 
-from marketcast.trade.test_kit.fake_exchange import D, TERMINAL, Exchange, Position, Refused, num
-from marketcast.trade.test_kit.fake_market import bars_of  # noqa: F401 - for the tests
-from marketcast.trade.test_kit.fake_market import STAMP, daily_bars, market_clock, nyse_calendar, utc
+from marketcast.fake_alpaca.exchange import D, TERMINAL, Exchange, Position, Refused
+from marketcast.fake_alpaca.market import bars_of  # noqa: F401 - for the tests
+from marketcast.fake_alpaca.market import STAMP, daily_bars, market_clock, nyse_calendar, utc
 
 STOCK = {"class": "us_equity", "tradable": True, "fractionable": True, "shortable": True, "easy_to_borrow": True,
          "min_order_size": None, "min_trade_increment": None, "price_increment": None}
@@ -64,6 +64,13 @@ def submitted(o: dict) -> pd.Timestamp:
     if text not in _stamps:
         _stamps[text] = utc(text)
     return _stamps[text]
+
+
+def public(o: dict, nested: bool = True) -> dict:
+    """An order (or leg) as Alpaca's order entity shows it; ``nested``: its legs under it."""
+    out = {k: o.get(k) for k in PUBLIC}
+    out["legs"] = [public(leg) for leg in o.get("legs") or []] if nested and o.get("legs") else None
+    return out
 
 
 @dataclass
@@ -168,17 +175,10 @@ class FakeAlpaca:
         return None
 
     def _public(self, o: dict, nested: bool = True) -> dict:
-        out = {k: o.get(k) for k in PUBLIC}
-        out["legs"] = [self._public(leg) for leg in o.get("legs") or []] if nested and o.get("legs") else None
-        return out
+        return public(o, nested)
 
     def _position(self, sym: str, p: Position) -> dict:
-        crypto = self.exchange.assets[sym]["class"] == "crypto"
-        free = p.qty - self.exchange.held_for_sells(sym) if p.qty > 0 else p.qty
-        last = self.exchange.last.get(sym, p.avg)
-        return {"symbol": sym, "qty": num(p.qty), "qty_available": num(free), "avg_entry_price": num(p.avg),
-                "side": "long" if p.qty > 0 else "short", "asset_class": "crypto" if crypto else "us_equity",
-                "market_value": str(p.qty * last), "current_price": str(last)}
+        return self.exchange.position_json(sym)
 
     def _list_orders(self, q: dict) -> tuple[int, object]:
         """One page, as Alpaca pages: ``limit`` orders at most, sorted by ``submitted_at`` as a time (ties in the
@@ -236,16 +236,9 @@ class FakeAlpaca:
 
     def _route(self, method: str, path: str, q: dict, body: dict) -> tuple[int, object]:
         ex = self.exchange
+        ex.sweep()  # gtc orders past their lifetime are gone before anything is read or sent
         if path == "/v2/account":
-            a = ex.account()  # the figures the rules model judges orders by (alpaca-py TradeAccount's names)
-            out = {"id": ex.account_id, "status": "ACTIVE", "currency": "USD", "cash": str(ex.cash),
-                   "equity": str(ex.equity()), "buying_power": str(ex.buying_power()),
-                   "non_marginable_buying_power": str(ex.non_marginable_buying_power()),
-                   "multiplier": str(ex.multiplier)}
-            if a.daytrade_count is not None:  # Alpaca reported these until 2026-07-06
-                out.update(last_equity=str(a.last_equity), daytrade_count=a.daytrade_count,
-                           pattern_day_trader=a.pattern_day_trader)
-            return 200, out
+            return 200, ex.account_json()
         if path == "/v2/clock":
             return 200, market_clock(ex.clock)
         if path.startswith("/v2/assets/"):

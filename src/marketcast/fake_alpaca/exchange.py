@@ -1,53 +1,33 @@
-"""The account behind the fake Alpaca server (:mod:`marketcast.trade.test_kit.fake_alpaca`): orders, positions,
-cash, and a bar driver that plays a day's bar through the working orders.
+"""The account behind the fake Alpaca server (:mod:`marketcast.fake_alpaca.server`): orders, positions, cash,
+the account's flags, and a bar driver that plays a day's bar through the working orders.
 
-Whether an order is accepted is asked of the shared rules model
-(:func:`marketcast.trade.risk.protections.refusals`, each rule cited there: wash trades, pattern-day-trader
-protection, the OTO take-profit's base price, crypto on non-marginable buying power, shorts valued 3 % over the
-ask, free quantity, buying power), the same model the paper broker refuses with and the loop checks with, so the
-venue, the paper broker and the loop agree; the fake answers its verdict with Alpaca's HTTP status, code and
-message. Its account mechanics stay its own: the figures the model is given (cash, equity, both buying powers,
-``qty_available``, the day-trade count, which orders are working) are computed here, as the venue keeps its
-own books, and so are the order-shape checks below (written apart from the model, a second reading of the
-same pages).
+Whether an order is accepted is decided by :mod:`marketcast.fake_alpaca.rules`, written from Alpaca's pages
+alone (each rule cited there); this module keeps the books those rules read, as the venue keeps its own:
 
-Each rule the fake keeps and where Alpaca states it:
-
-* Stock limit prices at most 2 decimals from $1.00 up, 4 below; else 422 ``{"code": 42210000, "message":
-  "invalid limit_price 290.123. sub-penny increment does not fulfill minimum pricing criteria"}``
-  (https://docs.alpaca.markets/docs/orders-at-alpaca, "Sub-penny increments for limit orders"). A take-profit
-  leg is held to the same grid, reported as ``invalid take_profit.limit_price ...`` (the same 42210000 message
-  for ``take_profit.limit_price``, as users have reported it).
-* Crypto: ``price_increment``, ``min_order_size``, ``min_trade_increment`` per asset (asset entity,
-  https://docs.alpaca.markets/docs/crypto-trading); ``time_in_force`` gtc or ioc only and no advanced order
-  class (https://docs.alpaca.markets/docs/crypto-orders); not shortable; the fee is charged on the asset or
-  fiat received (crypto-trading, "Crypto Fees": buy BTC/USD -> the fee is in BTC).
-* Fractional quantities: fractionable assets only ("requested asset is not fractionable"), simple ``day``
-  orders, no shorts (https://docs.alpaca.markets/docs/fractional-trading; the time-in-force table of
-  orders-at-alpaca). The wording of the last two refusals is the fake's.
-* Duplicate ``client_order_id``: 422 ``{"code": 40010001, "message": "client_order_id must be unique"}``;
-  ``client_order_id`` at most 48 characters (``POST /v2/orders`` body reference).
 * ``qty_available``: the position less what open sell orders hold, a ``pending_cancel`` one included, and an
-  active take-profit leg (QuantConnect/Lean#3875, alpaca-trade-api-csharp#247); the model refuses selling more.
-* Buying power: ``multiplier`` x equity less what positions and open opening orders use (a margin account,
-  multiplier 2); ``non_marginable_buying_power`` (what crypto may draw: "Cryptocurrencies are non-marginable ...
-  orders are evaluated against non_marginable_buying_power", crypto-trading, "Margin and Short Selling") is cash
-  less what open opening orders use, never margin.
-* Day trades (user-protection, "The Rule", FINRA's examples A-F): per symbol and day, each closing fill after an
-  opening fill of the same day counts one; ``daytrade_count`` is those of the last 5 sessions, ``last_equity``
-  the equity at the previous session's close (reported as Alpaca did before 2026-07-06; ``reports_day_trades``
-  False drops them, as Alpaca does since).
-* Cancels are asynchronous: ``DELETE /v2/orders/{id}`` answers 204 and the order is ``pending_cancel`` until the
-  venue confirms (here: after ``cancel_polls`` reads of the order, or the next session); a terminal order
+  active take-profit leg (QuantConnect/Lean#3875, alpaca-trade-api-csharp#247).
+* Buying power (orders-at-alpaca, "Buying Power"; margin-and-short-selling): ``multiplier`` x equity (1x under
+  $2,000 of equity) less the positions' market value and what open opening orders are valued at;
+  ``non_marginable_buying_power`` (what crypto may draw on) is cash less what open opening orders are valued
+  at, never margin.
+* Day trades (user-protection, "The Rule", FINRA's examples A-F): per symbol and day, each closing fill after
+  an opening fill of the same day counts one; ``daytrade_count`` is those of the last 5 sessions,
+  ``last_equity`` the equity at the previous session's close (reported as Alpaca did before 2026-07-06;
+  ``reports_day_trades`` False drops them, as Alpaca does since).
+* Cancels are asynchronous: ``DELETE /v2/orders/{id}`` answers 204 and the order is ``pending_cancel`` until
+  the venue confirms (here: after ``cancel_polls`` reads of the order, or the next session); a terminal order
   answers 422 (``DELETE /v2/orders/{order_id}``: "The order status is not cancelable").
 * An OTO entry's take-profit leg is ``held`` until the entry fills, then ``new`` (orders-at-alpaca, "OTO
   Orders" / "Bracket Orders"); legs are listed as orders of their own unless ``nested=true``.
 * ``day`` orders not filled by the close end (``expired``; "If unfilled after the closing auction, it is
-  automatically canceled", orders-at-alpaca, "Time in Force"); orders sent after the close wait as
-  ``accepted`` for the next session ("Order Lifecycle").
+  automatically canceled", orders-at-alpaca, "Time in Force"); ``gtc`` orders end :data:`~.rules.GTC_DAYS`
+  days after their submission (:meth:`Exchange.sweep`; see the rules module on the source); orders sent after
+  the close wait as ``accepted`` for the next session ("Order Lifecycle").
 * Positions: signed ``qty``, ``qty_available``, ``avg_entry_price`` (weighted over buys into the position,
-  unchanged by reductions; position entity). Cash moves with every fill; equity is cash plus positions at the
-  last close; buying power is ``multiplier`` x equity less what positions and open opening orders use.
+  unchanged by reductions; position entity). Cash moves with every fill; crypto fees are taken in the asset
+  received (crypto-trading, "Crypto Fees": buy BTC/USD -> the fee is in BTC).
+* Duplicate ``client_order_id``: 422 ``{"code": 40010001, "message": "client_order_id must be unique"}``;
+  at most 48 characters (``POST /v2/orders`` body reference).
 
 The fill rule of :meth:`Exchange.session` is the fake's, not Alpaca's (a real venue fills from its book): a
 buy limit fills if the bar's low reaches it, at the better of open and limit; a market order at the open; a
@@ -59,31 +39,15 @@ from __future__ import annotations
 import threading
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from zoneinfo import ZoneInfo
 
-from marketcast.trade.risk.protections import Standing, refusals
-from marketcast.trade.risk.rules import opening_value
-from marketcast.trade.types import Asset
-from marketcast.trade.types import Account, Order, OrderRequest
+from marketcast.fake_alpaca import rules
+from marketcast.fake_alpaca.rules import MARGIN_FLOOR, D, Flags, Refused, Working
 
 TERMINAL = ("filled", "canceled", "expired", "replaced", "rejected")
 CLOSE_HOUR = "T21:00:00Z"  # 16:00 New York (EST) in UTC: when a session's day orders end
-
-
-class Refused(Exception):
-    def __init__(self, status: int, code: int, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
-
-
-def D(x) -> Decimal:  # noqa: N802
-    return Decimal(str(x))
-
-
-def _f(x) -> float | None:
-    return None if x is None or x == "" else float(x)
 
 
 def num(x: Decimal) -> str:
@@ -91,13 +55,13 @@ def num(x: Decimal) -> str:
     return format(x.normalize(), "f")
 
 
-def on_grid(value: Decimal, step: Decimal) -> bool:
-    return (value / step) % 1 == 0
-
-
 def ny_day(ts: str) -> str:
     """The New York trading date of a UTC timestamp (a session's date, as day trades are counted)."""
-    return datetime.fromisoformat(ts.replace("Z", "+00:00")).astimezone(ZoneInfo("America/New_York")).date().isoformat()
+    return when(ts).astimezone(ZoneInfo("America/New_York")).date().isoformat()
+
+
+def when(ts: str) -> datetime:
+    return datetime.fromisoformat(ts.replace("Z", "+00:00"))
 
 
 @dataclass
@@ -110,7 +74,7 @@ class Position:
 class Exchange:
     assets: dict[str, dict]
     cash: Decimal = Decimal(100_000)
-    multiplier: Decimal = Decimal(2)  # a margin account (orders-at-alpaca: buying power)
+    multiplier: Decimal = Decimal(2)  # a margin account (margin-and-short-selling: 2x overnight)
     crypto_fee: Decimal = Decimal("0.0015")  # maker tier 1; the loop assumes at most 0.0025
     cancel_polls: int = 1
     account_id: str = field(default_factory=lambda: str(uuid.uuid4()))
@@ -118,6 +82,8 @@ class Exchange:
     orders: list[dict] = field(default_factory=list)
     positions: dict[str, Position] = field(default_factory=dict)
     last: dict[str, Decimal] = field(default_factory=dict)
+    quotes: dict[str, tuple[Decimal, Decimal]] = field(default_factory=dict)  # symbol -> (bid, ask); else last
+    flags: Flags = field(default_factory=Flags)
     lock: threading.RLock = field(default_factory=threading.RLock)
     reports_day_trades: bool = True  # Alpaca's account carried daytrade_count & co. until 2026-07-06
     pattern_day_trader: bool = False
@@ -129,7 +95,7 @@ class Exchange:
 
     # ------------------------------------------------------------- lookups
     def asset(self, symbol: str) -> dict | None:
-        return self.assets.get(symbol.replace("/", "").upper())
+        return self.assets.get(self.key(symbol))
 
     def everything(self) -> list[dict]:
         return [x for o in self.orders for x in (o, *(o.get("legs") or []))]
@@ -146,23 +112,39 @@ class Exchange:
     def key(symbol: str) -> str:
         return symbol.replace("/", "").upper()
 
+    def quote(self, sym: str) -> tuple[Decimal, Decimal]:
+        """(bid, ask) the venue judges an order by: the quote set for ``sym``, else its last price."""
+        last = self.last.get(sym, Decimal(0))
+        return self.quotes.get(sym, (last, last))
+
+    def free(self, sym: str) -> Decimal:
+        held = self.positions.get(sym, Position()).qty
+        return held - self.held_for_sells(sym) if held > 0 else held
+
     def equity(self) -> Decimal:
         return self.cash + sum((p.qty * self.last.get(s, p.avg) for s, p in self.positions.items()), Decimal(0))
 
     def _committed(self) -> Decimal:
-        """What open opening orders hold back, valued as Alpaca values them (shorts 3 % over the ask)."""
+        """What open opening orders are valued at ("Buying Power": buys at their limit, shorts 3 % over the
+        ask, crypto market buys at the collar)."""
         out = Decimal(0)
         for o in self.orders:
             rest = D(o["qty"]) - D(o["filled_qty"])
-            if o["status"] not in TERMINAL and rest > 0 and self._opening(o, rest):
-                req = OrderRequest(o["symbol"], o["side"], float(rest), o["client_order_id"], "limit" if
-                                   o.get("limit_price") is not None else "market", _f(o.get("limit_price")))
-                out += D(opening_value(req, float(self.last.get(self.key(o["symbol"]), 0))))
+            sym = self.key(o["symbol"])
+            held = self.positions.get(sym, Position()).qty
+            opening = (o["side"] == "buy" and held >= 0) or (o["side"] == "sell" and held <= 0)
+            if o["status"] not in TERMINAL and rest > 0 and opening:
+                limit = None if o.get("limit_price") is None else D(o["limit_price"])
+                out += rules.value(o["side"], o["type"], rest, limit, self.quote(sym)[1],
+                                   self.assets[sym]["class"] == "crypto")
         return out
 
     def buying_power(self) -> Decimal:
+        """``multiplier`` x equity, 1x under the $2,000 margin floor, less positions and open opening orders."""
+        equity = self.equity()
         used = sum((abs(p.qty) * self.last.get(s, p.avg) for s, p in self.positions.items()), Decimal(0))
-        return max(Decimal(0), self.multiplier * self.equity() - used - self._committed())
+        times = self.multiplier if equity >= MARGIN_FLOOR else min(self.multiplier, Decimal(1))
+        return max(Decimal(0), times * equity - used - self._committed())
 
     def non_marginable_buying_power(self) -> Decimal:
         """Cash, never margin, less what open opening orders hold back: what crypto may draw on."""
@@ -172,97 +154,67 @@ class Exchange:
         recent = set(self.sessions[-5:]) | {ny_day(self.clock)}
         return sum(1 for d in self.day_trades if d in recent)
 
-    def account(self) -> Account:
-        """The account's figures as the rules model reads them."""
-        equity = self.equity()
-        return Account(float(equity), float(self.cash), float(self.buying_power()), self.account_id,
-                       float(self.non_marginable_buying_power()),
-                       float(self.last_equity if self.last_equity is not None else equity)
-                       if self.reports_day_trades else None,
-                       self.daytrade_count() if self.reports_day_trades else None,
-                       self.pattern_day_trader if self.reports_day_trades else None)
+    def previous_equity(self) -> Decimal:
+        return self.last_equity if self.last_equity is not None else self.equity()
 
-    def model_orders(self) -> list[Order]:
-        """Every order and leg not yet terminal, as the model sees them (a leg names its parent)."""
-        out = []
-        for o in self.orders:
-            legs = o.get("legs") or []
-            tp = next((_f(leg["limit_price"]) for leg in legs), None)
-            for x, parent in ((o, None), *((leg, o["client_order_id"]) for leg in legs)):
-                if x["status"] not in TERMINAL:
-                    out.append(Order(x["id"], x["client_order_id"], self.key(x["symbol"]), x["side"], float(x["qty"]),
-                                     x["type"], x["status"], _f(x.get("limit_price")),
-                                     tp if parent is None else None, parent_client_order_id=parent))
+    def account_json(self) -> dict:
+        """``GET /v2/account`` (alpaca-py ``TradeAccount``'s names; numbers as strings, as Alpaca sends them)."""
+        f = self.flags
+        out = {"id": self.account_id, "status": "ACTIVE", "currency": "USD", "cash": str(self.cash),
+               "equity": str(self.equity()), "buying_power": str(self.buying_power()),
+               "non_marginable_buying_power": str(self.non_marginable_buying_power()),
+               "multiplier": str(self.multiplier), "account_blocked": f.account_blocked,
+               "trading_blocked": f.trading_blocked, "trade_suspended_by_user": f.trade_suspended_by_user,
+               "shorting_enabled": f.shorting_enabled, "crypto_status": f.crypto_status}
+        if self.reports_day_trades:  # Alpaca reported these until 2026-07-06
+            out.update(last_equity=str(self.previous_equity()), daytrade_count=self.daytrade_count(),
+                       pattern_day_trader=self.pattern_day_trader)
         return out
 
-    def model_asset(self, asset: dict, symbol: str) -> Asset:
-        return Asset(self.key(symbol), "crypto" if asset["class"] == "crypto" else "stock", asset["tradable"],
-                     asset["fractionable"], asset["shortable"], asset["easy_to_borrow"],
-                     _f(asset.get("min_order_size")), _f(asset.get("min_trade_increment")),
-                     _f(asset.get("price_increment")))
+    def position_json(self, sym: str) -> dict:
+        """One ``GET /v2/positions`` row."""
+        p = self.positions[sym]
+        last = self.last.get(sym, p.avg)
+        return {"symbol": sym, "qty": num(p.qty), "qty_available": num(self.free(sym)), "avg_entry_price": num(p.avg),
+                "side": "long" if p.qty > 0 else "short",
+                "asset_class": "crypto" if self.assets[sym]["class"] == "crypto" else "us_equity",
+                "market_value": str(p.qty * last), "current_price": str(last)}
 
-    def _opening(self, o: dict, qty: Decimal) -> bool:
-        held = self.positions.get(self.key(o["symbol"]), Position()).qty
-        return (o["side"] == "buy" and held >= 0) or (o["side"] == "sell" and held <= 0)
+    def working(self) -> list[Working]:
+        """Every order and leg not yet terminal, as the wash table reads them."""
+        return [Working(x["symbol"], x["side"], x["type"], None if x.get("limit_price") is None
+                        else D(x["limit_price"]), x["status"], o["id"])
+                for o in self.orders for x in (o, *(o.get("legs") or [])) if x["status"] not in TERMINAL]
 
     # ------------------------------------------------------------- submit
     def submit(self, body: dict) -> dict:
-        """Validate as Alpaca does, then book the order (status ``accepted`` until the next session)."""
+        """Judge ``body`` by :mod:`~marketcast.fake_alpaca.rules`, then book it (``accepted`` until the next
+        session)."""
+        self.sweep()
         cid = body.get("client_order_id") or str(uuid.uuid4())
-        if len(cid) > 48:
+        if len(cid) > rules.MAX_CLIENT_ID:
             raise Refused(422, 40010001, "client_order_id must be no more than 48 characters")
         if any(o["client_order_id"] == cid for o in self.orders):
             raise Refused(422, 40010001, "client_order_id must be unique")
         asset = self.asset(body["symbol"])
         if asset is None or not asset["tradable"]:
             raise Refused(422, 42210000, f"asset \"{body['symbol']}\" not found or not tradable")
-        crypto, qty, tif = asset["class"] == "crypto", D(body["qty"]), body["time_in_force"]
-        klass = body.get("order_class") or "simple"
-        prices = [("limit_price", body.get("limit_price"))]
-        if body.get("take_profit"):
-            prices.append(("take_profit.limit_price", body["take_profit"]["limit_price"]))
-        for name, price in prices:
-            if price is None:
-                continue
-            p = D(price)
-            step = D(asset["price_increment"]) if crypto else (Decimal("0.01") if p >= 1 else Decimal("0.0001"))
-            if not on_grid(p, step):
-                raise Refused(422, 42210000, f"invalid {name} {price}. sub-penny increment does not fulfill "
-                                             f"minimum pricing criteria" if not crypto else
-                              f"invalid {name} {price}: not a multiple of price_increment {asset['price_increment']}")
-        if qty <= 0:
-            raise Refused(422, 40010001, "qty must be > 0")
-        if crypto:
-            if tif not in ("gtc", "ioc"):
-                raise Refused(422, 42210000, f"invalid crypto time_in_force {tif}")
-            if klass != "simple":
-                raise Refused(422, 42210000, f"crypto orders not allowed for advanced order_class: {klass}")
-            if qty < D(asset["min_order_size"]) or not on_grid(qty, D(asset["min_trade_increment"])):
-                raise Refused(422, 40010001, f"qty {body['qty']} must be >= {asset['min_order_size']} and a multiple "
-                                             f"of {asset['min_trade_increment']}")
-        elif not on_grid(qty, Decimal(1)):
-            if not asset["fractionable"]:
-                raise Refused(422, 40010001, "requested asset is not fractionable")
-            if klass != "simple" or tif != "day":
-                raise Refused(422, 42210000, "fractional orders must be simple day orders")
-        sym = self.key(body["symbol"])
-        if body["type"] not in ("limit", "market"):
-            raise Refused(422, 42210000, f"the fake takes limit and market orders only, not {body['type']}")
-        if body["type"] == "limit" and body.get("limit_price") is None:
-            raise Refused(422, 40010001, "limit_price is required for limit orders")
-        # the shared rules model judges what the account can take
-        held = self.positions.get(sym, Position()).qty
-        request = OrderRequest(body["symbol"], body["side"], float(qty), cid, body["type"],
-                               _f(body.get("limit_price")), _f((body.get("take_profit") or {}).get("limit_price")),
-                               tif)
-        last = float(self.last.get(sym, 0))
-        free = float(held - self.held_for_sells(sym)) if held > 0 else 0.0
-        standing = Standing(self.account(), last, float(held), free, self.model_orders(), last,
-                            self.opened_on.get(sym) == ny_day(self.clock))
-        refused = refusals(request, self.model_asset(asset, sym), standing)
-        if refused:
-            raise Refused(refused[0].status, refused[0].code, refused[0].message)
-        order = self._order(cid, body, qty, klass)
+        sym, crypto = self.key(body["symbol"]), asset["class"] == "crypto"
+        held, equity = self.positions.get(sym, Position()).qty, self.equity()
+        bid, ask = self.quote(sym)
+        rules.flags(body, crypto, body["side"] == "sell" and held <= 0, self.flags)
+        rules.prices(body, asset)
+        rules.shape(body, asset)
+        if not crypto:
+            rules.take_profit_base(body, bid, ask)
+        power = self.non_marginable_buying_power() if crypto else self.buying_power()
+        rules.carry(body, asset, held, self.free(sym), equity, power, ask)
+        rules.wash(rules.legs(body, cid), self.working(), self.key)
+        opposite = any(self.key(w.symbol) == sym and w.side != body["side"] for w in self.working())
+        rules.day_trade(body, crypto, held, self.opened_on.get(sym) == ny_day(self.clock), opposite,
+                        self.reports_day_trades, self.previous_equity(), self.daytrade_count(),
+                        self.pattern_day_trader)
+        order = self._order(cid, body, D(body["qty"]), body.get("order_class") or "simple")
         self.orders.append(order)
         return order
 
@@ -279,6 +231,17 @@ class Exchange:
                 "order_type": body["type"], "status": "accepted",
                 "limit_price": None if body.get("limit_price") is None else str(body["limit_price"]),
                 "order_class": klass, "legs": legs}
+
+    def sweep(self) -> None:
+        """``gtc`` orders :data:`~marketcast.fake_alpaca.rules.GTC_DAYS` days old or more end ``expired``."""
+        now = when(self.clock)
+        for o in self.orders:
+            if (o["time_in_force"] == "gtc" and o["status"] not in TERMINAL
+                    and now - when(o["submitted_at"]) >= timedelta(days=rules.GTC_DAYS)):
+                self._end(o, "expired")
+                for leg in o.get("legs") or []:
+                    if leg["status"] not in TERMINAL:
+                        leg["status"], leg["updated_at"] = "expired", self.clock
 
     # ------------------------------------------------------------- cancel
     def cancel(self, order_id: str) -> None:
@@ -352,6 +315,7 @@ class Exchange:
         at = f"{day[:10]}{CLOSE_HOUR}"
         with self.lock:
             self.last_equity = self.equity()  # marked at the previous close: the session has not traded yet
+            self.sweep()
             self.sessions.append(day[:10])
             for o in self.everything():
                 if o["status"] == "pending_cancel":
