@@ -25,7 +25,7 @@ RetryFailed = Annotated[int, typer.Option(help="With --resume: try each failed c
 Local = Annotated[bool, typer.Option("--local", help="Compute in this process, without Ray (small sweeps: the same "
                                      "cells, see docs/scaling.md).")]
 DataDir = Annotated[Optional[Path], typer.Option(help="Folder of <SYMBOL>.csv/.parquet bars (default: the spec's "
-                                                 "[data] dir).")]
+                                                 "\\[data] dir).")]
 MaxCells = Annotated[int, typer.Option(help="Refuse a grid of more cells than this (counted from its axes before "
                                         "any cell is built).")]
 Store = Annotated[Optional[Path], typer.Option(help="Run store folder (default: $MARKETCAST_RUN_STORE or "
