@@ -149,3 +149,19 @@ def test_the_choice_lists_are_the_ones_the_code_accepts():
         ("touch", "penetrate"), ("pessimistic", "nearest"), ("atr", "percent"), ("none", "conformal", "quantile"),
         ("fixed", "kelly", "cvar"))
     assert main(["backtest", "--point", "trimmed_mean_10", "--help"]) == 0  # a spec of the grammar, not a list
+
+
+def _bracketed(text: str) -> list[str]:
+    """The ``[words]`` a help text means to show: ``\\[default: x]`` (escaped) shows as ``[default: x]``, and an
+    unescaped ``[data]`` is rich markup that would vanish."""
+    return [m.group(1) for m in re.finditer(r"\\?\[([^\]\n]+)\]", text or "")
+            if not re.fullmatch(r"/?[a-z ]*(bold|dim|red|green|yellow|cyan|magenta|italic)[a-z ]*|/", m.group(1))]
+
+
+@pytest.mark.parametrize("path,command", TREE, ids=[" ".join(p) or "marketcast" for p, _ in TREE])
+def test_no_bracketed_word_of_a_help_text_is_swallowed_as_markup(path, command, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    page = " ".join(_help(capsys, [*path, "--help"]).split())
+    texts = [command.help, command.epilog, *(getattr(p, "help", None) for p in command.params)]
+    for words in (w for text in texts for w in _bracketed(text)):
+        assert f"[{' '.join(words.split())}]" in page, f"{' '.join(path)}: [{words}] vanished from --help"

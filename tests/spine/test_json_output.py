@@ -1,6 +1,10 @@
 """``--json`` on every command that prints a result: exactly one JSON document on stdout, valid against its
 schema in docs/schemas/, with the real values of small real runs (embedded SP500/NASDAQ, a short backtest's
-run store, a trade replay over a few days, a one-recompile log)."""
+run store, a trade replay over a few days, a one-recompile log, a two-cell local sweep).
+
+The schemas are checked as any consumer would: a plain :class:`Draft202012Validator` with a registry built from
+the schemas' own ``$id`` s (no file names, no custom resolver). :data:`SCHEMA_OF` names every command that has
+``--json`` (discovered from the CLI) and its schema; each run checks its document against that schema."""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from marketcast.commands import main
+from marketcast.commands import COMMANDS, app, main
 from marketcast.compile.schema import json_schema, validate_report
 from marketcast.console import jsonable
 from marketcast.data import load_symbol
@@ -36,9 +40,38 @@ def _load(name: str) -> dict:
     return json.loads((SCHEMAS / name).read_text())
 
 
-# a schema refers to another by its file name (forecast.schema.json -> backtest.schema.json#/$defs/...)
-REGISTRY = Registry().with_resources((p.name, Resource.from_contents(_load(p.name)))
-                                     for p in SCHEMAS.glob("*.schema.json"))
+# a schema refers to another by its $id (forecast -> urn:marketcast:schema:backtest#/$defs/calibration_only)
+REGISTRY = Registry().with_resources((doc["$id"], Resource.from_contents(doc))
+                                     for doc in map(_load, sorted(p.name for p in SCHEMAS.glob("*.schema.json"))))
+
+# every command with --json -> its schema (docs/schemas/NAME.schema.json)
+SCHEMA_OF = {
+    "backtest": "backtest", "report": "report", "sweep": "sweep", "forecast": "forecast",
+    "runs list": "runs_list", "runs show": "runs_show", "runs compare": "comparison", "runs query": "runs_query",
+    "runs compact": "runs_compact", "data check": "data_check", "models compare": "models_compare",
+    "compile enable": "compile_switch", "compile disable": "compile_switch", "compile mode": "compile_switch",
+    "compile status": "compile_status", "compile check": "compile_check", "compile analyze": "compile_analyze",
+    "compile compare": "comparison", "trade resume": "trade_resume", "trade promote": "trade_promote",
+    "trade reconcile": "trade_reconcile", "trade status": "trade_status", "trade orders": "trade_orders",
+    "trade replay": "trade_replay", "finetune": "finetune",
+}
+
+
+def json_commands() -> set[str]:
+    """Every command (``"runs show"``) that takes ``--json``, found by walking the CLI."""
+    import typer
+
+    root, found = typer.main.get_command(app), set()
+
+    def walk(path: str, command) -> None:
+        for name, sub in getattr(command, "commands", {}).items():
+            walk(f"{path} {name}", sub)
+        if any("--json" in p.opts for p in command.params):
+            found.add(path)
+
+    for name in COMMANDS:
+        walk(name, root.load(name))
+    return found
 
 
 def errors(name: str, doc) -> list[str]:
@@ -48,7 +81,10 @@ def errors(name: str, doc) -> list[str]:
 
 
 def run_json(capsys, name: str, *args: str, code: int = 0):
-    """Run the CLI; its whole stdout must be one JSON document valid against schema ``name``."""
+    """Run the CLI; its whole stdout must be one JSON document valid against schema ``name``, the schema
+    :data:`SCHEMA_OF` names for the command."""
+    words = [a for a in args if not a.startswith("-")]
+    assert SCHEMA_OF.get(" ".join(words[:2])) == name or SCHEMA_OF.get(words[0]) == name, args
     capsys.readouterr()
     assert main(list(args)) == code
     doc = json.loads(capsys.readouterr().out)
@@ -56,12 +92,21 @@ def run_json(capsys, name: str, *args: str, code: int = 0):
     return doc
 
 
+def test_every_command_with_json_has_a_schema_with_an_id():
+    assert json_commands() == set(SCHEMA_OF)
+    ids = [_load(p.name)["$id"] for p in SCHEMAS.glob("*.schema.json")]
+    assert sorted(ids) == sorted(f"urn:marketcast:schema:{p.name.removesuffix('.schema.json')}"
+                                 for p in SCHEMAS.glob("*.schema.json"))
+    assert set(SCHEMA_OF.values()) == {p.name.removesuffix(".schema.json") for p in SCHEMAS.glob("*.schema.json")}
+
+
 def test_the_schemas_are_json_schemas_and_compile_check_is_generated_from_the_validator():
     names = sorted(p.name for p in SCHEMAS.glob("*.schema.json"))
     assert names == sorted(f"{n}.schema.json" for n in (
-        "backtest", "comparison", "compile_analyze", "compile_check", "data_check", "finetune", "forecast",
-        "models_compare",
-        "runs_list", "runs_query", "runs_show", "trade_orders", "trade_promote", "trade_status"))
+        "backtest", "comparison", "compile_analyze", "compile_check", "compile_status", "compile_switch",
+        "data_check", "finetune", "forecast", "models_compare", "report", "runs_compact",
+        "runs_list", "runs_query", "runs_show", "sweep", "trade_orders", "trade_promote", "trade_reconcile",
+        "trade_replay", "trade_resume", "trade_status"))
     for name in names:
         Draft202012Validator.check_schema(_load(name))
     assert json.loads((SCHEMAS / "compile_check.schema.json").read_text()) == json_schema()
@@ -197,11 +242,76 @@ def trade_state(tmp_path_factory):
     root = tmp_path_factory.mktemp("json-trade")
     (root / "open.toml").write_text(OPEN_GATES)
     out = subprocess.run([sys.executable, "-m", "marketcast.commands", "trade", "replay", "--from", "2017-03-01", "--to",
-                          "2017-03-10", "--config", str(root / "open.toml"), "--state-dir", str(root / "state")],
+                          "2017-03-10", "--config", str(root / "open.toml"), "--state-dir", str(root / "state"),
+                          "--json"],
                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
                          timeout=300)
     assert out.returncode == 0, out.stderr
+    (root / "replay.json").write_text(out.stdout)
     return root / "state"
+
+
+def test_trade_replay_resume_and_reconcile(trade_state, capsys):
+    replay = json.loads((trade_state.parent / "replay.json").read_text())
+    assert errors("trade_replay", replay) == []
+    assert (replay["start"], replay["symbols"], replay["cycles"]) == ("2017-03-01", ["SP500", "NASDAQ"], 7)
+    assert replay["orders"] >= replay["filled"] > 0 and replay["equity_first"] == 100_000.0
+    assert replay["return"] == pytest.approx(replay["equity_last"] / 100_000.0 - 1)
+    assert replay["records"] == str(trade_state / "records.jsonl")
+    assert errors("trade_replay", {**replay, "cycles": -1})  # the schema has teeth
+    resumed = run_json(capsys, "trade_resume", "trade", "resume", "--state-dir", str(trade_state), "--json")
+    assert resumed == {"state_dir": str(trade_state), "lifted": 0, "still_halted": []}
+    agreed = run_json(capsys, "trade_reconcile", "trade", "reconcile", "--state-dir", str(trade_state), "--json")
+    assert (agreed["accepted_broker"], agreed["changes"], agreed["halt_lifted"]) == (False, [], False)
+    adopted = run_json(capsys, "trade_reconcile", "trade", "reconcile", "--state-dir", str(trade_state),
+                       "--accept-broker", "--json")
+    assert adopted["accepted_broker"] is True and adopted["endpoint"] == agreed["endpoint"]
+
+
+def test_compile_switches_and_status(tmp_path, capsys, monkeypatch):
+    for key in ("TOTO_COMPILE", "TOTO_DISABLE_COMPILE", "TOTO_COMPILE_MODE", "KRONOS_COMPILE", "KRONOS_COMPILE_MODE"):
+        monkeypatch.delenv(key, raising=False)
+    env = str(tmp_path / ".env.compile")
+    on = run_json(capsys, "compile_switch", "compile", "enable", "--model", "toto", "--env-file", env, "--json")
+    assert on == {"file": env, "updates": {"TOTO_COMPILE": "1", "TOTO_DISABLE_COMPILE": "0"}, "overridden": {}}
+    mode = run_json(capsys, "compile_switch", "compile", "mode", "max-autotune", "--env-file", env, "--json")
+    assert set(mode["updates"].values()) == {"max-autotune"}
+    off = run_json(capsys, "compile_switch", "compile", "disable", "--model", "kronos", "--env-file", env, "--json")
+    assert off["updates"] == {"KRONOS_COMPILE": "0"}
+    monkeypatch.setenv("KRONOS_COMPILE", "1")
+    overridden = run_json(capsys, "compile_switch", "compile", "disable", "--model", "kronos", "--env-file", env,
+                          "--json")
+    assert overridden["overridden"] == {"KRONOS_COMPILE": "1"}  # the note on stderr says so too
+    status = run_json(capsys, "compile_status", "compile", "status", "--env-file", env, "--device", "cuda", "--json")
+    rows = {r["key"]: r for r in status["settings"]}
+    assert rows["TOTO_COMPILE_MODE"]["value"] == "max-autotune" and rows["TOTO_COMPILE_MODE"]["source"] == "file"
+    assert rows["KRONOS_COMPILE"]["source"] == "env" and rows["KRONOS_COMPILE"]["file_value"] == "0"
+    assert status["modes"] == {"toto": "max-autotune", "kronos": "max-autotune"} and status["exists"] is True
+    assert errors("compile_status", {**status, "modes": {"toto": 1, "kronos": None}})  # teeth
+
+
+def test_report_and_runs_compact(store, tmp_path, capsys):
+    where = ["--store", str(store / "store")]
+    run_id = min(RunStore(store / "store").infos())
+    made = run_json(capsys, "report", "report", run_id, "SP500", "--output-dir", str(tmp_path / "r"), *where,
+                    "--json")
+    assert made["run_id"] == run_id and made["tearsheets"] == [str(tmp_path / "r" / "report.html")]
+    assert all(Path(f).is_file() for f in made["files"]) and str(tmp_path / "r" / "SP500.json") in made["files"]
+    compacted = run_json(capsys, "runs_compact", "runs", "compact", run_id, *where, "--json")
+    assert compacted["run_id"] == run_id and compacted["files_after"] <= compacted["files_before"]
+    again = run_json(capsys, "runs_compact", "runs", "compact", run_id, *where, "--json")
+    assert again["files_before"] == again["files_after"] == compacted["files_after"] and again["rows"] is None
+
+
+def test_sweep(tmp_path, capsys, monkeypatch):
+    from tests.sweep.helpers import small_spec, write_bars
+
+    write_bars(tmp_path / "bars", ["AAA"])
+    (tmp_path / "spec.toml").write_text(small_spec())
+    monkeypatch.chdir(tmp_path)
+    done = run_json(capsys, "sweep", "sweep", "spec.toml", "--local", "--store", str(tmp_path / "store"), "--json")
+    assert (done["planned"], done["ok"], done["failed"], done["failures"]) == (2, 2, 0, [])
+    assert done["run_id"] in RunStore(tmp_path / "store").infos() and done["selection"]
 
 
 def test_trade_status_and_orders(trade_state, capsys):

@@ -33,30 +33,36 @@ MODEL_OPT = typer.Option("all", "--model", "-m", callback=options.one_of(TOGGLE_
                          metavar=choice_list(TOGGLE_MODELS), help="Whose compile setting: toto, kronos or all (both).")
 
 
-def _print_switch(updates: dict[str, str], path: Path, out=console) -> None:
+def _print_switch(updates: dict[str, str], path: Path, as_json: bool = False) -> None:
+    """The lines written to ``path``; a setting the environment overrides is a note on stderr (and, with --json,
+    in ``overridden``: docs/schemas/compile_switch.schema.json)."""
     from marketcast.runtime.compile_settings import describe_sources
 
-    out.print(f"{path}: " + ", ".join(f"{k}={v}" for k, v in updates.items()), highlight=False)
-    for row in describe_sources(path=path):
-        if row.key in updates and row.source == "env" and row.value != updates[row.key]:
-            err_console.print(f"[yellow]note:[/yellow] {row.key}={row.value} in the environment overrides the file",
-                              highlight=False)
+    overridden = {row.key: row.value for row in describe_sources(path=path)
+                  if row.key in updates and row.source == "env" and row.value != updates[row.key]}
+    if as_json:
+        print_json({"file": str(path), "updates": updates, "overridden": overridden})
+    else:
+        console.print(f"{path}: " + ", ".join(f"{k}={v}" for k, v in updates.items()), highlight=False)
+    for key, value in overridden.items():
+        err_console.print(f"[yellow]note:[/yellow] {key}={value} in the environment overrides the file",
+                          highlight=False)
 
 
 @app.command()
-def enable(model: str = MODEL_OPT, env_file: Path = ENV_FILE_OPT) -> None:
+def enable(model: str = MODEL_OPT, env_file: Path = ENV_FILE_OPT, as_json: options.AsJson = False) -> None:
     """Turn torch.compile on: Toto (TOTO_COMPILE=1, TOTO_DISABLE_COMPILE=0) and/or Kronos (KRONOS_COMPILE=1)."""
     from marketcast.compile.toggle import set_enabled
 
-    _print_switch(set_enabled(env_file, model, True), env_file)
+    _print_switch(set_enabled(env_file, model, True), env_file, as_json)
 
 
 @app.command()
-def disable(model: str = MODEL_OPT, env_file: Path = ENV_FILE_OPT) -> None:
+def disable(model: str = MODEL_OPT, env_file: Path = ENV_FILE_OPT, as_json: options.AsJson = False) -> None:
     """Turn torch.compile off: Toto (TOTO_COMPILE=0, TOTO_DISABLE_COMPILE=1) and/or Kronos (KRONOS_COMPILE=0)."""
     from marketcast.compile.toggle import set_enabled
 
-    _print_switch(set_enabled(env_file, model, False), env_file)
+    _print_switch(set_enabled(env_file, model, False), env_file, as_json)
 
 
 @app.command("mode")
@@ -64,19 +70,27 @@ def set_mode_cmd(
     mode: str = typer.Argument(..., help=f"The torch.compile mode: {', '.join(MODES)}."),
     model: str = MODEL_OPT,
     env_file: Path = ENV_FILE_OPT,
+    as_json: options.AsJson = False,
 ) -> None:
     """Select the compile mode (TOTO_COMPILE_MODE / KRONOS_COMPILE_MODE); other lines are kept."""
     from marketcast.compile.toggle import set_mode
 
-    _print_switch(set_mode(env_file, model, mode), env_file)
+    _print_switch(set_mode(env_file, model, mode), env_file, as_json)
 
 
 @app.command()
-def status(env_file: Path = ENV_FILE_OPT, device: options.Device = "cpu"
+def status(env_file: Path = ENV_FILE_OPT, device: options.Device = "cpu", as_json: options.AsJson = False
            ) -> None:
     """Effective settings and where each came from (env, file, default)."""
     from marketcast.runtime.compile_settings import describe_sources, load_settings
 
+    if as_json:
+        settings = load_settings(path=env_file)
+        print_json({"file": str(env_file), "exists": env_file.exists(), "device": device,
+                    "settings": [{"key": r.key, "value": r.value, "source": r.source,
+                                  "file_value": r.shadowed_file_value} for r in describe_sources(path=env_file)],
+                    "modes": {m: settings.mode_for(m, device) for m in ("toto", "kronos")}})
+        return
     table = Table(title=f"compile settings ({env_file}{'' if env_file.exists() else ', absent'})")
     for col in ("key", "value", "source", "note"):
         table.add_column(col)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import io
+import re
 import shutil
 import sys
 from enum import Enum
@@ -254,3 +255,46 @@ def adopt(app: typer.Typer) -> typer.Typer:
             info.cls = HelpCommand
         info.context_settings = info.context_settings or dict(HELP_OPTIONS)
     return app
+
+
+def one_line(command, limit: int = 100) -> str:
+    """A command's help in one line: its short help, else the first sentence of its first paragraph (markup
+    read as the page shows it), cut before its first aside (``: ``, ``; `` or `` (``) when longer than
+    ``limit``."""
+    first = _markup(command.short_help or next(iter(_paragraphs(command.help or "")), "")).plain
+    sentence = re.split(r"(?<!e\.g)(?<!i\.e)\.(?:\s|$)", first, maxsplit=1)[0].rstrip(".")
+    if len(sentence) > limit:
+        cuts = [m.start() for m in re.finditer(r": |; | \(", sentence) if m.start() >= 20]
+        sentence = sentence[:cuts[0]] if cuts else sentence
+    return sentence + "."
+
+
+def command_tree() -> list[tuple[str, str]]:
+    """``("marketcast runs list", one line of help)`` for every command and subcommand, in ``--help``'s order:
+    the README's command list is made from this (:func:`command_block`), and tests/spine/test_readme.py compares
+    the two."""
+    from marketcast.commands import COMMANDS, app
+
+    root = typer.main.get_command(app)
+    ctx = typer.Context(root, info_name="marketcast")
+    rows: list[tuple[str, str]] = []
+
+    def walk(path: str, command) -> None:
+        if hasattr(command, "list_commands"):
+            for name in command.list_commands(ctx):
+                sub = command.get_command(ctx, name)
+                if sub is not None and not sub.hidden:
+                    walk(f"{path} {name}", sub)
+        else:
+            rows.append((path, one_line(command)))
+
+    for name in COMMANDS:
+        walk(f"marketcast {name}", root.load(name))
+    return rows
+
+
+def command_block() -> str:
+    """The README's command list: one line per command, its help after the longest command's name."""
+    rows = command_tree()
+    width = max(len(path) for path, _ in rows) + 2
+    return "\n".join(f"{path:<{width}}{help_line}" for path, help_line in rows) + "\n"

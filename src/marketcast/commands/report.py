@@ -17,7 +17,7 @@ import typer
 
 from marketcast.commands import options
 from marketcast.commands.runs import RUN_ARG, STORE_OPT, open_store
-from marketcast.console import console
+from marketcast.console import console, print_json
 from marketcast.errors import ConfigError
 from marketcast.fileio import check_writable
 
@@ -62,6 +62,7 @@ def report(
     fan_date: options.FanDates = None,
     plots: options.Plots = False,
     store: Optional[Path] = STORE_OPT,
+    as_json: options.AsJson = False,
 ) -> None:
     """Re-make a run's reports from the run store: report.html, JSON, Markdown, trades.csv and PNGs."""
     from marketcast.backtest.fans import parse_dates
@@ -97,6 +98,10 @@ def report(
         if key in pages:
             written.append(folder(out, key) / PAGE_NAME)
             write_page(written[-1], pages[key])
+    if as_json:  # docs/schemas/report.schema.json
+        print_json({"run_id": run_id, "out": str(out), "files": [str(p) for p in written],
+                    "tearsheets": [str(p) for p in written if p.suffix == ".html"]})
+        return
     console.print(f"wrote {len(written)} files of {run_id} to {out}/", highlight=False)
     for path in written:
         if path.suffix == ".html":

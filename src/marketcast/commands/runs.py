@@ -240,11 +240,15 @@ def compact(
     keep_parts: bool = typer.Option(False, "--keep-parts", help="Keep the merged parts on disk (readers ignore "
                                                                 "them)."),
     store: Optional[Path] = STORE_OPT,
+    as_json: options.AsJson = False,
 ) -> None:
     """Merge a run's parts into a few sorted Parquet files (safe to interrupt: re-run it to finish)."""
     runs = open_store(store)
     with runs.one_warning():
         run_id = runs.resolve(run)
         done = runs.compact(run_id, keep_parts=keep_parts)
+    if as_json:
+        print_json({"run_id": run_id, **done})
+        return
     console.print(f"{run_id}: {done['files_before']} files -> {done['files_after']}", highlight=False,
                   soft_wrap=True)

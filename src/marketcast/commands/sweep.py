@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from marketcast.commands import options
-from marketcast.console import console, err_console
+from marketcast.console import console, err_console, print_json
 
 
 Spec = Annotated[Path, typer.Argument(help="The sweep spec (TOML): data, fixed options, grid axes.")]
@@ -25,7 +25,7 @@ RetryFailed = Annotated[int, typer.Option(help="With --resume: try each failed c
 Local = Annotated[bool, typer.Option("--local", help="Compute in this process, without Ray (small sweeps: the same "
                                      "cells, see docs/scaling.md).")]
 DataDir = Annotated[Optional[Path], typer.Option(help="Folder of <SYMBOL>.csv/.parquet bars (default: the spec's "
-                                                 "[data] dir).")]
+                                                 "\\[data] dir).")]
 MaxCells = Annotated[int, typer.Option(help="Refuse a grid of more cells than this (counted from its axes before "
                                         "any cell is built).")]
 Store = Annotated[Optional[Path], typer.Option(help="Run store folder (default: $MARKETCAST_RUN_STORE or "
@@ -36,7 +36,7 @@ def sweep(
     spec: Spec, resume: Resume = False, run_id: RunId = None, address: Address = None, num_cpus: NumCpus = None,
     retry_failed: RetryFailed = 1, local: Local = False, data_dir: DataDir = None, store: Store = None,
     asset_class: options.AssetClass = None, periods_per_year: options.PeriodsPerYear = None,
-    max_cells: MaxCells = 100_000, timezone: options.Timezone = None,
+    max_cells: MaxCells = 100_000, timezone: options.Timezone = None, as_json: options.AsJson = False,
 ) -> None:
     """Backtest every cell of SPEC's grid on Ray; a failing cell is recorded with its error, the rest go on.
 
@@ -49,6 +49,14 @@ def sweep(
                         asset_class=asset_class, periods_per_year=periods_per_year, max_cells=max_cells,
                         timezone=timezone)
     outcome = done.outcome
+    if as_json:  # docs/schemas/sweep.schema.json; still exit 1 when a cell failed
+        print_json({"run_id": outcome.run_id, "store": done.root, "planned": outcome.planned, "ok": outcome.ok,
+                    "failed": outcome.failed, "poison": outcome.poison, "skipped": outcome.skipped,
+                    "retried": outcome.retried, "selection": list(done.selection),
+                    "failures": [{"kind": f.kind, "label": f.label, "error": f.error} for f in done.failures]})
+        if outcome.failed:
+            raise typer.Exit(1)
+        return
     resumed = f", {outcome.skipped} from before the resume" if resume else ""
     retried = f", {outcome.retried} failed attempts retried" if outcome.retried else ""
     poison = f" ({outcome.poison} poison)" if outcome.poison else ""

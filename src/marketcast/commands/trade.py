@@ -118,7 +118,7 @@ def run(
 
 
 @app.command()
-def resume(state_dir: Path = STATE_OPT) -> None:
+def resume(state_dir: Path = STATE_OPT, as_json: options.AsJson = False) -> None:
     """Lift a risk halt (the day's loss count restarts from the next equity reading). A halt because the journal
     and the broker disagree needs `trade reconcile` instead; exit 5 while one is left."""
     from marketcast.trade.journal.lock import StateLock
@@ -133,10 +133,13 @@ def resume(state_dir: Path = STATE_OPT) -> None:
         lifted = lift(journal, "trade resume")
         left = journal.halts.active()
         journal.close()
-    console.print(f"lifted {lifted} risk halt(s)" if lifted else "no risk halt to lift", highlight=False)
-    if left:
+    if as_json:  # docs/schemas/trade_resume.schema.json
+        print_json({"state_dir": str(state_dir), "lifted": lifted, "still_halted": [h.message() for h in left]})
+    else:
+        console.print(f"lifted {lifted} risk halt(s)" if lifted else "no risk halt to lift", highlight=False)
         for halt in left:
             console.print(f"still halted: {halt.message()}", highlight=False, soft_wrap=True)
+    if left:
         raise typer.Exit(ExitCode.HALTED)
 
 
@@ -199,6 +202,7 @@ def reconcile_cmd(
     on_duplicate: options.OnDuplicate = "error",
     fee: float | None = typer.Option(None, "--fee", help="fee per side as a fraction (paper broker; default per "
                                                          "asset class)"),
+    as_json: options.AsJson = False,
 ) -> None:
     """Compare the journal with the broker; with --accept-broker adopt the broker's view and lift the halt."""
     from marketcast.trade.journal.lock import StateLock
@@ -221,9 +225,7 @@ def reconcile_cmd(
                                 resolve_command(state_dir, broker_name, live, syms, data_dir))
         if accept_broker:
             changes = reconciler.adopt()
-            for line in changes or ["journal and broker already agree"]:
-                console.print(f"- {line}", highlight=False)
-            console.print(f"journal now agrees with {venue.broker.endpoint}; halt lifted")
+            _reconciled(as_json, venue.broker.endpoint, changes, [], True)
             return
         result = Reconciled()
         disagreements = reconciler.compare("", result)
@@ -231,9 +233,23 @@ def reconcile_cmd(
             raise reconciler.halt(disagreements)
         lifted = journal.halts.lift("reconcile", "trade reconcile (journal and broker agree)")
         held = result.book.unexpected(reconciler.assets(())) if result.book is not None else {}
-        for line in held.values():  # a split or an outside trade: that symbol is held, the rest trades
+        _reconciled(as_json, venue.broker.endpoint, None, list(held.values()), bool(lifted))
+
+
+def _reconciled(as_json: bool, endpoint, changes: list[str] | None, held: list[str], lifted: bool) -> None:
+    """What ``trade reconcile`` found: the changes --accept-broker made (None without it), the symbols held back
+    (a split or an outside trade: that symbol is held, the rest trades) and whether a halt was lifted."""
+    if as_json:  # docs/schemas/trade_reconcile.schema.json
+        print_json({"endpoint": str(endpoint), "accepted_broker": changes is not None, "changes": changes or [],
+                    "held": held, "halt_lifted": lifted})
+    elif changes is not None:
+        for line in changes or ["journal and broker already agree"]:
+            console.print(f"- {line}", highlight=False)
+        console.print(f"journal now agrees with {endpoint}; halt lifted")
+    else:
+        for line in held:
             console.print(f"- {line}", highlight=False, soft_wrap=True)
-        console.print(f"journal and broker agree ({venue.broker.endpoint})" + ("; halt lifted" if lifted else "")
+        console.print(f"journal and broker agree ({endpoint})" + ("; halt lifted" if lifted else "")
                       + (f", except {len(held)} held symbol(s) listed above" if held else ""))
 
 
@@ -321,7 +337,7 @@ def replay_cmd(
     weights: options.Weights = None, device: options.Device = "cpu", dtype: options.Dtype = "float32",
     seed: options.Seed = 0, data_dir: options.DataDir = None, on_duplicate: options.OnDuplicate = "error",
     asset_class: options.AssetClass = None, periods_per_year: options.PeriodsPerYear = None, fee: Fee = None,
-    cash: Cash = 100_000.0, png: Png = None, verbose: Verbose = False,
+    cash: Cash = 100_000.0, png: Png = None, verbose: Verbose = False, as_json: options.AsJson = False,
 ) -> None:
     """Run the loop with the paper broker over history (resumable: same --state-dir carries on).
 
@@ -340,6 +356,12 @@ def replay_cmd(
         on_duplicate, asset_class, periods_per_year, fee, cash, png, verbose,
     ), progress=lambda steps: progress_steps(steps, "replay"))
     eq = result.equity
+    if as_json:  # docs/schemas/trade_replay.schema.json
+        print_json({"start": start, "end": end, "symbols": list(syms), "cycles": result.cycles_run,
+                    "seconds": seconds, "orders": result.orders, "filled": filled, "refusals": result.refusals,
+                    "equity_first": eq.iloc[0], "equity_last": eq.iloc[-1], "return": eq.iloc[-1] / cash - 1,
+                    "png": result.png, "records": state_dir / "records.jsonl", "state_dir": state_dir})
+        return
     console.print(
         f"replay {start} .. {end} {','.join(syms)}: {result.cycles_run} cycles run in "
         f"{seconds:.1f}s; orders {result.orders}, filled {filled}, "

@@ -152,7 +152,7 @@ def json_schema() -> dict:
     top = _object(TOP_FIELDS, schema={"const": SCHEMA}, plan=_object(PLAN_FIELDS), thresholds=_object(THRESHOLD_FIELDS),
                   modes={"items": mode, "minItems": 1},
                   symbol_recommendations={"additionalProperties": _object(RECOMMENDATION_FIELDS)})
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "urn:marketcast:schema:compile_check",
             "title": "marketcast compile check --json (compile_check.json)",
             "description": "docs/compile_check_schema.md says what each field means; generated from "
                            "marketcast.compile.schema.json_schema().", **top}
