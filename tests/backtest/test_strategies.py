@@ -6,7 +6,7 @@ import pytest
 
 from marketcast.backtest.maxdiff import MaxDiffState
 from marketcast.backtest.orders import FLAT, LONG, SHORT, Bar, Costs, Decision
-from marketcast.backtest.strategies import STRATEGIES, StrategyParams, advance, decide, initial_state
+from marketcast.backtest.strategies import FORECAST_DRIVEN, STRATEGIES, StrategyParams, advance, decide, initial_state
 from marketcast.backtest.views import WindowView
 
 STOCK = StrategyParams(allow_short=True, costs=Costs(0.001))
@@ -47,6 +47,17 @@ def test_all_signals():
 def test_buy_hold_is_always_long():
     for v in (UP, DOWN, ALL_DOWN):
         assert decide("buy_hold", v, None, CRYPTO) == Decision(LONG)
+
+
+def test_forecast_blind_means_the_orders_never_move_with_the_forecast():
+    """``reads_forecast`` tells the truth: over forecasts up, down, mixed and wide, a forecast-blind strategy
+    decides one order, and every forecast-driven one (:data:`FORECAST_DRIVEN`) at least two."""
+    views = [UP, DOWN, ALL_UP, ALL_DOWN, view(0.01, 0.03, -0.002, band=(0.004, 0.016)),
+             view(-0.01, 0.002, -0.03, band=(-0.016, -0.004))]
+    for name, strategy in STRATEGIES.items():
+        orders = {decide(name, v, initial_state(name), STOCK) for v in views}
+        assert (len(orders) > 1) is strategy.reads_forecast, (name, orders)
+    assert FORECAST_DRIVEN == tuple(n for n in STRATEGIES if n != "buy_hold")
 
 
 def test_unprofit_shutdown_state_machine():

@@ -14,7 +14,7 @@ import pytest
 
 from marketcast.commands import main
 from marketcast.runs.store import RunStore
-from tests.leaderboard.test_models_compare import _assert_row_is_the_backtest
+from tests.leaderboard.test_models_compare import FORECAST_DRIVEN_ONLY, _assert_row_is_the_backtest
 
 pytest.importorskip("chronos.chronos2", reason="the chronos extra: pip install 'marketcast[chronos]'")
 
@@ -30,9 +30,9 @@ def test_five_models_one_table_one_json_one_run(tmp_path, capsys, monkeypatch):
     assert main(["models", "compare", "--symbols", "SP500", "--models", ",".join(MODELS), *RANDOM, *SMALL]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
 
-    # the table: one row per model in the order asked, every random-weight model flagged
+    # the table: one row per model in the order asked, every random-weight model flagged, buy & hold last
     rows = {line.strip("│┃ ").split()[0]: line for line in lines if line.startswith("│")}
-    assert list(rows) == list(MODELS)
+    assert list(rows) == [*MODELS, "buy"] and "benchmark" in rows.pop("buy")
     assert "(random)" not in rows["baseline"] and all("(random)" in rows[m] for m in MODELS[1:])
     assert "random:tiny(seed=0)" in rows["chronos2"] and rows["chronos2"].rstrip("│ ").endswith("cpu")
 
@@ -63,7 +63,7 @@ def test_five_models_one_table_one_json_one_run(tmp_path, capsys, monkeypatch):
     assert chronos2["weights_source"] == "random:tiny(seed=0)"
     assert chronos2["skill"] == stored[-1]["skill"] and chronos2["trading"] == stored[-1]["trading"]
     capsys.readouterr()
-    assert main(["backtest", "SP500", "--model", "chronos2", "--weights", "random", *SMALL,
+    assert main(["backtest", "SP500", "--model", "chronos2", "--weights", "random", *SMALL, *FORECAST_DRIVEN_ONLY,
                  "--output-dir", str(tmp_path / "bt"), "--json"]) == 0
     _assert_row_is_the_backtest(chronos2, json.loads(capsys.readouterr().out))
 

@@ -1,6 +1,7 @@
 """``marketcast models compare`` on the embedded bars: every model's row holds what a plain ``marketcast backtest
---model X`` over the same windows reports, the table flags random weights, and the run store holds one run of a
-cell per model x symbol."""
+--model X --strategies`` (the forecast-driven ones) over the same windows reports, buy and hold is the benchmark
+row, two models' trading rows differ or say why not, the table flags random weights, and the run store holds one
+run of a cell per model x symbol."""
 
 from __future__ import annotations
 
@@ -14,12 +15,14 @@ import time
 import numpy as np
 import pytest
 
+from marketcast.backtest.strategies import FORECAST_DRIVEN, STRATEGIES
 from marketcast.commands import main
 from marketcast.errors import ConfigError
 from marketcast.leaderboard.compare import PeakMemory, is_random, parse_models, parse_weights
 from marketcast.runs.store import RunStore
 
 TINY = ["--samples", "16", "--context", "64"]
+FORECAST_DRIVEN_ONLY = ["--strategies", ",".join(FORECAST_DRIVEN)]  # what a leaderboard row trades
 
 
 def _json(capsys, *args: str):
@@ -28,11 +31,12 @@ def _json(capsys, *args: str):
     return json.loads(capsys.readouterr().out)
 
 
-def _backtest(capsys, tmp_path, symbols: list[str], model: str, weights: str | None, windows: int) -> list[dict]:
-    """The plain backtest of the same windows, as a user runs it."""
+def _backtest(capsys, tmp_path, symbols: list[str], model: str, weights: str | None, windows: int,
+              *options: str) -> list[dict]:
+    """The plain backtest of the same windows over the forecast-driven strategies, as a user runs it."""
     extra = [] if weights is None else ["--weights", weights]
-    return _json(capsys, "backtest", *symbols, "--model", model, *extra, "--windows", str(windows), *TINY,
-                 "--output-dir", str(tmp_path / f"bt-{model}"), "--json")
+    return _json(capsys, "backtest", *symbols, "--model", model, *extra, "--windows", str(windows),
+                 *(options or TINY), *FORECAST_DRIVEN_ONLY, "--output-dir", str(tmp_path / f"bt-{model}"), "--json")
 
 
 def _assert_row_is_the_backtest(row: dict, docs: list[dict]) -> None:
@@ -55,6 +59,22 @@ def _assert_row_is_the_backtest(row: dict, docs: list[dict]) -> None:
     assert row["trading"]["sharpe"] == pytest.approx(np.mean([d["walk_forward"]["sharpe"] for d in docs]))
     assert row["trading"]["max_drawdown"] == pytest.approx(min(d["walk_forward"]["max_drawdown"] for d in docs))
     assert row["trading"]["trades"] == sum(d["walk_forward"]["trades"] for d in docs)
+    assert not row["pick"]["forecast_blind"] and all(s == "flat" or STRATEGIES[s].reads_forecast
+                                                     for s in row["pick"]["shares"])
+
+
+def _assert_benchmark_is_the_backtests(benchmark: dict, docs: list[dict]) -> None:
+    """Buy and hold's row: each symbol's benchmark of the plain backtest; the means, the worst drawdown, the sum."""
+    assert benchmark["name"] == "buy_and_hold" and [s["symbol"] for s in benchmark["symbols"]] == [
+        d["symbol"] for d in docs]
+    for s, d in zip(benchmark["symbols"], docs):
+        b = d["benchmark"]
+        assert (s["sharpe"], s["sharpe_ci_low"], s["sharpe_ci_high"]) == (b["sharpe"], b["sharpe_ci_low"],
+                                                                         b["sharpe_ci_high"])
+        assert s["max_drawdown"] == b["max_drawdown"] < 0 and s["trades"] == b["trades"] == 1 and s["dsr"] is None
+    assert benchmark["trading"]["sharpe"] == pytest.approx(np.mean([d["benchmark"]["sharpe"] for d in docs]))
+    assert benchmark["trading"]["max_drawdown"] == min(d["benchmark"]["max_drawdown"] for d in docs)
+    assert benchmark["trading"]["trades"] == len(docs) and benchmark["trading"]["dsr"] is None
 
 
 def test_baseline_and_random_toto2_equal_their_plain_backtests_and_make_one_run(tmp_path, capsys):
@@ -64,7 +84,9 @@ def test_baseline_and_random_toto2_equal_their_plain_backtests_and_make_one_run(
     assert (baseline["model"], toto2["model"]) == ("baseline", "toto2")
     assert (baseline["random_weights"], toto2["random_weights"]) == (False, True)
     assert toto2["weights"] == "random:4m" and toto2["weights_source"].startswith("random:4m")
-    _assert_row_is_the_backtest(baseline, _backtest(capsys, tmp_path, ["SP500", "NASDAQ"], "baseline", None, 16))
+    plain = _backtest(capsys, tmp_path, ["SP500", "NASDAQ"], "baseline", None, 16)
+    _assert_row_is_the_backtest(baseline, plain)
+    _assert_benchmark_is_the_backtests(doc["benchmark"], plain)
     _assert_row_is_the_backtest(toto2, _backtest(capsys, tmp_path, ["SP500", "NASDAQ"], "toto2", "random:4m", 16))
     assert baseline["skill"]["crps"] != toto2["skill"]["crps"]  # two models, two forecasts
     for row in doc["models"]:
@@ -94,7 +116,8 @@ def test_baseline_and_random_toto_table_flags_random_weights_and_ends_with_the_r
     toto = doc["models"][0]
     assert toto["random_weights"] is True and toto["weights_source"].startswith("random")
     plain = _json(capsys, "backtest", "SP500", "--model", "toto", "--weights", "random", "--windows", "20",
-                  "--samples", "8", "--context", "32", "--output-dir", str(tmp_path / "bt"), "--json")
+                  "--samples", "8", "--context", "32", *FORECAST_DRIVEN_ONLY, "--output-dir", str(tmp_path / "bt"),
+                  "--json")
     assert toto["symbols"][0]["sharpe"] == pytest.approx(plain[0]["walk_forward"]["sharpe"], rel=1e-12, abs=1e-15)
     assert toto["symbols"][0]["crps"] == pytest.approx(plain[0]["metrics"]["crps"], rel=1e-12)
 
@@ -104,6 +127,8 @@ def test_baseline_and_random_toto_table_flags_random_weights_and_ends_with_the_r
     run_id = lines[-1].removeprefix("run ")
     assert lines[-1].startswith("run ") and run_id in RunStore(os.environ["MARKETCAST_RUN_STORE"]).infos()
     assert any(line.lstrip("│┃ ").startswith("baseline") for line in lines)
+    benchmark = [line for line in lines if line.lstrip("│┃ ").startswith("buy & hold")]
+    assert len(benchmark) == 1 and "benchmark" in benchmark[0]
 
 
 def test_random_weights_are_red_in_the_table():
@@ -187,6 +212,7 @@ def test_a_leaderboard_run_is_its_own_kind_and_its_tearsheet_opens_with_the_tabl
     assert info["kind"] == "leaderboard"
     assert [r["model"] for r in info["spec"]["leaderboard"]] == ["baseline", "toto2"]
     assert info["spec"]["leaderboard"][1]["skill"]["crps"] == doc["models"][1]["skill"]["crps"]
+    assert info["spec"]["benchmark"] == doc["benchmark"]
     shown = _json(capsys, "runs", "show", doc["run_id"], "--json")
     assert shown["run"]["kind"] == "leaderboard" and shown["selection"][0]["trials"] == 2
 
@@ -199,7 +225,72 @@ def test_a_leaderboard_run_is_its_own_kind_and_its_tearsheet_opens_with_the_tabl
         board = board[:board.index("</section>")]
         assert text.index('<section id="leaderboard">') < text.index('id="s0-SP500"')
         rows = board.split("<tr")[2:]
-        assert len(rows) == 2 and ">baseline<" in rows[0] and ">toto2<" in rows[1]
+        assert len(rows) == 3 and ">baseline<" in rows[0] and ">toto2<" in rows[1]
         assert 'class="random"' in rows[1] and 'class="random"' not in rows[0]
+        assert rows[2].startswith(' class="benchmark"') and ">buy &amp; hold<" in rows[2]
+        assert f"{doc['benchmark']['trading']['sharpe']:+.2f}" in rows[2]
+        pick = doc["models"][0]["pick"]
+        assert pick["strategy"] is None or f">{pick['strategy']} {pick['share']:.0%}<" in rows[0]
         assert f"{doc['models'][1]['skill']['crps']:.5f}" in rows[1]
         assert "RANDOM WEIGHTS: toto2" in board
+
+
+REPRODUCER = ["--windows", "13", "--samples", "16", "--context", "256"]  # the issue's identical rows, small
+
+
+def test_baseline_and_random_toto_trade_apart_where_buy_hold_made_their_records_one(tmp_path, capsys):
+    """Issue 42's reproducer, small: on NASDAQ's last 13 windows the plain backtest's walk-forward rule (all eight
+    strategies) picks ``buy_hold`` for the baseline, and its record is the random-weight Toto's to the last digit
+    although their forecasts are far apart. The leaderboard ranks the forecast-driven strategies only: the two
+    trading rows differ, and each names a pick that reads the forecast."""
+    plain = {}
+    for model, weights in (("baseline", []), ("toto", ["--weights", "random"])):
+        plain[model] = _json(capsys, "backtest", "NASDAQ", "--model", model, *weights, *REPRODUCER,
+                             "--output-dir", str(tmp_path / model), "--json")[0]
+    base, toto = plain["baseline"], plain["toto"]
+    assert base["metrics"]["mase"] < 2 and 5 < toto["metrics"]["mase"]  # far apart
+    assert base["metrics"]["walk_forward_picks"] == [None] * 10 + ["buy_hold"] * 3  # blind to the forecast
+    assert "buy_hold" not in toto["metrics"]["walk_forward_picks"]
+    for key in ("return", "sharpe", "max_drawdown", "trades"):  # before: one trading row for both
+        assert base["walk_forward"][key] == toto["walk_forward"][key]
+
+    doc = _json(capsys, "models", "compare", "--symbols", "NASDAQ", "--models", "baseline,toto",
+                "--weights", "toto=random", *REPRODUCER, "--json")
+    baseline, random_toto = doc["models"]
+    assert baseline["trading"] != random_toto["trading"]
+    assert baseline["trading"]["sharpe"] != pytest.approx(random_toto["trading"]["sharpe"])
+    for row in (baseline, random_toto):
+        assert row["pick"]["strategy"] in FORECAST_DRIVEN and row["pick"]["forecast_blind"] is False
+        assert row["pick"]["note"] is None and "buy_hold" not in row["pick"]["shares"]
+        assert row["pick"]["shares"]["flat"] == pytest.approx(10 / 13)  # nothing has 10 trades before window 11
+    _assert_row_is_the_backtest(baseline, _backtest(capsys, tmp_path, ["NASDAQ"], "baseline", None, 13,
+                                                    *REPRODUCER[2:]))
+    _assert_benchmark_is_the_backtests(doc["benchmark"], [base])
+
+
+def test_trading_rows_that_cannot_tell_two_forecasts_apart_say_why(capsys, monkeypatch):
+    """SP500's last 12 windows: the baseline and random Toto both pick ``simple`` and both go long, so their
+    records are one; each row names the other. Over 10 windows nothing is ever eligible: each row says it was
+    flat throughout. Both tables print the reason under the table."""
+    monkeypatch.setenv("COLUMNS", "250")
+    compare = ["models", "compare", "--symbols", "SP500", "--models", "baseline,toto", "--weights", "toto=random",
+               "--samples", "16", "--context", "256"]
+    doc = _json(capsys, *compare, "--windows", "12", "--json")
+    baseline, toto = doc["models"]
+    assert baseline["skill"]["mase"] < 2 and 5 < toto["skill"]["mase"]
+    for key in ("sharpe", "max_drawdown", "trades"):
+        assert baseline["trading"][key] == toto["trading"][key]
+    assert baseline["pick"]["shares"] == toto["pick"]["shares"] == {"flat": 10 / 12, "simple": 2 / 12}
+    assert baseline["pick"]["note"].startswith("the same trades as toto in every window")
+    assert toto["pick"]["note"].startswith("the same trades as baseline in every window")
+    capsys.readouterr()
+    assert main([*compare, "--windows", "12", "--store", "off"]) == 0
+    out = capsys.readouterr().out
+    assert "baseline: the same trades as toto in every window" in out and "simple 17%" in out
+
+    doc = _json(capsys, *compare, "--windows", "10", "--json")
+    for row in doc["models"]:
+        assert row["trading"]["trades"] == 0 and row["pick"]["shares"] == {"flat": 1.0}
+        assert row["pick"]["strategy"] is None and row["pick"]["share"] is None
+        assert row["pick"]["note"] == "flat in every window: no forecast-driven strategy had 10 trades in its last " \
+                                      "70 windows"

@@ -27,6 +27,11 @@ strategy would short.
 
 A direction call is *right* when its sign agrees with bar t+1's open-to-close move (the span every
 strategy trades); a zero move counts as wrong.
+
+*Forecast-blind*: a strategy whose orders never read the forecast (``Strategy.reads_forecast`` False; of the
+eight, only ``buy_hold``). It trades the same orders whatever the model says (with ``--sizing kelly`` or
+``cvar`` only its size reads the forecast), so it cannot tell models apart: ``models compare`` ranks models on
+the walk-forward pick among the others, :data:`FORECAST_DRIVEN`.
 """
 
 from __future__ import annotations
@@ -153,13 +158,14 @@ class Strategy:
     decide: Callable[[WindowView, Any, StrategyParams], Decision]
     initial_state: Callable[[], Any] = lambda: None
     update: Callable[[Any, WindowView, Bar, Settlement, StrategyParams], Any] = _no_state
+    reads_forecast: bool = True  # False: forecast-blind (module docstring)
 
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("simple", "long if the close forecast is up, else short", simple),
     Strategy("all_signals", "long if close, high and low forecasts are all up; short if all down", all_signals),
     Strategy("buy_hold", "long every bar open to close: a round trip and two costs per bar, not buy and hold",
-             buy_hold),
+             buy_hold, reads_forecast=False),
     Strategy("unprofit_shutdown", "simple, but flat while simple's last call was wrong", unprofit_shutdown,
              lambda: None, _update_unprofit),
     Strategy("ci_guard", "simple's side only when the forecast close band excludes zero", ci_guard),
@@ -170,6 +176,7 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
              maxdiff, MaxDiffState.initial, _update_maxdiff),
 )}
 assert tuple(STRATEGIES) == STRATEGY_NAMES
+FORECAST_DRIVEN = tuple(name for name, s in STRATEGIES.items() if s.reads_forecast)
 
 
 def get_strategy(name: str) -> Strategy:

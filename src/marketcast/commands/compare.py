@@ -14,12 +14,13 @@ from marketcast.forecast.registry import MODEL_NAMES, installed
 STORE_HELP = "Run store folder, or off (default: $MARKETCAST_RUN_STORE or out/runs)."
 
 
-def leaderboard_table(rows: list[dict], title: str):
-    """The rich table: one row per model; random weights in red (their numbers mean nothing)."""
+def leaderboard_table(rows: list[dict], title: str, benchmark: dict | None = None):
+    """The rich table: one row per model; random weights in red (their numbers mean nothing); buy and hold's row
+    last, dimmed (the benchmark, not a model)."""
     from rich.markup import escape
     from rich.table import Table
 
-    from marketcast.report.leaderboard import COLUMNS, TEXT_COLUMNS, cells
+    from marketcast.report.leaderboard import COLUMNS, TEXT_COLUMNS, benchmark_cells, cells
 
     table = Table(title=title, title_justify="left")
     for name in COLUMNS:
@@ -29,6 +30,8 @@ def leaderboard_table(rows: list[dict], title: str):
         if row["random_weights"]:
             texts[1] = f"[bold red]{texts[1]} (random)[/]"
         table.add_row(*texts)
+    if benchmark:
+        table.add_row(*(escape(t) for t in benchmark_cells(benchmark)), style="dim")
     return table
 
 
@@ -52,8 +55,11 @@ def compare(
     data_dir: options.DataDir = None, as_json: options.AsJson = False, store: Store = None,
 ) -> None:
     """Backtest the same windows with each model; print skill, trading and cost, and record one run."""
+    from rich.markup import escape
+
     from marketcast.console import console, print_json
     from marketcast.leaderboard.board import compare_models
+    from marketcast.report.leaderboard import PICK_NOTE, notes
 
     started = time.perf_counter()
     board = compare_models(symbols, models, weights, windows=windows, samples=samples, context=context, seed=seed,
@@ -61,12 +67,15 @@ def compare(
     rows, tickers, run_id = board.rows, board.symbols, board.run_id
     if as_json:
         print_json({"symbols": tickers, "windows": windows, "samples": samples, "context": context, "seed": seed,
-                    "models": rows, "run_id": run_id})
+                    "models": rows, "benchmark": board.benchmark, "run_id": run_id})
         return
-    console.print(leaderboard_table(rows, f"{', '.join(tickers)}: the last {windows} windows, {samples} samples"))
+    console.print(leaderboard_table(rows, f"{', '.join(tickers)}: the last {windows} windows, {samples} samples",
+                                    board.benchmark))
+    for line in notes(rows):
+        console.print(f"[yellow]{escape(line)}[/]")
     if any(r["random_weights"] for r in rows):
         console.print("[red]random weights: their forecasts are noise; use them for plumbing and speed only[/]")
-    console.print(f"[dim]skill and trading: means over the symbols (max DD: the worst); "
+    console.print(f"[dim]skill and trading: means over the symbols (max DD: the worst). {escape(PICK_NOTE)} "
                   f"{time.perf_counter() - started:.1f} s[/dim]")
     if run_id:  # the last line, as the backtest prints it
         console.print(f"run {run_id}", highlight=False, markup=False, soft_wrap=True)

@@ -30,6 +30,12 @@ def leaderboard_rows(info: dict) -> list[dict]:
     return rows if isinstance(rows, list) else []
 
 
+def leaderboard_benchmark(info: dict) -> dict | None:
+    """Buy and hold's row of a ``models compare`` run (None for other runs and runs stored before it)."""
+    found = (info.get("spec") or {}).get("benchmark") if info.get("kind") == "leaderboard" else None
+    return found if isinstance(found, dict) else None
+
+
 def fan_forecaster() -> Callable:
     """The fans a stored run lacks (another ``--fan-date``, a run recorded before fans were stored), from the
     cell's own model loaded again with the run's options (each model once): the report layer only draws."""
@@ -83,8 +89,9 @@ def report(
             from marketcast.report.tearsheet import PAGE_NAME, tearsheet_html
 
             groups = stored_reports(runs, run_id, fan_forecaster(), dates, symbol=symbol)
-            board = leaderboard_rows(runs.info(run_id))
-            pages = {key: tearsheet_html(reps, board) for key, reps in groups.items()}
+            info = runs.info(run_id)
+            board, benchmark = leaderboard_rows(info), leaderboard_benchmark(info)
+            pages = {key: tearsheet_html(reps, board, benchmark) for key, reps in groups.items()}
             results = {key: [rep.result for rep in reps] for key, reps in groups.items()}
         else:
             results = {key: [result for _, result in group]

@@ -1,6 +1,7 @@
 """``marketcast models compare``'s work, from its options to the recorded leaderboard: the symbols' bars, each
-model backtested over the same windows (:mod:`marketcast.leaderboard.compare`), its row, and one run in the
-store.
+model backtested over the same windows with the forecast-driven strategies
+(:data:`marketcast.backtest.strategies.FORECAST_DRIVEN`, :mod:`marketcast.leaderboard.compare`), its row, the
+buy-and-hold benchmark's row, and one run in the store.
 
 Kept out of the command so the command only parses and prints, and so a leaderboard is made without the CLI.
 """
@@ -16,11 +17,13 @@ from marketcast.errors import ConfigError
 
 @dataclass(frozen=True)
 class Leaderboard:
-    """The symbols compared on, a row per model (:func:`marketcast.leaderboard.compare.model_row`), the run."""
+    """The symbols compared on, a row per model (:func:`marketcast.leaderboard.compare.model_row`), the run, and
+    buy and hold's row (:func:`marketcast.leaderboard.compare.benchmark_row`; the same windows for every model)."""
 
     symbols: list[str]
     rows: list[dict]
     run_id: Optional[str]  # None when the run store is off
+    benchmark: dict | None = None
 
 
 def parse_symbols(symbols: str) -> list[str]:
@@ -36,11 +39,16 @@ def parse_symbols(symbols: str) -> list[str]:
 def compare_models(symbols: str, models: str, weights: Optional[Sequence[str]], *, windows: int, samples: int,
                    context: int, seed: int, device: str, dtype: str, data_dir: Optional[Path],
                    store: Optional[str]) -> Leaderboard:
-    """Backtest the same windows with each model (a progress bar on stderr) and record one run."""
+    """Backtest the same windows with each model (a progress bar on stderr) and record one run.
+
+    Every model trades only the forecast-driven strategies: a forecast-blind one trades the same whatever the
+    model, so as the walk-forward pick it would make models look alike; buy and hold is the benchmark row."""
     from marketcast.backtest.config import BacktestConfig
+    from marketcast.backtest.strategies import FORECAST_DRIVEN
     from marketcast.console import progress_steps
     from marketcast.data import load_symbol
-    from marketcast.leaderboard.compare import model_row, parse_models, parse_weights, refuse_tuned, run_model
+    from marketcast.leaderboard.compare import (benchmark_row, model_rows, parse_models, parse_weights, refuse_tuned,
+                                                run_model)
     from marketcast.leaderboard.record import record_leaderboard
     from marketcast.signals import shielded
 
@@ -48,7 +56,8 @@ def compare_models(symbols: str, models: str, weights: Optional[Sequence[str]], 
     chosen = parse_weights(weights, names)
     tickers = parse_symbols(symbols)
     bars = [load_symbol(s, data_dir=data_dir) for s in tickers]
-    config = BacktestConfig(windows=windows, context=context, num_samples=samples, seed=seed)
+    config = BacktestConfig(windows=windows, context=context, num_samples=samples, seed=seed,
+                            strategies=FORECAST_DRIVEN)
     refuse_tuned(chosen, bars, config)
     runs = []
     with progress_steps(len(names) * (len(bars) + 2), "models compare") as step:  # load, forecast, simulate
@@ -56,7 +65,7 @@ def compare_models(symbols: str, models: str, weights: Optional[Sequence[str]], 
             step(f"{name}: loading")
             runs.append(run_model(name, bars, config, weights=chosen.get(name), device=device, dtype=dtype,
                                   step=step))
-    rows = [model_row(r) for r in runs]
+    rows, benchmark = model_rows(runs), benchmark_row(runs[0].results)
     with shielded():
-        run_id = record_leaderboard(runs, rows, bars, {"data_dir": data_dir}, store)
-    return Leaderboard(tickers, rows, run_id)
+        run_id = record_leaderboard(runs, rows, bars, {"data_dir": data_dir}, store, benchmark)
+    return Leaderboard(tickers, rows, run_id, benchmark)

@@ -1,8 +1,15 @@
 """Run the same windows through each model and turn the backtest results into leaderboard rows.
 
 A row's numbers are read from the backtest's own results (``symbol_json``, the walk-forward record and the
-calibration report), averaged over the symbols, so a one-symbol row equals ``marketcast backtest --model X``
-over the same windows. The cost columns are measured around the model's load and its ``run_many`` call.
+calibration report), averaged over the symbols, so a one-symbol row equals ``marketcast backtest --model X
+--strategies`` :data:`~marketcast.backtest.strategies.FORECAST_DRIVEN` over the same windows. The cost columns
+are measured around the model's load and its ``run_many`` call.
+
+The trading columns rank what each model's forecasts trade: the walk-forward pick among the forecast-driven
+strategies only. A forecast-blind strategy (``buy_hold``) trades the same orders whatever the model, so where it
+was the pick two models as far apart as the baseline and random weights showed one trading row. Buy and hold
+is shown once, as the benchmark row (:func:`benchmark_row`), and each model's row says what its pick was
+(:func:`pick_summary`) and, where its record cannot tell it from another model's, why.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ import os
 import resource
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -19,11 +27,13 @@ import numpy as np
 from marketcast.backtest.config import BacktestConfig
 from marketcast.backtest.engine import SymbolResult, run_many
 from marketcast.backtest.fans import add_fans
+from marketcast.backtest.strategies import STRATEGIES
 from marketcast.data.bars import Bars
 from marketcast.errors import ConfigError
 from marketcast.forecast.registry import MODEL_NAMES, check_installed, load_forecaster
 
 MB = 2**20
+FLAT = "flat"  # a window with no pick: no strategy had the rule's min_trades in its lookback
 
 
 def parse_models(text: str) -> list[str]:
@@ -196,9 +206,30 @@ def _mean(rows: list[dict], key: str) -> float | None:
     return float(np.mean(values)) if values else None
 
 
+def pick_summary(results: Sequence[SymbolResult]) -> dict:
+    """What the walk-forward rule picked over every window of every symbol: the most-picked ``strategy`` (ties:
+    listing order; None when flat throughout) and its ``share`` of the windows, every pick's share (``flat``:
+    no pick), whether the most-picked strategy is forecast-blind, and a ``note`` saying why the record cannot
+    tell this model from another (here: flat throughout; :func:`model_rows` adds identical trades)."""
+    picks = [p for r in results for p in r.walk_forward["picked"]]
+    if not picks:
+        return {"strategy": None, "share": None, "shares": {}, "forecast_blind": False, "note": None}
+    counts = Counter(FLAT if p is None else p for p in picks)
+    order = list(STRATEGIES) + [FLAT]
+    picked = sorted((n for n in counts if n != FLAT), key=lambda n: (-counts[n], order.index(n)))
+    top = picked[0] if picked else None
+    rule = results[0].config.selection
+    span = "every settled window" if rule.lookback is None else f"its last {rule.lookback} windows"
+    return {"strategy": top, "share": None if top is None else counts[top] / len(picks),
+            "shares": {n: counts[n] / len(picks) for n in sorted(counts, key=lambda n: (-counts[n], order.index(n)))},
+            "forecast_blind": top is not None and not STRATEGIES[top].reads_forecast,
+            "note": None if top else f"flat in every window: no forecast-driven strategy had {rule.min_trades} "
+                                     f"trades in {span}"}
+
+
 def model_row(run: ModelRun) -> dict:
     """The leaderboard row of one model: skill and trading averaged over the symbols (max drawdown: the worst,
-    trades: the sum), its cost, and where its weights came from."""
+    trades: the sum), what the walk-forward rule picked, its cost, and where its weights came from."""
     per_symbol = [symbol_row(r) for r in run.results]
     drawdowns = [r["max_drawdown"] for r in per_symbol if r["max_drawdown"] is not None]
     return {
@@ -209,8 +240,51 @@ def model_row(run: ModelRun) -> dict:
         "trading": {**{k: _mean(per_symbol, k) for k in ("sharpe", "sharpe_ci_low", "sharpe_ci_high", "dsr")},
                     "max_drawdown": min(drawdowns) if drawdowns else None,
                     "trades": sum(r["trades"] for r in per_symbol)},
+        "pick": pick_summary(run.results),
         "cost": {"windows": run.windows, "windows_per_s": run.windows / run.run_s if run.run_s > 0 else None,
                  "load_s": run.load_s, "run_s": run.run_s, "peak_memory_mb": run.peak_memory / MB,
                  "memory_kind": run.memory_kind, "device": run.device, "dtype": run.dtype},
         "symbols": per_symbol,
     }
+
+
+def same_trades(a: ModelRun, b: ModelRun) -> bool:
+    """Whether two models' walk-forward records are the same trades: equal returns in every window."""
+    return len(a.results) == len(b.results) and all(
+        np.array_equal(x.walk_forward["returns"], y.walk_forward["returns"])
+        and np.array_equal(x.walk_forward["filled"], y.walk_forward["filled"]) for x, y in zip(a.results, b.results))
+
+
+def model_rows(runs: Sequence[ModelRun]) -> list[dict]:
+    """:func:`model_row` of each run; a row whose record trades exactly what another model's does (and is not
+    flat throughout, already said) names those models in its pick's ``note``: their forecasts differ, but
+    not in any order the rule traded."""
+    rows = [model_row(run) for run in runs]
+    for run, row in zip(runs, rows):
+        twins = [other.model for other in runs if other is not run and same_trades(run, other)]
+        if twins and row["pick"]["note"] is None:
+            row["pick"]["note"] = (f"the same trades as {', '.join(twins)} in every window: the forecasts differ, "
+                                   "the orders the rule traded do not")
+    return rows
+
+
+def benchmark_row(results: Sequence[SymbolResult]) -> dict:
+    """Buy and hold (:mod:`marketcast.backtest.benchmark`) over the same windows, shown once: it reads no
+    forecast, so it is the same for every model. Its trading numbers as a model row's (means over the symbols;
+    max drawdown: the worst; trades: the sum); no DSR, as nothing was selected."""
+    from marketcast.backtest.benchmark import DESCRIPTION, NAME
+    from marketcast.backtest.report import signed_drawdown
+
+    per_symbol = []
+    for r in results:
+        m = signed_drawdown(r.benchmark.metrics)
+        per_symbol.append({"symbol": r.symbol, "windows": r.windows, "sharpe": _num(m.get("sharpe")),
+                           "sharpe_ci_low": _num(m.get("sharpe_ci_low")),
+                           "sharpe_ci_high": _num(m.get("sharpe_ci_high")), "dsr": None,
+                           "max_drawdown": _num(m.get("max_drawdown")), "trades": int(m.get("trades") or 0)})
+    drawdowns = [r["max_drawdown"] for r in per_symbol if r["max_drawdown"] is not None]
+    return {"name": NAME, "description": DESCRIPTION,
+            "trading": {**{k: _mean(per_symbol, k) for k in ("sharpe", "sharpe_ci_low", "sharpe_ci_high")},
+                        "dsr": None, "max_drawdown": min(drawdowns) if drawdowns else None,
+                        "trades": sum(r["trades"] for r in per_symbol)},
+            "symbols": per_symbol}

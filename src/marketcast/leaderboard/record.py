@@ -5,7 +5,8 @@ recorder's own pieces (:mod:`marketcast.runs.record`, :mod:`marketcast.runs.rows
 Its kind is ``leaderboard``: a grid over the model axis, so ``runs show`` counts the models as trials of one
 selection and deflates the best cell's Sharpe ratio (:func:`marketcast.runs.overview.selection`), like a sweep's.
 ``run.json`` keeps the leaderboard's own rows (skill, trading, cost, weights) under ``spec.leaderboard``, so
-``marketcast report RUN`` puts the table on the tearsheet without running a model again."""
+``marketcast report RUN`` puts the table on the tearsheet without running a model again, and buy and hold's row
+under ``spec.benchmark``."""
 
 from __future__ import annotations
 
@@ -17,11 +18,12 @@ from marketcast.leaderboard.compare import ModelRun
 
 
 def record_leaderboard(runs: Sequence[ModelRun], rows: Sequence[dict], bars: Sequence[Bars], options: dict,
-                       store: str | Path | None = None) -> str | None:
+                       store: str | Path | None = None, benchmark: dict | None = None) -> str | None:
     """Write the run; returns its id, None when the store is off (``--store off``).
 
     ``rows``: the leaderboard rows (:func:`marketcast.leaderboard.compare.model_row`), one per model of ``runs``.
-    ``options``: the data options shared by every cell (``asset_class``, ``data_dir``, ``on_duplicate``)."""
+    ``options``: the data options shared by every cell (``asset_class``, ``data_dir``, ``on_duplicate``).
+    ``benchmark``: buy and hold's row (:func:`marketcast.leaderboard.compare.benchmark_row`)."""
     from marketcast.runs.cells import Cell, digest
     from marketcast.runs.record import new_run_id, now_iso
     from marketcast.runs.rows import RunContext, code_version, fingerprint, ok_rows
@@ -43,7 +45,7 @@ def record_leaderboard(runs: Sequence[ModelRun], rows: Sequence[dict], bars: Seq
     store_.write_info(ctx.run_id, {
         "kind": ctx.kind, "created_at": now_iso(), "spec_hash": ctx.spec_hash, "code_version": ctx.code_version,
         "cells_total": len(cells),
-        "spec": {"leaderboard": list(rows), "symbols": [b.symbol for b in bars],
+        "spec": {"leaderboard": list(rows), "benchmark": benchmark, "symbols": [b.symbol for b in bars],
                  "models": [{"model": run.model, "weights": run.weights, "random_weights": run.random_weights,
                              "device": run.device, "dtype": run.dtype} for run in runs],
                  **{k: v for k, v in first.items() if k not in ("model", "weights", "device", "dtype")}}})

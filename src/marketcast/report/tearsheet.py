@@ -138,9 +138,11 @@ def symbol_section(rep: SymbolReport, key: str) -> str:
     return "".join(parts + _charts(rep, key) + trades) + "</section>"
 
 
-def tearsheet_html(reports: Sequence[SymbolReport], leaderboard: Sequence[dict] = ()) -> str:
+def tearsheet_html(reports: Sequence[SymbolReport], leaderboard: Sequence[dict] = (),
+                   benchmark: dict | None = None) -> str:
     """The page of one run (every symbol of one grid point); ``leaderboard``: the rows of a ``models compare`` run,
-    shown first (every model on the same windows), this page being one model's."""
+    shown first (every model on the same windows, then ``benchmark``, buy and hold's row), this page being one
+    model's."""
     results = [rep.result for rep in reports]
     keys = [f"s{i}-{anchor(r.symbol)}" for i, r in enumerate(results)]
     first = results[0]
@@ -149,7 +151,7 @@ def tearsheet_html(reports: Sequence[SymbolReport], leaderboard: Sequence[dict] 
                 f"seed {cfg.seed}, point forecast {cfg.point}, context {context_text(results)}, "
                 f"fill mode {cfg.fill_mode}, same-bar {cfg.same_bar}. Returns net of fees and half the spread per "
                 "side; each decision at bar t is settled on bar t+1. " + SENTENCE)
-    body = leaderboard_section(leaderboard) if leaderboard else ""
+    body = leaderboard_section(leaderboard, benchmark=benchmark) if leaderboard else ""
     body += "".join(symbol_section(rep, key) for rep, key in zip(reports, keys))
     body += ('<section id="skill"><h2>Forecast skill for bar t+1</h2>'
              f"{table(SKILL_COLUMNS, skill_rows(results), 0, SKILL_NOTE)}"
