@@ -17,7 +17,9 @@ HOURLY_STOCK = 7 * 252  # 1,764: seven hourly bars a NYSE session
 
 
 def _finite_or_none(metrics: dict) -> bool:
-    return all(v is None or isinstance(v, (str, bool)) or math.isfinite(v) for v in metrics.values())
+    """Every figure is finite or None (a list, such as the Monte Carlo batches' returns, element by element)."""
+    values = [x for v in metrics.values() for x in (v if isinstance(v, list) else [v])]
+    return all(v is None or isinstance(v, (str, bool)) or math.isfinite(v) for v in values)
 
 
 def test_a_short_hourly_series_that_overflowed_gives_finite_or_none():

@@ -67,7 +67,8 @@ def test_a_blocked_account_refuses_the_plan_with_one_line_and_an_alert_and_sends
     for _ in range(2):  # edge-triggered: once while it lasts
         cycle_alerts(alerts, report.record, AlertThresholds(), 0.0)
     sent = [json.loads(line) for line in (tmp_path / ALERTS).read_text().splitlines()]
-    assert [(a["kind"], a["subject"], a["message"]) for a in sent] == [("account", "all", why)]
+    # only the account's: the record's process memory (a long test session's peak) may raise a memory alert beside it
+    assert [(a["kind"], a["subject"], a["message"]) for a in sent if a["kind"] != "memory"] == [("account", "all", why)]
 
 
 def test_shorting_disabled_refuses_a_short_entry_and_nothing_else(fake, tmp_path):

@@ -150,11 +150,12 @@ def test_help_lists_every_setting_with_its_default(capsys):
 
 
 def test_settings_sit_at_the_bottom_of_the_layers():
-    """``marketcast.settings`` imports no marketcast module but the errors (every layer may use it)."""
+    """``marketcast.settings`` imports no marketcast module but the errors and the input-path check below it
+    (every layer may use it)."""
     tree = ast.parse(Path(cfg.__file__).parents[1].joinpath("settings.py").read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
         a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert {m for m in imported if m and m.startswith("marketcast")} == {"marketcast.errors"}
+    assert {m for m in imported if m and m.startswith("marketcast")} == {"marketcast.errors", "marketcast.paths"}
 
 
 def test_min_trades_sets_the_planners_selection_rule(tmp_path, capsys):
