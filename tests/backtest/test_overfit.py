@@ -13,8 +13,8 @@ from scipy import stats as sps
 from marketcast.backtest import BacktestConfig, run_backtest
 from marketcast.backtest.markdown import markdown_summary
 from marketcast.backtest.overfit import (
-    SelectionStats, _halves, cscv, deflated_sharpe, effective_trials, expected_max_sharpe, luck_sentence, moments, series_dsr,
-    spa_test,
+    SelectionStats, _halves, cscv, deflated_sharpe, effective_trials, expected_max_sharpe, luck_sentence, moments,
+    series_dsr, spa_test,
 )
 from marketcast.backtest.report import symbol_json
 from marketcast.backtest.selection import SelectionRule

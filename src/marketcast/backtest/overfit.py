@@ -280,8 +280,8 @@ def spa_test(benchmark, returns, reps: int = spa_bootstrap.REPS, seed: int = 0) 
     if len(b) < 10 or not keep:
         return None
     block = spa_bootstrap.block_size(len(b))
-    indices = spa_bootstrap.stationary_indices(np.random.default_rng(seed), len(b), block, reps)
-    p = spa_bootstrap.pvalues(m[:, keep] - b[:, None], indices, block)  # losses -r: benchmark's minus each strategy's
+    indices = spa_bootstrap.seeded_indices(seed, len(b), block, reps)
+    p = spa_bootstrap.pvalues(m[:, keep] - b[:, None], indices, block)  # losses -r: benchmark's minus strategy's
     return {"spa_pvalue": p["consistent"], "reality_check_pvalue": p["upper"], "spa_block_size": block,
             "spa_mc_error": spa_bootstrap.mc_error(p["consistent"], reps),
             "reality_check_mc_error": spa_bootstrap.mc_error(p["upper"], reps)}
@@ -388,8 +388,9 @@ def assess(returns: Mapping[str, np.ndarray], filled: Mapping[str, np.ndarray], 
     rule's over all windows), the walk-forward record's returns (one of ``rules`` selection rules tried) and
     the SPA ``benchmarks`` (keys of :data:`SPA_BENCHMARKS`; None: not available); with more than one rule its
     DSR needs the rules' Sharpe variance ``rules_sharpe_variance`` (None: not computed). ``splits`` None:
-    :func:`default_splits`; ``spa`` False skips the SPA tests (``reps`` resamples each). The eligible strategies (at least ``min_trades`` fills)
-    are the trials of the DSR, its N (effective) and V[SR], and of the SPA; CSCV applies the rule per split."""
+    :func:`default_splits`; ``spa`` False skips the SPA tests (``reps`` resamples each). The eligible strategies
+    (at least ``min_trades`` fills) are the trials of the DSR, its N (effective) and V[SR], and of the SPA; CSCV
+    applies the rule per split."""
     names = list(returns)
     matrix = np.array([np.asarray(returns[n], dtype=np.float64) for n in names]).T.reshape(-1, len(names))  # [T, N]
     fills = np.array([np.asarray(filled[n], dtype=bool) for n in names]).T.reshape(matrix.shape)

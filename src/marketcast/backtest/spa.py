@@ -33,6 +33,7 @@ The p-value of B resamples is itself a Monte Carlo estimate with standard error 
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 
@@ -50,6 +51,15 @@ def block_size(windows: int) -> int:
 def mc_error(p: float, reps: int) -> float:
     """Monte Carlo standard error of a p-value estimated from ``reps`` resamples: sqrt(p (1 - p) / B)."""
     return math.sqrt(p * (1 - p) / reps)
+
+
+@lru_cache(maxsize=1)
+def seeded_indices(seed: int, windows: int, block: int, reps: int) -> np.ndarray:
+    """:func:`stationary_indices` from ``numpy.random.default_rng(seed)``, drawn once for the benchmarks of a
+    symbol that share them (read-only int32: half the memory of a long backtest's paths)."""
+    out = stationary_indices(np.random.default_rng(seed), windows, block, reps).astype(np.int32)
+    out.flags.writeable = False
+    return out
 
 
 def stationary_indices(rng: np.random.Generator, windows: int, block: int, reps: int) -> np.ndarray:
