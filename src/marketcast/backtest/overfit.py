@@ -245,7 +245,7 @@ def cscv(returns, splits: int, filled=None, min_trades: int = 1) -> Cscv | None:
 
     def keys(sums):  # [C, N] compounded growth and Sharpe ratio of one half
         cols = lambda k: sums[:, 1 + (2 + k) * n:1 + (3 + k) * n]  # noqa: E731  (k: fills, log, negatives, zeros)
-        sign = 1.0 - 2.0 * np.mod(np.rint(cols(2)), 2)
+        sign = 1.0 - 2.0 * (np.rint(cols(2)).astype(np.int64) & 1)  # an odd count of negative growths
         return np.where(cols(3) > 0, 0.0, sign * np.exp(cols(1))), _sharpes(sums, n)
 
     candidates = inside[:, 1 + 2 * n:1 + 3 * n] >= min_trades
