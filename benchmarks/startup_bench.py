@@ -1,10 +1,12 @@
 """Benchmark: how long marketcast takes to answer, in fresh processes, next to ``python -c pass``.
 
-Runs, interleaved, ``--repeats`` times each: ``python -c pass``, ``import marketcast.commands``, ``marketcast
---help``, ``marketcast data check`` (the embedded SP500 written as a CSV) and the default ``make run`` backtest
-(``marketcast backtest``: SP500 and NASDAQ, 70 windows, the baseline). Prints wall and CPU seconds (median, min
-and max: other processes share the machine, so the spread is part of the answer) against the targets, then
-the top imports of ``--help`` and of the backtest by ``python -X importtime``. One warm-up round first
+Runs, interleaved, ``--repeats`` times each: ``python -c pass``, ``python -c "import pandas"``, ``import
+marketcast.commands``, ``marketcast --help``, ``marketcast data check`` (the embedded SP500 written as a CSV) and
+the default ``make run`` backtest (``marketcast backtest``: SP500 and NASDAQ, 70 windows, the baseline, every
+statistic on). Prints wall and CPU seconds (median, min and max: other processes share the machine, so the
+spread is part of the answer) against the targets, and each command's paired ratio to ``import pandas`` (the
+median over rounds of its wall time over the same round's ``import pandas``: a loaded machine slows both),
+then the top imports of ``--help`` and of the backtest by ``python -X importtime``. One warm-up round first
 (bytecode and the calendar cache, as after ``make run`` has run once) is not counted.
 
     PYTHONPATH=src python benchmarks/startup_bench.py [--repeats 7 --out FILE]
@@ -30,6 +32,8 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 TARGETS = {"marketcast --help": 0.5, "marketcast backtest": 1.5}  # seconds of wall time, from the issue
+RATIO_TARGETS = {"marketcast --help": 0.5, "marketcast backtest": 2.0}  # x `import pandas`, paired (issue 47)
+PANDAS = "import pandas"
 HEAVY = ("torch", "matplotlib", "scipy", "pandas", "numpy", "exchange_calendars", "arch", "pyarrow")
 
 
@@ -41,6 +45,7 @@ def commands(folder: Path) -> dict[str, list[str]]:
     cli = [sys.executable, "-m", "marketcast.commands"]
     return {
         "python -c pass": [sys.executable, "-c", "pass"],
+        PANDAS: [sys.executable, "-c", "import pandas"],
         "import marketcast.commands": [sys.executable, "-c", "import marketcast.commands"],
         "marketcast --help": [*cli, "--help"],
         "marketcast data check": [*cli, "data", "check", str(csv)],
@@ -79,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="benchmarks/results/startup_bench.json")
     args = ap.parse_args(argv)
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "120"}
-    console = Console(width=120)
+    console = Console(width=150)
 
     with tempfile.TemporaryDirectory() as tmp:
         cmds = commands(Path(tmp))
@@ -98,17 +103,23 @@ def main(argv: list[str] | None = None) -> int:
 
     table = Table(title=f"Start-up, {args.repeats} interleaved runs each ({os.cpu_count()} CPUs, load average "
                         f"{min(load):.1f} .. {max(load):.1f} during the runs)")
-    for col in ("command", "wall median s", "wall min .. max s", "CPU median s", "target", ""):
+    for col in ("command", "wall median s", "wall min .. max s", "CPU median s", "target", "", "x import pandas",
+                "target x", ""):
         table.add_column(col, justify="left" if col == "command" else "right")
     summary = {}
     for name, rows in times.items():
         wall, cpu = [w for w, _ in rows], [c for _, c in rows]
         target = TARGETS.get(name)
         verdict = "" if target is None else ("ok" if statistics.median(wall) <= target else "SLOW")
+        ratio = statistics.median(w / p for w, (p, _) in zip(wall, times[PANDAS]))  # paired: same round
+        ratio_target = RATIO_TARGETS.get(name)
+        ratio_verdict = "" if ratio_target is None else ("ok" if ratio <= ratio_target else "SLOW")
         table.add_row(name, f"{statistics.median(wall):.2f}", f"{min(wall):.2f} .. {max(wall):.2f}",
-                      f"{statistics.median(cpu):.2f}", "" if target is None else f"<= {target:g}", verdict)
+                      f"{statistics.median(cpu):.2f}", "" if target is None else f"<= {target:g}", verdict,
+                      f"{ratio:.2f}", "" if ratio_target is None else f"<= {ratio_target:g}", ratio_verdict)
         summary[name] = {"wall_s": wall, "cpu_s": cpu, "wall_median_s": statistics.median(wall),
-                         "cpu_median_s": statistics.median(cpu), "target_s": target}
+                         "cpu_median_s": statistics.median(cpu), "target_s": target,
+                         "ratio_to_import_pandas": ratio, "ratio_target": ratio_target}
     console.print(table)
     for name, rows in offenders.items():
         console.print(f"[bold]{name}[/]: slowest top-level imports (python -X importtime, cumulative): "

@@ -13,13 +13,13 @@ from scipy import stats as sps
 from marketcast.backtest import BacktestConfig, run_backtest
 from marketcast.backtest.markdown import markdown_summary
 from marketcast.backtest.overfit import (
-    SelectionStats, cscv, deflated_sharpe, effective_trials, expected_max_sharpe, luck_sentence, moments, series_dsr,
-    spa_test,
+    SelectionStats, _halves, cscv, deflated_sharpe, effective_trials, expected_max_sharpe, luck_sentence, moments,
+    series_dsr, spa_test,
 )
 from marketcast.backtest.report import symbol_json
 from marketcast.backtest.selection import SelectionRule
 from marketcast.backtest.stats import probabilistic_sharpe
-from marketcast.backtest.tables import selection_rows, selection_verdict
+from marketcast.backtest.tables import selection_note, selection_rows, selection_verdict
 from marketcast.commands import main
 from marketcast.errors import ConfigError
 from marketcast.forecast.registry import load_forecaster
@@ -82,16 +82,34 @@ def test_pbo_near_zero_for_a_real_edge_and_above_half_for_noise():
 
 
 def test_spa_p_value_small_for_a_planted_edge_and_large_for_noise():
-    """8 strategies against buy and hold over 500 windows, arch's stationary bootstrap, seed 0."""
+    """8 strategies against buy and hold over 500 windows, the stationary bootstrap, seed 0: within Monte Carlo
+    error of arch's SPA (seed 0, its own random numbers), each p-value with its MC standard error."""
+    from arch.bootstrap import SPA
+
     rng = np.random.default_rng(1)
     rng.normal(0.0, 0.01, (400, 16))  # the draws of the PBO test, so these are fresh
     held = rng.normal(0.0, 0.01, 500)
     models = rng.normal(0.0, 0.01, (500, 8))
-    noise = spa_test(held, models, reps=1000, seed=0)
-    assert noise == {"spa_pvalue": 0.766, "reality_check_pvalue": 0.766, "spa_block_size": 22}
+    noise = spa_test(held, models, seed=0)
+    reference = SPA(-held, -models, reps=1900, bootstrap="stationary", seed=0)
+    reference.compute()
+    assert set(noise) == {"spa_pvalue", "reality_check_pvalue", "spa_block_size", "spa_mc_error",
+                          "reality_check_mc_error"}
+    assert noise["spa_block_size"] == reference.block_size == 22 and noise["spa_pvalue"] > 0.5
+    for key, ref in (("spa_pvalue", "consistent"), ("reality_check_pvalue", "upper")):
+        p = reference.pvalues[ref]
+        assert abs(noise[key] - p) <= 4 * math.sqrt(2 * p * (1 - p) / 1900)
+    assert noise["spa_mc_error"] == pytest.approx(math.sqrt(noise["spa_pvalue"] * (1 - noise["spa_pvalue"]) / 1900))
     models[:, 2] += 0.004
-    assert spa_test(held, models, reps=1000, seed=0)["spa_pvalue"] == 0.0
+    edge = spa_test(held, models, seed=0)
+    assert edge["spa_pvalue"] == 0.0 and edge["spa_mc_error"] == 0.0
     assert spa_test(held[:9], models[:9], reps=100) is None  # fewer than 10 windows
+
+
+@pytest.mark.parametrize("splits", [2, 4, 6, 10, 16])
+def test_cscv_halves_are_itertools_combinations_in_order(splits):
+    combos = list(itertools.combinations(range(splits), splits // 2))
+    assert [tuple(np.flatnonzero(row)) for row in _halves(splits)] == combos
 
 
 @pytest.mark.parametrize("splits", [15, 0, 72])
@@ -274,14 +292,18 @@ def test_a_backtest_reports_them_in_every_output():
     c = result.costs.per_side
     intraday = (1 - c) ** 2 * frame["close"].to_numpy()[settle] / frame["open"].to_numpy()[settle] - 1
     assert result.benchmark.intraday == pytest.approx(intraday, rel=1e-12)
-    assert o.spa_pvalue == spa_test(result.benchmark.returns, chosen, 1000, 0)["spa_pvalue"]
-    assert o.spa_intraday_pvalue == spa_test(intraday, chosen, 1000, 0)["spa_pvalue"]
-    assert o.spa_cash_pvalue == spa_test(np.zeros(64), chosen, 1000, 0)["spa_pvalue"]
+    for key, bench in (("spa", result.benchmark.returns), ("spa_intraday", intraday), ("spa_cash", np.zeros(64))):
+        test = spa_test(bench, chosen, 1900, 0)  # resamples for the p's own MC error, not --bootstrap-reps
+        assert getattr(o, f"{key}_pvalue") == test["spa_pvalue"]
+        assert getattr(o, f"{key}_mc_error") == test["spa_mc_error"]
+    assert o.reality_check_mc_error == spa_test(result.benchmark.returns, chosen)["reality_check_mc_error"]
+    assert o.spa_reps == 1900 and result.config.bootstrap_reps == 1000
     doc = json.loads(json.dumps(symbol_json(result)))
     assert doc["selection"]["trials"] == len(eligible) and doc["selection"]["pbo"] == o.pbo
     assert doc["selection"]["effective_trials_method"] == "eigenvalues, Li & Ji 2005"
     assert doc["selection"]["psr_walk_forward"] == o.psr_walk_forward
     assert doc["selection"]["spa_intraday_pvalue"] == o.spa_intraday_pvalue
+    assert doc["selection"]["spa_intraday_mc_error"] == o.spa_intraday_mc_error
     assert doc["selection"]["verdict"] == o.verdict() and doc["config"]["cscv_splits"] is None
     row = selection_rows(result)[0]
     assert row[0] == f"{o.effective_trials:.1f} of {len(eligible)}" and row[5] == "16"
@@ -290,6 +312,10 @@ def test_a_backtest_reports_them_in_every_output():
     md = markdown_summary([result])
     assert "### Multiple testing: is the best better than luck?" in md and f"| {row[0]} | " in md
     assert "| WF PSR | WF DSR |" in md and "SPA o→c" in md
+    errors = (f"1,900 stationary-bootstrap resamples, blocks of 8/8/8; p ± its Monte Carlo error: c→c "
+              f"{o.spa_pvalue:.3f} ± {o.spa_mc_error:.3f}, o→c {o.spa_intraday_pvalue:.3f} ± "
+              f"{o.spa_intraday_mc_error:.3f}, cash {o.spa_cash_pvalue:.3f} ± {o.spa_cash_mc_error:.3f})")
+    assert errors in selection_note(result) and errors in md
     assert (selection_verdict(result) is None) == (o.verdict() is None)
     small = run_backtest(bars, load_forecaster("baseline"),
                          BacktestConfig(windows=9, num_samples=32, context=32, spa=False,

@@ -1,6 +1,6 @@
-"""What a command imports: ``--help`` nothing heavy, a baseline backtest without SPA (``--no-spa``; the SPA
-p-value needs arch, which brings scipy, statsmodels and matplotlib) no torch, scipy, matplotlib or arch, and,
-once the calendar is cached, not exchange_calendars either. Checked in fresh interpreters."""
+"""What a command imports: ``--help`` nothing heavy; a default baseline backtest, every statistic on (the SPA
+p-values included: numpy, not arch), no torch, scipy, statsmodels, matplotlib, plotly or arch, and, once the
+calendar is cached, not exchange_calendars either. Checked in fresh interpreters."""
 
 from __future__ import annotations
 
@@ -38,14 +38,16 @@ def test_help_imports_no_subcommand_and_nothing_heavy():
 
 def test_a_baseline_backtest_imports_no_torch_and_a_cached_calendar_no_exchange_calendars(tmp_path):
     env = {CACHE_ENV: str(tmp_path / "cache")}
-    args = ("backtest", "--windows", "5", "--samples", "16", "--context", "32", "--no-spa",  # SPA imports arch
-            "--output-dir", str(tmp_path / "o"))
+    args = ("backtest", "--windows", "40", "--samples", "32", "--context", "32", "--min-trades", "3",
+            "--output-dir", str(tmp_path / "o"))  # every statistic on: SPA, CSCV, Monte Carlo batches
     code, first = imported(*args, env=env)
     assert code == 0 and "exchange_calendars" in first  # the first run builds the calendar and caches it
     code, again = imported(*args, env=env)
     assert code == 0
-    assert not again & {"torch", "matplotlib", "scipy", "arch", "exchange_calendars"}
+    assert not again & {"torch", "matplotlib", "scipy", "statsmodels", "arch", "plotly", "exchange_calendars"}
     assert {"numpy", "pandas"} <= again
+    selection = json.loads((tmp_path / "o" / "SP500.json").read_text())["selection"]
+    assert selection["spa_pvalue"] is not None and selection["spa_cash_mc_error"] is not None  # the SPA ran
 
 
 def test_the_help_listing_is_each_commands_own_summary():

@@ -49,7 +49,7 @@ class BacktestConfig:
     bootstrap_reps / confidence: resamples and level of each Sharpe ratio's bootstrap interval.
     cscv_splits:   blocks of the PBO's cross-validation (:mod:`marketcast.backtest.overfit`; even, 2 to
                    ``windows``); None = 16, or the largest even number the windows allow.
-    spa:           compute the SPA / reality-check p-value (imports arch, about a second).
+    spa:           compute the SPA / reality-check p-values (:mod:`marketcast.backtest.spa`, numpy).
     maxdiff_grid:  MaxDiff's offset grid (:mod:`marketcast.backtest.maxdiff`): "atr" (default) = -1.0 .. +1.0
                    times each window's ATR% (14-bar average true range over close_t, bars <= t), "percent" =
                    the fixed -1 % .. +1 % grid.

@@ -209,7 +209,7 @@ class SymbolResult:
         return assess({n: r.returns for n, r in self.strategies.items()},
                       {n: r.filled for n, r in self.strategies.items()}, self.best_strategy,
                       self.walk_forward["returns"], benchmarks, self.periods_per_year, cfg.selection.min_trades,
-                      splits=cfg.cscv_splits, reps=cfg.bootstrap_reps, seed=cfg.seed, spa=cfg.spa)
+                      splits=cfg.cscv_splits, seed=cfg.seed, spa=cfg.spa)
 
     @property
     def next_decisions(self) -> dict[str, Decision]:

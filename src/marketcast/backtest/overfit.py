@@ -40,11 +40,13 @@ mid-rank on a losing symbol) made PBO look low and N look large. Each figure, fr
   :func:`cscv` with the strategies' fills applies the selection rule (see there); without, the winner is the
   best Sharpe ratio among every series that varies (a sweep's rule for its best cell).
 * **Reality check / SPA** (White, "A Reality Check for Data Snooping", Econometrica 68(5), 2000; Hansen, "A
-  Test for Superior Predictive Ability", JBES 23(4), 2005), by ``arch.bootstrap.SPA`` on losses = -returns:
-  the p-value of "no eligible strategy beats the benchmark", with the stationary bootstrap, against three
-  benchmarks (:data:`SPA_BENCHMARKS`): buy and hold close to close, buy and hold intraday (open to close of
-  the settle bar, what a strategy that never holds overnight could have earned) and cash.
-  ``consistent`` is Hansen's SPA p-value, ``upper`` White's reality check.
+  Test for Superior Predictive Ability", JBES 23(4), 2005), on losses = -returns by
+  :mod:`marketcast.backtest.spa` (``arch.bootstrap.SPA``'s statistic in numpy, every resample at once; the
+  formulas are there): the p-value of "no eligible strategy beats the benchmark", with the stationary
+  bootstrap, against three benchmarks (:data:`SPA_BENCHMARKS`): buy and hold close to close, buy and hold
+  intraday (open to close of the settle bar, what a strategy that never holds overnight could have earned) and
+  cash. ``consistent`` is Hansen's SPA p-value, ``upper`` White's reality check; each comes with its Monte
+  Carlo standard error over the :data:`marketcast.backtest.spa.REPS` resamples.
 
 The figures here are per symbol; the trials are its strategies (one setting each). A sweep's trials are its
 cells: :func:`marketcast.runs.overview.selection` deflates the best cell of a run with these functions
@@ -55,7 +57,6 @@ walk-forward record, :func:`cscv` on the cells' walk-forward returns, the best c
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import asdict, dataclass
 from functools import lru_cache
@@ -64,6 +65,7 @@ from typing import Mapping
 
 import numpy as np
 
+from marketcast.backtest import spa as spa_bootstrap
 from marketcast.errors import ConfigError
 
 EULER_GAMMA = 0.5772156649015329
@@ -172,10 +174,13 @@ def _sharpes(sums: np.ndarray, n_series: int) -> np.ndarray:
 
 @lru_cache(maxsize=4)
 def _halves(splits: int) -> np.ndarray:
-    """[C(S, S/2), S]: row c is 1 on the blocks of the c-th in-sample half (itertools' order), else 0."""
-    combos = np.array(list(itertools.combinations(range(splits), splits // 2)))
-    inside = np.zeros((len(combos), splits))
-    inside[np.arange(len(combos))[:, None], combos] = 1.0
+    """[C(S, S/2), S]: row c is 1 on the blocks of the c-th in-sample half (itertools' order), else 0. Built from
+    the S-bit masks with S/2 bits set, block i on bit S-1-i: itertools' lexicographic order of the block tuples
+    is the masks' descending order (the first block where two halves differ is in the earlier one, on the higher
+    bit), so no tuple is made one at a time."""
+    masks = np.arange((1 << splits) - 1, -1, -1)
+    masks = masks[sum((masks >> i) & 1 for i in range(splits)) == splits // 2]  # S/2 blocks in sample
+    inside = ((masks[:, None] >> np.arange(splits - 1, -1, -1)) & 1).astype(np.float64)  # block 0 on the top bit
     inside.flags.writeable = False
     return inside
 
@@ -240,7 +245,7 @@ def cscv(returns, splits: int, filled=None, min_trades: int = 1) -> Cscv | None:
 
     def keys(sums):  # [C, N] compounded growth and Sharpe ratio of one half
         cols = lambda k: sums[:, 1 + (2 + k) * n:1 + (3 + k) * n]  # noqa: E731  (k: fills, log, negatives, zeros)
-        sign = 1.0 - 2.0 * np.mod(np.rint(cols(2)), 2)
+        sign = 1.0 - 2.0 * (np.rint(cols(2)).astype(np.int64) & 1)  # an odd count of negative growths
         return np.where(cols(3) > 0, 0.0, sign * np.exp(cols(1))), _sharpes(sums, n)
 
     candidates = inside[:, 1 + 2 * n:1 + 3 * n] >= min_trades
@@ -263,22 +268,23 @@ def cscv(returns, splits: int, filled=None, min_trades: int = 1) -> Cscv | None:
     return Cscv(float(np.mean(logits <= 0)), splits, logits, len(rows))
 
 
-def spa_test(benchmark, returns, reps: int = 1000, seed: int = 0) -> dict | None:
+def spa_test(benchmark, returns, reps: int = spa_bootstrap.REPS, seed: int = 0) -> dict | None:
     """Hansen's SPA and White's reality check p-values of the ``[T, N]`` strategies' ``returns`` against
-    ``benchmark`` returns (``arch.bootstrap.SPA``, stationary bootstrap, arch's block size), with that block
-    size; None below 10 windows or when no strategy differs from the benchmark."""
+    ``benchmark`` returns (:mod:`marketcast.backtest.spa`: stationary bootstrap, arch's block size, ``reps``
+    resamples drawn from ``numpy.random.default_rng(seed)``, so the three benchmarks of a symbol share their
+    resamples), with that block size and each p-value's Monte Carlo standard error; None below 10 windows or
+    when no strategy differs from the benchmark."""
     b = np.asarray(benchmark, dtype=np.float64)
     m = np.asarray(returns, dtype=np.float64)
     keep = [j for j in range(m.shape[1]) if np.ptp(m[:, j] - b) > 0]
     if len(b) < 10 or not keep:
         return None
-    from arch.bootstrap import SPA  # about a second to import (scipy, statsmodels): only when a run asks for SPA
-
-    spa = SPA(-b, -m[:, keep], reps=reps, bootstrap="stationary", seed=seed)
-    spa.compute()
-    p = spa.pvalues
-    return {"spa_pvalue": float(p["consistent"]), "reality_check_pvalue": float(p["upper"]),
-            "spa_block_size": int(spa.block_size)}
+    block = spa_bootstrap.block_size(len(b))
+    indices = spa_bootstrap.seeded_indices(seed, len(b), block, reps)
+    p = spa_bootstrap.pvalues(m[:, keep] - b[:, None], indices, block)  # losses -r: benchmark's minus strategy's
+    return {"spa_pvalue": p["consistent"], "reality_check_pvalue": p["upper"], "spa_block_size": block,
+            "spa_mc_error": spa_bootstrap.mc_error(p["consistent"], reps),
+            "reality_check_mc_error": spa_bootstrap.mc_error(p["upper"], reps)}
 
 
 SPA_BENCHMARKS = {  # key prefix in SelectionStats -> what the strategies are tested against
@@ -326,7 +332,8 @@ class SelectionStats:
     annualised like the tables' Sharpe ratios). ``strategies`` were compared; ``trials`` of them were eligible
     (the rule could pick them over all windows), worth ``effective_trials`` independent ones
     (``effective_trials_method``). ``walk_forward_rules``: the selection rules the walk-forward record is one
-    of. SPA p-values against each of :data:`SPA_BENCHMARKS`."""
+    of. SPA p-values against each of :data:`SPA_BENCHMARKS`, each with its Monte Carlo standard error over the
+    ``spa_reps`` resamples (``*_mc_error``)."""
 
     strategies: int
     trials: int
@@ -352,6 +359,10 @@ class SelectionStats:
     spa_cash_pvalue: float | None
     spa_cash_block_size: int | None
     spa_reps: int | None
+    spa_mc_error: float | None = None
+    reality_check_mc_error: float | None = None
+    spa_intraday_mc_error: float | None = None
+    spa_cash_mc_error: float | None = None
     effective_trials_method: str = EFFECTIVE_TRIALS_METHOD
 
     @property
@@ -371,14 +382,15 @@ class SelectionStats:
 
 def assess(returns: Mapping[str, np.ndarray], filled: Mapping[str, np.ndarray], pick: str | None, walk_forward,
            benchmarks: Mapping[str, np.ndarray | None], periods_per_year: float, min_trades: int,
-           splits: int | None = None, reps: int = 1000, seed: int = 0, spa: bool = True,
+           splits: int | None = None, reps: int = spa_bootstrap.REPS, seed: int = 0, spa: bool = True,
            rules: int = 1, rules_sharpe_variance: float | None = None) -> SelectionStats:
     """Every figure for strategies' per-window ``returns`` and ``filled`` windows, the in-sample ``pick`` (the
     rule's over all windows), the walk-forward record's returns (one of ``rules`` selection rules tried) and
     the SPA ``benchmarks`` (keys of :data:`SPA_BENCHMARKS`; None: not available); with more than one rule its
     DSR needs the rules' Sharpe variance ``rules_sharpe_variance`` (None: not computed). ``splits`` None:
-    :func:`default_splits`; ``spa`` False skips arch. The eligible strategies (at least ``min_trades`` fills)
-    are the trials of the DSR, its N (effective) and V[SR], and of the SPA; CSCV applies the rule per split."""
+    :func:`default_splits`; ``spa`` False skips the SPA tests (``reps`` resamples each). The eligible strategies
+    (at least ``min_trades`` fills) are the trials of the DSR, its N (effective) and V[SR], and of the SPA; CSCV
+    applies the rule per split."""
     names = list(returns)
     matrix = np.array([np.asarray(returns[n], dtype=np.float64) for n in names]).T.reshape(-1, len(names))  # [T, N]
     fills = np.array([np.asarray(filled[n], dtype=bool) for n in names]).T.reshape(matrix.shape)
@@ -413,4 +425,6 @@ def assess(returns: Mapping[str, np.ndarray], filled: Mapping[str, np.ndarray], 
         spa_intraday_pvalue=p("spa_intraday", "spa_pvalue"), spa_intraday_block_size=p("spa_intraday", "spa_block_size"),
         spa_cash_pvalue=p("spa_cash", "spa_pvalue"), spa_cash_block_size=p("spa_cash", "spa_block_size"),
         spa_reps=reps if any(tests.values()) else None,
+        spa_mc_error=p("spa", "spa_mc_error"), reality_check_mc_error=p("spa", "reality_check_mc_error"),
+        spa_intraday_mc_error=p("spa_intraday", "spa_mc_error"), spa_cash_mc_error=p("spa_cash", "spa_mc_error"),
     )

@@ -209,6 +209,13 @@ def selection_verdict(result: SymbolResult) -> str | None:
     return None if v is None else f"{v[0].upper()}{v[1:]}."
 
 
+def spa_errors(o) -> str:
+    """``c→c 0.031 ± 0.004, o→c —, cash 0.000 ± 0.000``: each SPA p-value with its Monte Carlo standard error."""
+    cells = (("c→c", o.spa_pvalue, o.spa_mc_error), ("o→c", o.spa_intraday_pvalue, o.spa_intraday_mc_error),
+             ("cash", o.spa_cash_pvalue, o.spa_cash_mc_error))
+    return ", ".join(f"{label} —" if p is None else f"{label} {p:.3f} ± {e:.3f}" for label, p, e in cells)
+
+
 def selection_note(result: SymbolResult) -> str:
     o = result.overfit
     need = o.min_trades
@@ -225,7 +232,8 @@ def selection_note(result: SymbolResult) -> str:
            else "needs 2 windows and 2 strategies with enough trades")
     blocks = "/".join("—" if b is None else str(b) for b in (o.spa_block_size, o.spa_intraday_block_size,
                                                              o.spa_cash_block_size))
-    spa = (f"{o.spa_reps:,} stationary-bootstrap resamples, blocks of {blocks}" if o.spa_reps
+    spa = (f"{o.spa_reps:,} stationary-bootstrap resamples, blocks of {blocks}; p ± its Monte Carlo error: "
+           f"{spa_errors(o)}" if o.spa_reps
            else "off: --no-spa" if not result.config.spa else "needs 10 windows and an eligible strategy")
     rules = f"{o.walk_forward_rules} selection rule{'s' if o.walk_forward_rules != 1 else ''}"
     return (f"{trials}. DSR pick (Bailey & López de Prado 2014): probability that the Sharpe of {best} beats an "

@@ -81,7 +81,7 @@ CscvSplits = Annotated[Optional[int], typer.Option(
     help="Blocks of the windows for the probability of backtest overfitting (CSCV): even, 2 to --windows; "
          "default 16, or the largest even number the windows allow.")]
 Spa = Annotated[bool, typer.Option(
-    help="Hansen's SPA p-value of the best strategy against buy & hold (arch; about a second to import).")
+    help="Hansen's SPA p-values of the best strategy against buy & hold and cash (1,900 resamples).")
     ]
 Calibrate = Annotated[str, typer.Option(
     callback=options.one_of(CALIBRATIONS), metavar=choice_list(CALIBRATIONS),
