@@ -248,16 +248,14 @@ class StoreReader:
         no one ever wrote the run under a lock. A run whose ``run.json`` says ``running`` while no one holds it
         was stopped without its cleanup (SIGKILL, a power cut)."""
         try:
-            fh = open(self.run_dir(run_id) / LOCK, "rb")
-        except OSError:
-            return False
-        with fh:
-            try:
+            with open(self.run_dir(run_id) / LOCK, "rb") as fh:
                 fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return True
-            fcntl.flock(fh, fcntl.LOCK_UN)
+                fcntl.flock(fh, fcntl.LOCK_UN)
+        except BlockingIOError:
+            return True
+        except OSError:  # no lock file
             return False
+        return False
 
     def infos(self) -> dict[str, dict]:
         """Run id -> ``run.json`` of every run with a usable one, oldest first; damaged ones are skipped."""
