@@ -207,7 +207,11 @@ def test_a_run_marked_interrupted_is_listed_so_and_every_view_works(store, capsy
     assert code == 0 and "(backtest, interrupted, started" in out and "2 cells ok, 0 failed, 2 planned" in out
     for status in ("running", "done"):
         runs.mark_status(run, status)
-        assert list_runs(runs).set_index("run_id").loc[run, "status"] == status
+        with runs.lock(run):  # a live writer: its status stands
+            assert list_runs(runs).set_index("run_id").loc[run, "status"] == status
+    runs.mark_status(run, "running")  # no one holds the lock: the writer is gone (test_honest_store)
+    assert list_runs(runs).set_index("run_id").loc[run, "status"] == "interrupted"
+    runs.mark_status(run, "done")
     with pytest.raises(ValueError, match="'paused' is not one of planned, running, done, interrupted"):
         runs.mark_status(run, "paused")
     assert runs.info(run)["status"] == "done"

@@ -13,6 +13,7 @@ from typing import Annotated, Callable, Optional, Sequence
 
 import typer
 
+from marketcast.commands.flags import AsJson  # noqa: F401 (declared there: runs list imports no pandas)
 from marketcast.commands.help import choice_list
 from marketcast.data.asset import ASSET_CLASSES
 from marketcast.data.load import ON_DUPLICATE
@@ -128,8 +129,6 @@ PeriodsPerYear = Annotated[Optional[float], typer.Option(
     help="Periods per year for annualising, a positive number (default: from the bar spacing and the asset "
          "class's calendar, e.g. 252 for NYSE daily bars, 365 for crypto).")]
 Plots = Annotated[bool, typer.Option("--plots", help="Also draw each symbol's equity curves as a PNG.")]
-AsJson = Annotated[bool, typer.Option(
-    "--json", help="Print one JSON document on stdout instead of tables (its schema: docs/schemas/).")]
 OnDuplicate = Annotated[str, typer.Option(
     "--on-duplicate", callback=one_of(ON_DUPLICATE), metavar=choice_list(ON_DUPLICATE),
     help="A timestamp that repeats: error, or keep the first or the last of its bars (with a warning).")]

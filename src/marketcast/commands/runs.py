@@ -4,16 +4,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-import pandas as pd
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from marketcast.commands import options
+from marketcast.commands import flags
 from marketcast.console import console, print_json
 from marketcast.errors import ConfigError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -36,7 +38,11 @@ def open_store(path: Optional[Path]):
 def _cell(value) -> str:
     from marketcast.runs.overview import plain
 
-    value = plain(value)
+    return _text(plain(value))
+
+
+def _text(value) -> str:
+    """A plain Python value as a table shows it."""
     if value is None:
         return "—"
     if isinstance(value, float):
@@ -47,49 +53,57 @@ def _cell(value) -> str:
 
 
 def _print_frame(frame: pd.DataFrame, title: str, as_json: bool, plain_above: int | None = None) -> None:
-    """``frame`` as JSON or a table; past ``plain_above`` rows as plain aligned columns (a rich table costs
-    about 1 ms a row: 1,000 runs would take a second to draw)."""
+    """``frame`` as JSON or a table (:func:`_print_rows`)."""
+    import pandas as pd
+
     if as_json:
         print_json(frame.to_dict("records"))
         return
-    if plain_above is not None and len(frame) > plain_above:
-        _print_plain(frame, title)
+    numeric = [pd.api.types.is_numeric_dtype(frame[c]) for c in frame.columns]
+    _print_rows([str(c) for c in frame.columns], [[_cell(v) for v in row] for row in frame.itertuples(index=False)],
+                numeric, title, plain_above)
+
+
+def _print_rows(columns: list[str], cells: list[list[str]], numeric: list[bool], title: str,
+                plain_above: int | None) -> None:
+    """A table of ``cells`` (text), ``numeric`` columns to the right; past ``plain_above`` rows as plain aligned
+    columns (a rich table costs about 1 ms a row: 1,000 runs would take a second to draw)."""
+    if plain_above is not None and len(cells) > plain_above:
+        widths = [max(len(row[i]) for row in [columns, *cells]) for i in range(len(columns))]
+        lines = ["  ".join(v.rjust(w) if r else v.ljust(w) for v, w, r in zip(row, widths, numeric)).rstrip()
+                 for row in [columns, *cells]]
+        console.file.write("\n".join([title, lines[0], "  ".join("-" * w for w in widths), *lines[1:]]) + "\n")
         return
     table = Table(title=title)
-    for col in frame.columns:
-        numeric = pd.api.types.is_numeric_dtype(frame[col])
-        table.add_column(str(col), justify="right" if numeric else "left", overflow="fold", no_wrap=col != "error")
-    for row in frame.itertuples(index=False):
-        table.add_row(*(escape(_cell(v)) for v in row))
+    for col, right in zip(columns, numeric):
+        table.add_column(col, justify="right" if right else "left", overflow="fold", no_wrap=col != "error")
+    for row in cells:
+        table.add_row(*(escape(v) for v in row))
     console.print(table)
 
 
-def _print_plain(frame: pd.DataFrame, title: str) -> None:
-    """Aligned columns, numbers to the right, as the rich table's cells read (no box)."""
-    cells = [[str(c) for c in frame.columns]] + [[_cell(v) for v in row] for row in frame.itertuples(index=False)]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(frame.columns))]
-    right = [pd.api.types.is_numeric_dtype(frame[c]) for c in frame.columns]
-    lines = ["  ".join(v.rjust(w) if r else v.ljust(w) for v, w, r in zip(row, widths, right)).rstrip()
-             for row in cells]
-    console.file.write("\n".join([title, lines[0], "  ".join("-" * w for w in widths), *lines[1:]]) + "\n")
-
-
 @app.command("list")
-def list_(store: Optional[Path] = STORE_OPT, as_json: options.AsJson = False) -> None:
+def list_(store: Optional[Path] = STORE_OPT, as_json: flags.AsJson = False) -> None:
     """Every run in the store, oldest first: cells finished, failed and planned."""
-    from marketcast.runs.overview import list_runs
+    from marketcast.runs.listing import COLUMNS, list_rows
 
     runs = open_store(store)
     with runs.one_warning():
-        listing = list_runs(runs)
-    if listing.empty and not as_json:
+        listing = list_rows(runs)
+    if as_json:
+        print_json(listing)
+        return
+    if not listing:
         console.print(f"the run store {runs.root} holds no runs yet; run 'marketcast backtest' or "
                       "'marketcast sweep' first", highlight=False, soft_wrap=True)
         return
-    if not as_json:  # to the second on screen, no spec hash; the JSON keeps them (the microseconds order runs)
-        listing["created_at"] = listing["created_at"].str.slice(0, 19)
-        listing = listing.drop(columns=["spec_hash"])
-    _print_frame(listing, f"runs in {runs.root}", as_json, plain_above=PLAIN_ABOVE)
+    # to the second on screen, no spec hash; the JSON keeps them (the microseconds order runs)
+    shown = [c for c in COLUMNS if c != "spec_hash"]
+    cells = [[_text(r[c][:19] if c == "created_at" and isinstance(r[c], str) else r[c]) for c in shown]
+             for r in listing]
+    numeric = [any(isinstance(r[c], (int, float)) and not isinstance(r[c], bool) for r in listing)
+               and all(isinstance(r[c], (int, float, type(None))) for r in listing) for c in shown]
+    _print_rows(shown, cells, numeric, f"runs in {runs.root}", PLAIN_ABOVE)
 
 
 @app.command()
@@ -98,13 +112,14 @@ def show(
     by: Optional[str] = typer.Option(None, help="Comma-separated columns to group by (default: the grid's axes)."),
     metrics: str = typer.Option("return,sharpe,max_drawdown", help="Comma-separated metrics to average."),
     store: Optional[Path] = STORE_OPT,
-    as_json: options.AsJson = False,
+    as_json: flags.AsJson = False,
 ) -> None:
     """A run: what it is, multiple testing across its cells (trials, the best cell's deflated Sharpe, PBO),
     each cell's walk-forward record against buy & hold with its settings, costs, model and weights and its
     strategies' selection statistics, its mean metrics per strategy and grid point, and its failed cells."""
+    from marketcast.runs.listing import resume_hint, run_status
     from marketcast.runs.rows import GRID_KINDS
-    from marketcast.runs.overview import cell_counts, cell_records, run_status, selection, selection_lines, summary
+    from marketcast.runs.overview import cell_counts, cell_records, selection, selection_lines, summary
 
     runs = open_store(store)
     with runs.one_warning():
@@ -115,9 +130,10 @@ def show(
         table = summary(runs, run_id, groups, tuple(m.strip() for m in metrics.split(",") if m.strip()))
         trials = selection(runs, run_id) if info.get("kind") in GRID_KINDS else []
         records, finished = cell_records(runs, run_id)
+        writing = runs.reader.writing(run_id)
     if "max_drawdown" in table:  # negative, as everywhere a user reads it (runs recorded before stored it positive)
         table["max_drawdown"] = 0.0 - table["max_drawdown"].abs()  # 0.0 - 0.0 is 0.0, never -0.0
-    status = run_status(info, total)
+    status = run_status(info, total, writing)
     if as_json:
         print_json({"run": {**info, "status": status}, "summary": table.to_dict("records"), "selection": trials,
                     "records": records, "failed": failed.to_dict("records")})
@@ -125,6 +141,9 @@ def show(
     console.print(f"[bold]{run_id}[/bold] ({info.get('kind')}, {status}, started {info.get('created_at')}, code "
                   f"{info.get('code_version')}, spec {info.get('spec_hash')}): {ok} "
                   f"cells ok, {len(failed)} failed, {info.get('cells_total')} planned", highlight=False, soft_wrap=True)
+    if resume_hint(info, status):
+        console.print(f"interrupted: no process is writing it; '{resume_hint(info, status)}' computes the cells "
+                      "left", highlight=False, soft_wrap=True, markup=False)
     for line in selection_lines(trials):
         console.print(escape(line), highlight=False, soft_wrap=True)
     _print_records(records, finished)
@@ -200,8 +219,10 @@ def compare(
                                                        f"there are more than {SHOWN_ROWS})."),
     strict: bool = typer.Option(False, "--strict", help="Settings that differ between the runs are a FAIL too "
                                                         "(default: listed, exit 0)."),
+    limit: int = typer.Option(50, min=1, help="FAIL and WARN rows listed when PASS rows are hidden (their count "
+                                              "is printed)."),
     store: Optional[Path] = STORE_OPT,
-    as_json: options.AsJson = False,
+    as_json: flags.AsJson = False,
 ) -> None:
     """Compare two runs per cell and strategy. Settings that differ (e.g. fee 0.001 vs 0.002) are listed and
     exit 0 (--strict: 1); for the same settings a return delta > 0.05 is a FAIL (exit 1), > 0.01 a WARN."""
@@ -211,7 +232,7 @@ def compare(
     runs = open_store(store)
     with runs.one_warning():
         a, b = runs.open_run(run_a), runs.open_run(run_b)
-        result = compare_runs(runs, a, b, strict=strict, show_all=show_all, shown=SHOWN_ROWS)
+        result = compare_runs(runs, a, b, strict=strict, show_all=show_all, shown=SHOWN_ROWS, limit=limit)
     print_comparison(result, f"{a} vs {b} (matched on {', '.join(result['matched_on'])})", as_json)
 
 
@@ -222,7 +243,7 @@ def query(
     run: Optional[str] = typer.Option(None, help="Only this run's rows, faster on a large store (default: every "
                                                  "run's)."),
     store: Optional[Path] = STORE_OPT,
-    as_json: options.AsJson = False,
+    as_json: flags.AsJson = False,
 ) -> None:
     """Run one SELECT on the store, e.g. 'SELECT symbol, strategy, sharpe FROM results ORDER BY sharpe DESC LIMIT
     10'. It reads only the store's parts: writing files, reading others, ATTACH, INSTALL and SET are refused."""

@@ -28,6 +28,7 @@ from marketcast.runs.overview import label, plain, run_axes
 
 SETTINGS_DIFFER = "SETTINGS DIFFER"
 MAX_NOTES = 20  # notes of one kind (failed cells, cells in one run only) listed before '... and N more'
+LIMIT = 50  # FAIL and WARN rows listed (runs compare --limit) when PASS rows are hidden
 
 
 def _q(name: str) -> str:
@@ -65,10 +66,12 @@ def _capped(lines: list[str], total: int, what: str) -> list[str]:
 
 
 def compare_runs(store: RunStore, run_a: str, run_b: str, *, strict: bool = False, show_all: bool = False,
-                 shown: int = 40) -> dict:
+                 shown: int = 40, limit: int = LIMIT) -> dict:
     """``compile compare``'s result for two runs of the store (rows, metric deltas, notes, status), plus
-    ``settings`` (what differs), ``results`` (the worst row), ``counts`` (rows per status) and
-    ``rows_hidden`` (PASS rows left out: all rows are listed up to ``shown`` rows, or with ``show_all``)."""
+    ``settings`` (what differs), ``results`` (the worst row), ``counts`` (rows per status),
+    ``rows_hidden`` (PASS rows left out: all rows are listed up to ``shown`` rows, or with ``show_all``) and
+    ``rows_not_listed`` (FAIL and WARN rows past the first ``limit`` listed, when PASS rows are hidden: 8,000
+    FAIL rows drawn one by one took seconds, and their count says as much)."""
     runs = list(dict.fromkeys([run_a, run_b]))  # a run against itself: its files once
     counts = store.query("SELECT run_id, count(*) AS n, count(*) FILTER (WHERE status = 'ok') AS ok FROM cells "
                          "GROUP BY run_id", run_ids=runs).set_index("run_id")
@@ -135,11 +138,11 @@ judged AS (SELECT *, CASE WHEN return_delta IS NULL AND NOT (in_a AND in_b) THEN
         raise ConfigError(f"runs {run_a} and {run_b} have no cell in common (matched on symbol"
                           f"{''.join(', ' + n for n in names)}); nothing to compare")
     hide = not show_all and rows_total > shown
-    where = "WHERE status <> 'PASS'" if hide else ""
+    where, cap = ("WHERE status <> 'PASS'", f"LIMIT {int(limit)}") if hide else ("", "")
     picked = store.query(base + f"SELECT judged.*, {', '.join(f'ca.{_q(k)}' for k in keys)} FROM judged "
                          f"JOIN ca ON ca.cell_id = judged.ida {where} "
-                         "ORDER BY ia, pa NULLS LAST, pb NULLS LAST, strategy",
-                         params, run_ids=runs)
+                         f"ORDER BY ia, pa NULLS LAST, pb NULLS LAST, strategy {cap}", params, run_ids=runs)
+    judged_rows = rows_total - per_status["PASS"] if hide else len(picked)
     cell_notes = []
     for side, table, other in (("A", "ca", "ida"), ("B", "cb", "idb")):
         total = int(only[side])
@@ -177,8 +180,12 @@ judged AS (SELECT *, CASE WHEN return_delta IS NULL AND NOT (in_a AND in_b) THEN
     notes += failed_notes + cell_notes + strategy_notes + lost_notes
     if hide:
         notes.append(f"{per_status['PASS']} PASS rows hidden (--all lists them)")
+    if len(picked) < judged_rows:
+        notes.append(f"{judged_rows} FAIL and WARN rows ({per_status['FAIL']} FAIL, {per_status['WARN']} WARN) in "
+                     f"all; the first {len(picked)} listed (--limit N lists more)")
     return {"status": status, "results": worst, "thresholds": {"fail_above": FAIL_ABOVE, "warn_above": WARN_ABOVE},
             "settings": settings, "counts": per_status, "rows_hidden": per_status["PASS"] if hide else 0,
+            "rows_not_listed": judged_rows - len(picked),
             "rows": rows, "metric_deltas": metric_deltas, "notes": notes, "runs": {"a": run_a, "b": run_b},
             "matched_on": keys}
 

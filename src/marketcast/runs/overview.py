@@ -11,7 +11,7 @@ import pandas as pd
 
 from marketcast.errors import ConfigError
 from marketcast.runs.cells import setting_names
-from marketcast.runs.read import RUN_COUNTS_SQL
+from marketcast.runs.listing import COLUMNS, list_rows
 from marketcast.runs.store import RunStore
 
 SHOWN_METRICS = ("return", "sharpe", "max_drawdown")
@@ -39,41 +39,9 @@ def _key(value) -> str:
     return json.dumps(plain(value), default=str)
 
 
-def run_status(info: dict, recorded: int) -> str:
-    """The run's ``status`` from its ``run.json``; for a run written before runs carried one: planned with no
-    cell recorded, done with every planned cell recorded, else partial."""
-    if info.get("status"):
-        return info["status"]
-    total = info.get("cells_total")
-    if recorded == 0:
-        return "planned"
-    return "done" if total is None or recorded >= total else "partial"
-
-
 def list_runs(store: RunStore) -> pd.DataFrame:
-    """One row per run: id, kind, status, start, cells ok / failed / planned, symbols, models, code version.
-    A planned run (a ``run.json``, no part yet) is a row with no cells. The counts come from each run's
-    ``summary.json`` while it is valid (written when the run is recorded or compacted), else from its parts."""
-    infos = store.infos()
-    columns = ["run_id", "kind", "status", "created_at", "ok", "failed", "planned", "symbols", "models",
-               "code_version", "spec_hash"]
-    summed = store.summaries(list(infos))  # counted when recorded or compacted, still valid
-    counts = pd.DataFrame()
-    rest = [run for run in infos if run not in summed]
-    if rest:
-        counts = store.query(RUN_COUNTS_SQL, run_ids=rest)
-        counts = counts.set_index("run_id") if len(counts) else counts
-    rows = []
-    for run, info in infos.items():
-        got = summed.get(run) or (counts.loc[run] if run in counts.index else None)
-        ok, failed = (int(got["ok"]), int(got["failed"])) if got is not None else (0, 0)
-        rows.append({"run_id": run, "kind": info.get("kind"), "status": run_status(info, ok + failed),
-                     "created_at": info.get("created_at"), "ok": ok, "failed": failed,
-                     "planned": info.get("cells_total"),
-                     "symbols": int(got["symbols"]) if got is not None else 0,
-                     "models": (got["models"] or "") if got is not None else "",
-                     "code_version": info.get("code_version"), "spec_hash": info.get("spec_hash")})
-    return pd.DataFrame(rows, columns=columns)
+    """:func:`marketcast.runs.listing.list_rows` as a frame."""
+    return pd.DataFrame(list_rows(store), columns=list(COLUMNS))
 
 
 def cells(store: RunStore, run_id: str) -> pd.DataFrame:

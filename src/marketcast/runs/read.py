@@ -18,28 +18,30 @@ exactly one SELECT.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import sys
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
-
-import pandas as pd
-import pyarrow as pa
+from typing import TYPE_CHECKING, Iterator
 
 from marketcast.errors import ConfigError, StateError, StoreWarning, first_line
 
 PART_GLOB = "part-*.parquet"
 COMPACT_GLOB = "compact-*.parquet"
 MANIFEST = "manifest.json"
+LOCK = ".lock"  # a writer holds it (flock) while it writes the run: the OS lets go when the process dies
 SUMMARY = "summary.json"  # the run's counts for ``runs list``, valid while its live files are the ones it names
 # a run's cells counted for ``runs list`` (the summary holds this query's answer)
 RUN_COUNTS_SQL = ("SELECT run_id, count(*) FILTER (WHERE status = 'ok') AS ok, count(*) FILTER (WHERE status <> 'ok') "
                   "AS failed, count(DISTINCT symbol) AS symbols, string_agg(DISTINCT model, ',' ORDER BY model) AS "
                   "models FROM cells GROUP BY run_id")
 STATUSES = ("planned", "running", "done", "interrupted")
+
+if TYPE_CHECKING:
+    import pandas as pd
 _INFO_TYPES = {"run_id": (str,), "kind": (str,), "created_at": (str,), "code_version": (str,),
                "spec_hash": (str,), "status": (str,), "cells_total": (int,)}
 # the columns of an empty store's views, so the queries of ``runs list|show`` (and most user queries) bind
@@ -64,6 +66,23 @@ def _info_problem(data) -> str | None:
     return None
 
 
+def read_footer(path: Path, size: int) -> tuple[list[str] | None, str | None]:
+    """``(its column names, None)`` from the Parquet footer of the file at ``path`` (``size`` bytes), ``(None,
+    why it cannot be read)``, or ``(None, None)`` when it is gone (a compaction removed it: not damage). A file
+    cut short, empty or not Parquet is found so, by reading it, before DuckDB does (not from DuckDB's error text)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if size == 0:
+        return None, "is empty (0 bytes)"
+    try:
+        return pq.read_metadata(path).schema.names, None
+    except FileNotFoundError:
+        return None, None
+    except (OSError, pa.ArrowException) as exc:
+        return None, f"cannot be read as Parquet ({first_line(exc)})"
+
+
 def duckdb_module():
     """The duckdb module, imported with SIGTERM/SIGINT deferred (:func:`~marketcast.signals.shielded`): a
     signal's exception raised inside its native module's start-up aborts the process ("Critical nanobind
@@ -81,12 +100,18 @@ def sql_text(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+def _listing(files: list[Path]) -> str:
+    """``files`` as the items of a SQL list of text."""
+    return ", ".join(sql_text(str(p)) for p in files)
+
+
 class StoreReader:
     """Read and query the runs under ``root``, skipping (and naming) the damaged files it finds."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
         self._damaged: dict[Path, tuple] = {}  # part -> the (size, mtime) it was found damaged at
+        self._footers: dict[Path, tuple] = {}  # part -> ((size, mtime) its footer was read at, its columns)
         self._warned: set[Path] = set()
         self._batch: dict[Path, str] | None = None
         self._shared: tuple | None = None  # (the files' (path, size, mtime), the connection over them)
@@ -135,45 +160,47 @@ class StoreReader:
         return any(p in self._damaged for p in paths)
 
     def usable(self, files: list[Path]) -> list[Path]:
-        """``files`` without the parts already found damaged (and not rewritten since) and the empty ones."""
+        """``files`` without the damaged ones: those already found damaged (and not rewritten since), the empty
+        ones and those whose Parquet footer cannot be read, each read here once (then kept while the file's
+        size and time stay): the damage is found by reading the file, before DuckDB reads it."""
         out = []
         for path in files:
             try:
                 st = path.stat()
             except OSError:
                 continue  # gone since the listing
-            if self._damaged.get(path) == (st.st_size, st.st_mtime_ns):
+            seen = (st.st_size, st.st_mtime_ns)
+            if self._damaged.get(path) == seen:
                 continue
-            if st.st_size == 0:
-                self._set_damaged(path, "is empty (0 bytes)")
-                continue
+            if self._footers.get(path, (None,))[0] != seen:
+                names, why = read_footer(path, st.st_size)
+                if names is None:
+                    if why is not None:
+                        self._set_damaged(path, why)
+                    continue
+                self._footers[path] = (seen, frozenset(names))
             out.append(path)
         return out
 
-    def _blame(self, exc: Exception, files: list[Path]) -> bool:
-        """Mark the parts a DuckDB error comes from as damaged (the one it names, else those whose Parquet
-        footer cannot be read); False when none is to blame."""
-        if self._blame_named(exc, files):
-            return True
+    def _pages_damaged(self, files: list[Path]) -> bool:
+        """After a read error the footers did not explain: read every row group of each file (pyarrow), and mark
+        those that fail as damaged; False when every file reads (the error is the query's). DuckDB's message for
+        a garbled page need not name the file ("don't know what type"), so the file is found by reading it."""
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         found = False
         for path in files:
             try:
-                pq.read_metadata(path)
-            except (OSError, pa.ArrowException) as err:
-                self._set_damaged(path, f"cannot be read as Parquet ({first_line(err)})")
+                with pq.ParquetFile(path) as parquet:
+                    for group in range(parquet.num_row_groups):
+                        parquet.read_row_group(group)
+            except FileNotFoundError:
+                continue
+            except (OSError, pa.ArrowException) as exc:
+                self._set_damaged(path, f"cannot be read as Parquet ({first_line(exc)})")
                 found = True
         return found
-
-    def _blame_named(self, exc: Exception, files: list[Path]) -> bool:
-        """A query's error that names a part: that part is damaged (True); any other error is the query's."""
-        message = str(exc)
-        named = [p for p in files if f"'{p}'" in message or f'"{p}"' in message]
-        for path in named:
-            why = first_line(exc).replace(f"'{path}'", "").replace(f'"{path}"', "").replace("  ", " ")
-            self._set_damaged(path, f"cannot be read as Parquet ({why.strip()})")
-        return bool(named)
 
     # --- runs and their files ---------------------------------------------------------------------------
 
@@ -205,20 +232,30 @@ class StoreReader:
     def check_intact(self, run_id: str) -> None:
         """A run a command reads must be whole: its first damaged live file (empty, or a Parquet footer that
         cannot be read) is one StateError line naming it and the repair, not an answer from the cells left."""
-        import pyarrow.parquet as pq
-
         for path in self.parts(run_id):
             try:
-                if path.stat().st_size:
-                    pq.read_metadata(path)
-                    continue
-                why = "is empty (0 bytes)"
+                _, why = read_footer(path, path.stat().st_size)
             except FileNotFoundError:  # gone since the listing (a compaction): not damage
                 continue
-            except (OSError, pa.ArrowException) as exc:
-                why = f"cannot be read as Parquet ({first_line(exc)})"
-            raise StateError(f"run {run_id}: {path} {why}; move that file away (its cells are then missing from "
-                             "the run; 'marketcast sweep SPEC --resume' computes a sweep's again) and run again")
+            if why is not None:
+                raise StateError(f"run {run_id}: {path} {why}; move that file away (its cells are then missing "
+                                 "from the run; 'marketcast sweep SPEC --resume' computes a sweep's again) and run "
+                                 "again")
+
+    def writing(self, run_id: str) -> bool:
+        """Whether a live process holds the run's lock (a sweep computing it). Probed with a shared lock taken
+        and let go at once, on the file opened read-only, so a read-only store is probed too; no lock file:
+        no one ever wrote the run under a lock. A run whose ``run.json`` says ``running`` while no one holds it
+        was stopped without its cleanup (SIGKILL, a power cut)."""
+        try:
+            with open(self.run_dir(run_id) / LOCK, "rb") as fh:
+                fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                fcntl.flock(fh, fcntl.LOCK_UN)
+        except BlockingIOError:
+            return True
+        except OSError:  # no lock file
+            return False
+        return False
 
     def infos(self) -> dict[str, dict]:
         """Run id -> ``run.json`` of every run with a usable one, oldest first; damaged ones are skipped."""
@@ -361,37 +398,44 @@ class StoreReader:
         duckdb = duckdb_module()
 
         listed = [p for r in run_ids for p in self.parts(r)] if run_ids is not None else self.parts()
-        files = self.usable(listed)
-        while True:
-            con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
-                                                     "autoload_known_extensions": False})
-            try:
-                if files:
-                    listing = ", ".join(sql_text(str(p)) for p in files)
-                    con.execute(f"CREATE VIEW all_rows AS SELECT * FROM read_parquet([{listing}], "
-                                "union_by_name = true)")
-                    retried = "attempt" in {r[0] for r in con.execute("DESCRIBE all_rows").fetchall()}
-                    # every attempt of a retried cell stays in all_rows (its error history); a cell's result
-                    # is its latest attempt (sweep --resume --retry-failed)
-                    con.execute("CREATE VIEW rows AS SELECT * FROM all_rows" + (
-                        " QUALIFY coalesce(attempt, 0) = max(coalesce(attempt, 0)) OVER (PARTITION BY run_id, "
-                        "cell_id)" if retried else ""))
-                else:
-                    typed = ", ".join(f'NULL::{kind} AS "{name}"' for name, kind in _EMPTY_COLUMNS.items())
-                    con.execute(f"CREATE VIEW rows AS SELECT {typed} WHERE false")
-                break
-            except duckdb.Error as exc:
-                con.close()
-                if not self._blame(exc, files):
-                    raise StateError(f"the run store {self.root} cannot be read ({first_line(exc)}); move the "
-                                     "run that does not fit away") from None
-                files = self.usable(files)
+        files = self.usable(listed)  # every footer read: the damaged files are left out before DuckDB reads any
+        con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
+                                                 "autoload_known_extensions": False})
+        try:
+            if files:
+                con.execute(f"CREATE VIEW all_rows AS SELECT * FROM read_parquet([{_listing(files)}], "
+                            "union_by_name = true)")
+                self._latest_view(con, [p for p in files if "attempt" in self._footers[p][1]])
+            else:
+                typed = ", ".join(f'NULL::{kind} AS "{name}"' for name, kind in _EMPTY_COLUMNS.items())
+                con.execute(f"CREATE VIEW rows AS SELECT {typed} WHERE false")
+        except duckdb.Error as exc:
+            con.close()
+            raise StateError(f"the run store {self.root} cannot be read ({first_line(exc)}); move the run that "
+                             "does not fit away") from None
         con.execute("CREATE VIEW cells AS SELECT * FROM rows WHERE strategy IS NULL")
         con.execute("CREATE VIEW results AS SELECT * FROM rows WHERE strategy IS NOT NULL")
-        con.execute(f"SET allowed_paths = [{', '.join(sql_text(str(p)) for p in files)}]")
+        con.execute(f"SET allowed_paths = [{_listing(files)}]")
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
         return con, files
+
+    @staticmethod
+    def _latest_view(con, retried: list[Path]) -> None:
+        """The view ``rows``: every row of ``all_rows`` but the superseded attempts of a retried cell (``sweep
+        --resume --retry-failed``: a cell's result is its latest attempt; ``all_rows`` keeps its error history).
+        ``retried``: the files with an ``attempt`` column, the only ones that hold a retry. Their latest
+        attempt per cell is a small table, and ``rows`` is ``all_rows`` ANTI JOIN it: DuckDB still pushes a
+        query's ``symbol``/``cell_id`` filter into the Parquet scan, which a window over every row (QUALIFY
+        max(attempt) OVER (PARTITION BY cell_id)) stopped, so one retried cell made every query read every record."""
+        if not retried:
+            con.execute("CREATE VIEW rows AS SELECT * FROM all_rows")
+            return
+        con.execute(f"CREATE TABLE latest_attempts AS SELECT run_id, cell_id, max(attempt) AS attempt FROM "
+                    f"read_parquet([{_listing(retried)}], union_by_name = true) WHERE attempt IS NOT NULL "
+                    "GROUP BY run_id, cell_id")
+        con.execute("CREATE VIEW rows AS SELECT a.* FROM all_rows a ANTI JOIN latest_attempts l ON "
+                    "l.run_id = a.run_id AND l.cell_id = a.cell_id AND l.attempt > coalesce(a.attempt, 0)")
 
     def connect(self, run_ids: list[str] | None = None):
         """A DuckDB connection with the views ``rows`` (every row of the runs), ``cells`` (cell rows) and
@@ -419,6 +463,14 @@ class StoreReader:
 
     def query(self, sql: str, params: list | None = None, run_ids: list[str] | None = None) -> pd.DataFrame:
         """The result of one SELECT over the views; a part that fails to read on the way is skipped."""
+        return self._execute(sql, params, run_ids, lambda result: result.df())
+
+    def records(self, sql: str, params: list | None = None, run_ids: list[str] | None = None) -> list[dict]:
+        """:meth:`query`'s rows as plain dicts, without pandas (``runs list`` imports none)."""
+        return self._execute(sql, params, run_ids, lambda result: [
+            dict(zip([d[0] for d in result.description], row)) for row in result.fetchall()])
+
+    def _execute(self, sql: str, params: list | None, run_ids: list[str] | None, fetch):
         duckdb = duckdb_module()
 
         statement = self._statement(sql)
@@ -426,13 +478,15 @@ class StoreReader:
             shared, files = self._cached(run_ids)
             con = shared.cursor()
             try:
-                return con.execute(statement, params or []).df()
+                return fetch(con.execute(statement, params or []))
             except duckdb.Error as exc:
-                if files and self._blame_named(exc, files):
-                    continue
                 if isinstance(exc, duckdb.PermissionException):
                     raise ConfigError(f"query refused: it may read only the run store's own parts, not other "
                                       f"files ({first_line(exc)}); query the views rows, cells and results") from None
+                theirs = (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException,
+                          duckdb.ConversionException)  # the query's own mistakes, not the files'
+                if not isinstance(exc, theirs) and self._pages_damaged(files):
+                    continue  # a file whose footer reads but whose pages do not: skipped, named, the query again
                 empty = "" if files or not isinstance(exc, duckdb.BinderException) else (
                     f" (the run store {self.root} holds no rows yet)")
                 raise ConfigError(f"query failed: {first_line(exc)}{empty}") from None

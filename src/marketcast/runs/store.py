@@ -22,8 +22,7 @@ from __future__ import annotations
 import os
 from contextlib import AbstractContextManager
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from marketcast.runs.compact import compact
 from marketcast.runs.read import StoreReader
@@ -32,6 +31,9 @@ from marketcast.runs.write import StoreWriter
 DEFAULT_STORE = Path("out/runs")
 STORE_ENV = "MARKETCAST_RUN_STORE"
 OFF = ("off", "none", "0", "false")
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def store_root(option: str | Path | None = None) -> Path | None:

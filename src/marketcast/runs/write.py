@@ -19,16 +19,19 @@ import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Iterator
 
 from marketcast.errors import ConfigError, StateError
 from marketcast.fileio import write_atomic
-from marketcast.runs.read import RUN_COUNTS_SQL, STATUSES, SUMMARY, StoreReader
+from marketcast.runs.read import LOCK, RUN_COUNTS_SQL, STATUSES, SUMMARY, StoreReader
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 def _column(name: str, values: list) -> pa.Array:
+    import pyarrow as pa
+
     try:
         return pa.array(values)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
@@ -38,8 +41,13 @@ def _column(name: str, values: list) -> pa.Array:
 
 def rows_table(rows: list[dict]) -> pa.Table:
     """One Arrow table from rows with different keys (a key a row lacks is NULL there)."""
+    import pyarrow as pa
+
     names = list(dict.fromkeys(k for row in rows for k in row))
     return pa.table({n: _column(n, [row.get(n) for row in rows]) for n in names})
+
+
+LOCK_WAITS = (0.01, 0.05, 0.2)  # seconds between the tries of a taken lock (a reader's probe lets go at once)
 
 
 class StoreWriter:
@@ -83,15 +91,22 @@ class StoreWriter:
     @contextmanager
     def lock(self, run_id: str) -> Iterator[None]:
         """Hold the run for this process (the OS releases it when the process dies, even by SIGKILL). The
-        temporary files of a writer killed mid-write are removed here: no one else writes the run now."""
+        temporary files of a writer killed mid-write are removed here: no one else writes the run now. A reader
+        probing the lock (:meth:`StoreReader.writing`) holds it for microseconds: it is tried again for a
+        moment before the run is called taken."""
         folder = self.reader.run_dir(run_id)
         self._mkdir(folder)
-        fh = open(folder / ".lock", "a")
+        fh = open(folder / LOCK, "a")
         try:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise StateError(f"run {run_id} is being written by another process; wait for it to finish") from None
+            for wait in (*LOCK_WAITS, None):
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if wait is None:
+                        raise StateError(f"run {run_id} is being written by another process; wait for it to "
+                                         "finish") from None
+                    time.sleep(wait)
             for leftover in folder.glob(".*.tmp"):
                 leftover.unlink(missing_ok=True)
             yield

@@ -1,8 +1,10 @@
 """``run_sweep``: a new run, or the resumption of one, from a spec to the store.
 
-A new run writes its ``run.json`` first (kind, spec, cells planned, code version) with ``status: planned``,
-which becomes ``running`` once cells are computed and ``done`` at the end; a run stopped by a signal or an
-error is marked ``interrupted`` on the way out (the store's views read all four). ``--resume`` takes the
+Ray is joined (or started) first, so a refused connection leaves no run. A new run then writes its ``run.json``
+(kind, spec, cells planned, code version) with ``status: planned``, which becomes ``running`` once cells are
+computed and ``done`` at the end; a run stopped by a signal or an error is marked ``interrupted`` on the way
+out (the store's views read all four), and one killed outright (SIGKILL) is read as ``interrupted`` because
+no process holds its lock (:func:`marketcast.runs.listing.run_status`). ``--resume`` takes the
 latest run of the same spec (or ``--run-id``), interrupted or not, skips every cell the store already holds
 (finished or failed) and computes only the rest, under the run's lock, so two processes never write one run.
 A finished run is compacted (after the lock is released, by :meth:`RunStore.compact`, which takes it again).
@@ -107,26 +109,27 @@ def run_sweep(spec: Spec, store: RunStore, *, resume: bool = False, run_id: str 
     code = code_version()
     run_id = _to_resume(store, spec.spec_hash, run_id) if resume else _start(store, spec, run_id)
     retried = 0
-    with store.lock(run_id):
-        if resume:
-            made_by = store.info(run_id).get("code_version")
-            if made_by != code:
-                err_console.print(f"[yellow]note:[/yellow] run {run_id} was started by code {made_by}; this is "
-                                  f"{code} (each row records the version that wrote it)", highlight=False)
-        else:
-            store.write_info(run_id, {"kind": "sweep", "created_at": now_iso(), "spec_hash": spec.spec_hash,
-                                      "code_version": code, "cells_total": len(cells),
-                                      "spec_path": str(spec.path.resolve()), "spec": spec.path.read_text(),
-                                      "status": "planned"})
-        finished = False
-        try:
-            found = latest(store, run_id)
-            left = retry_failed if resume else 0
-            todo = [(i, c) for i, c in enumerate(cells) if c.cell_id not in found or (
-                left and found[c.cell_id][0] == "error")]
-            tries = {c.cell_id: 0 for _, c in todo}  # retries this call
-            started = False
+    # Ray is joined (or started) before the run is made: a refused connection leaves no run behind
+    started = False if local else connect(ray, address, num_cpus)
+    try:
+        with store.lock(run_id):
+            if resume:
+                made_by = store.info(run_id).get("code_version")
+                if made_by != code:
+                    err_console.print(f"[yellow]note:[/yellow] run {run_id} was started by code {made_by}; this "
+                                      f"is {code} (each row records the version that wrote it)", highlight=False)
+            else:
+                store.write_info(run_id, {"kind": "sweep", "created_at": now_iso(), "spec_hash": spec.spec_hash,
+                                          "code_version": code, "cells_total": len(cells),
+                                          "spec_path": str(spec.path.resolve()), "spec": spec.path.read_text(),
+                                          "status": "planned"})
+            finished = False
             try:
+                found = latest(store, run_id)
+                left = retry_failed if resume else 0
+                todo = [(i, c) for i, c in enumerate(cells) if c.cell_id not in found or (
+                    left and found[c.cell_id][0] == "error")]
+                tries = {c.cell_id: 0 for _, c in todo}  # retries this call
                 while todo:
                     ctx = RunContext(run_id=run_id, kind="sweep", spec_hash=spec.spec_hash, code_version=code)
                     attempts = {c.cell_id: found[c.cell_id][1] + 1 for _, c in todo if c.cell_id in found}
@@ -140,24 +143,23 @@ def run_sweep(spec: Spec, store: RunStore, *, resume: bool = False, run_id: str 
                         if local:
                             Local(store, ctx, jobs, spec.ray, advance, attempts).run()
                         else:
-                            started = started or connect(ray, address, num_cpus)
                             Sweep(ray, store, ctx, jobs, spec.ray, advance, attempts).run()
                     found = latest(store, run_id)
                     todo = [(i, c) for i, c in todo if found[c.cell_id][0] == "error" and tries[c.cell_id] < left]
                 _mark(store, run_id, "done")  # every cell is stored: done, whatever happens to Ray now
                 finished = True
-            finally:
-                if started:
-                    shutdown(ray)
-        except BaseException:  # SIGTERM (Terminated), Ctrl-C, an error: the run says it did not finish
-            if finished:
+            except BaseException:  # SIGTERM (Terminated), Ctrl-C, an error: the run says it did not finish
+                if finished:
+                    raise
+                with shielded():
+                    try:
+                        _mark(store, run_id, "interrupted")
+                    except (MarketcastError, OSError):
+                        pass  # the store cannot be written (a full disk): the first error is the one to show
                 raise
-            with shielded():
-                try:
-                    _mark(store, run_id, "interrupted")
-                except (MarketcastError, OSError):
-                    pass  # the store cannot be written (a full disk): the first error is the one to show
-            raise
+    finally:
+        if started:
+            shutdown(ray)
     _compact(store, run_id)
     ok, failed, poison = _counts(found)
     return Outcome(run_id=run_id, planned=len(cells), skipped=len(found) - len(tries) if resume else 0, ok=ok,
