@@ -261,7 +261,7 @@ def compact(
     keep_parts: bool = typer.Option(False, "--keep-parts", help="Keep the merged parts on disk (readers ignore "
                                                                 "them)."),
     store: Optional[Path] = STORE_OPT,
-    as_json: options.AsJson = False,
+    as_json: flags.AsJson = False,
 ) -> None:
     """Merge a run's parts into a few sorted Parquet files (safe to interrupt: re-run it to finish)."""
     runs = open_store(store)
