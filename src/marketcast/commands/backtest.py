@@ -104,7 +104,6 @@ Seeds = Annotated[int, typer.Option(
     help="Re-run with N seeds (--seed .. --seed + N - 1) and report the spread of every return; the files and "
          "the run store hold the first seed's run and the spread.")]
 OutputDir = Annotated[Path, typer.Option(help="Where JSON, Markdown, trades.csv and PNGs go.")]
-AsJson = Annotated[bool, typer.Option("--json", help="Print the per-symbol JSON instead of tables.")]
 Html = Annotated[bool, typer.Option("--html", help="Also write report.html: a self-contained tearsheet that "
                                                   "opens offline (see docs/reports.md).")]
 CalibrationOnly = Annotated[bool, typer.Option(
@@ -131,7 +130,8 @@ def backtest(
     data_dir: options.DataDir = None,
     on_duplicate: options.OnDuplicate = "error", on_bad_line: options.OnBadLine = "error",
     timezone: options.Timezone = None,
-    output_dir: OutputDir = DEFAULT_OUTPUT, as_json: AsJson = False, plots: options.Plots = False, html: Html = False,
+    output_dir: OutputDir = DEFAULT_OUTPUT, as_json: options.AsJson = False, plots: options.Plots = False,
+    html: Html = False,
     fan_date: options.FanDates = None, calibration_only: CalibrationOnly = False,
     allow_in_sample: AllowInSample = False, seeds: Seeds = 1,
 ) -> None:

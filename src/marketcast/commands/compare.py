@@ -43,14 +43,13 @@ Models = Annotated[str, typer.Option(
 Weights = Annotated[Optional[list[str]], typer.Option(
     "--weights", metavar="MODEL=WEIGHTS", help="One model's weights, repeatable, e.g. toto2=random:4m or "
                                                "toto=/path/to/folder (default: each model's public checkpoint).")]
-Windows = Annotated[int, typer.Option("--windows", "-n", min=1,
-                                      help="Decision bars per symbol, the same for every model.")]
 Store = Annotated[Optional[str], typer.Option("--store", help=STORE_HELP)]
 
 
 def compare(
     symbols: Symbols = ",".join(DEFAULT_SYMBOLS), models: Models = ",".join(n for n in MODEL_NAMES if installed(n)),
-    weights: Weights = None, windows: Windows = 70, samples: options.Samples = 256, context: options.Context = 512,
+    weights: Weights = None, windows: options.Windows = None, samples: options.Samples = 256,
+    context: options.Context = 512,
     seed: options.Seed = 0, device: options.Device = "cpu", dtype: options.Dtype = "float32",
     data_dir: options.DataDir = None, as_json: options.AsJson = False, store: Store = None,
 ) -> None:
@@ -66,10 +65,10 @@ def compare(
                            device=device, dtype=dtype, data_dir=data_dir, store=store)
     rows, tickers, run_id = board.rows, board.symbols, board.run_id
     if as_json:
-        print_json({"symbols": tickers, "windows": windows, "samples": samples, "context": context, "seed": seed,
+        print_json({"symbols": tickers, "windows": board.windows, "samples": samples, "context": context, "seed": seed,
                     "models": rows, "benchmark": board.benchmark, "run_id": run_id})
         return
-    console.print(leaderboard_table(rows, f"{', '.join(tickers)}: the last {windows} windows, {samples} samples",
+    console.print(leaderboard_table(rows, f"{', '.join(tickers)}: the last {board.windows} windows, {samples} samples",
                                     board.benchmark))
     for line in notes(rows):
         console.print(f"[yellow]{escape(line)}[/]")

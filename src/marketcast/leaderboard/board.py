@@ -24,6 +24,7 @@ class Leaderboard:
     rows: list[dict]
     run_id: Optional[str]  # None when the run store is off
     benchmark: dict | None = None
+    windows: int = 70  # per symbol, the same for every model
 
 
 def parse_symbols(symbols: str) -> list[str]:
@@ -36,7 +37,22 @@ def parse_symbols(symbols: str) -> list[str]:
     return tickers
 
 
-def compare_models(symbols: str, models: str, weights: Optional[Sequence[str]], *, windows: int, samples: int,
+def common_windows(bars, windows) -> int:
+    """``--windows``: N (default 70), or ``all``: every window each symbol's history allows, cut to the fewest of
+    them so every symbol and every model is scored on windows of one count (the first needs the baseline's three
+    real bars of context)."""
+    from marketcast.backtest.config import BacktestConfig
+    from marketcast.backtest.period import ALL, Period, windows_of
+    from marketcast.forecast.baseline import BaselineForecaster
+
+    if windows is None:
+        return BacktestConfig.windows
+    if windows != ALL:
+        return int(windows)
+    return min(windows_of(b, Period(ALL), BaselineForecaster.min_context)[1] for b in bars)
+
+
+def compare_models(symbols: str, models: str, weights: Optional[Sequence[str]], *, windows, samples: int,
                    context: int, seed: int, device: str, dtype: str, data_dir: Optional[Path],
                    store: Optional[str]) -> Leaderboard:
     """Backtest the same windows with each model (a progress bar on stderr) and record one run.
@@ -56,7 +72,7 @@ def compare_models(symbols: str, models: str, weights: Optional[Sequence[str]], 
     chosen = parse_weights(weights, names)
     tickers = parse_symbols(symbols)
     bars = [load_symbol(s, data_dir=data_dir) for s in tickers]
-    config = BacktestConfig(windows=windows, context=context, num_samples=samples, seed=seed,
+    config = BacktestConfig(windows=common_windows(bars, windows), context=context, num_samples=samples, seed=seed,
                             strategies=FORECAST_DRIVEN)
     refuse_tuned(chosen, bars, config)
     runs = []
@@ -68,4 +84,4 @@ def compare_models(symbols: str, models: str, weights: Optional[Sequence[str]], 
     rows, benchmark = model_rows(runs), benchmark_row(runs[0].results)
     with shielded():
         run_id = record_leaderboard(runs, rows, bars, {"data_dir": data_dir}, store, benchmark)
-    return Leaderboard(tickers, rows, run_id, benchmark)
+    return Leaderboard(tickers, rows, run_id, benchmark, config.windows)
