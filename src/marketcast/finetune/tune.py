@@ -151,8 +151,14 @@ def tune(request: TuneRequest, on_trained: Callable[[Tuned], None] = lambda tune
 
     from marketcast.data import load_symbol
     from marketcast.fileio import exclusive, make_folder, write_files
-    from marketcast.finetune.loop import CHECKPOINT, Hyper, load_checkpoint, train
-    from marketcast.finetune.loop import check_resume, trained_on
+    from marketcast.finetune.loop import (
+        CHECKPOINT,
+        Hyper,
+        check_resume,
+        load_checkpoint,
+        train,
+        trained_on,
+    )
     from marketcast.forecast.tuning import FILE_NAME, record_text
 
     dev = torch.device(r.device)
