@@ -9,7 +9,7 @@ from datetime import date
 import pandas as pd
 import pytest
 
-import marketcast.backtest.prepare as prepare_module
+import marketcast.forecast.tuning as tuning_module
 from marketcast.backtest.config import BacktestConfig
 from marketcast.backtest.period import Period, windows_of
 from marketcast.backtest.prepare import prepare, scored_decisions
@@ -26,14 +26,14 @@ FAST = ["--samples", "8", "--context", "32"]
 def seen(monkeypatch):
     """The (symbol, decision bars) each guard call of the preparation path sees; the real guard still runs."""
     calls: list[tuple[str, pd.DatetimeIndex]] = []
-    real = prepare_module.guard_windows
+    real = tuning_module.guard_windows
 
     def spy(tuning, runs, *args, **kwargs):
         runs = list(runs)
         calls.extend((symbol, pd.DatetimeIndex(decisions)) for symbol, _, decisions in runs)
         return real(tuning, runs, *args, **kwargs)
 
-    monkeypatch.setattr(prepare_module, "guard_windows", spy)
+    monkeypatch.setattr(tuning_module, "guard_windows", spy)
     return calls
 
 

@@ -89,3 +89,51 @@ def test_resume_with_other_settings_is_refused(tiny_base, data_dir, tmp_path):
     assert done.stderr == ("error: --resume: --lr differs from the checkpoint's (lr=0.003); use the same settings "
                            "or another --out\n")
 
+
+
+@pytest.fixture(scope="module")
+def killed(tiny_base, data_dir, tmp_path_factory):
+    """A tuning of SYN,OTHER up to UNTIL killed after its checkpoint of step 5 (left unfinished, to resume)."""
+    out = tmp_path_factory.mktemp("killed") / "out"
+    kill_mid_training(tiny_base, data_dir, out, at=5)
+    return out
+
+
+def _edited(data_dir: Path, folder: Path) -> Path:
+    """A copy of ``data_dir`` whose SYN has one close changed 0.01 % on bar 100 (before UNTIL)."""
+    import pandas as pd
+
+    folder.mkdir()
+    for path in data_dir.iterdir():
+        (folder / path.name).write_bytes(path.read_bytes())
+    frame = pd.read_csv(folder / "SYN.csv", index_col=0)
+    frame.iloc[100, frame.columns.get_loc("close")] *= 1.0001
+    frame.to_csv(folder / "SYN.csv")
+    return folder
+
+
+@pytest.mark.parametrize("change", ["until", "symbols", "data"])
+def test_resume_with_another_cutoff_symbols_or_data_is_refused_before_training(change, killed, tiny_base, data_dir,
+                                                                                tmp_path, capsys):
+    """The cutoff, the symbols and each symbol's bars up to the cutoff live in the checkpoint: a resume that
+    changes one is one line naming it, exit 2, and the checkpoint is left as it was (no step was taken)."""
+    from marketcast.commands import main
+
+    cmd = _command(tiny_base, data_dir, killed, "--resume")[3:]  # past `python -m marketcast.commands`
+    before = (killed / "checkpoint.pt").read_bytes()
+    want = {
+        "until": "--until 2021-01-29 differs from the checkpoint's (until=2021-02-24); use --until 2021-02-24 or "
+                 "another --out",
+        "symbols": "--symbols SYN differ from the checkpoint's (SYN,OTHER); use --symbols SYN,OTHER or another --out",
+        "data": f"the bars of SYN up to {UNTIL} ({tmp_path / 'edited' / 'SYN.csv'}) differ from the ones the "
+                "checkpoint was trained on (their fingerprint changed); restore them, or start over in another --out",
+    }[change]
+    if change == "until":
+        cmd[cmd.index("--until") + 1] = "2021-01-29"
+    elif change == "symbols":
+        cmd[cmd.index("--symbols") + 1] = "SYN"
+    else:
+        cmd[cmd.index("--data-dir") + 1] = str(_edited(data_dir, tmp_path / "edited"))
+    assert main(cmd) == 2
+    assert capsys.readouterr().err == f"error: --resume: {want}\n"
+    assert (killed / "checkpoint.pt").read_bytes() == before and not (killed / "tuning.json").exists()

@@ -1,7 +1,8 @@
 """What ``marketcast forecast SYMBOL`` computes: the quantile fan of the next bars from the last bar (or from
 ``--end``), and with ``--calibration`` the coverage of the one-bar-ahead forecasts over the backtest's own
 windows, prepared as every backtest is (:func:`marketcast.backtest.prepare.prepare`: tuned weights are never
-scored on the bars they were tuned on)."""
+scored on the bars they were tuned on). A fan from a bar on or before tuned weights' ``until`` is refused too
+(:func:`marketcast.forecast.tuning.guard_weights`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from marketcast.backtest.engine import SymbolResult, run_many
 from marketcast.backtest.period import Period, cut_at
 from marketcast.backtest.prepare import DataOptions, load_inputs, prepare
 from marketcast.errors import ConfigError
+from marketcast.forecast.tuning import guard_weights
 
 FAN = (0.1, 0.25, 0.5, 0.75, 0.9)
 HISTORY = 120  # bars of history the fan chart shows
@@ -68,13 +70,20 @@ class NextBars:
 
 def next_bars(symbol: str, data: DataOptions, model_options: dict, end: date | None, context: int, horizon: int,
               samples: int) -> NextBars:
-    """Forecast ``horizon`` bars after the last bar on or before ``end`` (the last bar without it)."""
+    """Forecast ``horizon`` bars after the last bar on or before ``end`` (the last bar without it).
+
+    Tuned weights (a ``tuning.json``) whose ``until`` is on or after that bar are refused in one line: the bars
+    the fan forecasts are bars they were trained on, so it would look sharper than any forecast they can make.
+    ``forecast`` has no --allow-in-sample; ``backtest --allow-in-sample`` shows in-sample scores, labelled."""
     from marketcast.data.ticks import price_decimals
     from marketcast.forecast import load_forecaster, make_batch
     from marketcast.forecast.floor import floor_paths
 
-    (bars,) = load_inputs([symbol], data).bars
-    bars = cut_at(bars, end, data.min_rows or 2)
+    (whole,) = load_inputs([symbol], data).bars
+    bars = cut_at(whole, end, data.min_rows or 2)
+    guard_weights(model_options["weights"], lambda: [(whole.symbol, whole.frame, bars.frame.index[-1:])],
+                  fix="forecast from a later bar (--end {start} or after, or no --end)",
+                  what="the fan's last bar {bar}")
     if horizon > len(bars):  # further ahead than the history reaches back: noise, and the time steps overflow
         raise ConfigError(f"--horizon {horizon:,} is more than the {len(bars):,} bars of {bars.symbol}'s history; "
                           f"forecast at most {len(bars):,} bars ahead")

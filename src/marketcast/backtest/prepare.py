@@ -2,7 +2,7 @@
 ``sweep``, ``models compare`` and ``finetune --evaluate``.
 
 Each of them reads bars, cuts the period (:mod:`marketcast.backtest.period`), refuses to score tuned weights on
-the bars they were tuned on (:func:`marketcast.forecast.tuning.guard_windows`) and hands
+the bars they were tuned on (:func:`marketcast.forecast.tuning.guard_weights`) and hands
 :func:`~marketcast.backtest.engine.run_many` the cut bars and one config per symbol. Written once here, the
 guard checks the same windows everywhere: the scored ones, by :func:`scored_decisions`.
 """
@@ -24,7 +24,7 @@ from marketcast.data.asset import asset_classes
 from marketcast.data.bars import Bars
 from marketcast.data.read import SUFFIXES
 from marketcast.errors import ConfigError
-from marketcast.forecast.tuning import Tuning, guard_windows, read_tuning, sample_meta
+from marketcast.forecast.tuning import Tuning, guard_weights, sample_meta
 
 
 @dataclass(frozen=True)
@@ -114,8 +114,8 @@ def prepare(whole: Sequence[Bars], period: Period, config: BacktestConfig, *, mi
             weights: str | Path | None = None, allow_in_sample: bool = False, fix: str | None = None) -> Prepared:
     """Cut ``period`` out of each symbol's bars, give each its config, and refuse (one line, exit 2) tuned
     ``weights`` on a scored window on or before their ``until`` unless ``allow_in_sample``; ``fix`` is that
-    line's advice (see :func:`guard_windows`). Without a tuning record nothing is checked here: a window count
-    the bars cannot hold fails in the engine, as for any run.
+    line's advice (see :func:`~marketcast.forecast.tuning.guard_weights`). Without a tuning record nothing is
+    checked here: a window count the bars cannot hold fails in the engine, as for any run.
 
     ``min_context`` is the model's own minimum; ``config.min_context`` (``--min-context``) replaces it, never below
     it (:func:`marketcast.backtest.context.needed`): a period's first window is the first holding that many real
@@ -123,9 +123,7 @@ def prepare(whole: Sequence[Bars], period: Period, config: BacktestConfig, *, mi
     need = needed(config.min_context, min_context)
     cut = [windows_of(b, period, need) for b in whole]
     prepared = Prepared(list(whole), [b for b, _ in cut],
-                        [config if period.fixed else replace(config, windows=w) for _, w in cut],
-                        need, read_tuning(weights))
-    if prepared.tuning is not None:
-        guard_windows(prepared.tuning, [(b.symbol, w.frame, d) for b, w, d in
-                                        zip(prepared.bars, prepared.whole, prepared.decisions())], allow_in_sample, fix)
+                        [config if period.fixed else replace(config, windows=w) for _, w in cut], need)
+    prepared.tuning = guard_weights(weights, lambda: [(b.symbol, w.frame, d) for b, w, d in zip(
+        prepared.bars, prepared.whole, prepared.decisions())], allow_in_sample, fix)
     return prepared

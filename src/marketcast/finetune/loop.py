@@ -3,8 +3,13 @@ stopping, and checkpoints that make a killed run resumable to the very same weig
 
 A checkpoint (``checkpoint.pt`` in the output folder, written atomically by :mod:`marketcast.fileio`, so a
 SIGKILL leaves the previous one whole) holds the trainable tensors, the optimizer state, the batch sampler's
-generator state, the step, the early-stopping state (best validation loss and its weights) and the loss
-history. Batches are drawn from a generator of their own (seeded by ``--seed``) and the learning rate is a
+generator state, the step, the early-stopping state (best validation loss and its weights), the loss
+history, and what the weights were trained on: the settings, the cutoff, the symbols and the fingerprint of each
+symbol's bars up to the cutoff. ``--resume`` with any of those changed is refused (:func:`check_resume`): a run
+killed after a checkpoint and resumed with an earlier ``--until`` would otherwise record a cutoff before bars it
+trained on, and the tuned-weights guard would call those bars out of sample.
+
+Batches are drawn from a generator of their own (seeded by ``--seed``) and the learning rate is a
 function of the step, so training from a checkpoint at step k repeats, bit for bit, what the uninterrupted run
 did after step k.
 """
@@ -15,6 +20,7 @@ import contextlib
 import math
 import time
 from dataclasses import asdict, dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Protocol
 
@@ -22,9 +28,11 @@ import torch
 from torch import nn
 
 from marketcast.console import err_console, eta, progress_steps
+from marketcast.data.bars import Bars
 from marketcast.errors import ConfigError, StateError
 from marketcast.fileio import write_atomic
 from marketcast.finetune.data import Windows
+from marketcast.forecast.tuning import fingerprint
 
 CHECKPOINT = "checkpoint.pt"
 GRAD_CLIP = 1.0
@@ -148,21 +156,63 @@ def _save(folder: Path, state: dict) -> None:
     write_atomic(folder / CHECKPOINT, lambda path: torch.save(state, path), ConfigError)
 
 
-def load_checkpoint(folder: Path) -> dict | None:
+def load_checkpoint(folder: Path, mmap: bool = False) -> dict | None:
+    """``folder``'s checkpoint, or None; ``mmap``: its tensors stay on disk until read (a cheap look at its
+    records)."""
     path = folder / CHECKPOINT
     if not path.is_file():
         return None
     try:
-        return torch.load(path, map_location="cpu", weights_only=False)
+        return torch.load(path, map_location="cpu", weights_only=False, mmap=mmap)
     except Exception as exc:  # a file from another program, or damaged on disk (never half-written by us)
         raise StateError(f"{path}: unreadable checkpoint ({type(exc).__name__}); remove it to start over") from None
 
 
+def trained_on(until: date, bars: list[Bars]) -> dict:
+    """What a checkpoint records of the data: the cutoff, the symbols in order (their order decides the batches)
+    and each one's :func:`~marketcast.forecast.tuning.fingerprint` up to the cutoff (``tuning.json``'s)."""
+    return {"until": until.isoformat(), "symbols": [b.symbol.upper() for b in bars],
+            "fingerprints": {b.symbol.upper(): fingerprint(b.frame, until) for b in bars},
+            "sources": {b.symbol.upper(): b.source or "bars" for b in bars}}
+
+
+def check_resume(saved: dict, hyper: Hyper, data: dict | None = None) -> None:
+    """Refuse, in one line naming the first difference, resuming ``saved`` with other settings, another cutoff,
+    other symbols or other bars up to the cutoff (``data``: :func:`trained_on`; None checks the settings only)."""
+    if saved["hyper"] != hyper.to_dict():
+        was = saved["hyper"]
+        changed = [k for k, v in hyper.to_dict().items() if was.get(k) != v]
+        verb = "differs" if len(changed) == 1 else "differ"
+        raise ConfigError(f"--resume: {', '.join('--' + k.replace('_', '-') for k in changed)} {verb} from the "
+                          f"checkpoint's ({', '.join(f'{k}={was.get(k)}' for k in changed)}); use "
+                          "the same settings or another --out")
+    if data is None:
+        return
+    was = saved.get("data")
+    if not was:
+        raise ConfigError("--resume: the checkpoint does not record its cutoff, symbols and bars (an older "
+                          "marketcast wrote it), so a resume cannot be checked against them; start over in another "
+                          "--out")
+    if was["until"] != data["until"]:
+        raise ConfigError(f"--resume: --until {data['until']} differs from the checkpoint's (until={was['until']}); "
+                          f"use --until {was['until']} or another --out")
+    if was["symbols"] != data["symbols"]:
+        raise ConfigError(f"--resume: --symbols {','.join(data['symbols'])} differ from the checkpoint's "
+                          f"({','.join(was['symbols'])}); use --symbols {','.join(was['symbols'])} or another --out")
+    for symbol in data["symbols"]:
+        if was["fingerprints"][symbol] != data["fingerprints"][symbol]:
+            raise ConfigError(
+                f"--resume: the bars of {symbol} up to {data['until']} ({data['sources'][symbol]}) differ from the "
+                "ones the checkpoint was trained on (their fingerprint changed); restore them, or start over in "
+                "another --out")
+
+
 def train(objective: Objective, windows: Windows, hyper: Hyper, device: torch.device, folder: Path,
-          resume: dict | None = None) -> Outcome:
+          resume: dict | None = None, data: dict | None = None) -> Outcome:
     """Train ``objective.model`` in place; it ends holding the weights of the best validation loss.
 
-    ``resume``: a checkpoint of this folder (same ``hyper``) to continue from."""
+    ``resume``: a checkpoint of this folder (same ``hyper`` and ``data``) to continue from; ``data``: what the
+    windows were cut from (:func:`trained_on`), kept in every checkpoint."""
     model = objective.model
     params = trainable(model)
     if not params:
@@ -172,13 +222,7 @@ def train(objective: Objective, windows: Windows, hyper: Hyper, device: torch.de
     generator = torch.Generator().manual_seed(hyper.seed)
     val_batch = max(1, hyper.batch_size * 4)
     if resume is not None:
-        if resume["hyper"] != hyper.to_dict():
-            was = resume["hyper"]
-            changed = [k for k, v in hyper.to_dict().items() if was.get(k) != v]
-            verb = "differs" if len(changed) == 1 else "differ"
-            raise ConfigError(f"--resume: {', '.join('--' + k.replace('_', '-') for k in changed)} {verb} from the "
-                              f"checkpoint's ({', '.join(f'{k}={was.get(k)}' for k in changed)}); use "
-                              "the same settings or another --out")
+        check_resume(resume, hyper, data)
         with torch.no_grad():
             for name, p in params.items():
                 p.copy_(resume["trainable"][name])
@@ -231,8 +275,9 @@ def train(objective: Objective, windows: Windows, hyper: Hyper, device: torch.de
                     state["stopped"] = "early"
             if step % hyper.checkpoint_every == 0 or step == hyper.steps or state["stopped"] == "early":
                 elapsed = state["elapsed"] + time.perf_counter() - started
-                _save(folder, {**state, "elapsed": elapsed, "hyper": hyper.to_dict(), "trainable": _copy(params),
-                               "optimizer": optimizer.state_dict(), "generator": generator.get_state()})
+                _save(folder, {**state, "elapsed": elapsed, "hyper": hyper.to_dict(), "data": data,
+                               "trainable": _copy(params), "optimizer": optimizer.state_dict(),
+                               "generator": generator.get_state()})
             if done_here % every == 0 or step == hyper.steps or state["stopped"] == "early":
                 last = state["history"][-1] if state["history"] else None
                 text = f"step {step}/{hyper.steps} loss {value:.4f}"

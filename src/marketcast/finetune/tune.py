@@ -89,6 +89,25 @@ def check_out(out: Path, resume: bool) -> None:
                           + ("; its tuning already finished" if finished else "") + "; choose a new --out")
 
 
+def check_tuned_base(weights: Optional[str], cutoff: date, names: list[str]) -> None:
+    """Tuned weights tuned again carry both tunings' bars, and the new ``tuning.json`` has one cutoff and one
+    symbol list: it must cover the base's (its ``until`` and symbols), or the guard would call bars the base was
+    tuned on out of sample. Refused in one line otherwise, before any work."""
+    from marketcast.forecast.tuning import read_tuning
+
+    base = read_tuning(weights)
+    if base is None:
+        return
+    missing = [s for s in base.symbols if s not in names]
+    if base.until > cutoff or missing:
+        need = ",".join([*names, *missing])
+        raise ConfigError(
+            f"--weights {weights} were tuned on {', '.join(base.symbols)} up to {base.until} (their tuning.json); "
+            f"tuning them with --until {cutoff} on {', '.join(names)} would record a period that leaves out bars "
+            f"they saw; use --until {max(cutoff, base.until)} or later with --symbols {need}, or tune from their "
+            f"base ({base.base or 'auto'})")
+
+
 def _objective(r: TuneRequest, bars: list, cutoff: date, dev, autocast):
     """The model's base weights, its source, windows, LoRA targets, objective and files to write."""
     from marketcast.finetune.data import make_windows
@@ -126,12 +145,20 @@ def tune(request: TuneRequest, on_trained: Callable[[Tuned], None] = lambda tune
     out = Path(os.path.abspath(r.out.expanduser()))
     check_out(out, r.resume)
     names = tune_symbols(r.symbols, r.data_dir)
+    check_tuned_base(r.weights, cutoff, names)
 
     import torch
 
     from marketcast.data import load_symbol
     from marketcast.fileio import exclusive, make_folder, write_files
-    from marketcast.finetune.loop import CHECKPOINT, Hyper, load_checkpoint, train
+    from marketcast.finetune.loop import (
+        CHECKPOINT,
+        Hyper,
+        check_resume,
+        load_checkpoint,
+        train,
+        trained_on,
+    )
     from marketcast.forecast.tuning import FILE_NAME, record_text
 
     dev = torch.device(r.device)
@@ -142,6 +169,11 @@ def tune(request: TuneRequest, on_trained: Callable[[Tuned], None] = lambda tune
                   lora=r.lora, dtype=r.dtype, seed=r.seed, eval_every=r.eval_every, patience=r.patience,
                   checkpoint_every=r.checkpoint_every, model=r.model, weights=r.weights or "auto")
     bars = [load_symbol(n, data_dir=r.data_dir) for n in names]
+    data = trained_on(cutoff, bars)
+    saved = load_checkpoint(out, mmap=True) if r.resume else None
+    if saved is not None:  # before the model loads: another cutoff, symbols or bars are refused in one line
+        check_resume(saved, hyper, data)
+    del saved
     autocast = torch.bfloat16 if r.dtype == "bfloat16" else None
     base, source, windows, targets, objective, files = _objective(r, bars, cutoff, dev, autocast)
     if r.lora is not None:
@@ -154,7 +186,7 @@ def tune(request: TuneRequest, on_trained: Callable[[Tuned], None] = lambda tune
         for leftover in glob.glob(os.path.join(glob.escape(str(out)), f".{CHECKPOINT}.*.tmp")):
             os.unlink(leftover)  # of a writer killed by SIGKILL mid-checkpoint; the checkpoint itself is whole
         checkpoint = load_checkpoint(out) if r.resume else None
-        outcome = train(objective, windows, hyper, dev, out, checkpoint)
+        outcome = train(objective, windows, hyper, dev, out, checkpoint, data)
         record = {
             "model": r.model, "base": r.weights or "auto", "base_source": source, "until": cutoff.isoformat(),
             "symbols": windows.symbols, "hyper": hyper.to_dict(),

@@ -6,7 +6,11 @@ symbol's bars up to that day. A backtest of such weights that scores a window wh
 ``until`` on a tuned symbol would grade the model on bars it was trained on (a look-ahead leak), so
 :func:`guard_windows` refuses it with one line (exit 2) unless ``--allow-in-sample`` is given, and then the window
 is labelled "in sample". Other symbols are "out of sample, other symbol". The check lives here, below every
-command, so backtest, sweep and ``models compare`` all ask the same question the same way.
+command, and every command that loads weights asks it through :func:`guard_weights` with the bars it will score
+or decide on: backtest, sweep, ``models compare``, ``forecast`` (the fan's last bar, or ``--calibration``'s
+windows), ``finetune --evaluate``, ``trade replay`` (each cycle's decision bar) and ``trade run`` (the newest bar).
+tests/finetune/test_every_weights_command.py walks every command with a ``--weights`` option and fails on one
+that does not refuse (or label) an in-sample run.
 
 A bars file edited after tuning (its bars up to ``until`` hash differently) makes the cutoff meaningless for that
 symbol: the user is told with one warning line. Bars appended after ``until`` do not change the fingerprint.
@@ -20,7 +24,7 @@ import warnings
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -89,16 +93,33 @@ def read_tuning(weights: str | Path | None) -> Tuning | None:
     return Tuning(path, until, symbols, str(raw.get("base", "")), raw)
 
 
-def guard_windows(tuning: Tuning | None, runs: Iterable[tuple[str, pd.DataFrame, Sequence]],
-                  allow_in_sample: bool = False, fix: str | None = None) -> dict[str, str]:
+Runs = Iterable[tuple[str, "pd.DataFrame | None", Sequence]]
+WINDOW = "window {k} (decision bar {bar})"
+
+
+def guard_weights(weights: str | Path | None, runs: Callable[[], Runs], allow_in_sample: bool = False,
+                  fix: str | None = None, what: str = WINDOW) -> Tuning | None:
+    """The one tuned-weights check: the ``tuning.json`` of ``weights`` (None without one) after
+    :func:`guard_windows` passed on ``runs()``, called only when there is a record (the decision bars of an
+    untuned run are never computed for it). Every command that loads weights calls this before the model loads."""
+    tuning = read_tuning(weights)
+    if tuning is not None:
+        guard_windows(tuning, runs(), allow_in_sample, fix, what)
+    return tuning
+
+
+def guard_windows(tuning: Tuning | None, runs: Runs, allow_in_sample: bool = False, fix: str | None = None,
+                  what: str = WINDOW) -> dict[str, str]:
     """Refuse scoring tuned weights on the bars they were tuned on; returns each symbol's label.
 
     ``runs``: ``(symbol, bars frame as read from its file, decision times of its windows in order)``. A window
     whose decision bar falls on or before ``until`` on a tuned symbol raises one :class:`ConfigError` line naming
     the first such window, unless ``allow_in_sample`` (then the symbol is labelled "in sample"). A tuned symbol
-    whose bars changed since tuning gets one warning line. Without a tuning record everything passes unlabelled.
-    ``fix``: the line's advice, ``{start}`` standing for the first day after ``until`` (default: the backtest's
-    ``--start`` / ``--allow-in-sample``).
+    whose bars changed since tuning gets one warning line (a frame of None: not checked, for a live feed that
+    holds only its latest bars). Without a tuning record everything passes unlabelled. ``fix``: the line's
+    advice, ``{start}`` standing for the first day after ``until`` (default: the backtest's ``--start`` /
+    ``--allow-in-sample``); ``what``: how the line names the first in-sample decision, ``{k}`` its number and
+    ``{bar}`` its day (a replay's cycles, a fan's last bar).
     """
     if tuning is None:
         return {}
@@ -108,7 +129,7 @@ def guard_windows(tuning: Tuning | None, runs: Iterable[tuple[str, pd.DataFrame,
         if symbol not in tuning.symbols:
             labels[symbol] = OTHER_SYMBOL
             continue
-        if tuning.changed(symbol, frame):
+        if frame is not None and tuning.changed(symbol, frame):
             warnings.warn(DataWarning(
                 f"{symbol}: its bars up to {tuning.until} differ from the ones the weights in {tuning.path.parent} "
                 "were tuned on (fingerprint changed since tuning); the in/out-of-sample split by --until no longer "
@@ -124,9 +145,9 @@ def guard_windows(tuning: Tuning | None, runs: Iterable[tuple[str, pd.DataFrame,
             start = date.fromordinal(tuning.until.toordinal() + 1)
             advice = (fix or "test after it (--start {start}) or pass --allow-in-sample to see in-sample "
                       "results").format(start=start)
-            raise ConfigError(
-                f"{symbol}: window {k + 1} (decision bar {times[k]:%Y-%m-%d}) is on or before {tuning.until}, the "
-                f"last day the weights in {tuning.path.parent} were tuned on; {advice}")
+            where = what.format(k=k + 1, bar=f"{times[k]:%Y-%m-%d}")
+            raise ConfigError(f"{symbol}: {where} is on or before {tuning.until}, the last day the weights in "
+                              f"{tuning.path.parent} were tuned on; {advice}")
         first, last = times[inside[0]], times[inside[-1]]
         warnings.warn(f"{symbol}: {inside.size} of {len(times)} windows (decision bars {first:%Y-%m-%d} to "
                       f"{last:%Y-%m-%d}) are in sample: the weights in {tuning.path.parent} were tuned on them; "

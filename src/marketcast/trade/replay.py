@@ -19,6 +19,7 @@ import pandas as pd
 from marketcast.data.bars import Bars
 from marketcast.data.timestamps import ISO_FIX
 from marketcast.errors import ConfigError
+from marketcast.forecast.tuning import guard_weights
 from marketcast.trade.journal.files import outside_state, private_dir, private_file
 from marketcast.trade.journal.state import Journal, check_journal
 from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
@@ -57,6 +58,13 @@ def replay_dates(bars: Mapping[str, Bars], start, end) -> list[pd.Timestamp]:
     if len(stamps) < 2:
         raise ConfigError(f"fewer than 2 bars between {start} and {end}; pick dates inside the data")
     return stamps
+
+
+def cycles(bars: Bars, dates: list[pd.Timestamp]) -> pd.DatetimeIndex:
+    """The decision bars of ``bars``' cycles in a replay over ``dates``: its own bars from the first date to the
+    one before the last (the last is only settled)."""
+    index = bars.frame.index
+    return index[(index >= dates[0]) & (index < dates[-1])]
 
 
 def replay(
@@ -163,7 +171,11 @@ class ReplayRequest:
 def replay_history(request: ReplayRequest, progress: Callable[[int], object]) -> tuple[ReplayResult, int, float]:
     """Load the bars and the model, then replay under the state folder's lock (created only after every check);
     returns the result, the orders filled, and the seconds the replay took. ``progress(steps)`` is the progress
-    display, a context manager yielding ``step(description)``."""
+    display, a context manager yielding ``step(description)``.
+
+    Tuned weights (a ``tuning.json``) are refused in one line when a cycle's decision bar is on or before their
+    ``until`` on a tuned symbol (:func:`marketcast.forecast.tuning.guard_weights`): its fills would grade the
+    model on bars it was trained on."""
     import time
 
     from marketcast.data import load_symbol
@@ -179,13 +191,16 @@ def replay_history(request: ReplayRequest, progress: Callable[[int], object]) ->
         outside_state(r.png, r.state_dir, "--png")
     setup_logging(None, r.verbose)  # the warnings below go to stderr before the state folder exists
     classes = asset_classes(r.asset_class, r.symbols)
-    bars = tradable({s: load_symbol(s, r.data_dir, on_duplicate=r.on_duplicate, asset_class=classes[s.upper()],
-                                    periods_per_year=r.periods_per_year) for s in r.symbols})
+    read = {s: load_symbol(s, r.data_dir, on_duplicate=r.on_duplicate, asset_class=classes[s.upper()],
+                           periods_per_year=r.periods_per_year) for s in r.symbols}
+    bars = tradable(read)
     dates = replay_dates(bars, r.start, r.end)
     check_journal(r.state_dir / "journal.db")  # a foreign file is refused before the lock or the log is made
     empty = without_bars(bars, _day(r.start, "--start"), _day(r.end, "--end"))
     syms = tuple(s for s in r.symbols if s not in empty)
     bars = {s: bars[s] for s in syms}
+    guard_weights(r.weights, lambda: [(s, read[s].frame, cycles(bars[s], dates)) for s in syms],
+                  fix="replay after it (--start {start})", what="cycle {k} (decision bar {bar})")
     forecaster = load_forecaster(r.model, weights=r.weights, device=r.device, dtype=r.dtype, seed=r.seed)
     started = time.perf_counter()
     with StateLock(r.state_dir), progress(len(dates) - 1) as step:

@@ -18,6 +18,7 @@ from marketcast.console import console
 from marketcast.data.asset import asset_classes
 from marketcast.errors import ConfigError, ExitCode
 from marketcast.forecast.registry import MODEL_NAMES
+from marketcast.forecast.tuning import guard_weights
 from marketcast.settings import Settings
 from marketcast.trade.launch import Market, check_markets, open_venue, resolve_command
 from marketcast.trade.ops.alerts import AlertThresholds
@@ -144,7 +145,10 @@ def start_loop(settings: Settings, rules: TradeRules, request: LoopRequest, *, s
     """Trade ``settings``' symbols until stopped (or one cycle with ``once``); returns the supervisor's exit code.
 
     A dry run plans one cycle per market clock, shows each with ``show_plan`` and returns OK; otherwise every
-    cycle's report goes to ``on_cycle(report, title, decimals)``.
+    cycle's report goes to ``on_cycle(report, title, decimals)``. Tuned weights (live or ``--shadow``, with a
+    ``tuning.json``) are refused in one line when the newest bar, the first cycle's decision bar, is on or before
+    their ``until`` (:func:`marketcast.forecast.tuning.guard_weights`; the fingerprint is not compared: a broker
+    serves only the latest bars).
     """
     from marketcast.data.ticks import price_decimals
     from marketcast.trade.journal.state import Journal
@@ -169,6 +173,10 @@ def start_loop(settings: Settings, rules: TradeRules, request: LoopRequest, *, s
     check_markets(venue)
     venue.refresh(now)
     decimals = {s: price_decimals(venue.feed(s).frame["close"]) for s in syms}
+    for candidate in (weights, r.shadow):  # before the model loads; the clock only moves on from the newest bar
+        guard_weights(candidate, lambda: [(s, None, venue.feed(s).frame.index[-1:]) for s in syms],
+                      fix="trade on bars after it (the paper broker's --clock-file at {start} or later) or with "
+                          "weights tuned to an earlier --until", what="the newest bar {bar}")
     alerts = Alerts(None if r.dry_run else r.state_dir, settings["alerts.webhook"])
     config = rules.planner
     loaded = load_model(chain, None if r.dry_run else venue.feed(syms[0]), config,
