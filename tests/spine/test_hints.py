@@ -55,3 +55,13 @@ def test_a_horizon_past_the_history_is_bounded_by_it(tmp_path, capsys):
                            "--horizon", "1000000"])
     assert line == ("error: --horizon 1,000,000 is more than the 40 bars of AAA's history; forecast at most 40 bars "
                     "ahead")
+
+
+@pytest.mark.parametrize("args", [["status"], ["orders"],
+                                  ["replay", "--symbols", "SP500", "--start", "2015-01-02", "--end", "2015-01-09"]])
+def test_a_state_folder_that_is_a_file_is_named_so(tmp_path, capsys, args):
+    state = tmp_path / "state"
+    state.write_text("x")
+    line = _error(capsys, ["trade", *args, "--state-dir", str(state)])
+    assert f"--state-dir {state} is a file, not a state folder" in line
+    assert state.read_text() == "x"

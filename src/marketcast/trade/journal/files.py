@@ -22,6 +22,9 @@ DIR_MODE, FILE_MODE = 0o700, 0o600
 def private_dir(path: str | Path) -> Path:
     """``path``, created ``0700`` (with its parents) if it does not exist."""
     path = Path(path)
+    if path.exists() and not path.is_dir():  # not a permission problem: say what it is
+        raise ConfigError(f"--state-dir {path} is a file, not a state folder; pass a folder (a new one, or the "
+                          "folder of an earlier `trade run` or `trade replay`)")
     if not path.is_dir():
         try:
             path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)

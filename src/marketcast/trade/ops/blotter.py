@@ -41,6 +41,9 @@ def open_journal(state_dir: Path) -> Journal:
     """The journal of ``state_dir``; a missing folder or journal is exit 2, a file that is no journal exit 3
     (checked read-only first, :func:`~marketcast.trade.journal.state.check_journal`, so a stray database is never
     given the journal's tables)."""
+    if state_dir.exists() and not state_dir.is_dir():
+        raise ConfigError(f"--state-dir {state_dir} is a file, not a state folder; pass the folder of `trade run` "
+                          "or `trade replay` (the one holding journal.db)")
     if not state_dir.is_dir():
         raise ConfigError(f"{state_dir}: no such state folder; pass the --state-dir of `trade run` or `trade replay`")
     path = state_dir / "journal.db"
