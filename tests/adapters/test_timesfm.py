@@ -18,7 +18,7 @@ timesfm_pkg = pytest.importorskip("timesfm", reason="the timesfm extra: pip inst
 from marketcast.errors import ConfigError, ModelLoadError  # noqa: E402
 from marketcast.forecast.adapters import timesfm as adapter  # noqa: E402
 from marketcast.forecast.base import ContextBatch, make_batch  # noqa: E402
-from marketcast.forecast.quantiles import sample_paths  # noqa: E402
+from marketcast.forecast.copula import joint_paths  # noqa: E402
 from tests.conftest import make_ohlcv  # noqa: E402
 
 FIELDS = ("close", "high", "low")
@@ -96,9 +96,8 @@ def test_forecast_shapes_monotone_quantiles_and_paths_keyed_on_windows(forecaste
     alone = forecaster.forecast(make_batch(frame, [199], CONTEXT), horizon=HORIZON, num_samples=32, seed=11)
     np.testing.assert_allclose(alone.quantiles[0], fc.quantiles[1], rtol=1e-5)
     np.testing.assert_allclose(alone.samples[0], fc.samples[1], rtol=1e-5)
-    keys = batch.window_keys()
-    assert np.array_equal(sample_paths(fc.quantiles, adapter.NINE, keys, 11, 32), fc.samples)
-    assert not np.allclose(sample_paths(fc.quantiles, adapter.NINE, keys, 12, 32), fc.samples)
+    assert np.array_equal(joint_paths(fc.quantiles, adapter.NINE, batch, 11, 32)[0], fc.samples)
+    assert not np.allclose(joint_paths(fc.quantiles, adapter.NINE, batch, 12, 32)[0], fc.samples)
 
 
 def test_random_weights_reach_every_block_and_horizons_are_bounded(tfm, forecaster, frame):

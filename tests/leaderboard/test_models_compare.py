@@ -83,6 +83,7 @@ def test_baseline_and_random_toto2_equal_their_plain_backtests_and_make_one_run(
     baseline, toto2 = doc["models"]
     assert (baseline["model"], toto2["model"]) == ("baseline", "toto2")
     assert (baseline["random_weights"], toto2["random_weights"]) == (False, True)
+    assert (baseline["paths"], toto2["paths"]) == ("joint", "copula")  # quantiles joined by a copula
     assert toto2["weights"] == "random:4m" and toto2["weights_source"].startswith("random:4m")
     plain = _backtest(capsys, tmp_path, ["SP500", "NASDAQ"], "baseline", None, 16)
     _assert_row_is_the_backtest(baseline, plain)
@@ -233,6 +234,9 @@ def test_a_leaderboard_run_is_its_own_kind_and_its_tearsheet_opens_with_the_tabl
         assert pick["strategy"] is None or f">{pick['strategy']} {pick['share']:.0%}<" in rows[0]
         assert f"{doc['models'][1]['skill']['crps']:.5f}" in rows[1]
         assert "RANDOM WEIGHTS: toto2" in board
+        assert "Paths: toto2 predict quantiles, joined into paths by a Gaussian copula" in board
+        assert "; joint samples: baseline." in board
+    assert sum("Paths: the model&#x27;s marginal quantiles" in p.read_text() for p in pages) == 1  # toto2's page
 
 
 REPRODUCER = ["--windows", "13", "--samples", "16", "--context", "256"]  # the issue's identical rows, small

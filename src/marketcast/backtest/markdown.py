@@ -7,6 +7,7 @@ from typing import Sequence
 from marketcast.backtest.context import context_text
 from marketcast.backtest.engine import SymbolResult
 from marketcast.calibrate.summary import field_line
+from marketcast.forecast.paths import paths_text
 from marketcast.forecast.tuning import IN_SAMPLE, sample_text
 from marketcast.backtest.returns import CLOSE_TO_CLOSE, SENTENCE, STRATEGY
 from marketcast.backtest.strategies import STRATEGIES
@@ -89,7 +90,8 @@ def markdown_summary(results: Sequence[SymbolResult], plots: bool = False) -> st
                   f"context {context_text(results)}, fill mode `{cfg.fill_mode}`, same-bar `{cfg.same_bar}`, "
                   f"MaxDiff grid `{cfg.maxdiff_grid}`. "
                   "Returns are net of fees and half "
-                  "the spread per side; each decision at bar t is settled on bar t+1.", "",
+                  "the spread per side; each decision at bar t is settled on bar t+1."
+                  + (f" {paths_text(results[0].forecast_meta)}" if paths_text(results[0].forecast_meta) else ""), "",
                   f"**Which return each table uses.** {SENTENCE}", ""]
     for r in results:
         lines += symbol_section(r, plots)

@@ -57,6 +57,7 @@ def compare(
     from rich.markup import escape
 
     from marketcast.console import console, print_json
+    from marketcast.forecast.paths import paths_note
     from marketcast.leaderboard.board import compare_models
     from marketcast.report.leaderboard import PICK_NOTE, notes
 
@@ -72,6 +73,8 @@ def compare(
                                     board.benchmark))
     for line in notes(rows):
         console.print(f"[yellow]{escape(line)}[/]")
+    if paths_note(rows):
+        console.print(f"[yellow]{escape(paths_note(rows))}[/]")
     if any(r["random_weights"] for r in rows):
         console.print("[red]random weights: their forecasts are noise; use them for plumbing and speed only[/]")
     console.print(f"[dim]skill and trading: means over the symbols (max DD: the worst). {escape(PICK_NOTE)} "

@@ -35,6 +35,7 @@ class BaselineForecaster:
     ewma_lambda: float = 0.94
     max_vol_ratio: float = 4.0
     name: str = "baseline"
+    paths = "joint"  # whole past bars replayed (marketcast.forecast.paths); a class attribute, not a field
     fields: tuple[str, ...] = ("close", "high", "low", "open")
     min_context: int = 3  # real bars a window needs: two moves to start the volatility estimate
 

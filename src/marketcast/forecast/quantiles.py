@@ -12,9 +12,10 @@ outer knot gap.
 
 Effect on CRPS: the samples' CRPS converges (as ``1/num_samples``) to the CRPS of this interpolated distribution,
 not to the quantile loss over the knots that GIFT-Eval reports; the two differ only through the tails and the
-linear pieces, which the quantile loss does not see (it scores the knots alone). Paths are comonotone across
-close/high/low at each step (one uniform per path and step, so high >= close >= low whenever the knots are) and
-independent across steps: these models give marginals, not a joint law over the horizon.
+linear pieces, which the quantile loss does not see (it scores the knots alone). :func:`sample_paths` draws
+close/high/low comonotone at each step (one uniform per path and step) and independent across steps; the
+forecasters join the fields by the context's copula instead (:mod:`marketcast.forecast.copula`), through this
+same quantile function.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from marketcast.backtest.fans import add_fans
 from marketcast.backtest.strategies import STRATEGIES
 from marketcast.data.bars import Bars
 from marketcast.errors import ConfigError
+from marketcast.forecast.paths import paths_of
 from marketcast.forecast.registry import MODEL_NAMES, check_installed, load_forecaster
 
 MB = 2**20
@@ -133,6 +134,7 @@ class ModelRun:
     peak_memory: int
     memory_kind: str
     extra: dict = field(default_factory=dict)
+    paths: str = "joint"  # joint samples, or "copula" (marketcast.forecast.paths)
 
     @property
     def random_weights(self) -> bool:
@@ -170,7 +172,7 @@ def run_model(model: str, bars: Sequence[Bars], config: BacktestConfig, *, weigh
     add_fans(results, bars, forecaster)  # stored with the run (`report RUN` draws them), outside the measures
     return ModelRun(model=model, weights=weights, source=getattr(forecaster, "source", None), device=device,
                     dtype=dtype, results=results, load_s=loaded - started, run_s=ran - loaded,
-                    peak_memory=memory.peak, memory_kind=memory.kind)
+                    peak_memory=memory.peak, memory_kind=memory.kind, paths=paths_of(forecaster))
 
 
 def _num(value) -> float | None:
@@ -235,7 +237,7 @@ def model_row(run: ModelRun) -> dict:
     return {
         "model": run.model, "weights": run.weights,
         "weights_source": run.source or run.weights or ("none" if run.model == "baseline" else "auto"),
-        "random_weights": run.random_weights,
+        "random_weights": run.random_weights, "paths": run.paths,
         "skill": {k: _mean(per_symbol, k) for k in ("mase", "crps", "coverage80")},
         "trading": {**{k: _mean(per_symbol, k) for k in ("sharpe", "sharpe_ci_low", "sharpe_ci_high", "dsr")},
                     "max_drawdown": min(drawdowns) if drawdowns else None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from marketcast.forecast.paths import paths_note
 from marketcast.report.page import esc
 
 COLUMNS = ("model", "weights", "MASE", "CRPS", "cov80", "Sharpe [95% CI]", "DSR", "max DD", "trades", "pick",
@@ -80,6 +81,7 @@ def leaderboard_section(rows: Sequence[dict], anchor_id: str = "leaderboard",
     banner = (f'<p class="banner">RANDOM WEIGHTS: {esc(", ".join(random))}; their rows test the plumbing, not a '
               "model.</p>" if random else "")
     said = "".join(f'<p class="note">{esc(line)}</p>' for line in notes(rows))
+    said += f'<p class="note">{esc(paths_note(rows))}</p>' if paths_note(rows) else ""
     note = f"{NOTE} {PICK_NOTE}" if any("pick" in r for r in rows) else NOTE  # runs stored before picks: NOTE
     return (f'<section id="{esc(anchor_id)}"><h2>Models on the same windows</h2>{banner}'
             f'<table class="leaderboard"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'

@@ -28,6 +28,7 @@ from marketcast.backtest.tables import (
 )
 from marketcast.data.bars import Bars
 from marketcast.report import figures
+from marketcast.forecast.paths import paths_text
 from marketcast.report.charts import downsampled
 from marketcast.report.leaderboard import leaderboard_section
 from marketcast.report.overview import breadth_of, drawdown_table, headline, metrics_table, trade_table, trust_box
@@ -151,6 +152,7 @@ def tearsheet_html(reports: Sequence[SymbolReport], leaderboard: Sequence[dict] 
                 f"seed {cfg.seed}, point forecast {cfg.point}, context {context_text(results)}, "
                 f"fill mode {cfg.fill_mode}, same-bar {cfg.same_bar}. Returns net of fees and half the spread per "
                 "side; each decision at bar t is settled on bar t+1. " + SENTENCE)
+    subtitle += f" {paths_text(first.forecast_meta)}" if paths_text(first.forecast_meta) else ""
     body = leaderboard_section(leaderboard, benchmark=benchmark) if leaderboard else ""
     body += "".join(symbol_section(rep, key) for rep, key in zip(reports, keys))
     body += ('<section id="skill"><h2>Forecast skill for bar t+1</h2>'

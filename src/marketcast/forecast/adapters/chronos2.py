@@ -5,7 +5,7 @@ attention forecasts them jointly: Ansari et al. 2025, "Chronos-2: From Univariat
 arXiv:2510.15821, section 3), every window of a call through ``Chronos2Pipeline.predict`` in chunks, with the
 masked left padding given as NaN (the model's missing-value input). Its 21 quantile levels
 (0.01, 0.05, 0.1 .. 0.9 step 0.05, 0.95, 0.99) ride along in ``Forecast.quantiles``; sample paths are drawn from
-them by :func:`marketcast.forecast.quantiles.sample_paths`.
+them by :func:`marketcast.forecast.copula.joint_paths`.
 
 The model's quantile heads are not constrained to be monotone (random weights cross them everywhere, trained
 ones now and then): the adapter sorts each window's knots, the rearrangement of Chernozhukov, Fernández-Val and

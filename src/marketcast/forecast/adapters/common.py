@@ -11,7 +11,7 @@ import torch
 
 from marketcast.errors import ConfigError
 from marketcast.forecast.base import ContextBatch, Forecast
-from marketcast.forecast.quantiles import sample_paths
+from marketcast.forecast.copula import joint_paths
 from marketcast.runtime.devices import torch_device, torch_dtype
 
 FIELDS = ("close", "high", "low")
@@ -56,7 +56,7 @@ def rearrange(raw: np.ndarray) -> tuple[np.ndarray, float]:
 
 class QuantileAdapter:
     """A forecaster around a package that predicts quantiles: :meth:`quantiles` is the native output (sorted,
-    :func:`rearrange`), :meth:`forecast` adds paths drawn from them (:mod:`marketcast.forecast.quantiles`).
+    :func:`rearrange`), :meth:`forecast` adds paths drawn from them (:mod:`marketcast.forecast.copula`).
 
     A subclass sets ``name`` (the registry's), ``label`` (what errors say), ``quantile_levels``, and implements
     :meth:`raw_quantiles` (``[B, 3, K, H]`` as the package returns them) and :meth:`package_meta`. The packages run
@@ -66,6 +66,7 @@ class QuantileAdapter:
     name: str
     label: str
     fields = FIELDS
+    paths = "copula"  # marginal quantiles joined by the context's copula (marketcast.forecast.copula), not joint draws
     quantile_levels: Sequence[float]
 
     def __init__(self, *, device: str | torch.device = "cpu", dtype: str = "float32", compile: str | None = None,
@@ -91,18 +92,18 @@ class QuantileAdapter:
         return q
 
     def forecast(self, batch: ContextBatch, horizon: int, num_samples: int, seed: int = 0) -> Forecast:
-        """Sample paths ``[B, 3, num_samples, horizon]`` drawn from the quantiles (keyed on each window, so a
-        window's paths do not depend on its batch); the quantiles ride along in ``Forecast.quantiles``."""
+        """Sample paths ``[B, 3, num_samples, horizon]`` drawn from the quantiles, joined by the context's copula
+        (:func:`~marketcast.forecast.copula.joint_paths`; keyed on each window, so a window's paths do not depend on
+        its batch); the quantiles ride along in ``Forecast.quantiles``."""
         if num_samples < 1:
             raise ConfigError(f"{self.label} needs num_samples >= 1, got {num_samples}")
         levels = tuple(self.quantile_levels)
         q = self.quantiles(batch, horizon)
-        paths = sample_paths(q, levels, batch.window_keys(), seed, num_samples)
+        paths, joint = joint_paths(q, levels, batch, seed, num_samples)
         meta = {
             "model": self.name, "source": self.source, "dtype": self.dtype_name, "device": str(self.device),
             "num_samples_used": num_samples, "samples_per_batch_used": num_samples,
-            "quantile_levels": list(levels), "sampling": "linear between knots, exponential tails",
-            "quantile_crossings": self.crossings, **self.package_meta(batch),
+            "quantile_levels": list(levels), **joint, "quantile_crossings": self.crossings, **self.package_meta(batch),
             "compile_mode": None, "compile_backend": None, "compiled": False,
             "fallback_reason": (f"the {self.name} adapter runs the package eagerly (compile "
                                 f"{self.requested_compile!r} not applied)") if self.requested_compile else None,

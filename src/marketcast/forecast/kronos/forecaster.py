@@ -43,6 +43,7 @@ class KronosForecaster:
 
     name = "kronos"
     fields = OUTPUT_FIELDS
+    paths = "joint"  # whole bars decoded by the model (marketcast.forecast.paths)
 
     def __init__(self, model: Kronos, tokenizer: KronosTokenizer, *, mode: str | None = None, label: str = "kronos",
                  memory_budget: int | None = None, sampling: SamplingParams = SamplingParams(),

@@ -69,6 +69,7 @@ class TotoForecaster:
 
     name = "toto"
     fields = FIELDS
+    paths = "joint"  # close/high/low drawn by the model (marketcast.forecast.paths)
 
     def __init__(self, model: TotoModel, *, device: str | torch.device = "cpu", dtype: str = "float32",
                  compile: str | None = None, backend: str = "inductor", samples_per_batch: int | None = None,

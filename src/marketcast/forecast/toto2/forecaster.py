@@ -19,7 +19,7 @@ import torch
 
 from marketcast.errors import ConfigError
 from marketcast.forecast.base import ContextBatch, Forecast, masked_prices
-from marketcast.forecast.quantiles import sample_paths
+from marketcast.forecast.copula import joint_paths
 from marketcast.forecast.toto2.config import QUANTILES, Toto2Config
 from marketcast.forecast.toto2.loading import DEFAULT_REPO, load_model, load_pretrained
 from marketcast.forecast.toto2.model import Toto2Model, onednn_usable, random_model
@@ -66,6 +66,7 @@ class Toto2Forecaster:
 
     name = "toto2"
     fields = FIELDS
+    paths = "copula"  # marginal quantiles joined by the context's copula (marketcast.forecast.copula)
     quantile_levels = QUANTILES
 
     def __init__(self, model: Toto2Model, *, device: str | torch.device = "cpu", dtype: str = "float32",
@@ -154,16 +155,16 @@ class Toto2Forecaster:
         return out
 
     def forecast(self, batch: ContextBatch, horizon: int, num_samples: int, seed: int = 0) -> Forecast:
-        """Sample paths ``[B, 3, num_samples, horizon]`` drawn from the quantiles (see
-        :mod:`marketcast.forecast.quantiles`); the quantiles themselves ride along in ``Forecast.quantiles``."""
+        """Sample paths ``[B, 3, num_samples, horizon]`` drawn from the quantiles and joined by the context's
+        copula (see :mod:`marketcast.forecast.copula`); the quantiles themselves ride along in ``Forecast.quantiles``."""
         if num_samples < 1:
             raise ConfigError(f"Toto 2.0 needs num_samples >= 1, got {num_samples}")
         q = self.quantiles(batch, horizon)  # [B, 3, 9, H]
-        paths = sample_paths(q, QUANTILES, batch.window_keys(), seed, num_samples)
+        paths, joint = joint_paths(q, QUANTILES, batch, seed, num_samples)
         meta = {
             "model": "toto2", "source": self.source, "dtype": self.dtype_name, "device": str(self.device),
             "num_samples_used": num_samples, "samples_per_batch_used": num_samples,
-            "quantile_levels": list(QUANTILES), "sampling": "linear between knots, exponential tails",
+            "quantile_levels": list(QUANTILES), **joint,
             "compile_mode": self.steps.mode, "compile_backend": self.steps.backend, "compiled": self.steps.compiled,
             "fallback_reason": self.steps.fallback_reason,
         }
