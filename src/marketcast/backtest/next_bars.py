@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -19,6 +20,9 @@ from marketcast.backtest.period import Period, cut_at
 from marketcast.backtest.prepare import DataOptions, load_inputs, prepare
 from marketcast.errors import ConfigError
 from marketcast.forecast.tuning import guard_weights
+
+if TYPE_CHECKING:
+    from marketcast.runtime.compile_note import CompileNote
 
 FAN = (0.1, 0.25, 0.5, 0.75, 0.9)
 HISTORY = 120  # bars of history the fan chart shows
@@ -56,9 +60,11 @@ class NextBars:
     high_med: np.ndarray
     low_med: np.ndarray
     history: pd.Series
+    compile: CompileNote | None = None  # when compile is on: graphs from the cache, first forecast's seconds
 
     def json(self, model: str, seed: int) -> dict:
         return {
+            **({"compile": self.compile.to_json()} if self.compile is not None else {}),
             "symbol": self.symbol, "model": model, "asset_class": self.asset_class, "last_bar": self.last_bar,
             "last_close": self.last_close, "samples": self.samples, "horizon": len(self.steps), "seed": seed,
             "steps": [{"step": k + 1, "time": self.steps[k],
@@ -78,6 +84,7 @@ def next_bars(symbol: str, data: DataOptions, model_options: dict, end: date | N
     from marketcast.data.ticks import price_decimals
     from marketcast.forecast import load_forecaster, make_batch
     from marketcast.forecast.floor import floor_paths
+    from marketcast.runtime.compile_note import first_call
 
     (whole,) = load_inputs([symbol], data).bars
     bars = cut_at(whole, end, data.min_rows or 2)
@@ -90,14 +97,15 @@ def next_bars(symbol: str, data: DataOptions, model_options: dict, end: date | N
     forecaster = load_forecaster(**model_options)
     last = len(bars) - 1
     batch = make_batch(bars.frame, [last], min(context, len(bars)), horizon, calendar=bars.calendar)
-    result = forecaster.forecast(batch, horizon, samples, seed=model_options["seed"])
+    result, note = first_call(forecaster, lambda: forecaster.forecast(batch, horizon, samples,
+                                                                      seed=model_options["seed"]))
     result = floor_paths(result, batch.last_close(), [bars.frame.index[last]], bars.symbol)
     return NextBars(
         bars.symbol, bars.asset_class, bars.frame.index[-1], float(batch.last_close()[0]),
         f",.{price_decimals(bars.frame['close'])}f", result.num_samples,
         pd.DatetimeIndex(batch.future_timestamps[0]).tz_localize("UTC"),
         {q: result.quantile(q, "close")[0] for q in FAN}, result.quantile(0.5, "high")[0],
-        result.quantile(0.5, "low")[0], bars.frame["close"].iloc[-min(len(bars), HISTORY):])
+        result.quantile(0.5, "low")[0], bars.frame["close"].iloc[-min(len(bars), HISTORY):], note)
 
 
 def fan_table(fan: NextBars, model: str) -> Table:

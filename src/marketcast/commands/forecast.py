@@ -85,6 +85,8 @@ def forecast(
         print_json(calibration_only_json(result)) if as_json else console.print(calibration_table([result]))
         return
     fan = next_bars(symbol, data, model_options, period.end, context, horizon, samples)
+    if fan.compile is not None:
+        err_console.print(fan.compile.line(), markup=False, highlight=False)
     if plot is not None:
         _plot_fan(plot, fan.history, fan.steps, fan.close_q, fan.symbol, model)
         err_console.print(f"wrote {plot}")

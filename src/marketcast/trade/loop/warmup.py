@@ -20,6 +20,7 @@ from marketcast.data.bars import Bars
 from marketcast.errors import MarketcastError, ModelLoadError
 from marketcast.forecast import load_forecaster
 from marketcast.forecast.base import make_batch
+from marketcast.runtime.compile_note import first_call
 
 log = logging.getLogger("marketcast.trade")
 
@@ -45,15 +46,19 @@ def warm_up(forecaster, bars: Bars, config: BacktestConfig) -> dict:
     started = time.perf_counter()
     if callable(hook):
         accepted = inspect.signature(hook).parameters
-        hook(**{k: v for k, v in args.items() if k in accepted})
+        _, note = first_call(forecaster, lambda: hook(**{k: v for k, v in args.items() if k in accepted}))
     else:
-        forecaster.forecast(batch, horizon=1, num_samples=config.num_samples, seed=config.seed)
+        _, note = first_call(forecaster, lambda: forecaster.forecast(batch, horizon=1, num_samples=config.num_samples,
+                                                                     seed=config.seed))
     seconds = time.perf_counter() - started
     name = getattr(forecaster, "name", type(forecaster).__name__)
     shape = f"1 window x {context} bars, {config.num_samples} samples, horizon 1"
     log.info("warm-up: %s took %.2f s (%s)", name, seconds, shape)
+    if note is not None:
+        log.info("warm-up: %s", note.line())
     return {"model": name, "seconds": round(seconds, 4), "shape": shape,
-            "how": "its warmup()" if callable(hook) else "one forecast"}
+            "how": "its warmup()" if callable(hook) else "one forecast",
+            **({"compile": note.to_json()} if note is not None else {})}
 
 
 def load_model(chain: tuple[str, ...], bars: Bars | None, config: BacktestConfig, *, weights: str | None = None,
