@@ -153,3 +153,22 @@ def test_docs_state_every_threshold_and_glossary_term():
     glossary = doc[doc.index("## Glossary"):]
     for _, term, _ in GLOSSARY:
         assert f"**{term}**" in glossary, term
+
+
+def test_the_leaderboard_prints_the_backtests_strip(tmp_path):
+    """models compare's strip of a model on a symbol is the backtest's over the same windows and strategies."""
+    from marketcast.backtest.strategies import FORECAST_DRIVEN
+
+    env = {**os.environ, "COLUMNS": "200", "MARKETCAST_RUN_STORE": "off"}
+    fast = ("--windows", "30", "--samples", "32")
+    board = cli("models", "compare", "--symbols", "SP500", "--models", "baseline", *fast, "--json", env=env)
+    alone = cli("backtest", "SP500", *fast, "--strategies", ",".join(FORECAST_DRIVEN), "--json", "--output-dir",
+                str(tmp_path / "out"), env=env)
+    assert board.returncode == 0 and alone.returncode == 0, board.stderr + alone.stderr
+    (entry,) = json.loads(board.stdout)["verdicts"]
+    assert (entry["model"], entry["symbol"]) == ("baseline", "SP500")
+    assert entry["verdict"] == json.loads(alone.stdout)[0]["verdict"]
+    text = cli("models", "compare", "--symbols", "SP500", "--models", "baseline", *fast, env=env).stdout
+    line = next(x for x in text.splitlines() if x.startswith("baseline SP500  "))
+    assert [part.split(" ", 1)[0] for part in line.split("  ", 1)[1].split(" · ")][:2] == ["vs", "MC"]
+    assert all(c.text in line for c in cells(entry["verdict"]))

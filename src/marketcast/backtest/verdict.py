@@ -164,6 +164,12 @@ def terminal_lines(symbol: str, v: dict) -> list[str]:
                           for k in keys) for keys in LINES]
 
 
+def one_line(label: str, v: dict) -> str:
+    """The strip on one rich-markup line (the leaderboard: a line per model and symbol), the same cells."""
+    return f"[bold]{escape_markup(label)}[/bold]  " + " · ".join(
+        f"{c.label} [{RICH[c.status]}]{escape_markup(c.text)}[/]" for c in cells(v))
+
+
 def plain_lines(symbol: str, v: dict) -> list[str]:
     """:func:`terminal_lines` without markup (``runs show`` prints through ``escape``-free plain text)."""
     from rich.text import Text
