@@ -24,7 +24,7 @@ LABELS = {c.key: c.label for c in cells({
 
 
 def cli(*args: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "marketcast.commands", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "marketcast.commands", *args], capture_output=True, text=True, check=False,
                           env=env, timeout=600)
 
 
@@ -60,7 +60,7 @@ def strip_texts(text: str, head: str) -> dict[str, str]:
 
 
 def page_texts(page: str) -> dict[str, str]:
-    block = re.search(r'<div id="verdict" class="verdict-strip".*?<small>', page, re.S).group(0)
+    block = re.search(r'<div id="verdict" class="verdict-strip".*?<small>', page, re.DOTALL).group(0)
     return {k: html.unescape(v) for k, v in
             re.findall(r'data-key="([a-z_0-9]+)" data-status="[a-z]+"><a href="#g-[a-z-]+">[^<]*</a> <b[^>]*>([^<]*)</b>',
                        block)}
