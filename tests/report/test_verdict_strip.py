@@ -19,6 +19,7 @@ LABELS = {c.key: c.label for c in cells({
     "excess_return_points": None, "sharpe_difference": None, "trials": 0, "effective_trials": None, "dsr_pick": None,
     "dsr_walk_forward": None, "pbo": None, "spa_pvalue": None, "coverage80": None, "mc_band_points": None,
     "context": {"asked": 1, "min": None, "max": None}, "pick": None, "pick_reads_forecast": None,
+    "walk_forward_blind_share": None,
     "status": dict.fromkeys(("vs_buy_hold", "mc_error", "trials", "dsr_pick", "dsr_walk_forward", "pbo", "spa_p",
                              "coverage80", "context", "pick"), MISSING)})}
 
@@ -122,7 +123,8 @@ def reference_status(verdict: dict) -> dict:
             "mc_error": GREEN if 2 * band <= abs(pts) else AMBER if band <= abs(pts) else RED,
             "coverage80": (GREEN if cov["lo"] <= 0.8 <= cov["hi"] else AMBER if abs(cov["rate"] - 0.8) <= 0.1
                            else RED),
-            "pick": GREEN if verdict["pick_reads_forecast"] else RED}
+            "pick": (RED if not verdict["pick_reads_forecast"] or verdict["walk_forward_blind_share"] > 0.5
+                     else AMBER if verdict["walk_forward_blind_share"] > 0 else GREEN)}
 
 
 def test_statuses_follow_the_documented_thresholds(one_run):
@@ -172,3 +174,16 @@ def test_the_leaderboard_prints_the_backtests_strip(tmp_path):
     line = next(x for x in text.splitlines() if x.startswith("baseline SP500  "))
     assert [part.split(" ", 1)[0] for part in line.split("  ", 1)[1].split(" · ")][:2] == ["vs", "MC"]
     assert all(c.text in line for c in cells(entry["verdict"]))
+
+
+def test_a_forecast_blind_pick_is_flagged_red(tmp_path):
+    env = {**os.environ, "COLUMNS": "200", "MARKETCAST_RUN_STORE": "off"}
+    done = cli("backtest", "SP500", "--windows", "30", "--samples", "32", "--strategies", "buy_hold",
+               "--output-dir", str(tmp_path / "out"), env=env)
+    assert done.returncode == 0, done.stderr
+    verdict = json.loads((tmp_path / "out" / "SP500.json").read_text())["verdict"]
+    assert verdict["pick"] == "buy_hold" and verdict["pick_reads_forecast"] is False
+    assert verdict["status"]["pick"] == RED and verdict["walk_forward_blind_share"] > 0.5
+    share = round(100 * verdict["walk_forward_blind_share"])
+    assert strip_texts(done.stdout, "SP500 verdict")["pick"] == (f"buy_hold IGNORES THE FORECAST; walk-forward "
+                                                                 f"blind {share}%")

@@ -34,7 +34,9 @@ THRESHOLDS = {
     "mc_error": "green: the band is at most half the gap to buy & hold; amber: at most the gap; red: wider (a "
                 "re-run with another seed could reverse who wins)",
     "context": "green: every window read the --context asked for; amber: some read fewer bars",
-    "pick": "green: the in-sample pick reads the forecast; red: it ignores it (forecast-blind)",
+    "pick": "green: the in-sample pick reads the forecast and so does the walk-forward's in every window; amber: "
+            "the walk-forward traded a forecast-blind strategy in some windows (at most half); red: the pick ignores "
+            "the forecast, or the walk-forward's did in more than half of the windows",
 }
 
 
@@ -72,6 +74,13 @@ def build(result) -> dict:
     context = {"asked": seen["of"], "min": seen["min"], "max": seen["max"]}
     pick = o.pick
     reads = None if pick is None or pick not in STRATEGIES else bool(STRATEGIES[pick].reads_forecast)
+    picks = list(result.walk_forward["picked"])
+    blind = (sum(p is not None and p in STRATEGIES and not STRATEGIES[p].reads_forecast for p in picks) / len(picks)
+             if picks else None)
+    if reads is None:
+        pick_status = MISSING
+    else:
+        pick_status = RED if not reads or (blind or 0) > 0.5 else AMBER if (blind or 0) > 0 else GREEN
     if points is None or sharpe_gap is None:
         versus = MISSING
     else:
@@ -90,7 +99,7 @@ def build(result) -> dict:
         "trials": int(o.trials), "effective_trials": _finite(o.effective_trials),
         "dsr_pick": _finite(o.dsr_pick), "dsr_walk_forward": _finite(o.dsr_walk_forward), "pbo": _finite(o.pbo),
         "spa_pvalue": _finite(o.spa_pvalue), "coverage80": cov, "mc_band_points": band, "context": context,
-        "pick": pick, "pick_reads_forecast": reads,
+        "pick": pick, "pick_reads_forecast": reads, "walk_forward_blind_share": blind,
         "status": {
             "vs_buy_hold": versus, "trials": INFO, "dsr_pick": _band(_finite(o.dsr_pick), 0.95, 0.5),
             "dsr_walk_forward": _band(_finite(o.dsr_walk_forward), 0.95, 0.5),
@@ -98,7 +107,7 @@ def build(result) -> dict:
             "spa_p": _band(_finite(o.spa_pvalue), 0.05, 0.10, low_is_good=True), "coverage80": coverage,
             "mc_error": mc_status,
             "context": MISSING if context["min"] is None else GREEN if context["min"] >= context["asked"] else AMBER,
-            "pick": MISSING if reads is None else GREEN if reads else RED,
+            "pick": pick_status,
         },
         "thresholds": DOC,
     }
@@ -130,6 +139,8 @@ def cells(v: dict) -> list[Cell]:
     pick = ("none" if v["pick"] is None else v["pick"] + ("" if v["pick_reads_forecast"] is None else
                                                           " (reads the forecast)" if v["pick_reads_forecast"]
                                                           else " IGNORES THE FORECAST"))
+    if v.get("walk_forward_blind_share"):
+        pick += f"; walk-forward blind {100 * v['walk_forward_blind_share']:.0f}%"
     return [
         Cell("vs_buy_hold", "vs buy & hold", "g-vs-buy-hold",
              f"{_num(v['excess_return_points'], '+.2f')} pts, Sharpe {_num(v['sharpe_difference'], '+.2f')}",
