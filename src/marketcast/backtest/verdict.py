@@ -168,7 +168,7 @@ RICH = {GREEN: "green", AMBER: "yellow", RED: "bold red", INFO: "default", MISSI
 
 
 def terminal_lines(symbol: str, v: dict) -> list[str]:
-    """The strip as rich-markup lines, each under 80 columns: ``SP500 verdict`` and three lines of cells."""
+    """The strip as rich-markup lines: ``SP500 verdict`` and three lines of cells (about 80 columns each)."""
     by_key = {c.key: c for c in cells(v)}
     return [f"[bold]{escape_markup(symbol)} verdict[/bold] [dim]({DOC}; labels: docs/backtest.md#glossary)[/dim]"] + [
         "  " + " · ".join(f"{by_key[k].label} [{RICH[by_key[k].status]}]{escape_markup(by_key[k].text)}[/]"
