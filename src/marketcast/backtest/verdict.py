@@ -24,13 +24,19 @@ from marketcast.backtest.strategies import STRATEGIES
 
 GREEN, AMBER, RED, INFO, MISSING = "green", "amber", "red", "info", "missing"
 DOC = "docs/backtest.md#verdict"
+DSR_GREEN, DSR_AMBER = 0.95, 0.50  # at least: the usual 95 % confidence; below a coin flip is red
+PBO_GREEN, PBO_AMBER = 0.20, 0.50  # at most: above 0.5 the in-sample winner is more often below the median
+SPA_GREEN, SPA_AMBER = 0.05, 0.10  # at most: Hansen's p-value against buy & hold
+COVERAGE_AMBER = 0.10  # the 80 % interval's observed rate within 10 points of 80 %
+BLIND_RED = 0.5  # the walk-forward traded a forecast-blind strategy in more than half of its windows
 #: The status rules, as docs/backtest.md#verdict states them (value -> green / amber / red).
 THRESHOLDS = {
     "vs_buy_hold": "green: more return and a higher Sharpe than buy & hold; red: neither; amber: one of the two",
-    "dsr": "green >= 0.95, amber >= 0.50, red below",
-    "pbo": "green <= 0.20, amber <= 0.50, red above",
-    "spa_p": "green <= 0.05, amber <= 0.10, red above",
-    "coverage80": "green: its Wilson 95% interval holds 80%; amber: within 10 points of 80%; red: further",
+    "dsr": f"green >= {DSR_GREEN:.2f}, amber >= {DSR_AMBER:.2f}, red below",
+    "pbo": f"green <= {PBO_GREEN:.2f}, amber <= {PBO_AMBER:.2f}, red above",
+    "spa_p": f"green <= {SPA_GREEN:.2f}, amber <= {SPA_AMBER:.2f}, red above",
+    "coverage80": f"green: its Wilson 95% interval holds 80%; amber: within {100 * COVERAGE_AMBER:.0f} points of 80%; "
+                  "red: further",
     "mc_error": "green: the band is at most half the gap to buy & hold; amber: at most the gap; red: wider (a "
                 "re-run with another seed could reverse who wins)",
     "context": "green: every window read the --context asked for; amber: some read fewer bars",
@@ -59,58 +65,59 @@ def _coverage80(result) -> dict | None:
     return None if not found else {"rate": found[0]["rate"], "lo": found[0]["lo"], "hi": found[0]["hi"]}
 
 
+def _blind_share(picked) -> float | None:
+    """The share of the walk-forward's windows that traded a forecast-blind strategy (flat windows count as not)."""
+    picks = list(picked)
+    blind = [p is not None and p in STRATEGIES and not STRATEGIES[p].reads_forecast for p in picks]
+    return sum(blind) / len(picks) if picks else None
+
+
+def _statuses(v: dict) -> dict:
+    """Each figure's status by :data:`THRESHOLDS` (trials carry none: ``info``)."""
+    points, gap, band, cov, ctx = (v["excess_return_points"], v["sharpe_difference"], v["mc_band_points"],
+                                   v["coverage80"], v["context"])
+    reads, blind = v["pick_reads_forecast"], v["walk_forward_blind_share"] or 0.0
+    return {
+        "vs_buy_hold": (MISSING if points is None or gap is None else GREEN if points > 0 and gap > 0
+                        else RED if points <= 0 and gap <= 0 else AMBER),
+        "mc_error": (MISSING if band is None or points is None else GREEN if band <= abs(points) / 2
+                     else AMBER if band <= abs(points) else RED),
+        "trials": INFO,
+        "dsr_pick": _band(v["dsr_pick"], DSR_GREEN, DSR_AMBER),
+        "dsr_walk_forward": _band(v["dsr_walk_forward"], DSR_GREEN, DSR_AMBER),
+        "pbo": _band(v["pbo"], PBO_GREEN, PBO_AMBER, low_is_good=True),
+        "spa_p": _band(v["spa_pvalue"], SPA_GREEN, SPA_AMBER, low_is_good=True),
+        "coverage80": (MISSING if cov is None else GREEN if cov["lo"] <= 0.8 <= cov["hi"]
+                       else AMBER if abs(cov["rate"] - 0.8) <= COVERAGE_AMBER else RED),
+        "context": MISSING if ctx["min"] is None else GREEN if ctx["min"] >= ctx["asked"] else AMBER,
+        "pick": (MISSING if reads is None else RED if not reads or blind > BLIND_RED
+                 else AMBER if blind > 0 else GREEN),
+    }
+
+
 def build(result) -> dict:
     """The strip's figures and statuses of one symbol's result (a :class:`~marketcast.backtest.engine.SymbolResult`,
     from a run or decoded from the run store): JSON-ready, the only place they are computed."""
     wf, bh, o = result.walk_forward["metrics"], result.benchmark.metrics, result.overfit
     wf_ret, bh_ret = _finite(wf["return"]), _finite(bh["return"])
     wf_sr, bh_sr = _finite(wf["sharpe"]), _finite(bh["sharpe"])
-    points = None if wf_ret is None or bh_ret is None else 100 * (wf_ret - bh_ret)
-    sharpe_gap = None if wf_sr is None or bh_sr is None else wf_sr - bh_sr
     mc = getattr(result, "monte_carlo", None)
-    band = None if mc is None else 100 * mc.walk_forward.band
-    cov = _coverage80(result)
     seen = seen_context.summary(result.context_seen, result.config.context)
-    context = {"asked": seen["of"], "min": seen["min"], "max": seen["max"]}
     pick = o.pick
-    reads = None if pick is None or pick not in STRATEGIES else bool(STRATEGIES[pick].reads_forecast)
-    picks = list(result.walk_forward["picked"])
-    blind = (sum(p is not None and p in STRATEGIES and not STRATEGIES[p].reads_forecast for p in picks) / len(picks)
-             if picks else None)
-    if reads is None:
-        pick_status = MISSING
-    else:
-        pick_status = RED if not reads or (blind or 0) > 0.5 else AMBER if (blind or 0) > 0 else GREEN
-    if points is None or sharpe_gap is None:
-        versus = MISSING
-    else:
-        versus = GREEN if points > 0 and sharpe_gap > 0 else RED if points <= 0 and sharpe_gap <= 0 else AMBER
-    if cov is None:
-        coverage = MISSING
-    else:
-        coverage = GREEN if cov["lo"] <= 0.8 <= cov["hi"] else AMBER if abs(cov["rate"] - 0.8) <= 0.10 else RED
-    if band is None or points is None:
-        mc_status = MISSING
-    else:
-        mc_status = GREEN if band <= abs(points) / 2 else AMBER if band <= abs(points) else RED
-    return {
-        "excess_return_points": points, "sharpe_difference": sharpe_gap,
+    v = {
+        "excess_return_points": None if wf_ret is None or bh_ret is None else 100 * (wf_ret - bh_ret),
+        "sharpe_difference": None if wf_sr is None or bh_sr is None else wf_sr - bh_sr,
         "walk_forward_return": wf_ret, "buy_hold_return": bh_ret, "walk_forward_sharpe": wf_sr, "buy_hold_sharpe": bh_sr,
         "trials": int(o.trials), "effective_trials": _finite(o.effective_trials),
         "dsr_pick": _finite(o.dsr_pick), "dsr_walk_forward": _finite(o.dsr_walk_forward), "pbo": _finite(o.pbo),
-        "spa_pvalue": _finite(o.spa_pvalue), "coverage80": cov, "mc_band_points": band, "context": context,
-        "pick": pick, "pick_reads_forecast": reads, "walk_forward_blind_share": blind,
-        "status": {
-            "vs_buy_hold": versus, "trials": INFO, "dsr_pick": _band(_finite(o.dsr_pick), 0.95, 0.5),
-            "dsr_walk_forward": _band(_finite(o.dsr_walk_forward), 0.95, 0.5),
-            "pbo": _band(_finite(o.pbo), 0.2, 0.5, low_is_good=True),
-            "spa_p": _band(_finite(o.spa_pvalue), 0.05, 0.10, low_is_good=True), "coverage80": coverage,
-            "mc_error": mc_status,
-            "context": MISSING if context["min"] is None else GREEN if context["min"] >= context["asked"] else AMBER,
-            "pick": pick_status,
-        },
-        "thresholds": DOC,
+        "spa_pvalue": _finite(o.spa_pvalue), "coverage80": _coverage80(result),
+        "mc_band_points": None if mc is None else 100 * mc.walk_forward.band,
+        "context": {"asked": seen["of"], "min": seen["min"], "max": seen["max"]},
+        "pick": pick,
+        "pick_reads_forecast": None if pick is None or pick not in STRATEGIES else bool(STRATEGIES[pick].reads_forecast),
+        "walk_forward_blind_share": _blind_share(result.walk_forward["picked"]),
     }
+    return {**v, "status": _statuses(v), "thresholds": DOC}
 
 
 @dataclass(frozen=True)
