@@ -84,7 +84,7 @@ def test_the_block_measures_a_true_and_a_too_narrow_forecaster():
 
 def test_a_default_run_prints_coverage_and_a_pit_test_on_four_markets(markets, tmp_path, capsys):
     out = tmp_path / "out"
-    assert main(["backtest", *markets, "--windows", "300", "--no-spa", "--output-dir", str(out)]) == 0
+    assert main(["backtest", *markets, "--windows", "300", "--no-spa", "--output-dir", str(out), "--verbose"]) == 0
     text = capsys.readouterr().out
     assert "Calibration of baseline for bar t+1" in text
     assert all(h in text for h in ("cov 50%", "cov 80%", "cov 90%", "cov 95%", "PIT KS p"))

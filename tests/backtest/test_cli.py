@@ -15,10 +15,11 @@ def test_default_symbols_write_every_report(tmp_path, capsys):
     out = tmp_path / "bt"
     assert main(["backtest", *FAST, "--output-dir", str(out)]) == 0
     shown = capsys.readouterr().out
-    for symbol in ("SP500", "NASDAQ"):  # each leads with the out-of-sample record and buy & hold
+    for symbol in ("SP500", "NASDAQ"):  # each leads with the verdict strip, the out-of-sample record and buy & hold
         head = shown.index(f"{symbol} · stock · 1d bars · 252 periods a year · 12 windows")
-        assert shown.index("Out of sample", head) < shown.index("walk-forward", head) < shown.index(
-            "buy & hold", head) < shown.index("In sample: 8 strategies", head)
+        assert shown.index(f"{symbol} verdict", head) < shown.index("\nwalk-forward ", head) < shown.index(
+            "\nbuy & hold ", head)
+    assert "In sample: 8 strategies" not in shown  # behind --verbose (tests/spine/test_verbose.py)
     assert sorted(p.name for p in out.iterdir()) == [  # plots only on request (--plots)
         "NASDAQ.json", "SP500.json", "summary.md", "trades.csv"]
     report = json.loads((out / "SP500.json").read_text())

@@ -66,7 +66,7 @@ def test_forecast_bad_input_is_one_line_exit_2_and_no_file(tmp_path, args, fragm
 
 
 @pytest.mark.parametrize("args,fragment", [
-    (("backtest", "--bogus"), "No such option: --bogus (see 'marketcast backtest --help')"),
+    (("backtest", "--qqq"), "No such option: --qqq (see 'marketcast backtest --help')"),  # nothing close: click suggests none
     (("backtest", "--windows", "abc"), "Invalid value for '--windows'"),
     (("forecast", "SP500", "--horizon", "0"), "Invalid value for '--horizon'"),
     (("data", "check"), "Missing argument"),

@@ -97,6 +97,7 @@ class Job:
     fan_date: Optional[list[str]] = None
     calibration_only: bool = False
     allow_in_sample: bool = False
+    verbose: int = 0  # 0: the verdict strip and the headline; 1: every table with its notes (commands/backtest.py)
 
     def config(self, period: Period) -> BacktestConfig:
         """The engine's settings, checked before anything is read (a period's window count is known once the

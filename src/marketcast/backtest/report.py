@@ -28,6 +28,7 @@ from marketcast.backtest.markdown import markdown_summary
 from marketcast.backtest.returns import DEFINITIONS as RETURN_DEFINITIONS
 from marketcast.backtest.returns import DETAILS as RETURN_DETAILS
 from marketcast.backtest.strategies import STRATEGIES
+from marketcast.backtest.verdict import build as verdict_of
 from marketcast.fileio import write_files
 
 
@@ -172,6 +173,8 @@ def symbol_json(result: SymbolResult) -> dict:
         # multiple testing (marketcast.backtest.overfit) over the strategies the rule could pick: deflated Sharpe,
         # the walk-forward rule's PSR and DSR, PBO (CSCV), SPA against buy & hold (close->close, intraday), cash
         "selection": result.overfit.as_dict(),
+        # the verdict strip (marketcast.backtest.verdict): the figures every surface prints first, with statuses
+        "verdict": verdict_of(result),
         "next_decisions": None if result.latest_view is None else {
             "decision_time": pd.Timestamp(result.latest_view.timestamp).isoformat(),
             "close": result.latest_view.close,

@@ -182,8 +182,8 @@ def seeds_title(result: SymbolResult) -> str:
     return f"Seeds {seeds[0]}..{seeds[-1]}: the spread of each return"
 
 
-def seeds_table(result: SymbolResult) -> Table:
-    return _table(seeds_title(result), SEEDS_COLUMNS, seeds_rows(result), seeds_note(result))
+def seeds_table(result: SymbolResult, notes: bool = True) -> Table:
+    return _table(seeds_title(result), SEEDS_COLUMNS, seeds_rows(result), seeds_note(result) if notes else None)
 
 
 SELECTION_COLUMNS = ("trials", "DSR pick", "WF PSR", "WF DSR", "PBO", "CSCV S", "SPA c→c", "SPA o→c", "SPA cash")
@@ -289,15 +289,17 @@ def calibration_note(results: Sequence[SymbolResult]) -> str:
             f"Windows counted: {scopes}.")
 
 
-def calibration_table(results: Sequence[SymbolResult]) -> Table:
+def calibration_table(results: Sequence[SymbolResult], notes: bool = True) -> Table:
     model = str(results[0].forecast_meta.get("model", "?")) if results else "?"
     return _table(f"Calibration of {model} for bar t+1", CALIBRATION_COLUMNS, calibration_rows(results),
-                  calibration_note(results))
+                  calibration_note(results) if notes else None)
 
 
-def _table(title_: str, columns: Sequence[str], rows: list[list[str]], caption: str) -> Table:
+def _table(title_: str | None, columns: Sequence[str], rows: list[list[str]], caption: str | None) -> Table:
+    """A headline table; without a caption (the default terminal: its words are in the glossary, --verbose
+    prints them) also without the blank edge lines, so a symbol fits one screen."""
     table = Table(title=title_, caption=caption, box=box.SIMPLE_HEAD, padding=(0, 0), title_justify="left",
-                  caption_justify="left")
+                  caption_justify="left", show_edge=caption is not None)
     for i, col in enumerate(columns):
         table.add_column(col, justify="left" if i == 0 or col == "model" else "right", no_wrap=True)
     for row in rows:
@@ -305,18 +307,20 @@ def _table(title_: str, columns: Sequence[str], rows: list[list[str]], caption: 
     return table
 
 
-def track_record_table(result: SymbolResult) -> Table:
+def track_record_table(result: SymbolResult, notes: bool = True) -> Table:
     """The headline; under a year without the annual column (n/a in both rows, said in the note), to fit 80
-    columns."""
+    columns; ``notes`` False: the bare rows (the title line and the verdict strip stand above them)."""
     cols = (*TRACK_COLUMNS[:4], level(result), *TRACK_COLUMNS[5:])
     rows = track_rows(result)
     if under_a_year(result):
         cols, rows = cols[:2] + cols[3:], [row[:2] + row[3:] for row in rows]
+    if not notes:
+        return _table(None, cols, rows, None)
     return _table(f"{title(result)}\nOut of sample: the walk-forward track record and the buy & hold benchmark", cols,
                   rows, track_note(result))
 
 
-def in_sample_table(result: SymbolResult) -> Table:
+def in_sample_table(result: SymbolResult, notes: bool = True) -> Table:
     """The strategies without the IR column (the JSON and summary.md have it), to fit 80 columns; under a year
     also without the alpha column (n/a in every row, said in the note)."""
     cols = (*IN_SAMPLE_COLUMNS[:3], level(result), *IN_SAMPLE_COLUMNS[4:7], *IN_SAMPLE_COLUMNS[8:])
@@ -325,13 +329,13 @@ def in_sample_table(result: SymbolResult) -> Table:
         alpha = cols.index("alpha")
         cols, rows = (*cols[:alpha], *cols[alpha + 1:]), [row[:alpha] + row[alpha + 1:] for row in rows]
     return _table(f"In sample: {len(result.strategies)} strategies over the same {result.windows} windows", cols,
-                  rows, in_sample_note(result, information_ratio=False))
+                  rows, in_sample_note(result, information_ratio=False) if notes else None)
 
 
-def selection_table(result: SymbolResult) -> Table:
+def selection_table(result: SymbolResult, notes: bool = True) -> Table:
     return _table("Multiple testing: is the best better than luck?", SELECTION_COLUMNS, selection_rows(result),
-                  selection_note(result))
+                  selection_note(result) if notes else None)
 
 
-def skill_table(results: Sequence[SymbolResult]) -> Table:
-    return _table("Forecast skill for bar t+1", SKILL_COLUMNS, skill_rows(results), SKILL_NOTE)
+def skill_table(results: Sequence[SymbolResult], notes: bool = True) -> Table:
+    return _table("Forecast skill for bar t+1", SKILL_COLUMNS, skill_rows(results), SKILL_NOTE if notes else None)

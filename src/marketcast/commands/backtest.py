@@ -109,6 +109,23 @@ Html = Annotated[bool, typer.Option("--html", help="Also write report.html: a se
 CalibrationOnly = Annotated[bool, typer.Option(
     "--calibration-only", help="Forecast skill and calibration only (coverage, PIT): no strategies, fills or "
                                "selection; prints tables or --json and writes no files.")]
+#: ``--verbose`` counts (``-v``): 0 prints the verdict strip and the headline, 1 every table with its notes (the
+#: output before the strip). A count, because typer has no option with an optional value (click's ``flag_value``
+#: is not passed through by typer 0.29); a higher count names no level and is refused before any work (exit 2).
+VERBOSE_LEVELS = 1
+
+
+def _verbose(value: int) -> int:
+    if value > VERBOSE_LEVELS:
+        raise typer.BadParameter(f"level {value} (-{'v' * value}) is unknown: give --verbose (or -v) once for every "
+                                 "table with its notes, or leave it out for the verdict strip and the headline.")
+    return value
+
+
+Verbose = Annotated[int, typer.Option(
+    "--verbose", "-v", count=True, callback=_verbose,
+    help="Also print every table (in sample, multiple testing, calibration) with its notes; without it: the "
+         "verdict strip, the headline table and the forecast skill (the JSON and summary.md keep every number).")]
 AllowInSample = Annotated[bool, typer.Option(
     "--allow-in-sample", help="Score tuned --weights (with a tuning.json) on windows up to their --until too, "
                               "marked in sample (default: refused).")]
@@ -133,7 +150,7 @@ def backtest(
     output_dir: OutputDir = DEFAULT_OUTPUT, as_json: options.AsJson = False, plots: options.Plots = False,
     html: Html = False,
     fan_date: options.FanDates = None, calibration_only: CalibrationOnly = False,
-    allow_in_sample: AllowInSample = False, seeds: Seeds = 1,
+    allow_in_sample: AllowInSample = False, seeds: Seeds = 1, verbose: Verbose = 0,
 ) -> None:
     """Walk-forward backtest: forecast bar t+1 from bars <= t, decide, settle on bar t+1."""
     job = Job(**locals())  # the parameters, by name: nothing else is bound yet
@@ -184,20 +201,28 @@ def show_calibration(done: Done, as_json: bool) -> None:
 
 
 def show(job: Job, done: Done) -> None:
-    """The tables of every symbol, then skill and calibration over all; the run's id last."""
+    """Per symbol one line of what ran, the verdict strip (:mod:`marketcast.backtest.verdict`) and the headline
+    table, then the forecast skill and the run's id last; ``--verbose`` adds every table and its notes (what the
+    command printed before the strip existed). The JSON keeps every number."""
     from marketcast.backtest.report import symbol_json
     from marketcast.backtest.tables import (
         calibration_table, in_sample_table, seeds_table, selection_table, selection_verdict, skill_table,
-        track_record_table,
+        title, track_record_table,
     )
+    from marketcast.backtest.verdict import build, terminal_lines
     from marketcast.forecast.tuning import sample_text
 
     results, elapsed = done.results, done.elapsed
     if job.as_json:
         print_json([{**symbol_json(r), **({"run_id": done.run_id} if done.run_id else {})} for r in results])
         return
+    notes = job.verbose >= 1
     for r in results:
-        console.print(track_record_table(r))
+        if not notes:
+            console.print(f"[bold]{title(r)}[/bold]", highlight=False)
+        for line in terminal_lines(r.symbol, build(r)):
+            console.print(line, highlight=False)
+        console.print(track_record_table(r, notes))
         if r.calibration_note:
             console.print(f"[dim]{r.symbol}: {r.calibration_note}[/dim]", highlight=False)
         for warning in r.annualisation.warnings:
@@ -206,15 +231,20 @@ def show(job: Job, done: Done) -> None:
             console.print(f"[yellow]warning:[/] {r.symbol}: {r.context_warning}", highlight=False, soft_wrap=True)
         if sample_text(r.forecast_meta, r.windows):
             console.print(f"{r.symbol}: {sample_text(r.forecast_meta, r.windows)}", highlight=False, markup=False)
-        console.print(in_sample_table(r))
-        if r.seeds:
-            console.print(seeds_table(r))
-        console.print(selection_table(r))
-        if selection_verdict(r):
+        if notes:
+            console.print(in_sample_table(r, notes))
+            if r.seeds:
+                console.print(seeds_table(r, notes))
+            console.print(selection_table(r, notes))
+        if notes and selection_verdict(r):
             console.print(f"[bold yellow]{selection_verdict(r)}[/]", highlight=False)
         console.print()
-    console.print(skill_table(results))
-    console.print(calibration_table(results))
+    console.print(skill_table(results, notes))
+    if notes:
+        console.print(calibration_table(results, notes))
+    else:
+        console.print("[dim]every table with its notes: --verbose; the strip's labels: docs/backtest.md#glossary[/dim]",
+                      highlight=False)
     console.print(f"[dim]{len(results)} symbol{'s' if len(results) != 1 else ''} × {done.windows_text()}, "
                   f"model {job.model}, {job.samples} samples, "
                   f"{elapsed:.1f} s; wrote {len(done.written)} files to {job.output_dir}/[/dim]")

@@ -67,10 +67,14 @@ def compare(
     rows, tickers, run_id = board.rows, board.symbols, board.run_id
     if as_json:
         print_json({"symbols": tickers, "windows": board.windows, "samples": samples, "context": context, "seed": seed,
-                    "models": rows, "benchmark": board.benchmark, "run_id": run_id})
+                    "models": rows, "benchmark": board.benchmark, "verdicts": board.verdicts, "run_id": run_id})
         return
     console.print(leaderboard_table(rows, f"{', '.join(tickers)}: the last {board.windows} windows, {samples} samples",
                                     board.benchmark))
+    from marketcast.backtest.verdict import one_line
+
+    for v in board.verdicts:  # the verdict strip of each model on each symbol, as the backtest prints it
+        console.print(one_line(f"{v['model']} {v['symbol']}", v["verdict"]), highlight=False, soft_wrap=True)
     for line in notes(rows):
         console.print(f"[yellow]{escape(line)}[/]")
     if paths_note(rows):

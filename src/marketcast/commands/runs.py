@@ -172,6 +172,12 @@ def _print_records(records: list[dict], finished: int) -> None:
 
     if not records:
         return
+    from marketcast.backtest.verdict import one_line, terminal_lines
+
+    for r in records:  # the verdict strip first, as the backtest printed it (a line a cell when there are several)
+        lines = terminal_lines(r["label"], r["verdict"]) if len(records) == 1 else [one_line(r["label"], r["verdict"])]
+        for line in lines:
+            console.print(line, highlight=False, soft_wrap=True)
     fmt = lambda x, spec="+.2f": "—" if x is None else format(x, spec)  # noqa: E731
     table = Table(title="walk-forward record and buy & hold over the same windows")
     for col in ("cell", "windows", "record", "return", "MC ±", "Sharpe", "CI", "PSR", "max DD", "trades"):

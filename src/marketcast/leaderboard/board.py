@@ -8,7 +8,7 @@ Kept out of the command so the command only parses and prints, and so a leaderbo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -25,6 +25,7 @@ class Leaderboard:
     run_id: Optional[str]  # None when the run store is off
     benchmark: dict | None = None
     windows: int = 70  # per symbol, the same for every model
+    verdicts: list[dict] = field(default_factory=list)  # per model and symbol: {model, symbol, verdict} (the strip)
 
 
 def parse_symbols(symbols: str) -> list[str]:
@@ -61,6 +62,7 @@ def compare_models(symbols: str, models: str, weights: Optional[Sequence[str]], 
     model, so as the walk-forward pick it would make models look alike; buy and hold is the benchmark row."""
     from marketcast.backtest.config import BacktestConfig
     from marketcast.backtest.strategies import FORECAST_DRIVEN
+    from marketcast.backtest.verdict import build as verdict_of
     from marketcast.console import progress_steps
     from marketcast.data import load_symbol
     from marketcast.leaderboard.compare import (benchmark_row, model_rows, parse_models, parse_weights, refuse_tuned,
@@ -84,4 +86,5 @@ def compare_models(symbols: str, models: str, weights: Optional[Sequence[str]], 
     rows, benchmark = model_rows(runs), benchmark_row(runs[0].results)
     with shielded():
         run_id = record_leaderboard(runs, rows, bars, {"data_dir": data_dir}, store, benchmark)
-    return Leaderboard(tickers, rows, run_id, benchmark, config.windows)
+    verdicts = [{"model": run.model, "symbol": r.symbol, "verdict": verdict_of(r)} for run in runs for r in run.results]
+    return Leaderboard(tickers, rows, run_id, benchmark, config.windows, verdicts)

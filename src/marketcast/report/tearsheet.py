@@ -19,25 +19,60 @@ from typing import Sequence
 from marketcast.backtest.context import context_text
 from marketcast.backtest.engine import SymbolResult
 from marketcast.backtest.fans import Fan
+from marketcast.backtest.glossary import GLOSSARY
 from marketcast.backtest.markdown import MORE_COLUMNS, more_rows
 from marketcast.backtest.returns import CLOSE_TO_CLOSE, SENTENCE, STRATEGY
 from marketcast.backtest.tables import (
-    CALIBRATION_COLUMNS, IN_SAMPLE_COLUMNS, SELECTION_COLUMNS, SKILL_COLUMNS, SKILL_NOTE, TRACK_COLUMNS,
-    calibration_note, calibration_rows, in_sample_note, in_sample_rows, level, selection_note, selection_rows,
-    selection_verdict, skill_rows, title, track_note, track_rows,
+    CALIBRATION_COLUMNS,
+    IN_SAMPLE_COLUMNS,
+    SELECTION_COLUMNS,
+    SKILL_COLUMNS,
+    SKILL_NOTE,
+    TRACK_COLUMNS,
+    calibration_note,
+    calibration_rows,
+    in_sample_note,
+    in_sample_rows,
+    level,
+    selection_rows,
+    selection_verdict,
+    skill_rows,
+    title,
+    track_rows,
 )
+from marketcast.backtest.verdict import build as verdict_of
+from marketcast.backtest.verdict import html as verdict_html
 from marketcast.data.bars import Bars
 from marketcast.report import figures
 from marketcast.forecast.paths import paths_text
 from marketcast.report.charts import downsampled
 from marketcast.report.leaderboard import leaderboard_section
-from marketcast.report.overview import breadth_of, drawdown_table, headline, metrics_table, trade_table, trust_box
+from marketcast.report.overview import (
+    breadth_of,
+    drawdown_table,
+    headline,
+    metrics_table,
+    trade_table,
+    trust_box,
+)
 from marketcast.report.page import anchor, chart, document, esc, paragraph, table
 from marketcast.report.series import skill_window
 
 PAGE_NAME = "report.html"
-RETURNS_CAPTION = (f"The strategies and the walk-forward pick: {STRATEGY}; buy & hold: {CLOSE_TO_CLOSE} (it holds "
-                   "overnight, from the open of the first settle bar).")
+RETURNS_CAPTION = "Returns: see the glossary's 'returns'."
+
+
+def see(*anchors: str) -> str:
+    """A caption that links to the glossary's entries (by their short labels) instead of repeating them."""
+    terms = {a: term for a, term, _ in GLOSSARY}
+    return ('<p class="note">Definitions: ' + ", ".join(f'<a href="#{a}">{esc(terms[a])}</a>' for a in anchors)
+            + ".</p>")
+
+
+def glossary_section() -> str:
+    """Every definition once, at the page's end (:mod:`marketcast.backtest.glossary`)."""
+    items = "".join(f'<dt id="{a}">{esc(term)}</dt><dd>{esc(text)}</dd>' for a, term, text in GLOSSARY)
+    return f'<section id="glossary"><h2>Glossary</h2><dl>{items}</dl></section>'
 
 
 @dataclass(frozen=True)
@@ -128,12 +163,14 @@ def symbol_section(rep: SymbolReport, key: str) -> str:
              "<h3>Drawdown periods of the walk-forward record</h3>", drawdown_table(r, b, key),
              paragraph(f"{a.periods_per_year:,g} periods a year: {a.how}.")]
     parts += ["<h3>Out of sample: the walk-forward track record against buy &amp; hold</h3>",
-              table((*TRACK_COLUMNS[:4], level(r), *TRACK_COLUMNS[5:]), track_rows(r), 2, track_note(r)),
+              table((*TRACK_COLUMNS[:4], level(r), *TRACK_COLUMNS[5:]), track_rows(r), 2),
+              paragraph(f"Walk-forward: {r.config.selection.describe()} Net of costs ({r.costs.note()})."),
+              see("g-walk-forward", "g-buy-hold", "g-psr", "g-mc-error", "g-returns"),
               f"<h3>In sample: {len(r.strategies)} strategies over the same {r.windows:,} windows</h3>",
               table((*IN_SAMPLE_COLUMNS[:3], level(r), *IN_SAMPLE_COLUMNS[4:]), in_sample_rows(r), 0, in_sample_note(r)),
               table(MORE_COLUMNS, more_rows(r), 0, f"Every column: the strategy's returns, {STRATEGY}."),
               "<h3>Multiple testing: is the best better than luck?</h3>",
-              table(SELECTION_COLUMNS, selection_rows(r), 0, selection_note(r))]
+              table(SELECTION_COLUMNS, selection_rows(r), 0), see("g-trials", "g-dsr", "g-pbo", "g-spa")]
     parts += [paragraph(selection_verdict(r), "warning")] if selection_verdict(r) else []
     trades = [f"<h3>Trades of the walk-forward record</h3>{trade_table(r, key)}"]
     return "".join(parts + _charts(rep, key) + trades) + "</section>"
@@ -153,12 +190,14 @@ def tearsheet_html(reports: Sequence[SymbolReport], leaderboard: Sequence[dict] 
                 f"fill mode {cfg.fill_mode}, same-bar {cfg.same_bar}. Returns net of fees and half the spread per "
                 "side; each decision at bar t is settled on bar t+1. " + SENTENCE)
     subtitle += f" {paths_text(first.forecast_meta)}" if paths_text(first.forecast_meta) else ""
-    body = leaderboard_section(leaderboard, benchmark=benchmark) if leaderboard else ""
+    body = verdict_html([(r.symbol, verdict_of(r)) for r in results])
+    body += leaderboard_section(leaderboard, benchmark=benchmark) if leaderboard else ""
     body += "".join(symbol_section(rep, key) for rep, key in zip(reports, keys))
     body += ('<section id="skill"><h2>Forecast skill for bar t+1</h2>'
              f"{table(SKILL_COLUMNS, skill_rows(results), 0, SKILL_NOTE)}"
              "<h3>Calibration for bar t+1</h3>"
              f"{table(CALIBRATION_COLUMNS, calibration_rows(results), 0, calibration_note(results))}</section>")
     nav = ([("leaderboard", "models")] if leaderboard else []) + [(key, r.symbol) for key, r in zip(keys, results)]
-    nav += [("skill", "forecast skill")]
+    body += glossary_section()
+    nav += [("skill", "forecast skill"), ("glossary", "glossary")]
     return document(f"marketcast backtest: {', '.join(r.symbol for r in results)}", subtitle, nav, body)

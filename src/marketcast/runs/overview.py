@@ -297,6 +297,7 @@ def cell_records(store: RunStore, run_id: str, limit: int = MAX_SYMBOL_LINES) ->
     from the cell's decoded result (the SPA bootstrap is not run again)."""
     from marketcast.backtest.engine import SymbolResult
     from marketcast.backtest.report import signed_drawdown
+    from marketcast.backtest.verdict import build as verdict_of
     from marketcast.errors import MarketcastError
     from marketcast.runs.codec import decode
 
@@ -335,5 +336,6 @@ def cell_records(store: RunStore, run_id: str, limit: int = MAX_SYMBOL_LINES) ->
                       "random_weights": random_weights(row.get("weights"), meta)},
             "settings": {k: plain(row[k]) for k in settings if k not in MODEL_KEYS},
             "selection": {k: chosen.get(k) for k in SELECTION_KEYS},
+            "verdict": verdict_of(result),  # the strip the backtest printed, from the same decoded result
         })
     return out, total

@@ -1,0 +1,189 @@
+"""The verdict strip (marketcast.backtest.verdict): one run's strip reads the same on the terminal, in the JSON, on
+the tearsheet and in ``runs show``; its statuses follow the thresholds docs/backtest.md#verdict states."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from marketcast.backtest.glossary import anchors
+from marketcast.backtest.verdict import AMBER, GREEN, LINES, MISSING, RED, _band, cells
+
+LABELS = {c.key: c.label for c in cells({
+    "excess_return_points": None, "sharpe_difference": None, "trials": 0, "effective_trials": None, "dsr_pick": None,
+    "dsr_walk_forward": None, "pbo": None, "spa_pvalue": None, "coverage80": None, "mc_band_points": None,
+    "context": {"asked": 1, "min": None, "max": None}, "pick": None, "pick_reads_forecast": None,
+    "walk_forward_blind_share": None,
+    "status": dict.fromkeys(("vs_buy_hold", "mc_error", "trials", "dsr_pick", "dsr_walk_forward", "pbo", "spa_p",
+                             "coverage80", "context", "pick"), MISSING)})}
+
+
+def cli(*args: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "marketcast.commands", *args], capture_output=True, text=True, check=False,
+                          env=env, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def one_run(tmp_path_factory):
+    """One small backtest with --html and the run store on, and ``runs show`` of it (text and JSON)."""
+    root = tmp_path_factory.mktemp("verdict")
+    env = {**os.environ, "COLUMNS": "200", "MARKETCAST_RUN_STORE": str(root / "runs")}
+    done = cli("backtest", "SP500", "--windows", "40", "--samples", "64", "--html", "--output-dir", str(root / "out"),
+               env=env)
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.strip().splitlines()[-1].removeprefix("run ")
+    shown = cli("runs", "show", run_id, env=env)
+    shown_json = cli("runs", "show", run_id, "--json", env=env)
+    assert shown.returncode == 0 and shown_json.returncode == 0, shown.stderr + shown_json.stderr
+    return {"stdout": done.stdout, "doc": json.loads((root / "out" / "SP500.json").read_text()),
+            "page": (root / "out" / "report.html").read_text(), "shown": shown.stdout,
+            "shown_json": json.loads(shown_json.stdout)}
+
+
+def strip_texts(text: str, head: str) -> dict[str, str]:
+    """key -> figure text of the strip printed under ``head`` (``SP500 verdict``) in terminal output."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(head))
+    out = {}
+    for line, keys in zip(lines[start + 1:start + 1 + len(LINES)], LINES):
+        parts = line.strip().split(" · ")
+        assert len(parts) == len(keys), line
+        for key, part in zip(keys, parts):
+            assert part.startswith(LABELS[key] + " "), (key, part)
+            out[key] = part[len(LABELS[key]) + 1:]
+    return out
+
+
+def page_texts(page: str) -> dict[str, str]:
+    block = re.search(r'<div id="verdict" class="verdict-strip".*?<small>', page, re.DOTALL).group(0)
+    return {k: html.unescape(v) for k, v in
+            re.findall(r'data-key="([a-z_0-9]+)" data-status="[a-z]+"><a href="#g-[a-z-]+">[^<]*</a> <b[^>]*>([^<]*)</b>',
+                       block)}
+
+
+def numbers(text: str) -> list[float]:
+    return [float(x) for x in re.findall(r"[+-]?\d+(?:\.\d+)?", text)]
+
+
+def test_one_runs_strip_is_identical_on_every_surface(one_run):
+    verdict = one_run["doc"]["verdict"]
+    terminal = strip_texts(one_run["stdout"], "SP500 verdict")
+    page = page_texts(one_run["page"])
+    shown = strip_texts(one_run["shown"], "SP500 verdict")
+    assert set(terminal) == set(LABELS) and terminal == page == shown
+    assert one_run["shown_json"]["records"][0]["verdict"] == verdict  # the stored run's figures, float for float
+    # the printed numbers are the JSON's, rounded as the strip states them
+    assert numbers(terminal["vs_buy_hold"]) == [round(verdict["excess_return_points"], 2),
+                                                round(verdict["sharpe_difference"], 2)]
+    assert numbers(terminal["mc_error"]) == [round(verdict["mc_band_points"], 1)]
+    assert numbers(terminal["spa_p"]) == [round(verdict["spa_pvalue"], 3)]
+    for key in ("dsr_pick", "dsr_walk_forward", "pbo"):
+        assert numbers(terminal[key]) == [round(verdict[key], 2)], key
+    assert numbers(terminal["trials"]) == [verdict["trials"], round(verdict["effective_trials"], 1)]
+    cov = verdict["coverage80"]
+    assert numbers(terminal["coverage80"]) == [round(100 * cov[k]) for k in ("rate", "lo", "hi")]
+    assert numbers(terminal["context"]) == [verdict["context"]["asked"]]  # 40 windows of SP500 read full context
+    # the figures are the backtest's own: walk-forward minus buy & hold, and the selection statistics
+    wf, bh, sel = one_run["doc"]["walk_forward"], one_run["doc"]["benchmark"], one_run["doc"]["selection"]
+    assert verdict["excess_return_points"] == pytest.approx(100 * (wf["return"] - bh["return"]), abs=1e-12)
+    assert verdict["sharpe_difference"] == pytest.approx(wf["sharpe"] - bh["sharpe"], abs=1e-12)
+    assert verdict["mc_band_points"] == pytest.approx(100 * wf["mc_band"], abs=1e-12)
+    assert (verdict["dsr_pick"], verdict["pbo"], verdict["spa_pvalue"]) == (sel["dsr_pick"], sel["pbo"],
+                                                                            sel["spa_pvalue"])
+
+
+def test_strip_is_at_the_top_of_the_tearsheet_and_links_to_the_glossary(one_run):
+    page = one_run["page"]
+    main = page.index("<main>")
+    assert page.index('id="verdict"') - main < 20  # the first thing in the page's body
+    for anchor in set(re.findall(r'href="#(g-[a-z-]+)"', page)):
+        assert f'id="{anchor}"' in page, anchor
+    assert set(anchors()) <= set(re.findall(r'<dt id="(g-[a-z-]+)"', page))
+
+
+def reference_status(verdict: dict) -> dict:
+    """The thresholds of docs/backtest.md#verdict, applied independently of the module."""
+    def high(x):
+        return MISSING if x is None else GREEN if x >= 0.95 else AMBER if x >= 0.5 else RED
+
+    def low(x, green, amber):
+        return MISSING if x is None else GREEN if x <= green else AMBER if x <= amber else RED
+
+    pts, gap, band, cov = (verdict["excess_return_points"], verdict["sharpe_difference"], verdict["mc_band_points"],
+                           verdict["coverage80"])
+    return {"dsr_pick": high(verdict["dsr_pick"]), "dsr_walk_forward": high(verdict["dsr_walk_forward"]),
+            "pbo": low(verdict["pbo"], 0.2, 0.5), "spa_p": low(verdict["spa_pvalue"], 0.05, 0.10),
+            "vs_buy_hold": GREEN if pts > 0 and gap > 0 else RED if pts <= 0 and gap <= 0 else AMBER,
+            "mc_error": GREEN if 2 * band <= abs(pts) else AMBER if band <= abs(pts) else RED,
+            "coverage80": (GREEN if cov["lo"] <= 0.8 <= cov["hi"] else AMBER if abs(cov["rate"] - 0.8) <= 0.1
+                           else RED),
+            "pick": (RED if not verdict["pick_reads_forecast"] or verdict["walk_forward_blind_share"] > 0.5
+                     else AMBER if verdict["walk_forward_blind_share"] > 0 else GREEN)}
+
+
+def test_statuses_follow_the_documented_thresholds(one_run):
+    verdict = one_run["doc"]["verdict"]
+    expected = reference_status(verdict)
+    assert {k: verdict["status"][k] for k in expected} == expected
+
+
+@pytest.mark.parametrize("value,kind,status", [
+    (0.95, "dsr", GREEN), (0.9499, "dsr", AMBER), (0.5, "dsr", AMBER), (0.4999, "dsr", RED), (None, "dsr", MISSING),
+    (0.2, "pbo", GREEN), (0.2001, "pbo", AMBER), (0.5, "pbo", AMBER), (0.5001, "pbo", RED),
+    (0.05, "spa", GREEN), (0.0501, "spa", AMBER), (0.10, "spa", AMBER), (0.1001, "spa", RED),
+])
+def test_threshold_edges(value, kind, status):
+    args = {"dsr": (0.95, 0.5, False), "pbo": (0.2, 0.5, True), "spa": (0.05, 0.10, True)}[kind]
+    assert _band(value, args[0], args[1], low_is_good=args[2]) == status
+
+
+def test_docs_state_every_threshold_and_glossary_term():
+    from pathlib import Path
+
+    from marketcast.backtest.glossary import GLOSSARY
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "backtest.md").read_text()
+    verdict = doc[doc.index("## Verdict"):]
+    for needle in (">= 0.95", "<= 0.20", "> 0.50", "<= 0.05", "Wilson", "forecast-blind"):
+        assert needle in verdict, needle
+    glossary = doc[doc.index("## Glossary"):]
+    for _, term, _ in GLOSSARY:
+        assert f"**{term}**" in glossary, term
+
+
+def test_the_leaderboard_prints_the_backtests_strip(tmp_path):
+    """models compare's strip of a model on a symbol is the backtest's over the same windows and strategies."""
+    from marketcast.backtest.strategies import FORECAST_DRIVEN
+
+    env = {**os.environ, "COLUMNS": "200", "MARKETCAST_RUN_STORE": "off"}
+    fast = ("--windows", "30", "--samples", "32")
+    board = cli("models", "compare", "--symbols", "SP500", "--models", "baseline", *fast, "--json", env=env)
+    alone = cli("backtest", "SP500", *fast, "--strategies", ",".join(FORECAST_DRIVEN), "--json", "--output-dir",
+                str(tmp_path / "out"), env=env)
+    assert board.returncode == 0 and alone.returncode == 0, board.stderr + alone.stderr
+    (entry,) = json.loads(board.stdout)["verdicts"]
+    assert (entry["model"], entry["symbol"]) == ("baseline", "SP500")
+    assert entry["verdict"] == json.loads(alone.stdout)[0]["verdict"]
+    text = cli("models", "compare", "--symbols", "SP500", "--models", "baseline", *fast, env=env).stdout
+    line = next(x for x in text.splitlines() if x.startswith("baseline SP500  "))
+    assert [part.split(" ", 1)[0] for part in line.split("  ", 1)[1].split(" · ")][:2] == ["vs", "MC"]
+    assert all(c.text in line for c in cells(entry["verdict"]))
+
+
+def test_a_forecast_blind_pick_is_flagged_red(tmp_path):
+    env = {**os.environ, "COLUMNS": "200", "MARKETCAST_RUN_STORE": "off"}
+    done = cli("backtest", "SP500", "--windows", "30", "--samples", "32", "--strategies", "buy_hold",
+               "--output-dir", str(tmp_path / "out"), env=env)
+    assert done.returncode == 0, done.stderr
+    verdict = json.loads((tmp_path / "out" / "SP500.json").read_text())["verdict"]
+    assert verdict["pick"] == "buy_hold" and verdict["pick_reads_forecast"] is False
+    assert verdict["status"]["pick"] == RED and verdict["walk_forward_blind_share"] > 0.5
+    share = round(100 * verdict["walk_forward_blind_share"])
+    assert strip_texts(done.stdout, "SP500 verdict")["pick"] == (f"buy_hold IGNORES THE FORECAST; walk-forward "
+                                                                 f"blind {share}%")
