@@ -32,6 +32,7 @@ from marketcast.report.charts import downsampled
 from marketcast.report.leaderboard import leaderboard_section
 from marketcast.report.overview import breadth_of, drawdown_table, headline, metrics_table, trade_table, trust_box
 from marketcast.report.page import anchor, chart, document, esc, paragraph, table
+from marketcast.report.paging import TRADES_PER_PAGE
 from marketcast.report.series import skill_window
 
 PAGE_NAME = "report.html"
@@ -117,7 +118,7 @@ def _calibration_scope(r: SymbolResult) -> str:
     return f"Windows: {block.get('scope', 'none')}; {block.get('horizon_note', '')}."
 
 
-def symbol_section(rep: SymbolReport, key: str) -> str:
+def symbol_section(rep: SymbolReport, key: str, per_page: int = TRADES_PER_PAGE) -> str:
     r = rep.result
     a = r.annualisation
     b = breadth_of(r)
@@ -134,15 +135,15 @@ def symbol_section(rep: SymbolReport, key: str) -> str:
               "<h3>Multiple testing: is the best better than luck?</h3>",
               table(SELECTION_COLUMNS, selection_rows(r), 0, selection_note(r))]
     parts += [paragraph(selection_verdict(r), "warning")] if selection_verdict(r) else []
-    trades = [f"<h3>Trades of the walk-forward record</h3>{trade_table(r, key)}"]
+    trades = [f"<h3>Trades of the walk-forward record</h3>{trade_table(r, key, per_page)}"]
     return "".join(parts + _charts(rep, key) + trades) + "</section>"
 
 
 def tearsheet_html(reports: Sequence[SymbolReport], leaderboard: Sequence[dict] = (),
-                   benchmark: dict | None = None) -> str:
+                   benchmark: dict | None = None, trades_per_page: int = TRADES_PER_PAGE) -> str:
     """The page of one run (every symbol of one grid point); ``leaderboard``: the rows of a ``models compare`` run,
     shown first (every model on the same windows, then ``benchmark``, buy and hold's row), this page being one
-    model's."""
+    model's; ``trades_per_page``: rows of each trade list shown at a time."""
     results = [rep.result for rep in reports]
     keys = [f"s{i}-{anchor(r.symbol)}" for i, r in enumerate(results)]
     first = results[0]
@@ -152,7 +153,7 @@ def tearsheet_html(reports: Sequence[SymbolReport], leaderboard: Sequence[dict] 
                 f"fill mode {cfg.fill_mode}, same-bar {cfg.same_bar}. Returns net of fees and half the spread per "
                 "side; each decision at bar t is settled on bar t+1. " + SENTENCE)
     body = leaderboard_section(leaderboard, benchmark=benchmark) if leaderboard else ""
-    body += "".join(symbol_section(rep, key) for rep, key in zip(reports, keys))
+    body += "".join(symbol_section(rep, key, trades_per_page) for rep, key in zip(reports, keys))
     body += ('<section id="skill"><h2>Forecast skill for bar t+1</h2>'
              f"{table(SKILL_COLUMNS, skill_rows(results), 0, SKILL_NOTE)}"
              "<h3>Calibration for bar t+1</h3>"
