@@ -21,7 +21,8 @@ from marketcast.report.tearsheet import symbol_reports, tearsheet_html
 from tests.backtest.helpers import random_bars
 from tests.report.pagedata import figures, trace
 
-SECTIONS = ("overview", "equity", "drawdown", "rolling", "monthly", "candles", "fans", "skill", "reliability", "pit")
+SECTIONS = ("overview", "equity", "drawdown", "rolling", "beta", "distribution", "yearly", "monthly", "benchmark-monthly",
+            "candles", "fans", "skill", "reliability", "pit")
 
 
 def _points(t: dict) -> int:
