@@ -104,8 +104,8 @@ Seeds = Annotated[int, typer.Option(
     help="Re-run with N seeds (--seed .. --seed + N - 1) and report the spread of every return; the files and "
          "the run store hold the first seed's run and the spread.")]
 OutputDir = Annotated[Path, typer.Option(help="Where JSON, Markdown, trades.csv and PNGs go.")]
-Html = Annotated[bool, typer.Option("--html", help="Also write report.html: a self-contained tearsheet that "
-                                                  "opens offline (see docs/reports.md).")]
+Html = Annotated[bool, typer.Option("--html", help="Also write report.html: a tearsheet that opens offline (Plotly "
+                                                  "from one file beside it; see docs/reports.md).")]
 CalibrationOnly = Annotated[bool, typer.Option(
     "--calibration-only", help="Forecast skill and calibration only (coverage, PIT): no strategies, fills or "
                                "selection; prints tables or --json and writes no files.")]
