@@ -57,3 +57,17 @@ def test_a_long_trade_list_is_paged_in_the_browser(reports):
     assert table.startswith(f'<table class="sortable" id="s0-{symbol}-trades" data-page-size="10">')
     whole = tearsheet_html(reports[:1], trades_per_page=n)
     assert whole == paged.replace(' data-page-size="10"', "")  # every row is in the page either way; one page: no pager
+
+
+def test_backtest_and_report_run_page_the_trades_alike(tmp_path, monkeypatch):
+    from marketcast.commands import main
+
+    monkeypatch.setenv("MARKETCAST_RUN_STORE", str(tmp_path / "runs"))
+    assert main(["backtest", "SP500", "--windows", "40", "--samples", "16", "--context", "64", "--no-spa", "--html",
+                 "--output-dir", str(tmp_path / "bt"), "--trades-per-page", "10"]) == 0
+    page = (tmp_path / "bt" / "report.html").read_bytes()
+    table = _trade_table(page.decode(), "SP500")
+    assert table.count("<tr>") - 1 > 10 and ' data-page-size="10">' in table
+    assert main(["report", "latest", "-o", str(tmp_path / "again"), "--trades-per-page", "10"]) == 0
+    assert (tmp_path / "again" / "report.html").read_bytes() == page  # the same page size: the same bytes
+    assert (tmp_path / "again" / bundle_name()).read_bytes() == (tmp_path / "bt" / bundle_name()).read_bytes()
