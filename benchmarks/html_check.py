@@ -7,18 +7,24 @@ network emulated offline, wait until the page says every chart is drawn (``<body
 * fail on any request that is not ``file:`` or ``data:`` (the page must not fetch anything);
 * fail unless every chart has traces, every trace has points and the SVG holds its drawn traces, and
   every table has rows;
+* on every page, MEASURE that the verdict strip (``id="verdict"``) lies within the first 900 px of a 1280 x 900
+  viewport (fail when it is missing or below);
 * on a tearsheet (a page with a headline line), MEASURE where things are in a 1280 x 900 viewport: fail unless
   the first symbol's headline line and its equity chart lie within the first 900 px, and unless every symbol
   has its drawdown-periods table and its trade list; then click the trade list's "net return" header twice and
   fail unless the rows come out sorted up, then down;
-* save a full-page screenshot PNG, and report the page size and the render time (navigation to the last
+* save a full-page screenshot PNG, and report the page size (the page alone, and with the files it loads: the
+  shared Plotly bundle beside it) and the render time (navigation to the last
   chart drawn, wall clock, and Plotly's own drawing time measured in the page).
 
 Pages are given as paths, or built first with ``--windows N`` (``marketcast backtest --windows N --html`` on
-the embedded default, run store off; its seconds are reported too). It talks to Chromium over the DevTools
+the embedded default, run store off; its seconds are reported too), ``--status`` (a month of ``trade replay``
+on SP500, then ``trade status --html``: the live status page) and ``--leaderboard`` (``models compare`` of the
+baseline and a random-weights toto2, then ``report RUN``: a page opening with the leaderboard). It talks to Chromium over the DevTools
 protocol (``websockets``), so it needs no browser driver package. Not run in CI (no Chromium there).
 
-    PYTHONPATH=src python benchmarks/html_check.py [PAGE.html ...] [--windows 70 5000] [--out DIR]
+    PYTHONPATH=src python benchmarks/html_check.py [PAGE.html ...] [--windows 70 5000] [--status] [--leaderboard]
+        [--out DIR]
         [--chromium /usr/bin/chromium] [--timeout 120]
 
 Exit status 1 when a check fails. Results: ``benchmarks/results/html_check.json`` and two PNGs per page (the
@@ -32,6 +38,7 @@ import base64
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -75,6 +82,7 @@ INSPECT = """JSON.stringify({
               left: Math.round(b.left), right: Math.round(b.right)};
     }
     return {headline: box("[data-check=headline]"), equity: box(".hero div.plot"), trust: box("[data-check=trust]"),
+            verdict: box("#verdict"),
             viewport: [window.innerWidth, window.innerHeight]};
   })(),
   sections: Array.from(document.querySelectorAll("section.symbol")).map(function (s) {
@@ -184,6 +192,20 @@ def chart_problems(found: dict) -> list[str]:
     return out
 
 
+def verdict_problems(found: dict) -> list[str]:
+    """On every page: the verdict strip (``id="verdict"``) within the first screen."""
+    box = found["fold"]["verdict"]
+    if box is None:
+        return ['no verdict strip (id="verdict") on the page']
+    return [f"verdict ends at {box['bottom']} px, below the first {FOLD} px"] if box["bottom"] > FOLD else []
+
+
+def loaded_files(page: Path) -> list[Path]:
+    """The files the page loads (its relative ``<script src>``: the shared Plotly bundle beside it)."""
+    text = page.read_text(encoding="utf-8")
+    return [page.parent / src for src in re.findall(r'<script[^>]*\bsrc="([^":]*)"', text)]
+
+
 def fold_problems(found: dict, sort: dict | None) -> list[str]:
     """On a tearsheet: the headline and the equity chart above the fold, each symbol's drawdown table and trade
     list present, the trade list sortable. Nothing on other pages (the live status page has no headline)."""
@@ -222,7 +244,10 @@ def check_page(chromium: str, page: Path, screenshot: Path, timeout: float) -> d
         except subprocess.TimeoutExpired:
             proc.kill()
         shutil.rmtree(profile, ignore_errors=True)
-    return {"page": str(page), "bytes": page.stat().st_size, "render_s": rendered, "plotly_ms": found["renderMs"],
+    loads = loaded_files(page)
+    return {"page": str(page), "bytes": page.stat().st_size, "loads": [str(p) for p in loads],
+            "bytes_with_loaded": page.stat().st_size + sum(p.stat().st_size for p in loads if p.is_file()),
+            "render_s": rendered, "plotly_ms": found["renderMs"],
             "charts": len(found["charts"]), "traces": sum(len(c["traces"]) for c in found["charts"]),
             "points": sum(t["points"] for c in found["charts"] for t in c["traces"]),
             "tables": len(found["tables"]), "page_height_px": found["height"], "screenshot": str(screenshot),
@@ -265,7 +290,8 @@ def _inspect(dt: DevTools, page: Path, screenshot: Path, timeout: float) -> tupl
                                                                          "height": FOLD, "scale": 1}}, session)
     # what a reader sees first
     screenshot.with_name(f"{screenshot.stem}_fold.png").write_bytes(base64.b64decode(fold["data"]))
-    problems = problems_in(dt.events) + chart_problems(found) + fold_problems(found, found["sort"])
+    problems = (problems_in(dt.events) + chart_problems(found) + verdict_problems(found)
+                + fold_problems(found, found["sort"]))
     if rendered is None:
         problems.insert(0, f"charts not drawn within {timeout:g} s")
     return found, rendered, problems
@@ -280,10 +306,39 @@ def build_page(windows: int, folder: Path) -> tuple[Path, float]:
     return folder / "report.html", time.perf_counter() - started
 
 
+def _run(args: list[str], env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "marketcast.commands", *args], env=env, check=True,
+                          capture_output=True, text=True)
+
+
+def build_status_page(folder: Path) -> tuple[Path, float]:
+    """A month of ``trade replay`` on SP500, then ``trade status --html``: the live status page and its seconds."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MARKETCAST_RUN_STORE": "off"}
+    started = time.perf_counter()
+    _run(["trade", "replay", "--from", "2017-06-01", "--to", "2017-06-30", "--symbols", "SP500", "--state-dir",
+          str(folder)], env)
+    _run(["trade", "status", "--state-dir", str(folder), "--html"], env)
+    return folder / "status.html", time.perf_counter() - started
+
+
+def build_leaderboard_page(folder: Path) -> tuple[Path, float]:
+    """``models compare`` (the baseline and a random-weights toto2 on SP500), then ``report RUN``: the first
+    model's page, which opens with the leaderboard; its seconds."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MARKETCAST_RUN_STORE": str(folder / "runs")}
+    started = time.perf_counter()
+    doc = json.loads(_run(["models", "compare", "--symbols", "SP500", "--models", "baseline,toto2", "--weights",
+                           "toto2=random:4m", "--windows", "70", "--samples", "32", "--context", "64", "--json"],
+                          env).stdout)
+    _run(["report", doc["run_id"], "-o", str(folder / "report")], env)
+    return min((folder / "report").rglob("report.html")), time.perf_counter() - started
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("pages", nargs="*", type=Path)
     parser.add_argument("--windows", type=int, nargs="*", default=[], help="build a backtest page per value")
+    parser.add_argument("--status", action="store_true", help="build and check the live status page")
+    parser.add_argument("--leaderboard", action="store_true", help="build and check a models-compare page")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
     parser.add_argument("--timeout", type=float, default=120.0)
@@ -297,8 +352,13 @@ def main() -> int:
     for n in args.windows:
         page, seconds = build_page(n, work / f"w{n}")
         jobs.append((page, n, seconds))
+    for wanted, build, name in ((args.status, build_status_page, "status"),
+                                (args.leaderboard, build_leaderboard_page, "leaderboard")):
+        if wanted:
+            page, seconds = build(work / name)
+            jobs.append((page, None, seconds))
     if not jobs:
-        parser.error("give pages or --windows")
+        parser.error("give pages, --windows, --status or --leaderboard")
     rows = []
     for page, windows, seconds in jobs:
         name = f"backtest_{windows}w" if windows else f"{page.parent.name}_{page.stem}"
@@ -306,14 +366,14 @@ def main() -> int:
                      "windows": windows, "build_s": seconds})
     shutil.rmtree(work, ignore_errors=True)
     table = Table(title=f"HTML check in headless Chromium, offline ({platform.node()}, {os.cpu_count()} CPUs)")
-    for col in ("page", "windows", "build s", "size MB", "render s", "plotly ms", "charts", "traces", "points",
-                "headline px", "equity px", "trades", "drawdowns", "sorts", "problems"):
+    for col in ("page", "windows", "build s", "size MB", "with loaded MB", "render s", "plotly ms", "charts", "traces", "points",
+                "verdict px", "headline px", "equity px", "trades", "drawdowns", "sorts", "problems"):
         table.add_column(col, justify="left" if col in ("page", "problems") else "right")
     for r in rows:
         table.add_row(Path(r["page"]).name, str(r["windows"] or ""), f"{r['build_s']:.1f}" if r["build_s"] else "",
-                      f"{r['bytes'] / 1e6:.2f}", "-" if r["render_s"] is None else f"{r['render_s']:.2f}",
+                      f"{r['bytes'] / 1e6:.2f}", f"{r['bytes_with_loaded'] / 1e6:.2f}", "-" if r["render_s"] is None else f"{r['render_s']:.2f}",
                       f"{r['plotly_ms']:.0f}", str(r["charts"]), str(r["traces"]), f"{r['points']:,}",
-                      _span(r["fold"]["headline"]), _span(r["fold"]["equity"]),
+                      _span(r["fold"]["verdict"]), _span(r["fold"]["headline"]), _span(r["fold"]["equity"]),
                       "/".join("-" if s["trades"] is None else str(s["trades"]) for s in r["sections"]),
                       "/".join("-" if s["drawdowns"] is None else str(s["drawdowns"]) for s in r["sections"]),
                       "-" if r["sort"] is None else ("yes" if r["sort"]["up"] and r["sort"]["down"] else "NO"),

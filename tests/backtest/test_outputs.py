@@ -14,6 +14,7 @@ import pytest
 
 from marketcast.commands import main
 from marketcast.fileio import output_folder
+from marketcast.report.page import bundle_name
 
 FAST = ["SP500", "--windows", "6", "--samples", "16", "--context", "64", "--no-spa"]
 OUTPUTS = ["SP500.json", "summary.md", "trades.csv"]
@@ -45,7 +46,7 @@ def test_a_run_store_that_cannot_be_written_leaves_no_output(tmp_path, monkeypat
 
     monkeypatch.setenv("MARKETCAST_RUN_STORE", str(tmp_path / "runs"))  # a store that works: the outputs appear
     assert main(["backtest", *FAST, "--html", "--output-dir", str(tmp_path / "old")]) == 0
-    assert _names(tmp_path / "old") == sorted([*OUTPUTS, "report.html"])
+    assert _names(tmp_path / "old") == sorted([*OUTPUTS, "report.html", bundle_name()])  # the page and its Plotly
     assert json.loads((tmp_path / "old" / "SP500.json").read_text())["runs"] == 6
     assert _names(tmp_path) == ["old", "runs", "store"]
 

@@ -118,3 +118,14 @@ def test_trade_status_html_writes_the_page_or_one_error_line(state_dir, tmp_path
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "no such state dir" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "nope").exists()
+
+
+def test_the_status_page_is_light_and_its_bundle_lies_beside_it(state_dir, capsys):
+    from marketcast.report.page import bundle_name, plotly_js
+
+    assert main(["trade", "status", "--state-dir", str(state_dir), "--html"]) == 0
+    page = (state_dir / PAGE_NAME)
+    assert page.stat().st_size <= 200_000  # two charts and four tables; Plotly is the shared file, not inlined
+    assert f'<script src="{bundle_name()}"></script>' in page.read_text()
+    bundle = state_dir / bundle_name()
+    assert bundle.read_text(encoding="utf-8") == plotly_js() and bundle.stat().st_mode & 0o777 == 0o600

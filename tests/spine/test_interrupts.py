@@ -17,11 +17,12 @@ from pathlib import Path
 import pytest
 
 import marketcast
+from marketcast.report.page import bundle_name
 
 SEED = 20261126
 MOMENTS = 20
 ARGS = ["backtest", "SP500", "--windows", "6", "--samples", "16", "--context", "64", "--no-spa", "--html"]
-OUTPUTS = ["SP500.json", "report.html", "summary.md", "trades.csv"]
+OUTPUTS = sorted(["SP500.json", "report.html", bundle_name(), "summary.md", "trades.csv"])  # the page loads the bundle
 TERMINATED = "error: terminated (SIGTERM); temporary files removed"
 # a signal after the run was recorded says so: the run and its reports stay, whole
 RECORDED = re.compile(r"error: terminated \(SIGTERM\) after the run finished and was recorded \(backtest-[0-9a-f-]+\); "

@@ -94,6 +94,7 @@ class Job:
     as_json: bool = False
     plots: bool = False
     html: bool = False
+    trades_per_page: int = 100  # rows of the tearsheet's trade list at a time: report.paging.TRADES_PER_PAGE
     fan_date: Optional[list[str]] = None
     calibration_only: bool = False
     allow_in_sample: bool = False

@@ -22,6 +22,7 @@ from marketcast.console import console, print_json
 from marketcast.data import DEFAULT_SYMBOLS
 from marketcast.errors import ConfigError
 from marketcast.forecast.aggregate import SPEC_HELP, validate_spec
+from marketcast.report.paging import TRADES_PER_PAGE
 
 DEFAULT_OUTPUT = Path("out/backtest")
 #: The point spec's forms as --help lists them (the full grammar: marketcast.forecast.aggregate).
@@ -104,8 +105,8 @@ Seeds = Annotated[int, typer.Option(
     help="Re-run with N seeds (--seed .. --seed + N - 1) and report the spread of every return; the files and "
          "the run store hold the first seed's run and the spread.")]
 OutputDir = Annotated[Path, typer.Option(help="Where JSON, Markdown, trades.csv and PNGs go.")]
-Html = Annotated[bool, typer.Option("--html", help="Also write report.html: a self-contained tearsheet that "
-                                                  "opens offline (see docs/reports.md).")]
+Html = Annotated[bool, typer.Option("--html", help="Also write report.html: a tearsheet that opens offline (Plotly "
+                                                  "from one file beside it; see docs/reports.md).")]
 CalibrationOnly = Annotated[bool, typer.Option(
     "--calibration-only", help="Forecast skill and calibration only (coverage, PIT): no strategies, fills or "
                                "selection; prints tables or --json and writes no files.")]
@@ -148,7 +149,7 @@ def backtest(
     on_duplicate: options.OnDuplicate = "error", on_bad_line: options.OnBadLine = "error",
     timezone: options.Timezone = None,
     output_dir: OutputDir = DEFAULT_OUTPUT, as_json: options.AsJson = False, plots: options.Plots = False,
-    html: Html = False,
+    html: Html = False, trades_per_page: options.TradesPerPage = TRADES_PER_PAGE,
     fan_date: options.FanDates = None, calibration_only: CalibrationOnly = False,
     allow_in_sample: AllowInSample = False, seeds: Seeds = 1, verbose: Verbose = 0,
 ) -> None:
@@ -156,7 +157,7 @@ def backtest(
     job = Job(**locals())  # the parameters, by name: nothing else is bound yet
     from marketcast.runs.record import record_backtest
 
-    done = run_job(job, Tearsheet() if html else None, record_backtest)
+    done = run_job(job, Tearsheet(trades_per_page) if html else None, record_backtest)
     if calibration_only:
         show_calibration(done, as_json)
     else:
@@ -169,10 +170,13 @@ class Tearsheet:
 
     html = ""
 
+    def __init__(self, trades_per_page: int) -> None:
+        self.trades_per_page = trades_per_page
+
     def draw(self, results, whole) -> None:
         from marketcast.report.tearsheet import symbol_reports, tearsheet_html
 
-        self.html = tearsheet_html(symbol_reports(results, whole))
+        self.html = tearsheet_html(symbol_reports(results, whole), trades_per_page=self.trades_per_page)
 
     def write(self, folder: Path) -> str:
         from marketcast.report.page import write_page

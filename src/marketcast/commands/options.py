@@ -21,6 +21,7 @@ from marketcast.data.read import ON_BAD_LINE
 from marketcast.data.validate import MIN_BARS
 from marketcast.errors import ConfigError
 from marketcast.forecast.registry import MODEL_NAMES
+from marketcast.report.paging import MAX_PER_PAGE, MIN_PER_PAGE, TRADES_PER_PAGE
 
 DTYPES = ("float32", "bfloat16")
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?|mps)$")
@@ -139,6 +140,10 @@ OnBadLine = Annotated[str, typer.Option(
     "--on-bad-line", callback=one_of(ON_BAD_LINE), metavar=choice_list(ON_BAD_LINE),
     help="A CSV line with more fields than the header, or a quote it never closes: error (naming the line), or "
          "skip such lines (with one warning counting them).")]
+TradesPerPage = Annotated[int, typer.Option(
+    "--trades-per-page", min=MIN_PER_PAGE, max=MAX_PER_PAGE,
+    help=f"Rows of the HTML tearsheet's trade list shown at a time, {MIN_PER_PAGE} to {MAX_PER_PAGE} (previous/next "
+         f"buttons page through the rest; default {TRADES_PER_PAGE}).")]
 FanDates = Annotated[Optional[list[str]], typer.Option(
     "--fan-date", help="Decision date of a forecast fan in the HTML tearsheet (YYYY-MM-DD); repeatable (default: "
                        "three spread over the run).")]

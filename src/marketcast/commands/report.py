@@ -20,6 +20,7 @@ from marketcast.commands.runs import RUN_ARG, STORE_OPT, open_store
 from marketcast.console import console, print_json
 from marketcast.errors import ConfigError
 from marketcast.fileio import check_writable
+from marketcast.report.paging import TRADES_PER_PAGE
 
 DEFAULT_OUTPUT = Path("out/report")
 
@@ -66,6 +67,7 @@ def report(
         "--html/--no-html", help="Write the HTML tearsheet, report.html (with the fans the run stored; another "
                                  "--fan-date loads the run's model again).")] = True,
     fan_date: options.FanDates = None,
+    trades_per_page: options.TradesPerPage = TRADES_PER_PAGE,
     plots: options.Plots = False,
     store: Optional[Path] = STORE_OPT,
     as_json: options.AsJson = False,
@@ -91,7 +93,8 @@ def report(
             groups = stored_reports(runs, run_id, fan_forecaster(), dates, symbol=symbol)
             info = runs.info(run_id)
             board, benchmark = leaderboard_rows(info), leaderboard_benchmark(info)
-            pages = {key: tearsheet_html(reps, board, benchmark) for key, reps in groups.items()}
+            pages = {key: tearsheet_html(reps, board, benchmark, trades_per_page)
+                     for key, reps in groups.items()}
             results = {key: [rep.result for rep in reps] for key, reps in groups.items()}
         else:
             results = {key: [result for _, result in group]

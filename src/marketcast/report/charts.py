@@ -69,6 +69,19 @@ def log_ticks(low: float, high: float) -> dict:
     return {"type": "log", "tickmode": "array", "tickvals": values, "ticktext": [tick_label(v) for v in values]}
 
 
+def linear_ticks(low: float, high: float, count: int = 5) -> dict:
+    """An axis of its own from ``low`` to ``high``: about ``count`` ticks at a round step (1, 2, 2.5 or 5 times
+    a power of ten): a second y axis gets round ticks of its own instead of ones that line up with the first
+    axis' grid (the rolling chart's volatility read 2/11/20/28 %)."""
+    span = max(high - low, 1e-12)
+    raw = span / max(count - 1, 1)
+    power = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1.0, 2.0, 2.5, 5.0, 10.0) if m * power >= raw * (1 - 1e-9))
+    first, last = math.floor(low / step + 1e-9), math.ceil(high / step - 1e-9)
+    values = [round(k * step, 12) for k in range(first, last + 1)]
+    return {"tickmode": "array", "tickvals": values, "range": [values[0], values[-1]]}
+
+
 def tick_label(value: float) -> str:
     """A tick's full value: thousands separated above 1, plain decimals below (no "1e-05" or "k")."""
     if value >= 1:

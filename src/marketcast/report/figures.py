@@ -15,12 +15,12 @@ from marketcast.backtest.fans import QUANTILES, Fan
 from marketcast.backtest.orders import LONG
 from marketcast.data.bars import Bars
 from marketcast.report.charts import (
-    BENCHMARK_COLOUR, DOWN, PALETTE, UP, WALK_FORWARD_COLOUR, figure, line, log_ticks, ms, styled,
+    BENCHMARK_COLOUR, DOWN, PALETTE, UP, WALK_FORWARD_COLOUR, figure, line, linear_ticks, log_ticks, ms, styled,
 )
 from marketcast.report.downsample import MAX_POINTS, m4_indices
 from marketcast.report.series import (
-    BUY_AND_HOLD, WALK_FORWARD, drawdown, equity_frame, fan_path, monthly_returns, rolling_skill, skill_window,
-    walk_forward_trades,
+    BUY_AND_HOLD, WALK_FORWARD, drawdown, equity_frame, fan_path, monthly_returns, return_histogram, rolling_beta,
+    rolling_skill, skill_window, walk_forward_trades,
 )
 
 EXIT_WIN, EXIT_LOSS = "exit, net gain", "exit, net loss"
@@ -56,6 +56,11 @@ def _log_when_wide(fig: go.Figure, values: np.ndarray) -> None:
         fig.update_yaxes(**log_ticks(low, high))
 
 
+def is_log(fig: go.Figure) -> bool:
+    """Whether the chart's (first) y axis came out logarithmic (:func:`_log_when_wide`): its caption says so."""
+    return fig.layout.yaxis.type == "log"
+
+
 def overview_chart(result: SymbolResult, height: int = 360) -> go.Figure:
     """The first chart: the walk-forward record's equity against buy and hold, each drawdown shaded between
     the record's running peak and its equity."""
@@ -87,8 +92,10 @@ def rolling_chart(result: SymbolResult) -> go.Figure:
                        hovertemplate="%{y:.2f}", line={"color": WALK_FORWARD_COLOUR, "width": 1.6}))
     fig.add_trace(line(roll.index, roll["volatility"].to_numpy(), f"volatility ({w} windows, right)", yaxis="y2",
                        hovertemplate="%{y:.1%}", line={"color": "#555555", "width": 1.3, "dash": "dot"}))
+    vol = roll["volatility"].to_numpy()
+    top = float(np.nanmax(vol)) if np.isfinite(vol).any() else 0.0
     fig.update_layout(yaxis2={"title": {"text": "volatility (annualised)"}, "overlaying": "y", "side": "right",
-                              "tickformat": ".0%", "showgrid": False, "rangemode": "tozero"})
+                              "tickformat": ".0%", "showgrid": False, **linear_ticks(0.0, top or 0.01)})
     fig.add_hline(y=0.0, line={"color": "#bbbbbb", "width": 1})
     return fig
 
@@ -109,12 +116,22 @@ def drawdown_chart(result: SymbolResult) -> go.Figure:
 
 def monthly_chart(result: SymbolResult) -> go.Figure:
     """The walk-forward record's compounded return per calendar month; each year's total in its label."""
-    table = monthly_returns(result.walk_forward["returns"], result.settle_times)
-    yearly = yearly_returns(result.walk_forward["returns"], result.settle_times)
+    return _monthly(result.walk_forward["returns"], result.settle_times,
+                    f"{result.symbol}: walk-forward monthly returns")
+
+
+def benchmark_monthly_chart(result: SymbolResult) -> go.Figure:
+    """Buy and hold's compounded return per calendar month over the same windows (quantstats'
+    ``monthly_heatmap`` of the benchmark)."""
+    return _monthly(result.benchmark.returns, result.settle_times, f"{result.symbol}: buy & hold monthly returns")
+
+
+def _monthly(returns: np.ndarray, times, title: str) -> go.Figure:
+    table = monthly_returns(returns, times)
+    yearly = yearly_returns(returns, times)
     z = table.to_numpy(dtype=np.float64)
     text = np.where(np.isfinite(z), np.char.mod("%+.1f%%", np.nan_to_num(100 * z)), "")
-    fig = figure(f"{result.symbol}: walk-forward monthly returns", "", height=max(220, 90 + 26 * len(table)),
-                 hovermode="closest")
+    fig = figure(title, "", height=max(220, 90 + 26 * len(table)), hovermode="closest")
     fig.add_trace(go.Heatmap(
         z=z, x=list(MONTHS), y=[f"{y} ({100 * r:+.1f}%)" for y, r in yearly.items()], text=text,
         texttemplate="%{text}", colorscale=[[0, DOWN], [0.5, "#f7f7f7"], [1, UP]], zmid=0.0,
@@ -122,6 +139,56 @@ def monthly_chart(result: SymbolResult) -> go.Figure:
         xgap=2, ygap=2, name="month"))
     fig.update_xaxes(type="category", showgrid=False, side="top")
     fig.update_yaxes(type="category", autorange="reversed", showgrid=False, automargin=True)
+    return fig
+
+
+def yearly_chart(result: SymbolResult) -> go.Figure:
+    """End-of-year returns of the walk-forward record beside buy and hold's (quantstats' ``yearly_returns``
+    plot: each calendar year's compounded return; a partial first or last year is its part)."""
+    wf = yearly_returns(result.walk_forward["returns"], result.settle_times)
+    bh = yearly_returns(result.benchmark.returns, result.settle_times)
+    years = [str(y) for y in wf.index]
+    fig = figure(f"{result.symbol}: end-of-year returns against buy & hold", "return in the year",
+                 hovermode="x unified", barmode="group")
+    fig.add_trace(go.Bar(x=years, y=wf.to_numpy(), name=WALK_FORWARD, marker={"color": WALK_FORWARD_COLOUR},
+                         hovertemplate="%{y:.2%}"))
+    fig.add_trace(go.Bar(x=years, y=bh.to_numpy(), name=BUY_AND_HOLD, marker={"color": BENCHMARK_COLOUR},
+                         opacity=0.55, hovertemplate="%{y:.2%}"))
+    fig.update_xaxes(type="category")
+    fig.update_yaxes(tickformat=".0%")
+    return fig
+
+
+def distribution_chart(result: SymbolResult) -> go.Figure:
+    """The distribution of per-window net returns, the record's against buy and hold's on the same bins
+    (:func:`marketcast.report.series.return_histogram`), each mean a vertical line."""
+    wf, bh = result.walk_forward["returns"], result.benchmark.returns
+    edges, wf_share, bh_share = return_histogram(wf, bh)
+    mids, width = (edges[:-1] + edges[1:]) / 2, float(edges[1] - edges[0])
+    fig = figure(f"{result.symbol}: distribution of per-window returns", "share of windows",
+                 hovermode="closest", barmode="overlay", bargap=0.0)
+    for name, share, colour in ((BUY_AND_HOLD, bh_share, BENCHMARK_COLOUR), (WALK_FORWARD, wf_share,
+                                                                              WALK_FORWARD_COLOUR)):
+        fig.add_trace(go.Bar(x=mids, y=share, width=width, name=name, marker={"color": colour}, opacity=0.5,
+                             hovertemplate="%{x:.2%}: %{y:.1%} of windows<extra></extra>"))
+    for values, colour, dash in ((wf, WALK_FORWARD_COLOUR, "solid"), (bh, BENCHMARK_COLOUR, "dash")):
+        fig.add_vline(x=float(np.mean(values)), line={"color": colour, "width": 1.4, "dash": dash})
+    fig.update_xaxes(type="linear", tickformat=".1%", title_text="net return of the window")
+    fig.update_yaxes(tickformat=".0%")
+    fig.update_layout(legend=LOW_LEGEND)
+    return fig
+
+
+def beta_chart(result: SymbolResult) -> go.Figure:
+    """The walk-forward record's trailing beta against buy and hold (:func:`marketcast.report.series.
+    rolling_beta`) over the rolling Sharpe chart's windows; 1 moves with the market, 0 ignores it."""
+    w = rolling_window(result.windows, result.periods_per_year)
+    beta = rolling_beta(result.walk_forward["returns"], result.benchmark.returns, result.settle_times, w)
+    fig = figure(f"{result.symbol}: walk-forward rolling beta against buy & hold ({w} windows)", "beta")
+    fig.add_trace(line(beta.index, beta.to_numpy(), f"beta ({w} windows)", hovertemplate="%{y:.2f}",
+                       line={"color": WALK_FORWARD_COLOUR, "width": 1.6}))
+    for level in (0.0, 1.0):
+        fig.add_hline(y=level, line={"color": "#bbbbbb", "width": 1, "dash": "dot" if level else "solid"})
     return fig
 
 

@@ -1,4 +1,4 @@
-"""The live loop's status page: what ``trade status`` says, as one self-contained HTML page.
+"""The live loop's status page: what ``trade status`` says, as one HTML page (Plotly from the shared file beside it).
 
 Read from the state folder only, never from the broker: the cycle records (``records.jsonl``: equity,
 positions, forecast latency, recompiles), the journal (``journal.db``: cycles and orders counted, open orders,

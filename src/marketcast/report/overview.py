@@ -239,10 +239,11 @@ def trade_rows(result: SymbolResult) -> list[list]:
             for k, t in enumerate(walk_forward_trades(result), start=1)]
 
 
-def trade_table(result: SymbolResult, key: str) -> str:
+def trade_table(result: SymbolResult, key: str, per_page: int = 0) -> str:
+    """The walk-forward trades, ``per_page`` at a time in the browser (0: all at once)."""
     rows = trade_rows(result)
     if not rows:
         return f'<p class="empty" id="{esc(key)}-trades">The walk-forward record made no trade.</p>'
     note = (f"All {len(rows):,} trades of the walk-forward record (trades.csv has every strategy's); click a header "
             f"to sort, again to reverse. Each opens and closes inside its settle bar; net return {STRATEGY}.")
-    return sortable_table(TRADE_COLUMNS, rows, f"{key}-trades", note, scroll=True)
+    return sortable_table(TRADE_COLUMNS, rows, f"{key}-trades", note, scroll=True, page_size=per_page)

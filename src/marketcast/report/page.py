@@ -1,7 +1,11 @@
-"""One self-contained HTML page: Plotly's JavaScript inlined once, each chart's figure as JSON beside its
-``<div>``, one small script that draws them all.
+"""One HTML page: each chart's figure as JSON beside its ``<div>``, one small script that draws them all, and
+Plotly's JavaScript from one shared file beside the page (:func:`bundle_name`, written with the page by
+:func:`write_page`).
 
-Nothing is fetched: no CDN, no web font, no image URL, so the page opens the same without a network. Every
+Why a shared file: the full plotly.js bundle is 4.8 MB and the plotly wheel ships no partial bundle, so inlining it
+made every page 5-7 MB; beside the pages it is written once per folder, read once by the browser and cached, and
+a page of one symbol is a few hundred kB. Nothing is fetched from a network: no CDN, no web font, no image URL;
+the ``<script src>`` is relative, so the page opens the same offline (``file://``) wherever its folder is copied. Every
 text that comes from data is escaped. When all charts are drawn the script sets ``data-charts`` (how many)
 and ``data-render-ms`` on ``<body>``, which the browser check (``benchmarks/html_check.py``) waits for.
 Output is deterministic: the same results give the same bytes.
@@ -56,6 +60,7 @@ table.sortable th[aria-sort=ascending]::after { content: " ▲"; }
 table.sortable th[aria-sort=descending]::after { content: " ▼"; }
 div.scroll { max-height: 480px; overflow-y: auto; display: inline-block; border: 1px solid #e5e5e5; }
 div.scroll thead th { position: sticky; top: 0; }
+div.pager { font-size: 12.5px; margin: 4px 0; } div.pager button { font-size: 12px; }
 """
 
 SORT = """
@@ -83,8 +88,33 @@ SORT = """
         var done = document.createDocumentFragment();
         rows.forEach(function (row) { done.appendChild(row[2]); });
         body.appendChild(done);
+        table.dispatchEvent(new Event("sorted"));
       });
     });
+  });
+})();
+"""
+
+PAGER = """
+(function () {
+  document.querySelectorAll("table[data-page-size]").forEach(function (table) {
+    var size = Number(table.getAttribute("data-page-size")), page = 0, bar = document.createElement("div");
+    var prev = document.createElement("button"), next = document.createElement("button");
+    var label = document.createElement("span"), box = table.closest("div.scroll") || table;
+    bar.className = "pager"; prev.textContent = "\u2039 previous"; next.textContent = "next \u203a";
+    bar.append(prev, label, next);
+    box.parentNode.insertBefore(bar, box);
+    var show = function () {
+      var rows = table.tBodies[0].rows, n = rows.length, pages = Math.max(1, Math.ceil(n / size));
+      page = Math.min(Math.max(page, 0), pages - 1);
+      for (var i = 0; i < n; i++) rows[i].hidden = Math.floor(i / size) !== page;
+      label.textContent = " rows " + (page * size + 1) + "-" + Math.min(n, (page + 1) * size) + " of " + n + " ";
+      prev.disabled = page === 0; next.disabled = page === pages - 1;
+    };
+    prev.addEventListener("click", function () { page -= 1; show(); });
+    next.addEventListener("click", function () { page += 1; show(); });
+    table.addEventListener("sorted", function () { page = 0; show(); });
+    show();
   });
 })();
 """
@@ -111,6 +141,15 @@ def plotly_js() -> str:
     from plotly.offline import get_plotlyjs
 
     return get_plotlyjs()
+
+
+@lru_cache(maxsize=1)
+def bundle_name() -> str:
+    """The shared bundle's file name, with plotly.js's version in it: a folder holding pages of two plotly
+    versions keeps both bundles, and a page never loads a bundle it was not drawn for."""
+    from plotly.offline import get_plotlyjs_version
+
+    return f"plotly-{get_plotlyjs_version()}.min.js"
 
 
 def esc(text) -> str:
@@ -142,12 +181,14 @@ def table(columns: Sequence[str], rows: Sequence[Sequence], headline: int = 0, c
 
 
 def sortable_table(columns: Sequence[tuple[str, bool]], rows: Sequence[Sequence], table_id: str,
-                   caption: str = "", scroll: bool = False) -> str:
+                   caption: str = "", scroll: bool = False, page_size: int = 0) -> str:
     """A table the reader sorts by clicking a header (plain inline script, :data:`SORT`; a second click
     reverses, ties keep their order). ``columns``: (header, numeric). A cell is its text, which is also its sort
     key (numeric columns: the leading number, thousands commas ignored, anything else last), or (text, key)
     where the text does not sort right. Rows keep the given order until a click. ``scroll``: a box of its own
-    height (long lists). Cells carry a key only where needed: a trade list of thousands of rows stays small."""
+    height (long lists). Cells carry a key only where needed: a trade list of thousands of rows stays small.
+    ``page_size``: more rows than this are shown that many at a time (:data:`PAGER`: previous/next, a sort goes
+    back to the first page); 0 shows them all."""
     def cell(value) -> str:
         if isinstance(value, tuple):
             return f'<td data-sort="{esc(value[1])}">{esc(value[0])}</td>'
@@ -156,7 +197,8 @@ def sortable_table(columns: Sequence[tuple[str, bool]], rows: Sequence[Sequence]
     head = "".join(f"<th{' data-num' if numeric else ''}>{esc(c)}</th>" for c, numeric in columns)
     body = "".join("<tr>" + "".join(cell(v) for v in row) + "</tr>" for row in rows)
     note = f'<p class="note">{esc(caption)}</p>' if caption else ""
-    grid = f'<table class="sortable" id="{esc(table_id)}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    paged = f' data-page-size="{page_size}"' if 0 < page_size < len(rows) else ""
+    grid = f'<table class="sortable" id="{esc(table_id)}"{paged}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
     return (f'<div class="scroll">{grid}</div>' if scroll else grid) + note
 
 
@@ -173,15 +215,16 @@ def document(title: str, subtitle: str, nav: Sequence[tuple[str, str]], body: st
     links = "".join(f'<a href="#{esc(a)}">{esc(label)}</a>' for a, label in nav)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{esc(title)}</title>"
-            f"<style>{STYLE}</style><script>{plotly_js()}</script></head><body>"
+            f"<style>{STYLE}</style><script src=\"{esc(bundle_name())}\"></script></head><body>"
             f"<header><h1>{esc(title)}</h1><p>{esc(subtitle)}</p></header>"
             f"{'<nav>' + links + '</nav>' if links else ''}<main>{body}</main>"
-            f"<script>{SORT}{RENDER % json.dumps(PLOT_CONFIG)}</script></body></html>\n")
+            f"<script>{SORT}{PAGER}{RENDER % json.dumps(PLOT_CONFIG)}</script></body></html>\n")
 
 
 def write_page(path: str | Path, text: str, mode: int | None = None) -> None:
-    """Write the page atomically (a reader sees the old page or the new one, never half of one); ``mode``: its
-    permission bits from the first byte (``trade status``'s page is its owner's alone)."""
+    """Write the page atomically (a reader sees the old page or the new one, never half of one), the shared
+    Plotly bundle first (:func:`write_bundle`), so a page on disk always finds it; ``mode``: their permission
+    bits from the first byte (``trade status``'s page is its owner's alone)."""
     final = Path(path)
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
@@ -189,4 +232,18 @@ def write_page(path: str | Path, text: str, mode: int | None = None) -> None:
         raise MarketcastError(f"{final.parent}: cannot create the folder ({exc.strerror})") from None
     if final.is_dir():
         raise MarketcastError(f"{final}: is a folder; give the HTML file's path")
+    write_bundle(final.parent, mode)
     write_atomic(final, lambda tmp: tmp.write_text(text, encoding="utf-8"), MarketcastError, mode)
+
+
+def write_bundle(folder: Path, mode: int | None = None) -> Path:
+    """The shared plotly.js beside the pages of ``folder``, written atomically unless the same bytes are there
+    (pages re-made into one folder rewrite nothing, and a reader never sees half a bundle)."""
+    bundle = folder / bundle_name()
+    body = plotly_js().encode("utf-8")
+    try:
+        if bundle.is_file() and bundle.stat().st_size == len(body) and bundle.read_bytes() == body:
+            return bundle
+    except OSError:
+        pass  # unreadable: written over below, or the write names the problem
+    return write_atomic(bundle, body, MarketcastError, mode)

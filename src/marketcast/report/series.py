@@ -110,3 +110,29 @@ def rolling_skill(result: SymbolResult, bars: Bars, window: int | None = None) -
         base = pd.Series(np.abs(naive[f] - actual[f])).rolling(w).sum()
         out[f] = (model / base.where(base > 0)).to_numpy()
     return pd.DataFrame(out, index=result.settle_times)
+
+
+def rolling_beta(returns: np.ndarray, benchmark: np.ndarray, times, window: int) -> pd.Series:
+    """Trailing beta of the record against buy and hold over ``window`` windows: cov(r, b) / var(b), both with
+    ddof 1 (the slope of the least-squares line of r on b; quantstats' ``rolling_greeks`` beta,
+    corr * std(r) / std(b), is the same number). Indexed by settle time; NaN until ``window`` windows settled
+    and where buy and hold did not move."""
+    r = pd.Series(np.asarray(returns, dtype=np.float64))
+    b = pd.Series(np.asarray(benchmark, dtype=np.float64))
+    var = b.rolling(window).var()
+    beta = r.rolling(window).cov(b) / var.where(var > 0)
+    return pd.Series(beta.to_numpy(), index=pd.DatetimeIndex(times), name="beta")
+
+
+def return_bins(n: int) -> int:
+    """Bins of the return histogram: about sqrt(n) (the square-root rule), between 10 and 60."""
+    return int(np.clip(round(np.sqrt(n)), 10, 60))
+
+
+def return_histogram(returns: np.ndarray, benchmark: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distribution of per-window net returns (quantstats' ``histogram``, per window rather than per
+    month): shared bin edges over both series (:func:`return_bins`), then each series' share of windows per
+    bin (each sums to 1). Returns (edges, record shares, buy-and-hold shares)."""
+    r, b = (np.asarray(x, dtype=np.float64) for x in (returns, benchmark))
+    edges = np.histogram_bin_edges(np.concatenate([r, b]), bins=return_bins(len(r)))
+    return edges, np.histogram(r, edges)[0] / len(r), np.histogram(b, edges)[0] / len(b)

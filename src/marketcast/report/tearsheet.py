@@ -56,6 +56,7 @@ from marketcast.report.overview import (
     trust_box,
 )
 from marketcast.report.page import anchor, chart, document, esc, paragraph, table
+from marketcast.report.paging import TRADES_PER_PAGE
 from marketcast.report.series import skill_window
 
 PAGE_NAME = "report.html"
@@ -90,12 +91,19 @@ def symbol_reports(results: Sequence[SymbolResult], bars: Sequence[Bars]) -> lis
     return [SymbolReport(r, by_symbol[r.symbol], list(r.fans)) for r in results]
 
 
+def scale_note(fig) -> str:
+    """What the y axis is, as drawn: a caption must not say "log scale" under a linear axis."""
+    if figures.is_log(fig):
+        return "Log scale (the curves span more than a factor of 10), ticks at their full values."
+    return "Linear scale (the curves span less than a factor of 10; wider spans are drawn on a log scale)."
+
+
 def overview_chart(r: SymbolResult, key: str) -> str:
-    return chart(f"{key}-overview", figures.overview_chart(r),
+    fig = figures.overview_chart(r)
+    return chart(f"{key}-overview", fig,
                  "The walk-forward record (red: the selection rule's pick at every bar, out of sample, what the live "
-                 "loop would have traded) against buy & hold (dashed); shaded: its fall from the running peak. Log "
-                 "scale, ticks at their full values, when the curves span more than a factor of 10."
-                 + downsampled(r.windows + 1))
+                 "loop would have traded) against buy & hold (dashed); shaded: its fall from the running peak. "
+                 + scale_note(fig) + downsampled(r.windows + 1))
 
 
 def _charts(rep: SymbolReport, key: str) -> list[str]:
@@ -103,22 +111,36 @@ def _charts(rep: SymbolReport, key: str) -> list[str]:
     shown = min(figures.CANDLE_WINDOWS, n)
     cfg = r.config
     h = len(rep.fans[0].times) if rep.fans else 0
+    equity = figures.equity_chart(r)
     return [
-        chart(f"{key}-equity", figures.equity_chart(r),
+        chart(f"{key}-equity", equity,
               "Each strategy (thin), the walk-forward pick (red: the selection rule's choice at every bar, out of "
-              "sample, what the live loop would have traded) and buy & hold of the symbol (dashed). The y axis is "
-              "logarithmic, ticks at their full values, when the curves span more than a factor of 10. "
-              + RETURNS_CAPTION + downsampled(n + 1)),
+              "sample, what the live loop would have traded) and buy & hold of the symbol (dashed). "
+              + scale_note(equity) + " " + RETURNS_CAPTION + downsampled(n + 1)),
         chart(f"{key}-drawdown", figures.drawdown_chart(r),
               "Fall of each equity curve from its running peak. " + RETURNS_CAPTION + downsampled(n + 1)),
         chart(f"{key}-rolling", figures.rolling_chart(r),
               "The walk-forward record's Sharpe ratio and volatility over the trailing windows shown in the legend "
               "(half a year of periods, at most half the run; quantstats' rolling_sharpe and rolling_volatility), "
-              f"both annualised by sqrt({r.periods_per_year:,g}); empty until that many windows settled. "
-              f"Returns {STRATEGY}." + downsampled(n)),
+              f"both annualised by sqrt({r.periods_per_year:,g}); empty until that many windows settled. Each "
+              f"axis has its own ticks. Returns {STRATEGY}." + downsampled(n)),
+        chart(f"{key}-beta", figures.beta_chart(r),
+              "The walk-forward record's beta against buy & hold over the same trailing windows: cov / var of the "
+              "per-window returns (quantstats' rolling_greeks). 1: moves with the symbol; 0: ignores it; below 0: "
+              "against it." + downsampled(n)),
+        chart(f"{key}-distribution", figures.distribution_chart(r),
+              "Share of windows per bin of net return, the walk-forward record (red) and buy & hold (grey) on the "
+              "same bins (about sqrt(windows) of them); vertical lines: the means. Per window, not per month as in "
+              f"quantstats' histogram. Returns {STRATEGY}; buy & hold {CLOSE_TO_CLOSE}."),
+        chart(f"{key}-yearly", figures.yearly_chart(r),
+              "Each calendar year's compounded return (UTC, by settle bar; a partial first or last year is its "
+              "part), the walk-forward record beside buy & hold (quantstats' end-of-year returns)."),
         chart(f"{key}-monthly", figures.monthly_chart(r),
               "The walk-forward record's compounded net return per calendar month of the settle bar (UTC); "
               f"the year's total beside it. Returns {STRATEGY}."),
+        chart(f"{key}-benchmark-monthly", figures.benchmark_monthly_chart(r),
+              f"Buy & hold's compounded return per calendar month over the same windows ({CLOSE_TO_CLOSE}); the "
+              "year's total beside it: the months to read the record's against."),
         chart(f"{key}-candles", figures.candle_chart(rep.result, rep.bars),
               f"Bar t+1 of the last {shown:,} of {n:,} windows (candles are not aggregated: each trade opens and "
               "closes inside one bar). Triangles: the walk-forward pick's entries (up: long, down: short); crosses: "
@@ -153,7 +175,7 @@ def _calibration_scope(r: SymbolResult) -> str:
     return f"Windows: {block.get('scope', 'none')}; {block.get('horizon_note', '')}."
 
 
-def symbol_section(rep: SymbolReport, key: str) -> str:
+def symbol_section(rep: SymbolReport, key: str, per_page: int = TRADES_PER_PAGE) -> str:
     r = rep.result
     a = r.annualisation
     b = breadth_of(r)
@@ -172,15 +194,15 @@ def symbol_section(rep: SymbolReport, key: str) -> str:
               "<h3>Multiple testing: is the best better than luck?</h3>",
               table(SELECTION_COLUMNS, selection_rows(r), 0), see("g-trials", "g-dsr", "g-pbo", "g-spa")]
     parts += [paragraph(selection_verdict(r), "warning")] if selection_verdict(r) else []
-    trades = [f"<h3>Trades of the walk-forward record</h3>{trade_table(r, key)}"]
+    trades = [f"<h3>Trades of the walk-forward record</h3>{trade_table(r, key, per_page)}"]
     return "".join(parts + _charts(rep, key) + trades) + "</section>"
 
 
 def tearsheet_html(reports: Sequence[SymbolReport], leaderboard: Sequence[dict] = (),
-                   benchmark: dict | None = None) -> str:
+                   benchmark: dict | None = None, trades_per_page: int = TRADES_PER_PAGE) -> str:
     """The page of one run (every symbol of one grid point); ``leaderboard``: the rows of a ``models compare`` run,
     shown first (every model on the same windows, then ``benchmark``, buy and hold's row), this page being one
-    model's."""
+    model's; ``trades_per_page``: rows of each trade list shown at a time."""
     results = [rep.result for rep in reports]
     keys = [f"s{i}-{anchor(r.symbol)}" for i, r in enumerate(results)]
     first = results[0]
@@ -192,7 +214,7 @@ def tearsheet_html(reports: Sequence[SymbolReport], leaderboard: Sequence[dict] 
     subtitle += f" {paths_text(first.forecast_meta)}" if paths_text(first.forecast_meta) else ""
     body = verdict_html([(r.symbol, verdict_of(r)) for r in results])
     body += leaderboard_section(leaderboard, benchmark=benchmark) if leaderboard else ""
-    body += "".join(symbol_section(rep, key) for rep, key in zip(reports, keys))
+    body += "".join(symbol_section(rep, key, trades_per_page) for rep, key in zip(reports, keys))
     body += ('<section id="skill"><h2>Forecast skill for bar t+1</h2>'
              f"{table(SKILL_COLUMNS, skill_rows(results), 0, SKILL_NOTE)}"
              "<h3>Calibration for bar t+1</h3>"
