@@ -45,7 +45,7 @@ def main() -> int:
     ap.add_argument("--end", default="2018-06-29")
     ap.add_argument("--out", default=str(RESULTS / "trade_chaos.json"))
     args = ap.parse_args()
-    console = Console()
+    console = Console(soft_wrap=True)  # a row stays one line in a narrow terminal or a log
     started = time.perf_counter()
     stages = month_ends(args.start, args.end)
     rows: list[dict] = []
