@@ -309,21 +309,26 @@ class Exchange:
             self.marks[(sym, day)] = "open"
             self.opened_on[sym] = day
 
-    def session(self, day: str, bars: dict[str, dict]) -> None:
+    def session(self, day: str, bars: dict[str, dict], stocks_open: bool = True) -> None:
         """Play one session: pending cancels complete, queued orders go live, each working order fills by the
-        day's bar (in the order sent), day orders still working at the close expire; then the clock is the close."""
+        day's bar (in the order sent), day orders still working at the close expire; then the clock is the close.
+        On a day NYSE is closed (``stocks_open`` False: a weekend or holiday) only crypto trades, 24/7
+        (crypto-trading: "available 24/7"): stock orders stay as they are and the day is no session."""
         at = f"{day[:10]}{CLOSE_HOUR}"
         with self.lock:
-            self.last_equity = self.equity()  # marked at the previous close: the session has not traded yet
+            if stocks_open:
+                self.last_equity = self.equity()  # marked at the previous close: the session has not traded yet
+                self.sessions.append(day[:10])
             self.sweep()
-            self.sessions.append(day[:10])
+            trading = [o for o in self.everything() if stocks_open or self.asset(o["symbol"])["class"] == "crypto"]
             for o in self.everything():
                 if o["status"] == "pending_cancel":
                     self._end(o, "canceled")
-                elif o["status"] == "accepted":
+            for o in trading:
+                if o["status"] == "accepted":
                     o["status"] = "new"
             activated: set[str] = set()  # legs whose entry filled in this bar
-            for o in list(self.everything()):
+            for o in trading:
                 bar = bars.get(self.key(o["symbol"]))
                 if bar is None or o["status"] not in ("new", "partially_filled") or o["id"] in activated:
                     continue
@@ -336,7 +341,7 @@ class Exchange:
                     tp, close = D(leg["limit_price"]), D(bar["c"])
                     if leg["status"] == "new" and (close >= tp if leg["side"] == "sell" else close <= tp):
                         self.fill(leg, D(leg["qty"]), tp, at)
-            for o in self.everything():
+            for o in trading:
                 if o["status"] in ("new", "partially_filled") and o["time_in_force"] == "day":
                     self._end(o, "expired")
             self.last.update({s: D(b["c"]) for s, b in bars.items()})

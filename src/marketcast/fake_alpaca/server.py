@@ -25,7 +25,8 @@ Tests steer it: :meth:`FakeAlpaca.fail` makes the next matching requests fail (a
 past the client's timeout, or processing a POST and then stalling so its reply is lost);
 ``kill_on_post`` SIGKILLs ``victim_pid`` right after the n-th order POST is booked, before it is answered (a
 crash between the broker call and the journal), ``kill_on_delete`` right after the n-th cancel is taken (a
-crash between a cancel and the close that waits for its confirmation); :meth:`FakeAlpaca.session` plays a day's
+crash between a cancel and the close that waits for its confirmation; ``order_calls`` and ``kills`` say when each
+landed); :meth:`FakeAlpaca.session` plays a day's
 bars (also as ``POST /_test/session`` for a loop running in another process).
 """
 
@@ -107,6 +108,8 @@ class FakeAlpaca:
         self.order_deletes = 0
         self.victim_pid: int | None = None
         self.order_posts = 0
+        self.order_calls: list[tuple[str, str]] = []  # (method, the clock) of each booked POST and taken DELETE
+        self.kills: list[int] = []  # the index in order_calls of each SIGKILL
         self.played: set[str] = set()
         self.lock = self.exchange.lock
         nyse_calendar()  # built now, not by the first GET /v2/clock under the lock (the client times out)
@@ -156,14 +159,14 @@ class FakeAlpaca:
 
     def session(self, ts) -> None:
         """Play the bar stamped ``ts`` of every symbol through the working orders (once: a day already played
-        is not played again); the clock moves to its close."""
+        is not played again; on a day NYSE is closed only crypto trades); the clock moves to its close."""
         day = pd.Timestamp(ts).strftime("%Y-%m-%d")
         with self.lock:
             if day in self.played:
                 return
             self.played.add(day)
             bars = {s.replace("/", ""): b for s, rows in self.bars.items() for b in rows if b["t"][:10] == day}
-            self.exchange.session(day, bars)
+            self.exchange.session(day, bars, stocks_open=bool(nyse_calendar().is_session(day)))
 
     # ------------------------------------------------------------------ handling
     def _take_failure(self, method: str, path: str) -> Failure | None:
@@ -315,12 +318,16 @@ class FakeAlpaca:
                                                   body)
                     if method == "POST" and url.path == "/v2/orders":
                         fake.order_posts += 1
+                        fake.order_calls.append((method, fake.exchange.clock))
                         if fake.order_posts in fake.kill_on_post and fake.victim_pid:
+                            fake.kills.append(len(fake.order_calls) - 1)
                             os.kill(fake.victim_pid, signal.SIGKILL)  # booked, never answered
                             return None
                     if method == "DELETE" and url.path.startswith("/v2/orders/") and status < 300:
                         fake.order_deletes += 1
+                        fake.order_calls.append((method, fake.exchange.clock))
                         if fake.order_deletes in fake.kill_on_delete and fake.victim_pid:
+                            fake.kills.append(len(fake.order_calls) - 1)
                             os.kill(fake.victim_pid, signal.SIGKILL)  # the cancel is under way, never answered
                             return None
                 if failure is not None and failure.after_processing:

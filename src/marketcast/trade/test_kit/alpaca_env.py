@@ -11,9 +11,10 @@ SRC = str(Path(__file__).resolve().parents[3])  # the folder holding marketcast:
 D0, D1, D2 = "2024-04-28T04:00:00+00:00", "2024-04-29T04:00:00+00:00", "2024-04-30T04:00:00+00:00"
 
 
-def embedded_fake(end: str, crypto: dict[str, str] | None = None):
+def embedded_fake(end: str, crypto: dict | None = None):
     """A fake Alpaca serving the embedded SP500 and NASDAQ as stocks (plus ``crypto``: pair -> the embedded
-    series whose bars it trades on) up to ``end``, its clock at that bar's close, the stocks quoted there."""
+    series whose bars it trades on, or a frame of its own) up to ``end``, its clock at that bar's close, the
+    stocks quoted there."""
     from marketcast.data import load_symbol
 
     from marketcast.fake_alpaca.server import CRYPTO, STOCK, FakeAlpaca, bars_of
@@ -23,7 +24,8 @@ def embedded_fake(end: str, crypto: dict[str, str] | None = None):
     fake = FakeAlpaca(KEY, SECRET, assets={"SP500": dict(STOCK), "NASDAQ": dict(STOCK),
                                            **{pair: dict(CRYPTO) for pair in crypto}})
     fake.bars = {**{s: bars_of(f) for s, f in frames.items()},
-                 **{f"{pair[:-3]}/USD": bars_of(frames[src]) for pair, src in crypto.items()}}
+                 **{f"{pair[:-3]}/USD": bars_of(frames[src] if isinstance(src, str) else src.loc[:end])
+                    for pair, src in crypto.items()}}
     fake.exchange.clock = frames["SP500"].index[-1].strftime("%Y-%m-%dT21:00:00Z")
     fake.quotes = {s: {"bp": float(f["close"].iloc[-1]) - 0.01, "ap": float(f["close"].iloc[-1]) + 0.01,
                        "t": fake.exchange.clock} for s, f in frames.items()}  # at the clock, a cent either side
