@@ -12,7 +12,19 @@ from marketcast.commands.compare import compare
 from marketcast.console import console
 
 app = typer.Typer(no_args_is_help=True)
-NAMES = "toto, toto2, kronos (= kronos-small), kronos-mini, kronos-small, kronos-base"
+
+
+def _names() -> str:
+    """The downloadable names from the model packages' own registrations (:mod:`marketcast.forecast.hub`), so
+    the help cannot miss a model; importing them costs the ``models`` group a second, no other command."""
+    from marketcast.forecast.hub import names_text
+    from marketcast.forecast.registry import import_models
+
+    import_models()
+    return names_text()
+
+
+NAMES = _names()
 
 
 @app.command("download")
@@ -24,9 +36,7 @@ def download_cmd(
 ) -> None:
     """Download NAME's config.json and model.safetensors (HF_HUB_OFFLINE=1: find them in the cache)."""
     from marketcast.forecast.hub import catalogue, download
-    from marketcast.forecast.registry import import_models
 
-    import_models()  # each model package registers its checkpoints with the hub
     folders, weights = download(name, to)
     for repo, folder in folders.items():  # one line each, never wrapped: the paths are for copying
         console.print(f"{repo}: {folder}", highlight=False, soft_wrap=True)
