@@ -8,8 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 
+from marketcast.commands import options
 from marketcast.commands.compare import compare
-from marketcast.console import console
+from marketcast.console import console, print_json
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -33,14 +34,19 @@ def download_cmd(
     to: Annotated[Optional[Path], typer.Option(
         "--to", help="Also lay the files out in this folder, to pass as --weights DIR (Kronos: DIR/model and "
                      "DIR/tokenizer). Default: the Hugging Face cache only.")] = None,
+    as_json: options.AsJson = False,
 ) -> None:
     """Download NAME's config.json and model.safetensors (HF_HUB_OFFLINE=1: find them in the cache)."""
     from marketcast.forecast.hub import catalogue, download
 
     folders, weights = download(name, to)
+    model = catalogue()[name].model
+    if as_json:
+        print_json({"name": name, "model": model, "folders": {repo: str(f) for repo, f in folders.items()},
+                    "weights": weights, "use": ["--model", model] + ([] if weights == "auto" else ["--weights", weights])})
+        return
     for repo, folder in folders.items():  # one line each, never wrapped: the paths are for copying
         console.print(f"{repo}: {folder}", highlight=False, soft_wrap=True)
-    model = catalogue()[name].model
     console.print(f"use it with: --model {model}" + ("" if weights == "auto" else f" --weights {weights}"),
                   highlight=False, soft_wrap=True)
 
