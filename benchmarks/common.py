@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import os
 import platform
+import statistics
+import sys
 import threading
 import time
 from pathlib import Path
@@ -42,6 +44,54 @@ def write_report(path: str | Path, report: dict, console) -> None:
                "processor": platform.processor() or platform.machine()}
     out.write_text(json.dumps({**report, **machine}, indent=2) + "\n")
     console.print(f"wrote {out}")
+
+
+def load_average() -> list[float] | None:
+    """The 1/5/15-minute load average (None where the OS has none): a shared machine slows every timing."""
+    return list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+
+
+class RowReport:
+    """Prints each benchmark row the moment it is measured and rewrites the result file after every row.
+
+    A run cut by a time limit therefore still leaves its finished rows on screen and in
+    ``benchmarks/results/NAME`` (``"complete": false`` until :meth:`finish`). Repeated timings of a row are
+    folded here, once for every benchmark: the row keeps every sample (``times``), their median
+    (``seconds``), and the 1-minute load average when the row ended.
+    """
+
+    def __init__(self, name: str, columns: list[str], report: dict, console) -> None:
+        self.path = RESULTS / name if not Path(name).is_absolute() else Path(name)
+        self.columns, self.console, self.rows = columns, console, []
+        self.report = {**report, "load_average_before": load_average(), "complete": False, "rows": self.rows}
+        console.print("  ".join(columns))
+
+    def add(self, row: dict, cells: list[str]) -> dict:
+        """Record ``row`` (``times`` folded into its median ``seconds``), print ``cells`` now, save the file."""
+        if "times" in row:
+            row = {**row, "seconds": statistics.median(row["times"])}
+        row["load_1min"] = (load_average() or [None])[0]
+        self.rows.append(row)
+        self.console.print("  ".join(cells))
+        sys.stdout.flush()
+        self._save()
+        return row
+
+    def finish(self, **extra) -> None:
+        """Mark the file complete with the load average after the run and ``extra`` fields."""
+        self.report.update(extra, complete=True, load_average_after=load_average())
+        self._save()
+        before, after = self.report["load_average_before"], self.report["load_average_after"]
+        if before is not None:
+            self.console.print("load average (1/5/15 min) before: " + " ".join(f"{v:.2f}" for v in before)
+                               + "; after: " + " ".join(f"{v:.2f}" for v in after))
+        self.console.print(f"wrote {self.path}")
+
+    def _save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        machine = {"cpu_count": os.cpu_count(), "python": platform.python_version(),
+                   "processor": platform.processor() or platform.machine()}
+        self.path.write_text(json.dumps({**self.report, **machine}, indent=2) + "\n")
 
 
 GPU_PEAK_TFLOPS = {  # (float32 without TF32, bfloat16 dense), datasheet

@@ -5,10 +5,10 @@ close/high/low as three variates; both use toto-2's GluonTS defaults (min-obs ba
 reference's default one-pass forecast, no block decoding). Rows: marketcast eager and compiled, float32 and
 bfloat16; on CPU also compiled float32 with ATen's (MKL) linears instead of the default oneDNN ones, and the
 reference fed the forecaster's CPU chunks (32 windows a call), to show what each choice buys. Speed-ups are
-against the reference's single call. Every row is warmed up first, then the rows are timed in turn
-``--repeats`` times; each row: median seconds, windows/s, the speed-up over the reference measured in the same
+against the reference's single call. Every row is warmed up first, then each row is timed
+``--repeats`` times and printed (and saved to the result file) as soon as it ends; each row: median seconds, windows/s, the speed-up over the reference measured in the same
 run, the max-abs error of its quantiles against the reference; plus the recompiles after warm-up (all rows) and
-the load average before and after: the CPU box is shared, and a loaded machine slows the GEMM-bound marketcast
+the load average before, after and at the end of each row: the CPU box is shared, and a loaded machine slows the GEMM-bound marketcast
 rows more than the reference, so read the ratios of a quiet run.
 
     .venv/bin/python benchmarks/toto2_bench.py [--device cpu] [--windows 256] [--repeats 3] [--out toto2_bench.json]
@@ -17,16 +17,14 @@ rows more than the reference, so read the ratios of a quiet run.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 import warnings
 
 import torch
 from rich.console import Console
-from rich.table import Table
 
-from common import RESULTS, write_report  # benchmarks/ (the script's folder) is on sys.path
+from common import RowReport  # benchmarks/ (the script's folder) is on sys.path
 from marketcast.data import load_symbol
 from marketcast.forecast.base import make_batch
 from marketcast.forecast.toto2 import Toto2Config, Toto2Forecaster
@@ -37,16 +35,18 @@ from marketcast.runtime.counters import cudagraph_skip_count, recompile_count
 CONTEXT, HORIZON = 512, 64
 
 
-def round_robin(runs: dict, repeats: int, sync) -> dict[str, list[float]]:
-    """Seconds of ``repeats`` calls of every run, taken in turn (run A, B, C, A, B, C, ...): load that changes
-    during the benchmark (a shared machine) hits every row alike instead of whichever row ran then."""
-    times: dict[str, list[float]] = {name: [] for name in runs}
+COLUMNS = ["run", "median s", "windows/s", "vs reference", "max |q - ref|", "first call s"]
+
+
+def time_repeats(run, repeats: int, sync) -> list[float]:
+    """Seconds of ``repeats`` back-to-back calls of one warmed-up run. Rows are timed one after the other (not
+    in turn) so that each is printed and saved the moment it ends; each row records the load average then."""
+    times = []
     for _ in range(repeats):
-        for name, run in runs.items():
-            t0 = time.perf_counter()
-            run()
-            sync()
-            times[name].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        run()
+        sync()
+        times.append(time.perf_counter() - t0)
     return times
 
 
@@ -59,7 +59,6 @@ def main() -> None:
     parser.add_argument("--out", default="toto2_bench.json", help="JSON under benchmarks/results/")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
-    load_before = os.getloadavg() if hasattr(os, "getloadavg") else None
     console = Console(width=150)
     try:
         from toto2 import Toto2Model as Reference, Toto2ModelConfig
@@ -105,42 +104,30 @@ def main() -> None:
         outputs[name] = run()
         sync()
         first[name] = time.perf_counter() - t0
-    r0, g0 = recompile_count(), cudagraph_skip_count()
-    times = round_robin(runs, args.repeats, sync)
-    recompiles, skips = recompile_count() - r0, cudagraph_skip_count() - g0
     ref_q = outputs["toto-2 reference eager float32"].permute(1, 2, 0, 3).double().cpu()  # [B, 3, 9, H]
-    ref_s = statistics.median(times["toto-2 reference eager float32"])
-    rows = []
-    for name in runs:
+    console.print(f"Toto 2.0 {args.size}, {args.windows} windows x ctx {CONTEXT} x h {HORIZON} on {device}, "
+                  f"median of {args.repeats} (each row printed as it finishes)")
+    rows = RowReport(args.out, COLUMNS, {
+        "benchmark": "toto2", "size": args.size, "windows": args.windows, "context": CONTEXT, "horizon": HORIZON,
+        "device": str(device), "threads": torch.get_num_threads(), "repeats": args.repeats,
+        "parameters": sum(p.numel() for p in reference.parameters()), "layout": config.to_dict(),
+        **({"gpu": torch.cuda.get_device_name(device)} if device.type == "cuda" else {})}, console)
+    r0, g0 = recompile_count(), cudagraph_skip_count()
+    ref_s = None
+    for name, run in runs.items():  # the reference first: every later row's speed-up is against it
         fc = forecasters.get(name)
         q = outputs[name].permute(1, 2, 0, 3).double().cpu() if fc is None else torch.as_tensor(outputs[name])
-        rows.append(dict(name=name, seconds=statistics.median(times[name]), times=times[name], first_s=first[name],
-                         max_abs_err=float((q - ref_q).abs().max()),
-                         compiled=None if fc is None else fc.steps.compiled,
-                         onednn_linears=None if fc is None else fc.onednn,
-                         chunk=None if fc is None else fc.chunk))
-    table = Table(title=f"Toto 2.0 {args.size}, {args.windows} windows x ctx {CONTEXT} x h {HORIZON} on {device}")
-    for col in ["run", "median s", "windows/s", "vs reference", "max |q - ref|", "first call s"]:
-        table.add_column(col, justify="right" if col != "run" else "left")
-    for row in rows:
-        row["windows_per_s"] = args.windows / row["seconds"]
-        row["speedup"] = ref_s / row["seconds"]
-        table.add_row(row["name"], f"{row['seconds']:.3f}", f"{row['windows_per_s']:.1f}", f"{row['speedup']:.2f}x",
-                      f"{row['max_abs_err']:.2e}", f"{row['first_s']:.2f}")
-    console.print(table)
+        row = dict(name=name, times=time_repeats(run, args.repeats, sync), first_s=first[name],
+                   max_abs_err=float((q - ref_q).abs().max()), compiled=None if fc is None else fc.steps.compiled,
+                   onednn_linears=None if fc is None else fc.onednn, chunk=None if fc is None else fc.chunk)
+        seconds = statistics.median(row["times"])
+        ref_s = ref_s or seconds
+        row.update(windows_per_s=args.windows / seconds, speedup=ref_s / seconds)
+        rows.add(row, [name, f"{seconds:.3f}", f"{row['windows_per_s']:.1f}", f"{row['speedup']:.2f}x",
+                       f"{row['max_abs_err']:.2e}", f"{row['first_s']:.2f}"])
+    recompiles, skips = recompile_count() - r0, cudagraph_skip_count() - g0
     console.print(f"recompiles after warm-up: {recompiles}; CUDA-graph skips: {skips}")
-    load_after = os.getloadavg() if hasattr(os, "getloadavg") else None
-    if load_before is not None:
-        console.print("load average (1/5/15 min) before: " + " ".join(f"{v:.2f}" for v in load_before)
-                      + "; after: " + " ".join(f"{v:.2f}" for v in load_after))
-    report = {"benchmark": "toto2", "size": args.size, "windows": args.windows, "context": CONTEXT,
-              "horizon": HORIZON, "device": str(device), "threads": torch.get_num_threads(),
-              "repeats": args.repeats, "recompiles_after_warmup": recompiles, "cudagraph_skips": skips,
-              "parameters": sum(p.numel() for p in reference.parameters()), "layout": config.to_dict(),
-              "load_average_before": load_before, "load_average_after": load_after, "rows": rows}
-    if device.type == "cuda":
-        report["gpu"] = torch.cuda.get_device_name(device)
-    write_report(RESULTS / args.out, report, console)
+    rows.finish(recompiles_after_warmup=recompiles, cudagraph_skips=skips)
 
 
 if __name__ == "__main__":

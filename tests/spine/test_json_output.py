@@ -49,6 +49,7 @@ SCHEMA_OF = {
     "backtest": "backtest", "report": "report", "sweep": "sweep", "forecast": "forecast",
     "runs list": "runs_list", "runs show": "runs_show", "runs compare": "comparison", "runs query": "runs_query",
     "runs compact": "runs_compact", "data check": "data_check", "models compare": "models_compare",
+    "models download": "models_download", "data fetch": "data_fetch",
     "compile enable": "compile_switch", "compile disable": "compile_switch", "compile mode": "compile_switch",
     "compile status": "compile_status", "compile check": "compile_check", "compile analyze": "compile_analyze",
     "compile compare": "comparison", "trade resume": "trade_resume", "trade promote": "trade_promote",
@@ -104,7 +105,7 @@ def test_the_schemas_are_json_schemas_and_compile_check_is_generated_from_the_va
     names = sorted(p.name for p in SCHEMAS.glob("*.schema.json"))
     assert names == sorted(f"{n}.schema.json" for n in (
         "backtest", "comparison", "compile_analyze", "compile_check", "compile_status", "compile_switch",
-        "data_check", "finetune", "forecast", "models_compare", "report", "runs_compact",
+        "data_check", "data_fetch", "finetune", "forecast", "models_compare", "models_download", "report", "runs_compact",
         "runs_list", "runs_query", "runs_show", "sweep", "trade_orders", "trade_promote", "trade_reconcile",
         "trade_replay", "trade_resume", "trade_status"))
     for name in names:
@@ -175,6 +176,49 @@ def test_models_compare(capsys):
     assert doc["run_id"] in RunStore(os.environ["MARKETCAST_RUN_STORE"]).infos()
     bad = {**doc, "models": [{**doc["models"][0], "random_weights": "no"}]}
     assert errors("models_compare", bad)  # the schema has teeth
+
+
+def test_models_download(tmp_path, capsys, monkeypatch):
+    """Offline, from a Hugging Face cache built here (tests/spine/test_models.py's fixture layout): the folder,
+    and --to's layout, as one document on stdout."""
+    import huggingface_hub.constants
+
+    from tests.spine.test_models import cache_repo
+
+    cache = tmp_path / "hf-cache"
+    cache.mkdir()
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    snapshot = cache_repo(cache, "Datadog/Toto-Open-Base-1.0")
+    for name in ("config.json", "model.safetensors"):
+        (snapshot / name).write_text(name)
+    doc = run_json(capsys, "models_download", "models", "download", "toto", "--json")
+    assert doc["folders"] == {"Datadog/Toto-Open-Base-1.0": str(snapshot)} and doc["use"] == ["--model", "toto"]
+    target = tmp_path / "weights"
+    doc = run_json(capsys, "models_download", "models", "download", "toto", "--to", str(target), "--json")
+    assert doc["weights"] == str(target) and (target / "model.safetensors").read_text() == "model.safetensors"
+    assert doc["use"] == ["--model", "toto", "--weights", str(target)]
+    assert errors("models_download", {**doc, "folders": {}})  # the schema has teeth
+
+
+def test_data_fetch(tmp_path, capsys, monkeypatch):
+    """Against the fake Alpaca server (as tests/sweep/test_fetch.py): the files written, one document."""
+    from marketcast.fake_alpaca.server import FakeAlpaca, bars_of
+
+    frame = load_symbol("SP500").frame.loc["2015-01-01":"2015-03-31"].copy()
+    frame.index = frame.index + pd.Timedelta(hours=5)  # Alpaca stamps daily bars at midnight New York
+    with FakeAlpaca("PKFETCHKEY", "fetch-secret") as fake:
+        fake.bars = {"AAPL": bars_of(frame)}
+        fake.exchange.clock = "2015-06-01T00:00:00Z"
+        monkeypatch.setenv("APCA_API_KEY_ID", "PKFETCHKEY")
+        monkeypatch.setenv("APCA_API_SECRET_KEY", "fetch-secret")
+        monkeypatch.setenv("APCA_API_DATA_URL", fake.url)
+        doc = run_json(capsys, "data_fetch", "data", "fetch", "AAPL", "--start", "2015-01-01", "--end",
+                       "2015-03-31", "--out-dir", str(tmp_path / "bars"), "--json")
+    assert doc["rows"] == len(frame) == doc["files"][0]["rows"]
+    assert doc["files"][0]["file"] == str(tmp_path / "bars" / "AAPL.csv")
+    assert pd.Timestamp(doc["files"][0]["first"]) == frame.index[0]
+    assert errors("data_fetch", {**doc, "files": []})  # the schema has teeth
 
 
 @pytest.fixture(scope="module")

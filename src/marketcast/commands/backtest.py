@@ -12,6 +12,7 @@ from typing import Annotated, Optional
 import typer
 
 from marketcast.backtest.config import CALIBRATIONS, MAXDIFF_GRIDS
+from marketcast.backtest.costs import defaults_text
 from marketcast.backtest.fills import FILL_MODES, SAME_BAR_MODES
 from marketcast.backtest.job import Done, Job, run_job
 from marketcast.backtest.selection import DEFAULT_LOOKBACK, DEFAULT_MIN_TRADES
@@ -54,8 +55,8 @@ MaxdiffGrid = Annotated[str, typer.Option(
     help="MaxDiff's offset grid: atr = -1.0 .. +1.0 times each window's ATR% (14-bar average true range over "
          "the close, from bars <= t), percent = the fixed -1 % .. +1 % grid.")]
 Fee = Annotated[Optional[float], typer.Option(
-    help="Fee per side as a fraction (default per asset class: stock 0.0005, crypto 0.0025 = Alpaca's tier-1 "
-         "taker fee, forex 0.00003, future 0.00001; see docs/backtest.md#costs).")]
+    help=f"Fee per side as a fraction; the spread and slippage are charged on top (defaults, {defaults_text()}; "
+         "see docs/backtest.md#costs).")]
 HalfSpreadBps = Annotated[Optional[float], typer.Option(
     help="Half the quoted spread, paid per side, in basis points (default: stock 1, crypto 5, forex 0.5, "
          "future 0.25).")]

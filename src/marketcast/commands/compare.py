@@ -20,13 +20,13 @@ def leaderboard_table(rows: list[dict], title: str, benchmark: dict | None = Non
     from rich.markup import escape
     from rich.table import Table
 
-    from marketcast.report.leaderboard import COLUMNS, TEXT_COLUMNS, benchmark_cells, cells
+    from marketcast.report.leaderboard import COLUMNS, TEXT_COLUMNS, benchmark_cells, headers, marked_cells
 
     table = Table(title=title, title_justify="left")
-    for name in COLUMNS:
-        table.add_column(name, justify="left" if name in TEXT_COLUMNS else "right")
-    for row in rows:
-        texts = [escape(t) for t in cells(row)]
+    for name, head in zip(COLUMNS, headers()):
+        table.add_column(head, justify="left" if name in TEXT_COLUMNS else "right")
+    for row, marked in zip(rows, marked_cells(rows)):
+        texts = [escape(t) for t in marked]
         if row["random_weights"]:
             texts[1] = f"[bold red]{texts[1]} (random)[/]"
         table.add_row(*texts)
@@ -59,7 +59,7 @@ def compare(
     from marketcast.console import console, print_json
     from marketcast.forecast.paths import paths_note
     from marketcast.leaderboard.board import compare_models
-    from marketcast.report.leaderboard import PICK_NOTE, notes
+    from marketcast.report.leaderboard import BEST_NOTE, PICK_NOTE, best, notes
 
     started = time.perf_counter()
     board = compare_models(symbols, models, weights, windows=windows, samples=samples, context=context, seed=seed,
@@ -67,7 +67,8 @@ def compare(
     rows, tickers, run_id = board.rows, board.symbols, board.run_id
     if as_json:
         print_json({"symbols": tickers, "windows": board.windows, "samples": samples, "context": context, "seed": seed,
-                    "models": rows, "benchmark": board.benchmark, "verdicts": board.verdicts, "run_id": run_id})
+                    "models": rows, "benchmark": board.benchmark, "verdicts": board.verdicts,
+                    "best": best(rows), "run_id": run_id})
         return
     console.print(leaderboard_table(rows, f"{', '.join(tickers)}: the last {board.windows} windows, {samples} samples",
                                     board.benchmark))
@@ -81,7 +82,7 @@ def compare(
         console.print(f"[yellow]{escape(paths_note(rows))}[/]")
     if any(r["random_weights"] for r in rows):
         console.print("[red]random weights: their forecasts are noise; use them for plumbing and speed only[/]")
-    console.print(f"[dim]skill and trading: means over the symbols (max DD: the worst). {escape(PICK_NOTE)} "
+    console.print(f"[dim]skill and trading: means over the symbols (max DD: the worst). {escape(PICK_NOTE)} {escape(BEST_NOTE)} "
                   f"{time.perf_counter() - started:.1f} s[/dim]")
     if run_id:  # the last line, as the backtest prints it
         console.print(f"run {run_id}", highlight=False, markup=False, soft_wrap=True)

@@ -87,6 +87,7 @@ def fetch(
     fmt: str = typer.Option("csv", "--format", help="csv or parquet."),
     asset_class: AssetClass = None,
     feed: Optional[str] = typer.Option(None, "--feed", help="Stock feed: iex or sip (default: your plan's)."),
+    as_json: AsJson = False,
 ) -> None:
     """Download bars into OUT_DIR/<SYMBOL>.csv; nothing is written unless every symbol came back valid."""
     import pandas as pd
@@ -109,4 +110,11 @@ def fetch(
                           asset_classes=asset_classes(asset_class, symbols), feed=feed)
     written = write_bar_files(frames, out_dir, fmt)
     rows = sum(len(f) for f in frames.values())
+    if as_json:
+        print_json({"source": source, "timeframe": timeframe, "format": fmt, "out_dir": str(out_dir), "rows": rows,
+                    "files": [{"symbol": symbol, "file": str(path), "rows": len(frame),
+                               "first": str(frame.index[0]) if len(frame) else None,
+                               "last": str(frame.index[-1]) if len(frame) else None}
+                              for (symbol, frame), path in zip(frames.items(), written)]})
+        return
     console.print(f"wrote {len(written)} files ({rows:,} bars) to {out_dir}/", highlight=False)

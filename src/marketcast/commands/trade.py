@@ -16,6 +16,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
+from marketcast.backtest.costs import defaults_text
 from marketcast.commands import options
 from marketcast.commands.help import choice_list
 from marketcast.commands.trade_settings import SECTION, SETTINGS
@@ -323,8 +324,8 @@ ReplayConfig = Annotated[Path, typer.Option("--config", help="TOML settings file
                                             "them.")]
 ReplayState = Annotated[Optional[Path], typer.Option("--state-dir",
                                                      help=STATE_HELP + " (default out/replay-START-END)")]
-Fee = Annotated[Optional[float], typer.Option("--fee", min=0.0, max=0.5, help="Fee per side as a fraction (default: "
-                                              "stock 0.0005, crypto 0.0015).")]
+Fee = Annotated[Optional[float], typer.Option("--fee", min=0.0, max=0.5, help="Fee per side as a fraction; the "
+                                              f"spread and slippage are charged on top (defaults, {defaults_text()}).")]
 Cash = Annotated[float, typer.Option("--cash", min=0.01, help="Starting cash of the paper account.")]
 Png = Annotated[Optional[Path], typer.Option("--png", help="Equity curve (default STATE_DIR/equity.png).")]
 Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="INFO on stderr (trade.log always has it).")]

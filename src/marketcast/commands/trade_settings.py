@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from marketcast.backtest.config import STRATEGY_NAMES, BacktestConfig
+from marketcast.backtest.costs import defaults_text
 from marketcast.backtest.selection import DEFAULT_LOOKBACK, DEFAULT_MIN_TRADES, SelectionRule
 from marketcast.backtest.sizing import POLICIES
 from marketcast.commands import options
@@ -133,8 +134,7 @@ SETTINGS = (
     Setting("interval_s", 60.0, number(0.01), "Seconds between two looks at the market in a continuous run.",
             "--interval", float),
     Setting("fee", None, optional(number(0.0, 0.5)), "Fee per side as a fraction, the cost the planner assumes.",
-            "--fee", float, shown="per asset class: stock 0.0005, crypto 0.0015; on alpaca crypto 0.0025 (its "
-            "tier-1 taker fee)"),
+            "--fee", float, shown=f"per asset class, spread and slippage on top: {defaults_text()}"),
     Setting("gates.min_edge", G["min_edge"], number(-1.0, 1.0), "Entry gate: expected return after costs.",
             "--min-edge", float),
     Setting("gates.min_sharpe", G["min_sharpe"], number(), "Entry gate: the pick's walk-forward Sharpe must "

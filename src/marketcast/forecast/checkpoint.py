@@ -1,5 +1,5 @@
 """Checkpoint I/O shared by Toto and Kronos: a folder or a Hugging Face repo holding ``config.json`` +
-``model.safetensors``, read offline-safe, loaded strictly, every failure one :class:`ModelLoadError` line.
+``model.safetensors`` (or its shards and ``model.safetensors.index.json``), read offline-safe, loaded strictly, every failure one :class:`ModelLoadError` line.
 
 Models are built on the meta device (:func:`build_empty`: no memory, no random init) and the file's tensors
 are read straight to the target device and assigned as the parameters, so loading costs one read of the
@@ -38,7 +38,7 @@ def resolve_folder(source: str | os.PathLike, model: str, local_files_only: bool
     from huggingface_hub import snapshot_download
 
     try:
-        folder = snapshot_download(repo, allow_patterns=list(FILES), local_files_only=is_offline,
+        folder = snapshot_download(repo, allow_patterns=[*FILES, INDEX, SHARDS], local_files_only=is_offline,
                                    cache_dir=str(cache_dir) if cache_dir else None)
     except Exception as exc:
         how = ("offline (HF_HUB_OFFLINE / local_files_only) and not in the Hugging Face cache" if is_offline
@@ -47,17 +47,53 @@ def resolve_folder(source: str | os.PathLike, model: str, local_files_only: bool
     return Path(folder)
 
 
-def read_safetensors(path: Path, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+INDEX = "model.safetensors.index.json"  # a sharded checkpoint, as transformers' save_pretrained writes it
+SHARDS = "model-*-of-*.safetensors"
+
+
+def _load_one(path: Path, device: torch.device | str) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
-    if not path.is_file():
-        raise ModelLoadError(f"{path}: model.safetensors not found; put the checkpoint next to its config.json")
     try:
         return load_file(str(path), device=str(device))
     except Exception as exc:  # safetensors raises its own error types for truncated or corrupt files
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise ModelLoadError(f"{path}: unreadable safetensors file ({first}); it is truncated or corrupt, "
                              "download it again") from None
+
+
+def read_sharded(index: Path, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+    """The tensors of a sharded checkpoint: ``model.safetensors.index.json``'s ``weight_map`` (tensor name ->
+    shard file, the Hugging Face convention) names the shards beside it; each is read once, and a tensor the
+    index maps to a shard that does not hold it is refused like a missing shard."""
+    import json
+
+    try:
+        weight_map = json.loads(index.read_text())["weight_map"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ModelLoadError(f"{index}: not a safetensors index ({type(exc).__name__}: {exc}); it needs a "
+                             '"weight_map" of tensor name -> shard file, download it again') from None
+    state: dict[str, torch.Tensor] = {}
+    for shard in sorted(set(weight_map.values())):
+        path = index.parent / shard
+        if not path.is_file():
+            raise ModelLoadError(f"{index}: shard {shard} not found in {index.parent}; download every shard "
+                                 "the index names")
+        state.update(_load_one(path, device))
+    absent = sorted(name for name in weight_map if name not in state)
+    if absent:
+        raise ModelLoadError(f"{index}: {len(absent)} tensors the index maps are in no shard (first: "
+                             f"{absent[0]} in {weight_map[absent[0]]}); the shards do not match the index")
+    return state
+
+
+def read_safetensors(path: Path, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+    """``model.safetensors``, or where only ``model.safetensors.index.json`` lies beside it, its shards."""
+    if not path.is_file() and (path.parent / INDEX).is_file():
+        return read_sharded(path.parent / INDEX, device)
+    if not path.is_file():
+        raise ModelLoadError(f"{path}: model.safetensors not found; put the checkpoint next to its config.json")
+    return _load_one(path, device)
 
 
 def load_strict(module: nn.Module, state: dict, source: str, what: str | None = None) -> None:

@@ -52,6 +52,13 @@ def catalogue() -> dict[str, Checkpoint]:
     return dict(_CATALOGUE)
 
 
+def names_text() -> str:
+    """Every downloadable name, an alias with what it stands for (``kronos (= kronos-small)``): the one list
+    that ``models download``'s help and its "unknown model" line both print."""
+    models = catalogue()
+    return ", ".join(n if models[n].name == n else f"{n} (= {models[n].name})" for n in sorted(models))
+
+
 def offline() -> bool:
     """``HF_HUB_OFFLINE`` as huggingface_hub reads it (its constant is fixed at import, so read both)."""
     from huggingface_hub import constants
@@ -96,7 +103,7 @@ def download(name: str, to: str | os.PathLike | None = None) -> tuple[dict[str, 
 
     models = catalogue()
     if name not in models:
-        raise ConfigError(f"unknown model {name!r}; choose one of {', '.join(sorted(models))}")
+        raise ConfigError(f"unknown model {name!r}; choose one of {names_text()}")
     checkpoint, folders = models[name], {}
     for sub, repo in checkpoint.repos.items():
         try:

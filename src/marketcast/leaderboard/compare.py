@@ -135,6 +135,7 @@ class ModelRun:
     memory_kind: str
     extra: dict = field(default_factory=dict)
     paths: str = "joint"  # joint samples, or "copula" (marketcast.forecast.paths)
+    warmup_s: float = 0.0  # the warm-up call before run_s's clock (first call, compile)
 
     @property
     def random_weights(self) -> bool:
@@ -158,21 +159,36 @@ def refuse_tuned(weights: dict[str, str], bars: Sequence[Bars], config: Backtest
                     fix="rank them on symbols they were not tuned on, or on bars from {start} on")
 
 
+def warm_up(forecaster, config: BacktestConfig) -> None:
+    """One forecast of a synthetic window of the backtest's context before the clock starts: the first call
+    (lazy initialisation, a compiled model's first graph) is paid here, not in windows/s, which would otherwise
+    penalise compiled models more the fewer windows are compared."""
+    from marketcast.forecast.warmup import synthetic_batch
+
+    forecaster.forecast(synthetic_batch(1, config.context, 1, seed=config.seed), horizon=1,
+                        num_samples=config.num_samples, seed=config.seed)
+
+
 def run_model(model: str, bars: Sequence[Bars], config: BacktestConfig, *, weights: str | None, device: str,
-              dtype: str, step: Callable[[str], None] | None = None) -> ModelRun:
-    """Load ``model`` and backtest every symbol with ``config`` (one batched :func:`run_many`, as the backtest
-    command does for symbols of equal window counts)."""
+              dtype: str, step: Callable[[str], None] | None = None,
+              clock: Callable[[], float] = time.perf_counter) -> ModelRun:
+    """Load ``model``, warm it up (:func:`warm_up`) and backtest every symbol with ``config`` (one batched
+    :func:`run_many`, as the backtest command does for symbols of equal window counts); ``run_s`` times only
+    the backtest, ``warmup_s`` the warm-up call."""
     device = "cpu" if model == "baseline" else device  # the baseline always runs on the CPU
     with PeakMemory(device) as memory:
-        started = time.perf_counter()
+        started = clock()
         forecaster = load_forecaster(model, weights=weights, device=device, dtype=dtype, seed=config.seed)
-        loaded = time.perf_counter()
+        loaded = clock()
+        warm_up(forecaster, config)
+        warm = clock()
         results = run_many(list(bars), forecaster, config, on_step=step)
-        ran = time.perf_counter()
+        ran = clock()
     add_fans(results, bars, forecaster)  # stored with the run (`report RUN` draws them), outside the measures
     return ModelRun(model=model, weights=weights, source=getattr(forecaster, "source", None), device=device,
-                    dtype=dtype, results=results, load_s=loaded - started, run_s=ran - loaded,
-                    peak_memory=memory.peak, memory_kind=memory.kind, paths=paths_of(forecaster))
+                    dtype=dtype, results=results, load_s=loaded - started, run_s=ran - warm,
+                    peak_memory=memory.peak, memory_kind=memory.kind, warmup_s=warm - loaded,
+                    paths=paths_of(forecaster))
 
 
 def _num(value) -> float | None:
@@ -234,17 +250,19 @@ def model_row(run: ModelRun) -> dict:
     trades: the sum), what the walk-forward rule picked, its cost, and where its weights came from."""
     per_symbol = [symbol_row(r) for r in run.results]
     drawdowns = [r["max_drawdown"] for r in per_symbol if r["max_drawdown"] is not None]
+    trades = sum(r["trades"] for r in per_symbol)
+    measured = ("sharpe", "sharpe_ci_low", "sharpe_ci_high", "dsr") if trades else ()  # 0 trades: nothing measured
     return {
         "model": run.model, "weights": run.weights,
         "weights_source": run.source or run.weights or ("none" if run.model == "baseline" else "auto"),
         "random_weights": run.random_weights, "paths": run.paths,
         "skill": {k: _mean(per_symbol, k) for k in ("mase", "crps", "coverage80")},
-        "trading": {**{k: _mean(per_symbol, k) for k in ("sharpe", "sharpe_ci_low", "sharpe_ci_high", "dsr")},
-                    "max_drawdown": min(drawdowns) if drawdowns else None,
-                    "trades": sum(r["trades"] for r in per_symbol)},
+        "trading": {**{k: _mean(per_symbol, k) if k in measured else None
+                       for k in ("sharpe", "sharpe_ci_low", "sharpe_ci_high", "dsr")},
+                    "max_drawdown": min(drawdowns) if drawdowns else None, "trades": trades},
         "pick": pick_summary(run.results),
         "cost": {"windows": run.windows, "windows_per_s": run.windows / run.run_s if run.run_s > 0 else None,
-                 "load_s": run.load_s, "run_s": run.run_s, "peak_memory_mb": run.peak_memory / MB,
+                 "load_s": run.load_s, "warmup_s": run.warmup_s, "run_s": run.run_s, "peak_memory_mb": run.peak_memory / MB,
                  "memory_kind": run.memory_kind, "device": run.device, "dtype": run.dtype},
         "symbols": per_symbol,
     }

@@ -19,6 +19,18 @@ TEXT_COLUMNS = ("model", "weights", "pick", "device")
 BENCHMARK = "buy & hold"
 NOTE = ("Skill and trading: means over the symbols (max DD: the worst; trades: the sum), on the same windows for "
         "every model. Random weights forecast noise: use them for plumbing and speed only.")
+NO_TRADES = "no trades"
+# The direction in which each ranked column is better; cov80 is best nearest its nominal 0.80. Columns absent
+# here (weights, trades, pick, device) have no better direction and are never marked.
+BETTER = {"MASE": "↓", "CRPS": "↓", "cov80": "→0.80", "Sharpe [95% CI]": "↑", "DSR": "↑", "max DD": "↑",
+          "win/s": "↑", "peak MB": "↓", "load s": "↓"}
+BEST_MARK = " ★"
+BEST_NOTE = ("↑ higher is better, ↓ lower is better, →0.80 nearest 0.80 is better; ★ marks the best model row of a "
+             "column (ties: each). win/s: windows backtested a second after one warm-up call (the first call and "
+             "any compile excluded).")
+_KEYS = {"MASE": ("skill", "mase"), "CRPS": ("skill", "crps"), "cov80": ("skill", "coverage80"),
+         "Sharpe [95% CI]": ("trading", "sharpe"), "DSR": ("trading", "dsr"), "max DD": ("trading", "max_drawdown"),
+         "win/s": ("cost", "windows_per_s"), "peak MB": ("cost", "peak_memory_mb"), "load s": ("cost", "load_s")}
 PICK_NOTE = ("Trading: the walk-forward pick among the strategies that read the forecast (buy_hold, which ignores "
              "it, is left out); pick: the strategy picked most and its share of the windows; buy & hold: the "
              "benchmark, the same for every model.")
@@ -29,6 +41,8 @@ def _fmt(value, spec: str = ".3f") -> str:
 
 
 def _trading(trading: dict) -> list[str]:
+    if trading["trades"] == 0:  # nothing was measured: not a Sharpe ratio of zero
+        return [NO_TRADES, "—", _fmt(trading["max_drawdown"], ".1%"), "0"]
     ci = (f"{_fmt(trading['sharpe'], '+.2f')} [{_fmt(trading['sharpe_ci_low'], '+.2f')}, "
           f"{_fmt(trading['sharpe_ci_high'], '+.2f')}]")
     return [ci, _fmt(trading["dsr"], ".2f"), _fmt(trading["max_drawdown"], ".1%"), str(trading["trades"])]
@@ -52,6 +66,46 @@ def cells(row: dict) -> list[str]:
             cost["device"]]
 
 
+def headers() -> list[str]:
+    """:data:`COLUMNS` with each ranked column's better direction (:data:`BETTER`), e.g. ``MASE ↓``."""
+    return [f"{c} {BETTER[c]}" if c in BETTER else c for c in COLUMNS]
+
+
+def _score(row: dict, column: str) -> float | None:
+    """The number ranked in ``column``, oriented so that higher is better (None: unmeasured, never best)."""
+    part, key = _KEYS[column]
+    value = row[part][key]
+    if value is None or (part == "trading" and row["trading"]["trades"] == 0 and key != "max_drawdown"):
+        return None
+    if BETTER[column] == "↓":
+        return -value
+    return -abs(value - 0.8) if column == "cov80" else value
+
+
+def best(rows: Sequence[dict]) -> dict[str, list[str]]:
+    """For each ranked column (:data:`BETTER`), the models of the best measured value (ties: each); a column
+    no model measured is left out. The benchmark row is not a model and is never ranked."""
+    out = {}
+    for column in BETTER:
+        scores = [(_score(r, column), r["model"]) for r in rows]
+        top = max((s for s, _ in scores if s is not None), default=None)
+        if top is not None:
+            out[column] = [m for s, m in scores if s == top]
+    return out
+
+
+def marked_cells(rows: Sequence[dict]) -> list[list[str]]:
+    """:func:`cells` of each row with :data:`BEST_MARK` after the best value of each ranked column."""
+    winners, out = best(rows), []
+    for row in rows:
+        texts = cells(row)
+        for column, models in winners.items():
+            if row["model"] in models:
+                texts[COLUMNS.index(column)] += BEST_MARK
+        out.append(texts)
+    return out
+
+
 def benchmark_cells(benchmark: dict) -> list[str]:
     """Buy and hold's row as the texts of :data:`COLUMNS`: trading only (no forecast, no pick, no model cost)."""
     return [BENCHMARK, "benchmark", "—", "—", "—", *_trading(benchmark["trading"]), "—", "—", "—", "—", "—"]
@@ -66,10 +120,9 @@ def leaderboard_section(rows: Sequence[dict], anchor_id: str = "leaderboard",
                         benchmark: dict | None = None) -> str:
     """The tearsheet's section: the table, random weights marked in red in their row and named in a banner,
     buy and hold's row last, and a line per model whose record says why it matches another's."""
-    head = "".join(f"<th>{esc(c)}</th>" for c in COLUMNS)
+    head = "".join(f"<th>{esc(c)}</th>" for c in headers())
     body = []
-    for row in rows:
-        texts = cells(row)
+    for row, texts in zip(rows, marked_cells(rows)):
         if row["random_weights"]:
             texts[1] += " (random)"
         flag = ' class="random" data-check="random-weights"' if row["random_weights"] else ""
@@ -85,4 +138,4 @@ def leaderboard_section(rows: Sequence[dict], anchor_id: str = "leaderboard",
     note = f"{NOTE} {PICK_NOTE}" if any("pick" in r for r in rows) else NOTE  # runs stored before picks: NOTE
     return (f'<section id="{esc(anchor_id)}"><h2>Models on the same windows</h2>{banner}'
             f'<table class="leaderboard"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
-            f'{said}<p class="note">{esc(note)}</p></section>')
+            f'{said}<p class="note">{esc(note)} {esc(BEST_NOTE)}</p></section>')
