@@ -391,9 +391,9 @@ def test_trade_status_for_people_shows_no_python_repr(trade_state, capsys):
 
 
 def test_trade_promote(tmp_path, capsys):
-    """Hand-made paired decisions (the journal's own tables): the JSON's statistics are the paired t-test's."""
-    from scipy.stats import ttest_rel
-
+    """Hand-made paired decisions (the journal's own tables, one a day, no journalled cost): the JSON's statistics
+    are the sequential test's on the four daily differences."""
+    from marketcast.trade.journal import sequential
     from marketcast.trade.journal.db import transaction
     from marketcast.trade.journal.state import Journal
 
@@ -406,26 +406,28 @@ def test_trade_promote(tmp_path, capsys):
                 c.execute("INSERT INTO shadow_decisions (decision_ts, symbol, role, model, side, close, pnl, settled_ts, "
                           "forecaster) VALUES (?, 'SP500', ?, ?, 1, 100.0, ?, ?, ?)", (ts, role, model, pnl, ts, name))
     journal.close()
-    p = ttest_rel(shadow, live, alternative="greater").pvalue  # diffs 0.01, 0.03, -0.001, 0.003
-    assert 0.05 < p < 0.5
+    test = sequential.evaluate([0.01, 0.03, -0.001, 0.003], 0.05)  # shadow - live, one a day
+    assert 1.0 < test.e_value < 20.0
     state = str(tmp_path)
     refused = run_json(capsys, "trade_promote", "trade", "promote", "--state-dir", state, "--min-decisions", "2",
                        "--json", code=1)
     assert refused["promoted"] is False and refused["n"] == 4 and refused["previous"] is None
-    assert refused["p"] == pytest.approx(p) and refused["mean_diff"] == pytest.approx(0.0105)
+    assert refused["e_value"] == pytest.approx(test.e_value) and refused["p"] == pytest.approx(1 / test.e_value)
+    assert refused["mean_diff"] == pytest.approx(0.0105) and refused["days"] == 4 and refused["threshold"] == 20.0
+    assert refused["interval"] == [None, None]  # four days bound nothing at 95% yet
     assert refused["weights"] == "cand" and refused["model"] == "toto2"
     assert refused["shadow_pnl"] == pytest.approx(0.037) and refused["live_pnl"] == pytest.approx(-0.005)
-    assert refused["reason"].startswith("not promoted: the shadow does not beat the live model on pnl (p >= 0.05)")
+    assert refused["reason"].startswith("not promoted: the shadow does not beat the live model on pnl (e-value below 20")
     assert refused["metric"] == "pnl"
     few = run_json(capsys, "trade_promote", "trade", "promote", "--state-dir", state, "--json", code=1)
     assert few["reason"].startswith("not promoted: 4 of 60 decisions needed") and few["min_decisions"] == 60
     done = run_json(capsys, "trade_promote", "trade", "promote", "--state-dir", state, "--min-decisions", "2",
-                    "--alpha", "0.5", "--json")
-    assert done["promoted"] is True and done["reason"].startswith("promoted cand: n=4") and done["alpha"] == 0.5
+                    "--alpha", "0.95", "--json")  # threshold 1/0.95 = 1.053, below the e-value
+    assert done["promoted"] is True and done["reason"].startswith("promoted cand: n=4") and done["alpha"] == 0.95
     empty = tmp_path / "empty"
     Journal(empty / "journal.db").close()
     none = run_json(capsys, "trade_promote", "trade", "promote", "--state-dir", str(empty), "--json", code=1)
-    assert none["weights"] is None and none["n"] == 0 and none["p"] is None
+    assert none["weights"] is None and none["n"] == none["days"] == 0 and none["p"] == none["e_value"] == 1.0
 
 
 def test_finetune(tmp_path, capsys):

@@ -19,7 +19,8 @@ import pytest
 from jsonschema import Draft202012Validator
 from scipy.stats import ttest_rel
 
-from marketcast.backtest.orders import FLAT, Decision
+from marketcast.backtest.orders import FLAT, Costs, Decision
+from marketcast.trade.journal import sequential
 from marketcast.data import load_symbol
 from marketcast.trade.venues.paper import PaperBroker
 from marketcast.trade.journal.state import Journal
@@ -125,9 +126,15 @@ def test_a_worse_candidate_is_refused_with_its_statistics(tmp_path, bars):
     assert not ok and active_weights(journal) is None
     refused = trade("promote", "--state-dir", str(tmp_path))
     assert refused.returncode == 1 and line in " ".join(refused.stdout.split())
-    assert result.mean_diff == pytest.approx(np.mean(-np.abs(r) - r))
-    assert f"n={len(r)} paired" in line and f"{result.mean_diff:+.6f}" in line and f"p={result.p:.4g}" in line
-    assert result.p > 0.5
+    # by hand: one observation a day, both symbols summed, each decision less the backtest's round trip
+    costs = {s: Costs.for_asset(bars[s].asset_class, periods_per_year=bars[s].periods_per_year) for s in SYMS}
+    daily = sum((-np.abs(x) - [costs[s].round_trip(int(-np.sign(v))) if v else 0.0 for v in x])
+                - (x - costs[s].round_trip(1)) for s, x in ((s, c[s][1:] / c[s][:-1] - 1) for s in SYMS))
+    assert result.test.n == DAYS - 1 and result.mean_diff == pytest.approx(daily.mean(), rel=1e-12)
+    assert result.test.e_value == pytest.approx(sequential.evaluate(daily, 0.05).e_value, rel=1e-9)
+    assert f"n={len(r)} paired" in line and f"n={DAYS - 1} days" in line and f"{result.mean_diff:+.6f}" in line
+    # the evidence is of a worse shadow: its interval lies below zero, and that never promotes
+    assert result.test.high < 0 and not result.test.passes and result.p == 1.0
     # too few decisions is refused before the test, and says how many
     ok, line, _ = promote(journal, min_decisions=1000)
     assert not ok and f"{len(r)} of 1000 decisions" in line

@@ -13,10 +13,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from jsonschema import Draft202012Validator
-from scipy.stats import ttest_rel
 
+from marketcast.backtest.orders import Costs
 from marketcast.commands import main
 from marketcast.data import load_symbol
+from marketcast.trade.journal import sequential
 from marketcast.trade.journal.state import Journal
 from marketcast.trade.loop.planner import CLOSE_LEVELS
 from marketcast.trade.loop.shadow import compare, swap
@@ -75,8 +76,8 @@ def test_baseline_live_toto2_shadow_through_trade_run_status_and_promote(tmp_pat
     assert with_shadow.submits() == plain.submits() and len(plain.submits()) > 0
 
     journal = Journal(with_shadow.state / "journal.db")
-    rows = journal.conn.execute("SELECT decision_ts, symbol, role, model, forecaster, side, quantiles, pnl, ret "
-                                "FROM shadow_decisions ORDER BY decision_ts, symbol, role").fetchall()
+    rows = journal.conn.execute("SELECT decision_ts, symbol, role, model, forecaster, side, quantiles, pnl, ret, "
+                                "cost FROM shadow_decisions ORDER BY decision_ts, symbol, role").fetchall()
     assert len(rows) == 2 * len(SYMS) * CYCLES
     assert {(r[2], r[3], r[4]) for r in rows} == {("live", "baseline (default weights)", "baseline"),
                                                   ("shadow", "random:4m", "toto2")}
@@ -84,7 +85,10 @@ def test_baseline_live_toto2_shadow_through_trade_run_status_and_promote(tmp_pat
     assert len(settled) == 2 * len(SYMS) * (CYCLES - 1)
     score = {"live": [], "shadow": []}
     pnl = {"live": [], "shadow": []}
-    for ts, symbol, role, _, _, side, quantiles, p, ret in settled:
+    daily: dict[str, float] = {}  # shadow - live after costs, the day's symbols summed: what promote tests
+    costs = {s: Costs.for_asset(b.asset_class, periods_per_year=b.periods_per_year)
+             for s, b in ((s, load_symbol(s)) for s in SYMS)}
+    for ts, symbol, role, _, _, side, quantiles, p, ret, cost in settled:
         frame = full[symbol]
         i = frame.index.get_loc(pd.Timestamp(ts))
         y = frame["close"].iloc[i + 1] / frame["close"].iloc[i] - 1
@@ -93,6 +97,8 @@ def test_baseline_live_toto2_shadow_through_trade_run_status_and_promote(tmp_pat
         assert q["levels"] == pytest.approx(CLOSE_LEVELS) and np.all(np.diff(q["values"]) >= 0)
         score[role].append(energy_crps(np.array(q["values"]), y))
         pnl[role].append(side * y)
+        assert cost == pytest.approx(costs[symbol].round_trip(side) if side else 0.0, rel=1e-12)
+        daily[ts[:10]] = daily.get(ts[:10], 0.0) + (1 if role == "shadow" else -1) * (side * y - cost)
     journal.close()
 
     capsys.readouterr()
@@ -114,10 +120,12 @@ def test_baseline_live_toto2_shadow_through_trade_run_status_and_promote(tmp_pat
     code = main(["trade", "promote", "--state-dir", str(with_shadow.state), "--min-decisions", str(n), "--json"])
     decision = json.loads(capsys.readouterr().out)
     schema("trade_promote").validate(decision)
-    p = ttest_rel(pnl["shadow"], pnl["live"], alternative="greater").pvalue
-    diff = np.mean(np.subtract(pnl["shadow"], pnl["live"]))
-    assert decision["n"] == n and decision["p"] == pytest.approx(p) and decision["mean_diff"] == pytest.approx(diff)
-    assert decision["promoted"] is bool(diff > 0 and p < 0.05) and code == (0 if decision["promoted"] else 1)
+    test = sequential.evaluate(list(daily.values()), 0.05)
+    assert decision["n"] == n and decision["days"] == CYCLES - 1 and decision["test"] == sequential.NAME
+    assert decision["mean_diff"] == pytest.approx(np.mean(list(daily.values())), rel=1e-9)
+    assert decision["e_value"] == pytest.approx(test.e_value, rel=1e-9) and decision["threshold"] == 20.0
+    assert decision["interval"] == [None if np.isinf(x) else pytest.approx(x, rel=1e-9) for x in (test.low, test.high)]
+    assert decision["promoted"] is test.passes and code == (0 if decision["promoted"] else 1)
     journal = Journal(with_shadow.state / "journal.db")
     assert journal.conn.execute("SELECT COUNT(*) FROM active_model").fetchone()[0] == int(decision["promoted"])
 

@@ -260,21 +260,22 @@ def test_a_candidate_that_does_not_load_leaves_trade_run_trading(tmp_path, monke
 
 def test_promote_on_crps_decides_on_the_forecasts_where_pnl_cannot_tell_them_apart(tmp_path, bars):
     """Both models take the same trades (equal P&L: the P&L test refuses), but the shadow's next-close forecast
-    fits the calm 2017 market better than the live model's 1% spread: --metric crps promotes it, on the paired
-    t-test of the per-decision CRPS the status shows."""
+    fits the calm 2017 market better than the live model's 1% spread: --metric crps promotes it, on the sequential
+    test of the daily CRPS differences."""
     from marketcast.trade.loop.shadow import promote, verdict
 
-    _, journal, index, _, _ = run_days(tmp_path, bars, 12, shadow=lambda broker: ForecastPlanner(0.004))
+    _, journal, index, _, _ = run_days(tmp_path, bars, 40, shadow=lambda broker: ForecastPlanner(0.004))
     r = returns(bars, index)
     live = np.array([energy_crps(np.array(normal_quantiles(0.01)), y) for y in r])
     cand = np.array([energy_crps(np.array(normal_quantiles(0.004)), y) for y in r])
     by_pnl, by_crps = verdict(journal, "pnl"), verdict(journal, "crps")
     assert by_pnl.n == by_crps.n == len(r) and by_pnl.mean_diff == 0.0 and by_pnl.p == 1.0
-    assert by_crps.mean_diff == pytest.approx((live - cand).mean(), rel=1e-12) and by_crps.mean_diff > 0
-    assert by_crps.p == pytest.approx(ttest_rel(live, cand, alternative="greater").pvalue) and by_crps.p < 0.05
+    days = len(r) // len(SYMS)  # one observation a day: the symbols' CRPS differences of that day summed
+    assert by_crps.test.n == days and by_crps.mean_diff == pytest.approx((live - cand).sum() / days, rel=1e-12)
+    assert by_crps.mean_diff > 0 and by_crps.test.passes and by_crps.p == pytest.approx(1 / by_crps.test.e_value)
     refused, line, _ = promote(journal, min_decisions=len(r), metric="pnl")
     assert not refused and "does not beat the live model on pnl" in line and active_model(journal) is None
     promoted, line, _ = promote(journal, min_decisions=len(r), metric="crps")
-    assert promoted and line.startswith(f"promoted cand.pt: n={len(r)} paired decisions, mean CRPS difference")
+    assert promoted and line.startswith(f"promoted cand.pt: n={len(r)} paired decisions on daily CRPS")
     assert active_model(journal) == ("toto", "cand.pt")
     journal.close()

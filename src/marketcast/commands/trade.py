@@ -149,15 +149,17 @@ def promote(
     state_dir: Path = STATE_OPT,
     min_decisions: int = typer.Option(60, "--min-decisions", min=2, help="Paired settled decisions the shadow "
                                                                          "needs first (e.g. 120)."),
-    alpha: float = typer.Option(0.05, "--alpha", min=0.0, max=1.0, help="Significance level of the one-sided "
-                                                                        "paired t-test (e.g. 0.01)."),
+    alpha: float = typer.Option(0.05, "--alpha", min=0.0, max=1.0, help="False-promotion rate of the sequential "
+                                                                        "test, valid when asked every cycle (e.g. "
+                                                                        "0.01)."),
     metric: str = typer.Option("pnl", "--metric", callback=options.one_of(METRICS), metavar=choice_list(METRICS),
                                help="What the shadow must beat the live model on: pnl (per-decision paper P&L) or "
                                     "crps (its forecast of the next close, lower is better)."),
     as_json: options.AsJson = False,
 ) -> None:
-    """Make the shadow's weights the active model, only if it beats the live model on --metric (one-sided paired
-    t-test, p < --alpha, at least --min-decisions); else say why not (exit 1, with --json too:
+    """Make the shadow's weights the active model, only if it beats the live model on --metric (an anytime-valid
+    sequential test on daily differences, P&L after costs: e-value >= 1/--alpha, at least --min-decisions); else
+    say why not (exit 1, with --json too:
     docs/schemas/trade_promote.schema.json). Takes the state lock: stop the loop first; the next `trade run`
     loads the active model."""
     from marketcast.trade.journal.lock import StateLock
@@ -177,8 +179,8 @@ def promote(
             journal.close()
     if as_json:
         print_json({"promoted": promoted, "weights": weights, "model": model, "previous": before,
-                    "metric": metric, "n": result.n, "min_decisions": min_decisions, "mean_diff": result.mean_diff,
-                    "p": None if result.p != result.p else result.p, "alpha": alpha,
+                    "metric": metric, "n": result.n, "min_decisions": min_decisions, **result.test.as_json(),
+                    "mean_diff": result.mean_diff, "p": result.p, "alpha": alpha,
                     "shadow_pnl": pnl.shadow_pnl, "live_pnl": pnl.live_pnl, "reason": line})
     else:
         console.print(line, highlight=False, soft_wrap=True)

@@ -1,10 +1,13 @@
 """The shadow's journal records, read and written below the loop (``trade status`` reads them too): the paired
 comparison of the shadow's settled decisions with the live model's, and the one active model.
 
-The comparison is a one-sided paired t-test on per-decision P&L (``scipy.stats.ttest_rel(shadow, live,
-alternative="greater")``; Student 1908; https://docs.scipy.org/doc/scipy/reference/generated/scipy.stats.ttest_rel.html).
-The active model is one row (``CHECK (slot = 1)``), replaced in the transaction that journals the promotion, so
-a SIGKILL leaves the old row or the new one (https://www.sqlite.org/atomiccommit.html).
+``trade status``'s comparison is a one-sided paired t-test on per-decision P&L before costs
+(``scipy.stats.ttest_rel(shadow, live, alternative="greater")``; Student 1908;
+https://docs.scipy.org/doc/scipy/reference/generated/scipy.stats.ttest_rel.html). A promotion decides on
+:func:`verdict` instead: the anytime-valid sequential test of :mod:`marketcast.trade.journal.sequential` on
+per-day differences, P&L after costs. The active model is one row (``CHECK (slot = 1)``), replaced in the
+transaction that journals the promotion, so a SIGKILL leaves the old row or the new one
+(https://www.sqlite.org/atomiccommit.html).
 
 Skill and calibration (:func:`skill`) score each model's journalled horizon-1 close-return quantiles against the
 settled return, on the same paired bars: the quantile CRPS (:func:`marketcast.calibrate.crps.crps_quantiles`,
@@ -21,7 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from marketcast.errors import StateError
+from marketcast.trade.journal import sequential
 from marketcast.trade.journal.db import transaction
+from marketcast.trade.journal.sequential import Sequential
 from marketcast.trade.journal.state import Journal, now
 
 
@@ -68,27 +73,58 @@ METRICS = ("pnl", "crps")  # what `trade promote --metric` may decide on
 
 @dataclass(frozen=True)
 class Verdict:
-    """The paired test a promotion decides on: ``mean_diff`` > 0 means the shadow is better (P&L: shadow - live;
-    CRPS: live - shadow, lower being better), ``p`` the one-sided paired t-test's."""
+    """The test a promotion decides on (:mod:`marketcast.trade.journal.sequential`): ``n`` paired decisions,
+    ``test`` on their per-day sums; ``mean_diff`` is the mean daily difference, > 0 when the shadow is better (P&L
+    after costs: shadow - live; CRPS: live - shadow, lower being better); ``p`` = min(1, 1 / e-value) with a positive
+    mean (else 1), an anytime-valid p-value for "the shadow is better" (what the promotions table keeps)."""
 
     metric: str
     n: int
-    mean_diff: float
-    p: float
+    test: Sequential
+
+    @property
+    def mean_diff(self) -> float:
+        return self.test.mean
+
+    @property
+    def p(self) -> float:
+        return min(1.0, 1.0 / self.test.e_value) if self.test.mean > 0 else 1.0
 
     def line(self) -> str:
-        what = ("mean P&L difference (shadow - live)" if self.metric == "pnl"
-                else "mean CRPS difference (live - shadow; > 0: the shadow forecasts better)")
-        return f"n={self.n} paired decisions, {what} {self.mean_diff:+.6f}, one-sided paired t-test p={self.p:.4g}"
+        what = ("daily P&L after costs (shadow - live)" if self.metric == "pnl"
+                else "daily CRPS (live - shadow; > 0: the shadow forecasts better)")
+        return f"n={self.n} paired decisions on {what}; {self.test.line()}"
 
 
-def verdict(journal: Journal, metric: str = "pnl") -> Verdict:
-    """The test on ``metric`` over the paired settled decisions (:func:`compare` for P&L, :func:`skill` for CRPS)."""
+def daily_differences(journal: Journal, metric: str = "pnl") -> tuple[int, np.ndarray]:
+    """(paired decisions, one difference a day, oldest first): every symbol's paired decisions of one day (the
+    decision bar's date) summed into one observation, since same-day decisions across symbols move together.
+    P&L is after each decision's journalled cost (none for rows journalled before costs were)."""
+    shadow, active = shadow_weights(journal), active_weights(journal)
     if metric == "pnl":
-        r = compare(journal)
-        return Verdict("pnl", r.n, r.mean_diff, r.p)
-    s = skill(journal)
-    return Verdict("crps", s.n, s.live_crps - s.shadow_crps if s.n else 0.0, s.p)
+        rows = journal.conn.execute(
+            "SELECT substr(l.decision_ts, 1, 10), (s.pnl - COALESCE(s.cost, 0)) - (l.pnl - COALESCE(l.cost, 0)) "
+            "FROM shadow_decisions l JOIN shadow_decisions s ON s.decision_ts = l.decision_ts AND s.symbol = l.symbol "
+            "AND s.role = 'shadow' WHERE l.role = 'live' AND l.pnl IS NOT NULL AND s.pnl IS NOT NULL AND s.model = ? "
+            "AND (? IS NULL OR l.model = ?) ORDER BY l.decision_ts, l.symbol", (shadow, active, active)).fetchall()
+    else:
+        rows = journal.conn.execute(
+            "SELECT substr(l.decision_ts, 1, 10), l.quantiles, s.quantiles, l.ret FROM shadow_decisions l JOIN "
+            "shadow_decisions s ON s.decision_ts = l.decision_ts AND s.symbol = l.symbol AND s.role = 'shadow' WHERE "
+            "l.role = 'live' AND l.ret IS NOT NULL AND l.quantiles IS NOT NULL AND s.quantiles IS NOT NULL AND "
+            "s.model = ? AND (? IS NULL OR l.model = ?) ORDER BY l.decision_ts, l.symbol",
+            (shadow, active, active)).fetchall()
+        rows = [(day, scores(live, ret)[0] - scores(cand, ret)[0]) for day, live, cand, ret in rows]
+    days: dict[str, float] = {}
+    for day, diff in rows:
+        days[day] = days.get(day, 0.0) + diff
+    return len(rows), np.array(list(days.values()), dtype=float)
+
+
+def verdict(journal: Journal, metric: str = "pnl", alpha: float = 0.05) -> Verdict:
+    """The sequential test on ``metric`` over the paired settled decisions, one observation a day."""
+    n, daily = daily_differences(journal, metric)
+    return Verdict(metric, n, sequential.evaluate(daily, alpha))
 
 
 def active_weights(journal: Journal) -> str | None:

@@ -93,7 +93,8 @@ FIRST_SCHEMA = {"intents": {"client_order_id", "decision_ts", "strategy", "symbo
 INTENT_COLUMNS = {"broker_status": "TEXT", "asset_class": "TEXT", "cash_seen": "REAL", "buying_power_seen": "REAL"}
 # schema 3: the close-return quantiles (JSON), the settled return, the model's name (``--model``; its weights are
 # ``model``); a version-2 journal's rows keep NULL (unscored)
-SHADOW_COLUMNS = {"quantiles": "TEXT", "ret": "REAL", "forecaster": "TEXT"}
+SHADOW_COLUMNS = {"quantiles": "TEXT", "ret": "REAL", "forecaster": "TEXT",
+                  "cost": "REAL"}  # the backtest's round trip of the decision (NULL: journalled before)
 ACTIVE_COLUMNS = {"model": "TEXT"}  # schema 3: NULL = the model trade run was given (a version-2 promotion)
 # a POST's time on the loop's clock (``at``: simulated in a replay) and on the wall clock (NULL: from before)
 SUBMISSION_COLUMNS = {"wall_at": "TEXT"}

@@ -5,15 +5,16 @@ kind (the same model with other weights, or another model: ``trade run --shadow-
 models' decisions in ``shadow_decisions`` (one row per bar, symbol and role), each with its forecast of the next
 close return at the planner's ``CLOSE_LEVELS`` quantiles. A row settles once the feed shows the next bar: its
 paper P&L is the side times the close-to-close return over that bar, the backtest planner view's next-bar
-return (costs and limit fills are left out, for both models alike), and the return itself is kept, so ``trade
-status`` scores both models' CRPS and 80% coverage later without running either model again.
+return, and the return itself is kept, so ``trade status`` scores both models' CRPS and 80% coverage later
+without running either model again. Each decision also journals what the backtest would charge it (``cost``:
+:meth:`marketcast.backtest.orders.Costs.round_trip` of its side with the cycle's costs, 0 when flat: what the
+backtest charges a decision held one bar); ``trade status`` shows P&L before costs, the promotion test after them.
 
 ``promote`` swaps the active weights, one row of ``active_model`` written in one SQLite transaction together
 with its ``promotions`` record, so a SIGKILL leaves the old row or the new one, never two or none. It swaps only
-when the shadow beats the live model on the chosen metric (per-decision paper P&L, or the next close's quantile
-CRPS) by a one-sided paired t-test
-(``scipy.stats.ttest_rel(..., alternative="greater")``; Student 1908, scipy docs
-https://docs.scipy.org/doc/scipy/reference/generated/scipy.stats.ttest_rel.html).
+when the shadow beats the live model on the chosen metric (paper P&L after costs, or the next close's quantile
+CRPS) by the anytime-valid sequential test of :mod:`marketcast.trade.journal.sequential` on per-day differences:
+it may be asked after every cycle without raising its false-promotion rate above alpha.
 """
 
 from __future__ import annotations
@@ -95,10 +96,12 @@ class Shadow:
             () if candidate is None else ((SHADOW, self.weights, self.model, candidate),))
         with transaction(self.journal.conn) as c:
             for role, model, name, s in roles:
+                side = int(s.decision.side)
                 c.execute("INSERT OR IGNORE INTO shadow_decisions (decision_ts, symbol, role, model, side, close, "
-                          "quantiles, forecaster) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                          (ts, bars.symbol, role, model, int(s.decision.side), close,
-                           quantiles_json(CLOSE_LEVELS, s.close_quantiles), name))
+                          "quantiles, forecaster, cost) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                          (ts, bars.symbol, role, model, side, close,
+                           quantiles_json(CLOSE_LEVELS, s.close_quantiles), name,
+                           costs.round_trip(side) if side else 0.0))
         self.last_error = error
         if error is not None:
             log.warning("shadow %s on %s %s: %s (the live loop goes on)", self.weights, bars.symbol, ts, error)
@@ -129,16 +132,17 @@ def settle(journal: Journal, bars: Bars) -> int:
 def promote(journal: Journal, min_decisions: int = 60, alpha: float = 0.05,
             metric: str = "pnl") -> tuple[bool, str, Verdict]:
     """Swap to the shadow's weights when it has ``min_decisions`` paired settled decisions and beats the live
-    model on ``metric`` (``pnl``: per-decision paper P&L; ``crps``: the next close's quantile CRPS) with
-    p < ``alpha``; otherwise (False, why not with the statistics)."""
-    result = verdict(journal, metric)
+    model on ``metric`` (``pnl``: daily paper P&L after costs; ``crps``: the next close's quantile CRPS) by the
+    sequential test at level ``alpha`` (:mod:`marketcast.trade.journal.sequential`); otherwise (False, why not
+    with the statistics). Safe to call after every cycle."""
+    result = verdict(journal, metric, alpha)
     weights = shadow_weights(journal)
     if weights is None:
         return False, "not promoted: no shadow decisions in this journal (run `trade run --shadow WEIGHTS`)", result
     if result.n < min_decisions:
         return False, f"not promoted: {result.n} of {min_decisions} decisions needed; {result.line()}", result
-    if not (result.mean_diff > 0 and result.p < alpha):
-        return False, (f"not promoted: the shadow does not beat the live model on {metric} (p >= {alpha:g}); "
-                       f"{result.line()}"), result
+    if not result.test.passes:
+        return False, (f"not promoted: the shadow does not beat the live model on {metric} (e-value below "
+                       f"{result.test.threshold:g} = 1/alpha, or a mean difference <= 0); {result.line()}"), result
     swap(journal, weights, result, shadow_model(journal))
     return True, f"promoted {weights}: {result.line()}", result
