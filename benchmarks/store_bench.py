@@ -9,7 +9,7 @@ part). Everything is written through the store's own writer: run A as a sweep wr
 folded every ``FOLD_PARTS`` parts while its lock is held, :func:`marketcast.runs.compact.fold`), then left
 ``interrupted`` and read before its final compaction; run B in bulk (parts of 2,048 cells), differing from
 A in 1 % of its cells, and compacted. Every command runs as its own ``marketcast`` process (start-up
-included), timed and with its peak RSS (``os.wait4``); ``report RUN SYMBOL`` is ``--no-html`` (the
+included), timed and with its peak RSS (GNU ``time``); ``report RUN SYMBOL`` is ``--no-html`` (the
 synthetic symbols have no bars for a page). ``runs list`` reads a store of ``--runs`` runs (small ones as a
 backtest records them). Each size's row is printed as soon as it is measured and the result file written
 after each size. ``--small`` is a tiny run for CI (not for timing).
@@ -18,7 +18,6 @@ after each size. ``--small`` is a tiny run for CI (not for timing).
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 import subprocess
@@ -37,6 +36,7 @@ SWEEP_PART = 64  # cells a part as a sweep flushes them (flush_cells)
 BULK_PART = 2048  # cells a part where the benchmark writes in bulk
 DIGITS = 2  # trailing digits of each float in a record drawn afresh per cell
 MARKETCAST = str(Path(sys.executable).with_name("marketcast"))
+TIME = "/usr/bin/time"  # GNU time: the peak RSS of the command alone
 TARGETS = {"show_s": 3.0, "show_mb": 1024, "compare_s": 5.0, "list_s": 1.0, "report_s": 3.0, "files_after": 5,
            "uncompacted_x": 3.0}
 
@@ -107,30 +107,30 @@ def build_run(store, run_id: str, cells: int, shapes: list[Template], *, sweep: 
                               "spec_hash": "bench", "code_version": "bench"})
     per_part = SWEEP_PART if sweep else BULK_PART
     with store.lock(run_id):
-        written = 0
-        for start in range(0, cells, per_part):
+        for written, start in enumerate(range(0, cells, per_part), start=1):
             rows = []
             for i in range(start, min(cells, start + per_part)):
                 rows += cell_rows(run_id, i, cells, shapes, salt=1 if not sweep and differs(i) else 0)
             if sweep and start + per_part >= cells:
                 rows += cell_rows(run_id, 7, cells, shapes, salt=0, attempt=1)  # the retried cell
             store.write_rows(run_id, rows)
-            written += 1
             if sweep and written % fold_parts == 0:
                 store.fold(run_id)
 
 
-def command(args: list[str]) -> tuple[float, float]:
-    """``(seconds, peak RSS in MB)`` of one ``marketcast`` process."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([MARKETCAST, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - t0
-    code = os.waitstatus_to_exitcode(status)
-    if code not in (0, 1):  # compare exits 1 on a FAIL verdict
-        raise SystemExit(f"marketcast {' '.join(args)} failed ({code}): {proc.stderr.read().decode()[-2000:]}")
-    proc.stderr.close()
-    return seconds, usage.ru_maxrss / 1024
+def command(args: list[str], fail_ok: bool = False) -> tuple[float, float]:
+    """``(seconds, peak RSS in MB)`` of one ``marketcast`` process, its memory read by ``/usr/bin/time``: a
+    child forked from this process (which holds the records it built) reports this process's RSS as its own
+    peak in ``wait4``. ``fail_ok``: exit 1 is an answer (compare's FAIL verdict)."""
+    with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss:
+        t0 = time.perf_counter()
+        done = subprocess.run([TIME, "-f", "%M", "-o", rss.name, MARKETCAST, *args], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True, check=False)
+        seconds = time.perf_counter() - t0
+        if done.returncode not in ((0, 1) if fail_ok else (0,)):
+            raise SystemExit(f"marketcast {' '.join(args)} failed ({done.returncode}): {done.stderr[-2000:]}")
+        kb = [line for line in rss.read().splitlines() if line.strip().isdigit()]
+    return seconds, int(kb[-1]) / 1024
 
 
 def files(folder: Path) -> int:
@@ -153,7 +153,8 @@ def views(store_opt: list[str], root: Path, symbol: str, prefix: str) -> dict:
     """``runs show A``, ``runs compare A B``, ``report A SYMBOL`` as processes."""
     out = {}
     out[f"{prefix}show_s"], out[f"{prefix}show_mb"] = command(["runs", "show", "run-a", *store_opt])
-    out[f"{prefix}compare_s"], out[f"{prefix}compare_mb"] = command(["runs", "compare", "run-a", "run-b", *store_opt])
+    out[f"{prefix}compare_s"], out[f"{prefix}compare_mb"] = command(["runs", "compare", "run-a", "run-b", *store_opt],
+                                                                     fail_ok=True)
     report_dir = root / "report"
     out[f"{prefix}report_s"], out[f"{prefix}report_mb"] = command(
         ["report", "run-a", symbol, "--no-html", "--output-dir", str(report_dir), *store_opt])
@@ -179,7 +180,7 @@ def bench_size(root: Path, cells: int, shapes: list[Template], runs: int, fold_p
           flush=True)
     store_opt = ["--store", str(root)]
     out.update(views(store_opt, root, "S00003", "uncompacted_"))
-    command(["runs", "compact", "run-a", *store_opt])
+    out["compact_a_s"], out["compact_a_mb"] = command(["runs", "compact", "run-a", *store_opt])
     out["files_after"] = files(folder)
     out.update(views(store_opt, root, "S00003", ""))
     add_small_runs(store, max(0, runs - 2), shapes[0])

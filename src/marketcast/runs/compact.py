@@ -27,10 +27,11 @@ SPILL = "compact-spill"  # DuckDB's spill folder while sorting
 COMPACT_ROWS = 1_000_000  # a compacted file holds about this many rows at most
 COMPACT_BYTES = 128 * 2**20  # ... or about this many bytes of the parts it replaces
 COMPACT_MEMORY = "2GB"  # DuckDB's memory while compacting (the end of every sweep): flat in the run's size
-# ... and a file's cell records (~34 kB a cell) are sorted in that memory: a bucket holds at most this many bytes
-# of them, so its sort never spills (a 100k-cell run: 3.4 GB of records, 5 files; one sort of all of them in
-# 2 GB spilled for minutes)
-COMPACT_SORT_BYTES = 768 * 2**20
+# ... and the cell records are sorted in that memory one bucket (a range of symbols) at a time, each holding at
+# most this many bytes of them: 763 MB of records (10,000 real 70-window cells) in one sort ran out of 2 GB;
+# one sort of 3.4 GB spilled for minutes. A file holds several buckets in order (files_of)
+COMPACT_SORT_BYTES = 256 * 2**20
+ROW_GROUP = 100_000  # rows a Parquet row group holds at most in a compacted file
 FOLD_PARTS = 64  # a running sweep folds its parts into one compacted file every this many parts (fold)
 
 
@@ -49,6 +50,13 @@ def buckets(counts: list[tuple], n: int) -> list[str]:
                 out.append(f"symbol BETWEEN {sql_text(lo)} AND {sql_text(hi)}")
             start = i + 1
     return out
+
+
+def files_of(wheres: list[str], n: int) -> list[list[str]]:
+    """The sort buckets ``wheres`` (symbol ranges, in order) shared out in order among at most ``n`` files:
+    a bucket is what one sort holds in memory, a file as many buckets as its share of the rows and bytes."""
+    n = min(n, len(wheres))
+    return [wheres[len(wheres) * i // n:len(wheres) * (i + 1) // n] for i in range(n)]
 
 
 def _collect(folder: Path, manifest: dict | None) -> None:
@@ -112,15 +120,28 @@ def _merge(writer: StoreWriter, run_id: str, keep_parts: bool, fold_only: bool) 
         rows, records = sum(n for _, n in counts), sum(b or 0 for _, _, b in found)
         wheres = buckets(counts, max(1, -(-rows // COMPACT_ROWS), -(-size // COMPACT_BYTES),
                                      -(-records // COMPACT_SORT_BYTES)))
+        files = files_of(wheres, max(1, -(-rows // COMPACT_ROWS), -(-size // COMPACT_BYTES)))
         generation = (manifest["generation"] if manifest else 0) + 1
-        names = [f"compact-{generation:06d}-{i:03d}.parquet" for i in range(len(wheres))]
+        names = [f"compact-{generation:06d}-{i:03d}.parquet" for i in range(len(files))]
 
-        def copy(where: str):
-            return lambda tmp: con.execute(
-                f"COPY (SELECT * FROM {source} WHERE {where} ORDER BY symbol, strategy NULLS FIRST, "
-                f"cell_index) TO {sql_text(str(tmp))} (FORMAT parquet, COMPRESSION zstd)")
+        def copy(group: list[str]):
+            def write(tmp: Path) -> None:
+                import pyarrow.parquet as pq
 
-        write_files(folder, {name: copy(where) for name, where in zip(names, wheres)}, StateError)
+                out = None
+                try:
+                    for where in group:  # symbol ranges in order: the file is sorted as a whole
+                        batches = con.sql(f"SELECT * FROM {source} WHERE {where} ORDER BY symbol, strategy "
+                                          "NULLS FIRST, cell_index").to_arrow_reader(ROW_GROUP)
+                        for batch in batches:
+                            out = out or pq.ParquetWriter(tmp, batch.schema, compression="zstd")
+                            out.write_batch(batch)
+                finally:
+                    if out is not None:
+                        out.close()
+            return write
+
+        write_files(folder, {name: copy(group) for name, group in zip(names, files)}, StateError)
     finally:
         con.close()
         shutil.rmtree(folder / SPILL, ignore_errors=True)
