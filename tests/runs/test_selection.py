@@ -119,3 +119,14 @@ def test_many_symbols_keep_the_screen_short_and_skip_per_symbol_pbo(tmp_path, mo
     lines = overview.selection_lines(figures)
     assert lines[0].startswith("run: 20 trials") and lines[1].startswith("AAA: 10 trials")
     assert lines[2] == "... and 1 more symbols (runs show --json lists them)" and not any(x.startswith("BBB") for x in lines)
+
+
+def test_the_screen_computes_only_the_symbols_it_shows_and_says_how_many_there_are(tmp_path, monkeypatch):
+    monkeypatch.setattr(overview, "MAX_SYMBOL_LINES", 1)
+    matrix = np.random.default_rng(5).normal(0.0, 0.01, (WINDOWS, 30))
+    store = _store(tmp_path, list(matrix.T), symbols=("AAA", "BBB", "CCC"))
+    every, shown = selection(store, "sweep-test"), selection(store, "sweep-test", symbols=1)
+    assert [f["scope"] for f in every] == ["run", "AAA", "BBB", "CCC"] and [f["scope"] for f in shown] == ["run", "AAA"]
+    assert shown[0] == {**every[0], "symbols": 3} and shown[1] == every[1]
+    assert overview.selection_lines(shown) == overview.selection_lines(every)  # the same screen
+    assert overview.selection_lines(shown)[2] == "... and 2 more symbols (runs show --json lists them)"

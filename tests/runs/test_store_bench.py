@@ -15,5 +15,7 @@ def test_store_bench_small_runs_and_writes_its_json(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(out.read_text())
     size = report["sizes"][0]
-    assert size["cells"] == 200 and size["parts_before"] == 4 and size["files_after"] == 1
-    assert size["runs"] == 20 and "show_s" in size and "report_s" in size and "list_s" in size
+    # run A: 4 parts of 64 cells (the last with the retried cell), folded every 2 parts; 1 file once compacted
+    assert size["cells"] == 200 and size["files_uncompacted"] == 2 and size["files_after"] == 1
+    assert size["runs"] == 20 and report["rows_per_cell"] == 9 and report["fold_parts"] == 2
+    assert {"show_s", "uncompacted_show_s", "report_s", "list_s", "compare_s"} <= set(size)

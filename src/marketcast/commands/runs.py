@@ -119,7 +119,8 @@ def show(
     strategies' selection statistics, its mean metrics per strategy and grid point, and its failed cells."""
     from marketcast.runs.listing import resume_hint, run_status
     from marketcast.runs.rows import GRID_KINDS
-    from marketcast.runs.overview import cell_counts, cell_records, selection, selection_lines, summary
+    from marketcast.runs.overview import (MAX_SYMBOL_LINES, cell_counts, cell_records, selection, selection_lines,
+                                          summary)
 
     runs = open_store(store)
     with runs.one_warning():
@@ -128,7 +129,8 @@ def show(
         groups = [c.strip() for c in by.split(",") if c.strip()] if by else None
         total, ok, failed = cell_counts(runs, run_id)
         table = summary(runs, run_id, groups, tuple(m.strip() for m in metrics.split(",") if m.strip()))
-        trials = selection(runs, run_id) if info.get("kind") in GRID_KINDS else []
+        trials = selection(runs, run_id, None if as_json else MAX_SYMBOL_LINES) if info.get(
+            "kind") in GRID_KINDS else []
         records, finished = cell_records(runs, run_id)
         writing = runs.reader.writing(run_id)
     if "max_drawdown" in table:  # negative, as everywhere a user reads it (runs recorded before stored it positive)

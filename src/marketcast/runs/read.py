@@ -115,6 +115,7 @@ class StoreReader:
         self._warned: set[Path] = set()
         self._batch: dict[Path, str] | None = None
         self._shared: tuple | None = None  # (the files' (path, size, mtime), the connection over them)
+        self.axes: dict[tuple, list[str]] = {}  # (run ids, their live files) -> the grid's axes (overview.run_axes)
 
     def run_dir(self, run_id: str) -> Path:
         return self.root / run_id

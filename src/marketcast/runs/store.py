@@ -24,7 +24,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from marketcast.runs.compact import compact
+from marketcast.runs.compact import compact, fold
 from marketcast.runs.read import StoreReader
 from marketcast.runs.write import StoreWriter
 
@@ -117,3 +117,6 @@ class RunStore:
 
     def compact(self, run_id: str, keep_parts: bool = False) -> dict:
         return compact(self.writer, run_id, keep_parts)
+
+    def fold(self, run_id: str) -> dict:
+        return fold(self.writer, run_id)

@@ -7,7 +7,9 @@ Model actors hold a loaded forecaster for the whole sweep (``num_cpus=1``, plus 
 cells ask for CUDA), are replaced with a backoff when they die, and are released as soon as the last
 forecast of their model is in, so their CPU or GPU goes back to the pool. The driver alone writes the
 store: finished cells are flushed in parts (every ``flush_cells`` cells or ``flush_seconds``), so a killed
-sweep loses at most the cells since the last part, and ``--resume`` recomputes exactly those.
+sweep loses at most the cells since the last part, and ``--resume`` recomputes exactly those. Every ``fold_parts``
+parts the driver folds them into one compacted file (:func:`marketcast.runs.compact.fold`), so a running or
+interrupted run is read from a few files however many cells it holds.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from marketcast.errors import ConfigError, UnavailableError
+from marketcast.runs.compact import FOLD_PARTS
 from marketcast.runs.rows import RunContext, error_row
 from marketcast.runs.store import RunStore
 from marketcast.signals import Terminated, shielded
@@ -29,7 +32,7 @@ from marketcast.sweep.plan import FORECAST_FIELDS, Job
 
 RAY_HINT = "marketcast sweep needs Ray, an optional extra: pip install 'marketcast[ray]'"
 DEFAULTS = {"actors": None, "max_in_flight": None, "flush_cells": 64, "flush_seconds": 10.0, "cells_per_task": 8,
-            "symbols_per_call": 8}
+            "symbols_per_call": 8, "fold_parts": FOLD_PARTS}
 POISON_AFTER = 3  # a job whose forecast call killed this many actors is poison
 BACKOFF_SECONDS = 0.5
 
@@ -199,6 +202,7 @@ class Collector:
         self.buffer: list[dict] = []
         self.buffered_cells = 0
         self.last_flush = time.monotonic()
+        self.unfolded = 0  # parts written since the last fold
         self.counts = {"ok": 0, "error": 0, "poison": 0}
 
     def _calls(self) -> list[list[Job]]:
@@ -229,6 +233,10 @@ class Collector:
             self.store.write_rows(self.ctx.run_id, self.buffer)
             self.buffer, self.buffered_cells = [], 0
             self.last_flush = time.monotonic()
+            self.unfolded += 1
+            if self.unfolded >= self.options["fold_parts"]:  # the run never holds more than this many parts
+                self.store.fold(self.ctx.run_id)
+                self.unfolded = 0
 
 
 class Local(Collector):

@@ -73,7 +73,7 @@ from marketcast.runtime.compile_settings import MODES
 
 MODEL_TYPES = {"model": str, "weights": str | None, "device": str, "dtype": str, "compile": str | None}
 RAY_KEYS = {"actors": int, "max_in_flight": int, "flush_cells": int, "flush_seconds": float, "cells_per_task": int,
-            "symbols_per_call": int}
+            "symbols_per_call": int, "fold_parts": int}
 TOP_KEYS = ("name", "data", "options", "grid", "settings", "models", "ray")
 
 
