@@ -25,7 +25,9 @@ SMALL = ["--windows", "5", "--samples", "8", "--context", "32"]
 
 
 def test_five_models_one_table_one_json_one_run(tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "220")
+    from marketcast.console import console
+
+    monkeypatch.setattr(console, "width", 260)  # made at import: another test file may have imported it first
     capsys.readouterr()
     assert main(["models", "compare", "--symbols", "SP500", "--models", ",".join(MODELS), *RANDOM, *SMALL]) == 0
     lines = capsys.readouterr().out.strip().splitlines()

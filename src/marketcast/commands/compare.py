@@ -24,7 +24,8 @@ def leaderboard_table(rows: list[dict], title: str, benchmark: dict | None = Non
 
     table = Table(title=title, title_justify="left")
     for name, head in zip(COLUMNS, headers()):
-        table.add_column(head, justify="left" if name in TEXT_COLUMNS else "right")
+        table.add_column(head, justify="left" if name in TEXT_COLUMNS else "right",
+                         no_wrap=name in ("model", "device"))  # a model's name stays on its row
     for row, marked in zip(rows, marked_cells(rows)):
         texts = [escape(t) for t in marked]
         if row["random_weights"]:
