@@ -467,5 +467,11 @@ def test_finetune(tmp_path, capsys):
     assert pooled["mean_diff"] == pytest.approx(-crps["delta"]) and pooled["ci_low"] < pooled["mean_diff"]
     assert 0 <= pooled["t_p"] <= 1 and doc["evaluation"]["tuned_run"] in RunStore(
         os.environ["MARKETCAST_RUN_STORE"]).infos()
+    assert row["mase"]["baseline"] > 0 and doc["evaluation"]["baseline_run"] in RunStore(
+        os.environ["MARKETCAST_RUN_STORE"]).infos()
+    against = doc["evaluation"]["pooled_vs_baseline"]["tuned"]  # baseline - tuned on the same windows
+    assert against["mean_diff"] == pytest.approx(crps["baseline"] - crps["tuned"])
     assert errors("finetune", {**doc, "evaluation": None}) == []  # no --evaluate
     assert errors("finetune", {**doc, "lora": 0}) and errors("finetune", {**doc, "evaluation": {}})  # teeth
+    without = {**doc["evaluation"], "symbols": [{**row, "crps": {k: v for k, v in crps.items() if k != "baseline"}}]}
+    assert errors("finetune", {**doc, "evaluation": without})  # the baseline row is required
