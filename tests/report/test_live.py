@@ -103,6 +103,24 @@ def test_open_orders_fills_and_alerts_come_from_the_journal_and_alerts_file(page
     assert read_alerts(state_dir) == ALERTS
 
 
+def test_the_fills_costs_say_fee_spread_and_slippage_together_with_the_defaults_apart(page, state_dir):
+    """A paper fill's journalled fee is every cost of that side: for these stock entries 5 bp fee + 1 bp
+    half-spread + 1 bp slippage = 7 bp of the notional, so the column is named for all three and the split is
+    given beside it (terminal and page alike)."""
+    from marketcast.trade.ops.status import COSTS_COLUMN, status_rows
+
+    journal = Journal(state_dir / "journal.db")
+    entries = [f for f in journal.fills() if f.kind == "entry"]
+    journal.close()
+    assert len(entries) > 5
+    for f in entries:  # hand-computed: (5 + 1 + 1) bp of qty x price
+        assert f.fee == pytest.approx(f.qty * f.price * 7e-4, rel=1e-12)
+    fills = _section(page, "fills")
+    stock = "stock: fee 5 + half-spread 1 + slippage 1 = 7 bp per side"
+    assert f"<th>{COSTS_COLUMN}</th>" in fills and "<th>fee</th>" not in fills and stock in page
+    assert stock in dict(status_rows(state_dir))[COSTS_COLUMN]
+
+
 def test_an_empty_state_folder_says_so(tmp_path):
     page = status_html(read_state(tmp_path))
     assert figures(page) == {}

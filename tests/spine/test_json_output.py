@@ -54,7 +54,7 @@ SCHEMA_OF = {
     "compile status": "compile_status", "compile check": "compile_check", "compile analyze": "compile_analyze",
     "compile compare": "comparison", "trade resume": "trade_resume", "trade promote": "trade_promote",
     "trade reconcile": "trade_reconcile", "trade status": "trade_status", "trade orders": "trade_orders",
-    "trade replay": "trade_replay", "finetune": "finetune",
+    "trade replay": "trade_replay", "finetune": "finetune", "trade run": "trade_run",
 }
 
 
@@ -107,7 +107,7 @@ def test_the_schemas_are_json_schemas_and_compile_check_is_generated_from_the_va
         "backtest", "comparison", "compile_analyze", "compile_check", "compile_status", "compile_switch",
         "data_check", "data_fetch", "finetune", "forecast", "models_compare", "models_download", "report", "runs_compact",
         "runs_list", "runs_query", "runs_show", "sweep", "trade_orders", "trade_promote", "trade_reconcile",
-        "trade_replay", "trade_resume", "trade_status"))
+        "trade_replay", "trade_resume", "trade_run", "trade_status"))
     for name in names:
         Draft202012Validator.check_schema(_load(name))
     assert json.loads((SCHEMAS / "compile_check.schema.json").read_text()) == json_schema()
@@ -475,3 +475,46 @@ def test_finetune(tmp_path, capsys):
     assert errors("finetune", {**doc, "lora": 0}) and errors("finetune", {**doc, "evaluation": {}})  # teeth
     without = {**doc["evaluation"], "symbols": [{**row, "crps": {k: v for k, v in crps.items() if k != "baseline"}}]}
     assert errors("finetune", {**doc, "evaluation": without})  # the baseline row is required
+
+
+def test_trade_run_dry_run_and_once(tmp_path):
+    """``trade run --json``: stdout is the one document, the same orders the table prints, logs on stderr; a
+    continuous run has no end to print at, so --json without --once or --dry-run is one line and exit 2."""
+    from marketcast.data import load_symbol
+
+    data, state, clock = tmp_path / "data", tmp_path / "state", tmp_path / "clock"
+    data.mkdir()
+    for sym in ("SP500", "NASDAQ"):  # as tests/trade/test_cli.py: fresh data whose signals pass the default gates
+        load_symbol(sym).frame.loc[:"2018-07-20"].to_csv(data / f"{sym}.csv")
+    clock.write_text("2018-07-20T21:30:00Z")
+    env = {k: v for k, v in os.environ.items() if k != "ADD_LATEST"}
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "marketcast.commands", "trade", "run", "--symbols", "SP500,NASDAQ",
+                               "--data-dir", str(data), "--state-dir", str(state), "--clock-file", str(clock), *args],
+                              check=False, capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                              env={**env, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "250"})
+
+    refused = run("--json")
+    assert refused.returncode == 2 and refused.stdout == "" and not state.exists()
+    assert refused.stderr.strip().splitlines()[-1].endswith("--json needs --once or --dry-run")
+    dry_out = run("--dry-run", "-v", "--json")
+    assert dry_out.returncode == 0, dry_out.stderr
+    dry = json.loads(dry_out.stdout)
+    assert errors("trade_run", dry) == [] and not state.exists()
+    assert "INFO" in dry_out.stderr  # -v's log lines stay on stderr
+    [plan] = dry["cycles"]
+    planned = [r["client_order_id"] for r in plan["plan"] if r["client_order_id"]]
+    assert (dry["mode"], dry["dry_run"], dry["exit_code"], plan["submitted"]) == ("paper", True, 0, [])
+    assert len(planned) >= 1 and {r["symbol"] for r in plan["plan"]} == {"SP500", "NASDAQ"}
+    assert "2018-07-20" in plan["title"] and "dry run, nothing sent" in plan["title"]
+
+    once_out = run("--once", "--json")
+    assert once_out.returncode == 0, once_out.stderr
+    once = json.loads(once_out.stdout)
+    assert errors("trade_run", once) == [] and once["dry_run"] is False
+    [cycle] = once["cycles"]
+    assert cycle["submitted"] == planned  # the dry run's plan is what the cycle sent
+    assert [r["client_order_id"] for r in cycle["plan"] if r["client_order_id"]] == planned
+    assert cycle["equity"] == 100_000.0  # nothing has filled yet: the paper account's starting cash
+    assert errors("trade_run", {**once, "exit_code": -1})  # the schema has teeth

@@ -83,6 +83,9 @@ def run(
                                             help="The candidate's model, when it is not the live --model (e.g. "
                                                  "--model baseline --shadow-model toto2 --shadow random:4m). "
                                                  "Default: the live --model."),
+    as_json: bool = typer.Option(False, "--json", help="With --once or --dry-run: print the cycle's plan and "
+                                                       "outcome as one JSON document on stdout "
+                                                       "(docs/schemas/trade_run.schema.json)."),
     **flags,
 ) -> None:
     """Run the trading loop (paper by default): continuously, or one cycle with --once.
@@ -99,6 +102,7 @@ def run(
     settings = resolve(SETTINGS, SECTION, config=config, env_file=Path(ENV_FILE), env=os.environ,
                        flags=given_flags(ctx, SETTINGS, flags))
     broker_name, live = _venue_flags(paper, i_understand, settings["broker"])
+    command.check_json(as_json, once, dry_run)
     if print_config:
         command.print_config(settings, broker_name, live)
         return
@@ -109,13 +113,13 @@ def run(
         with StateLock(state_dir):
             setup_logging(state_dir, verbose)
             command.run_loop(settings, LoopRequest(state_dir, broker_name, live, once, False, clock_file, shadow=shadow,
-                                                   shadow_model=shadow_model))
+                                                   shadow_model=shadow_model), as_json)
         return
     # read-only: the state is read from a scratch copy, nothing is written back
     with tempfile.TemporaryDirectory(prefix="marketcast-dry-run-") as scratch:
         copy = command.scratch_copy(state_dir, Path(scratch)) if state_dir.is_dir() else Path(scratch)
         command.run_loop(settings, LoopRequest(copy, broker_name, live, once, True, clock_file, resolve_dir=state_dir,
-                                               shadow=shadow, shadow_model=shadow_model))
+                                               shadow=shadow, shadow_model=shadow_model), as_json)
 
 
 @app.command()

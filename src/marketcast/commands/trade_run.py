@@ -4,14 +4,15 @@ effect; and the dry run's scratch copy of the state. The loop itself is :func:`m
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from marketcast.console import console
-from marketcast.errors import ExitCode
+from marketcast.console import console, print_json
+from marketcast.errors import ConfigError, ExitCode
 from marketcast.settings import Settings
 from marketcast.trade.start import LoopRequest
 
@@ -63,12 +64,47 @@ def print_cycle(report, title: str, decimals: dict[str, int]) -> None:
                   f"equity {report.equity:,.2f}")
 
 
-def run_loop(settings: Settings, request: LoopRequest) -> None:
+def check_json(as_json: bool, once: bool, dry_run: bool) -> None:
+    """A continuous loop never exits, so it has no one document to print: ``--json`` needs a run that ends."""
+    if as_json and not (once or dry_run):
+        raise ConfigError("--json needs --once or --dry-run")
+
+
+def cycle_json(report, title: str) -> dict:
+    """One cycle as ``--json`` writes it (docs/schemas/trade_run.schema.json): the plan's rows, as the table shows
+    them, and what became of its orders (counts as ``trade replay --json`` gives them, with the order ids)."""
+    from marketcast.trade.loop.cycle import describe
+
+    return {"title": title, "decision_ts": report.decision_ts, "clock": report.clock, "plan": describe(report),
+            "submitted": report.submitted, "already": report.already, "rejected": report.rejected,
+            "refused": report.refused, "equity": report.equity}
+
+
+def run_loop(settings: Settings, request: LoopRequest, as_json: bool = False) -> None:
     """The trading loop (:func:`marketcast.trade.start.start_loop`) under the rules ``settings`` decide, each
-    plan printed; exits with the supervisor's code when it is not OK."""
+    plan printed (with ``as_json``: collected, and one JSON document printed at exit, while anything else the run
+    prints goes to stderr); exits with the supervisor's code when it is not OK."""
     from marketcast.commands.trade_settings import rules
     from marketcast.trade.start import start_loop
 
-    code = start_loop(settings, rules(settings, settings["seed"]), request, show_plan=print_plan, on_cycle=print_cycle)
+    if not as_json:
+        code = start_loop(settings, rules(settings, settings["seed"]), request, show_plan=print_plan,
+                          on_cycle=print_cycle)
+        if code != ExitCode.OK:
+            raise typer.Exit(code)
+        return
+    cycles: list[dict] = []
+
+    def collect(report, title: str, decimals: dict[str, int]) -> None:
+        cycles.append(cycle_json(report, title))
+
+    stdout, console.file = console.file, sys.stderr  # stdout holds the one document
+    try:
+        code = start_loop(settings, rules(settings, settings["seed"]), request, show_plan=collect, on_cycle=collect)
+    finally:
+        console.file = stdout
+    print_json({"mode": "live" if request.live else "paper", "broker": request.broker_name,
+                "dry_run": request.dry_run, "state_dir": request.resolve_dir or request.state_dir,
+                "exit_code": int(code), "cycles": cycles})
     if code != ExitCode.OK:
         raise typer.Exit(code)

@@ -23,7 +23,7 @@ from marketcast.report.page import chart, document, heading, paragraph, table
 from marketcast.trade.ops.monitor import read_records, summarise
 from marketcast.trade.ops.redact import redact
 from marketcast.trade.journal.state import Journal
-from marketcast.trade.ops.status import journal_counts
+from marketcast.trade.ops.status import COSTS_COLUMN, COSTS_NOTE, journal_counts
 from marketcast.trade.types import HELD_STATUSES, WORKING_STATUSES
 
 PAGE_NAME = "status.html"
@@ -193,8 +193,10 @@ def status_html(state: LiveState) -> str:
     fills = [[f["timestamp"], f["symbol"], f["side"], f"{f['qty']:g}", _money(f["price"]), _money(f["fee"]), f["kind"],
               f["client_order_id"]] for f in state.fills]
     parts += [heading("fills", f"Recent fills (last {RECENT}, newest first)"),
-              table(["time", "symbol", "side", "qty", "price", "fee", "kind", "client order id"], fills) if fills
+              table(["time", "symbol", "side", "qty", "price", COSTS_COLUMN, "kind", "client order id"], fills) if fills
               else paragraph("no fills yet", "empty")]
+    if fills:
+        parts.append(paragraph(f"{COSTS_COLUMN}: {COSTS_NOTE}."))
     alerts = [_alert_row(a) for a in state.alerts[-RECENT:][::-1]]
     parts += [heading("alerts", f"Alerts (last {RECENT}, newest first)"),
               table(["time", "level", "kind", "message", "details"], alerts, text=True) if alerts else

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from marketcast.backtest.costs import defaults_text
 from marketcast.errors import ConfigError
 from marketcast.trade.ops.monitor import read_records, summarise
 from marketcast.trade.journal.state import Journal
@@ -21,6 +22,11 @@ from marketcast.trade.ops.redact import redact
 
 INTENT_STATUSES = ("submitted", "rejected", "refused", "abandoned", "lost", "pending")
 
+
+# a fill's journalled fee is all the paper broker charged on it (its Costs.per_side), not the broker's fee alone
+COSTS_COLUMN = "costs (fee+spread+slippage)"
+COSTS_NOTE = (f"per side, fee + half-spread + slippage (a short's exit adds its borrow); the paper broker's "
+              f"defaults: {defaults_text()}; a --fee replaces the fee part")
 
 def journal_counts(journal: Journal) -> dict:
     """Cycles done (and their first and last bar), orders by what became of them, fills and cancels."""
@@ -146,6 +152,7 @@ def status_rows(state_dir: Path) -> list[tuple[str, str]]:
             e = sh["errors"]
             rows.append(("shadow errors", f"{e['bars']} bar(s) failed, the live loop went on; last {e['symbol']} "
                                           f"{e['last_bar'][:10]}: {e['error']}"))
+    rows.append((COSTS_COLUMN, COSTS_NOTE))
     halts = data["halts"]
     rows.append(("halted", "no" if not halts else "\n".join(h["message"] for h in halts)))
     for h in halts:  # a risk halt keeps (or flattened) the loop's positions: each with its exits
