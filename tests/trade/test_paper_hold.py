@@ -110,3 +110,39 @@ def test_a_broker_database_is_continued_only_in_the_mode_it_was_written_in(tmp_p
     holding(tmp_path).close()
     with pytest.raises(BrokerError, match="holds; replay it the same way"):
         PaperBroker(tmp_path / "broker.db", {"AAA": bars_from_rows("AAA", ROWS)})
+
+
+def test_a_late_fill_makes_the_loop_cancel_its_own_order_in_the_way_then_close(tmp_path):
+    """The wash-trade path on the holding paper broker: bar D0's gtc short fills on D1 after D1's long entry went
+    out (a late fill), so the leftover short's close, a market buy, could trade against that entry's held
+    take-profit leg. The loop cancels its own entry (the leg goes with it), sees the cancel confirmed, and only
+    then sends the close: the broker refuses nothing, and the close covers at the next open."""
+    from marketcast.trade.journal.ids import CLOSE, client_order_id
+    from marketcast.trade.journal.state import Journal
+    from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
+    from marketcast.trade.loop.feed import history_feed
+    from marketcast.trade.test_kit.alpaca_env import submitted
+
+    from .helpers import LongPlanner
+    from .test_clocks import OPEN_GATES
+
+    b = holding(tmp_path)
+    bars = {"AAA": bars_from_rows("AAA", ROWS)}
+    loop = TradingLoop(b, Journal(tmp_path / "journal.db"), LongPlanner(), history_feed(bars, lambda: b.clock),
+                       LoopConfig(("AAA",), gates=OPEN_GATES))
+    d0, d1 = "2024-01-01T00:00:00+00:00", "2024-01-02T00:00:00+00:00"
+    submitted(loop, OrderRequest("AAA", "sell", 10, "mc-d0", limit_price=101.5, time_in_force="gtc"), d0)
+    b.advance_to(d1)  # H104: the short fills at 101.5
+    submitted(loop, OrderRequest("AAA", "buy", 10, "mc-d1", limit_price=98.0, take_profit=103.0), d1)
+    r = loop.reconcile(d1)
+    close_id = client_order_id("AAA", d1, CLOSE)
+    assert r.closes == [close_id] and r.deferred == {}
+    [cancel] = loop.journal.cancels()
+    assert cancel["client_order_id"] == "mc-d1" and "potential wash trade" in cancel["reason"] and close_id in cancel["reason"]
+    assert [o.status for o in b.orders() if o.root_client_order_id == "mc-d1"] == ["canceled", "canceled"]
+    assert [outcome for _, outcome in b.submit_log()] == ["accepted"] * 3
+    close = b.order_by_client_id(close_id)
+    assert (close.side, close.type, close.qty, close.submitted_at) == ("buy", "market", 10, d1)
+    b.advance_to("2024-01-03")  # covered at the open, 101
+    assert b.positions() == [] and b.order_by_client_id(close_id).filled_avg_price == 101.0
+    assert b.account().cash == pytest.approx(100_000 + 10 * (101.5 - 101.0) - 2 * 10 * 101.5 * FEE)  # 100,003.985
