@@ -108,7 +108,7 @@ def test_crypto_has_no_leg_and_an_order_sent_while_the_bar_trades_fills_only_bey
 
 def test_a_broker_database_is_continued_only_in_the_mode_it_was_written_in(tmp_path):
     holding(tmp_path).close()
-    with pytest.raises(BrokerError, match="holds; replay it the same way"):
+    with pytest.raises(BrokerError, match=r"holds; replay it the same way \(--hold\)"):
         PaperBroker(tmp_path / "broker.db", {"AAA": bars_from_rows("AAA", ROWS)})
 
 
@@ -146,3 +146,27 @@ def test_a_late_fill_makes_the_loop_cancel_its_own_order_in_the_way_then_close(t
     b.advance_to("2024-01-03")  # covered at the open, 101
     assert b.positions() == [] and b.order_by_client_id(close_id).filled_avg_price == 101.0
     assert b.account().cash == pytest.approx(100_000 + 10 * (101.5 - 101.0) - 2 * 10 * 101.5 * FEE)  # 100,003.985
+
+
+def test_trade_replay_hold_and_a_state_folder_of_the_other_mode_is_one_line_and_exit_2(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    state = tmp_path / "st"
+
+    def replay(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "marketcast.commands", "trade", "replay", "--symbols", "SP500",
+                               "--start", "2015-01-01", "--end", "2015-02-01", "--state-dir", str(state), *extra],
+                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": src}, timeout=300)
+
+    held = replay("--hold")
+    assert held.returncode == 0 and "broker refusals 0;" in held.stdout, held.stderr
+    log = (state / "trade.log").read_text()
+    other = replay()
+    assert other.returncode == 2 and other.stdout == ""
+    assert other.stderr.strip() == (f"error: {state / 'broker.db'} was written by a paper broker that holds; replay it "
+                                    "the same way (--hold), or use a new state folder")
+    assert (state / "trade.log").read_text() == log  # refused before the lock or the log

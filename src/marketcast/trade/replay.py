@@ -33,7 +33,7 @@ from marketcast.trade.loop.feed import history_feed
 from marketcast.trade.loop.planner import Planner
 from marketcast.trade.ops.monitor import Monitor
 from marketcast.trade.risk.markets import tradable, without_bars
-from marketcast.trade.venues.paper import PaperBroker, iso
+from marketcast.trade.venues.paper import PaperBroker, iso, mode_mismatch
 
 log = logging.getLogger("marketcast.trade")
 
@@ -214,6 +214,8 @@ def replay_history(request: ReplayRequest, progress: Callable[[int], object]) ->
     bars = tradable(read)
     dates = replay_dates(bars, r.start, r.end)
     check_journal(r.state_dir / "journal.db")  # a foreign file is refused before the lock or the log is made
+    if (mismatch := mode_mismatch(r.state_dir / "broker.db", r.hold)) is not None:
+        raise ConfigError(mismatch)
     empty = without_bars(bars, _day(r.start, "--start"), _day(r.end, "--end"))
     syms = tuple(s for s in r.symbols if s not in empty)
     bars = {s: bars[s] for s in syms}

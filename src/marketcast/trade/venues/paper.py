@@ -80,6 +80,30 @@ MARGIN_FLOOR = 2_000.0  # margin-and-short-selling: under this equity the accoun
 MODES = {False: "bar", True: "hold"}
 
 
+def written_mode(db_path: str | Path) -> str | None:
+    """How an existing ``broker.db`` settles (``bar`` | ``hold``; None: no such file, or from before the modes):
+    read without writing, so a replay can refuse the other mode before it touches anything."""
+    import sqlite3
+
+    if not Path(db_path).is_file():
+        return None
+    with sqlite3.connect(f"file:{Path(db_path)}?mode=ro", uri=True) as c:
+        try:
+            row = c.execute("SELECT value FROM meta WHERE key='mode'").fetchone()
+        except sqlite3.DatabaseError:
+            return None  # not a broker database: the broker's own open says so
+    return row[0] if row else None
+
+
+def mode_mismatch(db_path: str | Path, hold: bool) -> str | None:
+    """One line if ``db_path`` was written in the other mode, else None."""
+    mode = written_mode(db_path)
+    if mode is None or mode == MODES[hold]:
+        return None
+    return (f"{db_path} was written by a paper broker that {'holds' if mode == 'hold' else 'settles within the bar'}; "
+            f"replay it the same way{' (--hold)' if mode == 'hold' else ' (without --hold)'}, or use a new state folder")
+
+
 def iso(ts) -> str:
     return pd.Timestamp(ts).tz_convert("UTC").isoformat() if pd.Timestamp(ts).tzinfo else (
         pd.Timestamp(ts).tz_localize("UTC").isoformat()
@@ -123,11 +147,9 @@ class PaperBroker(Broker):
             c.execute("INSERT OR IGNORE INTO meta VALUES ('cash', ?)", (repr(float(starting_cash)),))
             if start is not None:
                 c.execute("INSERT OR IGNORE INTO meta VALUES ('clock', ?)", (iso(start),))
-        mode = self._meta("mode")
-        if mode != MODES[hold]:
+        if self._meta("mode") != MODES[hold]:
             self.conn.close()
-            raise BrokerError(f"{Path(db_path)} was written by a paper broker that {'holds' if mode == 'hold' else 'settles within the bar'}; "
-                              f"replay it the same way, or use a new state folder")
+            raise BrokerError(mode_mismatch(db_path, hold))
 
     def set_bars(self, bars: Mapping[str, Bars]) -> None:
         """Trade on ``bars`` from now on (a file that grew is reloaded); what was settled stays settled."""
