@@ -395,8 +395,9 @@ class PaperBroker(Broker):
         return [self._order(r) for r in reversed(rows)]
 
     def order_history(self, since: str | None = None) -> list[Order]:
-        """Every order submitted at or after ``since`` (all when None), oldest first (the paper broker has no
-        legs: its take-profit is settled with the entry)."""
+        """Every order submitted at or after ``since`` (all when None), oldest first; holding, a stock entry's
+        take-profit leg follows it (settling within the bar there are no legs: the take-profit is settled with
+        the entry)."""
         return [self._order(r) for r in self._since("orders", "submitted_at", since, "seq")]
 
     def order(self, order_id: str) -> Order | None:
