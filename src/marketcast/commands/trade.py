@@ -335,6 +335,9 @@ Fee = Annotated[Optional[float], typer.Option("--fee", min=0.0, max=0.5, help="F
 Cash = Annotated[float, typer.Option("--cash", min=0.01, help="Starting cash of the paper account.")]
 Png = Annotated[Optional[Path], typer.Option("--png", help="Equity curve (default STATE_DIR/equity.png).")]
 Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="INFO on stderr (trade.log always has it).")]
+Hold = Annotated[bool, typer.Option("--hold", help="The paper broker holds positions and working orders across "
+                                    "bars as Alpaca does (default: each order settled within its bar, as the "
+                                    "backtest).")]
 
 
 @app.command("replay")
@@ -345,6 +348,7 @@ def replay_cmd(
     seed: options.Seed = 0, data_dir: options.DataDir = None, on_duplicate: options.OnDuplicate = "error",
     asset_class: options.AssetClass = None, periods_per_year: options.PeriodsPerYear = None, fee: Fee = None,
     cash: Cash = 100_000.0, png: Png = None, verbose: Verbose = False, as_json: options.AsJson = False,
+    hold: Hold = False,
 ) -> None:
     """Run the loop with the paper broker over history (resumable: same --state-dir carries on).
 
@@ -360,7 +364,7 @@ def replay_cmd(
     state_dir = state_dir or Path(f"out/replay-{start}-{end}")
     result, filled, seconds = replay_history(ReplayRequest(
         start, end, syms, pins, state_dir, rules(settings, seed), model, weights, device, dtype, seed, data_dir,
-        on_duplicate, asset_class, periods_per_year, fee, cash, png, verbose,
+        on_duplicate, asset_class, periods_per_year, fee, cash, png, verbose, hold,
     ), progress=lambda steps: progress_steps(steps, "replay"))
     eq = result.equity
     if as_json:  # docs/schemas/trade_replay.schema.json

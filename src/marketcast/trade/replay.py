@@ -5,6 +5,12 @@ bar t-1), so the loop sees exactly what it would see live after the close of t. 
 cycle only at its own bars (a crypto pair on a Saturday, a stock on its sessions), as the live supervisor. Finished cycles are
 recorded in the journal, so a killed replay restarted with the same state dir carries on where it
 stopped and ends with the same orders and fills as an uninterrupted one.
+
+By default every order lives one bar and is settled by the backtest's rule (docs/trading.md). With ``hold``
+the paper broker holds as Alpaca does (:mod:`marketcast.trade.venues.holding`): positions carry overnight, the
+loop closes what earlier bars left, and it looks at each market once while a bar trades (between the bar's
+halves, as the live supervisor's watches between two closes), so a crypto entry that filled gets its
+separately sent take-profit.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from marketcast.trade.loop.feed import history_feed
 from marketcast.trade.loop.planner import Planner
 from marketcast.trade.ops.monitor import Monitor
 from marketcast.trade.risk.markets import tradable, without_bars
-from marketcast.trade.venues.paper import PaperBroker, iso
+from marketcast.trade.venues.paper import PaperBroker, iso, mode_mismatch
 
 log = logging.getLogger("marketcast.trade")
 
@@ -80,6 +86,7 @@ def replay(
     png: str | Path | None = None,
     max_cycles: int | None = None,
     on_step: Callable[[str], None] | None = None,
+    hold: bool = False,
 ) -> ReplayResult:
     """Decide at every bar in [start, end) and settle through ``end``; resumes from ``state_dir``.
 
@@ -91,11 +98,21 @@ def replay(
     private_dir(state)
     journal = Journal(state / "journal.db")  # first: a damaged journal stops the replay before the broker moves
     broker = PaperBroker(state / "broker.db", bars, starting_cash=starting_cash, fee=config.fee,
-                         start=dates[0])
+                         start=dates[0], hold=hold)
     journal.clock = lambda: broker.clock  # one clock in the blotter: a submission at the simulated time
     loop = TradingLoop(broker, journal, planner, history_feed(bars, lambda: broker.clock, history), config,
                        Monitor(state), {s: b.asset_class for s, b in bars.items()})
     clocks = {clock: [bars[s].frame.index for s in symbols] for clock, symbols in loop.clocks().items()}
+
+    def watch(stamp: pd.Timestamp) -> None:
+        """While bar ``stamp`` trades, each market with a bar there looks at its last decided bar (the
+        supervisor's watch): fills are booked and a crypto take-profit goes out."""
+        for clock, indexes in clocks.items():
+            last = journal.last_done_cycle(clock)
+            if last is not None and pd.Timestamp(last) < stamp and any(stamp in index for index in indexes):
+                loop.reconcile(last, clock=clock)
+
+    between = watch if hold else None
     run = 0
     for ts in dates[:-1]:
         key = iso(ts)
@@ -107,12 +124,12 @@ def replay(
             continue
         if max_cycles is not None and run >= max_cycles:
             break
-        broker.advance_to(ts)
+        broker.advance_to(ts, between)
         for clock in due:  # each market decides on its own bars: crypto on weekends too, stocks on sessions
             loop.run_cycle(key, clock=clock)
         run += 1
     else:
-        broker.advance_to(dates[-1])
+        broker.advance_to(dates[-1], between)
         loop.reconcile(iso(dates[-1]))
     refusals = sum(outcome == "rejected" for _, outcome in broker.submit_log())
     result = ReplayResult(state, run, broker.equity_curve(), len(broker.orders(limit=1_000_000)),
@@ -166,6 +183,7 @@ class ReplayRequest:
     cash: float = 100_000.0
     png: Path | None = None  # default: STATE_DIR/equity.png
     verbose: bool = False
+    hold: bool = False  # the paper broker holds positions across bars, as Alpaca (replay's docstring)
 
 
 def replay_history(request: ReplayRequest, progress: Callable[[int], object]) -> tuple[ReplayResult, int, float]:
@@ -196,6 +214,8 @@ def replay_history(request: ReplayRequest, progress: Callable[[int], object]) ->
     bars = tradable(read)
     dates = replay_dates(bars, r.start, r.end)
     check_journal(r.state_dir / "journal.db")  # a foreign file is refused before the lock or the log is made
+    if (mismatch := mode_mismatch(r.state_dir / "broker.db", r.hold)) is not None:
+        raise ConfigError(mismatch)
     empty = without_bars(bars, _day(r.start, "--start"), _day(r.end, "--end"))
     syms = tuple(s for s in r.symbols if s not in empty)
     bars = {s: bars[s] for s in syms}
@@ -211,7 +231,7 @@ def replay_history(request: ReplayRequest, progress: Callable[[int], object]) ->
                                  resolve=resolve_command(r.state_dir, "paper", False, syms, r.data_dir),
                                  resume=f"marketcast trade resume --state-dir {r.state_dir}")
         result = replay(bars, planner, r.state_dir, r.start, r.end, loop_config, starting_cash=r.cash,
-                        png=r.png or r.state_dir / "equity.png", on_step=step)
+                        png=r.png or r.state_dir / "equity.png", on_step=step, hold=r.hold)
     journal = Journal(r.state_dir / "journal.db")
     filled = journal_counts(journal)["orders_filled"]
     journal.close()

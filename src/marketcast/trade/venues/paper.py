@@ -15,13 +15,21 @@ exercises the same rules the live loop does. It is a cash account: crypto and st
 it reports no day-trade count (pattern-day-trader protection is Alpaca's, for margin accounts). Its
 crypto assets have no price grid (none is known without a broker) and the finest size Alpaca takes.
 A submit is one transaction (its ``submit_log`` row and the order), so a kill never splits them.
+
+With ``hold=True`` it holds instead, as Alpaca does (:mod:`marketcast.trade.venues.holding`): positions and
+working orders live across bars, day orders expire at the close, ``gtc`` orders work on, a stock entry's
+take-profit is a leg that fills when a later bar touches it, crypto's take-profit is the loop's own order, and
+equity is cash plus the positions marked at their last close. Buying power is then ``multiplier`` x equity
+(1x under the $2,000 margin floor, https://docs.alpaca.markets/docs/margin-and-short-selling) less the positions
+and the open opening orders; crypto draws on cash alone (``non_marginable_buying_power``,
+https://docs.alpaca.markets/docs/crypto-trading). ``multiplier`` 1 is a cash account.
 """
 
 from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -34,6 +42,7 @@ from marketcast.trade.journal.db import connect, transaction
 from marketcast.trade.risk.protections import Standing, refusals
 from marketcast.trade.risk.rules import opening_value
 from marketcast.trade.types import Asset
+from marketcast.trade.venues import holding
 from marketcast.trade.types import (
     BUY,
     LIMIT,
@@ -46,6 +55,7 @@ from marketcast.trade.types import (
     OrderRequest,
     Position,
     Quote,
+    SELL,
     utc_time,
 )
 
@@ -63,7 +73,35 @@ CREATE TABLE IF NOT EXISTS fills (
 CREATE TABLE IF NOT EXISTS equity (ts TEXT PRIMARY KEY, equity REAL NOT NULL, cash REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS submit_log (n INTEGER PRIMARY KEY AUTOINCREMENT, client_order_id TEXT NOT NULL,
     outcome TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS positions (symbol TEXT PRIMARY KEY, qty REAL NOT NULL, avg REAL NOT NULL,
+    opened_at TEXT NOT NULL);
 """
+MARGIN_FLOOR = 2_000.0  # margin-and-short-selling: under this equity the account has 1x buying power
+MODES = {False: "bar", True: "hold"}
+
+
+def written_mode(db_path: str | Path) -> str | None:
+    """How an existing ``broker.db`` settles (``bar`` | ``hold``; None: no such file, or from before the modes):
+    read without writing, so a replay can refuse the other mode before it touches anything."""
+    import sqlite3
+
+    if not Path(db_path).is_file():
+        return None
+    with sqlite3.connect(f"file:{Path(db_path)}?mode=ro", uri=True) as c:
+        try:
+            row = c.execute("SELECT value FROM meta WHERE key='mode'").fetchone()
+        except sqlite3.DatabaseError:
+            return None  # not a broker database: the broker's own open says so
+    return row[0] if row else None
+
+
+def mode_mismatch(db_path: str | Path, hold: bool) -> str | None:
+    """One line if ``db_path`` was written in the other mode, else None."""
+    mode = written_mode(db_path)
+    if mode is None or mode == MODES[hold]:
+        return None
+    return (f"{db_path} was written by a paper broker that {'holds' if mode == 'hold' else 'settles within the bar'}; "
+            f"replay it the same way{' (--hold)' if mode == 'hold' else ' (without --hold)'}, or use a new state folder")
 
 
 def iso(ts) -> str:
@@ -91,18 +129,27 @@ class PaperBroker(Broker):
         fill_mode: str = "touch",
         same_bar: str = "pessimistic",
         start: str | pd.Timestamp | None = None,
+        hold: bool = False,
+        multiplier: float = 1.0,
     ) -> None:
         self._fee, self._spread, self._slippage, self._borrow_rate = fee, spread, slippage, borrow_rate
+        self.hold, self.multiplier = hold, float(multiplier)
         self.set_bars(bars)
         self.fill_mode, self.same_bar = fill_mode, same_bar
         self.endpoint = f"embedded paper broker ({Path(db_path).name})"
         self.conn = connect(db_path)
         self.conn.executescript(SCHEMA)
+        if "parent" not in {r[1] for r in self.conn.execute("PRAGMA table_info(orders)")}:
+            self.conn.execute("ALTER TABLE orders ADD COLUMN parent TEXT")  # a leg's entry (client id)
         with transaction(self.conn) as c:
+            c.execute("INSERT OR IGNORE INTO meta VALUES ('mode', ?)", (MODES[hold],))
             c.execute("INSERT OR IGNORE INTO meta VALUES ('account_id', ?)", (f"paper-{uuid.uuid4()}",))
             c.execute("INSERT OR IGNORE INTO meta VALUES ('cash', ?)", (repr(float(starting_cash)),))
             if start is not None:
                 c.execute("INSERT OR IGNORE INTO meta VALUES ('clock', ?)", (iso(start),))
+        if self._meta("mode") != MODES[hold]:
+            self.conn.close()
+            raise BrokerError(mode_mismatch(db_path, hold))
 
     def set_bars(self, bars: Mapping[str, Bars]) -> None:
         """Trade on ``bars`` from now on (a file that grew is reloaded); what was settled stays settled."""
@@ -117,12 +164,23 @@ class PaperBroker(Broker):
         row = self.conn.execute("SELECT value FROM meta WHERE key='clock'").fetchone()
         return row[0] if row else None
 
-    def advance_to(self, ts) -> int:
+    def _meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def advance_to(self, ts, between: Callable[[pd.Timestamp], None] | None = None) -> int:
         """Settle every bar after the clock up to and including ``ts``; returns the bars processed.
 
         Each bar is one transaction (fills, cash, order status, equity, clock), so a kill between bars
-        loses nothing and a repeated call is a no-op.
+        loses nothing and a repeated call is a no-op. Holding, a bar is two transactions and ``between(bar)``
+        (the loop's look while the bar trades) runs between them; a kill after the first half finishes the bar
+        at the next call, the look run again (the loop's looks are idempotent).
         """
+        half = self._meta("half")
+        if half is not None:  # a kill between the halves: finish that bar first
+            if between is not None:
+                between(pd.Timestamp(half))
+            self._close_half(pd.Timestamp(half))
         target = pd.Timestamp(iso(ts))
         clock = self.clock
         stamps = sorted(
@@ -131,7 +189,13 @@ class PaperBroker(Broker):
             else {t for idx in self._index.values() for t in idx[idx <= target][-1:]}
         )
         for stamp in stamps:
-            self._process_bar(stamp)
+            if not self.hold:
+                self._process_bar(stamp)
+                continue
+            self._open_half(stamp)
+            if between is not None:
+                between(stamp)
+            self._close_half(stamp)
         return len(stamps)
 
     def _bar(self, symbol: str, stamp: pd.Timestamp) -> Bar | None:
@@ -181,6 +245,85 @@ class PaperBroker(Broker):
                   (qty, s.entry_price, ts, o["id"]))
         return qty * s.entry_price * s.net_return
 
+    # ------------------------------------------------------------------ holding (holding.py)
+    def _working(self, c) -> list:
+        q = "SELECT * FROM orders WHERE status IN (%s) ORDER BY seq" % ",".join("?" * len(holding.WORKING))
+        return c.execute(q, holding.WORKING).fetchall()
+
+    def _open_half(self, stamp: pd.Timestamp) -> None:
+        """What worked when the bar opened fills (an entry with its leg by the backtest's rule); the clock moves to
+        the bar and ``half`` marks the rest of it as still to play."""
+        ts = stamp.isoformat()
+        with transaction(self.conn) as c:
+            cash = float(c.execute("SELECT value FROM meta WHERE key='cash'").fetchone()[0])
+            legs = {o["parent"]: o for o in self._working(c) if o["parent"] is not None}
+            for o in self._working(c):
+                bar = self._bar(o["symbol"], stamp)
+                if bar is None or o["status"] == "held" or c.execute(
+                        "SELECT status FROM orders WHERE id=?", (o["id"],)).fetchone()[0] not in holding.WORKING:
+                    continue  # no session for it today, a leg waiting for its entry, or ended earlier in this bar
+                costs, leg = self.costs[o["symbol"]], legs.get(o["client_order_id"])
+                if leg is None:
+                    price = holding.open_price(o, bar, self.fill_mode)
+                    cash += 0.0 if price is None else self._hold_fill(c, o, price, ts)
+                    continue
+                both = holding.entry_with_leg(o, leg, bar, costs, self.fill_mode, self.same_bar)
+                if both is None:
+                    continue
+                cash += self._hold_fill(c, o, both[0], ts)
+                c.execute("UPDATE orders SET status='new' WHERE id=?", (leg["id"],))
+                if both[1] is not None:
+                    cash += self._hold_fill(c, leg, both[1], ts)
+            mark = c.execute("SELECT COALESCE(MAX(seq), 0) FROM orders").fetchone()[0]
+            c.execute("INSERT OR REPLACE INTO meta VALUES ('cash', ?)", (repr(cash),))
+            c.execute("INSERT OR REPLACE INTO meta VALUES ('clock', ?)", (ts,))
+            c.execute("INSERT OR REPLACE INTO meta VALUES ('half', ?)", (ts,))
+            c.execute("INSERT OR REPLACE INTO meta VALUES ('mark', ?)", (str(mark),))
+
+    def _close_half(self, stamp: pd.Timestamp) -> None:
+        """What was sent while the bar traded fills only if the bar closes beyond it; day orders of a symbol
+        that had this session end ``expired``; equity is marked at the close."""
+        ts = stamp.isoformat()
+        with transaction(self.conn) as c:
+            cash = float(c.execute("SELECT value FROM meta WHERE key='cash'").fetchone()[0])
+            mark = int(c.execute("SELECT value FROM meta WHERE key='mark'").fetchone()[0])
+            for o in self._working(c):
+                bar = self._bar(o["symbol"], stamp)
+                if bar is None or o["seq"] <= mark or o["status"] == "held" or o["parent"] is not None:
+                    continue
+                price = holding.late_price(o, bar)
+                if price is not None:
+                    cash += self._hold_fill(c, o, price, ts)
+                    c.execute("UPDATE orders SET status='new' WHERE parent=? AND status='held'", (o["client_order_id"],))
+            for o in self._working(c):
+                if o["time_in_force"] == "day" and self._bar(o["symbol"], stamp) is not None:
+                    c.execute("UPDATE orders SET status='expired', done_at=? WHERE id=?", (ts, o["id"]))
+            c.execute("INSERT OR REPLACE INTO meta VALUES ('cash', ?)", (repr(cash),))
+            c.execute("DELETE FROM meta WHERE key='half'")
+            equity = cash + sum(r[1] * self._close_at(r[0], stamp) for r in
+                                c.execute("SELECT symbol, qty FROM positions").fetchall())
+            c.execute("INSERT OR REPLACE INTO equity VALUES (?, ?, ?)", (ts, equity, cash))
+
+    def _hold_fill(self, c, o, price: float, ts: str) -> float:
+        """Fill order (or leg) ``o`` whole at ``price``: its fill row (a leg's under its entry's client id, as
+        ``take_profit``), its status, the position; returns the cash change."""
+        sym = o["symbol"]
+        pos = c.execute("SELECT opened_at FROM positions WHERE symbol=?", (sym,)).fetchone()
+        held = 0 if pos is None else holding.bars_between(self._index[sym], pos[0], pd.Timestamp(ts))
+        booked = holding.book_fill(c, sym, o["side"], o["qty"], price, self.costs[sym], ts, held)
+        leg = o["parent"] is not None
+        c.execute("INSERT INTO fills VALUES (?,?,?,?,?,?,?,?,?)",
+                  (f"{o['id']}-fill", o["parent"] if leg else o["client_order_id"], sym, o["side"], o["qty"], price,
+                   booked.cost, ts, "take_profit" if leg else "entry"))
+        c.execute("UPDATE orders SET status='filled', filled_qty=?, filled_avg_price=?, done_at=? WHERE id=?",
+                  (o["qty"], price, ts, o["id"]))
+        return -booked.signed * price - booked.cost
+
+    def _close_at(self, symbol: str, stamp: pd.Timestamp) -> float:
+        """The last close of ``symbol`` at or before ``stamp`` (a position is marked there)."""
+        frame = self.bars[symbol].frame.loc[:stamp]
+        return float(frame["close"].iloc[-1]) if len(frame) else 0.0
+
     # ------------------------------------------------------------------ Broker
     def cost_overrides(self, asset_class: str) -> dict:
         return {"spread": self._spread, "slippage": self._slippage, "borrow_rate": self._borrow_rate}
@@ -189,17 +332,28 @@ class PaperBroker(Broker):
         return float(self.conn.execute("SELECT value FROM meta WHERE key='cash'").fetchone()[0])
 
     def account(self) -> Account:
-        """Equity is cash between bars (every order round-trips within its bar); buying power is cash less
-        what open orders would draw (a cash account, as Alpaca counts open orders against it, shorts valued as
-        Alpaca values them); crypto draws on the same cash (``non_marginable_buying_power``)."""
+        """Settling within the bar, equity is cash between bars and buying power is cash less what open orders
+        would draw (a cash account, as Alpaca counts open orders against it, shorts valued as Alpaca values
+        them); crypto draws on the same cash (``non_marginable_buying_power``). Holding, equity is cash plus
+        the positions at their last close, only opening orders draw, and stocks may use ``multiplier`` x
+        equity (the module's docstring)."""
         cash = self._cash()
         account_id = self.conn.execute("SELECT value FROM meta WHERE key='account_id'").fetchone()[0]
-        committed = sum(opening_value(OrderRequest(o.symbol, o.side, o.qty, o.client_order_id, o.type,
-                                                   o.limit_price), self._last_close(o.symbol),
+        held = {p.symbol: p.qty for p in self.positions()} if self.hold else {}
+        committed = sum(opening_value(OrderRequest(o.symbol, o.side, o.qty - o.filled_qty, o.client_order_id,
+                                                   o.type, o.limit_price), self._last_close(o.symbol),
                                       self.asset(o.symbol).crypto)
-                        for o in self.open_orders())
-        return Account(equity=cash, cash=cash, buying_power=cash - committed, id=account_id,
-                       non_marginable_buying_power=cash - committed, crypto_status="ACTIVE")
+                        for o in self.open_orders()
+                        if (held.get(o.symbol, 0.0) >= 0) == (o.side == BUY) or not held.get(o.symbol, 0.0))
+        if not self.hold:
+            return Account(equity=cash, cash=cash, buying_power=cash - committed, id=account_id,
+                           non_marginable_buying_power=cash - committed, crypto_status="ACTIVE")
+        marks = {s: q * self._last_close(s) for s, q in held.items()}
+        equity = cash + sum(marks.values())
+        times = self.multiplier if equity >= MARGIN_FLOOR else min(self.multiplier, 1.0)
+        power = times * equity - sum(abs(v) for v in marks.values()) - committed
+        return Account(equity=equity, cash=cash, buying_power=max(0.0, power), id=account_id,
+                       non_marginable_buying_power=max(0.0, cash - committed), crypto_status="ACTIVE")
 
     def asset(self, symbol: str) -> Asset:
         sym = symbol.upper()
@@ -208,6 +362,13 @@ class PaperBroker(Broker):
         return Asset(sym, "stock")
 
     def positions(self) -> list[Position]:
+        if self.hold:  # a long's free quantity: less what its working sells hold (a held leg holds nothing yet)
+            selling: dict[str, float] = {}
+            for o in self.open_orders():
+                if o.side == SELL:
+                    selling[o.symbol] = selling.get(o.symbol, 0.0) + o.qty - o.filled_qty
+            return [Position(r[0], r[1], r[2], r[1] - selling.get(r[0], 0.0) if r[1] > 0 else r[1])
+                    for r in self.conn.execute("SELECT symbol, qty, avg FROM positions ORDER BY symbol")]
         net: dict[str, float] = {}
         for r in self.conn.execute("SELECT symbol, side, qty FROM fills"):
             net[r[0]] = net.get(r[0], 0.0) + (r[2] if r[1] == BUY else -r[2])
@@ -223,7 +384,7 @@ class PaperBroker(Broker):
                      qty=r["qty"], type=r["type"], status=r["status"], limit_price=r["limit_price"],
                      take_profit=r["take_profit"], filled_qty=r["filled_qty"],
                      filled_avg_price=r["filled_avg_price"], submitted_at=r["submitted_at"],
-                     time_in_force=r["time_in_force"])
+                     time_in_force=r["time_in_force"], parent_client_order_id=r["parent"])
 
     def open_orders(self) -> list[Order]:
         q = "SELECT * FROM orders WHERE status IN (%s) ORDER BY seq" % ",".join("?" * len(OPEN_STATUSES))
@@ -234,8 +395,9 @@ class PaperBroker(Broker):
         return [self._order(r) for r in reversed(rows)]
 
     def order_history(self, since: str | None = None) -> list[Order]:
-        """Every order submitted at or after ``since`` (all when None), oldest first (the paper broker has no
-        legs: its take-profit is settled with the entry)."""
+        """Every order submitted at or after ``since`` (all when None), oldest first; holding, a stock entry's
+        take-profit leg follows it (settling within the bar there are no legs: the take-profit is settled with
+        the entry)."""
         return [self._order(r) for r in self._since("orders", "submitted_at", since, "seq")]
 
     def order(self, order_id: str) -> Order | None:
@@ -264,6 +426,7 @@ class PaperBroker(Broker):
         if clock is None:
             raise BrokerError("paper broker clock not started; call advance_to first")
         refusal = self._refusal(request)
+        take_profit = request.take_profit if self.attaches_take_profit(sym) else None  # Alpaca crypto: no legs
         with transaction(self.conn) as c:
             duplicate = c.execute("SELECT 1 FROM orders WHERE client_order_id=?",
                                   (request.client_order_id,)).fetchone() is not None
@@ -276,9 +439,16 @@ class PaperBroker(Broker):
                     "INSERT INTO orders (id, client_order_id, symbol, side, qty, type, limit_price, take_profit, "
                     "time_in_force, status, submitted_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                     (f"paper-{seq:08d}", request.client_order_id, sym, request.side, float(request.qty),
-                     request.type, request.limit_price if request.type == LIMIT else None, request.take_profit,
+                     request.type, request.limit_price if request.type == LIMIT else None, take_profit,
                      request.time_in_force, "new", clock),
                 )
+                if self.hold and take_profit is not None:  # the OTO leg: its own order, held until the entry fills
+                    c.execute(
+                        "INSERT INTO orders (id, client_order_id, symbol, side, qty, type, limit_price, "
+                        "time_in_force, status, submitted_at, parent) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                        (f"paper-{seq + 1:08d}", f"paper-leg-{seq + 1:08d}", sym, SELL if request.side == BUY else BUY,
+                         float(request.qty), LIMIT, take_profit, request.time_in_force, "held", clock,
+                         request.client_order_id))
         if duplicate:
             raise DuplicateOrder(f"client_order_id {request.client_order_id} must be unique")
         if refusal:
@@ -286,9 +456,17 @@ class PaperBroker(Broker):
         return self.order_by_client_id(request.client_order_id)
 
     def cancel(self, order_id: str) -> None:
+        """Cancel a working order (and its held leg: it goes with its entry), or a working leg alone."""
         with transaction(self.conn) as c:
             c.execute("UPDATE orders SET status='canceled', done_at=? WHERE id=? AND status IN ('new','accepted')",
                       (self.clock, order_id))
+            c.execute("UPDATE orders SET status='canceled', done_at=? WHERE status='held' AND parent="
+                      "(SELECT client_order_id FROM orders WHERE id=? AND status='canceled')", (self.clock, order_id))
+
+    def attaches_take_profit(self, symbol: str) -> bool:
+        """Holding, as Alpaca: stocks carry an OTO leg, crypto none (the loop sends it). Settling within the bar,
+        every entry's take-profit is settled with it."""
+        return not (self.hold and self.asset(symbol).crypto)
 
     def fills(self, since: str | None = None) -> list[Fill]:
         """Fills at or after ``since``, compared as times (any spelling of ``since``); SQL narrows the rows by
