@@ -14,6 +14,7 @@ import typer
 from typer.core import TyperCommand
 
 from marketcast.commands.help import HelpCommand, HelpGroup, adopt
+from marketcast.signals import shielded
 
 # name -> ("package.module:attribute", summary); the attribute is a Typer app (a group of subcommands) or a
 # function (one command)
@@ -38,7 +39,9 @@ class LazyGroup(HelpGroup):
         """The real command ``name``: imported, and turned into a click command by Typer."""
         path, summary = self.table[name]
         module, attribute = path.split(":")
-        target = getattr(import_module(module), attribute)
+        with shielded():  # a signal waits for the imports: an extension stopped half-way through its init can
+            loaded = import_module(module)  # crash the interpreter (SIGSEGV seen under SIGTERM at random moments)
+        target = getattr(loaded, attribute)
         if isinstance(target, typer.Typer):
             command = typer.main.get_group(adopt(target))
             command.help = command.help or summary
