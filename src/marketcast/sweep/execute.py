@@ -2,7 +2,9 @@
 ``RAY_ADDRESS``); or, with ``--local``, the same steps in this process (:class:`Local`).
 
 Per forecast job (:mod:`marketcast.sweep.plan`) a CPU task loads the symbol; a model actor forecasts up to
-``symbols_per_call`` symbols of the same model and settings in one batch; CPU tasks settle each job's cells.
+``symbols_per_call`` symbols of the same model and settings in one batch; CPU tasks settle the call's cells,
+as many per task as make its overhead small (:mod:`marketcast.sweep.batching`: ``cells_per_task`` until the
+first cells' seconds are in, then sized from them and the measured per-task overhead).
 Model actors hold a loaded forecaster for the whole sweep (``num_cpus=1``, plus ``num_gpus=1`` when the
 cells ask for CUDA), are replaced with a backoff when they die, and are released as soon as the last
 forecast of their model is in, so their CPU or GPU goes back to the pool. The driver alone writes the
@@ -27,7 +29,7 @@ from marketcast.runs.compact import FOLD_PARTS
 from marketcast.runs.rows import RunContext, error_row
 from marketcast.runs.store import RunStore
 from marketcast.signals import Terminated, shielded
-from marketcast.sweep import tasks
+from marketcast.sweep import batching, tasks
 from marketcast.sweep.plan import FORECAST_FIELDS, Job
 
 RAY_HINT = "marketcast sweep needs Ray, an optional extra: pip install 'marketcast[ray]'"
@@ -204,6 +206,7 @@ class Collector:
         self.last_flush = time.monotonic()
         self.unfolded = 0  # parts written since the last fold
         self.counts = {"ok": 0, "error": 0, "poison": 0}
+        self.cost = batching.CellCost()
 
     def _calls(self) -> list[list[Job]]:
         """Jobs of one model and the same forecast settings, ``symbols_per_call`` at a time, in plan order: the
@@ -222,6 +225,8 @@ class Collector:
             if attempt:  # a retry: the first attempt's rows carry no attempt (read as 0)
                 rows = [{**row, "attempt": attempt} for row in rows]
             self.counts[status if status in self.counts else "error"] += 1
+            if status == "ok":
+                self.cost.add(rows[0].get("seconds"))
             self.buffer += rows
             self.buffered_cells += 1
             self.advance(status)
@@ -280,7 +285,8 @@ class Sweep(Collector):
         self.cpus, self.gpus = int(resources.get("CPU", 1)), int(resources.get("GPU", 0))
         self.max_in_flight = self.options["max_in_flight"] or 2 * self.cpus + 2
         self.load = ray.remote(num_cpus=1)(tasks.load)
-        self.settle = ray.remote(num_cpus=1)(tasks.settle)
+        self.settle = ray.remote(num_cpus=1)(tasks.settle_many)
+        self.overhead = batching.task_overhead(ray)  # seconds a task costs besides its cells
         self.server = ray.remote(tasks.ForecastServer)
         self.pools: dict[tuple, Pool] = {}
         self.unsubmitted: dict[tuple, int] = {}
@@ -352,11 +358,16 @@ class Sweep(Collector):
         slot, generation, forecasted = pool.submit("forecast", len(jobs), jobs[0].config, *loaded)
         call = Call(jobs, slot, generation, forecasted)
         self.calls.append(call)
-        for job, one_loaded, one_forecast in zip(jobs, loaded, forecasted):
-            for chunk in job.chunks(self.options["cells_per_task"]):
-                ref = self.settle.remote(self.ctx, one_loaded, one_forecast, chunk, len(job.cells))
-                self.inflight[ref] = (chunk, call)
-                call.chunks += 1
+        default = self.options["cells_per_task"]
+        pieces = [(chunk, len(job.cells), one_loaded, one_forecast)
+                  for job, one_loaded, one_forecast in zip(jobs, loaded, forecasted) for chunk in job.chunks(default)]
+        size = self.cost.cells_per_task(self.overhead, default)
+        for group in batching.partition([piece[0] for piece in pieces], size):
+            batch = [pieces[i] for i in group]
+            inputs = [ref for _, _, one_loaded, one_forecast in batch for ref in (one_loaded, one_forecast)]
+            ref = self.settle.remote(self.ctx, [(chunk, cells) for chunk, cells, _, _ in batch], *inputs)
+            self.inflight[ref] = ([cell for chunk, _, _, _ in batch for cell in chunk], call)
+            call.chunks += 1
 
     # --- collecting -------------------------------------------------------------------------------------
 
