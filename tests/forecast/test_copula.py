@@ -204,9 +204,12 @@ def test_embedded_data_both_maxdiff_limits_fill_as_often_as_in_the_real_bars(emb
     model's limits. With the copula both the historical model and Toto 2.0 (random 4m weights) match it within
     a factor 1.25; with one shared uniform the share is 0. Toto 1.0's paths (tiny config, random weights) hold
     both limits a quarter of the time, the share of independent fields: its mixture draws each variate with its
-    own uniforms, so at one step its close, high and low are independent, and the factor of 2 of issue 44
-    measured against it read 0.2506 / 0.1274 = 1.97 (SP500) and 0.2505 / 0.1186 = 2.11 (NASDAQ) for Toto 2.0:
-    the bars themselves are the yardstick."""
+    own uniforms, so at one step its close, high and low are independent. Issue 44's yardstick, a quantile
+    model's share within a factor of 2 of Toto 1.0's on the same windows, holds for the calibrated quantile
+    model (0.2505 / 0.130 = 1.93). It cannot hold for every model that matches the bars, because the bars
+    themselves sit 0.2505 / 0.1195 = 2.10 from independence: Toto 2.0 with random weights reads 2.04 pooled
+    (1.97 SP500, 2.11 NASDAQ), lower than the calibrated model because its incoherent random marginals move a
+    path's high or low to the close in 3-4 % of draws. The bars are the yardstick asserted for every model."""
     from marketcast.forecast.toto import TotoConfig, TotoForecaster
     from marketcast.forecast.toto.model import TotoModel, init_weights
     from marketcast.forecast.toto2 import Toto2Config, Toto2Forecaster
@@ -238,6 +241,7 @@ def test_embedded_data_both_maxdiff_limits_fill_as_often_as_in_the_real_bars(emb
     assert 0.8 < share["toto2"] / share["real"] < 1.25
     assert share["comonotone"] < 0.01
     assert abs(share["toto1"] - 0.25) < 0.01
+    assert share["toto1"] / share["historical"] < 2.0
 
 
 def test_reports_say_which_models_use_the_copula():
