@@ -207,16 +207,15 @@ def loaded_files(page: Path) -> list[Path]:
 
 
 def fold_problems(found: dict, sort: dict | None) -> list[str]:
-    """On a tearsheet: the headline and the equity chart above the fold, each symbol's drawdown table and trade
-    list present, the trade list sortable. Nothing on other pages (the live status page has no headline)."""
+    """On every page (a tearsheet, a leaderboard page, the live status page): its headline line and its equity
+    chart above the fold. On a tearsheet also each symbol's drawdown table and trade list present, the trade
+    list sortable."""
     fold = found["fold"]
-    if fold["headline"] is None:
-        return []
     out = []
     for name in ("headline", "equity"):
         box = fold[name]
         if box is None:
-            out.append(f"no {name} on the tearsheet")
+            out.append(f"no {name} on the page")
         elif box["bottom"] > FOLD:
             out.append(f"{name} ends at {box['bottom']} px, below the first {FOLD} px")
     for s in found["sections"]:
@@ -228,6 +227,18 @@ def fold_problems(found: dict, sort: dict | None) -> list[str]:
     elif not (sort["up"] and sort["down"]):
         out.append(f"clicking the trade list's net return header did not sort it ({sort})")
     return out
+
+
+MB = 1_000_000
+STATUS_LIMIT, SYMBOL_LIMIT, LONG_LIMIT, LONG_WINDOWS = 1.0 * MB, 1.5 * MB, 3.0 * MB, 5000
+
+
+def size_limit(page: Path, symbols: int, windows: int | None) -> float:
+    """Issue 46's limits on a page's own bytes (the shared Plotly file beside it is counted apart): the status
+    page 1 MB, a 5,000-window page 3 MB, any other tearsheet 1.5 MB a symbol."""
+    if page.name == "status.html":
+        return STATUS_LIMIT
+    return LONG_LIMIT if (windows or 0) >= LONG_WINDOWS else SYMBOL_LIMIT * max(1, symbols)
 
 
 def check_page(chromium: str, page: Path, screenshot: Path, timeout: float) -> dict:
@@ -245,8 +256,9 @@ def check_page(chromium: str, page: Path, screenshot: Path, timeout: float) -> d
             proc.kill()
         shutil.rmtree(profile, ignore_errors=True)
     loads = loaded_files(page)
+    shared = sum(p.stat().st_size for p in loads if p.is_file())
     return {"page": str(page), "bytes": page.stat().st_size, "loads": [str(p) for p in loads],
-            "bytes_with_loaded": page.stat().st_size + sum(p.stat().st_size for p in loads if p.is_file()),
+            "shared_bytes": shared, "bytes_with_loaded": page.stat().st_size + shared,
             "render_s": rendered, "plotly_ms": found["renderMs"],
             "charts": len(found["charts"]), "traces": sum(len(c["traces"]) for c in found["charts"]),
             "points": sum(t["points"] for c in found["charts"] for t in c["traces"]),
@@ -340,7 +352,9 @@ def main() -> int:
     parser.add_argument("--status", action="store_true", help="build and check the live status page")
     parser.add_argument("--leaderboard", action="store_true", help="build and check a models-compare page")
     parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
+    parser.add_argument("--chromium", default=os.environ.get("MARKETCAST_CHROMIUM") or shutil.which("chromium")
+                        or "/usr/bin/chromium", help="the browser (default: $MARKETCAST_CHROMIUM, else chromium on "
+                                                     "the PATH); docs/backtest.md#checking-the-pages-in-a-browser")
     parser.add_argument("--timeout", type=float, default=120.0)
     args = parser.parse_args()
     if not Path(args.chromium).exists():
@@ -362,16 +376,21 @@ def main() -> int:
     rows = []
     for page, windows, seconds in jobs:
         name = f"backtest_{windows}w" if windows else f"{page.parent.name}_{page.stem}"
-        rows.append({**check_page(args.chromium, page, args.out / "html_check" / f"{name}.png", args.timeout),
-                     "windows": windows, "build_s": seconds})
+        row = check_page(args.chromium, page, args.out / "html_check" / f"{name}.png", args.timeout)
+        row["limit_bytes"] = size_limit(page, len(row["sections"]), windows)
+        if row["bytes"] > row["limit_bytes"]:
+            row["problems"].append(f"the page is {row['bytes'] / MB:.2f} MB, over its {row['limit_bytes'] / MB:g} MB")
+        rows.append({**row, "name": name, "windows": windows, "build_s": seconds})
     shutil.rmtree(work, ignore_errors=True)
     table = Table(title=f"HTML check in headless Chromium, offline ({platform.node()}, {os.cpu_count()} CPUs)")
-    for col in ("page", "windows", "build s", "size MB", "with loaded MB", "render s", "plotly ms", "charts", "traces", "points",
+    for col in ("page", "windows", "build s", "page MB", "limit MB", "shared MB", "render s", "plotly ms", "charts",
+                "traces", "points",
                 "verdict px", "headline px", "equity px", "trades", "drawdowns", "sorts", "problems"):
         table.add_column(col, justify="left" if col in ("page", "problems") else "right")
     for r in rows:
-        table.add_row(Path(r["page"]).name, str(r["windows"] or ""), f"{r['build_s']:.1f}" if r["build_s"] else "",
-                      f"{r['bytes'] / 1e6:.2f}", f"{r['bytes_with_loaded'] / 1e6:.2f}", "-" if r["render_s"] is None else f"{r['render_s']:.2f}",
+        table.add_row(r["name"], str(r["windows"] or ""), f"{r['build_s']:.1f}" if r["build_s"] else "",
+                      f"{r['bytes'] / MB:.3f}", f"{r['limit_bytes'] / MB:g}", f"{r['shared_bytes'] / MB:.2f}",
+                      "-" if r["render_s"] is None else f"{r['render_s']:.2f}",
                       f"{r['plotly_ms']:.0f}", str(r["charts"]), str(r["traces"]), f"{r['points']:,}",
                       _span(r["fold"]["verdict"]), _span(r["fold"]["headline"]), _span(r["fold"]["equity"]),
                       "/".join("-" if s["trades"] is None else str(s["trades"]) for s in r["sections"]),
