@@ -1,21 +1,22 @@
 """Browser check of marketcast's HTML pages in headless Chromium, with the network switched off.
 
-For each page: load it from disk in a fresh headless Chromium (Debian's ``chromium`` package) with the
+For each page: load it from disk in a fresh headless Chromium (Debian's ``chromium`` package, or the npm
+registry's ``@sparticuz/chromium`` unpacked as docs/reports.md#getting-a-headless-chromium says) with the
 network emulated offline, wait until the page says every chart is drawn (``<body data-charts>``), then
 
 * fail on any console error, uncaught exception or error log entry;
 * fail on any request that is not ``file:`` or ``data:`` (the page must not fetch anything);
 * fail unless every chart has traces, every trace has points and the SVG holds its drawn traces, and
   every table has rows;
-* on every page, MEASURE that the verdict strip (``id="verdict"``) lies within the first 900 px of a 1280 x 900
-  viewport (fail when it is missing or below);
-* on a tearsheet (a page with a headline line), MEASURE where things are in a 1280 x 900 viewport: fail unless
-  the first symbol's headline line and its equity chart lie within the first 900 px, and unless every symbol
-  has its drawdown-periods table and its trade list; then click the trade list's "net return" header twice and
-  fail unless the rows come out sorted up, then down;
-* save a full-page screenshot PNG, and report the page size (the page alone, and with the files it loads: the
-  shared Plotly bundle beside it) and the render time (navigation to the last
-  chart drawn, wall clock, and Plotly's own drawing time measured in the page).
+* on every page (a tearsheet, a ``models compare`` page, the live status page), MEASURE where things are in a
+  1280 x 900 viewport: fail unless the verdict strip (``id="verdict"``), the headline line and the equity chart
+  lie within the first 900 px;
+* on a tearsheet, fail unless every symbol has its drawdown-periods table and its trade list; then click the
+  trade list's "net return" header twice and fail unless the rows come out sorted up, then down;
+* save a full-page screenshot PNG, and report the page size (the page's own bytes, and apart the files it
+  loads: the shared Plotly bundle beside it; fail when the page's own bytes pass issue 46's limits,
+  :func:`size_limit`) and the render time (navigation to the last chart drawn, wall clock, and Plotly's own
+  drawing time measured in the page).
 
 Pages are given as paths, or built first with ``--windows N`` (``marketcast backtest --windows N --html`` on
 the embedded default, run store off; its seconds are reported too), ``--status`` (a month of ``trade replay``
@@ -25,7 +26,7 @@ protocol (``websockets``), so it needs no browser driver package. Not run in CI 
 
     PYTHONPATH=src python benchmarks/html_check.py [PAGE.html ...] [--windows 70 5000] [--status] [--leaderboard]
         [--out DIR]
-        [--chromium /usr/bin/chromium] [--timeout 120]
+        [--chromium PATH (default $MARKETCAST_CHROMIUM, else chromium on the PATH)] [--timeout 120]
 
 Exit status 1 when a check fails. Results: ``benchmarks/results/html_check.json`` and two PNGs per page (the
 whole page, and its first screen as ``*_fold.png``).
@@ -46,6 +47,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import RowReport
 from rich.console import Console
 from rich.table import Table
 from websockets.sync.client import connect
@@ -354,11 +356,12 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--chromium", default=os.environ.get("MARKETCAST_CHROMIUM") or shutil.which("chromium")
                         or "/usr/bin/chromium", help="the browser (default: $MARKETCAST_CHROMIUM, else chromium on "
-                                                     "the PATH); docs/backtest.md#checking-the-pages-in-a-browser")
+                                                     "the PATH); docs/reports.md#getting-a-headless-chromium")
     parser.add_argument("--timeout", type=float, default=120.0)
     args = parser.parse_args()
     if not Path(args.chromium).exists():
-        print(f"error: no Chromium at {args.chromium}; install it (apt-get install -y chromium) or pass --chromium",
+        print(f"error: no Chromium at {args.chromium}; install it (apt-get install -y chromium, or as "
+              "docs/reports.md#getting-a-headless-chromium says) and pass --chromium or set MARKETCAST_CHROMIUM",
               file=sys.stderr)
         return 2
     jobs = [(p, None, None) for p in args.pages]
@@ -373,37 +376,47 @@ def main() -> int:
             jobs.append((page, None, seconds))
     if not jobs:
         parser.error("give pages, --windows, --status or --leaderboard")
-    rows = []
+    console = Console(width=200)
+    report = RowReport(str((args.out / "html_check.json").resolve()), list(COLUMNS),
+                       {"chromium": chromium_version(args.chromium), "viewport": [WIDTH, HEIGHT],
+                        "host": platform.node()}, console)
     for page, windows, seconds in jobs:
         name = f"backtest_{windows}w" if windows else f"{page.parent.name}_{page.stem}"
         row = check_page(args.chromium, page, args.out / "html_check" / f"{name}.png", args.timeout)
         row["limit_bytes"] = size_limit(page, len(row["sections"]), windows)
         if row["bytes"] > row["limit_bytes"]:
             row["problems"].append(f"the page is {row['bytes'] / MB:.2f} MB, over its {row['limit_bytes'] / MB:g} MB")
-        rows.append({**row, "name": name, "windows": windows, "build_s": seconds})
+        row.update(name=name, windows=windows, build_s=seconds)
+        report.add(row, cells(row))
     shutil.rmtree(work, ignore_errors=True)
+    rows = report.rows
     table = Table(title=f"HTML check in headless Chromium, offline ({platform.node()}, {os.cpu_count()} CPUs)")
-    for col in ("page", "windows", "build s", "page MB", "limit MB", "shared MB", "render s", "plotly ms", "charts",
-                "traces", "points",
-                "verdict px", "headline px", "equity px", "trades", "drawdowns", "sorts", "problems"):
+    for col in COLUMNS:
         table.add_column(col, justify="left" if col in ("page", "problems") else "right")
     for r in rows:
-        table.add_row(r["name"], str(r["windows"] or ""), f"{r['build_s']:.1f}" if r["build_s"] else "",
-                      f"{r['bytes'] / MB:.3f}", f"{r['limit_bytes'] / MB:g}", f"{r['shared_bytes'] / MB:.2f}",
-                      "-" if r["render_s"] is None else f"{r['render_s']:.2f}",
-                      f"{r['plotly_ms']:.0f}", str(r["charts"]), str(r["traces"]), f"{r['points']:,}",
-                      _span(r["fold"]["verdict"]), _span(r["fold"]["headline"]), _span(r["fold"]["equity"]),
-                      "/".join("-" if s["trades"] is None else str(s["trades"]) for s in r["sections"]),
-                      "/".join("-" if s["drawdowns"] is None else str(s["drawdowns"]) for s in r["sections"]),
-                      "-" if r["sort"] is None else ("yes" if r["sort"]["up"] and r["sort"]["down"] else "NO"),
-                      "; ".join(r["problems"]) or "none")
-    Console(width=200).print(table)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "html_check.json").write_text(json.dumps({"chromium": chromium_version(args.chromium),
-                                                          "pages": rows}, indent=2) + "\n")
+        table.add_row(*cells(r))
+    console.print(table)
+    report.finish()
     for r in rows:
         print(f"screenshot: {r['screenshot']}")
     return 1 if any(r["problems"] for r in rows) else 0
+
+
+COLUMNS = ("page", "windows", "build s", "page MB", "limit MB", "shared MB", "render s", "plotly ms", "charts",
+           "traces", "points", "verdict px", "headline px", "equity px", "trades", "drawdowns", "sorts", "problems")
+
+
+def cells(r: dict) -> list[str]:
+    """One checked page as the texts of :data:`COLUMNS`."""
+    return [r["name"], str(r["windows"] or ""), f"{r['build_s']:.1f}" if r["build_s"] else "",
+            f"{r['bytes'] / MB:.3f}", f"{r['limit_bytes'] / MB:g}", f"{r['shared_bytes'] / MB:.2f}",
+            "-" if r["render_s"] is None else f"{r['render_s']:.2f}", f"{r['plotly_ms']:.0f}", str(r["charts"]),
+            str(r["traces"]), f"{r['points']:,}", _span(r["fold"]["verdict"]), _span(r["fold"]["headline"]),
+            _span(r["fold"]["equity"]),
+            "/".join("-" if s["trades"] is None else str(s["trades"]) for s in r["sections"]),
+            "/".join("-" if s["drawdowns"] is None else str(s["drawdowns"]) for s in r["sections"]),
+            "-" if r["sort"] is None else ("yes" if r["sort"]["up"] and r["sort"]["down"] else "NO"),
+            "; ".join(r["problems"]) or "none"]
 
 
 def _span(box: dict | None) -> str:
@@ -412,7 +425,7 @@ def _span(box: dict | None) -> str:
 
 
 def chromium_version(chromium: str) -> str:
-    done = subprocess.run([chromium, "--version"], capture_output=True, text=True)
+    done = subprocess.run([chromium, "--version"], capture_output=True, text=True, check=False)
     return done.stdout.strip()
 
 

@@ -6,7 +6,7 @@ fell back to eager, the halts, and whether each symbol's strategy at the last ba
 no prices, so there is no buy & hold to beat: the net change and the drawdown carry no status (``info``) rather
 than one against a benchmark the page does not have. Every figure is read from :func:`~marketcast.trade.ops.status.
 status_data` (what ``trade status`` prints and ``--json`` writes), so the page and the terminal cannot differ.
-The statuses follow :data:`THRESHOLDS` (docs/trading.md#the-status-verdict states them).
+The statuses follow :data:`THRESHOLDS` (docs/reports.md#the-status-pages-verdict states them).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from marketcast.backtest.strategies import STRATEGIES
 from marketcast.backtest.verdict import AMBER, GREEN, INFO, MISSING, RED, Cell
 
-#: The status rules, as docs/trading.md#the-status-verdict states them.
+#: The status rules, as docs/reports.md#the-status-pages-verdict states them.
 THRESHOLDS = {
     "net": "info: no benchmark on the status page",
     "max_dd": "info: no benchmark on the status page",
