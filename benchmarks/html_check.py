@@ -19,8 +19,8 @@ network emulated offline, wait until the page says every chart is drawn (``<body
   drawing time measured in the page).
 
 Pages are given as paths, or built first with ``--windows N`` (``marketcast backtest --windows N --html`` on
-the embedded default, run store off; its seconds are reported too), ``--status`` (a month of ``trade replay``
-on SP500, then ``trade status --html``: the live status page) and ``--leaderboard`` (``models compare`` of the
+the embedded default, run store off; its seconds are reported too), ``--status`` (six weeks of ``trade replay``
+on SP500 and NASDAQ, gates open, then ``trade status --html``: the live status page) and ``--leaderboard`` (``models compare`` of the
 baseline and a random-weights toto2, then ``report RUN``: a page opening with the leaderboard). It talks to Chromium over the DevTools
 protocol (``websockets``), so it needs no browser driver package. Not run in CI (no Chromium there).
 
@@ -325,12 +325,19 @@ def _run(args: list[str], env: dict) -> subprocess.CompletedProcess:
                           capture_output=True, text=True)
 
 
+#: The entry gates opened (every non-flat signal goes through), so the replay trades and the status page has
+#: fills, positions and an equity curve that moves.
+OPEN_GATES = {"MARKETCAST_TRADE_GATES_MIN_EDGE": "-1", "MARKETCAST_TRADE_GATES_MIN_SHARPE": "-1000000000",
+              "MARKETCAST_TRADE_GATES_MAX_DRAWDOWN": "1.01"}
+
+
 def build_status_page(folder: Path) -> tuple[Path, float]:
-    """A month of ``trade replay`` on SP500, then ``trade status --html``: the live status page and its seconds."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MARKETCAST_RUN_STORE": "off"}
+    """Six weeks of ``trade replay`` on SP500 and NASDAQ with the gates open, then ``trade status --html``: the
+    live status page and its seconds."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MARKETCAST_RUN_STORE": "off", **OPEN_GATES}
     started = time.perf_counter()
-    _run(["trade", "replay", "--from", "2017-06-01", "--to", "2017-06-30", "--symbols", "SP500", "--state-dir",
-          str(folder)], env)
+    _run(["trade", "replay", "--from", "2017-06-01", "--to", "2017-07-15", "--symbols", "SP500,NASDAQ",
+          "--state-dir", str(folder)], env)
     _run(["trade", "status", "--state-dir", str(folder), "--html"], env)
     return folder / "status.html", time.perf_counter() - started
 
