@@ -20,9 +20,10 @@ network emulated offline, wait until the page says every chart is drawn (``<body
 
 Pages are given as paths, or built first with ``--windows N`` (``marketcast backtest --windows N --html`` on
 the embedded default, run store off; its seconds are reported too), ``--status`` (six weeks of ``trade replay``
-on SP500 and NASDAQ, gates open, then ``trade status --html``: the live status page) and ``--leaderboard`` (``models compare`` of the
-baseline and a random-weights toto2, then ``report RUN``: a page opening with the leaderboard). It talks to Chromium over the DevTools
-protocol (``websockets``), so it needs no browser driver package. Not run in CI (no Chromium there).
+on SP500 and NASDAQ, gates open, then ``trade status --html``: the live status page) and ``--leaderboard``
+(``models compare`` of the baseline and a random-weights toto2 on SP500, then ``report RUN``: a one-symbol page
+opening with a strip row per model). It talks to Chromium over the DevTools protocol (``websockets``), so it
+needs no browser driver package. Not run in CI (no Chromium there).
 
     PYTHONPATH=src python benchmarks/html_check.py [PAGE.html ...] [--windows 70 5000] [--status] [--leaderboard]
         [--out DIR]

@@ -203,8 +203,9 @@ def tearsheet_html(reports: Sequence[SymbolReport], leaderboard: Sequence[dict] 
                    models: Sequence[Sequence[SymbolReport]] = ()) -> str:
     """The page of one run (every symbol of one grid point); ``leaderboard``: the rows of a ``models compare`` run,
     shown after the symbols (every model on the same windows, then ``benchmark``, buy and hold's row), this page
-    being one model's; ``models``: that run's reports, a list per model, whose verdicts make the strip's rows when there is
-    a leaderboard (else this page's symbols); ``trades_per_page``: rows of each trade list shown at a time."""
+    being one model's; ``models``: that run's reports, a list per model, whose verdicts make the strip's rows
+    when there is a leaderboard (else this page's symbols); ``trades_per_page``: rows of each trade list shown at
+    a time."""
     results = [rep.result for rep in reports]
     keys = [f"s{i}-{anchor(r.symbol)}" for i, r in enumerate(results)]
     first = results[0]
