@@ -384,7 +384,7 @@ def main() -> int:
             jobs.append((page, None, seconds))
     if not jobs:
         parser.error("give pages, --windows, --status or --leaderboard")
-    console = Console(width=200)
+    console = Console(width=260)
     report = RowReport(str((args.out / "html_check.json").resolve()), list(COLUMNS),
                        {"chromium": chromium_version(args.chromium), "viewport": [WIDTH, HEIGHT],
                         "host": platform.node()}, console)
@@ -394,7 +394,8 @@ def main() -> int:
         row["limit_bytes"] = size_limit(page, len(row["sections"]), windows)
         if row["bytes"] > row["limit_bytes"]:
             row["problems"].append(f"the page is {row['bytes'] / MB:.2f} MB, over its {row['limit_bytes'] / MB:g} MB")
-        row.update(name=name, windows=windows, build_s=seconds)
+        row.update(name=name, windows=windows, build_s=seconds,
+                   console_errors=sum(x.startswith(CONSOLE) for x in row["problems"]))
         report.add(row, cells(row))
     shutil.rmtree(work, ignore_errors=True)
     rows = report.rows
@@ -411,7 +412,9 @@ def main() -> int:
 
 
 COLUMNS = ("page", "windows", "build s", "page MB", "limit MB", "shared MB", "render s", "plotly ms", "charts",
-           "traces", "points", "verdict px", "headline px", "equity px", "trades", "drawdowns", "sorts", "problems")
+           "traces", "points", "verdict px", "headline px", "equity px", "trades", "drawdowns", "sorts",
+           "console errors", "problems")
+CONSOLE = ("console error", "exception", "log error")  # how problems_in names what the page itself reported
 
 
 def cells(r: dict) -> list[str]:
@@ -424,7 +427,7 @@ def cells(r: dict) -> list[str]:
             "/".join("-" if s["trades"] is None else str(s["trades"]) for s in r["sections"]),
             "/".join("-" if s["drawdowns"] is None else str(s["drawdowns"]) for s in r["sections"]),
             "-" if r["sort"] is None else ("yes" if r["sort"]["up"] and r["sort"]["down"] else "NO"),
-            "; ".join(r["problems"]) or "none"]
+            str(r["console_errors"]), "; ".join(r["problems"]) or "none"]
 
 
 def _span(box: dict | None) -> str:
