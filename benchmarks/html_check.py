@@ -1,31 +1,33 @@
 """Browser check of marketcast's HTML pages in headless Chromium, with the network switched off.
 
-For each page: load it from disk in a fresh headless Chromium (Debian's ``chromium`` package) with the
+For each page: load it from disk in a fresh headless Chromium (Debian's ``chromium`` package, or the npm
+registry's ``@sparticuz/chromium`` unpacked as docs/reports.md#getting-a-headless-chromium says) with the
 network emulated offline, wait until the page says every chart is drawn (``<body data-charts>``), then
 
 * fail on any console error, uncaught exception or error log entry;
 * fail on any request that is not ``file:`` or ``data:`` (the page must not fetch anything);
 * fail unless every chart has traces, every trace has points and the SVG holds its drawn traces, and
   every table has rows;
-* on every page, MEASURE that the verdict strip (``id="verdict"``) lies within the first 900 px of a 1280 x 900
-  viewport (fail when it is missing or below);
-* on a tearsheet (a page with a headline line), MEASURE where things are in a 1280 x 900 viewport: fail unless
-  the first symbol's headline line and its equity chart lie within the first 900 px, and unless every symbol
-  has its drawdown-periods table and its trade list; then click the trade list's "net return" header twice and
-  fail unless the rows come out sorted up, then down;
-* save a full-page screenshot PNG, and report the page size (the page alone, and with the files it loads: the
-  shared Plotly bundle beside it) and the render time (navigation to the last
-  chart drawn, wall clock, and Plotly's own drawing time measured in the page).
+* on every page (a tearsheet, a ``models compare`` page, the live status page), MEASURE where things are in a
+  1280 x 900 viewport: fail unless the verdict strip (``id="verdict"``), the headline line and the equity chart
+  lie within the first 900 px;
+* on a tearsheet, fail unless every symbol has its drawdown-periods table and its trade list; then click the
+  trade list's "net return" header twice and fail unless the rows come out sorted up, then down;
+* save a full-page screenshot PNG, and report the page size (the page's own bytes, and apart the files it
+  loads: the shared Plotly bundle beside it; fail when the page's own bytes pass issue 46's limits,
+  :func:`size_limit`) and the render time (navigation to the last chart drawn, wall clock, and Plotly's own
+  drawing time measured in the page).
 
 Pages are given as paths, or built first with ``--windows N`` (``marketcast backtest --windows N --html`` on
-the embedded default, run store off; its seconds are reported too), ``--status`` (a month of ``trade replay``
-on SP500, then ``trade status --html``: the live status page) and ``--leaderboard`` (``models compare`` of the
-baseline and a random-weights toto2, then ``report RUN``: a page opening with the leaderboard). It talks to Chromium over the DevTools
-protocol (``websockets``), so it needs no browser driver package. Not run in CI (no Chromium there).
+the embedded default, run store off; its seconds are reported too), ``--status`` (six weeks of ``trade replay``
+on SP500 and NASDAQ, gates open, then ``trade status --html``: the live status page) and ``--leaderboard``
+(``models compare`` of the baseline and a random-weights toto2 on SP500, then ``report RUN``: a one-symbol page
+opening with a strip row per model). It talks to Chromium over the DevTools protocol (``websockets``), so it
+needs no browser driver package. Not run in CI (no Chromium there).
 
     PYTHONPATH=src python benchmarks/html_check.py [PAGE.html ...] [--windows 70 5000] [--status] [--leaderboard]
         [--out DIR]
-        [--chromium /usr/bin/chromium] [--timeout 120]
+        [--chromium PATH (default $MARKETCAST_CHROMIUM, else chromium on the PATH)] [--timeout 120]
 
 Exit status 1 when a check fails. Results: ``benchmarks/results/html_check.json`` and two PNGs per page (the
 whole page, and its first screen as ``*_fold.png``).
@@ -46,6 +48,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import RowReport
 from rich.console import Console
 from rich.table import Table
 from websockets.sync.client import connect
@@ -207,16 +210,15 @@ def loaded_files(page: Path) -> list[Path]:
 
 
 def fold_problems(found: dict, sort: dict | None) -> list[str]:
-    """On a tearsheet: the headline and the equity chart above the fold, each symbol's drawdown table and trade
-    list present, the trade list sortable. Nothing on other pages (the live status page has no headline)."""
+    """On every page (a tearsheet, a leaderboard page, the live status page): its headline line and its equity
+    chart above the fold. On a tearsheet also each symbol's drawdown table and trade list present, the trade
+    list sortable."""
     fold = found["fold"]
-    if fold["headline"] is None:
-        return []
     out = []
     for name in ("headline", "equity"):
         box = fold[name]
         if box is None:
-            out.append(f"no {name} on the tearsheet")
+            out.append(f"no {name} on the page")
         elif box["bottom"] > FOLD:
             out.append(f"{name} ends at {box['bottom']} px, below the first {FOLD} px")
     for s in found["sections"]:
@@ -228,6 +230,18 @@ def fold_problems(found: dict, sort: dict | None) -> list[str]:
     elif not (sort["up"] and sort["down"]):
         out.append(f"clicking the trade list's net return header did not sort it ({sort})")
     return out
+
+
+MB = 1_000_000
+STATUS_LIMIT, SYMBOL_LIMIT, LONG_LIMIT, LONG_WINDOWS = 1.0 * MB, 1.5 * MB, 3.0 * MB, 5000
+
+
+def size_limit(page: Path, symbols: int, windows: int | None) -> float:
+    """Issue 46's limits on a page's own bytes (the shared Plotly file beside it is counted apart): the status
+    page 1 MB, a 5,000-window page 3 MB, any other tearsheet 1.5 MB a symbol."""
+    if page.name == "status.html":
+        return STATUS_LIMIT
+    return LONG_LIMIT if (windows or 0) >= LONG_WINDOWS else SYMBOL_LIMIT * max(1, symbols)
 
 
 def check_page(chromium: str, page: Path, screenshot: Path, timeout: float) -> dict:
@@ -245,8 +259,9 @@ def check_page(chromium: str, page: Path, screenshot: Path, timeout: float) -> d
             proc.kill()
         shutil.rmtree(profile, ignore_errors=True)
     loads = loaded_files(page)
+    shared = sum(p.stat().st_size for p in loads if p.is_file())
     return {"page": str(page), "bytes": page.stat().st_size, "loads": [str(p) for p in loads],
-            "bytes_with_loaded": page.stat().st_size + sum(p.stat().st_size for p in loads if p.is_file()),
+            "shared_bytes": shared, "bytes_with_loaded": page.stat().st_size + shared,
             "render_s": rendered, "plotly_ms": found["renderMs"],
             "charts": len(found["charts"]), "traces": sum(len(c["traces"]) for c in found["charts"]),
             "points": sum(t["points"] for c in found["charts"] for t in c["traces"]),
@@ -311,12 +326,19 @@ def _run(args: list[str], env: dict) -> subprocess.CompletedProcess:
                           capture_output=True, text=True)
 
 
+#: The entry gates opened (every non-flat signal goes through), so the replay trades and the status page has
+#: fills, positions and an equity curve that moves.
+OPEN_GATES = {"MARKETCAST_TRADE_GATES_MIN_EDGE": "-1", "MARKETCAST_TRADE_GATES_MIN_SHARPE": "-1000000000",
+              "MARKETCAST_TRADE_GATES_MAX_DRAWDOWN": "1.01"}
+
+
 def build_status_page(folder: Path) -> tuple[Path, float]:
-    """A month of ``trade replay`` on SP500, then ``trade status --html``: the live status page and its seconds."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MARKETCAST_RUN_STORE": "off"}
+    """Six weeks of ``trade replay`` on SP500 and NASDAQ with the gates open, then ``trade status --html``: the
+    live status page and its seconds."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MARKETCAST_RUN_STORE": "off", **OPEN_GATES}
     started = time.perf_counter()
-    _run(["trade", "replay", "--from", "2017-06-01", "--to", "2017-06-30", "--symbols", "SP500", "--state-dir",
-          str(folder)], env)
+    _run(["trade", "replay", "--from", "2017-06-01", "--to", "2017-07-15", "--symbols", "SP500,NASDAQ",
+          "--state-dir", str(folder)], env)
     _run(["trade", "status", "--state-dir", str(folder), "--html"], env)
     return folder / "status.html", time.perf_counter() - started
 
@@ -340,11 +362,14 @@ def main() -> int:
     parser.add_argument("--status", action="store_true", help="build and check the live status page")
     parser.add_argument("--leaderboard", action="store_true", help="build and check a models-compare page")
     parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
+    parser.add_argument("--chromium", default=os.environ.get("MARKETCAST_CHROMIUM") or shutil.which("chromium")
+                        or "/usr/bin/chromium", help="the browser (default: $MARKETCAST_CHROMIUM, else chromium on "
+                                                     "the PATH); docs/reports.md#getting-a-headless-chromium")
     parser.add_argument("--timeout", type=float, default=120.0)
     args = parser.parse_args()
     if not Path(args.chromium).exists():
-        print(f"error: no Chromium at {args.chromium}; install it (apt-get install -y chromium) or pass --chromium",
+        print(f"error: no Chromium at {args.chromium}; install it (apt-get install -y chromium, or as "
+              "docs/reports.md#getting-a-headless-chromium says) and pass --chromium or set MARKETCAST_CHROMIUM",
               file=sys.stderr)
         return 2
     jobs = [(p, None, None) for p in args.pages]
@@ -359,32 +384,50 @@ def main() -> int:
             jobs.append((page, None, seconds))
     if not jobs:
         parser.error("give pages, --windows, --status or --leaderboard")
-    rows = []
+    console = Console(width=260)
+    report = RowReport(str((args.out / "html_check.json").resolve()), list(COLUMNS),
+                       {"chromium": chromium_version(args.chromium), "viewport": [WIDTH, HEIGHT],
+                        "host": platform.node()}, console)
     for page, windows, seconds in jobs:
         name = f"backtest_{windows}w" if windows else f"{page.parent.name}_{page.stem}"
-        rows.append({**check_page(args.chromium, page, args.out / "html_check" / f"{name}.png", args.timeout),
-                     "windows": windows, "build_s": seconds})
+        row = check_page(args.chromium, page, args.out / "html_check" / f"{name}.png", args.timeout)
+        row["limit_bytes"] = size_limit(page, len(row["sections"]), windows)
+        if row["bytes"] > row["limit_bytes"]:
+            row["problems"].append(f"the page is {row['bytes'] / MB:.2f} MB, over its {row['limit_bytes'] / MB:g} MB")
+        row.update(name=name, windows=windows, build_s=seconds,
+                   console_errors=sum(x.startswith(CONSOLE) for x in row["problems"]))
+        report.add(row, cells(row))
     shutil.rmtree(work, ignore_errors=True)
+    rows = report.rows
     table = Table(title=f"HTML check in headless Chromium, offline ({platform.node()}, {os.cpu_count()} CPUs)")
-    for col in ("page", "windows", "build s", "size MB", "with loaded MB", "render s", "plotly ms", "charts", "traces", "points",
-                "verdict px", "headline px", "equity px", "trades", "drawdowns", "sorts", "problems"):
+    for col in COLUMNS:
         table.add_column(col, justify="left" if col in ("page", "problems") else "right")
     for r in rows:
-        table.add_row(Path(r["page"]).name, str(r["windows"] or ""), f"{r['build_s']:.1f}" if r["build_s"] else "",
-                      f"{r['bytes'] / 1e6:.2f}", f"{r['bytes_with_loaded'] / 1e6:.2f}", "-" if r["render_s"] is None else f"{r['render_s']:.2f}",
-                      f"{r['plotly_ms']:.0f}", str(r["charts"]), str(r["traces"]), f"{r['points']:,}",
-                      _span(r["fold"]["verdict"]), _span(r["fold"]["headline"]), _span(r["fold"]["equity"]),
-                      "/".join("-" if s["trades"] is None else str(s["trades"]) for s in r["sections"]),
-                      "/".join("-" if s["drawdowns"] is None else str(s["drawdowns"]) for s in r["sections"]),
-                      "-" if r["sort"] is None else ("yes" if r["sort"]["up"] and r["sort"]["down"] else "NO"),
-                      "; ".join(r["problems"]) or "none")
-    Console(width=200).print(table)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "html_check.json").write_text(json.dumps({"chromium": chromium_version(args.chromium),
-                                                          "pages": rows}, indent=2) + "\n")
+        table.add_row(*cells(r))
+    console.print(table)
+    report.finish()
     for r in rows:
         print(f"screenshot: {r['screenshot']}")
     return 1 if any(r["problems"] for r in rows) else 0
+
+
+COLUMNS = ("page", "windows", "build s", "page MB", "limit MB", "shared MB", "render s", "plotly ms", "charts",
+           "traces", "points", "verdict px", "headline px", "equity px", "trades", "drawdowns", "sorts",
+           "console errors", "problems")
+CONSOLE = ("console error", "exception", "log error")  # how problems_in names what the page itself reported
+
+
+def cells(r: dict) -> list[str]:
+    """One checked page as the texts of :data:`COLUMNS`."""
+    return [r["name"], str(r["windows"] or ""), f"{r['build_s']:.1f}" if r["build_s"] else "",
+            f"{r['bytes'] / MB:.3f}", f"{r['limit_bytes'] / MB:g}", f"{r['shared_bytes'] / MB:.2f}",
+            "-" if r["render_s"] is None else f"{r['render_s']:.2f}", f"{r['plotly_ms']:.0f}", str(r["charts"]),
+            str(r["traces"]), f"{r['points']:,}", _span(r["fold"]["verdict"]), _span(r["fold"]["headline"]),
+            _span(r["fold"]["equity"]),
+            "/".join("-" if s["trades"] is None else str(s["trades"]) for s in r["sections"]),
+            "/".join("-" if s["drawdowns"] is None else str(s["drawdowns"]) for s in r["sections"]),
+            "-" if r["sort"] is None else ("yes" if r["sort"]["up"] and r["sort"]["down"] else "NO"),
+            str(r["console_errors"]), "; ".join(r["problems"]) or "none"]
 
 
 def _span(box: dict | None) -> str:
@@ -393,7 +436,7 @@ def _span(box: dict | None) -> str:
 
 
 def chromium_version(chromium: str) -> str:
-    done = subprocess.run([chromium, "--version"], capture_output=True, text=True)
+    done = subprocess.run([chromium, "--version"], capture_output=True, text=True, check=False)
     return done.stdout.strip()
 
 

@@ -9,6 +9,7 @@ import mmap
 
 import io
 import json
+import re
 import os
 import time
 
@@ -222,12 +223,15 @@ def test_a_leaderboard_run_is_its_own_kind_and_its_tearsheet_opens_with_the_tabl
 
     assert main(["report", doc["run_id"], "-o", str(tmp_path / "rep")]) == 0
     pages = sorted((tmp_path / "rep").rglob("report.html"))
-    assert len(pages) == 2  # one per model, each opening with the same leaderboard
+    assert len(pages) == 2  # one per model, each opening with the same strip (a row per model), then the symbol
     for page in pages:
         text = page.read_text()
         board = text[text.index('<section id="leaderboard">'):]
         board = board[:board.index("</section>")]
-        assert text.index('<section id="leaderboard">') < text.index('id="s0-SP500"')
+        strip = text[text.index('<div id="verdict"'):text.index('id="s0-SP500"')]
+        assert re.findall(r'data-symbol="([^"]+)"', strip) == ["baseline SP500", "toto2 SP500"]
+        assert "RANDOM WEIGHTS: toto2" in strip
+        assert text.index('id="s0-SP500"') < text.index('<section id="leaderboard">')
         rows = board.split("<tr")[2:]
         assert len(rows) == 3 and ">baseline<" in rows[0] and ">toto2<" in rows[1]
         assert 'class="random"' in rows[1] and 'class="random"' not in rows[0]

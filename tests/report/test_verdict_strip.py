@@ -60,11 +60,24 @@ def strip_texts(text: str, head: str) -> dict[str, str]:
     return out
 
 
+CELL = r'data-key="([a-z_0-9]+)" data-status="([a-z]+)"><a href="#([a-z0-9-]+)">[^<]*</a> <b[^>]*>([^<]*)</b>'
+
+
 def page_texts(page: str) -> dict[str, str]:
     block = re.search(r'<div id="verdict" class="verdict-strip".*?<small>', page, re.DOTALL).group(0)
-    return {k: html.unescape(v) for k, v in
-            re.findall(r'data-key="([a-z_0-9]+)" data-status="[a-z]+"><a href="#g-[a-z-]+">[^<]*</a> <b[^>]*>([^<]*)</b>',
-                       block)}
+    return {k: html.unescape(v) for k, _, anchor, v in re.findall(CELL, block) if anchor.startswith("g-")}
+
+
+def strip_rows(page: str) -> dict[str, dict[str, tuple[str, str]]]:
+    """Each row of the page's strip: its label -> key -> (status, figure text)."""
+    block = re.search(r'<div id="verdict" class="verdict-strip".*?<small>', page, re.DOTALL).group(0)
+    return {html.unescape(label): {k: (status, html.unescape(v)) for k, status, _, v in re.findall(CELL, row)}
+            for label, row in re.findall(r'<div class="verdict-row" data-symbol="([^"]+)">(.*?)</div>', block)}
+
+
+def first_in_main(page: str) -> bool:
+    """The strip is the first thing in the page's ``<main>``."""
+    return page.index("<main>") + len("<main>") == page.index('<div id="verdict"')
 
 
 def numbers(text: str) -> list[float]:
@@ -100,8 +113,7 @@ def test_one_runs_strip_is_identical_on_every_surface(one_run):
 
 def test_strip_is_at_the_top_of_the_tearsheet_and_links_to_the_glossary(one_run):
     page = one_run["page"]
-    main = page.index("<main>")
-    assert page.index('id="verdict"') - main < 20  # the first thing in the page's body
+    assert first_in_main(page)
     for anchor in set(re.findall(r'href="#(g-[a-z-]+)"', page)):
         assert f'id="{anchor}"' in page, anchor
     assert set(anchors()) <= set(re.findall(r'<dt id="(g-[a-z-]+)"', page))
@@ -187,3 +199,127 @@ def test_a_forecast_blind_pick_is_flagged_red(tmp_path):
     share = round(100 * verdict["walk_forward_blind_share"])
     assert strip_texts(done.stdout, "SP500 verdict")["pick"] == (f"buy_hold IGNORES THE FORECAST; walk-forward "
                                                                  f"blind {share}%")
+
+
+def test_a_models_compare_page_opens_with_a_strip_row_per_model(tmp_path):
+    """``report RUN`` of a ``models compare`` run: every model's page opens with the same strip, a row per model
+    and symbol holding the figures ``models compare --json`` and ``runs show`` print for it."""
+    env = {**os.environ, "COLUMNS": "400", "MARKETCAST_RUN_STORE": str(tmp_path / "runs")}
+    done = cli("models", "compare", "--symbols", "SP500", "--models", "baseline,toto2", "--weights", "toto2=random:4m",
+               "--windows", "30", "--samples", "32", "--context", "64", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert cli("report", doc["run_id"], "-o", str(tmp_path / "rep"), env=env).returncode == 0
+    shown = cli("runs", "show", doc["run_id"], env=env).stdout
+    expected = {f"{v['model']} {v['symbol']}": {c.key: (c.status, c.text) for c in cells(v["verdict"])}
+                for v in doc["verdicts"]}
+    assert list(expected) == ["baseline SP500", "toto2 SP500"]
+    pages = sorted((tmp_path / "rep").rglob("report.html"))
+    assert len(pages) == 2
+    for path in pages:
+        page = path.read_text()
+        assert first_in_main(page) and strip_rows(page) == expected
+        assert page.index('id="s0-SP500"') < page.index('<section id="leaderboard">')  # the table after the symbol
+    strip_lines = [line for line in shown.splitlines() if " · " in line and "vs buy & hold" in line]
+    assert len(strip_lines) == 2
+    for line, row in zip(strip_lines, expected.values()):
+        assert [part.split(" ", 1)[0] for part in line.split("  ", 1)[1].split(" · ")][:2] == ["vs", "MC"]
+        assert all(text in line for _, text in row.values())
+
+
+OPEN_GATES_SYMBOLS = ("SP500", "NASDAQ")
+
+
+@pytest.fixture(scope="module")
+def live_state(tmp_path_factory):
+    """Six weeks of a paper replay of two symbols, gates open so that it trades."""
+    from marketcast.data import load_symbol
+    from marketcast.forecast import load_forecaster
+    from marketcast.trade.loop.cycle import LoopConfig
+    from marketcast.trade.loop.planner import BacktestPlanner
+    from marketcast.trade.replay import replay
+    from marketcast.trade.risk.gates import GateConfig
+
+    folder = tmp_path_factory.mktemp("live")
+    replay({s: load_symbol(s) for s in OPEN_GATES_SYMBOLS}, BacktestPlanner(load_forecaster("baseline")), folder,
+           "2017-06-01", "2017-07-15",
+           LoopConfig(OPEN_GATES_SYMBOLS, gates=GateConfig(min_edge=-1.0, min_sharpe=-1e9, max_drawdown=1.01)))
+    return folder
+
+
+def test_the_status_pages_strip_opens_main_and_holds_trade_status_numbers(live_state, capsys):
+    import numpy as np
+
+    from marketcast.commands import main
+    from marketcast.trade.ops.monitor import read_records
+    from marketcast.trade.ops.status import status_rows
+
+    assert main(["trade", "status", "--state-dir", str(live_state), "--html", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    page = (live_state / "status.html").read_text()
+    assert first_in_main(page)
+    (label, row), = strip_rows(page).items()
+    texts = {k: text for k, (_, text) in row.items()}
+    rec, journal = data["records"], data["journal"]
+    equity = np.array([r["equity"] for r in read_records(live_state)])
+    # the drawdown is the records' own equity against its running peak, and the replay did lose from a peak
+    assert rec["max_drawdown"] == pytest.approx(np.max(1 - equity / np.maximum.accumulate(equity)), abs=1e-15)
+    assert rec["max_drawdown"] > 0 and journal["fills"] > 0
+    assert texts["net"] == (f"{rec['equity_last'] / rec['equity_first'] - 1:+.2%} ({rec['equity_first']:,.2f} → "
+                            f"{rec['equity_last']:,.2f})")
+    assert texts["max_dd"] == f"{-rec['max_drawdown']:.2%}"
+    assert texts["cycles"] == f"{journal['cycles']:,} ({journal['first_bar'][:10]} → {journal['last_bar'][:10]})"
+    assert texts["refusals"] == str(journal["orders_rejected"] + journal["orders_refused"])
+    assert texts["fallbacks"] == str(rec["fallbacks_to_eager"]) and texts["halted"] == "no" and not data["halts"]
+    assert texts["picks"] == "; ".join(f"{s} {c['strategy']}" for s, c in data["strategies"].items())
+    # the terminal's rows (what `trade status` prints) say the same
+    terminal = dict(status_rows(live_state))
+    assert terminal["max_drawdown"] == texts["max_dd"]
+    assert (terminal["equity_first"], terminal["equity_last"]) == (f"{rec['equity_first']:,.2f}",
+                                                                   f"{rec['equity_last']:,.2f}")
+    assert terminal["cycles"] == f"{journal['cycles']}" and terminal["halted"] == "no"
+    # the headline and the equity chart follow the strip, before any other section
+    assert page.index('data-check="headline"') < page.index('id="live-equity"') < page.index('id="positions"')
+
+
+@pytest.mark.parametrize("equity,expected", [
+    ([100.0, 110.0, 99.0, 120.0, 90.0, None, 130.0], 0.25),  # 120 -> 90; the missing cycle is skipped
+    ([100.0, 100.0, 101.0], 0.0), ([], None), ([None], None), ([100.0, 80.0], 0.2),
+])
+def test_max_drawdown_of_the_recorded_equity(equity, expected):
+    from marketcast.trade.ops.monitor import max_drawdown
+
+    assert max_drawdown(equity) == (None if expected is None else pytest.approx(expected, abs=1e-15))
+
+
+def _status_data(halts=0, rejected=0, refused=0, fallbacks=0, picks=None) -> dict:
+    journal = {"cycles": 3, "first_bar": "2017-06-01T00:00:00+00:00", "last_bar": "2017-06-05T00:00:00+00:00",
+               "orders_rejected": rejected, "orders_refused": refused}
+    return {"records": {"equity_first": 100.0, "equity_last": 99.0, "max_drawdown": 0.02,
+                        "fallbacks_to_eager": fallbacks},
+            "journal": journal, "halts": [{"message": "halt"}] * halts,
+            "strategies": {s: {"strategy": p} for s, p in ({"SP500": "maxdiff"} if picks is None else picks).items()}}
+
+
+@pytest.mark.parametrize("given,key,status", [
+    ({}, "halted", GREEN), ({"halts": 1}, "halted", RED),
+    ({}, "refusals", GREEN), ({"rejected": 1}, "refusals", AMBER), ({"refused": 2}, "refusals", AMBER),
+    ({}, "fallbacks", GREEN), ({"fallbacks": 1}, "fallbacks", AMBER),
+    ({}, "picks", GREEN), ({"picks": {"SP500": "maxdiff", "NASDAQ": "buy_hold"}}, "picks", AMBER),
+    ({"picks": {"SP500": "buy_hold"}}, "picks", RED), ({"picks": {}}, "picks", MISSING),
+    ({}, "net", "info"), ({}, "max_dd", "info"),
+])
+def test_the_live_strips_statuses_follow_its_documented_thresholds(given, key, status):
+    from marketcast.trade.ops.live_verdict import build
+
+    assert build(_status_data(**given))["status"][key] == status
+
+
+def test_the_live_strip_flags_a_forecast_blind_strategy_and_says_net_and_drawdown():
+    from marketcast.trade.ops.live_verdict import build
+    from marketcast.trade.ops.live_verdict import cells as live_cells
+
+    texts = {c.key: c.text for c in live_cells(build(_status_data(picks={"SP500": "maxdiff", "NASDAQ": "buy_hold"})))}
+    assert texts["picks"] == "SP500 maxdiff; NASDAQ buy_hold IGNORES THE FORECAST"
+    assert texts["net"] == "-1.00% (100.00 → 99.00)" and texts["max_dd"] == "-2.00%"
+    assert texts["cycles"] == "3 (2017-06-01 → 2017-06-05)"

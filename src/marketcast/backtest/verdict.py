@@ -202,14 +202,20 @@ def html(rows: list[tuple[str, dict]], glossary: str = "#") -> str:
     """The strip of every symbol as one block, ``<div id="verdict" class="verdict-strip">`` (the browser check
     finds it by that id): a row per symbol, each cell its label (a link to the glossary entry) and figure,
     coloured by status and marked with it in ``data-status``."""
-    body = []
-    for symbol, v in rows:
+    return strip_html([(symbol, cells(v)) for symbol, v in rows], glossary)
+
+
+def strip_html(rows: list[tuple[str, list[Cell]]], glossary: str = "#", note: str | None = None) -> str:
+    """Rows of cells (a symbol's, a model's, the live loop's) as the one strip block of :func:`html`; ``note``:
+    the HTML of its last line (default: a link to the glossary's thresholds)."""
+    body, default = [], f'Statuses: <a href="{glossary}g-verdict">thresholds</a>.'
+    for name, row in rows:
         items = "".join(
             f'<span class="verdict-cell" style="margin-right:1em" data-key="{c.key}" data-status="{c.status}">'
             f'<a href="{glossary}{c.anchor}">{escape(c.label)}</a> '
-            f'<b style="color:{STYLE[c.status]}">{escape(c.text)}</b></span>' for c in cells(v))
-        body.append(f'<div class="verdict-row" data-symbol="{escape(symbol)}"><strong>{escape(symbol)}</strong> '
+            f'<b style="color:{STYLE[c.status]}">{escape(c.text)}</b></span>' for c in row)
+        body.append(f'<div class="verdict-row" data-symbol="{escape(name)}"><strong>{escape(name)}</strong> '
                     f"{items}</div>")
     return ('<div id="verdict" class="verdict-strip" style="display:flex;flex-direction:column;gap:.2em;'
             'padding:.4em .6em;border:1px solid #d0d7de;border-radius:6px;margin:.5em 0;font-size:.92em">'
-            f'{"".join(body)}<small>Statuses: <a href="{glossary}g-verdict">thresholds</a>.</small></div>')
+            f'{"".join(body)}<small>{note or default}</small></div>')

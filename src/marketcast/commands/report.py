@@ -3,7 +3,8 @@
 The one command that re-makes reports from the run store: JSON, Markdown, trades.csv and (``--plots``) the PNGs through
 the backtest's own writer (byte for byte what ``marketcast backtest`` wrote), and ``report.html`` equal to
 what ``marketcast backtest --html`` wrote for the same run. A run with grid axes (a sweep) gets a folder per
-grid point; a ``models compare`` run's pages open with its leaderboard. The page draws the fans the run stored;
+grid point; a ``models compare`` run's pages open with a verdict strip row per model (its leaderboard table
+follows the symbols). The page draws the fans the run stored;
 only fans it lacks (another ``--fan-date``, a run recorded before fans were stored) are forecast here, by the run's
 model, and handed to the report as data.
 """
@@ -93,7 +94,7 @@ def report(
             groups = stored_reports(runs, run_id, fan_forecaster(), dates, symbol=symbol)
             info = runs.info(run_id)
             board, benchmark = leaderboard_rows(info), leaderboard_benchmark(info)
-            pages = {key: tearsheet_html(reps, board, benchmark, trades_per_page)
+            pages = {key: tearsheet_html(reps, board, benchmark, trades_per_page, list(groups.values()))
                      for key, reps in groups.items()}
             results = {key: [rep.result for rep in reps] for key, reps in groups.items()}
         else:

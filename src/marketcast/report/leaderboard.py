@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from marketcast.backtest.verdict import build as verdict_of
 from marketcast.forecast.paths import paths_note
 from marketcast.report.page import esc
 
@@ -34,6 +35,14 @@ _KEYS = {"MASE": ("skill", "mase"), "CRPS": ("skill", "crps"), "cov80": ("skill"
 PICK_NOTE = ("Trading: the walk-forward pick among the strategies that read the forecast (buy_hold, which ignores "
              "it, is left out); pick: the strategy picked most and its share of the windows; buy & hold: the "
              "benchmark, the same for every model.")
+
+
+def model_verdicts(models) -> list[tuple[str, dict]]:
+    """The verdict strip's rows of a ``models compare`` page: one per model and symbol, labelled as the
+    terminal's (``toto2 SP500``), from each model's results (``models``: the run's reports, a list per model,
+    each report with its ``.result``)."""
+    return [(f"{rep.result.forecast_meta.get('model')} {rep.result.symbol}", verdict_of(rep.result))
+            for reports in models for rep in reports]
 
 
 def _fmt(value, spec: str = ".3f") -> str:
@@ -116,6 +125,14 @@ def notes(rows: Sequence[dict]) -> list[str]:
     return [f"{row['model']}: {row['pick']['note']}" for row in rows if (row.get("pick") or {}).get("note")]
 
 
+def random_banner(rows: Sequence[dict]) -> str:
+    """The red line naming the models run with random weights ('' when none): a models compare page shows it
+    under its verdict strip and again over the leaderboard table."""
+    random = [r["model"] for r in rows if r["random_weights"]]
+    return (f'<p class="banner">RANDOM WEIGHTS: {esc(", ".join(random))}; their rows test the plumbing, not a '
+            "model.</p>" if random else "")
+
+
 def leaderboard_section(rows: Sequence[dict], anchor_id: str = "leaderboard",
                         benchmark: dict | None = None) -> str:
     """The tearsheet's section: the table, random weights marked in red in their row and named in a banner,
@@ -130,12 +147,11 @@ def leaderboard_section(rows: Sequence[dict], anchor_id: str = "leaderboard",
     if benchmark:
         body.append('<tr class="benchmark">' + "".join(f"<td>{esc(t)}</td>" for t in benchmark_cells(benchmark))
                     + "</tr>")
-    random = [r["model"] for r in rows if r["random_weights"]]
-    banner = (f'<p class="banner">RANDOM WEIGHTS: {esc(", ".join(random))}; their rows test the plumbing, not a '
-              "model.</p>" if random else "")
+    banner = random_banner(rows)
     said = "".join(f'<p class="note">{esc(line)}</p>' for line in notes(rows))
     said += f'<p class="note">{esc(paths_note(rows))}</p>' if paths_note(rows) else ""
     note = f"{NOTE} {PICK_NOTE}" if any("pick" in r for r in rows) else NOTE  # runs stored before picks: NOTE
     return (f'<section id="{esc(anchor_id)}"><h2>Models on the same windows</h2>{banner}'
-            f'<table class="leaderboard"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
-            f'{said}<p class="note">{esc(note)} {esc(BEST_NOTE)}</p></section>')
+            f'<div class="wide"><table class="leaderboard"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}'
+            f'</tbody></table></div><details class="note"><summary>How to read this table</summary>'
+            f'{said}<p class="note">{esc(note)} {esc(BEST_NOTE)}</p></details></section>')

@@ -17,13 +17,15 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from marketcast.backtest.verdict import strip_html
 from marketcast.errors import ConfigError
 from marketcast.report.charts import PALETTE, WALK_FORWARD_COLOUR, figure, line
 from marketcast.report.page import chart, document, heading, paragraph, table
+from marketcast.trade.ops import live_verdict
 from marketcast.trade.ops.monitor import read_records, summarise
 from marketcast.trade.ops.redact import redact
 from marketcast.trade.journal.state import Journal
-from marketcast.trade.ops.status import COSTS_COLUMN, COSTS_NOTE, journal_counts
+from marketcast.trade.ops.status import COSTS_COLUMN, COSTS_NOTE, journal_counts, status_data
 from marketcast.trade.types import HELD_STATUSES, WORKING_STATUSES
 
 PAGE_NAME = "status.html"
@@ -168,14 +170,30 @@ def _alert_row(a: dict) -> list[str]:
     return [redact(x) for x in (when, level, kind, message, json.dumps(rest, default=str) if rest else "")]
 
 
+def headline(v: dict) -> str:
+    """The one line that answers first: the equity's net change over the cycles and its deepest fall (the
+    strip's figures, :mod:`marketcast.trade.ops.live_verdict`)."""
+    if v["net_return"] is None:
+        return '<p class="headline" data-check="headline">No equity recorded yet.</p>'
+    span = f", {v['first_bar'][:10]} → {v['last_bar'][:10]}" if v["first_bar"] else ""
+    dd = "" if v["max_drawdown"] is None else f" · max DD <b>{live_verdict.drawdown_text(v['max_drawdown'])}</b>"
+    return (f'<p class="headline" data-check="headline"><b>Equity {v["net_return"]:+.2%}</b> '
+            f"({_money(v['equity_first'])} → {_money(v['equity_last'])}) over {v['cycles']:,} cycles{span}{dd}</p>")
+
+
 def status_html(state: LiveState) -> str:
     last = state.records[-1] if state.records else {}
+    verdict = live_verdict.build(status_data(state.state_dir))
     summary = [[what, redact(value)] for what, value in _summary_rows(state)]  # endpoints may be older than redaction
-    parts = [heading("summary", "Summary"), table(["", ""], summary, text=True)]
+    parts = [strip_html([("live loop", live_verdict.cells(verdict))], note=live_verdict.NOTE), headline(verdict)]
+    summary_table = heading("summary", "Summary") + table(["", ""], summary, text=True)
+    if state.records:  # the equity chart beside the summary, so both are on the first screen
+        parts.append('<div class="hero">' + chart("live-equity", equity_chart(state.records),
+                                                  "Account equity the broker reported at each cycle's decision bar.")
+                     + f'<aside class="trust">{summary_table}</aside></div>')
+    else:
+        parts.append(summary_table)
     parts += [paragraph(redact(h), "warning") for h in state.halts]
-    if state.records:
-        parts.append(chart("live-equity", equity_chart(state.records), "Account equity the broker reported at "
-                                                                       "each cycle's decision bar."))
     positions = [[s, f"{q:g}", (last.get("strategies") or {}).get(s, "")] for s, q in (last.get("positions") or {}).items()]
     parts += [heading("positions", "Positions"),
               table(["symbol", "quantity", "strategy picked"], positions) if positions

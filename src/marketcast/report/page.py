@@ -53,6 +53,8 @@ aside.trust { background: #fff; border: 1px solid #e5e5e5; padding: 8px 12px; fo
 aside.trust h3 { margin: 0 0 4px; font-size: 13px; } aside.trust dl { margin: 0; }
 aside.trust dt { font-weight: 600; margin-top: 5px; } aside.trust dd { margin: 0; color: #333; }
 table.leaderboard tr.random td { color: #c01c28; }
+div.wide { max-width: 100%; overflow-x: auto; }
+details.note { color: #555; font-size: 12.5px; margin: 2px 0 4px; } details.note summary { cursor: pointer; }
 .banner { background: #c01c28; color: #fff; font-weight: 650; padding: 6px 10px; margin: 0 0 6px; font-size: 13px; }
 aside.trust dd.warning { color: #8a4b00; }
 table.sortable th { cursor: pointer; user-select: none; }

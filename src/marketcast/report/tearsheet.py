@@ -46,7 +46,7 @@ from marketcast.data.bars import Bars
 from marketcast.report import figures
 from marketcast.forecast.paths import paths_text
 from marketcast.report.charts import downsampled
-from marketcast.report.leaderboard import leaderboard_section
+from marketcast.report.leaderboard import leaderboard_section, model_verdicts, random_banner
 from marketcast.report.overview import (
     breadth_of,
     drawdown_table,
@@ -199,10 +199,13 @@ def symbol_section(rep: SymbolReport, key: str, per_page: int = TRADES_PER_PAGE)
 
 
 def tearsheet_html(reports: Sequence[SymbolReport], leaderboard: Sequence[dict] = (),
-                   benchmark: dict | None = None, trades_per_page: int = TRADES_PER_PAGE) -> str:
+                   benchmark: dict | None = None, trades_per_page: int = TRADES_PER_PAGE,
+                   models: Sequence[Sequence[SymbolReport]] = ()) -> str:
     """The page of one run (every symbol of one grid point); ``leaderboard``: the rows of a ``models compare`` run,
-    shown first (every model on the same windows, then ``benchmark``, buy and hold's row), this page being one
-    model's; ``trades_per_page``: rows of each trade list shown at a time."""
+    shown after the symbols (every model on the same windows, then ``benchmark``, buy and hold's row), this page
+    being one model's; ``models``: that run's reports, a list per model, whose verdicts make the strip's rows
+    when there is a leaderboard (else this page's symbols); ``trades_per_page``: rows of each trade list shown at
+    a time."""
     results = [rep.result for rep in reports]
     keys = [f"s{i}-{anchor(r.symbol)}" for i, r in enumerate(results)]
     first = results[0]
@@ -212,9 +215,12 @@ def tearsheet_html(reports: Sequence[SymbolReport], leaderboard: Sequence[dict] 
                 f"fill mode {cfg.fill_mode}, same-bar {cfg.same_bar}. Returns net of fees and half the spread per "
                 "side; each decision at bar t is settled on bar t+1. " + SENTENCE)
     subtitle += f" {paths_text(first.forecast_meta)}" if paths_text(first.forecast_meta) else ""
-    body = verdict_html([(r.symbol, verdict_of(r)) for r in results])
-    body += leaderboard_section(leaderboard, benchmark=benchmark) if leaderboard else ""
+    rows = model_verdicts(models) if leaderboard and models else [(r.symbol, verdict_of(r)) for r in results]
+    body = verdict_html(rows) + random_banner(leaderboard)
     body += "".join(symbol_section(rep, key, trades_per_page) for rep, key in zip(reports, keys))
+    # the models' table after the symbols: the strip above already gives each model's verdict, and so the first
+    # symbol's headline and equity chart stay on the first screen however many models were compared
+    body += leaderboard_section(leaderboard, benchmark=benchmark) if leaderboard else ""
     body += ('<section id="skill"><h2>Forecast skill for bar t+1</h2>'
              f"{table(SKILL_COLUMNS, skill_rows(results), 0, SKILL_NOTE)}"
              "<h3>Calibration for bar t+1</h3>"

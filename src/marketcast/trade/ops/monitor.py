@@ -10,6 +10,7 @@ whole (a full disk) is cut back off and ends the run with :class:`~marketcast.er
 from __future__ import annotations
 
 import json
+import math
 import resource
 import sys
 import time
@@ -74,6 +75,18 @@ def read_records(state_dir: str | Path) -> list[dict]:
     return [by_bar[k] for k in sorted(by_bar)]
 
 
+def max_drawdown(equity: list) -> float | None:
+    """The deepest fall of the recorded equity from its running peak, as a fraction of the peak (0.0: never
+    below a peak; None: no equity recorded). Cycles without an equity figure are skipped."""
+    peak, worst = None, None
+    for value in equity:
+        if value is None or math.isnan(value) or value <= 0:
+            continue
+        peak = value if peak is None else max(peak, value)
+        worst = max(worst or 0.0, 1.0 - value / peak)
+    return worst
+
+
 def summarise(records: list[dict]) -> dict:
     """What the records say over all cycles: the venue, equity, quotes, forecast latency, compile state, memory
     and the last warm-up. ``fallbacks_to_eager`` is the number of models that fell back to eager in any cycle:
@@ -94,6 +107,7 @@ def summarise(records: list[dict]) -> dict:
         "endpoint": last.get("endpoint"),
         "equity_first": records[0].get("equity"),
         "equity_last": last.get("equity"),
+        "max_drawdown": max_drawdown([r.get("equity") for r in records]),
         "quotes_real": sum(q.get("real", 0) for q in quotes),
         "quotes_synthetic": sum(q.get("synthetic", 0) for q in quotes),
         "mean_forecast_latency_ms": {m: round(1000 * sum(v) / len(v), 2) for m, v in latencies.items()},
