@@ -227,3 +227,30 @@ def test_the_loop_never_works_opposite_orders_on_one_symbol_so_no_wash_arises(ye
     assert len(spans) > 300 and overlaps == []
     reasons = Counter(c["reason"] for c in journal.cancels())
     assert reasons and set(reasons) == {"its bar has passed"}, reasons  # no cancel was for a wash
+
+
+def test_a_held_replay_stopped_and_resumed_ends_with_the_orders_and_fills_of_one_run(tmp_path):
+    """A replay stopped every 15 cycles and resumed by a new loop (whose first look, while the next bar trades,
+    decides afresh from the bars up to the last decided bar whether a position is held on) sends the same
+    orders and books the same fills as one uninterrupted run."""
+    bars = {"SP500": load_symbol("SP500"), "BTCUSD": crypto_bars("BTCUSD", "2014-01-01", "2015-12-31", seed=3)}
+    config = LoopConfig(("SP500", "BTCUSD"), gates=OPEN_GATES, add_latest=True)
+    books = []
+    for state, step in ((tmp_path / "whole", None), (tmp_path / "parts", 15)):
+        runs = 0
+        while runs < 10:  # a stopped replay returns before its last settle: the equity curve ends short of March 15
+            planner = BacktestPlanner(load_forecaster("baseline"), pinned={"BTCUSD": "entry_takeprofit"})
+            result = replay_module.replay(bars, planner, state, "2015-01-01", "2015-03-15", config, hold=True,
+                                          max_cycles=step)
+            runs += 1
+            if result.equity.index[-1] == pd.Timestamp("2015-03-15", tz="UTC"):
+                break
+        assert runs == (1 if step is None else 5)  # 73 decision days: stopped after 15 four times, then 13 more
+        broker = PaperBroker(state / "broker.db", bars, hold=True)
+        books.append(([(o.client_order_id, o.status, o.side, o.qty, o.limit_price, o.submitted_at)
+                       for o in broker.orders(limit=10**6)],
+                      [(f.client_order_id, f.side, f.qty, f.price, f.timestamp) for f in broker.fills()]))
+        broker.close()
+    (orders, fills), resumed = books
+    filled = sum(1 for o in orders if o[1] == "filled")
+    assert len(orders) > 40 and filled > 20 and resumed == (orders, fills)
