@@ -12,8 +12,8 @@ the way the venue does (https://docs.alpaca.markets/docs/orders-at-alpaca):
 * GTC lifetime: Alpaca's pages give none ("Time in Force" says only "good until canceled"); issue 43 names the
   90 days after which US brokers commonly cancel an unfilled ``gtc`` order (moomoo: "After 90 days, any unfilled
   GTC orders will be cancelled"), and the fake Alpaca ends them so: here too a ``gtc`` order still working
-  :data:`GTC_DAYS` days after its submission ends ``expired`` when the next bar opens (:func:`lapsed`), so a
-  take-profit resting that long must be sent again by the loop.
+  :data:`GTC_DAYS` days after its submission ends ``expired`` when the next bar opens (:func:`lapsed`); a
+  position held on that long then has no take-profit until the loop closes it.
 * Positions carry from bar to bar with their average entry price (weighted over what added to them, unchanged
   by what reduced them; the position entity), marked at the last close.
 
