@@ -1,6 +1,6 @@
 """The paper broker holding as Alpaca does (``hold=True``): a day order ends at the close, a gtc order works on,
-a stock entry's take-profit leg fills when a later bar touches it, a position carries overnight marked at the
-close, crypto gets no leg and an order sent while the bar trades fills only if the bar closes beyond it. Where
+a stock entry's take-profit leg fills when a later bar touches it, an unfilled gtc order ends 90 days after its
+submission, a position carries overnight marked at the close, crypto gets no leg and an order sent while the bar trades fills only if the bar closes beyond it. Where
 an entry and its take-profit both fill in one bar the cash is the backtest's settlement to the cent."""
 
 from __future__ import annotations
@@ -55,6 +55,25 @@ def test_a_gtc_take_profit_fills_when_a_later_bar_touches_it(tmp_path):
     # fees are per_side of the entry notional on each side (the backtest's Costs): 2 x 0.495
     assert b.account().cash == pytest.approx(100_000 + 10 * (101.8 - 99.0) - 2 * 10 * 99.0 * FEE)  # 100,027.01
     assert b.positions() == [] and b.account().equity == b.account().cash
+
+
+def test_a_gtc_order_and_a_resting_leg_end_90_days_after_their_submission(tmp_path):
+    """``holding.GTC_DAYS``: a gtc buy limit nothing reaches, and a gtc entry's take-profit leg nothing reaches
+    (both sent on 2024-01-01), still work on day 89 (2024-03-30) and end ``expired`` when the bar of day 90
+    (2024-03-31, 2024 being a leap year) opens; the position the entry opened is kept."""
+    flat = [(100.0, 101.0, 99.0, 100.0)] * 100  # 2024-01-01 .. 2024-04-09
+    b = PaperBroker(tmp_path / "broker.db", {"AAA": bars_from_rows("AAA", flat)}, fee=FEE, spread=0.0, slippage=0.0,
+                    borrow_rate=0.0, start="2024-01-01", hold=True)
+    b.submit(OrderRequest("AAA", "buy", 5, "mc-low", limit_price=50.0, time_in_force="gtc"))
+    b.submit(OrderRequest("AAA", "buy", 10, "mc-tp", limit_price=100.0, take_profit=150.0, time_in_force="gtc"))
+    b.advance_to("2024-03-30")
+    assert sorted((o.client_order_id[:7], o.status) for o in b.open_orders()) == [("mc-low", "new"),
+                                                                                    ("paper-l", "new")]
+    b.advance_to("2024-03-31")
+    assert b.open_orders() == []
+    ended = {o.client_order_id[:7]: (o.status, o.filled_qty) for o in b.orders(limit=10)}
+    assert ended == {"mc-low": ("expired", 0.0), "mc-tp": ("filled", 10.0), "paper-l": ("expired", 0.0)}
+    assert b.positions()[0].qty == 10 and b.positions()[0].available == 10  # nothing holds it any more
 
 
 def test_a_day_order_expires_at_the_close_and_a_gtc_order_works_until_it_fills(tmp_path):

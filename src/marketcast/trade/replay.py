@@ -16,7 +16,7 @@ separately sent take-profit.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -100,6 +100,8 @@ def replay(
     broker = PaperBroker(state / "broker.db", bars, starting_cash=starting_cash, fee=config.fee,
                          start=dates[0], hold=hold)
     journal.clock = lambda: broker.clock  # one clock in the blotter: a submission at the simulated time
+    if hold:  # a position is held on while the decision stays on its side, its take-profit resting
+        config = replace(config, hold_agreeing=True)
     loop = TradingLoop(broker, journal, planner, history_feed(bars, lambda: broker.clock, history), config,
                        Monitor(state), {s: b.asset_class for s, b in bars.items()})
     clocks = {clock: [bars[s].frame.index for s in symbols] for clock, symbols in loop.clocks().items()}

@@ -17,6 +17,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Callable
 
+import pandas as pd
+
 from marketcast.backtest.orders import FLAT, LONG, Costs
 from marketcast.data.bars import Bars
 from marketcast.errors import HaltedError
@@ -64,6 +66,9 @@ class LoopConfig:
     cancel_wait_s: float = 10.0  # how long a cancel confirmation is awaited before a close
     resolve: str = RESOLVE  # the command that lifts a reconcile halt, as the user should type it
     resume: str = RESUME  # ... and the one that lifts a risk halt
+    # hold what earlier bars left while the bar's decision is still on its side, its take-profit resting (a
+    # holding replay); False: every leftover is closed at the next decision
+    hold_agreeing: bool = False
 
 
 @dataclass
@@ -112,6 +117,8 @@ class TradingLoop:
         self.asset_classes = asset_classes or {}
         self.desk = OrderDesk(broker, journal, config.cancel_wait_s, admit=self._admit)
         self.reconciler = Reconciler(broker, journal, self.desk, config.resolve)
+        self.reconciler.keeps = self._agrees
+        self._signals: dict[str, tuple[str, Signal]] = {}  # symbol -> (decision bar, its signal) (hold_agreeing)
         self.risk = RiskGuard(journal, config.risk, config.resume)
         # the loop's one set of checks, asked of every entry, close, take-profit and halt exit
         self.checks = RiskCheck(broker, PreCheck(broker, journal, self.desk), self.risk, self.desk, config.freshness,
@@ -144,6 +151,34 @@ class TradingLoop:
         for s in self.config.symbols:
             out[self.clock_of(s)] = out.get(self.clock_of(s), ()) + (s,)
         return out
+
+    # ----------------------------------------------------------- holding on
+    def _agrees(self, symbol: str, decision_ts: str, qty: float) -> bool:
+        """With ``hold_agreeing``: whether the decision on ``symbol`` at ``decision_ts`` is on the side of the
+        loop's ``qty`` (then what earlier bars left is held on, not closed). Decided on the bars up to
+        ``decision_ts`` only, as the cycle's plan decides (the same signal, kept for it), so a look while a
+        later bar trades, or a restart, reaches the same answer."""
+        if not self.config.hold_agreeing:
+            return False
+        side = self._signal_at(symbol, decision_ts).decision.side
+        return side != FLAT and (side == LONG) == (qty > 0)
+
+    def _signal_at(self, symbol: str, decision_ts: str) -> Signal:
+        bars = self.feed(symbol)
+        bars = bars.rows(0, int(bars.frame.index.searchsorted(pd.Timestamp(decision_ts), side="right")))
+        bar = bars.frame.index[-1].isoformat()
+        kept = self._signals.get(symbol)
+        if kept is None or kept[0] != bar:
+            kept = (bar, self.planner.plan(bars, self._costs(bars), self.journal.first_cycle()))
+            self._signals[symbol] = kept
+        return kept[1]
+
+    def _costs(self, bars: Bars, spread: float | None = None) -> Costs:
+        """What the broker charges on ``bars``' asset class (the paper broker's settings), a real quote's
+        ``spread`` over its own."""
+        fee = self.config.fee if self.config.fee is not None else self.broker.fee_for(bars.asset_class)
+        overrides = {**self.broker.cost_overrides(bars.asset_class), **({"spread": spread} if spread is not None else {})}
+        return Costs.for_asset(bars.asset_class, fee, periods_per_year=bars.periods_per_year, **overrides)
 
     # ----------------------------------------------------------- reconcile
     def reconcile(self, decision_ts: str, act: bool = True, now=None, clock: str = "") -> Reconciled:
@@ -215,12 +250,10 @@ class TradingLoop:
             report.asks[symbol], report.bids[symbol] = max(q.ask, last), min(q.bid, last)  # the far side
             if q.source == "real":
                 bars = with_last_close(bars, q.mid)
-            fee = self.config.fee if self.config.fee is not None else self.broker.fee_for(bars.asset_class)
-            # what the broker charges (the paper broker's settings), a real quote's spread over its own
-            overrides = {**self.broker.cost_overrides(bars.asset_class),
-                         **({"spread": q.spread} if q.source == "real" else {})}
-            costs = Costs.for_asset(bars.asset_class, fee, periods_per_year=bars.periods_per_year, **overrides)
-            signal = self.planner.plan(bars, costs, learn_from)
+            costs = self._costs(bars, q.spread if q.source == "real" else None)
+            kept = self._signals.get(symbol) if q.source != "real" else None  # decided already to hold on
+            signal = kept[1] if kept is not None and kept[0] == bars.frame.index[-1].isoformat() else \
+                self.planner.plan(bars, costs, learn_from)
             report.signals.append(signal)
             report.planned_on[symbol] = (signal, bars, costs, learn_from)  # the shadow's, after the orders
             stale = self.checks.stale(symbol, bars, q, now, self.seen.get(symbol), wanted)

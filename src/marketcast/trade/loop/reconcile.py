@@ -70,6 +70,10 @@ class Reconciler:
         self.scope: Callable[[str], bool] = lambda symbol: True  # the symbols this pass housekeeps
         self.checks: RiskCheck | None = None  # the loop's risk checks during a housekeeping pass
         self.now = None  # the loop's clock during this pass (None: a replay, at the decision bar's close)
+        # whether the loop holds on to what earlier bars left of (symbol, at decision_ts, signed qty): its decision
+        # there is still on that side (LoopConfig.hold_agreeing); never, by default: every leftover is closed
+        self.keeps: Callable[[str, str, float], bool] = lambda symbol, decision_ts, qty: False
+        self.held_on: dict[str, float] = {}  # this pass's positions held on, with their resting exits
 
     def assets(self, symbols) -> dict[str, Asset]:
         for s in symbols:
@@ -235,8 +239,10 @@ class Reconciler:
         exit sent outside its market's session."""
         self.unconfirmed, self.scope, self.now, self.checks = [], scope, now, checks
         intents = {i.client_order_id: i for i in self.journal.intents()}
+        self.held_on = self._held_on(decision_ts, result, intents)
         stale = [o for o in result.book.own_orders if scope(o.symbol)
-                 and (root := intents.get(o.root_client_order_id)) is not None and root.decision_ts < decision_ts]
+                 and (root := intents.get(o.root_client_order_id)) is not None and root.decision_ts < decision_ts
+                 and not self._resting_exit(o, intents)]
         for order in stale:
             if order.status != "pending_cancel":  # one asked for earlier is only awaited
                 result.cancelled += self.desk.cancel(order, decision_ts, "its bar has passed", act)
@@ -250,6 +256,24 @@ class Reconciler:
         if act:
             self._take_profits(decision_ts, result)
 
+    def _held_on(self, decision_ts: str, result: Reconciled, intents: dict[str, Intent]) -> dict[str, float]:
+        """What earlier bars left that the loop holds on to at ``decision_ts`` (:attr:`keeps`): not closed, its
+        resting take-profit kept working (a ``gtc`` order lives on until it fills or the decision turns). A
+        symbol whose close of this bar is journalled already (a restart) is not held on."""
+        leftover = owned(self.journal.booked(), self.journal.adjustments(), self._assets, before=decision_ts)
+        held_back = result.book.unexpected(self._assets)
+        return {s: q for s, q in sorted(leftover.items())
+                if self.scope(s) and abs(q) >= dust(self._assets.get(s)) and s not in held_back
+                and client_order_id(s, decision_ts, CLOSE) not in intents and self.keeps(s, decision_ts, q)}
+
+    def _resting_exit(self, order: Order, intents: dict[str, Intent]) -> bool:
+        """Whether ``order`` is the take-profit of a position held on (a leg, or one sent apart): it rests."""
+        held = self.held_on.get(order.symbol)
+        if held is None or (order.side == SELL) != (held > 0):
+            return False
+        own = intents.get(order.client_order_id)
+        return order.parent_client_order_id is not None or (own is not None and own.kind == TAKE_PROFIT)
+
     def _close_leftovers(self, decision_ts: str, result: Reconciled, act: bool) -> None:
         """What earlier bars left (a take-profit that did not trade) is closed at market, as the backtest
         closes at the bar's close, once the cancels of its orders are confirmed: only the quantity the journal
@@ -262,6 +286,10 @@ class Reconciler:
                 continue
             asset = assets[symbol]
             if abs(qty) < dust(asset):
+                continue
+            if symbol in self.held_on:
+                log.info("%s: the decision at %s is still on the side of the loop's %g: held on", symbol, decision_ts,
+                         qty)
                 continue
             if symbol in (held_back := result.book.unexpected(assets)):  # the split's or outside trade's symbol
                 result.deferred[symbol] = held_back[symbol]

@@ -9,6 +9,11 @@ the way the venue does (https://docs.alpaca.markets/docs/orders-at-alpaca):
 * "OTO Orders" / "Bracket Orders": a stock entry's take-profit is a leg of its own, ``held`` until the entry
   fills, then working; it inherits the entry's time in force. Crypto has no multi-leg orders, so the loop sends
   its take-profit itself once it sees the fill (:meth:`~marketcast.trade.loop.reconcile.Reconciler.housekeep`).
+* GTC lifetime: Alpaca's pages give none ("Time in Force" says only "good until canceled"); issue 43 names the
+  90 days after which US brokers commonly cancel an unfilled ``gtc`` order (moomoo: "After 90 days, any unfilled
+  GTC orders will be cancelled"), and the fake Alpaca ends them so: here too a ``gtc`` order still working
+  :data:`GTC_DAYS` days after its submission ends ``expired`` when the next bar opens (:func:`lapsed`); a
+  position held on that long then has no take-profit until the loop closes it.
 * Positions carry from bar to bar with their average entry price (weighted over what added to them, unchanged
   by what reduced them; the position entity), marked at the last close.
 
@@ -36,6 +41,7 @@ from marketcast.backtest.orders import LONG, SHORT, Bar, Costs, Decision
 from marketcast.trade.types import BUY, MARKET, OPEN_STATUSES
 
 WORKING = OPEN_STATUSES + ("held",)
+GTC_DAYS = 90  # an unfilled gtc order ends this many days after its submission (the module's docstring)
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,11 @@ def book_fill(c, symbol: str, side: str, qty: float, price: float, costs: Costs,
     else:
         c.execute("UPDATE positions SET qty=? WHERE symbol=?", (new, symbol))
     return Booked(signed, price, cost)
+
+
+def lapsed(o, stamp: pd.Timestamp) -> bool:
+    """Whether ``gtc`` order ``o`` is :data:`GTC_DAYS` days old or more at bar ``stamp`` (then it ends there)."""
+    return o["time_in_force"] == "gtc" and stamp - pd.Timestamp(o["submitted_at"]) >= pd.Timedelta(days=GTC_DAYS)
 
 
 def open_price(o, bar: Bar, fill_mode: str) -> float | None:

@@ -256,6 +256,10 @@ class PaperBroker(Broker):
         ts = stamp.isoformat()
         with transaction(self.conn) as c:
             cash = float(c.execute("SELECT value FROM meta WHERE key='cash'").fetchone()[0])
+            for o in self._working(c):  # a gtc order GTC_DAYS old ends before the bar can fill it (a leg with it)
+                if holding.lapsed(o, stamp):
+                    c.execute("UPDATE orders SET status='expired', done_at=? WHERE id=? OR (parent=? AND status='held')",
+                              (ts, o["id"], o["client_order_id"]))
             legs = {o["parent"]: o for o in self._working(c) if o["parent"] is not None}
             for o in self._working(c):
                 bar = self._bar(o["symbol"], stamp)
