@@ -29,6 +29,7 @@ from marketcast.errors import ConfigError, ExitCode, MarketcastError, first_line
 from marketcast.signals import Received, Terminated, install_signal_handlers, restore_signal_handlers
 
 DEBUG_ENV = "MARKETCAST_DEBUG"
+BLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS"
 _ON, _OFF = ("1", "true", "yes"), ("", "0", "false", "no")
 
 
@@ -42,6 +43,16 @@ def debug_from_env(environ=os.environ) -> bool:
         return False
     raise ConfigError(f"{DEBUG_ENV}={environ[DEBUG_ENV]!r}: use 1, true or yes to show tracebacks, 0, false or no "
                       "(or leave it unset) to hide them")
+
+
+def one_blas_thread(environ=os.environ) -> None:
+    """numpy's OpenBLAS with one thread, unless ``OPENBLAS_NUM_THREADS`` is set (read once, when numpy loads, so
+    only before it is imported). Its products here are small (bootstrap counts x returns, CSCV halves x block
+    sums); a thread per core costs more than it saves: the threads start with numpy and spin after each product,
+    taking the cores the command runs on (the default backtest: 0.6 s of work in 1.0 s wall on 2 busy cores
+    with them, 0.4 s without; benchmarks/startup_bench.py). torch keeps its own threads."""
+    if "numpy" not in sys.modules:
+        environ.setdefault(BLAS_THREADS_ENV, "1")
 
 
 def _exception_classes(name: str) -> tuple[type, ...]:
@@ -185,6 +196,7 @@ def main(app, argv: list[str] | None = None, prog_name: str = "marketcast") -> i
     after a command's own options), or from ``MARKETCAST_DEBUG`` (see :func:`debug_from_env`); returns the
     exit code. A signal after the command is done is ignored: its outputs are complete, its code stands."""
     args = list(sys.argv[1:] if argv is None else argv)
+    one_blas_thread()
     try:
         debug = "--debug" in args or debug_from_env()
     except ConfigError as exc:
