@@ -10,9 +10,11 @@ then the top imports of ``--help`` and of the backtest by ``python -X importtime
 (bytecode and the calendar cache, as after ``make run`` has run once) is not counted. The bytecode is kept
 under the run's temporary folder (``PYTHONPYCACHEPREFIX``) even where ``PYTHONDONTWRITEBYTECODE`` is set, so
 marketcast's modules are timed as pandas' are (from bytecode) and the source tree gets no ``__pycache__``;
-``--no-bytecode`` times every command compiling its sources instead (pandas' and marketcast's alike).
+``--env-bytecode`` leaves that to the environment (under ``PYTHONDONTWRITEBYTECODE`` marketcast's modules are
+then compiled at every start, while installed packages such as pandas read the bytecode they were installed
+with).
 
-    PYTHONPATH=src python benchmarks/startup_bench.py [--repeats 7 --out FILE --no-bytecode]
+    PYTHONPATH=src python benchmarks/startup_bench.py [--repeats 7 --out FILE --env-bytecode]
 """
 
 from __future__ import annotations
@@ -85,18 +87,20 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--out", default="benchmarks/results/startup_bench.json")
-    ap.add_argument("--no-bytecode", action="store_true",
-                    help="compile every module from source in every run (no bytecode kept, none read)")
+    ap.add_argument("--env-bytecode", action="store_true",
+                    help="keep bytecode only as the environment says (PYTHONDONTWRITEBYTECODE: none for marketcast)")
     args = ap.parse_args(argv)
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "120"}
     console = Console(width=150)
 
     with tempfile.TemporaryDirectory() as tmp:
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / ("nowhere" if args.no_bytecode else "pycache"))
-        if args.no_bytecode:
-            env["PYTHONDONTWRITEBYTECODE"] = "1"  # and the empty prefix holds none to read
-        bytecode = "no bytecode: every module compiled" if args.no_bytecode else "bytecode kept from the warm-up"
+        if args.env_bytecode:
+            bytecode = ("no bytecode kept for marketcast (PYTHONDONTWRITEBYTECODE)" if
+                        os.environ.get("PYTHONDONTWRITEBYTECODE") else "bytecode as the environment keeps it")
+        else:
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
+            bytecode = "bytecode kept from the warm-up"
         cmds = commands(Path(tmp))
         for argv_ in cmds.values():  # warm-up: bytecode compiled, calendar cached
             run(argv_, env)
@@ -137,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     heavy = sorted({m.split(".")[0] for m in help_modules} & set(HEAVY))
     console.print(f"modules --help imports among {', '.join(HEAVY)}: {', '.join(heavy) or 'none'}")
 
-    report = {"repeats": args.repeats, "load_average": load, "bytecode": not args.no_bytecode, "commands": summary,
+    report = {"repeats": args.repeats, "load_average": load, "bytecode": bytecode, "commands": summary,
               "top_imports": {k: [{"module": m, "cumulative_s": s} for m, s in v] for k, v in offenders.items()},
               "help_heavy_imports": heavy}
     write_report(args.out, report, console)
