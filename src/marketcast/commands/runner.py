@@ -12,7 +12,6 @@ While a command runs, SIGTERM and SIGINT raise (:mod:`marketcast.signals`); the 
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import signal
@@ -56,20 +55,15 @@ def one_blas_thread(environ=os.environ) -> None:
 
 
 def _exception_classes(name: str) -> tuple[type, ...]:
-    """``name`` from click and from the click copy newer typer releases bundle (not click subclasses)."""
+    """``name`` from click and from the click copy newer typer releases bundle (not click subclasses), in the
+    modules imported so far: an exception of one of them means its module was imported, and an ``except``
+    clause reads this when an exception arrives, so a command that never imports click does not pay for it."""
     found = []
     for module in ("click.exceptions", "typer.exceptions", "typer._click.exceptions"):
-        try:
-            cls = getattr(importlib.import_module(module), name, None)
-        except ImportError:
-            continue
+        cls = getattr(sys.modules.get(module), name, None)
         if isinstance(cls, type) and cls not in found:
             found.append(cls)
     return tuple(found)
-
-
-EXIT, ABORT, NO_ARGS, CLICK_ERROR = (_exception_classes(n) for n in ("Exit", "Abort", "NoArgsIsHelpError",
-                                                                      "ClickException"))
 
 
 def _library_classes() -> dict[str, tuple[type, ...]]:
@@ -228,18 +222,18 @@ def _run(app, args: list[str], debug: bool, prog_name: str) -> int:
     with warnings.catch_warnings(), nullcontext() if debug else _warning_lines():
         try:
             result = app(args=args, prog_name=prog_name, standalone_mode=False)
-        except EXIT as exc:
+        except _exception_classes("Exit") as exc:
             return int(exc.exit_code)
-        except ABORT:  # click's wrapper of a KeyboardInterrupt (a SIGTERM that Ray turned into one)
+        except _exception_classes("Abort"):  # click's KeyboardInterrupt (a SIGTERM that Ray turned into one)
             if Received.last == signal.SIGTERM:
                 _error(describe(Terminated())[0])
                 return ExitCode.TERMINATED
             _error("aborted")
             return ExitCode.INTERRUPTED
-        except NO_ARGS as exc:  # a bare group: its help on stdout, as `--help` does
+        except _exception_classes("NoArgsIsHelpError") as exc:  # a bare group: its help on stdout, as --help
             print(exc.format_message())
             return ExitCode.OK
-        except CLICK_ERROR as exc:  # usage errors (unknown option, bad value, missing argument): one line
+        except _exception_classes("ClickException") as exc:  # usage errors (unknown option, bad value, ...)
             if debug:
                 raise
             ctx = getattr(exc, "ctx", None)
