@@ -7,9 +7,14 @@ statistic on). Prints wall and CPU seconds (median, min and max: other processes
 spread is part of the answer) against the targets, and each command's paired ratio to ``import pandas`` (the
 median over rounds of its wall time over the same round's ``import pandas``: a loaded machine slows both),
 then the top imports of ``--help`` and of the backtest by ``python -X importtime``. One warm-up round first
-(bytecode and the calendar cache, as after ``make run`` has run once) is not counted.
+(bytecode and the calendar cache, as after ``make run`` has run once) is not counted. The bytecode is kept
+under the run's temporary folder (``PYTHONPYCACHEPREFIX``) even where ``PYTHONDONTWRITEBYTECODE`` is set, so
+marketcast's modules are timed as pandas' are (from bytecode) and the source tree gets no ``__pycache__``;
+``--env-bytecode`` leaves that to the environment (under ``PYTHONDONTWRITEBYTECODE`` marketcast's modules are
+then compiled at every start, while installed packages such as pandas read the bytecode they were installed
+with).
 
-    PYTHONPATH=src python benchmarks/startup_bench.py [--repeats 7 --out FILE]
+    PYTHONPATH=src python benchmarks/startup_bench.py [--repeats 7 --out FILE --env-bytecode]
 """
 
 from __future__ import annotations
@@ -82,11 +87,20 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--out", default="benchmarks/results/startup_bench.json")
+    ap.add_argument("--env-bytecode", action="store_true",
+                    help="keep bytecode only as the environment says (PYTHONDONTWRITEBYTECODE: none for marketcast)")
     args = ap.parse_args(argv)
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "120"}
     console = Console(width=150)
 
     with tempfile.TemporaryDirectory() as tmp:
+        if args.env_bytecode:
+            bytecode = ("no bytecode kept for marketcast (PYTHONDONTWRITEBYTECODE)" if
+                        os.environ.get("PYTHONDONTWRITEBYTECODE") else "bytecode as the environment keeps it")
+        else:
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
+            bytecode = "bytecode kept from the warm-up"
         cmds = commands(Path(tmp))
         for argv_ in cmds.values():  # warm-up: bytecode compiled, calendar cached
             run(argv_, env)
@@ -102,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         help_modules = set(loaded.strip().splitlines()[-1].split())
 
     table = Table(title=f"Start-up, {args.repeats} interleaved runs each ({os.cpu_count()} CPUs, load average "
-                        f"{min(load):.1f} .. {max(load):.1f} during the runs)")
+                        f"{min(load):.1f} .. {max(load):.1f} during the runs; {bytecode})")
     for col in ("command", "wall median s", "wall min .. max s", "CPU median s", "target", "", "x import pandas",
                 "target x", ""):
         table.add_column(col, justify="left" if col == "command" else "right")
@@ -127,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     heavy = sorted({m.split(".")[0] for m in help_modules} & set(HEAVY))
     console.print(f"modules --help imports among {', '.join(HEAVY)}: {', '.join(heavy) or 'none'}")
 
-    report = {"repeats": args.repeats, "load_average": load, "commands": summary,
+    report = {"repeats": args.repeats, "load_average": load, "bytecode": bytecode, "commands": summary,
               "top_imports": {k: [{"module": m, "cumulative_s": s} for m, s in v] for k, v in offenders.items()},
               "help_heavy_imports": heavy}
     write_report(args.out, report, console)

@@ -12,7 +12,6 @@ from contextlib import contextmanager
 from typing import Callable, Iterator
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 
 def _width(stream) -> int | None:
@@ -54,6 +53,8 @@ def progress_steps(total: int, title: str) -> Iterator[Callable[[str], None]]:
     if not err_console.is_terminal:
         yield step_lines(total, title)
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # a terminal's
+
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    console=err_console, transient=True)
     with bar:

@@ -134,6 +134,30 @@ def test_close_calls_by_hand():
     assert not close_calls("buy_hold", v, se, p).any()
 
 
+def test_close_calls_equal_the_corners_tried_one_at_a_time():
+    """The 32 corners decided in one call as 32 N windows give what deciding each corner alone gives."""
+    from dataclasses import replace
+    from itertools import product
+
+    from marketcast.backtest.montecarlo import VIEW_FIELDS
+    from marketcast.backtest.vectorised import decision_sides
+
+    rng = np.random.default_rng(7)
+    n = 200
+    v = _views(*(rng.normal(0, 0.01, n) for _ in range(3)), *np.sort(rng.normal(0, 0.01, (2, n)), axis=0))
+    se = {f: np.abs(rng.normal(0, 0.004, n)) for f in VIEW_FIELDS}
+    for p in (StrategyParams(), StrategyParams(allow_short=False)):
+        for name in ("simple", "unprofit_shutdown", "ci_guard", "all_signals", "maxdiff", "buy_hold",
+                     "entry_takeprofit", "highlow"):
+            base = decision_sides(name, v, p)
+            one_by_one = np.zeros(n, dtype=bool)
+            for signs in product((-1.0, 1.0), repeat=len(VIEW_FIELDS)):
+                moved = replace(v, **{f: getattr(v, f) + s * se[f] for f, s in zip(VIEW_FIELDS, signs)})
+                one_by_one |= decision_sides(name, moved, p) != base
+            assert close_calls(name, v, se, p).tolist() == one_by_one.tolist(), name
+            assert name == "buy_hold" or 0 < one_by_one.sum() < n  # the draw has close calls and clear ones
+
+
 def test_the_json_summary_and_tables_show_the_band_and_close_calls(tmp_path):
     from marketcast.backtest.markdown import markdown_summary
     from marketcast.backtest.report import symbol_json

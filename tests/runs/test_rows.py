@@ -83,3 +83,24 @@ def test_fingerprint_follows_the_content(embedded_bars):
     bumped.iloc[100, bumped.columns.get_loc("close")] *= 1.0001
     assert fingerprint(dataclasses.replace(sp, frame=bumped)) != fingerprint(sp)
     assert fingerprint(dataclasses.replace(sp, asset_class="crypto")) != fingerprint(sp)
+
+
+def test_code_version_names_the_checkouts_commit_and_whether_it_is_dirty():
+    import subprocess
+    from pathlib import Path
+
+    import marketcast
+    from marketcast.runs.rows import code_version
+
+    here = Path(marketcast.__file__).resolve().parent
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(here), *args], capture_output=True, text=True, check=False)
+
+    head = git("rev-parse", "--short=12", "HEAD")
+    code_version.cache_clear()
+    if head.returncode != 0:  # not a git checkout: the package version alone
+        assert code_version() == marketcast.__version__
+        return
+    dirty = bool(git("status", "--porcelain", "--untracked-files=no", "--", ".").stdout.strip())
+    assert code_version() == f"{marketcast.__version__}+g{head.stdout.strip()}{'.dirty' if dirty else ''}"

@@ -49,3 +49,12 @@ def test_each_class_has_its_shorting_rule_and_calendar():
 def test_an_unknown_override_is_refused():
     with pytest.raises(ConfigError, match="'bond' is not one of stock, crypto, forex, future"):
         infer_asset_class("AAPL", "bond")
+
+
+def test_the_currency_codes_are_pycountrys_table_less_the_units_of_account():
+    import pycountry
+
+    from marketcast.data.asset import _NOT_TRADED, currencies
+
+    assert currencies() == frozenset(c.alpha_3 for c in pycountry.currencies) - _NOT_TRADED
+    assert {"USD", "EUR", "JPY"} <= currencies() and not currencies() & _NOT_TRADED

@@ -79,3 +79,17 @@ def test_embedded_bars_equal_archs_own_loader():
         np.testing.assert_array_equal(frame["close"].to_numpy(), raw["Close"].to_numpy())
         np.testing.assert_array_equal(frame["volume"].to_numpy(), raw["Volume"].to_numpy(dtype=float))
         assert list(frame.index) == list(raw.index.tz_localize("UTC"))
+
+
+def test_embedded_bars_read_back_from_the_cache_equal_the_parsed_file(cache_dir):
+    from marketcast.data.embedded import EMBEDDED, _read_arch_csv, load_embedded
+
+    for symbol, module in EMBEDDED.items():
+        raw = _read_arch_csv(module)  # the file parsed, as before the cache
+        parsed = raw.rename(columns=str.lower)[["open", "high", "low", "close", "volume"]].astype("float64")
+        parsed.index = pd.DatetimeIndex(raw.index, name="timestamp").tz_localize("UTC")
+        built, read = load_embedded(symbol).frame, load_embedded(symbol).frame  # the second reads the cache
+        for frame in (built, read):
+            pd.testing.assert_frame_equal(frame, parsed, check_exact=True)
+            assert (frame.to_numpy().view(np.uint64) == parsed.to_numpy().view(np.uint64)).all()  # bit for bit
+    assert sorted(p.name.split("-")[1] for p in cache_dir.iterdir()) == ["nasdaq", "sp500"]

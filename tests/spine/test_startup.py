@@ -1,6 +1,6 @@
 """What a command imports: ``--help`` nothing heavy; a default baseline backtest, every statistic on (the SPA
-p-values included: numpy, not arch), no torch, scipy, statsmodels, matplotlib, plotly or arch, and, once the
-calendar is cached, not exchange_calendars either. Checked in fresh interpreters."""
+p-values included: numpy, not arch), no torch, scipy, statsmodels, matplotlib, plotly, arch or pydantic, and,
+once the calendar is cached, not exchange_calendars either. Checked in fresh interpreters."""
 
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ def test_a_baseline_backtest_imports_no_torch_and_a_cached_calendar_no_exchange_
     assert code == 0 and "exchange_calendars" in first  # the first run builds the calendar and caches it
     code, again = imported(*args, env=env)
     assert code == 0
-    assert not again & {"torch", "matplotlib", "scipy", "statsmodels", "arch", "plotly", "exchange_calendars"}
+    assert not again & {"torch", "matplotlib", "scipy", "statsmodels", "arch", "plotly", "exchange_calendars",
+                         "pydantic"}  # plain option values skip typer's pydantic adapters
     assert {"numpy", "pandas"} <= again
     selection = json.loads((tmp_path / "o" / "SP500.json").read_text())["selection"]
     assert selection["spa_pvalue"] is not None and selection["spa_cash_mc_error"] is not None  # the SPA ran

@@ -132,13 +132,15 @@ class MonteCarlo:
 def close_calls(name: str, views: ForecastViews, se: Mapping[str, np.ndarray], params: StrategyParams) -> np.ndarray:
     """``[N]`` bool: windows where strategy ``name``'s side changes when its forecast's fields move by up to
     their MC standard error (``se[field]`` ``[N]``), tried at every corner of that box: its forecast is within
-    MC error of the threshold it decides on (``simple``: |median return| < its SE)."""
+    MC error of the threshold it decides on (``simple``: |median return| < its SE). The 32 corners are decided
+    in one call, as 32 N windows: a side reads its own window only (``decision_sides``)."""
+    n = len(views)
     base = decision_sides(name, views, params)
-    out = np.zeros(len(views), dtype=bool)
-    for signs in product((-1.0, 1.0), repeat=len(VIEW_FIELDS)):
-        moved = replace(views, **{f: getattr(views, f) + s * se[f] for f, s in zip(VIEW_FIELDS, signs)})
-        out |= decision_sides(name, moved, params) != base
-    return out
+    signs = np.array(list(product((-1.0, 1.0), repeat=len(VIEW_FIELDS))))  # [corners, fields]
+    same = {f: np.tile(np.asarray(getattr(views, f)), len(signs)) for f in ("timestamps", "close", "atr")}
+    moved = replace(views, **same,
+                    **{f: (getattr(views, f) + signs[:, i, None] * se[f]).ravel() for i, f in enumerate(VIEW_FIELDS)})
+    return (decision_sides(name, moved, params).reshape(len(signs), n) != base).any(axis=0)
 
 
 Settle = Callable[[ForecastReturns], tuple[ForecastViews, dict]]

@@ -24,6 +24,8 @@ from rich.errors import MarkupError
 from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
 
+from marketcast.commands import coercion
+
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
 MAX_WIDTH = 100  # a wider terminal still gets lines a reader can follow
 LEFT_MAX = 28  # an option's name and type longer than this puts its help on the next line
@@ -231,17 +233,27 @@ def render(command, ctx) -> str:
 
 
 class HelpCommand(TyperCommand):
-    """A command whose ``--help`` / ``-h`` is :func:`render`'s page."""
+    """A command whose ``--help`` / ``-h`` is :func:`render`'s page (and whose plain option values skip
+    pydantic: :mod:`marketcast.commands.coercion`)."""
 
     def format_help(self, ctx, formatter) -> None:
         formatter.write(render(self, ctx))
+
+    def parse_args(self, ctx, args):
+        coercion.install(self.get_params(ctx))
+        return super().parse_args(ctx, args)
 
 
 class HelpGroup(TyperGroup):
-    """A group whose ``--help`` / ``-h`` is :func:`render`'s page."""
+    """A group whose ``--help`` / ``-h`` is :func:`render`'s page (and whose plain option values skip
+    pydantic: :mod:`marketcast.commands.coercion`)."""
 
     def format_help(self, ctx, formatter) -> None:
         formatter.write(render(self, ctx))
+
+    def parse_args(self, ctx, args):
+        coercion.install(self.get_params(ctx))
+        return super().parse_args(ctx, args)
 
 
 def adopt(app: typer.Typer) -> typer.Typer:

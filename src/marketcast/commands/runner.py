@@ -12,7 +12,6 @@ While a command runs, SIGTERM and SIGINT raise (:mod:`marketcast.signals`); the 
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import signal
@@ -29,6 +28,7 @@ from marketcast.errors import ConfigError, ExitCode, MarketcastError, first_line
 from marketcast.signals import Received, Terminated, install_signal_handlers, restore_signal_handlers
 
 DEBUG_ENV = "MARKETCAST_DEBUG"
+BLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS"
 _ON, _OFF = ("1", "true", "yes"), ("", "0", "false", "no")
 
 
@@ -44,21 +44,26 @@ def debug_from_env(environ=os.environ) -> bool:
                       "(or leave it unset) to hide them")
 
 
+def one_blas_thread(environ=os.environ) -> None:
+    """numpy's OpenBLAS with one thread, unless ``OPENBLAS_NUM_THREADS`` is set (read once, when numpy loads, so
+    only before it is imported). Its products here are small (bootstrap counts x returns, CSCV halves x block
+    sums); a thread per core costs more than it saves: the threads start with numpy and spin after each product,
+    taking the cores the command runs on (the default backtest: 0.6 s of work in 1.0 s wall on 2 busy cores
+    with them, 0.4 s without; benchmarks/startup_bench.py). torch keeps its own threads."""
+    if "numpy" not in sys.modules:
+        environ.setdefault(BLAS_THREADS_ENV, "1")
+
+
 def _exception_classes(name: str) -> tuple[type, ...]:
-    """``name`` from click and from the click copy newer typer releases bundle (not click subclasses)."""
+    """``name`` from click and from the click copy newer typer releases bundle (not click subclasses), in the
+    modules imported so far: an exception of one of them means its module was imported, and an ``except``
+    clause reads this when an exception arrives, so a command that never imports click does not pay for it."""
     found = []
     for module in ("click.exceptions", "typer.exceptions", "typer._click.exceptions"):
-        try:
-            cls = getattr(importlib.import_module(module), name, None)
-        except ImportError:
-            continue
+        cls = getattr(sys.modules.get(module), name, None)
         if isinstance(cls, type) and cls not in found:
             found.append(cls)
     return tuple(found)
-
-
-EXIT, ABORT, NO_ARGS, CLICK_ERROR = (_exception_classes(n) for n in ("Exit", "Abort", "NoArgsIsHelpError",
-                                                                      "ClickException"))
 
 
 def _library_classes() -> dict[str, tuple[type, ...]]:
@@ -185,6 +190,7 @@ def main(app, argv: list[str] | None = None, prog_name: str = "marketcast") -> i
     after a command's own options), or from ``MARKETCAST_DEBUG`` (see :func:`debug_from_env`); returns the
     exit code. A signal after the command is done is ignored: its outputs are complete, its code stands."""
     args = list(sys.argv[1:] if argv is None else argv)
+    one_blas_thread()
     try:
         debug = "--debug" in args or debug_from_env()
     except ConfigError as exc:
@@ -216,18 +222,18 @@ def _run(app, args: list[str], debug: bool, prog_name: str) -> int:
     with warnings.catch_warnings(), nullcontext() if debug else _warning_lines():
         try:
             result = app(args=args, prog_name=prog_name, standalone_mode=False)
-        except EXIT as exc:
+        except _exception_classes("Exit") as exc:
             return int(exc.exit_code)
-        except ABORT:  # click's wrapper of a KeyboardInterrupt (a SIGTERM that Ray turned into one)
+        except _exception_classes("Abort"):  # click's KeyboardInterrupt (a SIGTERM that Ray turned into one)
             if Received.last == signal.SIGTERM:
                 _error(describe(Terminated())[0])
                 return ExitCode.TERMINATED
             _error("aborted")
             return ExitCode.INTERRUPTED
-        except NO_ARGS as exc:  # a bare group: its help on stdout, as `--help` does
+        except _exception_classes("NoArgsIsHelpError") as exc:  # a bare group: its help on stdout, as --help
             print(exc.format_message())
             return ExitCode.OK
-        except CLICK_ERROR as exc:  # usage errors (unknown option, bad value, missing argument): one line
+        except _exception_classes("ClickException") as exc:  # usage errors (unknown option, bad value, ...)
             if debug:
                 raise
             ctx = getattr(exc, "ctx", None)

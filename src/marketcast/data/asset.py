@@ -25,9 +25,12 @@ breaks a tie. How a name is classified (:func:`classify`; ``--asset-class`` over
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib.util import find_spec
+from pathlib import Path
 from typing import Optional, Sequence
 
 from marketcast.errors import ConfigError
@@ -67,10 +70,17 @@ _SPLIT = re.compile(r"[/\-_ ]")
 
 @lru_cache(maxsize=1)
 def currencies() -> frozenset[str]:
-    """Tradeable ISO 4217 currency codes (``pycountry``'s table, less the units of account)."""
-    import pycountry
+    """Tradeable ISO 4217 currency codes (``pycountry``'s table, less the units of account), read from
+    pycountry's database file without importing it: its import looks its own version up among the installed
+    distributions (0.02 s of a default backtest, which classifies NASDAQ by these codes)."""
+    spec = find_spec("pycountry")  # located, not imported
+    table = Path(spec.submodule_search_locations[0], "databases", "iso4217.json") if spec and \
+        spec.submodule_search_locations else None
+    if table is None or not table.is_file():  # a pycountry laid out otherwise: ask it
+        import pycountry
 
-    return frozenset(c.alpha_3 for c in pycountry.currencies) - _NOT_TRADED
+        return frozenset(c.alpha_3 for c in pycountry.currencies) - _NOT_TRADED
+    return frozenset(c["alpha_3"] for c in json.loads(table.read_text(encoding="utf-8"))["4217"]) - _NOT_TRADED
 
 
 def _crypto_quote(code: str) -> bool:

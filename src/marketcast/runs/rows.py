@@ -123,21 +123,34 @@ def error_row(ctx: RunContext, cell: Cell, position: int, message: str, seconds:
 
 @functools.lru_cache(maxsize=1)
 def code_version() -> str:
-    """``<package version>+g<commit>[.dirty]`` in a git checkout, else the package version."""
+    """``<package version>+g<commit>[.dirty]`` in a git checkout, else the package version. The two git
+    commands run side by side (a backtest waits for them before it ends)."""
     import marketcast
 
     version = marketcast.__version__
     here = Path(marketcast.__file__).resolve().parent
 
-    def git(*args: str) -> str | None:
+    def start(*args: str) -> subprocess.Popen | None:
         try:
-            done = subprocess.run(["git", "-C", str(here), *args], capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.SubprocessError):
+            return subprocess.Popen(["git", "-C", str(here), *args], stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, text=True)
+        except OSError:
             return None
-        return done.stdout.strip() if done.returncode == 0 else None
 
-    commit = git("rev-parse", "--short=12", "HEAD")
+    def answer(git: subprocess.Popen | None) -> str | None:
+        if git is None:
+            return None
+        try:
+            out, _ = git.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            git.kill()
+            git.communicate()
+            return None
+        return out.strip() if git.returncode == 0 else None
+
+    head, status = start("rev-parse", "--short=12", "HEAD"), start("status", "--porcelain", "--untracked-files=no",
+                                                                     "--", ".")
+    commit, dirty = answer(head), answer(status)
     if not commit:
         return version
-    dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".")
     return f"{version}+g{commit}{'.dirty' if dirty else ''}"
