@@ -5,7 +5,7 @@ Per forecast job (:mod:`marketcast.sweep.plan`) a CPU task loads the symbol; a m
 ``symbols_per_call`` symbols of the same model and settings in one batch; CPU tasks settle the call's cells,
 as many per task as make its overhead small (:mod:`marketcast.sweep.batching`: ``cells_per_task`` until the
 first cells' seconds are in, then sized from them and the measured per-task overhead). A CPU model's first
-forecast call goes whole, as a probe: one CPU task loads, forecasts and settles it
+job goes whole, as a probe: one CPU task loads, forecasts and settles it
 (:func:`marketcast.sweep.tasks.run_whole`); if its cells' seconds show jobs too cheap to split into three tasks
 each (:func:`marketcast.sweep.batching.whole_jobs`), the model's other jobs go whole too, several forecast calls a
 task on every CPU of the cluster, and no actor is started; else they are split as above.
@@ -364,13 +364,17 @@ class Sweep(Collector):
 
     def _send(self, pending: deque) -> None:
         """Submit the next call of ``pending``; a pool that runs whole jobs takes the following calls of its
-        model along, up to :func:`~marketcast.sweep.batching.whole_task_cells` cells in one task."""
+        model along, up to :func:`~marketcast.sweep.batching.whole_task_cells` cells in one task; a probe takes
+        the call's first job alone (a forecast's paths do not depend on the batch around it)."""
         jobs = pending[0]
         key = jobs[0].pool_key
         while self._full(jobs) or (self._mode(jobs[0]) == "split" and key not in self.pools
                                    and self._crowded(jobs[0])):
             self._harvest()
         calls = [pending.popleft()]
+        if self._mode(jobs[0]) == "probe" and len(jobs) > 1:  # a probe of one job: the other CPUs wait less
+            calls = [jobs[:1]]
+            pending.appendleft(jobs[1:])
         if self._mode(jobs[0]) == "whole":
             mean = self.cost.mean if self.cost.mean is not None else 0.0
             size = batching.whole_task_cells(self.overhead, mean, self.cells_left[key], self.cpus)
