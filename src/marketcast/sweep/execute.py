@@ -292,7 +292,8 @@ class Sweep(Collector):
         self.run_whole = ray.remote(num_cpus=1, max_retries=0)(tasks.run_whole)
         self.server_class = tasks.ForecastServer
         self.modes: dict[tuple, str] = {}  # pool -> "whole" | "split", once decided
-        self.probing: set[tuple] = set()  # pools whose probe (a first call, whole) is in flight
+        self.probing: set[tuple] = set()  # pools whose probe (a first job, whole) is in flight
+        self.probed: dict[tuple, float] = {}  # pool -> its probe's mean seconds a cell
         self.overhead = batching.task_overhead(ray)  # seconds a task costs besides its cells
         self.server = ray.remote(tasks.ForecastServer)
         self.pools: dict[tuple, Pool] = {}
@@ -353,7 +354,8 @@ class Sweep(Collector):
         seconds = [rows[0]["seconds"] for rows in per_cell if rows[0]["status"] == "ok" and rows[0].get("seconds")]
         if seconds and key not in self.modes:
             cells, count = self.jobs_cells[key]
-            cheap = batching.whole_jobs(self.overhead, sum(seconds) / len(seconds), cells / count)
+            self.probed[key] = sum(seconds) / len(seconds)
+            cheap = batching.whole_jobs(self.overhead, self.probed[key], cells / count)
             self.modes[key] = "whole" if cheap else "split"
 
     def _full(self, jobs: list[Job]) -> bool:
@@ -376,7 +378,7 @@ class Sweep(Collector):
             calls = [jobs[:1]]
             pending.appendleft(jobs[1:])
         if self._mode(jobs[0]) == "whole":
-            mean = self.cost.mean if self.cost.mean is not None else 0.0
+            mean = self.cost.mean if self.cost.mean is not None else self.probed.get(key, 0.0)
             size = batching.whole_task_cells(self.overhead, mean, self.cells_left[key], self.cpus)
             cells = sum(len(job.cells) for job in jobs)
             while pending and pending[0][0].pool_key == key and cells < size:
