@@ -34,7 +34,8 @@ point = ["median", "mean"]
 [ray]
 flush_cells = 1
 cells_per_task = 1
-"""
+whole_jobs = false
+"""  # jobs split, a part per cell (whole jobs come back a task of forecast calls at a time)
 VOLATILE = ["run_id", "finished_at", "seconds", "record"]
 
 

@@ -116,7 +116,8 @@ def test_a_tiny_toto_is_served_by_an_actor_and_equals_its_backtest(tmp_path, cap
     save_checkpoint(init_weights(TotoModel(TotoConfig.tiny()), seed=3), TotoConfig.tiny(), weights)
     data = write_bars(tmp_path / "bars", ["LOWA", "LOWB"], n=100, vol=0.002)  # calm bars: no negative draws
     spec = _spec(tmp_path / "toto.toml", 'dir = "bars"', 'fill_mode = ["touch", "penetrate"]',
-                 f'\n[models.toto]\nweights = "{weights}"\n').read_text().replace("[grid]", '[grid]\nmodel = ["toto"]')
+                 f'\n[models.toto]\nweights = "{weights}"\n\n[ray]\nwhole_jobs = false\n'  # two symbols a call
+                 ).read_text().replace("[grid]", '[grid]\nmodel = ["toto"]')
     (tmp_path / "toto.toml").write_text(spec)
     store = RunStore(os.environ["MARKETCAST_RUN_STORE"])
     assert main(["sweep", str(tmp_path / "toto.toml")]) == 0

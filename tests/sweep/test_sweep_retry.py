@@ -84,11 +84,13 @@ def test_a_cell_that_kills_its_actor_three_times_is_poison(tmp_path, monkeypatch
     monkeypatch.setattr(tasks, "ForecastServer", Deadly)
     write_bars(tmp_path / "bars", ["AAA", "BOOM", "CCC"])
     spec = _spec(tmp_path, ["AAA", "BOOM", "CCC"])
+    with open(spec, "a") as file:  # split jobs, forecast on the model's actor (whole jobs: test_sweep_batching)
+        file.write("[ray]\nwhole_jobs = false\n")
     store = RunStore(tmp_path / "store")
     assert main(["sweep", spec, "--store", str(store.root)]) == 1
     out, err = capsys.readouterr()
     assert "6 cells, 4 ok, 2 failed (2 poison)" in out
-    assert "poison: BOOM fill_mode=touch: poison: its model's actor died 3 times forecasting it; not retried" in err
+    assert "poison: BOOM fill_mode=touch: poison: its model's process died 3 times forecasting it; not retried" in err
     (run,) = store.run_ids()
     found = latest(store, run)
     cells = store.query("SELECT cell_id, symbol FROM cells", run_ids=[run])

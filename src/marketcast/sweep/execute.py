@@ -4,7 +4,11 @@
 Per forecast job (:mod:`marketcast.sweep.plan`) a CPU task loads the symbol; a model actor forecasts up to
 ``symbols_per_call`` symbols of the same model and settings in one batch; CPU tasks settle the call's cells,
 as many per task as make its overhead small (:mod:`marketcast.sweep.batching`: ``cells_per_task`` until the
-first cells' seconds are in, then sized from them and the measured per-task overhead).
+first cells' seconds are in, then sized from them and the measured per-task overhead). A CPU model's first
+job goes whole, as a probe: one CPU task loads, forecasts and settles it
+(:func:`marketcast.sweep.tasks.run_whole`); if its cells' seconds show jobs too cheap to split into three tasks
+each (:func:`marketcast.sweep.batching.whole_jobs`), the model's other jobs go whole too, several forecast calls a
+task on every CPU of the cluster, and no actor is started; else they are split as above.
 Model actors hold a loaded forecaster for the whole sweep (``num_cpus=1``, plus ``num_gpus=1`` when the
 cells ask for CUDA), are replaced with a backoff when they die, and are released as soon as the last
 forecast of their model is in, so their CPU or GPU goes back to the pool. The driver alone writes the
@@ -21,6 +25,7 @@ import os
 import signal
 import threading
 import time
+from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -34,8 +39,9 @@ from marketcast.sweep.plan import FORECAST_FIELDS, Job
 
 RAY_HINT = "marketcast sweep needs Ray, an optional extra: pip install 'marketcast[ray]'"
 DEFAULTS = {"actors": None, "max_in_flight": None, "flush_cells": 64, "flush_seconds": 10.0, "cells_per_task": 8,
-            "symbols_per_call": 8, "fold_parts": FOLD_PARTS}
-POISON_AFTER = 3  # a job whose forecast call killed this many actors is poison
+            "symbols_per_call": 8, "fold_parts": FOLD_PARTS,
+            "whole_jobs": None}  # None: whole jobs when the probe finds them cheap; True/False: always/never
+POISON_AFTER = 3  # a job whose forecast call killed this many model processes (actors or task workers) is poison
 BACKOFF_SECONDS = 0.5
 
 
@@ -139,6 +145,7 @@ class Call:
     forecasts: list
     chunks: int = 0  # settle tasks still in flight
     dead: bool = False
+    whole: bool = False  # one task ran its jobs whole (no actor: slot -1)
 
 
 @dataclass
@@ -257,13 +264,7 @@ class Local(Collector):
                 if key not in servers:
                     servers.clear()  # one loaded model at a time, as the actors are released per model
                     servers[key] = tasks.ForecastServer(call[0].first.model_options())
-                loaded = [tasks.load(job.symbol, job.path, job.first) for job in call]
-                try:
-                    forecasted = servers[key].forecast(call[0].config, *loaded)
-                    forecasted = [forecasted] if len(call) == 1 else forecasted
-                except Exception as exc:  # the model failed to load: all of its cells, as on Ray
-                    forecasted = [tasks.Failed(tasks.describe(exc))] * len(call)
-                for job, one_loaded, one_forecast in zip(call, loaded, forecasted):
+                for job, (one_loaded, one_forecast) in zip(call, tasks.forecast_call(servers[key], call)):
                     for chunk in job.chunks(self.options["cells_per_task"]):
                         self._record(tasks.settle(self.ctx, one_loaded, one_forecast, chunk, len(job.cells)))
                         self._flush()
@@ -275,7 +276,8 @@ class Local(Collector):
 class Sweep(Collector):
     """Submits the jobs with a bounded number of settle tasks in flight and collects their rows. A forecast
     call whose actor died is sent again, each of its symbols alone, to a replacement actor (after a backoff);
-    a job whose call killed :data:`POISON_AFTER` actors is recorded ``poison`` and not tried again."""
+    a job whose call killed :data:`POISON_AFTER` actors is recorded ``poison`` and not tried again. The same
+    holds for a whole-job task whose worker died."""
 
     def __init__(self, ray, store: RunStore, ctx: RunContext, jobs: list[Job], options: dict, advance,
                  attempts: dict[str, int] | None = None) -> None:
@@ -286,12 +288,22 @@ class Sweep(Collector):
         self.max_in_flight = self.options["max_in_flight"] or 2 * self.cpus + 2
         self.load = ray.remote(num_cpus=1)(tasks.load)
         self.settle = ray.remote(num_cpus=1)(tasks.settle_many)
+        # no retries: a worker that died is counted towards poison, as an actor's death is
+        self.run_whole = ray.remote(num_cpus=1, max_retries=0)(tasks.run_whole)
+        self.server_class = tasks.ForecastServer
+        self.modes: dict[tuple, str] = {}  # pool -> "whole" | "split", once decided
+        self.probing: set[tuple] = set()  # pools whose probe (a first job, whole) is in flight
+        self.probed: dict[tuple, float] = {}  # pool -> its probe's mean seconds a cell
         self.overhead = batching.task_overhead(ray)  # seconds a task costs besides its cells
         self.server = ray.remote(tasks.ForecastServer)
         self.pools: dict[tuple, Pool] = {}
         self.unsubmitted: dict[tuple, int] = {}
+        self.cells_left: dict[tuple, int] = {}  # cells of jobs not yet submitted, per pool
+        self.jobs_cells: dict[tuple, list[int]] = {}  # (cells, jobs) per pool: a job's mean cell count
         for job in jobs:
-            self.unsubmitted[job.pool_key] = self.unsubmitted.get(job.pool_key, 0) + 1
+            self._count(job, 1)
+            totals = self.jobs_cells.setdefault(job.pool_key, [0, 0])
+            totals[0], totals[1] = totals[0] + len(job.cells), totals[1] + 1
         self.inflight: dict = {}  # settle ref -> (chunk, call)
         self.calls: list[Call] = []  # calls with settle tasks in flight
         self.again: list[list[Job]] = []  # calls to send again (their actor died)
@@ -300,11 +312,12 @@ class Sweep(Collector):
 
     def run(self) -> dict:
         try:
-            for group in self._calls():
-                self._send(group)
+            pending = deque(self._calls())
+            while pending:
+                self._send(pending)
             while self.inflight or self.again:
                 while self.again and not self._full(self.again[0]):
-                    self._submit(self.again.pop(0))
+                    self._submit([self.again.pop(0)])
                 self._harvest()
         finally:
             self._flush(force=True)  # finished cells are kept even when interrupted
@@ -314,14 +327,64 @@ class Sweep(Collector):
 
     # --- submitting -------------------------------------------------------------------------------------
 
-    def _full(self, jobs: list[Job]) -> bool:
-        pool = self.pools.get(jobs[0].pool_key)
-        return len(self.inflight) >= self.max_in_flight or (pool is not None and not pool.error and not pool.ready())
+    def _count(self, job: Job, sign: int) -> None:
+        self.unsubmitted[job.pool_key] = self.unsubmitted.get(job.pool_key, 0) + sign
+        self.cells_left[job.pool_key] = self.cells_left.get(job.pool_key, 0) + sign * len(job.cells)
 
-    def _send(self, jobs: list[Job]) -> None:
-        while self._full(jobs) or (jobs[0].pool_key not in self.pools and self._crowded(jobs[0])):
+    def _mode(self, job: Job) -> str:
+        """How ``job``'s pool runs its jobs: "split" for a GPU model (its actor is what pays) or as the
+        ``whole_jobs`` option says; else "probe" (send this call whole and measure it), "wait" (a probe is in
+        flight), then "whole" or "split" as the probe's cells decide (:meth:`_decide`)."""
+        key = job.pool_key
+        if key not in self.modes:
+            if actor_resources(job.first.device)["num_gpus"]:
+                self.modes[key] = "split"
+            elif self.options["whole_jobs"] is not None:
+                self.modes[key] = "whole" if self.options["whole_jobs"] else "split"
+            else:
+                return "wait" if key in self.probing else "probe"
+        return self.modes[key]
+
+    def _decide(self, call: Call, per_cell: list[list[dict]]) -> None:
+        """A probe is in: its pool goes whole when a job is cheap (:func:`~marketcast.sweep.batching.whole_jobs`:
+        the mean seconds of its ok cells against the measured task overhead), else split. A probe without an
+        ok cell decides nothing: the pool's next call probes again."""
+        key = call.jobs[0].pool_key
+        self.probing.discard(key)
+        seconds = [rows[0]["seconds"] for rows in per_cell if rows[0]["status"] == "ok" and rows[0].get("seconds")]
+        if seconds and key not in self.modes:
+            cells, count = self.jobs_cells[key]
+            self.probed[key] = sum(seconds) / len(seconds)
+            cheap = batching.whole_jobs(self.overhead, self.probed[key], cells / count)
+            self.modes[key] = "whole" if cheap else "split"
+
+    def _full(self, jobs: list[Job]) -> bool:
+        mode = self._mode(jobs[0])
+        pool = self.pools.get(jobs[0].pool_key) if mode == "split" else None
+        return (mode == "wait" or len(self.inflight) >= self.max_in_flight
+                or (pool is not None and not pool.error and not pool.ready()))
+
+    def _send(self, pending: deque) -> None:
+        """Submit the next call of ``pending``; a pool that runs whole jobs takes the following calls of its
+        model along, up to :func:`~marketcast.sweep.batching.whole_task_cells` cells in one task; a probe takes
+        the call's first job alone (a forecast's paths do not depend on the batch around it)."""
+        jobs = pending[0]
+        key = jobs[0].pool_key
+        while self._full(jobs) or (self._mode(jobs[0]) == "split" and key not in self.pools
+                                   and self._crowded(jobs[0])):
             self._harvest()
-        self._submit(jobs)
+        calls = [pending.popleft()]
+        if self._mode(jobs[0]) == "probe" and len(jobs) > 1:  # a probe of one job: the other CPUs wait less
+            calls = [jobs[:1]]
+            pending.appendleft(jobs[1:])
+        if self._mode(jobs[0]) == "whole":
+            mean = self.cost.mean if self.cost.mean is not None else self.probed.get(key, 0.0)
+            size = batching.whole_task_cells(self.overhead, mean, self.cells_left[key], self.cpus)
+            cells = sum(len(job.cells) for job in jobs)
+            while pending and pending[0][0].pool_key == key and cells < size:
+                cells += sum(len(job.cells) for job in pending[0])
+                calls.append(pending.popleft())
+        self._submit(calls)
 
     def _crowded(self, job: Job) -> bool:
         """Whether a new CPU-model actor would leave no core for the load and settle tasks (they would wait
@@ -347,9 +410,22 @@ class Sweep(Collector):
                 self.pools[key] = Pool([make.remote(options) for _ in range(count)], make=make, options=options)
         return self.pools[key]
 
-    def _submit(self, jobs: list[Job]) -> None:
+    def _submit(self, calls: list[list[Job]]) -> None:
+        """One forecast call split into its load tasks, actor call and settle tasks; or, for a pool that runs
+        whole jobs, ``calls`` in one task."""
+        jobs = [job for call in calls for job in call]
+        for job in jobs:
+            self._count(job, -1)
+        mode = self._mode(jobs[0])
+        if mode in ("whole", "probe"):
+            if mode == "probe":
+                self.probing.add(jobs[0].pool_key)
+            ref = self.run_whole.remote(self.ctx, self.server_class, jobs[0].first.model_options(), calls)
+            call = Call(jobs, -1, 0, [ref], chunks=1, whole=True)
+            self.calls.append(call)
+            self.inflight[ref] = ([cell for job in jobs for cell in job.cells], call)
+            return
         pool = self._pool(jobs[0])
-        self.unsubmitted[jobs[0].pool_key] -= len(jobs)
         if pool.error:
             for job in jobs:
                 self._record([[error_row(self.ctx, cell, pos, pool.error)] for pos, cell in job.cells])
@@ -386,15 +462,24 @@ class Sweep(Collector):
                 self._actor_died(call)
                 continue
             except self.ray.exceptions.RayError as exc:  # the load or the forecast failed: all its cells
+                if call.whole and isinstance(exc, self.ray.exceptions.WorkerCrashedError):  # its process died
+                    self.probing.discard(call.jobs[0].pool_key)
+                    self._resend([call], blamed=True)
+                    continue
                 per_cell = [[error_row(self.ctx, cell, pos, tasks.describe(exc))] for pos, cell in chunk]
+            if call.whole and call.jobs[0].pool_key in self.probing:
+                self._decide(call, per_cell)
             self._record(per_cell)
         self.calls = [c for c in self.calls if c.chunks > 0 and not c.dead]
         for key, pool in self.pools.items():
-            busy = any(c.jobs[0].pool_key == key for c in self.calls)  # a death may still be reported
-            if self.unsubmitted[key] == 0 and not busy and not pool.error and any(a is not None for a in pool.actors):
+            # a death may still be reported; a pool gone whole no longer needs its actors
+            busy = any(c.jobs[0].pool_key == key and not c.whole for c in self.calls)
+            done = self.unsubmitted[key] == 0 or self.modes.get(key) == "whole"
+            if done and not busy and not pool.error and any(a is not None for a in pool.actors):
                 last = list(pool.last.values())
-                done, _ = self.ray.wait(last, num_returns=len(last), timeout=0)
-                if len(done) == len(last):
+                finished, _ = (self.ray.wait(last, num_returns=len(last), timeout=0, fetch_local=False) if last
+                                else ([], []))
+                if len(finished) == len(last):
                     self._release(pool)
         self._flush()
 
@@ -408,21 +493,27 @@ class Sweep(Collector):
             lost, blamed = [call], False
         else:
             lost = [c for c in self.calls if c.slot == call.slot and c.generation == call.generation and not c.dead
-                    and c.jobs[0].pool_key == call.jobs[0].pool_key]
+                    and not c.whole and c.jobs[0].pool_key == call.jobs[0].pool_key]
             lost, blamed = [c for c in lost if self._lost(c)] or [call], True
-        for n, one in enumerate(sorted(lost, key=lambda c: self.calls.index(c) if c in self.calls else -1)):
+        self._resend(sorted(lost, key=lambda c: self.calls.index(c) if c in self.calls else -1), blamed)
+
+    def _resend(self, lost: list[Call], blamed: bool) -> None:
+        """The jobs of ``lost`` calls sent again, each alone (so a symbol that kills its process is found); when
+        ``blamed``, each job of the first (the call its process died in) counts a death, and a job with
+        :data:`POISON_AFTER` deaths is recorded poison instead."""
+        for n, one in enumerate(lost):
             self._drop(one)
             for job in one.jobs:
                 if n == 0 and blamed:  # the call it died in
                     self.deaths[id(job)] = self.deaths.get(id(job), 0) + 1
-                    self.blame[id(job)] = f"its model's actor died {self.deaths[id(job)]} times forecasting it"
+                    self.blame[id(job)] = f"its model's process died {self.deaths[id(job)]} times forecasting it"
                 if self.deaths.get(id(job), 0) >= POISON_AFTER:
                     message = f"poison: {self.blame[id(job)]}; not retried"
                     self._record([[{**error_row(self.ctx, cell, pos, message), "status": "poison"}]
                                   for pos, cell in job.cells])
                 else:
-                    self.unsubmitted[job.pool_key] += 1
-                    self.again.append([job])  # alone, so a symbol that kills the actor is found
+                    self._count(job, 1)
+                    self.again.append([job])
 
     def _lost(self, call: Call) -> bool:
         """Whether ``call``'s forecasts died with its actor (a call finished before the death is not)."""

@@ -34,6 +34,7 @@
 
     [ray]                               # how to run, not what: not part of the spec's hash
     actors = 1                          # forecast actors per model (default: 1 on CPU, one per GPU on cuda)
+    whole_jobs = false                  # never load+forecast+settle whole jobs in one task (default: when cheap)
 
 Option names are :class:`BacktestConfig`'s fields and the model options (``model``, ``weights``,
 ``device``, ``dtype``, ``compile``); a key set in two places is an error. Every grid point is built into
@@ -73,7 +74,7 @@ from marketcast.runtime.compile_settings import MODES
 
 MODEL_TYPES = {"model": str, "weights": str | None, "device": str, "dtype": str, "compile": str | None}
 RAY_KEYS = {"actors": int, "max_in_flight": int, "flush_cells": int, "flush_seconds": float, "cells_per_task": int,
-            "symbols_per_call": int, "fold_parts": int}
+            "symbols_per_call": int, "fold_parts": int, "whole_jobs": bool}
 TOP_KEYS = ("name", "data", "options", "grid", "settings", "models", "ray")
 
 
@@ -466,9 +467,10 @@ def load_spec(path: str | Path, data_dir: str | Path | None = None, asset_class_
             raise ConfigError(f"{where}: {', '.join(sorted(twice))} set in both {a} and {b}; keep it in one")
     ray = _table(raw, "ray", where)
     for key, value in ray.items():
-        if key not in RAY_KEYS or not _fits(value, RAY_KEYS[key]) or value <= 0:
+        if key not in RAY_KEYS or not _fits(value, RAY_KEYS[key]) or (RAY_KEYS[key] is not bool and value <= 0):
+            numbers = [k for k, hint in RAY_KEYS.items() if hint is not bool]
             raise ConfigError(f"{where}: [ray] {key} = {value!r}; [ray] takes positive numbers for "
-                              f"{', '.join(RAY_KEYS)}")
+                              f"{', '.join(numbers)}, and true or false for whole_jobs")
     name = raw.get("name", path.stem)
     if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
         raise ConfigError(f"{where}: name = {name!r}; use letters, digits, - and _")

@@ -1,7 +1,8 @@
 """The work a sweep sends to Ray: load a symbol (CPU task), forecast it (a model actor), settle its cells
-(CPU task). Plain functions and a plain class here; :mod:`marketcast.sweep.execute` wraps them with
-``ray.remote``. Each step calls what ``marketcast backtest`` calls (``load_symbol``/``load_bars``,
-``decision_ends`` + ``forecast_windows``, ``simulate``), so a cell equals the backtest of that cell.
+(CPU task); or, for cheap jobs, all three for several whole jobs in one CPU task (:func:`run_whole`). Plain
+functions and a plain class here; :mod:`marketcast.sweep.execute` wraps them with ``ray.remote``. Each step calls
+what ``marketcast backtest`` calls (``load_symbol``/``load_bars``, ``decision_ends`` + ``forecast_windows``,
+``simulate``), so a cell equals the backtest of that cell.
 """
 
 from __future__ import annotations
@@ -155,6 +156,38 @@ def settle(ctx: RunContext, loaded: Loaded | Failed, forecasted: Forecasted | Fa
             out.append(ok_rows(ctx, cell, position, result, loaded.fingerprint, seconds))
         except Exception as exc:  # one bad cell is recorded and the others go on
             out.append([error_row(ctx, cell, position, describe(exc), data_fingerprint=loaded.fingerprint)])
+    return out
+
+
+def forecast_call(server: ForecastServer, jobs: list) -> list[tuple[Loaded | Failed, Forecasted | Failed]]:
+    """Load the symbols of one forecast call (the :class:`~marketcast.sweep.plan.Job` list of one model and forecast
+    settings) and forecast them in one batch, as an actor's call does: each job's (loaded, forecasted). A model
+    that failed to load fails all of them."""
+    loaded = [load(job.symbol, job.path, job.first) for job in jobs]
+    try:
+        forecasted = server.forecast(jobs[0].config, *loaded)
+        forecasted = [forecasted] if len(jobs) == 1 else forecasted
+    except Exception as exc:  # the model failed to load: all of its cells, as on Ray
+        forecasted = [Failed(describe(exc))] * len(jobs)
+    return list(zip(loaded, forecasted))
+
+
+_SERVED: dict = {}  # this process's loaded forecaster for whole-job tasks: {"key": ..., "server": ...}
+
+
+def run_whole(ctx: RunContext, server_class: type, options: dict, calls: list[list]) -> list[list[dict]]:
+    """Whole jobs in one task: each forecast call of ``calls`` loaded, forecast and settled in this process, the
+    rows of every cell in order, equal to the split path's (the same functions on the same forecast batches).
+    The forecaster is loaded once per worker process and kept for the next task of the same model (cheap jobs
+    come from a cheap model; :mod:`marketcast.sweep.batching`)."""
+    key = (server_class.__module__, server_class.__qualname__, repr(sorted(options.items())))
+    if _SERVED.get("key") != key:
+        _SERVED.clear()  # one loaded model per process
+        _SERVED.update(key=key, server=server_class(options))
+    out = []
+    for jobs in calls:
+        for job, (loaded, forecasted) in zip(jobs, forecast_call(_SERVED["server"], jobs)):
+            out += settle(ctx, loaded, forecasted, job.cells, len(job.cells))
     return out
 
 
