@@ -13,11 +13,13 @@ PREFIX = "mc-"
 MAX_LEN = 48  # Alpaca's limit for client_order_id
 ENTRY, CLOSE, TAKE_PROFIT = "entry", "close", "take_profit"
 FLATTEN = "flatten"  # a risk halt with flatten_on_halt closing the loop's quantity at market
+TOP_UP = "top_up"  # a held position bought up toward the bar's target quantity (LoopConfig.hold_agreeing)
 
 
 def client_order_id(symbol: str, decision_ts: str, role: str) -> str:
     """``mc-`` + 24 hex chars of sha256(symbol|decision bar|role). ``role`` is ``entry``, ``close`` or
-    ``take_profit@<filled qty>`` (one separate take-profit per fill level); a risk halt's are
+    ``take_profit@<filled qty>`` (one separate take-profit per fill level), ``top_up`` and its take-profit for the
+    whole position ``take_profit@top_up@<filled qty>``; a risk halt's are
     ``take_profit@halt@<qty>`` and ``flatten@<qty>``."""
     key = "|".join((symbol.upper(), decision_ts, role)).encode()
     cid = PREFIX + hashlib.sha256(key).hexdigest()[:24]

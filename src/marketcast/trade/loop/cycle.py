@@ -37,6 +37,7 @@ from marketcast.trade.risk.precheck import PreCheck, unit_draw
 from marketcast.trade.risk.portfolio import PortfolioConfig, allocate
 from marketcast.trade.loop.quotes import quote, with_last_close
 from marketcast.trade.loop.reconcile import Reconciled, Reconciler
+from marketcast.trade.loop.topup import top_ups
 from marketcast.trade.risk.limits import RESUME, RISK, RiskGuard, RiskLimits, day_of
 from marketcast.trade.risk.protections import opening_draw
 from marketcast.trade.risk.rules import round_price
@@ -77,6 +78,8 @@ class CycleReport:
     clock: str = ""  # the market clock this cycle decided for ('' : every symbol)
     signals: list[Signal] = field(default_factory=list)
     skipped: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    gated: dict[str, tuple[str, ...]] = field(default_factory=dict)  # stale data or a gate: no new exposure at all
+    top_ups: list[str] = field(default_factory=list)  # held positions bought up to the bar's target (hold_agreeing)
     planned: list[Intent] = field(default_factory=list)
     kept: dict[str, Intent] = field(default_factory=dict)  # symbol -> this bar's entry already journalled
     refused: dict[str, str] = field(default_factory=dict)  # client_order_id -> why no valid order exists
@@ -262,7 +265,9 @@ class TradingLoop:
             if existing is not None:
                 report.kept[symbol] = existing
                 continue
-            reasons = self.checks.entry(signal, bars, stale, book.entry_conflicts(symbol, signal.decision.side, assets))
+            conflicts = book.entry_conflicts(symbol, signal.decision.side, assets)
+            reasons = self.checks.entry(signal, bars, stale, conflicts)
+            report.gated[symbol] = tuple(r for r in reasons if r not in conflicts)
             if reasons:
                 report.skipped[symbol] = tuple(reasons)
                 continue
@@ -356,6 +361,8 @@ class TradingLoop:
         if report.risk_breach:
             raise self.risk.trip(report.risk_breach, self.broker, self.desk, decision_ts)
         self.execute(report)
+        if self.config.hold_agreeing:  # what is held on is bought up to this bar's target, after the entries
+            report.top_ups = top_ups(self, report)
         if self.shadow is not None:  # after the live orders went out: the candidate never delays or stops them
             self.shadow.cycle(report.planned_on.values(), clock)
         if self.monitor is not None:  # recorded before the cycle is done: a failed write re-runs the bar
@@ -398,6 +405,7 @@ class TradingLoop:
                        for s in r.signals},
             "skipped": {k: list(v) for k, v in r.skipped.items()},
             **({"account_restrictions": dict(r.restrictions)} if r.restrictions else {}),
+            **({"top_ups": list(r.top_ups)} if r.top_ups else {}),
         }
 
 

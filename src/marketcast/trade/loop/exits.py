@@ -34,7 +34,7 @@ from marketcast.trade.risk.check import RiskCheck
 from marketcast.trade.risk.rules import round_qty
 from marketcast.trade.types import Asset
 from marketcast.trade.types import BUY, LIMIT, MARKET, SELL, Order, Position
-from marketcast.trade.journal.ids import ENTRY, FLATTEN, TAKE_PROFIT, client_order_id, is_loops
+from marketcast.trade.journal.ids import ENTRY, FLATTEN, TAKE_PROFIT, TOP_UP, client_order_id, is_loops
 from marketcast.trade.journal.state import Intent, Journal
 from marketcast.trade.loop.orders import OrderDesk
 from marketcast.trade.loop.ownership import EPS, Book, dust
@@ -42,7 +42,7 @@ from marketcast.trade.loop.ownership import EPS, Book, dust
 log = logging.getLogger("marketcast.trade")
 
 HALT_TAKE_PROFIT = f"{TAKE_PROFIT}@halt"  # the role of a re-placed take-profit (its id: symbol, bar, role@qty)
-ORIGINS = (ENTRY, "adopted")  # the intents a held quantity comes from
+ORIGINS = (ENTRY, "adopted", TOP_UP)  # the intents a held quantity comes from
 
 
 class HaltExits:

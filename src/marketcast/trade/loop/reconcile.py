@@ -35,7 +35,7 @@ from typing import Callable
 
 from marketcast.errors import HaltedError
 from marketcast.trade.interface import Broker, BrokerError, Snapshot
-from marketcast.trade.journal.ids import CLOSE, ENTRY, TAKE_PROFIT, client_order_id, is_loops
+from marketcast.trade.journal.ids import CLOSE, ENTRY, TAKE_PROFIT, TOP_UP, client_order_id, is_loops
 from marketcast.trade.loop.orders import OrderDesk
 from marketcast.trade.risk.check import RiskCheck
 from marketcast.trade.risk.freshness import queued_until
@@ -328,6 +328,9 @@ class Reconciler:
             if t.kind == TAKE_PROFIT and t.status == "pending" and t.decision_ts == decision_ts and self.scope(t.symbol):
                 self._submit(t, result.take_profits, result)
         for i in intents:
+            if i.kind == TOP_UP:
+                self._whole_take_profit(i, decision_ts, result)
+                continue
             if (i.kind != ENTRY or i.take_profit is None or i.status != "submitted" or i.decision_ts != decision_ts
                     or not self.scope(i.symbol) or self.broker.attaches_take_profit(i.symbol)):
                 continue
@@ -344,6 +347,27 @@ class Reconciler:
             side = SELL if i.side == BUY else BUY
             self._submit(Intent(cid, decision_ts, TAKE_PROFIT, i.symbol, side, qty, LIMIT, i.take_profit, None,
                                 i.time_in_force, kind=TAKE_PROFIT), result.take_profits, result)
+
+    def _whole_take_profit(self, top_up: Intent, decision_ts: str, result: Reconciled) -> None:
+        """A filled top-up's take-profit (:mod:`~marketcast.trade.loop.topup`): the loop's resting one was
+        cancelled before it, so this one covers the whole free position, at the top-up's take-profit; its id is
+        (symbol, bar, take_profit@top_up@filled qty), so a restart re-finds it and a later fill level covers
+        only what is new."""
+        if (top_up.take_profit is None or top_up.status != "submitted" or top_up.decision_ts != decision_ts
+                or not self.scope(top_up.symbol) or self.broker.attaches_take_profit(top_up.symbol)):
+            return
+        asset = self.assets([top_up.symbol])[top_up.symbol]
+        filled = self.journal.filled_qty(top_up.client_order_id, TOP_UP)
+        position = next((p for p in self.broker.positions() if p.symbol == top_up.symbol), None)
+        qty = round_qty(0.0 if position is None or filled <= 0 else position.available, asset.qty_step)
+        if qty <= 0 or qty < (asset.min_order_size or 0.0):
+            return
+        cid = client_order_id(top_up.symbol, decision_ts, f"{TAKE_PROFIT}@{TOP_UP}@{filled!r}")
+        if self.journal.intent(cid) is not None:
+            return
+        side = SELL if top_up.side == BUY else BUY
+        self._submit(Intent(cid, decision_ts, TAKE_PROFIT, top_up.symbol, side, qty, LIMIT, top_up.take_profit, None,
+                            top_up.time_in_force, kind=TAKE_PROFIT), result.take_profits, result)
 
     def _submit(self, intent: Intent, sent: list[str], result: Reconciled) -> None:
         """Send a close or take-profit once the risk checks say the broker would take it: one off the venue's

@@ -28,7 +28,9 @@ from marketcast.trade.journal.state import Intent, request_of
 from marketcast.trade.risk.freshness import Freshness, quote_reasons, stale_reason, went_back
 from marketcast.trade.risk.gates import GateConfig, check_entry, dollar_volume
 from marketcast.trade.risk.limits import RiskGuard
-from marketcast.trade.risk.precheck import PreCheck
+from marketcast.trade.journal.ids import is_loops
+from marketcast.trade.risk.precheck import PreCheck, describe
+from marketcast.trade.risk.protections import wash_trades
 from marketcast.trade.risk.rules import account_violations
 from marketcast.trade.types import Account, Order, Position, Quote
 
@@ -113,6 +115,33 @@ class RiskCheck:
             return Verdict(None, tuple(reasons))
         price = conformed.limit_price or context.close
         return Verdict(conformed, (), tuple(check.changes), self.limits.notional_breach(conformed, price, context.held))
+
+    def top_up(self, intent: Intent, context: OrderContext) -> Verdict:
+        """The top-up ``intent`` of a held position (:mod:`~marketcast.trade.loop.topup`) as an entry is asked
+        (grid, rules and protections, notional limits with what the loop holds there), except that a wash trade
+        against the loop's *own* working orders (its resting take-profit) is no refusal: the loop cancels those
+        and sees the cancels confirmed before it sends (:meth:`send_clear`). One against a foreign order waits."""
+        conformed, check = self.desk.conformed(intent)
+        if conformed is None:
+            return Verdict(None, tuple(check.reasons))
+        request = self.precheck.as_sent(conformed)
+        standing = self.precheck.standing(intent.symbol, context.account, context.orders, context.position,
+                                          context.ask, context.spent, context.bid)
+        refused = self.precheck.refusals(request, self.broker.asset(intent.symbol), standing)
+        reasons = [str(r) for r in refused if r.rule != "wash_trade"]
+        if reasons:
+            return Verdict(None, tuple(reasons))
+        foreign = [o for o in wash_trades(request, context.orders) if not is_loops(o.root_client_order_id)]
+        if foreign:
+            return Verdict(None, (), tuple(check.changes), None, f"potential wash trade against {describe(foreign[0])}, "
+                                                                  f"which the loop did not place (left untouched)")
+        price = conformed.limit_price or context.close
+        return Verdict(conformed, (), tuple(check.changes), self.limits.notional_breach(conformed, price, context.held))
+
+    def send_clear(self, intent: Intent, ask: float) -> str | None:
+        """Cancel the loop's own orders ``intent`` would wash against and see the cancels confirmed (None: it may
+        go now), as for an exit (:meth:`~marketcast.trade.risk.precheck.PreCheck.clear`), valued at ``ask``."""
+        return self.precheck.clear(intent, intent.decision_ts, ask)
 
     def exit(self, intent: Intent, position: Position | None = None, halted: bool = False) -> Verdict:
         """The exit or close ``intent`` on the venue's grid; ``halted``, refused where it would open anything

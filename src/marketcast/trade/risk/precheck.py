@@ -90,17 +90,18 @@ class PreCheck:
         return request
 
     # ------------------------------------------------------------------ exits
-    def clear(self, intent: Intent, decision_ts: str) -> str | None:
+    def clear(self, intent: Intent, decision_ts: str, ask: float | None = None) -> str | None:
         """None once the broker would take the exit ``intent`` (after cancelling and confirming the loop's own
-        orders it would wash against); else why it waits. Reads the account, orders and position afresh."""
+        orders it would wash against); else why it waits. Reads the account, orders and position afresh. A
+        top-up (it opens, so draws buying power) is valued at the quote's ``ask``."""
         request, asset = request_of(intent), self.broker.asset(intent.symbol)
         for attempt in (1, 2):
             account, orders = self.broker.account(), self.broker.open_orders()
             position = next((p for p in self.broker.positions() if p.symbol == intent.symbol), None)
             # an exit reduces the position (sized to its free quantity): it draws no buying power, so the
             # position's own price stands in for the quote
-            ask = position.avg_entry_price if position is not None else 0.0
-            refused = self.refusals(request, asset, self.standing(intent.symbol, account, orders, position, ask))
+            base = ask if ask is not None else position.avg_entry_price if position is not None else 0.0
+            refused = self.refusals(request, asset, self.standing(intent.symbol, account, orders, position, base))
             if not refused:
                 return None
             other = [str(r) for r in refused if r.rule != "wash_trade"]
