@@ -18,8 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -39,33 +37,12 @@ from rich.console import Console  # noqa: E402
 from sweep_bench import comparable, timed, write_data  # noqa: E402
 
 from marketcast.runs.store import RunStore  # noqa: E402
+from marketcast.sweep.cluster_kit import NODES, free_port, stop  # noqa: E402
 from marketcast.sweep.execute import connect, shutdown  # noqa: E402
 from marketcast.sweep.spec import load_spec  # noqa: E402
 
 WINDOWS, CONTEXT = 8, 64
 RAY_BIN = str(Path(sys.executable).with_name("ray"))
-NODES = """
-import ray
-ray.init(address="{address}", logging_level="ERROR", log_to_driver=False)
-print(sum(1 for n in ray.nodes() if n["Alive"]), int(ray.cluster_resources()["CPU"]))
-"""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """End a ``ray start --block`` (it stops the Ray processes it started, and only those)."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
 
 
 class TwoNodes:
@@ -73,7 +50,7 @@ class TwoNodes:
     ``RAY_AUTH_*``, so ``connect`` joins it as a user would)."""
 
     def __init__(self) -> None:
-        self.address = f"127.0.0.1:{_free_port()}"
+        self.address = f"127.0.0.1:{free_port()}"
         self.temp = tempfile.mkdtemp(prefix="r1c-", dir="/tmp")  # short: Ray's socket paths
         self.procs: list[subprocess.Popen] = []
 
@@ -108,7 +85,7 @@ class TwoNodes:
 
     def __exit__(self, *_) -> None:
         for proc in reversed(self.procs):
-            _stop(proc)
+            stop(proc)
 
 
 def _equal(folder: Path, way: str) -> bool:

@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -17,33 +15,12 @@ from pathlib import Path
 import pytest
 
 from marketcast.runs.store import RunStore
+from marketcast.sweep.cluster_kit import NODES, free_port, stop
 
 from .helpers import small_spec, write_bars
 
 RAY = str(Path(sys.executable).with_name("ray"))
 SPEC = small_spec()
-NODES = """
-import ray
-ray.init(address="{address}", logging_level="ERROR", log_to_driver=False)
-print(sum(1 for n in ray.nodes() if n["Alive"]), int(ray.cluster_resources()["CPU"]))
-"""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """End a ``ray start --block`` (it stops the Ray processes it started)."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
 
 
 def _run(args: list[str], env: dict, timeout: float = 240) -> subprocess.CompletedProcess:
@@ -53,7 +30,7 @@ def _run(args: list[str], env: dict, timeout: float = 240) -> subprocess.Complet
 def test_a_sweep_runs_on_a_two_node_cluster_with_token_auth(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     auth = {**env, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
-    port, temp = _free_port(), tempfile.mkdtemp(prefix="rc-", dir="/tmp")  # short: Ray's socket paths
+    port, temp = free_port(), tempfile.mkdtemp(prefix="rc-", dir="/tmp")  # short: Ray's socket paths
     address = f"127.0.0.1:{port}"
     head = subprocess.Popen([RAY, "start", "--head", f"--port={port}", "--num-cpus=1", "--include-dashboard=false",
                              f"--temp-dir={temp}", "--block"], env=auth, stdout=subprocess.PIPE,
@@ -89,6 +66,6 @@ def test_a_sweep_runs_on_a_two_node_cluster_with_token_auth(tmp_path):
         assert refused.returncode == 6 and "RAY_AUTH_MODE=token" in refused.stderr.splitlines()[-1]
     finally:
         for proc in nodes:
-            _stop(proc)
-        _stop(head)
+            stop(proc)
+        stop(head)
         shutil.rmtree(temp, ignore_errors=True)
