@@ -31,6 +31,24 @@ def test_backtest_html_and_report_run_write_the_same_page(tmp_path, capsys):
     assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary file left behind
 
 
+def test_report_reads_the_stored_selection_figures_instead_of_computing_them_again(tmp_path, monkeypatch):
+    """Issue 48: ``report RUN`` takes each cell's multiple-testing figures from its ``selection.*`` columns; the
+    SPA bootstrap and CSCV do not run again, and the files equal the backtest's byte for byte."""
+    from marketcast.backtest import overfit
+
+    out, again = tmp_path / "bt", tmp_path / "again"
+    assert main(["backtest", *FAST, "--html", "--output-dir", str(out)]) == 0
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a stored run's selection figures were computed again")
+
+    monkeypatch.setattr(overfit, "spa_test", refused)
+    monkeypatch.setattr(overfit, "cscv", refused)
+    assert main(["report", "latest", "-o", str(again)]) == 0
+    for path in out.iterdir():
+        assert (again / path.name).read_bytes() == path.read_bytes(), path.name
+
+
 def test_fan_dates_choose_the_fans(tmp_path):
     out = tmp_path / "bt"
     assert main(["backtest", "SP500", *FAST, "--html", "--fan-date", "2018-12-01", "--fan-date", "2018-11-26",
