@@ -107,9 +107,9 @@ def compare_runs(store: RunStore, run_a: str, run_b: str, *, strict: bool = Fals
     position = ("list_position(strategies, strategy)" if listed else
                 "row_number() OVER (PARTITION BY cell_id ORDER BY seq)")
     base = f"""
-WITH ok AS (SELECT cell_id, cell_index, run_id, {key_list} FROM cells WHERE status = 'ok'),
+WITH ok AS MATERIALIZED (SELECT cell_id, cell_index, run_id, {key_list} FROM cells WHERE status = 'ok'),
 ca AS (SELECT * FROM ok WHERE run_id = $a), cb AS (SELECT * FROM ok WHERE run_id = $b),
-m AS (SELECT ca.cell_id AS ida, cb.cell_id AS idb, ca.cell_index AS ia FROM ca JOIN cb ON {on}),
+m AS MATERIALIZED (SELECT ca.cell_id AS ida, cb.cell_id AS idb, ca.cell_index AS ia FROM ca JOIN cb ON {on}),
 r AS (SELECT run_id, cell_id, strategy, {_finite('"return"')} AS ret, {_finite('sharpe')} AS sh,
              {'strategies' if listed else 'row_number() OVER () AS seq'} FROM results),
 ra AS (SELECT *, {position} AS pos FROM r WHERE run_id = $a),
@@ -121,20 +121,23 @@ j AS (SELECT s.ida, s.idb, s.ia, s.strategy, ra.pos AS pa, rb.pos AS pb, ra.cell
              ra.sh AS sharpe_a, rb.sh AS sharpe_b, rb.sh - ra.sh AS sharpe_delta
       FROM s LEFT JOIN ra ON ra.cell_id = s.ida AND ra.strategy = s.strategy
              LEFT JOIN rb ON rb.cell_id = s.idb AND rb.strategy = s.strategy),
-judged AS (SELECT *, CASE WHEN return_delta IS NULL AND NOT (in_a AND in_b) THEN 'WARN'
+judged AS MATERIALIZED (SELECT *, CASE WHEN return_delta IS NULL AND NOT (in_a AND in_b) THEN 'WARN'
                           WHEN return_a IS NULL OR return_b IS NULL OR (sharpe_a IS NULL) <> (sharpe_b IS NULL)
                                THEN 'FAIL'
                           WHEN abs(return_delta) > {FAIL_ABOVE!r}::DOUBLE THEN 'FAIL'
                           WHEN abs(return_delta) > {WARN_ABOVE!r}::DOUBLE THEN 'WARN' ELSE 'PASS' END AS status
            FROM j)
 """
-    tally = store.query(base + "SELECT status, count(*) AS n FROM judged GROUP BY status", params, run_ids=runs)
-    per_status = {s: 0 for s in ORDER} | {row["status"]: int(row["n"]) for row in tally.to_dict("records")}
+    # one pass of the joins for every count (the CTEs above are materialised once within a query)
+    tally = store.query(base + "SELECT 'status' AS kind, status AS what, count(*) AS n FROM judged GROUP BY status "
+                        "UNION ALL SELECT 'only', 'A', count(*) FROM ca WHERE cell_id NOT IN (SELECT ida FROM m) "
+                        "UNION ALL SELECT 'only', 'B', count(*) FROM cb WHERE cell_id NOT IN (SELECT idb FROM m) "
+                        "UNION ALL SELECT 'matched', '', count(*) FROM m", params, run_ids=runs)
+    found = {(k, w): int(n) for k, w, n in zip(tally["kind"], tally["what"], tally["n"])}
+    per_status = {s: 0 for s in ORDER} | {w: n for (k, w), n in found.items() if k == "status"}
     rows_total = sum(per_status.values())
-    only = store.query(base + "SELECT 'A' AS side, count(*) AS n FROM ca WHERE cell_id NOT IN (SELECT ida FROM m) "
-                       "UNION ALL SELECT 'B', count(*) FROM cb WHERE cell_id NOT IN (SELECT idb FROM m)",
-                       params, run_ids=runs).set_index("side")["n"]
-    if not int(store.query(base + "SELECT count(*) AS n FROM m", params, run_ids=runs)["n"][0]):
+    only = {side: found[("only", side)] for side in "AB"}
+    if not found[("matched", "")]:
         raise ConfigError(f"runs {run_a} and {run_b} have no cell in common (matched on symbol"
                           f"{''.join(', ' + n for n in names)}); nothing to compare")
     hide = not show_all and rows_total > shown
