@@ -32,8 +32,9 @@ def test_backtest_html_and_report_run_write_the_same_page(tmp_path, capsys):
 
 
 def test_report_reads_the_stored_selection_figures_instead_of_computing_them_again(tmp_path, monkeypatch):
-    """Issue 48: ``report RUN`` takes each cell's multiple-testing figures from its ``selection.*`` columns; the
-    SPA bootstrap and CSCV do not run again, and the files equal the backtest's byte for byte."""
+    """Issue 48: ``report RUN`` and ``runs show`` take each cell's multiple-testing figures from its
+    ``selection.*`` columns; the SPA bootstrap and CSCV do not run again, and the files equal the backtest's
+    byte for byte."""
     from marketcast.backtest import overfit
 
     out, again = tmp_path / "bt", tmp_path / "again"
@@ -47,6 +48,7 @@ def test_report_reads_the_stored_selection_figures_instead_of_computing_them_aga
     assert main(["report", "latest", "-o", str(again)]) == 0
     for path in out.iterdir():
         assert (again / path.name).read_bytes() == path.read_bytes(), path.name
+    assert main(["runs", "show", "latest"]) == 0  # its verdict strip reads them too
 
 
 def test_fan_dates_choose_the_fans(tmp_path):

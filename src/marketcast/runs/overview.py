@@ -317,6 +317,7 @@ def cell_records(store: RunStore, run_id: str, limit: int = MAX_SYMBOL_LINES) ->
     from marketcast.backtest.verdict import build as verdict_of
     from marketcast.errors import MarketcastError
     from marketcast.runs.codec import decode
+    from marketcast.runs.rows import with_stored_selection
 
     columns = store.columns([run_id])
     if "record" not in columns:
@@ -331,7 +332,7 @@ def cell_records(store: RunStore, run_id: str, limit: int = MAX_SYMBOL_LINES) ->
     out = []
     for _, row in found.iterrows():
         try:
-            result = decode(row["record"])
+            result = with_stored_selection(decode(row["record"]), row)  # its strip reads the stored figures
         except MarketcastError:  # a damaged record: the summary still shows the cell's stored columns
             continue
         if not isinstance(result, SymbolResult):

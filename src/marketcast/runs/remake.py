@@ -3,16 +3,14 @@ renders them with the backtest's own writers, so the files equal what ``marketca
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import re
 from pathlib import Path
 
 import pandas as pd
 
 from marketcast.backtest.engine import SymbolResult
-from marketcast.backtest.overfit import SelectionStats
 from marketcast.runs.codec import decode
+from marketcast.runs.rows import with_stored_selection
 from marketcast.runs.store import RunStore
 from marketcast.runs.overview import WF_RETURNS, label, run_axes
 
@@ -34,35 +32,8 @@ def cell_results(store: RunStore, run_id: str,
     groups: dict[str, list[tuple[pd.Series, SymbolResult]]] = {}
     for (_, cell), record in zip(found.iterrows(), records):
         key = label(cell, names, with_symbol=False)
-        result = decode(record)
-        stored = stored_selection(cell)
-        if stored is not None:  # the figures the backtest computed: no SPA bootstrap or CSCV run again
-            result.__dict__["overfit"] = stored
-        groups.setdefault(key, []).append((cell, result))
+        groups.setdefault(key, []).append((cell, with_stored_selection(decode(record), cell)))
     return groups
-
-
-def _plain(value, kind: str):
-    """A stored column's value as the field's type: NULL/NaN -> None where the field allows it."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        if "None" not in kind:
-            raise ValueError("a required figure is missing")
-        return None
-    for name, cast in (("int", int), ("float", float), ("str", str)):
-        if kind.startswith(name):
-            return cast(value)
-    raise ValueError(f"no reading for {kind}")
-
-
-def stored_selection(cell: pd.Series) -> SelectionStats | None:
-    """The cell's multiple-testing figures read back from its ``selection.*`` columns (the cell's
-    ``result.overfit`` when it was stored); None when a field is missing (a store written before the field
-    existed): the report then computes them again from the record."""
-    try:
-        return SelectionStats(**{f.name: _plain(cell[f"selection.{f.name}"], str(f.type))
-                                 for f in dataclasses.fields(SelectionStats)})
-    except (KeyError, ValueError):
-        return None
 
 
 def folder(output_dir: str | Path, key: str) -> Path:

@@ -15,8 +15,10 @@ best cell of a sweep (:func:`marketcast.runs.overview.selection`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
+import math
 import subprocess
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -25,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from marketcast.backtest.engine import SymbolResult
-from marketcast.backtest.overfit import moments
+from marketcast.backtest.overfit import SelectionStats, moments
 from marketcast.backtest.report import symbol_json
 from marketcast.calibrate.summary import store_columns
 from marketcast.data.bars import Bars
@@ -154,3 +156,34 @@ def code_version() -> str:
     if not commit:
         return version
     return f"{version}+g{commit}{'.dirty' if dirty else ''}"
+
+
+def _plain(value, kind: str):
+    """A stored column's value as the field's type: NULL/NaN -> None where the field allows it."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        if "None" not in kind:
+            raise ValueError("a required figure is missing")
+        return None
+    for name, cast in (("int", int), ("float", float), ("str", str)):
+        if kind.startswith(name):
+            return cast(value)
+    raise ValueError(f"no reading for {kind}")
+
+
+def stored_selection(cell) -> SelectionStats | None:
+    """A cell's multiple-testing figures read back from its ``selection.*`` columns (what :func:`ok_rows`
+    stored from ``result.overfit``); None when a field is missing (a store written before the field existed)."""
+    try:
+        return SelectionStats(**{f.name: _plain(cell[f"selection.{f.name}"], str(f.type))
+                                 for f in dataclasses.fields(SelectionStats)})
+    except (KeyError, ValueError):
+        return None
+
+
+def with_stored_selection(result, cell):
+    """``result`` (decoded from ``cell``'s record) carrying the figures the backtest computed and stored, so its
+    ``overfit`` is read, not computed again (no SPA bootstrap, no CSCV); unchanged when they are not stored."""
+    stored = stored_selection(cell)
+    if stored is not None:
+        result.__dict__["overfit"] = stored  # fills SymbolResult.overfit's cached_property
+    return result
