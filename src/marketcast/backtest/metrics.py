@@ -91,8 +91,13 @@ def max_drawdown(returns: np.ndarray) -> float:
     if not np.isfinite(equity).all():  # the curve overflowed: the same falls from log equity
         log_equity = np.concatenate([[0.0], np.cumsum(np.log1p(np.maximum(r, -1.0)))])
         return float(np.max(-np.expm1(log_equity - np.maximum.accumulate(log_equity))))
-    peak = np.maximum.accumulate(equity)
-    return float(np.max(1.0 - equity / peak))
+    return equity_drawdown(equity)
+
+
+def equity_drawdown(equity) -> float:
+    """The deepest fall of an equity curve (positive values) from its running peak, as a fraction of the peak."""
+    e = np.asarray(equity, dtype=np.float64)
+    return float(np.max(1.0 - e / np.maximum.accumulate(e)))
 
 
 def strategy_metrics(returns: np.ndarray, filled: np.ndarray, periods_per_year: float) -> dict:

@@ -78,13 +78,10 @@ def read_records(state_dir: str | Path) -> list[dict]:
 def max_drawdown(equity: list) -> float | None:
     """The deepest fall of the recorded equity from its running peak, as a fraction of the peak (0.0: never
     below a peak; None: no equity recorded). Cycles without an equity figure are skipped."""
-    peak, worst = None, None
-    for value in equity:
-        if value is None or math.isnan(value) or value <= 0:
-            continue
-        peak = value if peak is None else max(peak, value)
-        worst = max(worst or 0.0, 1.0 - value / peak)
-    return worst
+    from marketcast.backtest.metrics import equity_drawdown
+
+    recorded = [v for v in equity if v is not None and not math.isnan(v) and v > 0]
+    return equity_drawdown(recorded) if recorded else None
 
 
 def summarise(records: list[dict]) -> dict:
