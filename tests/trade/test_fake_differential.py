@@ -1,13 +1,22 @@
-"""The loop's pre-check against the fake Alpaca, two readings of Alpaca's pages written apart: the same order and
-account state through :func:`marketcast.trade.risk.protections.refusals` (what :class:`~marketcast.trade.risk.
-check.RiskCheck` asks before every send, with the account, position, working orders and asset read from the
-fake's own JSON by the Alpaca adapter's parsers) and through the fake's ``POST /v2/orders`` rules
-(:mod:`marketcast.fake_alpaca.rules`), with the body alpaca-py would send. Every disagreement fails with the
-order and the state printed. Then one case per documented rule, each on both sides of its boundary.
+"""The loop's pre-check against the fake Alpaca, two readings of Alpaca's pages written apart, and the loop's
+order body against Alpaca's documented one.
+
+The judge (:mod:`tests.trade.wire_judge`, which imports nothing of ``marketcast.trade``:
+``tests/trade/test_fake_alpaca_apart.py`` reads its imports) builds each account state in the fake, writes each
+order as the raw JSON body of ``POST /v2/orders`` from Alpaca's documented fields, sends it to the fake's rules
+(:mod:`marketcast.fake_alpaca.rules`) and reads the reply as JSON. The side under test gets the same order as
+the loop's :class:`~marketcast.trade.types.OrderRequest` and runs
+:func:`marketcast.trade.risk.protections.refusals` (what :class:`~marketcast.trade.risk.check.RiskCheck` asks
+before every send) with the account, position, working orders and asset read from the fake's own JSON by the
+Alpaca adapter's parsers; the adapter's request builder turns the order into the body alpaca-py would send,
+which must equal the judge's (numbers compared as decimals). Every disagreement, in the verdict or in the body,
+fails with the order and the state printed. Then one case per documented rule, each on both sides of its
+boundary.
 
 Asymmetries: none in the verdicts (accept or refuse); the wording differs where Alpaca documents none. One by
 design outside this test's reach: a ``gtc`` order a broker still reports as working after 90 days is counted by
-the pre-check (it reads statuses, not ages); the fake never reports one, as its sweep runs before every read.
+the pre-check (it reads statuses, not ages); the fake never reports one, as its sweep runs before every read
+(so a planted ``GTC_DAYS`` of 91 gives no disagreement here; the fake's own case below holds it).
 
 The generator (seeded, :data:`N` states): cash from $316 to $316,000 (equity under and over $2,000 and
 $25,000), 1x or 2x, long, short or no position and another symbol's, the quote with stock prices under and
@@ -15,259 +24,187 @@ over $1.00 and limits of 2 to 5 decimals (now and then 10x or 1/10 of the quote)
 grids, market and limit, OTO take-profits, 0-2 working orders of either side (some OTO with a held leg,
 queued or being cancelled, ``gtc`` up to 120 days old), the account's flags, day trades reported or not, and
 four in ten orders sized within 5 % of the buying power left, where the collar and the short's 3 % decide.
-Turning either figure off in the fake makes this test fail (checked by hand: collar 0 gives 27 disagreements,
-a 1 % short markup 3).
+The test can fail: each order sent to the fake again with one of :data:`PLANTS` in its rules (a figure or a
+table changed; the pre-check's verdict and the account it read stay as they were) must give disagreements, and
+does (of 6,000: collar 0 gives 27, a 1 % short markup 4, a $1,000 margin floor 8, PDT after 4 day trades 22, a
+0.001 stock grid 69, two limits that always cross 128). Planted for the whole run instead (generator and
+account included), collar 0 gives 27 and a 1 % short markup 3, as before the judge wrote its own bodies.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import random
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import date, timedelta
 from decimal import Decimal
 
+from marketcast.fake_alpaca import exchange, rules
 from marketcast.fake_alpaca.exchange import TERMINAL, Exchange, Position, ny_day
-from marketcast.fake_alpaca.rules import Flags, Refused
+from marketcast.fake_alpaca.rules import Flags
 from marketcast.fake_alpaca.server import public
 from marketcast.trade.risk.protections import Refusal, Standing, refusals
 from marketcast.trade.types import OrderRequest
 from marketcast.trade.venues.alpaca import account_of, asset_of, order_request, position_of, working_of
 
-CLOCK = "2024-05-01T19:00:00Z"  # a Wednesday, in the session
-TODAY = ny_day(CLOCK)
-STOCK = {"class": "us_equity", "tradable": True, "fractionable": True, "shortable": True, "easy_to_borrow": True,
-         "min_order_size": None, "min_trade_increment": None, "price_increment": None}
+from .wire_judge import TODAY, Reply, account, body, placed, post, read, world
+
 N = 6_000
-
-
-def crypto_asset(price: float) -> dict:
-    inc = "1" if price >= 1_000 else "0.01" if price >= 1 else "0.0001"
-    return {"class": "crypto", "tradable": True, "fractionable": True, "shortable": False, "easy_to_borrow": False,
-            "min_order_size": "0.0001" if price >= 1 else "1", "min_trade_increment": "0.0001" if price >= 1 else "1",
-            "price_increment": inc}
 
 
 @dataclass
 class Verdict:
-    fake: Refused | None
-    precheck: list[Refusal]
-    body: dict
+    reply: Reply  # the judge's: the fake's answer to the body it wrote
+    precheck: list[Refusal]  # the side under test's: the loop's pre-check
+    body: dict  # what the judge sent
+    adapter: dict  # what the loop's Alpaca adapter would send for the same order
 
     @property
     def agree(self) -> bool:
-        return (self.fake is None) == (not self.precheck)
+        return self.reply.accepted == (not self.precheck) and read(self.adapter) == read(self.body)
 
 
-def verdicts(ex: Exchange, request: OrderRequest) -> Verdict:
-    """``request`` through both: the pre-check with what the broker shows (the fake's JSON, parsed by the
-    adapter), the fake with alpaca-py's body. The fake's sweep runs first, as before any read."""
+def intent(sent: dict) -> OrderRequest:
+    """The judge's body as the loop's order (the side under test; the adapter turns it back into a body, which
+    must equal ``sent``, so a slip here shows too)."""
+    take_profit = sent.get("take_profit")
+    return OrderRequest(sent["symbol"].replace("/", ""), sent["side"], float(sent["qty"]), sent["client_order_id"],
+                        sent["type"], float(sent["limit_price"]) if "limit_price" in sent else None,
+                        float(take_profit["limit_price"]) if take_profit else None, sent["time_in_force"])
+
+
+def verdicts(ex: Exchange, sent: dict) -> Verdict:
+    """``sent`` through both. The side under test: the loop's order, its pre-check with what the broker shows
+    (the fake's JSON, parsed by the adapter), the body the adapter builds. The judge: ``sent`` as it wrote it,
+    to the fake's ``POST /v2/orders``. The fake's sweep runs first, as before any read."""
     ex.sweep()
-    sym = ex.key(request.symbol)
-    raw_asset = ex.assets[sym]
-    crypto = raw_asset["class"] == "crypto"
-    account = account_of(ex.account_json())
+    request = intent(sent)
+    sym = request.symbol
+    asset = asset_of(ex.assets[sym], sym)
+    acct = account_of(ex.account_json())
     position = position_of(ex.position_json(sym)) if sym in ex.positions else None
     recent = [public(o, True) for o in reversed(ex.orders)]
     working = [public(o, False) for o in ex.everything() if o["status"] not in TERMINAL]
     parents = {leg["id"]: o["client_order_id"] for o in recent for leg in o.get("legs") or []}
     bid, ask = ex.quote(sym)
     opened = ex.opened_on.get(sym) == ny_day(ex.clock)  # the loop's journal knows the fills it made today
-    standing = Standing(account, float(ask), 0.0 if position is None else position.qty,
+    standing = Standing(acct, float(ask), 0.0 if position is None else position.qty,
                         0.0 if position is None else position.available, working_of(working, parents), float(bid),
                         opened)
-    mine = refusals(request, asset_of(raw_asset, sym), standing)
-    body = json.loads(json.dumps(order_request(request, crypto, not crypto).to_request_fields()))
-    try:
-        ex.submit(body)
-        theirs = None
-    except Refused as exc:
-        theirs = exc
-    return Verdict(theirs, mine, body)
+    mine = refusals(request, asset, standing)
+    adapter = json.loads(json.dumps(order_request(request, asset.crypto, not asset.crypto).to_request_fields()))
+    return Verdict(post(ex, sent), mine, sent, adapter)
 
 
-# ------------------------------------------------------------------ the generator
-def price_of(rng: random.Random, crypto: bool) -> Decimal:
-    if crypto:
-        return Decimal(str(rng.choice([round(rng.uniform(20_000, 70_000)), round(rng.uniform(1, 900), 2),
-                                       round(rng.uniform(0.05, 0.99), 4)])))
-    if rng.random() < 0.35:
-        return Decimal(str(round(rng.uniform(0.05, 0.99), 4)))
-    return Decimal(str(round(rng.uniform(1.0, 500.0), 2)))
-
-
-def near(rng: random.Random, p: Decimal, spread: float = 0.05) -> float:
-    """A price near ``p`` with 2 to 5 decimals (some off the grid), now and then far away (10x, 1/10)."""
-    x = float(p) * (rng.choice([0.1, 10.0]) if rng.random() < 0.05 else 1 + rng.uniform(-spread, spread))
-    return max(round(x, rng.choice([2, 2, 2, 2, 2, 2, 3, 4, 4, 5])), 0.0001)
-
-
-def on_step(rng: random.Random, asset: dict, lo: float, hi: float) -> float:
-    step = Decimal(asset["min_trade_increment"])
-    n = max(1, int(Decimal(str(rng.uniform(lo, hi))) / step))
-    q = n * step
-    if rng.random() < 0.05:
-        q += step / 3  # off the grid
-    return float(q)
-
-
-def world(rng: random.Random, i: int) -> tuple[Exchange, OrderRequest]:
-    crypto = rng.random() < 0.4
-    sym = "BTCUSD" if crypto else "ABC"
-    p = price_of(rng, crypto)
-    asset = crypto_asset(float(p)) if crypto else dict(STOCK, shortable=rng.random() > 0.1,
-                                                        easy_to_borrow=rng.random() > 0.1,
-                                                        tradable=rng.random() > 0.02)
-    other = {"class": "us_equity", **{k: v for k, v in STOCK.items() if k != "class"}}
-    flags = Flags(account_blocked=rng.random() < 0.04, trading_blocked=rng.random() < 0.04,
-                  trade_suspended_by_user=rng.random() < 0.03, shorting_enabled=rng.random() > 0.08,
-                  crypto_status=rng.choice(["ACTIVE"] * 12 + ["INACTIVE", "SUBMITTED"]))
-    cash = Decimal(str(round(10 ** rng.uniform(2.5, 5.5), 2)))
-    ex = Exchange({sym: asset, "XYZ": other}, cash=cash, multiplier=Decimal(rng.choice([1, 2])), clock=CLOCK,
-                  flags=flags, reports_day_trades=rng.random() < 0.8, pattern_day_trader=rng.random() < 0.1)
-    ex.last.update({sym: p, "XYZ": Decimal("50")})
-    tick = Decimal(asset["price_increment"]) if crypto else (Decimal("0.01") if p >= 1 else Decimal("0.0001"))
-    ex.quotes[sym] = (p, p + tick * rng.choice([0, 1, 5]))
-    roll = rng.random()
-    size = on_step(rng, asset, 0.001, 0.5) if crypto and p >= 1_000 else float(rng.randint(1, 300))
-    if roll < 0.3:
-        ex.positions[sym] = Position(Decimal(str(size)), p)
-    elif roll < 0.45 and not crypto:
-        ex.positions[sym] = Position(-Decimal(str(size)), p)
-        ex.cash += Decimal(str(size)) * p  # the short's proceeds
-    if rng.random() < 0.3:
-        ex.positions["XYZ"] = Position(Decimal(rng.randint(1, 200)), Decimal("50"))
-    ex.last_equity = ex.equity() * Decimal(str(rng.choice([0.5, 1.0, 1.5])))
-    ex.day_trades = [TODAY] * rng.randint(0, 4)
-    if rng.random() < 0.4:
-        ex.opened_on[sym] = TODAY
-    for k in range(rng.choice([0, 0, 1, 1, 2])):
-        ex.orders.append(existing(rng, ex, sym, asset, p, f"old-{i}-{k}"))
-    if rng.random() < 0.2:
-        ex.orders.append(existing(rng, ex, "XYZ", other, Decimal("50"), f"other-{i}"))
-    req = request(rng, sym, asset, p, f"mc-{i}", size)
-    return ex, (near_power(rng, ex, req, asset) if rng.random() < 0.4 else req)
-
-
-def near_power(rng: random.Random, ex: Exchange, req: OrderRequest, asset: dict) -> OrderRequest:
-    """``req`` resized to within a few percent of what buying power allows at its unit price (the limit, or the
-    ask), so the collar and the short's 3 % decide."""
-    crypto = asset["class"] == "crypto"
-    power = ex.non_marginable_buying_power() if crypto else ex.buying_power()
-    unit = Decimal(str(req.limit_price)) if req.limit_price is not None else ex.quote(ex.key(req.symbol))[1]
-    if unit <= 0 or power <= 0:
-        return req
-    step = Decimal(asset["min_trade_increment"]) if crypto else Decimal(1)
-    qty = (power / unit * Decimal(str(rng.uniform(0.95, 1.05))) / step).to_integral_value() * step
-    return replace(req, qty=float(qty)) if qty > 0 else req
-
-
-def existing(rng: random.Random, ex: Exchange, sym: str, asset: dict, p: Decimal, cid: str) -> dict:
-    """An order already at the venue: either side, limit or market, maybe an OTO with its leg held, working,
-    queued or being cancelled, ``day`` today or ``gtc`` up to 120 days old."""
-    crypto = asset["class"] == "crypto"
-    side = rng.choice(["buy", "sell"])
-    market = rng.random() < 0.2
-    qty = on_step(rng, asset, 0.001, 0.2) if crypto and p >= 1_000 else float(rng.randint(1, 50))
-    body = {"symbol": "BTC/USD" if crypto else sym, "side": side, "type": "market" if market else "limit",
-            "qty": qty, "time_in_force": "gtc" if crypto or rng.random() < 0.4 else "day"}
-    grid = Decimal("0.01") if p >= 1 else Decimal("0.0001")
-    if not market:
-        body["limit_price"] = str(p if crypto else (p * Decimal(str(1 + rng.uniform(-0.03, 0.03)))).quantize(grid))
-    if not crypto and rng.random() < 0.3:
-        tp = p * Decimal("1.05") if side == "buy" else p * Decimal("0.95")
-        body.update(order_class="oto", take_profit={"limit_price": str(tp.quantize(grid))})
-    o = ex._order(cid, body, Decimal(str(qty)), body.get("order_class", "simple"))
-    o["status"] = rng.choice(["new", "new", "accepted", "pending_cancel"])
-    age = rng.choice([0, 30, 89, 90, 120]) if body["time_in_force"] == "gtc" else 0
-    o["submitted_at"] = f"{date.fromisoformat(TODAY) - timedelta(days=age)}T15:00:00Z"
-    return o
-
-
-def request(rng: random.Random, sym: str, asset: dict, p: Decimal, cid: str, size: float) -> OrderRequest:
-    """An order the loop could send: stocks with an OTO take-profit half the time, crypto simple; market or
-    limit; prices with varied decimals; sizes near and past what is held and what buying power allows."""
-    crypto = asset["class"] == "crypto"
-    side = rng.choice(["buy", "sell"])
-    market = rng.random() < (0.4 if crypto else 0.2)
-    if crypto:
-        qty = size if rng.random() < 0.3 else (on_step(rng, asset, 0.001, 2.0) if p >= 1_000
-                                               else on_step(rng, asset, 1, 5_000))
-        tif = rng.choice(["gtc", "gtc", "ioc", "day"] if rng.random() < 0.1 else ["gtc", "ioc"])
-    else:
-        qty = size if rng.random() < 0.3 else float(rng.choice([rng.randint(1, 500), rng.randint(1, 20_000)]))
-        if rng.random() < 0.05:
-            qty += 0.5
-        tif = "gtc" if rng.random() < 0.1 else "day"
-    limit = None if market else (float(p) if crypto and rng.random() < 0.7 else near(rng, p))
-    tp = None
-    if not crypto and rng.random() < 0.5:
-        base = limit if limit is not None else float(p)
-        tp = near(rng, Decimal(str(base * (1.02 if side == "buy" else 0.98))), 0.03)
-    return OrderRequest(sym, side, qty, cid, "market" if market else "limit", limit, tp, tif)
-
-
-def explain(ex: Exchange, req: OrderRequest, v: Verdict) -> str:
+def explain(ex: Exchange, sent: dict, v: Verdict) -> str:
     positions = {s: (str(p.qty), str(p.avg)) for s, p in ex.positions.items()}
     orders = [(o["side"], o["type"], o.get("limit_price"), o["status"], o["time_in_force"], o["submitted_at"],
                [(leg["side"], leg["limit_price"], leg["status"]) for leg in o.get("legs") or []]) for o in ex.orders]
-    return (f"\n  order {req}\n  body {v.body}\n  account {ex.account_json()}\n  positions {positions}\n  quote "
-            f"{ex.quotes}\n  orders {orders}\n  fake: {None if v.fake is None else v.fake.message}\n  pre-check: "
-            f"{[str(r) for r in v.precheck]}")
+    return (f"\n  body (judge) {v.body}\n  body (adapter) {v.adapter}\n  account {ex.account_json()}\n  positions "
+            f"{positions}\n  quote {ex.quotes}\n  orders {orders}\n  fake: {v.reply.status} {v.reply.message}\n"
+            f"  pre-check: {[str(r) for r in v.precheck]}")
+
+
+# ------------------------------------------------------------------ the seeded states
+PLANTS = {  # a documented figure or table of the fake's rules (marketcast.fake_alpaca.rules), changed
+    "collar 0": [(rules, "COLLAR", Decimal(0))],
+    "short markup 1 %": [(rules, "SHORT_MARKUP", Decimal("0.01"))],
+    "margin floor $1,000": [(rules, "MARGIN_FLOOR", Decimal(1_000)), (exchange, "MARGIN_FLOOR", Decimal(1_000))],
+    "PDT after 4 day trades": [(rules, "PDT_TRADES", 4)],
+    "stock price grid 0.001": [(rules, "CENT", Decimal("0.001"))],
+    "wash: two limits always cross": [(rules, "WORKS", ())],
+}
+
+
+@contextmanager
+def planted(changes: list[tuple[object, str, object]]):
+    saved = [(where, name, getattr(where, name)) for where, name, _ in changes]
+    for where, name, value in changes:
+        setattr(where, name, value)
+    try:
+        yield
+    finally:
+        for where, name, value in saved:
+            setattr(where, name, value)
+
+
+@dataclass
+class Pass:
+    disagreements: list[str]
+    refused_by: dict[str, int]  # the pre-check's refusals by rule
+    accepted: int  # by the fake
+    planted: dict[str, int]  # disagreements with each plant in the fake
+
+
+@functools.cache
+def seeded_pass() -> Pass:
+    """The :data:`N` seeded states, once for both tests below: each order through both sides, then sent to the
+    fake again under each plant (taken back first, so each meets the same account)."""
+    rng, out = random.Random(43), Pass([], {}, 0, dict.fromkeys(PLANTS, 0))
+    for i in range(N):
+        ex, sent = world(rng, i)
+        v = verdicts(ex, sent)
+        out.accepted += v.reply.accepted
+        if not v.agree:
+            out.disagreements.append(explain(ex, sent, v))
+        for r in v.precheck:
+            out.refused_by[r.rule] = out.refused_by.get(r.rule, 0) + 1
+        for name, changes in PLANTS.items():
+            ex.orders = [o for o in ex.orders if o["client_order_id"] != sent["client_order_id"]]
+            with planted(changes):
+                out.planted[name] += post(ex, sent).accepted != (not v.precheck)
+    return out
 
 
 def test_the_pre_check_and_the_fake_agree_on_thousands_of_orders_and_account_states():
-    rng = random.Random(43)
-    disagreements, refused_by, accepted = [], {}, 0
-    for i in range(N):
-        ex, req = world(rng, i)
-        v = verdicts(ex, req)
-        accepted += v.fake is None
-        if not v.agree:
-            disagreements.append(explain(ex, req, v))
-        for r in v.precheck:
-            refused_by[r.rule] = refused_by.get(r.rule, 0) + 1
-    assert not disagreements, f"{len(disagreements)} of {N} disagree; the first:" + "".join(disagreements[:5])
+    run = seeded_pass()
+    assert not run.disagreements, (f"{len(run.disagreements)} of {N} disagree; the first:"
+                                   + "".join(run.disagreements[:5]))
     # the generator reaches every rule, and accepts as well as refuses
-    assert set(refused_by) >= {"account_flags", "shape", "take_profit_price", "account", "short_equity",
-                               "wash_trade", "pattern_day_trader"}, refused_by
-    assert 500 < accepted < N - 500, accepted
+    assert set(run.refused_by) >= {"account_flags", "shape", "take_profit_price", "account", "short_equity",
+                                   "wash_trade", "pattern_day_trader"}, run.refused_by
+    assert 500 < run.accepted < N - 500, run.accepted
+
+
+def test_each_planted_rule_change_in_the_fake_shows_as_disagreements():
+    """Each plant turns some of the fake's verdicts against the pre-check's (the counts: the module's docstring)."""
+    assert all(seeded_pass().planted.values()), seeded_pass().planted
+
+
+def test_a_slip_in_the_adapters_body_shows_though_both_verdicts_agree(monkeypatch):
+    """An adapter that drops the take-profit leg sends an order both sides accept: only the comparison of the
+    bodies sees it (with the adapter's body sent to the fake, as before, it went unseen)."""
+    def forgetful(request, crypto, attach, build=order_request):
+        return build(replace(request, take_profit=None), crypto, attach)
+
+    ex, sent = account(), order(take_profit=102.0)
+    monkeypatch.setattr(sys.modules[__name__], "order_request", forgetful)
+    v = verdicts(ex, sent)
+    assert v.reply.accepted and not v.precheck and not v.agree
+    assert "take_profit" in v.body and "take_profit" not in v.adapter
 
 
 # ------------------------------------------------------------------ one case per documented rule
-def account(cash: float = 100_000, multiplier: int = 2, crypto_price: str = "100", **kw) -> Exchange:
-    """ABC (a stock) at 100.00 bid/ask, BTCUSD at ``crypto_price`` (increment 0.01), nothing held."""
-    ex = Exchange({"ABC": dict(STOCK), "BTCUSD": crypto_asset(float(crypto_price))}, cash=Decimal(str(cash)),
-                  multiplier=Decimal(multiplier), clock=CLOCK, **kw)
-    ex.last.update({"ABC": Decimal(100), "BTCUSD": Decimal(crypto_price)})
-    ex.quotes.update({"ABC": (Decimal(100), Decimal(100)), "BTCUSD": (Decimal(crypto_price), Decimal(crypto_price))})
-    return ex
-
-
 SENT = iter(range(1_000_000))
 
 
-def order(cid: str | None = None, **kw) -> OrderRequest:
-    """A new order (a fresh client id each: an accepted one stays at the venue and draws on its buying power)."""
-    return OrderRequest(**{"symbol": "ABC", "side": "buy", "qty": 10, "client_order_id": cid or f"mc-{next(SENT)}",
-                           "limit_price": 100.0, **kw})
+def order(cid: str | None = None, **kw) -> dict:
+    """A new order's body (a fresh client id each: an accepted one stays at the venue and draws on its buying
+    power)."""
+    return body(**{"symbol": "ABC", "side": "buy", "qty": 10, "client_order_id": cid or f"mc-{next(SENT)}",
+                   "limit_price": 100.0, **kw})
 
 
-def both(ex: Exchange, req: OrderRequest) -> tuple[str | None, list[str]]:
+def both(ex: Exchange, sent: dict) -> tuple[str | None, list[str]]:
     """(the fake's refusal message or None, the pre-check's rules), asserting they agree; an order the fake
     took is taken back, so each case meets the same account."""
-    v = verdicts(ex, req)
-    ex.orders = [o for o in ex.orders if o["client_order_id"] != req.client_order_id]
-    assert v.agree, explain(ex, req, v)
-    return (None if v.fake is None else v.fake.message), [r.rule for r in v.precheck]
-
-
-def placed(ex: Exchange, req: OrderRequest, days_ago: int = 0) -> dict:
-    ex.submit(json.loads(json.dumps(order_request(req, req.symbol == "BTCUSD", req.symbol != "BTCUSD")
-                                    .to_request_fields())))
-    o = ex.orders[-1]
-    o["status"], o["submitted_at"] = "new", f"{date.fromisoformat(TODAY) - timedelta(days=days_ago)}T15:00:00Z"
-    return o
+    v = verdicts(ex, sent)
+    ex.orders = [o for o in ex.orders if o["client_order_id"] != sent["client_order_id"]]
+    assert v.agree, explain(ex, sent, v)
+    return v.reply.message, [r.rule for r in v.precheck]
 
 
 def test_wash_trade_against_the_accounts_opposite_order():
@@ -281,7 +218,7 @@ def test_wash_trade_against_the_accounts_opposite_order():
 
 def test_crypto_draws_on_cash_never_margin():
     ex = account(cash=10_000)  # buying power 20,000 (2x), non-marginable 10,000
-    btc = dict(symbol="BTCUSD", time_in_force="gtc")
+    btc = dict(symbol="BTC/USD", time_in_force="gtc")
     assert both(ex, order(qty=100.01, limit_price=100.0, **btc))[1] == ["account"]  # 10,001 > 10,000 of cash
     assert both(ex, order(qty=100, limit_price=100.0, **btc)) == (None, [])
     assert both(ex, order(qty=100.01, limit_price=100.0)) == (None, [])  # the stock draws on margin
@@ -289,10 +226,10 @@ def test_crypto_draws_on_cash_never_margin():
 
 def test_crypto_market_buy_is_valued_at_the_two_percent_collar():
     ex = account(cash=10_000)
-    btc = dict(symbol="BTCUSD", time_in_force="gtc", type="market", limit_price=None)
+    btc = dict(symbol="BTC/USD", time_in_force="gtc", type="market", limit_price=None)
     assert both(ex, order(qty=98, **btc)) == (None, [])  # 98 x 100 x 1.02 = 9,996
     assert both(ex, order(qty=99, **btc))[1] == ["account"]  # 10,098 > 10,000, though 99 x 100 = 9,900 fits
-    assert both(ex, order(qty=99, symbol="BTCUSD", time_in_force="gtc", limit_price=100.0)) == (None, [])
+    assert both(ex, order(qty=99, symbol="BTC/USD", time_in_force="gtc", limit_price=100.0)) == (None, [])
 
 
 def test_sub_penny_limit_prices():
@@ -337,7 +274,7 @@ def test_the_2000_margin_floor():
 
 
 def test_the_accounts_flags():
-    short, stock, btc = order(side="sell", qty=1), order(), order(symbol="BTCUSD", time_in_force="gtc", qty=1)
+    short, stock, btc = order(side="sell", qty=1), order(), order(symbol="BTC/USD", time_in_force="gtc", qty=1)
     for flag in ("account_blocked", "trading_blocked", "trade_suspended_by_user"):
         ex = account(flags=Flags(**{flag: True}))
         assert [both(ex, r)[1] for r in (short, stock, btc)] == [["account_flags"]] * 3, flag
