@@ -58,12 +58,11 @@ NUMBERS = ("qty", "notional", "limit_price", "stop_price", "trail_price", "trail
 
 # ------------------------------------------------------------------ the wire
 def number(x: float | Decimal) -> str:
-    """A ``string<number>``: the shortest decimal text of ``x`` (a float as its repr reads, no exponent)."""
-    text = format(Decimal(repr(x) if isinstance(x, float) else str(x)).normalize(), "f")
-    return text if text != "-0" else "0"
+    """A ``string<number>``: the shortest decimal text of ``x`` (a float as it prints), never an exponent."""
+    return format(Decimal(str(x)).normalize(), "f")
 
 
-def body(symbol: str, side: str, qty: float, client_order_id: str, type: str = "limit",  # noqa: A002 - Alpaca's
+def body(symbol: str, side: str, qty: float, client_order_id: str, type: str = "limit",
          limit_price: float | None = None, take_profit: float | None = None, time_in_force: str = "day") -> dict:
     """The JSON body of ``POST /v2/orders`` for one order, field by field as the module's docstring cites."""
     out = {"symbol": symbol, "qty": number(qty), "side": side, "type": type, "time_in_force": time_in_force,
