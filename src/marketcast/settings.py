@@ -246,17 +246,56 @@ class Settings:
         return list(self.values.values())
 
 
+#: The deepest nesting of tables and arrays a config or sweep spec may have. Neither needs more than four
+#: (``[trade.strategy]`` with a list value); Python's TOML reader recurses per level of arrays and inline tables and
+#: overflows the stack past a few hundred, while dotted headers nest without limit and then overflow whatever walks
+#: them: a limit checked without recursion makes both one line.
+MAX_TOML_DEPTH = 32
+
+
+def read_toml(path: str | Path, what: str) -> dict[str, Any]:
+    """The TOML file ``path`` (``what`` names it in messages) as a dict; every problem is one
+    :class:`ConfigError` line naming the file: not a regular file, not UTF-8, not TOML, or nested deeper than
+    :data:`MAX_TOML_DEPTH` levels."""
+    path = input_file(path, ConfigError, what)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); save {what} as UTF-8") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc}); fix the file") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: arrays or inline tables nested too deep to read; {what} needs at most "
+                          f"{MAX_TOML_DEPTH} levels") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror}); check the path and its permissions") from None
+    where = _too_deep(data)
+    if where is not None:
+        raise ConfigError(f"{path}: nested deeper than {MAX_TOML_DEPTH} levels at {where}; {what} needs at most "
+                          f"{MAX_TOML_DEPTH} levels")
+    return data
+
+
+def _too_deep(data: dict) -> str | None:
+    """The dotted key (cut to a readable length) of the first value deeper than :data:`MAX_TOML_DEPTH`, else
+    None; walked with a stack, not recursion, so the check itself cannot overflow."""
+    stack: list[tuple[Any, int, str]] = [(data, 0, "")]
+    while stack:
+        node, depth, key = stack.pop()
+        if depth > MAX_TOML_DEPTH:
+            return key if len(key) <= 60 else f"{key[:57]}..."
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1, f"{key}.{k}" if key else str(k)) for k, v in node.items())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1, f"{key}[]") for v in node)
+    return None
+
+
 def read_config(path: Path | None, section: str, settings: Sequence[Setting]) -> dict[str, Any]:
     """``[section]`` of a TOML file as dotted key -> raw value ({} when ``path`` is None or absent)."""
     if path is None or not (path.exists() or path.is_symlink()):
         return {}
-    input_file(path, ConfigError, "a TOML config file")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc}); fix the file") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: {exc.strerror}; check the path") from None
+    data = read_toml(path, "a TOML config file")
     table = data.get(section, {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: '{section}' must be a table, not a value")

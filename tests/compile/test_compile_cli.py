@@ -121,6 +121,8 @@ def test_check_data_dir_studies_every_file_in_it(tmp_path, capsys):
     (["check", "--model", "baseline", "--asset-class", "bond"], "bond"),
     (["check", "--model", "baseline", "--asset-class", "GOOG=crypto"], "GOOG is not among the symbols given"),
     (["check", "--model", "baseline", "--periods-per-year", "-252"], "-252 is not a positive number of periods"),
+    (["check", "--model", "toto", "--symbols", "SP500", "--weights", "./no-such-weights"],  # eager cannot load:
+     "Toto weights './no-such-weights': not a folder"),  # one line, not the IndexError of an empty report
     (["mode", "turbo"], "unknown compile mode 'turbo'"),
     (["analyze", "/nonexistent/recompile.log"], "no such log file or folder"),
 ])

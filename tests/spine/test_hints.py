@@ -22,7 +22,7 @@ def _error(capsys, argv) -> str:
 
 def test_a_nan_fee_is_no_number(tmp_path, capsys):
     line = _error(capsys, ["backtest", "--fee", "nan", "--output-dir", str(tmp_path / "o")])
-    assert line == "error: --fee must be a number, got nan"
+    assert line == "error: Invalid value for '--fee': nan is not a finite number. (see 'marketcast backtest --help')"
 
 
 def test_a_non_ascii_symbol_names_its_character(tmp_path, capsys):

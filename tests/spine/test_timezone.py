@@ -68,6 +68,20 @@ def test_an_unknown_zone_is_one_line_exit_2(tmp_path, capsys):
         "Europe/London or UTC"]
 
 
+@pytest.mark.parametrize("command", [["backtest", "--output-dir", "{out}"], ["forecast", "SP500"],
+                                     ["sweep", "{spec}", "--local", "--store", "{out}"]])
+def test_every_command_with_timezone_refuses_an_unknown_zone_before_work(tmp_path, capsys, monkeypatch, command):
+    """The embedded data carries its own zone and never reached the loaders' check: ``backtest --timezone
+    Mars/Olympus`` ran and exited 0. The option itself now refuses it, whatever the data."""
+    out, spec = tmp_path / "out", tmp_path / "spec.toml"
+    spec.write_text('[data]\nsymbols = ["SP500"]\n[options]\nwindows = 3\n')
+    monkeypatch.chdir(tmp_path)
+    assert main([a.format(out=out, spec=spec) for a in command] + ["--timezone", "Mars/Olympus"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--timezone 'Mars/Olympus' is not an IANA time zone" in err[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.toml"]
+
+
 def test_a_sweep_reads_its_data_timezone_into_every_cell(tmp_path):
     (tmp_path / "bars").mkdir()
     _local_five_minute_bars(tmp_path / "bars" / "AAPL.csv")

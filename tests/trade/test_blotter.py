@@ -262,3 +262,18 @@ def test_every_option_of_orders_has_help():
     params = typer.main.get_command(app).commands["orders"].params
     assert {p.opts[0] for p in params} == {"--state-dir", "--json", "--csv"}
     assert all((p.help or "").strip() for p in params)
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"], ["--html"]])
+@pytest.mark.parametrize("case", ["missing", "empty", "/proc/self"])
+def test_status_of_a_folder_that_is_no_state_folder_is_one_line(tmp_path, capsys, case, extra):
+    """``trade status`` refuses what ``trade orders`` refuses: an empty folder or /proc/self used to print a
+    status of 0 cycles and exit 0."""
+    state = Path(case) if case.startswith("/") else bad_state(tmp_path, case)
+    if case.startswith("/") and not state.is_dir():
+        pytest.skip(f"{case} is not a folder on this system")
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    assert main(["trade", "status", "--state-dir", str(state), *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and ("not a state folder" in err[0] or "no such state dir" in err[0]), err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before

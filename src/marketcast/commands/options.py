@@ -133,8 +133,18 @@ Plots = Annotated[bool, typer.Option("--plots", help="Also draw each symbol's eq
 OnDuplicate = Annotated[str, typer.Option(
     "--on-duplicate", callback=one_of(ON_DUPLICATE), metavar=choice_list(ON_DUPLICATE),
     help="A timestamp that repeats: error, or keep the first or the last of its bars (with a warning).")]
+def _timezone(value: Optional[str]) -> Optional[str]:
+    """``--timezone``: refused by every command that takes it, before any work (the embedded data has zones of
+    its own and never reached the loaders' check, so ``backtest --timezone Mars/Olympus`` ran)."""
+    if value is None:
+        return None
+    from marketcast.data.zones import check_timezone  # pandas comes with it: only when the option is given
+
+    return check_timezone(value)
+
+
 Timezone = Annotated[Optional[str], typer.Option(
-    "--timezone", help="IANA time zone of timestamps written without one, e.g. America/New_York for "
+    "--timezone", callback=_timezone, help="IANA time zone of timestamps written without one, e.g. America/New_York for "
                        "exchange-local bars (default: UTC).")]
 OnBadLine = Annotated[str, typer.Option(
     "--on-bad-line", callback=one_of(ON_BAD_LINE), metavar=choice_list(ON_BAD_LINE),

@@ -269,10 +269,9 @@ def status(
 ) -> None:
     """Summarise the state folder (no broker call): cycles, orders and fills from the journal; endpoint, equity,
     quotes, latency, warm-up and memory from the records; foreign holdings; halts and how to lift them."""
-    from marketcast.trade.ops.status import status_data, status_rows
+    from marketcast.trade.ops.status import check_state_folder, status_data, status_rows
 
-    if not state_dir.exists():
-        raise ConfigError(f"{state_dir}: no such state dir; run `marketcast trade run` or `replay` first")
+    check_state_folder(state_dir)
     if html:
         from marketcast.report.live import PAGE_NAME, read_state, status_html
         from marketcast.report.page import write_page

@@ -19,7 +19,7 @@
     kelly_fraction = 0.25
 
     [trade.alerts]
-    webhook = "https://ntfy.sh/your-secret-topic"   # shown as https://ntfy.sh/*** everywhere
+    webhook = "https://ntfy.example.invalid/your-secret-topic"   # shown as https://ntfy.example.invalid/*** everywhere
 """
 
 from __future__ import annotations

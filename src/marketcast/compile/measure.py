@@ -19,6 +19,7 @@ import pandas as pd
 
 from marketcast.compile.memory import MemoryProbe
 from marketcast.compile.plan import EAGER, CheckPlan, ForecasterFactory, evaluation_windows, realised
+from marketcast.errors import MarketcastError
 from marketcast.forecast.base import make_batch
 
 
@@ -142,6 +143,8 @@ def run_mode(
     try:
         forecaster = factory(mode)
     except Exception as exc:  # a mode that cannot even be built is a failed mode, not a crashed check
+        if mode is None and isinstance(exc, MarketcastError):
+            raise  # eager cannot load (no weights, a config that does not fit): one line, nothing to compare
         result.update(load_s=time.perf_counter() - t0, cold_start_s=time.perf_counter() - t0,
                       errors=[f"load: {first_line(exc)}"], memory={"peak_mb": None, "source": probe.source})
         return result, medians

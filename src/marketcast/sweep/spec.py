@@ -50,7 +50,6 @@ import dataclasses
 import functools
 import itertools
 import math
-import tomllib
 import types
 import typing
 from dataclasses import dataclass, field
@@ -68,9 +67,9 @@ from marketcast.data.zones import check_timezone
 from marketcast.console import err_console
 from marketcast.errors import ConfigError, DataError, MarketcastError
 from marketcast.forecast.registry import MODEL_NAMES, check_installed
-from marketcast.paths import input_file
 from marketcast.runs.cells import MODEL_OPTIONS, Cell, digest
 from marketcast.runtime.compile_settings import MODES
+from marketcast.settings import read_toml
 
 MODEL_TYPES = {"model": str, "weights": str | None, "device": str, "dtype": str, "compile": str | None}
 RAY_KEYS = {"actors": int, "max_in_flight": int, "flush_cells": int, "flush_seconds": float, "cells_per_task": int,
@@ -427,13 +426,8 @@ def load_spec(path: str | Path, data_dir: str | Path | None = None, asset_class_
     of more than ``max_cells`` cells is refused."""
     if isinstance(max_cells, bool) or not isinstance(max_cells, int) or max_cells < 1:
         raise ConfigError(f"--max-cells must be a whole number >= 1, got {max_cells!r}")
-    path = input_file(path, ConfigError, "a sweep spec (a TOML file)")
-    try:
-        raw = tomllib.loads(path.read_text())
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot be read ({exc})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    path = Path(path)
+    raw = read_toml(path, "a sweep spec (a TOML file)")
     where = str(path)
     _check_ints(raw, where)
     unknown = set(raw) - set(TOP_KEYS)

@@ -17,7 +17,7 @@ from pathlib import Path
 from marketcast.backtest.costs import defaults_text
 from marketcast.errors import ConfigError
 from marketcast.trade.ops.live_verdict import drawdown_text
-from marketcast.trade.ops.monitor import read_records, summarise
+from marketcast.trade.ops.monitor import RECORDS, read_records, summarise
 from marketcast.trade.journal.state import Journal
 from marketcast.trade.ops.redact import redact
 
@@ -67,13 +67,28 @@ def _redacted(value):
     return value
 
 
+def _not_a_file(state_dir: Path) -> None:
+    if state_dir.exists() and not state_dir.is_dir():
+        raise ConfigError(f"--state-dir {state_dir} is a file, not a state folder; pass the folder of `trade run` "
+                          f"or `trade replay` (the one holding journal.db)")
+
+
+def check_state_folder(state_dir: Path) -> None:
+    """One line unless ``state_dir`` is a folder holding a journal.db or a records.jsonl (what `trade run` and
+    `trade replay` write first): an empty folder or ``/proc/self`` used to show a status of 0 cycles, exit 0."""
+    _not_a_file(state_dir)
+    if not state_dir.is_dir():
+        raise ConfigError(f"{state_dir}: no such state dir; run `marketcast trade run` or `replay` first")
+    if not any((state_dir / name).is_file() for name in ("journal.db", RECORDS)):
+        raise ConfigError(f"{state_dir}: no journal.db or {RECORDS}, not a state folder of `trade run` or "
+                          f"`trade replay`")
+
+
 def status_data(state_dir: Path) -> dict:
     """What ``trade status`` shows, in JSON types and redacted (a state folder written before redaction covered
     URLs may still hold an endpoint's userinfo or a broker error's URL); ``journal`` is null without a
     journal.db, ``records`` null without records. docs/schemas/trade_status.schema.json is its shape."""
-    if state_dir.exists() and not state_dir.is_dir():
-        raise ConfigError(f"--state-dir {state_dir} is a file, not a state folder; pass the folder of `trade run` "
-                          f"or `trade replay` (the one holding journal.db)")
+    _not_a_file(state_dir)
     records = read_records(state_dir)
     last = records[-1] if records else {}
     data = {"state_dir": str(state_dir), "journal": None, "records": summarise(records) or None,
