@@ -12,6 +12,7 @@ While a command runs, SIGTERM and SIGINT raise (:mod:`marketcast.signals`); the 
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import signal
@@ -119,6 +120,10 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
         return f"database error ({first_line(exc)}); {fix}", ExitCode.STATE
     if isinstance(exc, MemoryError):
         return "out of memory; use fewer --samples or --windows, or a shorter --context", ExitCode.USAGE
+    if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:
+        name = str(exc.filename or "")
+        shown = name if len(name) <= 80 else f"{name[:60]}...{name[-12:]} ({len(name):,} characters)"
+        return f"{shown}: file name too long for the file system; choose a shorter name", ExitCode.USAGE
     if isinstance(exc, OSError):
         where = f"{exc.filename}: " if exc.filename else ""
         reason = exc.strerror or first_line(exc)

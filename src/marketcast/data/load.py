@@ -153,6 +153,8 @@ def symbol_files(data_dir: str | Path) -> dict[str, Path]:
     """``SYMBOL -> file`` for every ``<SYMBOL>.csv``/``.parquet`` in ``data_dir`` (stems upper-cased; where
     a symbol has several files, the first in name order)."""
     folder = Path(data_dir)
+    if folder.exists() and not folder.is_dir():
+        raise DataError(f"{folder}: is a file, not a data directory; pass --data-dir a folder of <SYMBOL>.csv files")
     if not folder.is_dir():
         raise DataError(f"{folder}: data directory does not exist; pass --data-dir with <SYMBOL>.csv files")
     found: dict[str, Path] = {}

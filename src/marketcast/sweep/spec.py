@@ -61,6 +61,7 @@ from marketcast.backtest.context import needed
 from marketcast.backtest.period import ALL, Period, parse_day, windows_of
 from marketcast.data.asset import check_asset_class
 from marketcast.data.bars import Bars
+from marketcast.data.embedded import EMBEDDED
 from marketcast.data.load import ON_DUPLICATE, symbol_files
 from marketcast.data.symbols import check_symbol
 from marketcast.data.zones import check_timezone
@@ -74,6 +75,8 @@ from marketcast.settings import read_toml
 MODEL_TYPES = {"model": str, "weights": str | None, "device": str, "dtype": str, "compile": str | None}
 RAY_KEYS = {"actors": int, "max_in_flight": int, "flush_cells": int, "flush_seconds": float, "cells_per_task": int,
             "symbols_per_call": int, "fold_parts": int, "whole_jobs": bool}
+#: A sweep's name becomes part of its run id and folder names; a file name may hold 255 bytes.
+MAX_NAME = 100
 TOP_KEYS = ("name", "data", "options", "grid", "settings", "models", "ray")
 
 
@@ -335,6 +338,7 @@ def _symbols(raw: dict, where: str, base: Path, data_dir_override: Path | None) 
     symbols = [s.upper() for s in symbols]
     if not symbols or len(set(symbols)) != len(symbols):
         raise ConfigError(f"{where}: [data] symbols must be a non-empty list without repeats")
+    _some_data(symbols, data_dir, where)
     asset_class = data.get("asset_class")
     if asset_class is not None and not isinstance(asset_class, str):
         raise ConfigError(f"{where}: [data] asset_class must be a string")
@@ -344,6 +348,25 @@ def _symbols(raw: dict, where: str, base: Path, data_dir_override: Path | None) 
     if on_duplicate not in ON_DUPLICATE:
         raise ConfigError(f"{where}: [data] on_duplicate must be one of {', '.join(ON_DUPLICATE)}, got {on_duplicate!r}")
     return tuple(symbols), (None if data_dir is None else data_dir.resolve()), asset_class, on_duplicate
+
+
+def _listed(names, most: int = 6) -> str:
+    names = list(names)
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def _some_data(symbols: list[str], data_dir: Path | None, where: str) -> None:
+    """A grid none of whose symbols has bars is refused before any cell: it used to run every cell (20,000 of
+    them) to record each one's "no data" and exit 1. A grid with some symbols missing runs, and records those
+    cells as failed, as before."""
+    available = set(EMBEDDED) if data_dir is None else set(symbol_files(data_dir))
+    if available & set(symbols):
+        return
+    if data_dir is None:
+        raise ConfigError(f"{where}: no embedded data for any of its symbols ({_listed(symbols)}); embedded "
+                          f"symbols are {', '.join(EMBEDDED)} (set [data] dir or --data-dir for others)")
+    raise ConfigError(f"{data_dir}: holds none of {where}'s symbols ({_listed(symbols)}); it has "
+                      f"{_listed(sorted(available)) or 'no <SYMBOL>.csv or .parquet file'}")
 
 
 def _check_ints(node, where: str, key: str = "") -> None:
@@ -466,8 +489,9 @@ def load_spec(path: str | Path, data_dir: str | Path | None = None, asset_class_
             raise ConfigError(f"{where}: [ray] {key} = {value!r}; [ray] takes positive numbers for "
                               f"{', '.join(numbers)}, and true or false for whole_jobs")
     name = raw.get("name", path.stem)
-    if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
-        raise ConfigError(f"{where}: name = {name!r}; use letters, digits, - and _")
+    if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum() or len(name) > MAX_NAME:
+        shown = repr(name) if len(repr(name)) <= 60 else f"{repr(name)[:50]}... ({len(str(name)):,} characters)"
+        raise ConfigError(f"{where}: name = {shown}; use at most {MAX_NAME} letters, digits, - and _")
     periods = _periods(periods_per_year if periods_per_year is not None else
                        _table(raw, "data", where).get("periods_per_year"), where)
     symbol_classes: tuple = ()
