@@ -103,6 +103,29 @@ def test_bad_input_is_one_line_and_exit_2(args, message, tiny_base, data_dir, tm
     assert not out.exists()  # nothing half-written
 
 
+@pytest.mark.parametrize("args,code,message", [
+    (["--until", "2262-05-01"], 2, "error: --until 2262-05-01 is on or after the last bar of SYN"),
+    (["--horizon", "1000000000"], 2, "and --horizon 1000000000 need at least"),
+    (["--context", "100000"], 2, "a --context of 100000"),
+    (["--batch-size", "1000000000"], 2, "error: --batch-size 1000000000 is more than the"),
+    (["--resume"], 2, "holds no checkpoint.pt to continue from; drop --resume"),
+    (["--lr", "inf"], 2, "error: Invalid value for '--lr': inf is not a finite number."),
+    (["--out", "{file}"], 3, "exists and is not a folder"),
+    (["--out", "{file}/below"], 3, "is not a folder, so it cannot be created"),
+])
+def test_options_are_checked_before_the_weights_load(args, code, message, data_dir, tmp_path, capsys):
+    """Weights that do not exist (``./no-such-weights``): a bad option must be said before the loader would
+    say those are missing (it used to answer every one of these with "Toto weights ... not in the cache")."""
+    (tmp_path / "a-file").write_text("x")
+    out = tmp_path / "tuned"
+    args = [a.format(file=tmp_path / "a-file") for a in args]
+    rc = main(["finetune", "--weights", "./no-such-weights", "--data-dir", str(data_dir), "--symbols", "SYN",
+               "--until", UNTIL, *TUNE, "--out", str(out), *args])
+    err = capsys.readouterr().err
+    assert rc == code and message in err and err.count("\n") == 1 and "weights" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
 def test_an_existing_out_needs_resume(full, tiny_base, data_dir, capsys):
     before = {p.name: p.stat().st_mtime_ns for p in full.iterdir()}
     args = ["finetune", "--weights", str(tiny_base), "--data-dir", str(data_dir), "--symbols", "SYN",

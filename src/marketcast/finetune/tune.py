@@ -77,16 +77,33 @@ def check_out(out: Path, resume: bool) -> None:
     from marketcast.finetune.loop import CHECKPOINT
     from marketcast.forecast.tuning import FILE_NAME
 
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is a file; choose a folder for the tuned weights")
+    from marketcast.fileio import check_writable
+
+    check_writable(out, "--out")  # a file, a read-only or pseudo filesystem: exit 3 before the weights load
     busy = out.is_dir() and any(out.iterdir())
     if busy and not resume:
         raise ConfigError(f"--out {out} already exists and is not empty; pass --resume to continue its training, or "
                           "choose a new folder")
-    if resume and busy and not (out / CHECKPOINT).is_file():
+    if resume and not busy:
+        raise ConfigError(f"--resume: {out} holds no {CHECKPOINT} to continue from; drop --resume to start a new "
+                          "training there")
+    if resume and not (out / CHECKPOINT).is_file():
         finished = (out / FILE_NAME).is_file()
         raise ConfigError(f"--resume: {out} has no {CHECKPOINT} to continue from"
                           + ("; its tuning already finished" if finished else "") + "; choose a new --out")
+
+
+def check_windows(bars: list, cutoff: date, context: int, horizon: int, batch_size: int) -> None:
+    """The bars' checks of the windows, before the weights load: a cutoff after the last bar, a --horizon or
+    --context the bars up to the cutoff cannot hold, a --batch-size larger than the training windows. Each
+    model's windows come whole patches long (at least these: patches of 1 bar), so what fails here fails there
+    too; the model's own rounding is checked again once its config is read."""
+    from marketcast.finetune.data import make_windows
+
+    windows = make_windows(bars, cutoff, context, horizon, 1)
+    if batch_size > len(windows.train):
+        raise ConfigError(f"--batch-size {batch_size} is more than the {len(windows.train):,} training windows the "
+                          f"bars up to {cutoff} hold; use at most {len(windows.train):,}")
 
 
 def check_tuned_base(weights: Optional[str], cutoff: date, names: list[str]) -> None:
@@ -169,6 +186,7 @@ def tune(request: TuneRequest, on_trained: Callable[[Tuned], None] = lambda tune
                   lora=r.lora, dtype=r.dtype, seed=r.seed, eval_every=r.eval_every, patience=r.patience,
                   checkpoint_every=r.checkpoint_every, model=r.model, weights=r.weights or "auto")
     bars = [load_symbol(n, data_dir=r.data_dir) for n in names]
+    check_windows(bars, cutoff, r.context, r.horizon, r.batch_size)
     data = trained_on(cutoff, bars)
     saved = load_checkpoint(out, mmap=True) if r.resume else None
     if saved is not None:  # before the model loads: another cutoff, symbols or bars are refused in one line
