@@ -264,7 +264,7 @@ def test_promote_on_crps_decides_on_the_forecasts_where_pnl_cannot_tell_them_apa
     test of the daily CRPS differences."""
     from marketcast.trade.loop.shadow import promote, verdict
 
-    _, journal, index, _, _ = run_days(tmp_path, bars, 40, shadow=lambda broker: ForecastPlanner(0.004))
+    _, journal, index, _, _ = run_days(tmp_path, bars, 70, shadow=lambda broker: ForecastPlanner(0.004))
     r = returns(bars, index)
     live = np.array([energy_crps(np.array(normal_quantiles(0.01)), y) for y in r])
     cand = np.array([energy_crps(np.array(normal_quantiles(0.004)), y) for y in r])
