@@ -141,7 +141,9 @@ def lower_bound(daily, alpha: float) -> float:
     hi = float(x.max())  # every phi(lam (x - max)) <= 0: log E <= 0 < target
     span = max(float(x.max() - x.min()), float(np.abs(x).max()), 1e-300)
     lo = hi - span
-    while not above(lo):
+    for _ in range(2100):  # doubling reaches -inf (log E = inf) long before: no loop without end, NaN included
+        if above(lo):
+            break
         lo, span = lo - span, 2 * span
     for _ in range(200):
         mid = 0.5 * (lo + hi)
