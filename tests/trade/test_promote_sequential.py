@@ -145,12 +145,13 @@ def test_the_lower_bound_is_where_the_e_value_reaches_the_threshold():
 
 def test_no_bet_before_the_warm_up_or_a_losing_day_and_the_verdict_reads_the_same_rule():
     warm = sequential.evaluate(np.linspace(-0.5, 1.5, sequential.WARM_UP), ALPHA)
-    assert warm.e_value == 1.0 and warm.low == -np.inf and not warm.passes
+    assert warm.e_value == 1.0 and warm.low == -np.inf and not warm.passes and warm.bet_days == 0
     # 400 days that never lose: what +0.02 / -0.98 looks like before its loss; nothing bounds the downside yet
     never = sequential.evaluate(np.random.default_rng(4).uniform(0.01, 0.03, 400), ALPHA)
     assert never.e_value == 1.0 and not never.passes
     strong = sequential.evaluate(np.tile([1.0, 1.2, -0.1, 0.9], 15), ALPHA)
     assert strong.passes and Verdict("pnl", 60, strong).p == pytest.approx(1 / strong.e_value)
+    assert strong.bet_days == 60 - sequential.WARM_UP
     assert sequential.evaluate(5e-4 * np.tile([1.0, 1.2, -0.1, 0.9], 15), ALPHA).e_value == pytest.approx(
         strong.e_value, rel=1e-9)  # scale-free: the same days in other units
     worse = sequential.evaluate(-np.tile([1.0, 1.2, -0.1, 0.9], 15), ALPHA)
@@ -170,14 +171,20 @@ def journal_with_days(folder, diffs) -> None:
     journal.close()
 
 
-@pytest.mark.parametrize("value", ["0", "1", "-0.1", "1.5", "nan", "inf"])
-def test_an_alpha_outside_zero_one_is_one_line_and_exit_2(tmp_path, capsys, value):
-    """`--alpha 0` was a ZeroDivisionError traceback ending in exit 1, the code for "not promoted"."""
+OUTSIDE = [("--alpha", v, f"'--alpha': {v} is not strictly between 0 and 1") for v in ("0", "1", "-0.1", "1.5", "nan",
+                                                                                    "inf")]
+
+
+@pytest.mark.parametrize("flag,value,says", [*OUTSIDE, ("--alpha", "five", "'--alpha'"),
+                                             ("--min-decisions", "1", "'--min-decisions'"),
+                                             ("--metric", "sharpe", "'--metric'")])
+def test_bad_input_to_promote_is_one_line_and_exit_2(tmp_path, capsys, flag, value, says):
+    """`--alpha 0` was a ZeroDivisionError traceback ending in exit 1, the code for "not promoted"; nothing is
+    promoted on bad input, though the journal holds a shadow that would be."""
     journal_with_days(tmp_path, np.tile([1.0, 1.2, -0.1, 0.9], 20))
-    code = main(["trade", "promote", "--state-dir", str(tmp_path), "--min-decisions", "2", "--alpha", value])
+    code = main(["trade", "promote", "--state-dir", str(tmp_path), flag, value])
     out = capsys.readouterr()
-    assert code == 2 and out.out == "" and len(out.err.strip().splitlines()) == 1
-    assert f"'--alpha': {value} is not strictly between 0 and 1" in out.err
+    assert code == 2 and out.out == "" and len(out.err.strip().splitlines()) == 1 and says in out.err
     journal = Journal(tmp_path / "journal.db")
     assert journal.conn.execute("SELECT COUNT(*) FROM promotions").fetchone()[0] == 0
     journal.close()
@@ -194,7 +201,9 @@ def test_promote_through_the_command_line_decides_by_the_e_process(tmp_path, cap
     never.mkdir()
     journal_with_days(never, np.abs(days))
     assert main(["trade", "promote", "--state-dir", str(never)]) == 1
-    assert "e-value 1 vs threshold 20" in " ".join(capsys.readouterr().out.split())
+    refused = " ".join(capsys.readouterr().out.split())
+    assert refused.startswith("not promoted: the test has not bet yet (its first 20 days only estimate the downside")
+    assert "e-value 1 vs threshold 20" in refused
     assert main(["trade", "promote", "--help"]) == 0
     shown = " ".join(capsys.readouterr().out.split())
     assert "no Gaussian or symmetric differences" in shown and "downside second moment" in shown

@@ -60,7 +60,7 @@ ASSUMPTION = (f"valid when each day's downside second moment is at most {INFLATI
 class Sequential:
     """One day-level test: ``n`` days, the mean daily difference, its one-sided confidence-sequence bound
     ``[low, high)`` (``high`` is inf), the e-value against ``threshold`` (1 / alpha); ``passes`` when the e-value
-    crossed it with a positive mean."""
+    crossed it with a positive mean; ``bet_days``: the days it bet on (0: no evidence can have been gathered)."""
 
     n: int
     mean: float
@@ -68,6 +68,7 @@ class Sequential:
     high: float
     e_value: float
     threshold: float
+    bet_days: int = 0
 
     @property
     def passes(self) -> bool:
@@ -156,9 +157,10 @@ def lower_bound(daily, alpha: float) -> float:
 def evaluate(daily, alpha: float) -> Sequential:
     """The test on the days seen so far (``daily``: one difference a day, oldest first)."""
     x = np.asarray(daily, dtype=float)
-    n = len(x)
-    e = float(_exp(log_e_path(x)[-1])) if n else 1.0
-    return Sequential(n, float(x.mean()) if n else 0.0, lower_bound(x, alpha), np.inf, e, 1.0 / alpha)
+    n, lam = len(x), bets(x)
+    e = float(_exp(log_e_path(x, 0.0, lam)[-1])) if n else 1.0
+    return Sequential(n, float(x.mean()) if n else 0.0, lower_bound(x, alpha), np.inf, e, 1.0 / alpha,
+                      int((lam > 0).sum()))
 
 
 def _mean_before(a):
