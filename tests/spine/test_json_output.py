@@ -392,38 +392,43 @@ def test_trade_status_for_people_shows_no_python_repr(trade_state, capsys):
 
 def test_trade_promote(tmp_path, capsys):
     """Hand-made paired decisions (the journal's own tables, one a day, no journalled cost): the JSON's statistics
-    are the sequential test's on the four daily differences."""
+    are the sequential test's on the thirty daily differences."""
+    from datetime import date, timedelta
+
     from marketcast.trade.journal import sequential
     from marketcast.trade.journal.db import transaction
     from marketcast.trade.journal.state import Journal
 
-    live, shadow = [0.01, -0.02, 0.005, 0.0], [0.02, 0.01, 0.004, 0.003]
+    diff = np.tile([0.01, 0.03, -0.004, 0.003, -0.02], 6)  # shadow - live, one a day
+    live = np.tile([0.01, -0.02, 0.005, 0.0, 0.004], 6)
+    shadow = live + diff
     journal = Journal(tmp_path / "journal.db")
     with transaction(journal.conn) as c:
         for i, (a, b) in enumerate(zip(live, shadow)):
-            ts = f"2024-01-0{i + 2}T00:00:00+00:00"
+            ts = f"{date(2024, 1, 2) + timedelta(days=i)}T00:00:00+00:00"
             for role, model, name, pnl in (("live", "base", "baseline", a), ("shadow", "cand", "toto2", b)):
                 c.execute("INSERT INTO shadow_decisions (decision_ts, symbol, role, model, side, close, pnl, settled_ts, "
-                          "forecaster) VALUES (?, 'SP500', ?, ?, 1, 100.0, ?, ?, ?)", (ts, role, model, pnl, ts, name))
+                          "forecaster) VALUES (?, 'SP500', ?, ?, 1, 100.0, ?, ?, ?)", (ts, role, model, float(pnl), ts,
+                                                                                         name))
     journal.close()
-    test = sequential.evaluate([0.01, 0.03, -0.001, 0.003], 0.05)  # shadow - live, one a day
-    assert 1.0 < test.e_value < 20.0
+    test = sequential.evaluate(shadow - live, 0.05)
+    assert 1.0 < test.e_value < 20.0 and test.low < 0
     state = str(tmp_path)
     refused = run_json(capsys, "trade_promote", "trade", "promote", "--state-dir", state, "--min-decisions", "2",
                        "--json", code=1)
-    assert refused["promoted"] is False and refused["n"] == 4 and refused["previous"] is None
+    assert refused["promoted"] is False and refused["n"] == 30 and refused["previous"] is None
     assert refused["e_value"] == pytest.approx(test.e_value) and refused["p"] == pytest.approx(1 / test.e_value)
-    assert refused["mean_diff"] == pytest.approx(0.0105) and refused["days"] == 4 and refused["threshold"] == 20.0
-    assert refused["interval"] == [None, None]  # four days bound nothing at 95% yet
+    assert refused["mean_diff"] == pytest.approx(0.0038) and refused["days"] == 30 and refused["threshold"] == 20.0
+    assert refused["interval"] == [pytest.approx(test.low), None]  # one-sided: a lower bound only
     assert refused["weights"] == "cand" and refused["model"] == "toto2"
-    assert refused["shadow_pnl"] == pytest.approx(0.037) and refused["live_pnl"] == pytest.approx(-0.005)
+    assert refused["shadow_pnl"] == pytest.approx(shadow.sum()) and refused["live_pnl"] == pytest.approx(live.sum())
     assert refused["reason"].startswith("not promoted: the shadow does not beat the live model on pnl (e-value below 20")
     assert refused["metric"] == "pnl"
     few = run_json(capsys, "trade_promote", "trade", "promote", "--state-dir", state, "--json", code=1)
-    assert few["reason"].startswith("not promoted: 4 of 60 decisions needed") and few["min_decisions"] == 60
+    assert few["reason"].startswith("not promoted: 30 of 60 decisions needed") and few["min_decisions"] == 60
     done = run_json(capsys, "trade_promote", "trade", "promote", "--state-dir", state, "--min-decisions", "2",
                     "--alpha", "0.95", "--json")  # threshold 1/0.95 = 1.053, below the e-value
-    assert done["promoted"] is True and done["reason"].startswith("promoted cand: n=4") and done["alpha"] == 0.95
+    assert done["promoted"] is True and done["reason"].startswith("promoted cand: n=30") and done["alpha"] == 0.95
     empty = tmp_path / "empty"
     Journal(empty / "journal.db").close()
     none = run_json(capsys, "trade_promote", "trade", "promote", "--state-dir", str(empty), "--json", code=1)

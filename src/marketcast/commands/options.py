@@ -59,6 +59,13 @@ def positive_periods(value: Optional[float]) -> Optional[float]:
     return value
 
 
+def open_unit(value: float) -> float:
+    """A rate strictly between 0 and 1 (``trade promote --alpha``: 0 would need infinite evidence, 1 none)."""
+    if not 0.0 < value < 1.0:  # NaN fails too
+        raise typer.BadParameter(f"{value:g} is not strictly between 0 and 1 (e.g. 0.05).")
+    return value
+
+
 def help_of(option) -> str:
     """The help text of an option declared here, for a command that declares the same concept as a layered
     setting (``trade run``: :mod:`marketcast.commands.trade_settings`)."""

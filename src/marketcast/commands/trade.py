@@ -152,20 +152,22 @@ def resume(state_dir: Path = STATE_OPT, as_json: options.AsJson = False) -> None
 def promote(
     state_dir: Path = STATE_OPT,
     min_decisions: int = typer.Option(60, "--min-decisions", min=2, help="Paired settled decisions the shadow "
-                                                                         "needs first (e.g. 120)."),
-    alpha: float = typer.Option(0.05, "--alpha", min=0.0, max=1.0, help="False-promotion rate of the sequential "
-                                                                        "test, valid when asked every cycle (e.g. "
-                                                                        "0.01)."),
+                                                                         "needs first (one symbol: days; e.g. 120)."),
+    alpha: float = typer.Option(0.05, "--alpha", callback=options.open_unit,
+                                help="False-promotion rate of the sequential test, strictly between 0 and 1, valid "
+                                     "when asked every cycle (e.g. 0.01)."),
     metric: str = typer.Option("pnl", "--metric", callback=options.one_of(METRICS), metavar=choice_list(METRICS),
                                help="What the shadow must beat the live model on: pnl (per-decision paper P&L) or "
                                     "crps (its forecast of the next close, lower is better)."),
     as_json: options.AsJson = False,
 ) -> None:
     """Make the shadow's weights the active model, only if it beats the live model on --metric (an anytime-valid
-    sequential test on daily differences, P&L after costs: e-value >= 1/--alpha, at least --min-decisions); else
-    say why not (exit 1, with --json too:
-    docs/schemas/trade_promote.schema.json). Takes the state lock: stop the loop first; the next `trade run`
-    loads the active model."""
+    one-sided test on daily differences, P&L after costs: e-value >= 1/--alpha, at least --min-decisions); else
+    say why not (exit 1, with --json too: docs/schemas/trade_promote.schema.json). The test needs no Gaussian or
+    symmetric differences, only this assumption: each day's downside second moment (the mean of min(diff, 0)^2
+    given the days before) is finite and at most twice the mean of the squared losses of the days before it. It
+    bets nothing in the first 20 days or before a losing day, so a shadow that never lost a day is not promoted.
+    Takes the state lock: stop the loop first; the next `trade run` loads the active model."""
     from marketcast.trade.journal.lock import StateLock
     from marketcast.trade.journal.state import Journal
     from marketcast.trade.loop.shadow import active_weights, compare, shadow_model, shadow_weights

@@ -27,6 +27,7 @@ import pandas as pd
 from marketcast.backtest.orders import Costs
 from marketcast.data.bars import Bars
 from marketcast.trade.journal.db import transaction
+from marketcast.trade.journal.sequential import WARM_UP
 from marketcast.trade.journal.shadow import (Comparison, Skill, Verdict, active_model, active_weights, compare,
                                              quantiles_json, record_error, shadow_model, shadow_weights, skill,
                                              swap, verdict)
@@ -141,6 +142,9 @@ def promote(journal: Journal, min_decisions: int = 60, alpha: float = 0.05,
         return False, "not promoted: no shadow decisions in this journal (run `trade run --shadow WEIGHTS`)", result
     if result.n < min_decisions:
         return False, f"not promoted: {result.n} of {min_decisions} decisions needed; {result.line()}", result
+    if not result.test.bet_days:
+        return False, (f"not promoted: the test has not bet yet (its first {WARM_UP} days only estimate the "
+                       f"downside, then it waits for a losing day and a positive mean); {result.line()}"), result
     if not result.test.passes:
         return False, (f"not promoted: the shadow does not beat the live model on {metric} (e-value below "
                        f"{result.test.threshold:g} = 1/alpha, or a mean difference <= 0); {result.line()}"), result
