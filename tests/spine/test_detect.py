@@ -99,9 +99,12 @@ def test_weekday_daily_bars_named_like_crypto_are_a_stock_with_a_warning(tmp_pat
     assert bars.asset_class == "stock" and len(said) == 1 and "say stock, not crypto as the name reads" in said[0]
 
 
-def test_asset_class_overrides_the_detection_without_a_warning(tmp_path):
+def test_asset_class_overrides_the_detection_and_says_when_the_bar_times_disagree(tmp_path):
+    """--asset-class wins; where the bar times say otherwise (24/7 daily bars kept as a stock: weekend bars an
+    exchange never traded), one warning says so instead of passing in silence."""
     bars, said = _load(tmp_path, "XYZ.csv", make_ohlcv(60), asset_class="stock")
-    assert (bars.asset_class, said) == ("stock", [])
+    assert bars.asset_class == "stock" and len(said) == 1
+    assert "the bar times say crypto, not stock" in said[0] and "kept as stock because --asset-class says so" in said[0]
     assert bars.asset_reason.endswith("(and --asset-class stock)")
     bars, said = _load(tmp_path, "XYZ.csv", make_ohlcv(60, freq="B"), asset_class="forex")
     assert (bars.asset_class, said) == ("forex", [])
@@ -153,7 +156,7 @@ def test_periods_per_year_changes_the_annualisation_by_the_square_root(tmp_path,
     (["forecast", "SP500", "--asset-class", "bond"], "'bond' is not one of stock, crypto, forex, future"),
     (["backtest", "--asset-class", "bond"], "'bond' is not one of stock, crypto, forex, future"),
     (["trade", "replay", "--from", "2017-01-01", "--to", "2017-02-01", "--periods-per-year", "nan"],
-     "not a positive number of periods per year"),
+     "nan is not a finite number"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args, message):
     assert main([*args, *(["--output-dir", str(tmp_path / "never")] if args[0] == "backtest" else [])]) == 2
@@ -229,4 +232,26 @@ def test_forecast_detects_the_class_and_takes_asset_class(tmp_path, capsys):
         line for line in err.splitlines() if "the bar times say crypto" in line] != []
     assert main(["forecast", "XYZ", "--data-dir", str(tmp_path), "-H", "2", "-s", "16", "--asset-class",
                  "xyz=stock", "--periods-per-year", "252"]) == 0
-    assert "warning:" not in capsys.readouterr().err
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert len(said) == 1 and "kept as stock because --asset-class says so" in said[0]
+
+
+def test_weekend_bars_in_a_stock_file_are_counted_in_one_warning(tmp_path):
+    """A weekday file with one stray Saturday bar (below the 24/7 share) stays a stock, with one warning naming
+    the count and the date; a clean weekday file warns nothing."""
+    frame = make_ohlcv(120, freq="B", start="2020-01-01")
+    stray = frame.iloc[[0]].copy()
+    stray.index = pd.DatetimeIndex([pd.Timestamp("2020-03-07", tz=frame.index.tz)], name=frame.index.name)  # Sat
+    bars, said = _load(tmp_path, "AAPL.csv", pd.concat([frame, stray]).sort_index())
+    assert bars.asset_class == "stock" and len(said) == 1
+    assert "1 of the 121 daily bars falls on a weekend (the first on 2020-03-07)" in said[0]
+    assert _load(tmp_path, "AAPL.csv", frame)[1] == []
+
+
+def test_monthly_bars_of_a_name_that_matches_no_rule_say_the_class_was_assumed(tmp_path):
+    """Monthly bars hold no weekend evidence: a crypto series named like XBTM reads as a stock by default, and
+    one warning says the class was assumed (a name that matches a rule, BTCUSD, needs none: see above)."""
+    bars, said = _load(tmp_path, "XBTM.csv", make_ohlcv(60, freq="MS", start="2015-01-01"))
+    assert bars.asset_class == "stock" and len(said) == 1
+    assert "1mo bars carry no weekday or hour information and the name matches no asset-class rule" in said[0]
+    assert "so stock is assumed; set --asset-class to choose" in said[0]

@@ -92,6 +92,10 @@ _TAG = re.compile(r"\d+[A-Z]*|[A-Z]{1,3}\d+|(HOURLY|DAILY|WEEKLY|MONTHLY|QUARTER
                   r"MINUTES|HOUR|HOURS|DAY|DAYS|WEEK|MONTH|BARS|OHLC|OHLCV|DATA|HISTORY|PRICES|[MHDW])")
 
 
+#: why a symbol that matches no rule reads as a stock: the default, not evidence
+NO_PATTERN = "no futures, forex or crypto pattern, so a stock"
+
+
 def classify(symbol: str) -> tuple[str, str]:
     """``(asset class, why)`` from the symbol alone (see the module docstring for the rules). Trailing parts of
     a file name that tag the bars (``BTCUSD-monthly``, ``EUR_USD_H1``, ``ETH-USD-1h``) are read past."""
@@ -129,7 +133,7 @@ def _classify(symbol: str) -> tuple[str, str]:
         quote = s[len(base):]
         if s.startswith(base) and quote and _crypto_quote(quote):
             return "crypto", f"{symbol}: {base} is a crypto ticker, quoted in {quote}"
-    return "stock", f"{symbol}: no futures, forex or crypto pattern, so a stock"
+    return "stock", f"{symbol}: {NO_PATTERN}"
 
 
 def check_asset_class(asset_class: str) -> str:

@@ -33,7 +33,7 @@ import warnings
 
 import numpy as np
 
-from marketcast.data.asset import ASSET_CLASSES, check_asset_class, classify
+from marketcast.data.asset import ASSET_CLASSES, NO_PATTERN, check_asset_class, classify
 from marketcast.data.spacing import DAY, infer_interval, ns_array
 from marketcast.errors import DataWarning
 
@@ -91,22 +91,54 @@ def resolve_asset_class(symbol: str, stamps, override: str | None = None, where:
     """``(asset class, why)`` of ``symbol``'s bars at ``stamps`` (see the module docstring for the rule); warns
     (:class:`DataWarning`, one ``warning:`` line) when the bar times overrule the name."""
     name_class, name_why = classify(symbol)
+    pattern, evidence = bar_pattern(stamps)
     if override is not None:
         cls = check_asset_class(override)
+        if pattern is not None and cls not in PATTERNS[pattern]:
+            _warn(f"{where or symbol}: the bar times say {PATTERNS[pattern][0]}, not {cls}: {evidence}; kept as "
+                  f"{cls} because --asset-class says so")
+        else:
+            _warn_weekend_bars(stamps, cls, where or symbol)
         if cls == name_class:
             return cls, f"{name_why} (and --asset-class {cls})"
         return cls, f"{symbol}: set to {cls} by --asset-class (the symbol alone reads as {name_class})"
-    pattern, evidence = bar_pattern(stamps)
     if pattern is None:
+        if name_why.endswith(NO_PATTERN) and len(ns_array(stamps)) >= MIN_BARS:  # weekly or monthly bars of a
+            # name that matches no rule: the default decided, and says so (a monthly XBTM read as a stock silently)
+            _warn(f"{where or symbol}: {evidence} and the name matches no asset-class rule, so stock is assumed; set "
+                  "--asset-class to choose")
         return name_class, f"{name_why}; {evidence}"
     allowed = PATTERNS[pattern]
     if name_class in allowed:
+        _warn_weekend_bars(stamps, name_class, where or symbol)
         return name_class, f"{name_why}; the bar times {'allow it' if len(allowed) > 1 else 'agree'}: {evidence}"
     chosen = allowed[0]
-    warnings.warn(DataWarning(
-        f"{where or symbol}: the bar times say {chosen}, not {name_class} as the name reads: {evidence}; using "
-        f"{chosen} (set --asset-class to choose)"), stacklevel=2)
+    _warn(f"{where or symbol}: the bar times say {chosen}, not {name_class} as the name reads: {evidence}; using "
+          f"{chosen} (set --asset-class to choose)")
     return chosen, f"{symbol}: {evidence}, so {chosen} (the name alone reads as {name_class})"
+
+
+def _warn(message: str) -> None:
+    warnings.warn(DataWarning(message), stacklevel=3)
+
+
+def _warn_weekend_bars(stamps, cls: str, where: str) -> None:
+    """A stock's daily bars that fall on a weekend (below the 24/7 share, or kept by ``--asset-class stock``)
+    are bars the exchange never traded: one warning counting them, with the first date."""
+    if cls != "stock":
+        return
+    t = ns_array(stamps)
+    if len(t) < MIN_BARS or infer_interval(t).kind != "daily":
+        return
+    weekday = (t // DAY + 3) % 7
+    counts = np.bincount(weekday, minlength=7)
+    quiet = np.argsort(counts, kind="stable")[:2]  # the week's two quietest days: a weekend in any time zone
+    on_weekend = np.isin(weekday, quiet)
+    if on_weekend.any():
+        first = np.datetime64(int(t[on_weekend][0]), "ns").astype("datetime64[D]")
+        n = int(on_weekend.sum())
+        _warn(f"{where}: {n:,} of the {len(t):,} daily bars {'falls' if n == 1 else 'fall'} on a weekend (the first on "
+              f"{first}), a day a stock exchange does not trade; check the file or set --asset-class")
 
 
 __all__ = ["ASSET_CLASSES", "PATTERNS", "bar_pattern", "resolve_asset_class"]
