@@ -138,7 +138,8 @@ def reference_status(verdict: dict) -> dict:
             "pbo": low(verdict["pbo"], 0.2, 0.5), "spa_p": not_green_on_a_loss(low(verdict["spa_pvalue"], 0.05, 0.10)),
             "vs_buy_hold": not_green_on_a_loss(GREEN if pts > 0 and gap > 0 else RED if pts <= 0 and gap <= 0
                                                else AMBER),
-            "mc_error": GREEN if 2 * band <= abs(pts) else AMBER if band <= abs(pts) else RED,
+            "mc_error": (GREEN if 2 * round(100 * band) <= round(100 * abs(pts))  # in basis points
+                         else AMBER if round(100 * band) <= round(100 * abs(pts)) else RED),
             "coverage80": (GREEN if cov["lo"] <= 0.8 <= cov["hi"]  # within 10 points, in whole windows
                            else AMBER if abs(10 * cov["covered"] - 8 * cov["n"]) <= cov["n"] else RED),
             "pick": (RED if not verdict["pick_reads_forecast"] or verdict["walk_forward_blind_share"] > 0.5

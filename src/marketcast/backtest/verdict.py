@@ -94,6 +94,13 @@ def _blind_share(picked) -> float | None:
     return sum(blind) / len(picks) if picks else None
 
 
+def _bp(points: float) -> int:
+    """Percentage points in whole basis points: a return and a band compared as the strip prints them (two
+    decimals of a point), so that 12 % made against 4 % (8.00 points, 7.999999999999999 in floats) meets a band
+    of 8.00 points exactly."""
+    return round(100 * points)
+
+
 def _no_better_than_amber(status: str, v: dict) -> str:
     """A relative figure is never coloured as good on a run whose walk-forward record made no money."""
     made = v["walk_forward_return"]
@@ -108,8 +115,8 @@ def _statuses(v: dict) -> dict:
         "vs_buy_hold": (MISSING if points is None or gap is None else
                         _no_better_than_amber(GREEN, v) if points > 0 and gap > 0
                         else RED if points <= 0 and gap <= 0 else AMBER),
-        "mc_error": (MISSING if band is None or points is None else GREEN if band <= abs(points) / 2
-                     else AMBER if band <= abs(points) else RED),
+        "mc_error": (MISSING if band is None or points is None else GREEN if 2 * _bp(band) <= _bp(abs(points))
+                     else AMBER if _bp(band) <= _bp(abs(points)) else RED),
         "trials": INFO,
         "dsr_pick": _band(v["dsr_pick"], DSR_GREEN, DSR_AMBER),
         "dsr_walk_forward": _band(v["dsr_walk_forward"], DSR_GREEN, DSR_AMBER),
@@ -132,8 +139,8 @@ def answer(v: dict) -> tuple[str, str]:
     3. it did not beat buy & hold on both return and Sharpe: "no edge over buy & hold" (red);
     4. it traded a forecast-blind strategy in more than half of its windows: "an edge not from the forecast"
        (amber): the model's forecasts did not earn it;
-    5. its Monte Carlo band is wider than its smaller margin (over 0 and over buy & hold, points): "an edge
-       within Monte Carlo noise" (amber), as a re-run with another seed could lose it;
+    5. its Monte Carlo band is wider than its smaller margin (over 0 and over buy & hold; points, compared in whole
+       basis points): "an edge within Monte Carlo noise" (amber), as a re-run with another seed could lose it;
     6. DSR walk-forward below 0.95, SPA p above 0.05 or PBO above 0.50, or one of them not computed: "an edge
        that does not survive multiple testing" (amber), naming the figures that fail;
     7. otherwise "an edge that survives multiple testing" (green).
@@ -154,7 +161,7 @@ def answer(v: dict) -> tuple[str, str]:
         return (f"an edge not from the forecast: the walk-forward traded forecast-blind strategies in "
                 f"{100 * blind:.0f}% of windows"), AMBER
     band = v["mc_band_points"]
-    if band is not None and band > min(made, points):
+    if band is not None and _bp(band) > _bp(min(made, points)):
         return (f"an edge within Monte Carlo noise: made {made:.2f}%, {points:+.2f} pts over buy & hold, a re-run "
                 f"±{band:.1f} pts"), AMBER
     dsr, spa, pbo = v["dsr_walk_forward"], v["spa_pvalue"], v["pbo"]
