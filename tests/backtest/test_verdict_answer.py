@@ -58,11 +58,15 @@ def result(**given):
     ({"wf_return": 0.05, "bh_return": -0.20, "band": 0.06},  # 25 points over buy & hold, but 5 % over nothing
      "an edge within Monte Carlo noise: made 5.00%, +25.00 pts over buy & hold, a re-run ±6.0 pts", AMBER),
     # 6: each selection figure that fails is named with its value; one not computed is said so
-    ({"dsr_walk_forward": 0.9499}, "an edge that does not survive multiple testing: DSR walk-forward 0.95", AMBER),
-    ({"spa_pvalue": 0.0501}, "an edge that does not survive multiple testing: SPA p 0.050", AMBER),
-    ({"pbo": 0.5001}, "an edge that does not survive multiple testing: PBO 0.50", AMBER),
+    ({"dsr_walk_forward": 0.9499},  # printed to four decimals where two would print the threshold itself
+     "an edge that does not survive multiple testing: DSR walk-forward 0.9499 < 0.95", AMBER),
+    ({"spa_pvalue": 0.0501}, "an edge that does not survive multiple testing: SPA p 0.0501 > 0.05", AMBER),
+    ({"pbo": 0.5001}, "an edge that does not survive multiple testing: PBO 0.5001 > 0.5", AMBER),
     ({"dsr_walk_forward": 0.62, "spa_pvalue": 0.21, "pbo": None},
-     "an edge that does not survive multiple testing: DSR walk-forward 0.62, SPA p 0.210, PBO not computed", AMBER),
+     "an edge that does not survive multiple testing: DSR walk-forward 0.62 < 0.95, SPA p 0.210 > 0.05, PBO not "
+     "computed", AMBER),
+    ({"dsr_walk_forward": None}, "an edge that does not survive multiple testing: DSR walk-forward not computed",
+     AMBER),
     # 7: every test passed, at the thresholds themselves
     ({}, "an edge that survives multiple testing: made 12.00%, +8.00 pts over buy & hold, DSR walk-forward 0.97",
      GREEN),

@@ -129,6 +129,13 @@ def _statuses(v: dict) -> dict:
     }
 
 
+def _beside(x: float, spec: str, threshold: float) -> str:
+    """``x`` as the strip prints it, or to four decimals where that would print the threshold it fails
+    (0.9499 against 0.95)."""
+    text = format(x, spec)
+    return f"{x:.4f}" if float(text) == threshold else text
+
+
 def answer(v: dict) -> tuple[str, str]:
     """The strip's first line, ``(sentence, status)``: the first of these rules that holds, over the figures of
     :func:`build` (docs/backtest.md#verdict states the same list).
@@ -142,7 +149,7 @@ def answer(v: dict) -> tuple[str, str]:
     5. its Monte Carlo band is wider than its smaller margin (over 0 and over buy & hold; points, compared in whole
        basis points): "an edge within Monte Carlo noise" (amber), as a re-run with another seed could lose it;
     6. DSR walk-forward below 0.95, SPA p above 0.05 or PBO above 0.50, or one of them not computed: "an edge
-       that does not survive multiple testing" (amber), naming the figures that fail;
+       that does not survive multiple testing" (amber), naming the figures that fail and their thresholds;
     7. otherwise "an edge that survives multiple testing" (green).
     """
     wf, bh, points, gap = (v["walk_forward_return"], v["buy_hold_return"], v["excess_return_points"],
@@ -165,11 +172,11 @@ def answer(v: dict) -> tuple[str, str]:
         return (f"an edge within Monte Carlo noise: made {made:.2f}%, {points:+.2f} pts over buy & hold, a re-run "
                 f"±{band:.1f} pts"), AMBER
     dsr, spa, pbo = v["dsr_walk_forward"], v["spa_pvalue"], v["pbo"]
-    tests = (("DSR walk-forward", dsr, ".2f", _band(dsr, DSR_GREEN, DSR_AMBER) == GREEN),
-             ("SPA p", spa, ".3f", _band(spa, SPA_GREEN, SPA_AMBER, low_is_good=True) == GREEN),
-             ("PBO", pbo, ".2f", _band(pbo, PBO_GREEN, PBO_AMBER, low_is_good=True) in (GREEN, AMBER)))
-    failed = [f"{name} not computed" if x is None else f"{name} {format(x, spec)}"
-              for name, x, spec, passed in tests if not passed]
+    tests = (("DSR walk-forward", dsr, ".2f", "<", DSR_GREEN, _band(dsr, DSR_GREEN, DSR_AMBER) == GREEN),
+             ("SPA p", spa, ".3f", ">", SPA_GREEN, _band(spa, SPA_GREEN, SPA_AMBER, low_is_good=True) == GREEN),
+             ("PBO", pbo, ".2f", ">", PBO_AMBER, _band(pbo, PBO_GREEN, PBO_AMBER, low_is_good=True) in (GREEN, AMBER)))
+    failed = [f"{name} not computed" if x is None else f"{name} {_beside(x, spec, threshold)} {op} {threshold:g}"
+              for name, x, spec, op, threshold, passed in tests if not passed]
     if failed:
         return f"an edge that does not survive multiple testing: {', '.join(failed)}", AMBER
     return (f"an edge that survives multiple testing: made {made:.2f}%, {points:+.2f} pts over buy & hold, DSR "
