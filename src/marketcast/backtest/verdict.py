@@ -95,9 +95,8 @@ def _blind_share(picked) -> float | None:
 
 
 def _bp(points: float) -> int:
-    """Percentage points in whole basis points: a return and a band compared as the strip prints them (two
-    decimals of a point), so that 12 % made against 4 % (8.00 points, 7.999999999999999 in floats) meets a band
-    of 8.00 points exactly."""
+    """Percentage points in whole basis points (hundredths of a point, as the strip prints the gap), so that 12 %
+    made against 4 % (8.00 points, 7.999999999999999 in floats) meets a band of 8.00 points exactly."""
     return round(100 * points)
 
 
