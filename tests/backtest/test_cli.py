@@ -156,3 +156,28 @@ def test_csv_text_equals_pandas_to_csv():
         "ts": pd.date_range("2024-01-01", periods=4, tz="UTC").map(lambda t: t.isoformat()),
     })
     assert csv_text(frame) == frame.to_csv(index=False, float_format="%.10g")
+
+
+def test_the_default_run_says_the_answer_first(tmp_path):
+    """``make run`` (``marketcast backtest``, no argument, piped as a log sees it): each symbol's strip opens with
+    the answer, and on the embedded bars' last 70 windows that is "no edge": the walk-forward record loses money
+    while a falling buy & hold loses more, which the strip's figures alone ("+4.61 pts") would not say."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    done = subprocess.run([sys.executable, "-m", "marketcast.commands", "backtest"], capture_output=True, text=True,
+                          cwd=tmp_path, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    for symbol in ("SP500", "NASDAQ"):
+        doc = json.loads((tmp_path / "out" / "backtest" / f"{symbol}.json").read_text())
+        wf, bh = doc["walk_forward"]["return"], doc["benchmark"]["return"]
+        assert wf < 0 and wf > bh  # lost, and lost less than buy & hold
+        said = f"no edge: the walk-forward record lost {-100 * wf:.2f}% (buy & hold {100 * bh:+.2f}%)"
+        assert doc["verdict"]["answer"] == said and doc["verdict"]["status"]["answer"] == "red"
+        title = next(i for i, line in enumerate(lines) if line.startswith(f"{symbol} · stock"))
+        assert lines[title + 1] == f"{symbol} verdict {said}"  # the strip's first line, without --verbose
+        assert doc["verdict"]["status"]["vs_buy_hold"] != "green"  # ahead of buy & hold, but not good
+    assert "SP500 verdict no edge: the walk-forward record lost 9.65% (buy & hold -14.26%)" in lines

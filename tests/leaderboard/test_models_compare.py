@@ -63,8 +63,8 @@ def _assert_row_is_the_backtest(row: dict, docs: list[dict]) -> None:
         assert row["trading"]["sharpe"] is None and row["trading"]["dsr"] is None
     assert row["trading"]["max_drawdown"] == pytest.approx(min(d["walk_forward"]["max_drawdown"] for d in docs))
     assert row["trading"]["trades"] == sum(d["walk_forward"]["trades"] for d in docs)
-    assert not row["pick"]["forecast_blind"] and all(s == "flat" or STRATEGIES[s].reads_forecast
-                                                     for s in row["pick"]["shares"])
+    assert not row["most_picked"]["forecast_blind"] and all(s == "flat" or STRATEGIES[s].reads_forecast
+                                                     for s in row["most_picked"]["shares"])
 
 
 def _assert_benchmark_is_the_backtests(benchmark: dict, docs: list[dict]) -> None:
@@ -237,7 +237,7 @@ def test_a_leaderboard_run_is_its_own_kind_and_its_tearsheet_opens_with_the_tabl
         assert 'class="random"' in rows[1] and 'class="random"' not in rows[0]
         assert rows[2].startswith(' class="benchmark"') and ">buy &amp; hold<" in rows[2]
         assert f"{doc['benchmark']['trading']['sharpe']:+.2f}" in rows[2]
-        pick = doc["models"][0]["pick"]
+        pick = doc["models"][0]["most_picked"]
         assert pick["strategy"] is None or f">{pick['strategy']} {pick['share']:.0%}<" in rows[0]
         assert f"{doc['models'][1]['skill']['crps']:.5f}" in rows[1]
         assert "RANDOM WEIGHTS: toto2" in board
@@ -271,9 +271,9 @@ def test_baseline_and_random_toto_trade_apart_where_buy_hold_made_their_records_
     assert baseline["trading"] != random_toto["trading"]
     assert baseline["trading"]["sharpe"] != pytest.approx(random_toto["trading"]["sharpe"])
     for row in (baseline, random_toto):
-        assert row["pick"]["strategy"] in FORECAST_DRIVEN and row["pick"]["forecast_blind"] is False
-        assert row["pick"]["note"] is None and "buy_hold" not in row["pick"]["shares"]
-        assert row["pick"]["shares"]["flat"] == pytest.approx(10 / 13)  # nothing has 10 trades before window 11
+        assert row["most_picked"]["strategy"] in FORECAST_DRIVEN and row["most_picked"]["forecast_blind"] is False
+        assert row["most_picked"]["note"] is None and "buy_hold" not in row["most_picked"]["shares"]
+        assert row["most_picked"]["shares"]["flat"] == pytest.approx(10 / 13)  # nothing has 10 trades before window 11
     _assert_row_is_the_backtest(baseline, _backtest(capsys, tmp_path, ["NASDAQ"], "baseline", None, 13,
                                                     *REPRODUCER[2:]))
     _assert_benchmark_is_the_backtests(doc["benchmark"], [base])
@@ -291,9 +291,9 @@ def test_trading_rows_that_cannot_tell_two_forecasts_apart_say_why(capsys, monke
     assert baseline["skill"]["mase"] < 2 and 5 < toto["skill"]["mase"]
     for key in ("sharpe", "max_drawdown", "trades"):
         assert baseline["trading"][key] == toto["trading"][key]
-    assert baseline["pick"]["shares"] == toto["pick"]["shares"] == {"flat": 10 / 12, "simple": 2 / 12}
-    assert baseline["pick"]["note"].startswith("the same trades as toto in every window")
-    assert toto["pick"]["note"].startswith("the same trades as baseline in every window")
+    assert baseline["most_picked"]["shares"] == toto["most_picked"]["shares"] == {"flat": 10 / 12, "simple": 2 / 12}
+    assert baseline["most_picked"]["note"].startswith("the same trades as toto in every window")
+    assert toto["most_picked"]["note"].startswith("the same trades as baseline in every window")
     capsys.readouterr()
     assert main([*compare, "--windows", "12", "--store", "off"]) == 0
     out = capsys.readouterr().out
@@ -301,7 +301,31 @@ def test_trading_rows_that_cannot_tell_two_forecasts_apart_say_why(capsys, monke
 
     doc = _json(capsys, *compare, "--windows", "10", "--json")
     for row in doc["models"]:
-        assert row["trading"]["trades"] == 0 and row["pick"]["shares"] == {"flat": 1.0}
-        assert row["pick"]["strategy"] is None and row["pick"]["share"] is None
-        assert row["pick"]["note"] == "flat in every window: no forecast-driven strategy had 10 trades in its last " \
+        assert row["trading"]["trades"] == 0 and row["most_picked"]["shares"] == {"flat": 1.0}
+        assert row["most_picked"]["strategy"] is None and row["most_picked"]["share"] is None
+        assert row["most_picked"]["note"] == "flat in every window: no forecast-driven strategy had 10 trades in its last " \
                                       "70 windows"
+
+
+def test_the_tables_most_picked_and_the_strips_in_sample_pick_have_names_of_their_own():
+    """The table's column is the walk-forward rule's most picked strategy ("most picked", JSON ``most_picked``);
+    ``pick`` is left to the verdict strip's in-sample pick. A leaderboard stored before the rename (its rows say
+    ``pick``) still shows the column and its note."""
+    from marketcast.backtest.glossary import GLOSSARY
+    from marketcast.report.leaderboard import PICK_NOTE, cells, headers, notes
+
+    assert "most picked" in headers() and "pick" not in headers()
+    num = {"mase": 1.0, "crps": 0.01, "coverage80": 0.8}
+    trading = {"sharpe": 0.5, "sharpe_ci_low": -1.0, "sharpe_ci_high": 2.0, "dsr": 0.3, "max_drawdown": -0.1,
+               "trades": 4}
+    cost = {"windows_per_s": 10.0, "peak_memory_mb": 100.0, "memory_kind": "rss", "load_s": 1.0, "device": "cpu"}
+    picked = {"strategy": "maxdiff", "share": 0.45, "shares": {"maxdiff": 0.45, "flat": 0.55},
+              "forecast_blind": False, "note": "the same trades as toto in every window"}
+    row = {"model": "baseline", "weights_source": "none", "skill": num, "trading": trading, "cost": cost}
+    new, old = {**row, "most_picked": picked}, {**row, "pick": picked}
+    column = headers().index("most picked")
+    assert cells(new)[column] == cells(old)[column] == "maxdiff 45%"
+    assert notes([new]) == notes([old]) == ["baseline: the same trades as toto in every window"]
+    assert "most picked: the strategy it picked in most windows" in PICK_NOTE and "in-sample pick" in PICK_NOTE
+    pick = next(text for anchor, term, text in GLOSSARY if term == "pick")
+    assert pick.startswith("The in-sample best strategy") and "'most picked'" in pick

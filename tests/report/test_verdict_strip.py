@@ -13,14 +13,14 @@ import sys
 import pytest
 
 from marketcast.backtest.glossary import anchors
-from marketcast.backtest.verdict import AMBER, GREEN, LINES, MISSING, RED, _band, cells
+from marketcast.backtest.verdict import AMBER, GREEN, LINES, MISSING, RED, _band, answer, cells
 
 LABELS = {c.key: c.label for c in cells({
-    "excess_return_points": None, "sharpe_difference": None, "trials": 0, "effective_trials": None, "dsr_pick": None,
+    "answer": "no verdict", "excess_return_points": None, "sharpe_difference": None, "trials": 0, "effective_trials": None, "dsr_pick": None,
     "dsr_walk_forward": None, "pbo": None, "spa_pvalue": None, "coverage80": None, "mc_band_points": None,
     "context": {"asked": 1, "min": None, "max": None}, "pick": None, "pick_reads_forecast": None,
     "walk_forward_blind_share": None,
-    "status": dict.fromkeys(("vs_buy_hold", "mc_error", "trials", "dsr_pick", "dsr_walk_forward", "pbo", "spa_p",
+    "status": dict.fromkeys(("answer", "vs_buy_hold", "mc_error", "trials", "dsr_pick", "dsr_walk_forward", "pbo", "spa_p",
                              "coverage80", "context", "pick"), MISSING)})}
 
 
@@ -47,10 +47,11 @@ def one_run(tmp_path_factory):
 
 
 def strip_texts(text: str, head: str) -> dict[str, str]:
-    """key -> figure text of the strip printed under ``head`` (``SP500 verdict``) in terminal output."""
+    """key -> figure text of the strip printed under ``head`` (``SP500 verdict``, the answer after it) in terminal
+    output."""
     lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(head))
-    out = {}
+    start = next(i for i, line in enumerate(lines) if line.startswith(head + " "))
+    out = {"answer": lines[start][len(head) + 1:]}
     for line, keys in zip(lines[start + 1:start + 1 + len(LINES)], LINES):
         parts = line.strip().split(" · ")
         assert len(parts) == len(keys), line
@@ -91,6 +92,7 @@ def test_one_runs_strip_is_identical_on_every_surface(one_run):
     shown = strip_texts(one_run["shown"], "SP500 verdict")
     assert set(terminal) == set(LABELS) and terminal == page == shown
     assert one_run["shown_json"]["records"][0]["verdict"] == verdict  # the stored run's figures, float for float
+    assert terminal["answer"] == verdict["answer"] == answer(verdict)[0]  # the sentence, first, on every surface
     # the printed numbers are the JSON's, rounded as the strip states them
     assert numbers(terminal["vs_buy_hold"]) == [round(verdict["excess_return_points"], 2),
                                                 round(verdict["sharpe_difference"], 2)]
@@ -127,14 +129,19 @@ def reference_status(verdict: dict) -> dict:
     def low(x, green, amber):
         return MISSING if x is None else GREEN if x <= green else AMBER if x <= amber else RED
 
+    def not_green_on_a_loss(status):  # a relative figure is never good on a record that made no money
+        return AMBER if status == GREEN and verdict["walk_forward_return"] <= 0 else status
+
     pts, gap, band, cov = (verdict["excess_return_points"], verdict["sharpe_difference"], verdict["mc_band_points"],
                            verdict["coverage80"])
     return {"dsr_pick": high(verdict["dsr_pick"]), "dsr_walk_forward": high(verdict["dsr_walk_forward"]),
-            "pbo": low(verdict["pbo"], 0.2, 0.5), "spa_p": low(verdict["spa_pvalue"], 0.05, 0.10),
-            "vs_buy_hold": GREEN if pts > 0 and gap > 0 else RED if pts <= 0 and gap <= 0 else AMBER,
-            "mc_error": GREEN if 2 * band <= abs(pts) else AMBER if band <= abs(pts) else RED,
-            "coverage80": (GREEN if cov["lo"] <= 0.8 <= cov["hi"] else AMBER if abs(cov["rate"] - 0.8) <= 0.1
-                           else RED),
+            "pbo": low(verdict["pbo"], 0.2, 0.5), "spa_p": not_green_on_a_loss(low(verdict["spa_pvalue"], 0.05, 0.10)),
+            "vs_buy_hold": not_green_on_a_loss(GREEN if pts > 0 and gap > 0 else RED if pts <= 0 and gap <= 0
+                                               else AMBER),
+            "mc_error": (GREEN if 2 * round(100 * band) <= round(100 * abs(pts))  # in basis points
+                         else AMBER if round(100 * band) <= round(100 * abs(pts)) else RED),
+            "coverage80": (GREEN if cov["lo"] <= 0.8 <= cov["hi"]  # within 10 points, in whole windows
+                           else AMBER if abs(10 * cov["covered"] - 8 * cov["n"]) <= cov["n"] else RED),
             "pick": (RED if not verdict["pick_reads_forecast"] or verdict["walk_forward_blind_share"] > 0.5
                      else AMBER if verdict["walk_forward_blind_share"] > 0 else GREEN)}
 
@@ -184,8 +191,9 @@ def test_the_leaderboard_prints_the_backtests_strip(tmp_path):
     assert entry["verdict"] == json.loads(alone.stdout)[0]["verdict"]
     text = cli("models", "compare", "--symbols", "SP500", "--models", "baseline", *fast, env=env).stdout
     line = next(x for x in text.splitlines() if x.startswith("baseline SP500  "))
-    assert [part.split(" ", 1)[0] for part in line.split("  ", 1)[1].split(" · ")][:2] == ["vs", "MC"]
+    assert [part.split(" ", 1)[0] for part in line.split("  ", 1)[1].split(" · ")][:3] == ["verdict", "vs", "MC"]
     assert all(c.text in line for c in cells(entry["verdict"]))
+    assert line.split("  ", 1)[1].startswith(f"verdict {entry['verdict']['answer']} · ")  # the answer first
 
 
 def test_a_forecast_blind_pick_is_flagged_red(tmp_path):
@@ -223,7 +231,7 @@ def test_a_models_compare_page_opens_with_a_strip_row_per_model(tmp_path):
     strip_lines = [line for line in shown.splitlines() if " · " in line and "vs buy & hold" in line]
     assert len(strip_lines) == 2
     for line, row in zip(strip_lines, expected.values()):
-        assert [part.split(" ", 1)[0] for part in line.split("  ", 1)[1].split(" · ")][:2] == ["vs", "MC"]
+        assert [part.split(" ", 1)[0] for part in line.split("  ", 1)[1].split(" · ")][:3] == ["verdict", "vs", "MC"]
         assert all(text in line for _, text in row.values())
 
 

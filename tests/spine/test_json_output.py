@@ -171,7 +171,7 @@ def test_models_compare(capsys):
                    "--weights", "toto2=random:4m", "--windows", "12", "--samples", "16", "--context", "64", "--json")
     assert [m["model"] for m in doc["models"]] == ["baseline", "toto2"] and doc["symbols"] == ["SP500"]
     assert [m["random_weights"] for m in doc["models"]] == [False, True]
-    assert doc["benchmark"]["name"] == "buy_and_hold" and all(m["pick"]["forecast_blind"] is False
+    assert doc["benchmark"]["name"] == "buy_and_hold" and all(m["most_picked"]["forecast_blind"] is False
                                                               for m in doc["models"])
     assert doc["run_id"] in RunStore(os.environ["MARKETCAST_RUN_STORE"]).infos()
     bad = {**doc, "models": [{**doc["models"][0], "random_weights": "no"}]}

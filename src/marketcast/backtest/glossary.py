@@ -13,6 +13,10 @@ GLOSSARY: tuple[tuple[str, str, str], ...] = (
     ("g-verdict", "verdict strip",
      ("The figures to read before any chart, coloured by these rules (docs/backtest.md#verdict): "
      + "; ".join(f"{k}: {v}" for k, v in THRESHOLDS.items()) + ".")),
+    ("g-answer", "verdict",
+     ("The strip's first line, one sentence by the rule of docs/backtest.md#verdict: no edge (the walk-forward "
+      "record made no money, or not more than buy & hold at a higher Sharpe), an edge not from the forecast, an "
+      "edge within Monte Carlo noise, an edge that does not survive multiple testing, or one that does.")),
     ("g-vs-buy-hold", "vs buy & hold",
      ("The walk-forward record's net return minus buy & hold's, in percentage points, and its annualised Sharpe "
      "ratio minus buy & hold's, over the same windows.")),
@@ -40,7 +44,8 @@ GLOSSARY: tuple[tuple[str, str, str], ...] = (
      "Real bars of history each window's forecast read (min-max of asked when some windows had fewer)."),
     ("g-pick", "pick",
      ("The in-sample best strategy; flagged when it ignores the forecast (buy_hold: forecast-blind), as its "
-     "result then says nothing about the model.")),
+     "result then says nothing about the model. Not the leaderboard's 'most picked': the strategy the "
+     "walk-forward rule picked in most windows.")),
     ("g-walk-forward", "walk-forward",
      ("At each bar the selection rule picks a strategy from windows settled before it: the out-of-sample record "
      "the live loop would have traded.")),

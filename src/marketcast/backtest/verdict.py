@@ -1,20 +1,23 @@
 """The verdict strip: "can I trust it?" in one place, the same numbers on every surface.
 
-:func:`build` gathers, once per symbol, the figures a reader needs before any chart: the walk-forward record
-against buy & hold (points and Sharpe difference), the trials (raw and effective), the deflated Sharpe ratio of
-the in-sample pick and of the walk-forward record (Bailey & López de Prado 2014), the probability of backtest
-overfitting (Bailey et al. 2017), Hansen's (2005) SPA p-value against buy & hold, the close's 80 % interval
-coverage with its Wilson interval, the walk-forward return's Monte Carlo error, the context the windows read and
-whether the pick reads the forecast at all. Each gets a status by the thresholds of :data:`THRESHOLDS`
-(docs/backtest.md#verdict states them). The result is a plain JSON dict (the backtest JSON's ``"verdict"``);
-:func:`cells` formats it, and the terminal (:func:`terminal_lines`), the HTML pages (:func:`html`) and ``runs
-show`` all print those cells, so no surface rounds a number its own way.
+The strip opens with the answer, one sentence (:func:`answer`: no edge, an edge within Monte Carlo noise, an edge
+that does not survive multiple testing, or one that does), then the figures it rests on. :func:`build` gathers,
+once per symbol, the figures a reader needs before any chart: the walk-forward record against buy & hold (points
+and Sharpe difference), the trials (raw and effective), the deflated Sharpe ratio of the in-sample pick and of the
+walk-forward record (Bailey & López de Prado 2014), the probability of backtest overfitting (Bailey et al. 2017),
+Hansen's (2005) SPA p-value against buy & hold, the close's 80 % interval coverage with its Wilson interval, the
+walk-forward return's Monte Carlo error, the context the windows read and whether the pick reads the forecast at
+all. Each gets a status by the thresholds of :data:`THRESHOLDS` (docs/backtest.md#verdict states them). The result
+is a plain JSON dict (the backtest JSON's ``"verdict"``); :func:`cells` formats it, and the terminal
+(:func:`terminal_lines`), the HTML pages (:func:`html`) and ``runs show`` all print those cells, so no surface
+rounds a number its own way.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from html import escape
 
 from rich.markup import escape as escape_markup
@@ -27,16 +30,23 @@ DOC = "docs/backtest.md#verdict"
 DSR_GREEN, DSR_AMBER = 0.95, 0.50  # at least: the usual 95 % confidence; below a coin flip is red
 PBO_GREEN, PBO_AMBER = 0.20, 0.50  # at most: above 0.5 the in-sample winner is more often below the median
 SPA_GREEN, SPA_AMBER = 0.05, 0.10  # at most: Hansen's p-value against buy & hold
-COVERAGE_AMBER = 0.10  # the 80 % interval's observed rate within 10 points of 80 %
+# the 80 % interval's observed rate within 10 points of 80 %: exact fractions, compared with the covered/n count,
+# so that 70 % and 90 % are amber (``abs(0.7 - 0.8) > 0.1`` holds in binary floating point)
+COVERAGE_NOMINAL, COVERAGE_AMBER = Fraction(8, 10), Fraction(1, 10)
 BLIND_RED = 0.5  # the walk-forward traded a forecast-blind strategy in more than half of its windows
 #: The status rules, as docs/backtest.md#verdict states them (value -> green / amber / red).
 THRESHOLDS = {
-    "vs_buy_hold": "green: more return and a higher Sharpe than buy & hold; red: neither; amber: one of the two",
+    "answer": "red: no edge (the walk-forward record made no money, or not more than buy & hold at a higher "
+              "Sharpe); amber: an edge not from the forecast, within Monte Carlo noise, or not surviving multiple "
+              "testing; green: an edge that survives multiple testing (the rule: docs/backtest.md#verdict)",
+    "vs_buy_hold": "green: more return and a higher Sharpe than buy & hold; red: neither; amber: one of the two; at "
+                   "most amber when the walk-forward record made no money",
     "dsr": f"green >= {DSR_GREEN:.2f}, amber >= {DSR_AMBER:.2f}, red below",
     "pbo": f"green <= {PBO_GREEN:.2f}, amber <= {PBO_AMBER:.2f}, red above",
-    "spa_p": f"green <= {SPA_GREEN:.2f}, amber <= {SPA_AMBER:.2f}, red above",
-    "coverage80": f"green: its Wilson 95% interval holds 80%; amber: within {100 * COVERAGE_AMBER:.0f} points of 80%; "
-                  "red: further",
+    "spa_p": f"green <= {SPA_GREEN:.2f}, amber <= {SPA_AMBER:.2f}, red above; at most amber when the walk-forward "
+             "record made no money",
+    "coverage80": f"green: its Wilson 95% interval holds 80%; amber: within {100 * COVERAGE_AMBER} points of 80% "
+                  "(70% and 90% included); red: further",
     "mc_error": "green: the band is at most half the gap to buy & hold; amber: at most the gap; red: wider (a "
                 "re-run with another seed could reverse who wins)",
     "context": "green: every window read the --context asked for; amber: some read fewer bars",
@@ -51,6 +61,8 @@ def _finite(x) -> float | None:
 
 
 def _band(x: float | None, green: float, amber: float, low_is_good: bool = False) -> str:
+    """``x`` against two thresholds. Plain float comparison is exact here: DSR is a probability, PBO and the SPA
+    p-value are ratios of counts, each rounded once to the nearest double, as the decimal thresholds are."""
     if x is None:
         return MISSING
     if low_is_good:
@@ -62,7 +74,17 @@ def _coverage80(result) -> dict | None:
     """The close's 80 % central interval: observed rate and Wilson 95 % interval (None: not computed)."""
     fields = (result.calibration_report or {}).get("fields", {})
     found = [c for c in fields.get("close", {}).get("coverage", []) if abs(c["nominal"] - 0.8) < 1e-9]
-    return None if not found else {"rate": found[0]["rate"], "lo": found[0]["lo"], "hi": found[0]["hi"]}
+    return None if not found else {k: found[0][k] for k in ("rate", "lo", "hi", "covered", "n")}
+
+
+def _coverage_status(cov: dict | None) -> str:
+    """Green when the Wilson interval holds 80 %; amber when covered/n is within 10 points of 80 %, compared as
+    exact fractions of the counts (49 of 70 is 70 %: amber); red further."""
+    if cov is None:
+        return MISSING
+    if cov["lo"] <= 0.8 <= cov["hi"]:
+        return GREEN
+    return AMBER if abs(Fraction(cov["covered"], cov["n"]) - COVERAGE_NOMINAL) <= COVERAGE_AMBER else RED
 
 
 def _blind_share(picked) -> float | None:
@@ -72,27 +94,92 @@ def _blind_share(picked) -> float | None:
     return sum(blind) / len(picks) if picks else None
 
 
+def _bp(points: float) -> int:
+    """Percentage points in whole basis points (hundredths of a point, as the strip prints the gap), so that 12 %
+    made against 4 % (8.00 points, 7.999999999999999 in floats) meets a band of 8.00 points exactly."""
+    return round(100 * points)
+
+
+def _no_better_than_amber(status: str, v: dict) -> str:
+    """A relative figure is never coloured as good on a run whose walk-forward record made no money."""
+    made = v["walk_forward_return"]
+    return AMBER if status == GREEN and (made is None or made <= 0) else status
+
+
 def _statuses(v: dict) -> dict:
-    """Each figure's status by :data:`THRESHOLDS` (trials carry none: ``info``)."""
-    points, gap, band, cov, ctx = (v["excess_return_points"], v["sharpe_difference"], v["mc_band_points"],
-                                   v["coverage80"], v["context"])
+    """Each figure's status by :data:`THRESHOLDS` (trials carry none: ``info``); the answer's is :func:`answer`'s."""
+    points, gap, band, ctx = v["excess_return_points"], v["sharpe_difference"], v["mc_band_points"], v["context"]
     reads, blind = v["pick_reads_forecast"], v["walk_forward_blind_share"] or 0.0
     return {
-        "vs_buy_hold": (MISSING if points is None or gap is None else GREEN if points > 0 and gap > 0
+        "vs_buy_hold": (MISSING if points is None or gap is None else
+                        _no_better_than_amber(GREEN, v) if points > 0 and gap > 0
                         else RED if points <= 0 and gap <= 0 else AMBER),
-        "mc_error": (MISSING if band is None or points is None else GREEN if band <= abs(points) / 2
-                     else AMBER if band <= abs(points) else RED),
+        "mc_error": (MISSING if band is None or points is None else GREEN if 2 * _bp(band) <= _bp(abs(points))
+                     else AMBER if _bp(band) <= _bp(abs(points)) else RED),
         "trials": INFO,
         "dsr_pick": _band(v["dsr_pick"], DSR_GREEN, DSR_AMBER),
         "dsr_walk_forward": _band(v["dsr_walk_forward"], DSR_GREEN, DSR_AMBER),
         "pbo": _band(v["pbo"], PBO_GREEN, PBO_AMBER, low_is_good=True),
-        "spa_p": _band(v["spa_pvalue"], SPA_GREEN, SPA_AMBER, low_is_good=True),
-        "coverage80": (MISSING if cov is None else GREEN if cov["lo"] <= 0.8 <= cov["hi"]
-                       else AMBER if abs(cov["rate"] - 0.8) <= COVERAGE_AMBER else RED),
+        "spa_p": _no_better_than_amber(_band(v["spa_pvalue"], SPA_GREEN, SPA_AMBER, low_is_good=True), v),
+        "coverage80": _coverage_status(v["coverage80"]),
         "context": MISSING if ctx["min"] is None else GREEN if ctx["min"] >= ctx["asked"] else AMBER,
         "pick": (MISSING if reads is None else RED if not reads or blind > BLIND_RED
                  else AMBER if blind > 0 else GREEN),
     }
+
+
+def _beside(x: float, spec: str, threshold: float) -> str:
+    """``x`` as the strip prints it, or to four decimals where that would print the threshold it fails
+    (0.9499 against 0.95)."""
+    text = format(x, spec)
+    return f"{x:.4f}" if float(text) == threshold else text
+
+
+def answer(v: dict) -> tuple[str, str]:
+    """The strip's first line, ``(sentence, status)``: the first of these rules that holds, over the figures of
+    :func:`build` (docs/backtest.md#verdict states the same list).
+
+    1. the walk-forward record or buy & hold has no return: "no verdict" (missing);
+    2. the walk-forward record made no money (return <= 0): "no edge: the walk-forward record lost 9.65%
+       (buy & hold -14.26%)" (red), whatever it did against buy & hold;
+    3. it did not beat buy & hold on both return and Sharpe: "no edge over buy & hold" (red);
+    4. it traded a forecast-blind strategy in more than half of its windows: "an edge not from the forecast"
+       (amber): the model's forecasts did not earn it;
+    5. its Monte Carlo band is wider than its smaller margin (over 0 and over buy & hold; points, compared in whole
+       basis points): "an edge within Monte Carlo noise" (amber), as a re-run with another seed could lose it;
+    6. DSR walk-forward below 0.95, SPA p above 0.05 or PBO above 0.50, or one of them not computed: "an edge
+       that does not survive multiple testing" (amber), naming the figures that fail and their thresholds;
+    7. otherwise "an edge that survives multiple testing" (green).
+    """
+    wf, bh, points, gap = (v["walk_forward_return"], v["buy_hold_return"], v["excess_return_points"],
+                           v["sharpe_difference"])
+    if wf is None or bh is None or points is None:
+        return "no verdict: the walk-forward record or buy & hold has no return", MISSING
+    made, held = 100 * wf, 100 * bh
+    if wf <= 0:
+        did = f"lost {-made:.2f}%" if wf < 0 else "made nothing"
+        return f"no edge: the walk-forward record {did} (buy & hold {held:+.2f}%)", RED
+    if not (points > 0 and gap is not None and gap > 0):
+        return (f"no edge over buy & hold: {points:+.2f} pts, Sharpe {_num(gap, '+.2f')} (the walk-forward record "
+                f"made {made:.2f}%)"), RED
+    blind = v["walk_forward_blind_share"]
+    if blind is not None and blind > BLIND_RED:
+        return (f"an edge not from the forecast: the walk-forward traded forecast-blind strategies in "
+                f"{100 * blind:.0f}% of windows"), AMBER
+    band = v["mc_band_points"]
+    if band is not None and _bp(band) > _bp(min(made, points)):
+        return (f"an edge within Monte Carlo noise: made {made:.2f}%, {points:+.2f} pts over buy & hold, a re-run "
+                f"±{band:.1f} pts"), AMBER
+    dsr, spa, pbo = v["dsr_walk_forward"], v["spa_pvalue"], v["pbo"]
+    tests = (("DSR walk-forward", dsr, ".2f", "<", DSR_GREEN, _band(dsr, DSR_GREEN, DSR_AMBER) == GREEN),
+             ("SPA p", spa, ".3f", ">", SPA_GREEN, _band(spa, SPA_GREEN, SPA_AMBER, low_is_good=True) == GREEN),
+             ("PBO", pbo, ".2f", ">", PBO_AMBER, _band(pbo, PBO_GREEN, PBO_AMBER, low_is_good=True) in (GREEN, AMBER)))
+    failed = [f"{name} not computed" if x is None else f"{name} {_beside(x, spec, threshold)} {op} {threshold:g}"
+              for name, x, spec, op, threshold, passed in tests if not passed]
+    if failed:
+        return f"an edge that does not survive multiple testing: {', '.join(failed)}", AMBER
+    return (f"an edge that survives multiple testing: made {made:.2f}%, {points:+.2f} pts over buy & hold, DSR "
+            f"walk-forward {dsr:.2f}"), GREEN
 
 
 def build(result) -> dict:
@@ -117,7 +204,8 @@ def build(result) -> dict:
         "pick_reads_forecast": None if pick is None or pick not in STRATEGIES else bool(STRATEGIES[pick].reads_forecast),
         "walk_forward_blind_share": _blind_share(result.walk_forward["picked"]),
     }
-    return {**v, "status": _statuses(v), "thresholds": DOC}
+    said, status = answer(v)
+    return {"answer": said, **v, "status": {"answer": status, **_statuses(v)}, "thresholds": DOC}
 
 
 @dataclass(frozen=True)
@@ -136,7 +224,8 @@ def _num(x, spec: str) -> str:
 
 
 def cells(v: dict) -> list[Cell]:
-    """The strip's cells in reading order: the result, then the selection statistics, then the forecast."""
+    """The strip's cells in reading order: the answer (:func:`answer`), the result, then the selection statistics,
+    then the forecast."""
     s = v["status"]
     eff = v["effective_trials"]
     cov = v["coverage80"]
@@ -149,6 +238,7 @@ def cells(v: dict) -> list[Cell]:
     if v.get("walk_forward_blind_share"):
         pick += f"; walk-forward blind {100 * v['walk_forward_blind_share']:.0f}%"
     return [
+        Cell("answer", "verdict", "g-answer", v["answer"], s["answer"]),
         Cell("vs_buy_hold", "vs buy & hold", "g-vs-buy-hold",
              f"{_num(v['excess_return_points'], '+.2f')} pts, Sharpe {_num(v['sharpe_difference'], '+.2f')}",
              s["vs_buy_hold"]),
@@ -168,24 +258,28 @@ def cells(v: dict) -> list[Cell]:
     ]
 
 
-#: The strip's three lines on a terminal: the result, the selection statistics, the forecast.
+#: The strip's three lines of figures on a terminal, under its answer: the result, the selection statistics, the
+#: forecast.
 LINES = (("vs_buy_hold", "mc_error", "spa_p"), ("trials", "dsr_pick", "dsr_walk_forward", "pbo"),
          ("coverage80", "context", "pick"))
 RICH = {GREEN: "green", AMBER: "yellow", RED: "bold red", INFO: "default", MISSING: "dim"}
 
 
+def _markup(c: Cell) -> str:
+    return f"{c.label} [{RICH[c.status]}]{escape_markup(c.text)}[/]"
+
+
 def terminal_lines(symbol: str, v: dict) -> list[str]:
-    """The strip as rich-markup lines: ``SP500 verdict`` and three lines of cells (about 80 columns each)."""
+    """The strip as rich-markup lines: ``SP500 verdict`` with the answer, then three lines of cells (about 80
+    columns each; print the first with ``soft_wrap``: a long answer stays one line)."""
     by_key = {c.key: c for c in cells(v)}
-    return [f"[bold]{escape_markup(symbol)} verdict[/bold] [dim]({DOC}; labels: docs/backtest.md#glossary)[/dim]"] + [
-        "  " + " · ".join(f"{by_key[k].label} [{RICH[by_key[k].status]}]{escape_markup(by_key[k].text)}[/]"
-                          for k in keys) for keys in LINES]
+    return [f"[bold]{escape_markup(symbol)}[/bold] {_markup(by_key['answer'])}"] + [
+        "  " + " · ".join(_markup(by_key[k]) for k in keys) for keys in LINES]
 
 
 def one_line(label: str, v: dict) -> str:
     """The strip on one rich-markup line (the leaderboard: a line per model and symbol), the same cells."""
-    return f"[bold]{escape_markup(label)}[/bold]  " + " · ".join(
-        f"{c.label} [{RICH[c.status]}]{escape_markup(c.text)}[/]" for c in cells(v))
+    return f"[bold]{escape_markup(label)}[/bold]  " + " · ".join(map(_markup, cells(v)))
 
 
 def plain_lines(symbol: str, v: dict) -> list[str]:
@@ -210,10 +304,11 @@ def strip_html(rows: list[tuple[str, list[Cell]]], glossary: str = "#", note: st
     the HTML of its last line (default: a link to the glossary's thresholds)."""
     body, default = [], f'Statuses: <a href="{glossary}g-verdict">thresholds</a>.'
     for name, row in rows:
-        items = "".join(
+        items = "".join(  # the answer (the backtest's strip) ends its line: the figures follow under it
             f'<span class="verdict-cell" style="margin-right:1em" data-key="{c.key}" data-status="{c.status}">'
             f'<a href="{glossary}{c.anchor}">{escape(c.label)}</a> '
-            f'<b style="color:{STYLE[c.status]}">{escape(c.text)}</b></span>' for c in row)
+            f'<b style="color:{STYLE[c.status]}">{escape(c.text)}</b></span>' + ("<br>" if c.key == "answer" else "")
+            for c in row)
         body.append(f'<div class="verdict-row" data-symbol="{escape(name)}"><strong>{escape(name)}</strong> '
                     f"{items}</div>")
     return ('<div id="verdict" class="verdict-strip" style="display:flex;flex-direction:column;gap:.2em;'

@@ -225,8 +225,8 @@ def show(job: Job, done: Done) -> None:
     for r in results:
         if not notes:
             console.print(f"[bold]{title(r)}[/bold]", highlight=False)
-        for line in terminal_lines(r.symbol, build(r)):
-            console.print(line, highlight=False)
+        for line in terminal_lines(r.symbol, build(r)):  # soft_wrap: a long answer stays one line in a log
+            console.print(line, highlight=False, soft_wrap=True)
         console.print(track_record_table(r, notes))
         if r.calibration_note:
             console.print(f"[dim]{r.symbol}: {r.calibration_note}[/dim]", highlight=False)
@@ -248,8 +248,8 @@ def show(job: Job, done: Done) -> None:
     if notes:
         console.print(calibration_table(results, notes))
     else:
-        console.print("[dim]every table with its notes: --verbose; the strip's labels: docs/backtest.md#glossary[/dim]",
-                      highlight=False)
+        console.print("[dim]every table with its notes: --verbose; the strip's rule and labels: "
+                      "docs/backtest.md#verdict[/dim]", highlight=False)
     console.print(f"[dim]{len(results)} symbol{'s' if len(results) != 1 else ''} × {done.windows_text()}, "
                   f"model {job.model}, {job.samples} samples, "
                   f"{elapsed:.1f} s; wrote {len(done.written)} files to {job.output_dir}/[/dim]")

@@ -8,8 +8,9 @@ are measured around the model's load and its ``run_many`` call.
 The trading columns rank what each model's forecasts trade: the walk-forward pick among the forecast-driven
 strategies only. A forecast-blind strategy (``buy_hold``) trades the same orders whatever the model, so where it
 was the pick two models as far apart as the baseline and random weights showed one trading row. Buy and hold
-is shown once, as the benchmark row (:func:`benchmark_row`), and each model's row says what its pick was
-(:func:`pick_summary`) and, where its record cannot tell it from another model's, why.
+is shown once, as the benchmark row (:func:`benchmark_row`), and each model's row says what the rule picked in
+most windows (``most_picked``, :func:`pick_summary`) and, where its record cannot tell it from another model's,
+why.
 """
 
 from __future__ import annotations
@@ -260,7 +261,7 @@ def model_row(run: ModelRun) -> dict:
         "trading": {**{k: _mean(per_symbol, k) if k in measured else None
                        for k in ("sharpe", "sharpe_ci_low", "sharpe_ci_high", "dsr")},
                     "max_drawdown": min(drawdowns) if drawdowns else None, "trades": trades},
-        "pick": pick_summary(run.results),
+        "most_picked": pick_summary(run.results),
         "cost": {"windows": run.windows, "windows_per_s": run.windows / run.run_s if run.run_s > 0 else None,
                  "load_s": run.load_s, "warmup_s": run.warmup_s, "run_s": run.run_s, "peak_memory_mb": run.peak_memory / MB,
                  "memory_kind": run.memory_kind, "device": run.device, "dtype": run.dtype},
@@ -277,13 +278,13 @@ def same_trades(a: ModelRun, b: ModelRun) -> bool:
 
 def model_rows(runs: Sequence[ModelRun]) -> list[dict]:
     """:func:`model_row` of each run; a row whose record trades exactly what another model's does (and is not
-    flat throughout, already said) names those models in its pick's ``note``: their forecasts differ, but
+    flat throughout, already said) names those models in its most picked's ``note``: their forecasts differ, but
     not in any order the rule traded."""
     rows = [model_row(run) for run in runs]
     for run, row in zip(runs, rows):
         twins = [other.model for other in runs if other is not run and same_trades(run, other)]
-        if twins and row["pick"]["note"] is None:
-            row["pick"]["note"] = (f"the same trades as {', '.join(twins)} in every window: the forecasts differ, "
+        if twins and row["most_picked"]["note"] is None:
+            row["most_picked"]["note"] = (f"the same trades as {', '.join(twins)} in every window: the forecasts differ, "
                                    "the orders the rule traded do not")
     return rows
 

@@ -2,8 +2,9 @@
 tearsheet's section, so both always show the same numbers.
 
 A row per model, then buy and hold's row once (``benchmark_row`` of :mod:`marketcast.leaderboard.compare`): the
-benchmark every model's walk-forward record is read against, not a model's pick. The ``pick`` column says what
-the walk-forward rule picked most (its share of the windows), marked where that strategy ignores the forecast.
+benchmark every model's walk-forward record is read against, not a model's pick. The ``most picked`` column says
+what the walk-forward rule picked in most windows (its share of them), marked where that strategy ignores the
+forecast: a name of its own, as the verdict strip's ``pick`` is the in-sample pick.
 """
 
 from __future__ import annotations
@@ -14,15 +15,15 @@ from marketcast.backtest.verdict import build as verdict_of
 from marketcast.forecast.paths import paths_note
 from marketcast.report.page import esc
 
-COLUMNS = ("model", "weights", "MASE", "CRPS", "cov80", "Sharpe [95% CI]", "DSR", "max DD", "trades", "pick",
-           "win/s", "peak MB", "load s", "device")
-TEXT_COLUMNS = ("model", "weights", "pick", "device")
+COLUMNS = ("model", "weights", "MASE", "CRPS", "cov80", "Sharpe [95% CI]", "DSR", "max DD", "trades",
+           "most picked", "win/s", "peak MB", "load s", "device")
+TEXT_COLUMNS = ("model", "weights", "most picked", "device")
 BENCHMARK = "buy & hold"
 NOTE = ("Skill and trading: means over the symbols (max DD: the worst; trades: the sum), on the same windows for "
         "every model. Random weights forecast noise: use them for plumbing and speed only.")
 NO_TRADES = "no trades"
 # The direction in which each ranked column is better; cov80 is best nearest its nominal 0.80. Columns absent
-# here (weights, trades, pick, device) have no better direction and are never marked.
+# here (weights, trades, most picked, device) have no better direction and are never marked.
 BETTER = {"MASE": "↓", "CRPS": "↓", "cov80": "→0.80", "Sharpe [95% CI]": "↑", "DSR": "↑", "max DD": "↑",
           "win/s": "↑", "peak MB": "↓", "load s": "↓"}
 BEST_MARK = " ★"
@@ -32,9 +33,15 @@ BEST_NOTE = ("↑ higher is better, ↓ lower is better, →0.80 nearest 0.80 is
 _KEYS = {"MASE": ("skill", "mase"), "CRPS": ("skill", "crps"), "cov80": ("skill", "coverage80"),
          "Sharpe [95% CI]": ("trading", "sharpe"), "DSR": ("trading", "dsr"), "max DD": ("trading", "max_drawdown"),
          "win/s": ("cost", "windows_per_s"), "peak MB": ("cost", "peak_memory_mb"), "load s": ("cost", "load_s")}
-PICK_NOTE = ("Trading: the walk-forward pick among the strategies that read the forecast (buy_hold, which ignores "
-             "it, is left out); pick: the strategy picked most and its share of the windows; buy & hold: the "
-             "benchmark, the same for every model.")
+PICK_NOTE = ("Trading: the walk-forward record, which picks among the strategies that read the forecast (buy_hold, "
+             "which ignores it, is left out); most picked: the strategy it picked in most windows and its share of "
+             "them (not the strip's in-sample pick); buy & hold: the benchmark, the same for every model.")
+
+
+def most_picked(row: dict) -> dict | None:
+    """A model row's ``most_picked`` (:func:`marketcast.leaderboard.compare.pick_summary`); a leaderboard recorded
+    before it had that name stored it as ``pick``, and one recorded before either has none."""
+    return row.get("most_picked", row.get("pick"))
 
 
 def model_verdicts(models) -> list[tuple[str, dict]]:
@@ -57,7 +64,7 @@ def _trading(trading: dict) -> list[str]:
     return [ci, _fmt(trading["dsr"], ".2f"), _fmt(trading["max_drawdown"], ".1%"), str(trading["trades"])]
 
 
-def pick_text(pick: dict | None) -> str:
+def most_picked_text(pick: dict | None) -> str:
     """``maxdiff 45%``, ``buy_hold 60% (forecast-blind)``, or ``flat`` when the rule never picked."""
     if not pick or pick.get("share") is None:
         return "—" if not pick or not pick.get("shares") else "flat"
@@ -69,7 +76,7 @@ def cells(row: dict) -> list[str]:
     """One model's row as the texts of :data:`COLUMNS` (the weights without their random flag)."""
     skill, cost = row["skill"], row["cost"]
     return [row["model"], row["weights_source"], _fmt(skill["mase"]), _fmt(skill["crps"], ".5f"),
-            _fmt(skill["coverage80"], ".2f"), *_trading(row["trading"]), pick_text(row.get("pick")),
+            _fmt(skill["coverage80"], ".2f"), *_trading(row["trading"]), most_picked_text(most_picked(row)),
             _fmt(cost["windows_per_s"], ".1f"),
             f"{_fmt(cost['peak_memory_mb'], '.0f')} ({cost['memory_kind']})", _fmt(cost["load_s"], ".2f"),
             cost["device"]]
@@ -121,8 +128,9 @@ def benchmark_cells(benchmark: dict) -> list[str]:
 
 
 def notes(rows: Sequence[dict]) -> list[str]:
-    """A line per model whose trading row cannot tell it from another's, saying why (its pick's ``note``)."""
-    return [f"{row['model']}: {row['pick']['note']}" for row in rows if (row.get("pick") or {}).get("note")]
+    """A line per model whose trading row cannot tell it from another's, saying why (its most picked's
+    ``note``)."""
+    return [f"{row['model']}: {most_picked(row)['note']}" for row in rows if (most_picked(row) or {}).get("note")]
 
 
 def random_banner(rows: Sequence[dict]) -> str:
@@ -150,7 +158,7 @@ def leaderboard_section(rows: Sequence[dict], anchor_id: str = "leaderboard",
     banner = random_banner(rows)
     said = "".join(f'<p class="note">{esc(line)}</p>' for line in notes(rows))
     said += f'<p class="note">{esc(paths_note(rows))}</p>' if paths_note(rows) else ""
-    note = f"{NOTE} {PICK_NOTE}" if any("pick" in r for r in rows) else NOTE  # runs stored before picks: NOTE
+    note = f"{NOTE} {PICK_NOTE}" if any(most_picked(r) for r in rows) else NOTE  # runs stored before picks: NOTE
     return (f'<section id="{esc(anchor_id)}"><h2>Models on the same windows</h2>{banner}'
             f'<div class="wide"><table class="leaderboard"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}'
             f'</tbody></table></div><details class="note"><summary>How to read this table</summary>'
