@@ -130,9 +130,9 @@ def fetch(
         console.print(f"{f.path}: {len(f.frame):,} bars ({f.new:,} new), {f.frame.index[0]:%Y-%m-%d %H:%M} .. "
                       f"{f.frame.index[-1]:%Y-%m-%d %H:%M} UTC, {f.asset_class}, adjusted for "
                       f"{ADJUSTED_SHORT[f.adjustment]}, {'-' if f.missing is None else f.missing} missing bars, "
-                      f"{f.repaired} repaired rows", highlight=False)
+                      f"{f.repaired} repaired rows", highlight=False, soft_wrap=True)
     console.print(f"wrote {len(done)} files ({new:,} new bars, {rows:,} in all) from {done[0].meta['source']} to "
-                  f"{out_dir}/", highlight=False)
+                  f"{out_dir}/", highlight=False, soft_wrap=True)
 
 
 ADJUSTED_SHORT = {"all": "splits and dividends", "split": "splits", "dividend": "dividends", "raw": "nothing",

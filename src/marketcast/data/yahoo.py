@@ -64,10 +64,16 @@ def _quiet(yf) -> Iterator[None]:
 
 def yahoo_error(exc: Exception, symbol: str) -> Exception:
     """A yfinance or transport failure as the error class (and exit code) it deserves."""
-    from curl_cffi.requests.exceptions import RequestException
+    from curl_cffi.requests.exceptions import HTTPError, RequestException
     from yfinance import exceptions as yfe
 
     text = first_line(exc)
+    status = getattr(getattr(exc, "response", None), "status_code", None) if isinstance(exc, HTTPError) else None
+    if status == 404:
+        exc = yfe.YFTickerMissingError(symbol, "Yahoo has no quote for it (HTTP 404)")
+        text = first_line(exc)
+    elif status is not None and status != 429 and status < 500:
+        return DataError(f"yahoo {symbol}: Yahoo rejected the request (HTTP {status}): {text}")
     if isinstance(exc, yfe.YFRateLimitError):
         return UnavailableError(f"yahoo {symbol}: Yahoo rate-limited the requests (HTTP 429) after every retry; "
                                 "try again later")
@@ -117,7 +123,7 @@ def fetch_yahoo(symbols: Sequence[str], start: datetime, end: datetime | None, i
                 try:
                     history = retry(lambda: ticker.history(start=lo.to_pydatetime(), end=hi.to_pydatetime(),
                                                            interval=interval, auto_adjust=adjustment == "all",
-                                                           actions=False), YFRateLimitError)
+                                                           actions=False, keepna=True), YFRateLimitError)
                     pieces.append(_frame(history))
                 except Exception as exc:  # noqa: BLE001 - mapped to one line by class, the rest re-raised
                     raise yahoo_error(exc, symbol) from None
