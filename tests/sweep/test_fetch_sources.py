@@ -45,6 +45,7 @@ def _aapl() -> pd.DataFrame:
 def test_yahoo_daily_bars_adjusted_with_a_gap_and_a_repaired_row(feeds, tmp_path, capsys):
     served = _aapl()
     served.iloc[50, :] = np.nan  # Yahoo's row without a trade: dropped and counted as repaired
+    served.iloc[60, served.columns.get_loc("volume")] = np.nan  # a bar without volume: yfinance itself writes 0
     feeds.yahoo["AAPL"] = served.drop(served.index[120])  # one session missing: a gap
     out = tmp_path / "bars"
     assert main(["data", "fetch", "AAPL", "--source", "yahoo", "--start", "2015-01-01", "--end", "2015-12-31",
@@ -61,6 +62,7 @@ def test_yahoo_daily_bars_adjusted_with_a_gap_and_a_repaired_row(feeds, tmp_path
     assert got.index[0] == pd.Timestamp("2015-01-02 05:00", tz="UTC")  # the session's date at midnight New York
     np.testing.assert_allclose(got["open"].to_numpy(), (want["open"] * ratio).to_numpy(), rtol=1e-9)
     np.testing.assert_allclose(got["close"].to_numpy(), want["adjclose"].to_numpy(), rtol=1e-9)
+    assert got["volume"].iloc[59] == 0 and (got["volume"].drop(got.index[59]) == 1000).all()
     side = json.loads((out / "AAPL.csv.json").read_text())
     assert side["source"] == "yahoo" and side["adjustment"] == "all" and "dividends" in side["adjusted_for"]
     assert main(["data", "check", str(out / "AAPL.csv")]) == 0
@@ -232,3 +234,15 @@ def test_missing_bars_against_each_calendar():
     assert missing_bars(sessions, "stock") == 1  # 2024-01-04, a Thursday; the weekend is no gap
     hours = pd.date_range("2024-01-06", periods=48, freq="1h", tz="UTC")
     assert missing_bars(hours.delete([10, 30, 31]), "crypto") == 3
+
+
+def test_cleaning_drops_priceless_bars_keeps_one_of_a_repeated_time_and_zeroes_a_missing_volume():
+    from marketcast.data.sources import _clean
+
+    t = pd.DatetimeIndex(["2024-01-03", "2024-01-01", "2024-01-02", "2024-01-02", "2024-01-04"], tz="UTC")
+    raw = pd.DataFrame({"open": [3.0, 1.0, 2.0, 2.5, np.nan], "high": [3.0, 1.0, 2.0, 2.5, np.nan],
+                        "low": [3.0, 1.0, 2.0, 2.5, np.nan], "close": [3.0, 1.0, 2.0, 2.5, np.nan],
+                        "volume": [7.0, np.nan, 5.0, 6.0, np.nan]}, index=t)
+    kept, repaired = _clean(raw, "x")
+    assert list(kept.index.day) == [1, 2, 3] and kept["close"].tolist() == [1.0, 2.5, 3.0]  # the later 01-02
+    assert kept["volume"].tolist() == [0.0, 6.0, 7.0] and repaired == 3  # 01-04 dropped, a 01-02 dropped, a volume

@@ -148,8 +148,8 @@ def _existing(path: Path, meta: dict, asset_class: str | None) -> pd.DataFrame |
 
 
 def _clean(frame: pd.DataFrame, what: str) -> tuple[pd.DataFrame, int]:
-    """Drop bars with no price at all (Yahoo serves such rows on days without trades) and keep the last of a
-    timestamp served twice (pages that overlap); sort by time. Returns the frame and the rows dropped."""
+    """Drop bars with no price at all (Yahoo serves such rows on days without trades), keep the last of a
+    timestamp served twice (pages that overlap), sort by time. Returns the frame and the rows repaired."""
     if frame.empty:
         raise DataError(f"{what}: no bars in the range; check the symbol, --start and --end")
     missing = [c for c in PRICE_COLUMNS if c not in frame.columns]
@@ -158,10 +158,12 @@ def _clean(frame: pd.DataFrame, what: str) -> tuple[pd.DataFrame, int]:
     priced = frame[list(PRICE_COLUMNS)].notna().any(axis=1).to_numpy()
     kept = frame[priced].sort_index(kind="stable")
     kept = kept[~kept.index.duplicated(keep="last")]
-    if "volume" in kept.columns:
+    filled = 0
+    if "volume" in kept.columns:  # a bar with prices and no volume (Yahoo's forming bar): volume 0, counted
+        filled = int(kept["volume"].isna().sum()) if kept["volume"].notna().any() else 0
         kept = kept.assign(volume=kept["volume"].fillna(0.0)) if kept["volume"].notna().any() else \
             kept.drop(columns="volume")
-    return kept, len(frame) - len(kept)
+    return kept, len(frame) - len(kept) + filled
 
 
 def _merge(old: pd.DataFrame | None, new: pd.DataFrame, path: Path) -> tuple[pd.DataFrame, int]:
@@ -288,7 +290,7 @@ def download(req: FetchRequest) -> list[Fetched]:
     passed."""
     kind, exchange, adjustment = check_request(req)
     source = kind if exchange is None else f"{kind}:{exchange}"
-    symbols = [s.upper() if kind != "ccxt" else s for s in req.symbols]
+    symbols = [s.upper() for s in req.symbols]
     paths = {s: Path(req.out_dir) / f"{file_stem(s)}.{req.fmt}" for s in symbols}
     metas = {s: {"source": source, "symbol": s, "timeframe": req.timeframe, "adjustment": adjustment}
              for s in symbols}

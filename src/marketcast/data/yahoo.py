@@ -78,6 +78,7 @@ def yahoo_error(exc: Exception, symbol: str) -> Exception:
         return UnavailableError(f"yahoo {symbol}: Yahoo rate-limited the requests (HTTP 429) after every retry; "
                                 "try again later")
     if isinstance(exc, (RequestException, OSError, TimeoutError)):
+        text = text.split(". See https://curl.se", 1)[0]  # curl's pointer to its error table
         return UnavailableError(f"yahoo {symbol}: Yahoo Finance cannot be reached ({type(exc).__name__}: {text}); "
                                 "check the network and try again later")
     if isinstance(exc, (yfe.YFPricesMissingError, yfe.YFTzMissingError, yfe.YFTickerMissingError)):
