@@ -246,3 +246,27 @@ def test_cleaning_drops_priceless_bars_keeps_one_of_a_repeated_time_and_zeroes_a
     kept, repaired = _clean(raw, "x")
     assert list(kept.index.day) == [1, 2, 3] and kept["close"].tolist() == [1.0, 2.5, 3.0]  # the later 01-02
     assert kept["volume"].tolist() == [0.0, 6.0, 7.0] and repaired == 3  # 01-04 dropped, a 01-02 dropped, a volume
+
+
+@pytest.mark.parametrize("source, prefix, symbol", [("yahoo", "/v8/finance/chart/", "AAPL"),
+                                                    ("ccxt:binance", "/api/v3/klines", "BTC/USDT")])
+def test_a_rate_limit_that_outlasts_the_retries_is_one_line_and_exit_6(feeds, tmp_path, capsys, source, prefix,
+                                                                       symbol):
+    feeds.yahoo["AAPL"] = _aapl()
+    feeds.binance["BTC/USDT"] = _btc("2024-01-01", 48)
+    feeds.fail[prefix] = [(429, {"code": -1003, "msg": "Too many requests."})] * 50
+    out = tmp_path / "bars"
+    assert main(["data", "fetch", symbol, "--source", source, "--start", "2015-01-01" if source == "yahoo" else
+                 "2024-01-01", "--out-dir", str(out)]) == 6
+    err = capsys.readouterr().err.strip()
+    assert "rate-limited" in err and "after every retry" in err and len(err.splitlines()) == 1
+    assert not out.exists()
+    assert feeds.calls(prefix) >= 1 + len(sources.RETRY_DELAYS)  # the first try and one per delay
+
+
+def test_help_lists_the_three_sources_and_their_extras(capsys):
+    assert main(["data", "fetch", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for word in ("alpaca (extra alpaca", "yahoo (extra yahoo: pip install 'marketcast[yahoo]'", "ccxt:EXCHANGE",
+                 "extra crypto: pip install 'marketcast[crypto]'"):
+        assert word in text, word
