@@ -57,7 +57,7 @@ def test_options_are_checked_before_any_request(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("APCA_API_DATA_URL", "http://127.0.0.1:9")  # nothing listens: a request would exit 6
     base = ["data", "fetch", "AAPL", "--start", "2024-01-01", "--out-dir", str(tmp_path / "bars")]
     for extra, text in ((["--format", "xlsx"], "--format 'xlsx'"), (["--timeframe", "daily"], "--timeframe 'daily'"),
-                        (["--adjustment", "none"], "--adjustment 'none'"), (["--end", "2023-01-01"], "swap them"),
+                        (["--adjustment", "none"], "--adjustment 'none'"), (["--end", "2023-12-31"], "--end 2023-12-31 is before --start 2024-01-01"),
                         (["--source", "ccxt"], "--source 'ccxt'")):
         assert main([*base, *extra]) == 2
         assert text in capsys.readouterr().err

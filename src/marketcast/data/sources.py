@@ -227,10 +227,9 @@ def _sources_fetch(kind: str, exchange: str | None, req: FetchRequest, starts: M
     if kind == "yahoo":
         from marketcast.data.yahoo import fetch_yahoo, yahoo_interval
 
-        session = _mirror_session(mirror) if mirror else None
         for start, names in groups.items():
             out.update(fetch_yahoo(names, start, req.end, yahoo_interval(count, unit), adjustment=adjustment,
-                                   session=session, retry=with_retries))
+                                   mirror=mirror, retry=with_retries))
         return out
     from marketcast.data.exchange import ccxt_timeframe, fetch_ccxt, open_exchange
 
@@ -238,21 +237,6 @@ def _sources_fetch(kind: str, exchange: str | None, req: FetchRequest, starts: M
     for start, names in groups.items():
         out.update(fetch_ccxt(venue, names, start, req.end, ccxt_timeframe(venue, count, unit), retry=with_retries))
     return out
-
-
-def _mirror_session(base: str):
-    """A curl_cffi session (the kind yfinance requires) that sends every request to ``base``, the path kept."""
-    from urllib.parse import urlsplit
-
-    from curl_cffi import requests as curl
-
-    class Mirror(curl.Session):
-        def request(self, method, url, *args, **kwargs):
-            parts = urlsplit(url)
-            return super().request(method, base.rstrip("/") + parts.path + (f"?{parts.query}" if parts.query else ""),
-                                   *args, **kwargs)
-
-    return Mirror()
 
 
 def check_request(req: FetchRequest) -> tuple[str, str | None, str]:
@@ -263,7 +247,8 @@ def check_request(req: FetchRequest) -> tuple[str, str | None, str]:
         raise ConfigError(f"--format {req.fmt!r}: use one of {', '.join(FORMATS)}")
     adjustment = adjustment_for(kind, req.adjustment)
     if req.end is not None and req.end <= req.start:
-        raise ConfigError(f"--end {req.end:%Y-%m-%d} is before --start {req.start:%Y-%m-%d}; swap them")
+        raise ConfigError(f"--end {req.end - pd.Timedelta('1D'):%Y-%m-%d} is before --start {req.start:%Y-%m-%d}; "
+                          "swap them")
     if kind == "yahoo":
         from marketcast.data.yahoo import import_yfinance, yahoo_interval
 

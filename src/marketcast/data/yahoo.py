@@ -90,6 +90,21 @@ def yahoo_error(exc: Exception, symbol: str) -> Exception:
     return exc
 
 
+def mirror_session(base: str):
+    """A curl_cffi session (the kind yfinance requires) that sends every request to ``base``, the path kept."""
+    from urllib.parse import urlsplit
+
+    from curl_cffi import requests as curl
+
+    class Mirror(curl.Session):
+        def request(self, method, url, *args, **kwargs):
+            parts = urlsplit(url)
+            return super().request(method, base.rstrip("/") + parts.path + (f"?{parts.query}" if parts.query else ""),
+                                   *args, **kwargs)
+
+    return Mirror()
+
+
 def _frame(history: pd.DataFrame) -> pd.DataFrame:
     """yfinance's history (exchange-local index, capitalised columns) as a UTC-indexed float frame."""
     missing = [c for c in ("Open", "High", "Low", "Close") if c not in history.columns]
@@ -102,10 +117,10 @@ def _frame(history: pd.DataFrame) -> pd.DataFrame:
 
 
 def fetch_yahoo(symbols: Sequence[str], start: datetime, end: datetime | None, interval: str, *,
-                adjustment: str = "all", session=None,
+                adjustment: str = "all", mirror: str | None = None,
                 retry: Callable[[Callable[[], pd.DataFrame], type[Exception]], pd.DataFrame]) -> dict[str, pd.DataFrame]:
     """Symbol -> its bars from ``start`` to ``end`` (exclusive; None: now), in requests of at most
-    :data:`MAX_SPAN`. ``session``: a curl_cffi session for yfinance (None: its own); ``retry`` runs one request,
+    :data:`MAX_SPAN`. ``mirror``: a host every request goes to instead (None: Yahoo); ``retry`` runs one request,
     again after a rate limit (``retry(call, RateLimitError)``)."""
     yf = import_yfinance()
     from yfinance.exceptions import YFRateLimitError
@@ -114,6 +129,7 @@ def fetch_yahoo(symbols: Sequence[str], start: datetime, end: datetime | None, i
         raise ConfigError(f"--adjustment {adjustment!r}: Yahoo serves {', '.join(ADJUSTMENTS)}")
     stop = pd.Timestamp(end if end is not None else pd.Timestamp.now(tz="UTC").tz_localize(None) + pd.Timedelta("1D"))
     span = MAX_SPAN.get(interval, stop - pd.Timestamp(start) + pd.Timedelta("1D"))
+    session = mirror_session(mirror) if mirror else None
     out: dict[str, pd.DataFrame] = {}
     with _quiet(yf):
         for symbol in symbols:
