@@ -219,6 +219,23 @@ def test_data_fetch(tmp_path, capsys, monkeypatch):
     assert doc["files"][0]["file"] == str(tmp_path / "bars" / "AAPL.csv")
     assert pd.Timestamp(doc["files"][0]["first"]) == frame.index[0]
     assert errors("data_fetch", {**doc, "files": []})  # the schema has teeth
+    assert doc["source"] == "alpaca" and doc["adjustment"] == "all" and doc["files"][0]["adjustment"] == "all"
+
+
+def test_data_fetch_from_a_crypto_exchange(tmp_path, capsys, monkeypatch):
+    """ccxt:binance against the local fake server of tests/sweep/test_fetch_sources.py: source, adjustment, counts."""
+    from marketcast.data.sources import MIRROR_VAR
+    from tests.sweep.fake_feeds import FakeFeeds, ohlc
+
+    stamps = pd.date_range("2024-01-01", periods=40, freq="1D", tz="UTC")
+    with FakeFeeds() as fake:
+        fake.binance["BTC/USDT"] = ohlc(pd.Series(range(100, 140), index=stamps, dtype=float)).drop(stamps[7])
+        monkeypatch.setenv(MIRROR_VAR, fake.url)
+        doc = run_json(capsys, "data_fetch", "data", "fetch", "BTC/USDT", "--source", "ccxt:binance", "--start",
+                       "2024-01-01", "--out-dir", str(tmp_path / "bars"), "--json")
+    assert doc["source"] == "ccxt:binance" and doc["adjustment"] == "none" and doc["new"] == doc["rows"] == 39
+    assert doc["files"][0]["missing_bars"] == 1 and doc["files"][0]["asset_class"] == "crypto"
+    assert errors("data_fetch", {**doc, "source": "bloomberg"})  # the schema has teeth
 
 
 @pytest.fixture(scope="module")

@@ -3,13 +3,16 @@ command against the fake Alpaca server, which pages its bars as Alpaca does."""
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 import requests
 from alpaca.common.exceptions import APIError
 
 from marketcast.data import load_bars
-from marketcast.data.fetch import alpaca_error, alpaca_symbol, bars_frame, parse_timeframe, write_bar_files
+from marketcast.data.fetch import alpaca_error, alpaca_symbol, bars_frame, parse_timeframe
+from marketcast.data.sources import file_stem
 from marketcast.errors import AuthError, ConfigError, DataError, DataWarning, UnavailableError
 
 RAW = [{"t": "2024-01-02T05:00:00Z", "o": 10.0, "h": 11.0, "l": 9.5, "c": 10.5, "v": 1000, "n": 7, "vw": 10.2},
@@ -35,14 +38,31 @@ def test_bar_objects_become_a_valid_frame_and_files_the_loader_reads(tmp_path):
     bad = [dict(RAW[0], h=9.0)]
     with pytest.raises(DataError, match="alpaca:X: row 1.* column 'high'"):
         bars_frame(bad, "alpaca:X")
+    assert file_stem("BTC/USD") == "BTC-USD" and file_stem("brk.b") == "BRK.B"
+    with pytest.raises(ConfigError, match="is not a symbol"):
+        file_stem("../X")
     for fmt in ("csv", "parquet"):
-        (path,) = write_bar_files({"BTC/USD": frame}, tmp_path / fmt, fmt)
-        assert path.name == f"BTCUSD.{fmt}" and not list(path.parent.glob(".*"))
+        path = tmp_path / f"{file_stem('BTC/USD')}.{fmt}"
+        frame.to_csv(path) if fmt == "csv" else frame.to_parquet(path)
         back = load_bars(path)
         pd.testing.assert_frame_equal(back.frame, frame, check_freq=False)
-        assert back.symbol == "BTCUSD" and back.asset_class == "crypto"
-    with pytest.raises(ConfigError, match="--format 'xlsx'"):
-        write_bar_files({"X": frame}, tmp_path, "xlsx")
+        assert back.symbol == "BTC-USD" and back.asset_class == "crypto"
+
+
+def test_options_are_checked_before_any_request(tmp_path, monkeypatch, capsys):
+    from marketcast.commands import main
+
+    monkeypatch.setenv("APCA_API_KEY_ID", "PK")
+    monkeypatch.setenv("APCA_API_SECRET_KEY", "s")
+    monkeypatch.setenv("APCA_API_DATA_URL", "http://127.0.0.1:9")  # nothing listens: a request would exit 6
+    base = ["data", "fetch", "AAPL", "--start", "2024-01-01", "--out-dir", str(tmp_path / "bars")]
+    for extra, text in ((["--format", "xlsx"], "--format 'xlsx'"), (["--timeframe", "daily"], "--timeframe 'daily'"),
+                        (["--adjustment", "none"], "--adjustment 'none'"), (["--end", "2023-12-31"], "--end 2023-12-31 is before --start 2024-01-01"),
+                        (["--source", "ccxt"], "--source 'ccxt'")):
+        assert main([*base, *extra]) == 2
+        assert text in capsys.readouterr().err
+    (tmp_path / "file").write_text("x")
+    assert main([*base[:-1], str(tmp_path / "file")]) == 3  # --out-dir is a file
 
 
 def _api_error(status: int) -> APIError:
@@ -94,7 +114,8 @@ def test_fetch_follows_pages_and_writes_files_equal_to_the_served_bars(tmp_path,
     # NASDAQ's weekday-only bars served as BTC/USD: the bar times overrule the name, with a warning
     with pytest.warns(DataWarning, match="the bar times say stock, not crypto as the name reads"):
         assert load_bars(out / "BTCUSD.csv").asset_class == "stock"
-    assert sorted(p.name for p in out.iterdir()) == ["AAPL.csv", "BTCUSD.csv"]  # nothing else, no temp files
+    assert sorted(p.name for p in out.iterdir()) == ["AAPL.csv", "AAPL.csv.json", "BTCUSD.csv", "BTCUSD.csv.json"]
+    assert json.loads((out / "AAPL.csv.json").read_text())["adjustment"] == "all"  # no temp files, sidecars
 
 
 def test_fetch_of_an_unknown_symbol_writes_nothing(tmp_path, monkeypatch):

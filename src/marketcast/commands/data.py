@@ -1,4 +1,5 @@
-"""``marketcast data check FILE`` (validate a bars file) and ``data fetch`` (bars from Alpaca into files)."""
+"""``marketcast data check FILE`` (validate a bars file) and ``data fetch`` (bars from Alpaca, Yahoo or a crypto
+exchange into files)."""
 
 from __future__ import annotations
 
@@ -77,44 +78,62 @@ def check(
 
 @app.command("fetch")
 def fetch(
-    symbols: List[str] = typer.Argument(..., help="Symbols, e.g. AAPL MSFT BTCUSD."),
+    symbols: List[str] = typer.Argument(..., help="Symbols as the source names them: AAPL, ^GSPC, EURUSD=X, BTC-USD "
+                                                   "(yahoo); BTC/USDT (ccxt, written as BTC-USDT.csv); AAPL, BTCUSD "
+                                                   "(alpaca)."),
     start: str = typer.Option(..., "--start", help="First day, e.g. 2020-01-01 (UTC)."),
-    end: Optional[str] = typer.Option(None, "--end", help="Last day (default: now)."),
-    timeframe: str = typer.Option("1Day", "--timeframe", help="1Day, 1Hour, 15Min, 1Week, 1Month."),
-    source: str = typer.Option("alpaca", "--source", help="Where from (alpaca; keys from APCA_API_KEY_ID and "
-                                                          "APCA_API_SECRET_KEY)."),
-    out_dir: Path = typer.Option(Path("data"), "--out-dir", help="Folder for <SYMBOL>.csv (a --data-dir)."),
+    end: Optional[str] = typer.Option(None, "--end", help="Last day, included (default: now)."),
+    timeframe: str = typer.Option("1Day", "--timeframe", help="1Day, 1Hour, 15Min, 1Min, 1Week, 1Month."),
+    source: str = typer.Option("alpaca", "--source", help="alpaca (extra alpaca; keys from APCA_API_KEY_ID and "
+                                                          "APCA_API_SECRET_KEY), yahoo (extra yahoo: pip install "
+                                                          "'marketcast\\[yahoo]'; no keys) or ccxt:EXCHANGE, e.g. "
+                                                          "ccxt:binance (extra crypto: pip install "
+                                                          "'marketcast\\[crypto]'; public bars, no keys)."),
+    adjustment: Optional[str] = typer.Option(None, "--adjustment", help="What the prices are adjusted for: all "
+                                             "(splits and dividends, the default: total returns), split; alpaca "
+                                             "also dividend, raw; ccxt: none."),
+    out_dir: Path = typer.Option(Path("data"), "--out-dir", help="Folder for <SYMBOL>.csv (a --data-dir); an "
+                                                                 "existing file gets only the bars after its last."),
     fmt: str = typer.Option("csv", "--format", help="csv or parquet."),
     asset_class: AssetClass = None,
-    feed: Optional[str] = typer.Option(None, "--feed", help="Stock feed: iex or sip (default: your plan's)."),
+    feed: Optional[str] = typer.Option(None, "--feed", help="Alpaca stock feed: iex or sip (default: your plan's)."),
     as_json: AsJson = False,
 ) -> None:
     """Download bars into OUT_DIR/<SYMBOL>.csv; nothing is written unless every symbol came back valid."""
     import pandas as pd
 
-    from marketcast.data.fetch import fetch_alpaca, write_bar_files
+    from marketcast.data.sources import FetchRequest, download
     from marketcast.errors import ConfigError
 
-    if source != "alpaca":
-        raise ConfigError(f"--source {source!r}: the only source is alpaca")
-
-    def day(text: str, flag: str, shift: str = "0s"):
+    def day(text: str, flag: str):
         try:
-            return (pd.Timestamp(text).tz_localize(None) + pd.Timedelta(shift)).to_pydatetime()
+            return pd.Timestamp(text).tz_localize(None).to_pydatetime()
         except (ValueError, TypeError):
             raise ConfigError(f"{flag} {text!r} is not a date; use YYYY-MM-DD") from None
 
-    # --end names the last day wanted: Alpaca's end is inclusive, and its daily bars are stamped after midnight
-    last = day(end, "--end", "1D") - pd.Timedelta("1us") if end else None
-    frames = fetch_alpaca(symbols, day(start, "--start"), last, timeframe,
-                          asset_classes=asset_classes(asset_class, symbols), feed=feed)
-    written = write_bar_files(frames, out_dir, fmt)
-    rows = sum(len(f) for f in frames.values())
+    # --end names the last day wanted: the request ends (exclusive) at the midnight after it
+    request = FetchRequest(symbols=symbols, start=day(start, "--start"),
+                           end=day(end, "--end") + pd.Timedelta("1D") if end else None, timeframe=timeframe,
+                           source=source, out_dir=out_dir, fmt=fmt, adjustment=adjustment,
+                           asset_classes=asset_classes(asset_class, symbols), feed=feed)
+    done = download(request)
+    rows, new = sum(len(f.frame) for f in done), sum(f.new for f in done)
     if as_json:
-        print_json({"source": source, "timeframe": timeframe, "format": fmt, "out_dir": str(out_dir), "rows": rows,
-                    "files": [{"symbol": symbol, "file": str(path), "rows": len(frame),
-                               "first": str(frame.index[0]) if len(frame) else None,
-                               "last": str(frame.index[-1]) if len(frame) else None}
-                              for (symbol, frame), path in zip(frames.items(), written)]})
+        print_json({"source": done[0].meta["source"], "timeframe": timeframe, "format": fmt,
+                    "adjustment": done[0].meta["adjustment"], "out_dir": str(out_dir), "rows": rows, "new": new,
+                    "files": [{"symbol": f.symbol, "file": str(f.path), "rows": len(f.frame), "new": f.new,
+                               "first": str(f.frame.index[0]), "last": str(f.frame.index[-1]),
+                               "asset_class": f.asset_class, "adjustment": f.adjustment,
+                               "missing_bars": f.missing, "repaired": f.repaired} for f in done]})
         return
-    console.print(f"wrote {len(written)} files ({rows:,} bars) to {out_dir}/", highlight=False)
+    for f in done:
+        console.print(f"{f.path}: {len(f.frame):,} bars ({f.new:,} new), {f.frame.index[0]:%Y-%m-%d %H:%M} .. "
+                      f"{f.frame.index[-1]:%Y-%m-%d %H:%M} UTC, {f.asset_class}, adjusted for "
+                      f"{ADJUSTED_SHORT[f.adjustment]}, {'-' if f.missing is None else f.missing} missing bars, "
+                      f"{f.repaired} repaired rows", highlight=False, soft_wrap=True)
+    console.print(f"wrote {len(done)} files ({new:,} new bars, {rows:,} in all) from {done[0].meta['source']} to "
+                  f"{out_dir}/", highlight=False, soft_wrap=True)
+
+
+ADJUSTED_SHORT = {"all": "splits and dividends", "split": "splits", "dividend": "dividends", "raw": "nothing",
+                  "none": "nothing"}

@@ -1,18 +1,15 @@
-"""Bars from Alpaca's market-data API (alpaca-py), written as ``<SYMBOL>.csv``/``.parquet`` files that
-``--data-dir`` reads.
+"""Bars from Alpaca's market-data API (alpaca-py), for ``data fetch --source alpaca``
+(:mod:`marketcast.data.sources` checks and writes them).
 
 alpaca-py's historical clients follow ``next_page_token`` themselves (10,000 bars a page) and merge the
 pages per symbol; symbols go out in requests of :data:`SYMBOLS_PER_REQUEST`. Stocks and crypto use their
-own clients (crypto as ``BASE/QUOTE``). Every frame is validated like any bar file before anything is
-written, and all files are written only when every symbol came back, each through a temporary name.
+own clients (crypto as ``BASE/QUOTE``).
 """
 
 from __future__ import annotations
 
 import os
-import re
 from datetime import datetime
-from pathlib import Path
 from typing import Mapping, Sequence
 
 import pandas as pd
@@ -20,14 +17,11 @@ import pandas as pd
 from marketcast.data.asset import infer_asset_class
 from marketcast.data.validate import check_bars
 from marketcast.errors import AuthError, ConfigError, DataError, UnavailableError
-from marketcast.fileio import write_files
 
 KEY_VARS = ("APCA_API_KEY_ID", "ALPACA_API_KEY_ID", "ALPACA_API_KEY")
 SECRET_VARS = ("APCA_API_SECRET_KEY", "ALPACA_API_SECRET_KEY", "ALPACA_SECRET_KEY")
 DATA_URL_VAR = "APCA_API_DATA_URL"
 SYMBOLS_PER_REQUEST = 100
-FORMATS = ("csv", "parquet")
-_TIMEFRAME = re.compile(r"^(\d+)(Min|Hour|Day|Week|Month)$", re.IGNORECASE)
 _FIELDS = {"o": "open", "h": "high", "l": "low", "c": "close", "v": "volume"}
 
 
@@ -44,12 +38,12 @@ def parse_timeframe(text: str):
     """``1Day``, ``1Hour``, ``15Min``, ``1Week``, ``3Month`` as an alpaca-py ``TimeFrame``."""
     from alpaca.data.timeframe import TimeFrame, TimeFrameUnit
 
-    match = _TIMEFRAME.match(text.strip())
-    if not match:
-        raise ConfigError(f"--timeframe {text!r}: use <N>Min, <N>Hour, 1Day, 1Week or <N>Month (e.g. 1Day, 15Min)")
-    unit = next(u for u in TimeFrameUnit if u.value.lower() == match.group(2).lower())
+    from marketcast.data.sources import timeframe_parts
+
+    count, name = timeframe_parts(text)
+    unit = next(u for u in TimeFrameUnit if u.value == name)
     try:
-        return TimeFrame(int(match.group(1)), unit)
+        return TimeFrame(count, unit)
     except ValueError as exc:
         raise ConfigError(f"--timeframe {text!r}: {exc}") from None
 
@@ -127,11 +121,3 @@ def fetch_alpaca(symbols: Sequence[str], start: datetime, end: datetime | None, 
                         f"{'now' if end is None else f'{end:%Y-%m-%d}'}; check the symbols and dates")
     return out
 
-
-def write_bar_files(frames: dict[str, pd.DataFrame], out_dir: str | Path, fmt: str = "csv") -> list[Path]:
-    """``<SYMBOL>.<fmt>`` per frame (``/`` dropped from crypto names), written all or nothing."""
-    if fmt not in FORMATS:
-        raise ConfigError(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
-    files = {f"{symbol.replace('/', '')}.{fmt}": frame.to_csv if fmt == "csv" else frame.to_parquet
-             for symbol, frame in frames.items()}
-    return write_files(out_dir, files, DataError)
