@@ -65,3 +65,12 @@ def test_a_state_folder_that_is_a_file_is_named_so(tmp_path, capsys, args):
     line = _error(capsys, ["trade", *args, "--state-dir", str(state)])
     assert f"--state-dir {state} is a file, not a state folder" in line
     assert state.read_text() == "x"
+
+
+def test_control_characters_in_an_echoed_name_are_escaped(tmp_path, capsys):
+    """An ANSI escape in a file name (or a value) must not recolour or move the user's terminal: the error line
+    shows it written out, and stays one line."""
+    name = tmp_path / "a\x1b[31mRED\x1b[0m\tb\x07.csv"
+    line = _error(capsys, ["data", "check", str(name)])
+    assert "\x1b" not in line and "\x07" not in line and "\t" not in line
+    assert "a\\x1b[31mRED\\x1b[0m\\tb\\x07.csv: no such file" in line

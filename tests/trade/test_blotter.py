@@ -277,3 +277,17 @@ def test_status_of_a_folder_that_is_no_state_folder_is_one_line(tmp_path, capsys
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and ("not a state folder" in err[0] or "no such state dir" in err[0]), err
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+def test_a_records_file_that_is_not_text_is_named_in_one_line(tmp_path, capsys):
+    """A records.jsonl of binary garbage used to end in "cannot read text as utf-8" without the file's name;
+    lines of other JSON (a number, a list) are skipped as a torn line is."""
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "records.jsonl").write_bytes(b'{"decision_ts": "2020-01-02", "equity": 1}\n\xff\xfe\x00garbage\n')
+    assert main(["trade", "status", "--state-dir", str(state)]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{state / 'records.jsonl'}: byte 43 is not UTF-8 text" in err[0]
+    (state / "records.jsonl").write_text('1\n[2]\n{"decision_ts": "2020-01-02", "equity": 5}\n')
+    assert main(["trade", "status", "--state-dir", str(state), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["records"]["equity_last"] == 5

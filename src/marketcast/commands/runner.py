@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import re
 import signal
 import sqlite3
 import sys
@@ -140,10 +141,21 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
     return None
 
 
+#: C0 and C1 control characters and DEL: a file name may hold an ANSI escape that would recolour, move the cursor
+#: or retitle the user's terminal when echoed back
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with every control character written as its escape (``\\n``, ``\\x1b``), so one line stays
+    one line of plain text."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], str(text))
+
+
 def _say(label: str, style: str, line: str) -> None:
-    """One line on stderr: line breaks inside (a value echoed back) are escaped, and the text is never read as
-    rich markup (paths and values may hold brackets)."""
-    line = str(line).replace("\r", "\\r").replace("\n", "\\n")
+    """One line on stderr: control characters inside (line breaks and ANSI escapes of a value echoed back) are
+    escaped, and the text is never read as rich markup (paths and values may hold brackets)."""
+    line = escape_controls(line)
     err_console.print(Text.assemble((label, style), " ", line), highlight=False, soft_wrap=True)
 
 

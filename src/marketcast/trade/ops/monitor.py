@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from marketcast.errors import StateError
 from marketcast.trade.journal.files import append_line, private_dir
 
 RECORDS = "records.jsonl"
@@ -66,10 +67,17 @@ def read_records(state_dir: str | Path) -> list[dict]:
     if not path.exists():
         return []
     by_bar: dict[tuple[str, str], dict] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:  # named here: the runner's generic line cannot say which file it was
+        raise StateError(f"{path}: byte {exc.start:,} is not UTF-8 text, so this is no records file of marketcast "
+                         "(damaged); move it away and the next cycle starts a new one") from None
+    for line in text.splitlines():
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
+            continue
+        if not isinstance(rec, dict):  # a line of other JSON (a number, a list) is no record: skipped as torn
             continue
         by_bar[(str(rec.get("decision_ts")), str(rec.get("clock") or ""))] = rec
     return [by_bar[k] for k in sorted(by_bar)]
