@@ -29,8 +29,15 @@ from enum import IntEnum
 
 
 def first_line(exc: BaseException, limit: int = 200) -> str:
-    """The first line of a library's exception message (its type name when it has none), for one-line errors."""
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:limit]
+    """The first line of a library's exception message (its type name when it has none), for one-line errors;
+    one longer than ``limit`` is cut at a word's end and marked ``...`` (never mid-word)."""
+    line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    if len(line) <= limit:
+        return line
+    head = line[:limit - 3]
+    if " " in head and not line[limit - 3].isspace():
+        head = head.rsplit(" ", 1)[0]
+    return head.rstrip(" ,;:") + "..."
 
 
 class ExitCode(IntEnum):

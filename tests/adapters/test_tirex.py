@@ -155,7 +155,8 @@ def test_bad_weights_are_one_line(tmp_path, monkeypatch, capsys):
     assert "\n" not in str(info.value)
     with monkeypatch.context() as patch:  # offline: the HF cache only, never the network
         patch.setattr(adapter, "offline", lambda: True)
-        with pytest.raises(ModelLoadError, match=r"offline .*not in the Hugging Face cache; run `hf download "
+        with pytest.raises(ModelLoadError, match=r"no folder 'NX-AI/TiRex-nope' here .*, and no hub repo 'NX-AI/TiRex-nope' in the Hugging Face "
+                                                      r"cache \(offline.*\); run `hf download "
                                                       r"NX-AI/TiRex-nope model\.ckpt`.* holding model\.ckpt$") as info:
             adapter.checkpoint_path("NX-AI/TiRex-nope")
     assert "\n" not in str(info.value)

@@ -105,7 +105,7 @@ def test_missing_subfolder_and_key(folder, tmp_path):
 
 
 def test_hub_weights_missing_offline():
-    with pytest.raises(ModelLoadError, match="offline.*not in the Hugging Face cache.*hf download"):
+    with pytest.raises(ModelLoadError, match="no folder .* here .*, and no hub repo .* in the Hugging Face cache .*offline.*hf download"):
         load_pair(None)
     with pytest.raises(ModelLoadError, match="not a folder"):
         load_pair("no-such-thing")

@@ -74,3 +74,26 @@ def test_control_characters_in_an_echoed_name_are_escaped(tmp_path, capsys):
     line = _error(capsys, ["data", "check", str(name)])
     assert "\x1b" not in line and "\x07" not in line and "\t" not in line
     assert "a\\x1b[31mRED\\x1b[0m\\tb\\x07.csv: no such file" in line
+
+
+def test_weights_that_read_as_a_folder_and_a_repo_id_name_both(tmp_path, capsys, monkeypatch):
+    """``weights/toto`` is a folder path and a valid owner/name: when it is neither here nor in the hub cache
+    (offline), one line says both, with the download command."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.chdir(tmp_path)
+    line = _error(capsys, ["backtest", "--model", "toto", "--weights", "weights/toto", "--windows", "3",
+                           "--output-dir", str(tmp_path / "o")])
+    assert f"no folder 'weights/toto' here ({tmp_path})" in line
+    assert "and no hub repo 'weights/toto' in the Hugging Face cache" in line and "hf download weights/toto" in line
+
+
+@pytest.mark.parametrize("limit", [20, 37, 60])
+def test_a_long_library_message_is_cut_at_a_word_end(limit):
+    from marketcast.errors import first_line
+
+    text = "Cannot find an appropriate cached snapshot folder for the specified revision on the local disk"
+    cut = first_line(RuntimeError(text), limit)
+    assert len(cut) <= limit and cut.endswith("...")
+    assert text.startswith(cut[:-3]) and text[len(cut) - 3] == " "  # the cut falls before a space
+    assert first_line(RuntimeError(text), len(text)) == text

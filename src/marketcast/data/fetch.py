@@ -16,7 +16,7 @@ import pandas as pd
 
 from marketcast.data.asset import infer_asset_class
 from marketcast.data.validate import check_bars
-from marketcast.errors import AuthError, ConfigError, DataError, UnavailableError
+from marketcast.errors import AuthError, ConfigError, DataError, UnavailableError, first_line
 
 KEY_VARS = ("APCA_API_KEY_ID", "ALPACA_API_KEY_ID", "ALPACA_API_KEY")
 SECRET_VARS = ("APCA_API_SECRET_KEY", "ALPACA_API_SECRET_KEY", "ALPACA_SECRET_KEY")
@@ -69,7 +69,7 @@ def bars_frame(raw: list[dict], source: str) -> pd.DataFrame:
 def alpaca_error(exc: Exception, what: str) -> Exception:
     """An alpaca-py failure as the error class (and exit code) it deserves."""
     status = getattr(exc, "status_code", None)
-    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    text = first_line(exc)
     if status in (401, 403):
         return AuthError(f"{what}: Alpaca refused the keys (HTTP {status}); check {KEY_VARS[0]} and {SECRET_VARS[0]}")
     if status is not None and status < 500 and status != 429:

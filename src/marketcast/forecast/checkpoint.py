@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from marketcast.errors import ModelLoadError
-from marketcast.forecast.hub import FILES, download_advice, offline  # hub sits below: it never imports this
+from marketcast.forecast.hub import FILES, download_advice, not_found, offline  # hub sits below: it never imports this
 
 M = TypeVar("M", bound=nn.Module)
 
@@ -40,10 +40,8 @@ def resolve_folder(source: str | os.PathLike, model: str, local_files_only: bool
     try:
         folder = snapshot_download(repo, allow_patterns=[*FILES, INDEX, SHARDS], local_files_only=is_offline,
                                    cache_dir=str(cache_dir) if cache_dir else None)
-    except Exception as exc:
-        how = ("offline (HF_HUB_OFFLINE / local_files_only) and not in the Hugging Face cache" if is_offline
-               else f"could not be downloaded ({type(exc).__name__}: {str(exc).strip().splitlines()[0][:120]})")
-        raise ModelLoadError(f"{model} weights {repo!r} {how}; {download_advice(repo, model)}") from None
+    except Exception as exc:  # offline and not cached, 401/404, network
+        raise ModelLoadError(f"{not_found(model, repo, exc, is_offline)}; {download_advice(repo, model)}") from None
     return Path(folder)
 
 

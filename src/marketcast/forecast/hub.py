@@ -71,6 +71,17 @@ def _hf(repo: str, files: tuple[str, ...] = FILES) -> str:
     return f"`hf download {repo} {' '.join(files)}`"
 
 
+def not_found(model: str, repo: str, exc: BaseException, is_offline: bool) -> str:
+    """The head of the one line for weights ``repo`` that are neither a local folder nor to be had from the hub:
+    ``weights/toto`` is a valid owner/name too, so both readings are said."""
+    from marketcast.errors import first_line
+
+    hub = (f"no hub repo {repo!r} in the Hugging Face cache (offline: HF_HUB_OFFLINE / local_files_only)"
+           if is_offline else
+           f"hub repo {repo!r} could not be downloaded ({type(exc).__name__}: {first_line(exc, 120)})")
+    return f"{model} weights {repo!r}: no folder {repo!r} here ({Path.cwd()}), and {hub}"
+
+
 def download_advice(repo: str, model: str) -> str:
     """What to run when ``repo`` is not on this machine (``model``: "Toto" or "Kronos")."""
     known = next((c for c in catalogue().values() if repo in c.repos.values()), None)

@@ -26,7 +26,7 @@ from marketcast.errors import ModelLoadError, first_line
 from marketcast.forecast.adapters.extras import require
 from marketcast.forecast.adapters.common import FIELDS, QuantileAdapter, fill_random, package_version
 from marketcast.forecast.base import ContextBatch, masked_prices
-from marketcast.forecast.hub import Checkpoint, download_advice, offline, register
+from marketcast.forecast.hub import Checkpoint, download_advice, not_found, offline, register
 from marketcast.forecast.quantiles import NINE
 from marketcast.runtime.devices import torch_device, torch_dtype
 
@@ -78,12 +78,10 @@ def checkpoint_path(weights: str | None) -> Path:
     try:
         return Path(hf_hub_download(source, CHECKPOINT, local_files_only=is_offline))
     except Exception as exc:  # offline and not cached, 401/404, network
-        how = ("offline (HF_HUB_OFFLINE) and not in the Hugging Face cache" if is_offline
-               else f"could not be downloaded ({type(exc).__name__}: {first_line(exc, 120)})")
         advice = (download_advice(source, LABEL) if source == DEFAULT_REPO else  # another repo: no catalogue entry
                   f"run `hf download {source} {CHECKPOINT}` on a connected machine, or pass --weights DIR with a "
                   f"folder holding {CHECKPOINT}")
-        raise ModelLoadError(f"{LABEL} weights {source!r} {how}; {advice}") from None
+        raise ModelLoadError(f"{not_found(LABEL, source, exc, is_offline)}; {advice}") from None
 
 
 def random_model(device: torch.device, seed: int = 0):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from marketcast.backtest.config import BacktestConfig
 from marketcast.data.bars import Bars
-from marketcast.errors import MarketcastError, ModelLoadError
+from marketcast.errors import MarketcastError, ModelLoadError, first_line
 from marketcast.forecast import load_forecaster
 from marketcast.forecast.base import make_batch
 from marketcast.runtime.compile_note import first_call
@@ -74,7 +74,7 @@ def load_model(chain: tuple[str, ...], bars: Bars | None, config: BacktestConfig
         except LOAD_FAILURES as exc:
             if len(chain) == 1:
                 raise
-            reason = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:200]}"
+            reason = f"{type(exc).__name__}: {first_line(exc)}"
             skipped.append({"model": name, "error": reason})
             after = f"; trying {chain[i + 1]}" if i + 1 < len(chain) else ""
             log.warning("model %s skipped, it could not load or warm up (%s)%s", name, reason, after)
