@@ -164,6 +164,11 @@ class SymbolResult:
         return f"{method} calibration from window {done[0] + 1} on ({len(done)} of {self.windows} windows)"
 
     @property
+    def skills(self) -> dict:
+        """Each sized strategy's measured skill after the last window (:class:`Skill`); empty with fixed sizing."""
+        return {n: r.skill for n, r in self.strategies.items() if r.skill is not None}
+
+    @property
     def windows(self) -> int:
         return len(self.views)
 

@@ -292,3 +292,26 @@ def order_sizes(side, entry_limit, take_profit, close, samples: dict, policy: st
     filled = trade_fills(side, entry_limit, close, samples["high"], samples["low"])
     return position_sizes(returns, side.astype(np.int64), policy, kelly_cap=kelly_cap,
                           risk_per_trade=risk_per_trade, kelly_fraction=kelly_fraction, filled=filled, skill=skill)
+
+
+def skill_text(skills: dict[str, Skill]) -> str:
+    """Each strategy's measured skill after the last window: the factor b*, then slope +- standard error over the
+    orders it rests on (``simple 0 (-1.80 +- 1.73 over 70), ci_guard 0 (1 of 20 orders)``)."""
+    parts = []
+    for name, skill in skills.items():
+        d = skill.describe()
+        fit = (f"{d['slope']:.2f} +- {d['slope_se']:.2f} over {d['trades']}" if d["slope"] is not None else
+               f"{d['trades']} of {MIN_SKILL_TRADES} orders")
+        parts.append(f"{name} {d['factor']:.3g} ({fit})")
+    return ", ".join(parts)
+
+
+def sizing_note(config, skills: dict[str, Skill]) -> str:
+    """One line: the rule of ``config`` (a :class:`~marketcast.backtest.config.BacktestConfig`) with its fraction
+    and cap, and :func:`skill_text`; '' for fixed sizing."""
+    if config.sizing == "fixed":
+        return ""
+    rule = (f"kelly sizing {config.kelly_fraction:g} x b* mu / sigma^2, cap {config.kelly_cap:g}"
+            if config.sizing == "kelly" else
+            f"cvar sizing: risk per trade {config.risk_per_trade:g} at the conditional mean b* mu, cap 1")
+    return f"{rule}; measured skill b* (slope +- se over orders): {skill_text(skills)}"

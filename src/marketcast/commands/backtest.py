@@ -16,7 +16,7 @@ from marketcast.backtest.costs import defaults_text
 from marketcast.backtest.fills import FILL_MODES, SAME_BAR_MODES
 from marketcast.backtest.job import Done, Job, run_job
 from marketcast.backtest.selection import DEFAULT_LOOKBACK, DEFAULT_MIN_TRADES
-from marketcast.backtest.sizing import POLICIES
+from marketcast.backtest.sizing import POLICIES, sizing_note
 from marketcast.commands import options
 from marketcast.commands.help import choice_list
 from marketcast.console import console, print_json
@@ -230,6 +230,8 @@ def show(job: Job, done: Done) -> None:
         console.print(track_record_table(r, notes))
         if r.calibration_note:
             console.print(f"[dim]{r.symbol}: {r.calibration_note}[/dim]", highlight=False)
+        if notes and r.config.sizing != "fixed":
+            console.print(f"{r.symbol}: {sizing_note(r.config, r.skills)}", style="dim", highlight=False, markup=False)
         for warning in r.annualisation.warnings:
             console.print(f"[yellow]warning:[/] {r.symbol}: {warning}")
         if r.context_warning:  # one line, so a script can count it
