@@ -365,16 +365,26 @@ def test_cli_calibrates_and_sizes_and_says_so(tmp_path, capsys):
     import pandas as pd
 
     out = tmp_path / "bt"
-    assert main(["backtest", "SP500", "--windows", "60", "--samples", "32", "--context", "128", "--no-spa",
-                 "--calibrate", "conformal", "--calibration-min-windows", "20", "--sizing", "cvar",
+    # 120 windows: the baseline measures skill for a few strategies (entry_takeprofit, highlow, ci_guard) and trades
+    assert main(["backtest", "SP500", "--windows", "120", "--samples", "32", "--context", "128", "--no-spa",
+                 "--calibrate", "conformal", "--calibration-min-windows", "20", "--sizing", "cvar", "-v",
                  "--output-dir", str(out)]) == 0
-    assert "SP500: conformal calibration from window 21 on (40 of 60 windows)" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "SP500: conformal calibration from window 21 on (100 of 120 windows)" in printed
+    assert "SP500: cvar sizing: risk per trade 0.01 at the conditional mean b* mu, cap 1; measured skill" in printed
     summary = (out / "summary.md").read_text()
-    assert "Samples: conformal calibration from window 21 on (40 of 60 windows)." in summary
-    assert "Positions sized `cvar` (risk per trade 0.01)" in summary
+    assert "Samples: conformal calibration from window 21 on (100 of 120 windows)." in summary
+    assert "Positions sized `cvar` (risk per trade 0.01)" in summary and "Skill b* after the last window" in summary
     report = json.loads((out / "SP500.json").read_text())
-    assert report["calibration"]["first_calibrated_window"] == 21 and report["calibration"]["calibrated_windows"] == 40
+    assert report["calibration"]["first_calibrated_window"] == 21 and report["calibration"]["calibrated_windows"] == 100
     assert report["config"]["sizing"] == "cvar" and report["config"]["risk_per_trade"] == 0.01
+    for name, record in report["strategies"].items():  # the estimate after the last window, and the next size
+        sizing = record["sizing"]
+        assert set(sizing) == {"trades", "slope", "slope_se", "factor", "next_size"}
+        assert sizing["factor"] >= 0 and 0 <= sizing["next_size"] <= 1
+        if sizing["trades"] < 20:
+            assert sizing["slope"] is None and sizing["factor"] == 0
+    assert any(r["sizing"]["factor"] > 0 for r in report["strategies"].values())
     trades = pd.read_csv(out / "trades.csv")
     traded = trades[trades.filled]
     assert ((traded["size"] > 0) & (traded["size"] <= 1)).all() and (traded["size"] < 1).any()

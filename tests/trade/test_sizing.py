@@ -73,7 +73,8 @@ def test_the_planner_sizes_and_picks_as_the_sized_backtest(policy):
             sizes.append(size)
         else:  # flat, or sized to nothing: no trade
             assert s.decision.side == FLAT and s.size == 1.0
-    # kelly: 17 of the 40 days trade (a limit entry's size comes from the paths that fill it, often 0)
+    # measured: 25 (kelly) and 18 (cvar) of the 40 days trade: a limit entry's size comes from the paths that fill
+    # it, and every size from the skill each strategy has measured since the carried backtest's start (often 0)
     assert len(sizes) >= 15 and min(sizes) < 1.0 and max(sizes) <= 1.0
 
 
