@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from marketcast.backtest.sizing import (
-    MIN_SKILL_TRADES, Skill, order_sizes, skill_estimate, trade_means, walk_forward_skill,
+    MIN_SKILL_TRADES, OrderSamples, Skill, order_sizes, skill_estimate, walk_forward_skill,
 )
 
 
@@ -91,7 +91,7 @@ def planted(ic: float, windows: int, seed: int, samples: int = 64):
     side = np.where(mean > 0, 1, -1)
     nan, price = np.full(windows, np.nan), np.full(windows, 100.0)
     draws = {"close": close, "high": close + 0.01, "low": close - 0.01}
-    m = trade_means(side, nan, nan, price, draws)
+    m = OrderSamples.of(side, nan, nan, price, draws).means
     factor, _ = walk_forward_skill(m, side * sigma * z)
     return order_sizes(side, nan, nan, price, draws, "kelly", skill=factor), sigma
 

@@ -47,7 +47,7 @@ from marketcast.backtest.orders import Bar, Decision
 from marketcast.backtest.overfit import SelectionStats, assess
 from marketcast.backtest.scoring import score, score_many, sharpe_trust
 from marketcast.backtest.selection import SelectionRule
-from marketcast.backtest.sizing import Skill, order_sizes, trade_means, walk_forward_skill
+from marketcast.backtest.sizing import OrderSamples, Skill, order_sizes, walk_forward_skill
 from marketcast.backtest.skill import FIELDS, excursion_naive, forecast_skill
 from marketcast.backtest.strategies import StrategyParams, decide
 from marketcast.backtest.vectorised import Orders, walk
@@ -416,10 +416,9 @@ def _sized(walks: dict, views: ForecastViews, latest: WindowView | None, samples
     out, nxt, skills = {}, {}, {}
     for name, w in walks.items():
         o = w.orders
-        means = trade_means(o.side, o.entry_limit, o.take_profit, views.close, settled)
-        factor, skills[name] = walk_forward_skill(means, np.where(w.fills.filled, w.fills.gross, np.nan))
-        size = order_sizes(o.side, o.entry_limit, o.take_profit, views.close, settled, config.sizing, **kw,
-                           skill=factor)
+        orders = OrderSamples.of(o.side, o.entry_limit, o.take_profit, views.close, settled)
+        factor, skills[name] = walk_forward_skill(orders.means, np.where(w.fills.filled, w.fills.gross, np.nan))
+        size = orders.sizes(config.sizing, **kw, skill=factor)
         out[name] = replace(w, fills=w.fills.sized(size))
         if latest is not None:
             d = decide(name, latest, w.final_state, params)
@@ -450,8 +449,8 @@ def decision_size(decision: Decision, view: WindowView, samples: dict, config: B
 def decision_mean(decision: Decision, view: WindowView, samples: dict) -> float:
     """The forecast mean of one decision's trade return over the sample paths that fill it (NaN: flat or none
     fills): the m its settled outcome adds to the strategy's :class:`Skill`, as the engine's
-    :func:`marketcast.backtest.sizing.trade_means`."""
-    return float(trade_means(*_one(decision), [view.close], samples)[0])
+    :attr:`marketcast.backtest.sizing.OrderSamples.means`."""
+    return float(OrderSamples.of(*_one(decision), [view.close], samples).means[0])
 
 
 def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestConfig,

@@ -206,14 +206,39 @@ def trade_fills(side, entry_limit, close, high_ret, low_ret) -> np.ndarray:
     return np.isnan(limit) | reached
 
 
-def trade_means(side, entry_limit, take_profit, close, samples: dict) -> np.ndarray:
-    """The forecast mean ``m`` ``[W]`` of each order's trade return (the side's return, :func:`trade_return_samples`)
-    over the sample paths that fill it (:func:`trade_fills`); NaN for a flat order or one no path fills."""
-    side = np.asarray(side, dtype=np.float64)
-    returns = side[:, None] * trade_return_samples(side, entry_limit, take_profit, close, samples["close"],
-                                                   samples["high"], samples["low"])
-    m, n = _filled(returns, trade_fills(side, entry_limit, close, samples["high"], samples["low"]))
-    return np.where((side != 0) & (n > 0), _filled_mean(returns, m, n), np.nan)
+@dataclass(frozen=True)
+class OrderSamples:
+    """Orders ``[W]`` with their long trade's sample returns ``[W, S]`` (:func:`trade_return_samples`) and the
+    paths that fill them (:func:`trade_fills`): computed once, read for the forecast means the skill learns from
+    and for the sizes."""
+
+    side: np.ndarray
+    returns: np.ndarray
+    filled: np.ndarray
+
+    @classmethod
+    def of(cls, side, entry_limit, take_profit, close, samples: dict) -> "OrderSamples":
+        """From ``samples`` (``{"close"|"high"|"low": [W, S]}`` horizon-1 sample returns relative to ``close``)."""
+        side = np.asarray(side)
+        returns = trade_return_samples(side, entry_limit, take_profit, close, samples["close"], samples["high"],
+                                       samples["low"])
+        return cls(side, returns, trade_fills(side, entry_limit, close, samples["high"], samples["low"]))
+
+    @property
+    def means(self) -> np.ndarray:
+        """The forecast mean ``m`` ``[W]`` of each order's trade return (the side's return) over the paths that
+        fill it; NaN for a flat order or one no path fills."""
+        side = self.side.astype(np.float64)
+        trade = side[:, None] * self.returns
+        m, n = _filled(trade, self.filled)
+        return np.where((side != 0) & (n > 0), _filled_mean(trade, m, n), np.nan)
+
+    def sizes(self, policy: str, *, kelly_cap: float = 1.0, risk_per_trade: float = 0.01,
+              kelly_fraction: float = 0.25, skill=1.0) -> np.ndarray:
+        """:func:`position_sizes` of these orders over the paths that fill them, each mean scaled by ``skill``."""
+        return position_sizes(self.returns, self.side.astype(np.int64), policy, kelly_cap=kelly_cap,
+                              risk_per_trade=risk_per_trade, kelly_fraction=kelly_fraction, filled=self.filled,
+                              skill=skill)
 
 
 def skill_estimate(n, mm, mr, rr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -262,7 +287,7 @@ class Skill:
 def walk_forward_skill(means, realised) -> tuple[np.ndarray, Skill]:
     """The factor b* each window ``k`` of one strategy sizes with, from the windows ``j < k`` alone (``[W]``),
     and the :class:`Skill` after every window (what the next decision reads). ``means`` ``[W]``: the forecast
-    trade means (:func:`trade_means`); ``realised`` ``[W]``: the unit-size gross return where the order filled,
+    trade means (:attr:`OrderSamples.means`); ``realised`` ``[W]``: the unit-size gross return where the order filled,
     NaN where it did not. Running sums in window order, as :meth:`Skill.add` makes them one window at a time."""
     m, r = np.asarray(means, dtype=np.float64), np.asarray(realised, dtype=np.float64)
     ok = np.isfinite(m) & np.isfinite(r)
@@ -278,20 +303,15 @@ def order_sizes(side, entry_limit, take_profit, close, samples: dict, policy: st
                 kelly_cap: float = 1.0, risk_per_trade: float = 0.01, kelly_fraction: float = 0.25,
                 skill=1.0) -> np.ndarray:
     """Sizes ``[W]`` of orders ``[W]`` from ``samples`` (``{"close"|"high"|"low": [W, S]}`` horizon-1 sample
-    returns relative to ``close``): :func:`position_sizes` of :func:`trade_return_samples` over the paths that
-    fill (:func:`trade_fills`), with each order's mean scaled by ``skill`` (scalar or ``[W]``: the measured
-    factor b*, :func:`walk_forward_skill` or :attr:`Skill.factor`); ``fixed`` is 1.0 for every window (flat ones
-    too: they trade nothing either way). One window (the live planner) and many (the engine) give the same sizes
-    bit for bit: every reduction runs along each row's samples."""
-    side = np.asarray(side)
+    returns relative to ``close``): :meth:`OrderSamples.sizes`, with each order's mean scaled by ``skill``
+    (scalar or ``[W]``: the measured factor b*, :func:`walk_forward_skill` or :attr:`Skill.factor`); ``fixed`` is
+    1.0 for every window (flat ones too: they trade nothing either way). One window (the live planner) and many
+    (the engine) give the same sizes bit for bit: every reduction runs along each row's samples."""
     if policy == "fixed":
         _check(policy, kelly_cap, risk_per_trade, 0.95, kelly_fraction)
-        return np.ones(len(side))
-    returns = trade_return_samples(side, entry_limit, take_profit, close, samples["close"], samples["high"],
-                                   samples["low"])
-    filled = trade_fills(side, entry_limit, close, samples["high"], samples["low"])
-    return position_sizes(returns, side.astype(np.int64), policy, kelly_cap=kelly_cap,
-                          risk_per_trade=risk_per_trade, kelly_fraction=kelly_fraction, filled=filled, skill=skill)
+        return np.ones(len(np.asarray(side)))
+    return OrderSamples.of(side, entry_limit, take_profit, close, samples).sizes(
+        policy, kelly_cap=kelly_cap, risk_per_trade=risk_per_trade, kelly_fraction=kelly_fraction, skill=skill)
 
 
 def skill_text(skills: dict[str, Skill]) -> str:
