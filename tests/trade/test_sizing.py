@@ -146,6 +146,8 @@ def test_a_sized_replay_reproduces_the_sized_backtest(tmp_path):
         record = records[i.decision_ts]
         size = record["chosen"][i.symbol]["size"]
         assert size == row["size"] and 0 < size <= 1
+        skill = record["chosen"][i.symbol]["skill"]  # what the size rests on, kept with the cycle
+        assert skill["trades"] >= 20 and skill["factor"] > 0 and skill["slope"] >= skill["factor"]
         sizes.append(size)
         frame = bars[i.symbol].frame
         nxt = frame.iloc[frame.index.get_loc(pd.Timestamp(i.decision_ts)) + 1]
