@@ -2,7 +2,7 @@
 
 Runs the baseline backtest with ``--sizing kelly`` (quarter Kelly, cap 1) on the embedded daily files (the
 default 70 windows; 1,000 windows; the earlier period 2005-2008) and on a synthetic heavy-tailed, skewed daily
-series (GARCH(1,1) volatility, Jones-Faddy skew-t innovations with skewness -1.2 and kurtosis 8), and prints,
+series (GARCH(1,1) volatility, Jones-Faddy skew-t innovations with skewness -1.2 and excess kurtosis 8), and prints,
 over every order a strategy placed (side not flat, all strategies pooled): the share at the cap, the share at 0,
 and the Spearman rank correlation of size with the forecast's spread (the 10-90 % width of the close samples)
 among the sizes strictly between 0 and the cap; each next to the same orders sized at face value (skill 1, the
@@ -35,7 +35,7 @@ from marketcast.forecast.baseline import BaselineForecaster  # noqa: E402
 
 def skewed_series(n: int = 1400, seed: int = 0) -> Bars:
     """Daily bars whose close-to-close log returns follow GARCH(1,1) (omega 2e-6, alpha 0.08, beta 0.9) with
-    standardised Jones-Faddy skew-t innovations (a 2.5, b 4: skewness -1.2, excess kurtosis 5.3 before GARCH);
+    standardised Jones-Faddy skew-t innovations (a 2.5, b 4: skewness -1.17, excess kurtosis 8.3 before GARCH);
     each bar opens near the previous close, high and low a half-normal excursion beyond open and close."""
     rng = np.random.default_rng(seed)
     dist = jf_skew_t(2.5, 4.0)
