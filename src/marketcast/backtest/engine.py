@@ -17,8 +17,10 @@ Two optional layers sit between the forecasts and the fills (:class:`BacktestCon
   j + 1 <= k (horizon 1, step 1 in :func:`marketcast.calibrate.recalibrate.settled_mask`): window k learns
   only from outcomes at bars <= t_k. The first ``calibration_min_windows`` windows keep their raw samples.
 * Sizing (:func:`marketcast.backtest.sizing.order_sizes`): each order's size comes from its own window's
-  (calibrated) samples and the strategy's skill measured on the windows settled before it, and its fill earns ``size x`` the unit-size net return (:meth:`Fills.sized`). MaxDiff
-  still learns its offsets from unit-size grid returns: the grid prices where to trade, the size how much.
+  (calibrated) samples and the strategy's skill measured on the windows settled before it
+  (:func:`marketcast.backtest.sizing.walk_forward_skill`), and its fill earns ``size x`` the unit-size net
+  return (:meth:`Fills.sized`). MaxDiff still learns its offsets from unit-size grid returns: the grid prices
+  where to trade, the size how much.
 
 A model with quantiles of its own (``Forecast.quantiles``: Toto 2.0, Chronos-2, ...) keeps them through every
 step: ``take``, the floor and the recalibration move the knots with the samples, so the views' median and band

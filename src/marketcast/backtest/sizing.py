@@ -33,7 +33,7 @@ an order sized to 0 is still scored as if traded at unit size, so a strategy at 
 ``n`` such orders, ``b = sum(m r) / sum(m^2)``, its standard error ``se = s / sqrt(sum(m^2))`` (``s^2`` the
 residual sum of squares over ``n - 1``), and the mean Kelly acts on is ``b* m`` with ``b*`` the slope shrunk
 toward 0 by its uncertainty, ``b* = b max(0, 1 - se^2 / b^2)`` for ``b > 0`` (0 for ``b <= 0``: the strategy's
-side is never reversed). That factor is the estimate of ``b^2 / (b^2 + se^2)``, the Kelly multiplier that
+side is never reversed). Its factor ``max(0, 1 - se^2 / b^2)`` estimates ``b^2 / (b^2 + se^2)``, the multiplier that
 maximises expected log growth when the edge is known only up to a normal estimation error (Baker & McHale 2013,
 "Optimal betting under parameter uncertainty: improving the Kelly criterion", Decision Analysis 10(3):189-199,
 their shrinkage of the bet by ``f^2 / (f^2 + var)``), with ``b^2`` estimated without bias by ``b_hat^2 - se^2``:
@@ -47,8 +47,8 @@ sums (:func:`walk_forward_skill`) and the live planner's carried :class:`Skill` 
 order, so both size an order alike bit for bit. CVaR acts on the samples moved to the same conditional mean
 (``trade - m + b* m``), and spends no risk budget on a trade whose conditional mean is not positive.
 
-Sizes follow the spread: a forecast twice as wide with the same mean gets a quarter of the Kelly size (below
-the cap) and about half the CVaR size (exactly half when the mean is 0).
+Sizes follow the spread: a forecast twice as wide with the same mean (and the same measured skill) gets a
+quarter of the Kelly size (below the cap) and about half the CVaR size.
 
 The trade's return samples (:func:`trade_return_samples`, what the engine and the live planner size on):
 the horizon-1 decision at bar t enters at its entry limit, or for a market order at close_t (the forecast's
