@@ -25,6 +25,22 @@ def random_bars(n, seed=0, symbol="RND", asset_class="stock", vol=0.01) -> Bars:
     return make_bars(np.column_stack([open_, high, low, close]), symbol, asset_class)
 
 
+def trending_bars(n, seed=0, symbol="TRD", asset_class="stock", vol=0.01, phi=0.4) -> Bars:
+    """Close-to-close log returns AR(1) with coefficient ``phi`` (so a momentum forecaster has skill on them),
+    each bar opening within a tenth of ``vol`` of the previous close (a market order trades the move)."""
+    rng = np.random.default_rng(seed)
+    shocks = rng.normal(0, vol, n)
+    moves = np.empty(n)
+    moves[0] = shocks[0]
+    for t in range(1, n):
+        moves[t] = phi * moves[t - 1] + shocks[t]
+    close = 100 * np.exp(np.cumsum(moves))
+    open_ = np.concatenate([[100.0], close[:-1]]) * np.exp(rng.normal(0, vol / 10, n))
+    high = np.maximum(open_, close) * np.exp(np.abs(rng.normal(0, vol / 2, n)))
+    low = np.minimum(open_, close) * np.exp(-np.abs(rng.normal(0, vol / 2, n)))
+    return make_bars(np.column_stack([open_, high, low, close]), symbol, asset_class)
+
+
 class TableForecaster:
     """Returns per window looked up by the window's last timestamp: ``{ts: (close, high, low)}`` returns
     relative to the window's last close. Samples are the point return plus ``spread * linspace(-1, 1, S)``

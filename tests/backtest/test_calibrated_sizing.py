@@ -1,7 +1,8 @@
 """--calibrate and --sizing in the engine: fills by hand at a size of 0.4, sizes that follow the forecast's
-spread (narrow vs wide, same median; and ranked against it when the means differ too), Kelly sizes on the
-embedded daily files that are no on/off switch, the sequential step equal to the vectorised engine with sizes
-and calibration, conformal calibration fixing a forecaster twice too narrow, and bad settings one line, exit 2."""
+spread (narrow vs wide, same median; and ranked against it when the means differ too) scaled by the skill
+measured on earlier windows (against statsmodels' regression), Kelly sizes on the embedded daily files that are
+no on/off switch, the sequential step equal to the vectorised engine with sizes and calibration, conformal
+calibration fixing a forecaster twice too narrow, and bad settings one line, exit 2."""
 
 from dataclasses import replace
 
@@ -10,9 +11,12 @@ import pytest
 from scipy.stats import spearmanr
 
 from marketcast.backtest.config import CALIBRATIONS, BacktestConfig
-from marketcast.backtest.engine import decision_ends, decision_size, forecast_windows, run_backtest, simulate
+from marketcast.backtest.engine import (
+    decision_ends, decision_mean, decision_size, forecast_windows, run_backtest, simulate,
+)
 from marketcast.backtest.fills import settle, settle_all
 from marketcast.backtest.orders import LONG, SHORT, Bar, Costs, Decision
+from marketcast.backtest.sizing import MIN_SKILL_TRADES, Skill
 from marketcast.backtest.strategies import StrategyParams, decide, initial_state, step
 from marketcast.calibrate.coverage import coverage
 from marketcast.calibrate.recalibrate import METHODS
@@ -20,7 +24,7 @@ from marketcast.commands import main
 from marketcast.errors import ConfigError
 from marketcast.forecast.base import ContextBatch, Forecast
 
-from .helpers import MomentumForecaster, TableForecaster, make_bars, random_bars
+from .helpers import MomentumForecaster, TableForecaster, make_bars, random_bars, trending_bars
 
 
 def test_a_fill_at_size_0_4_by_hand():
@@ -63,11 +67,33 @@ SIZED = dict(windows=40, context=16, num_samples=20, strategies=("simple", "buy_
              bootstrap_reps=10, fee=0.001, spread=0.0, slippage=0.0, borrow_rate=0.0)
 
 
+def measured_skill(means, realised):
+    """The reference for the sizing's skill factor: statsmodels' OLS of the realised returns on the forecast
+    means without a constant (slope and its standard error), shrunk by max(0, 1 - se^2 / slope^2) (Baker &
+    McHale 2013; positive-part James-Stein); 0 under MIN_SKILL_TRADES pairs or for a slope <= 0."""
+    import statsmodels.api as sm
+
+    if len(means) < MIN_SKILL_TRADES:
+        return 0.0
+    fit = sm.OLS(np.asarray(realised), np.asarray(means)[:, None]).fit()
+    b, se = float(fit.params[0]), float(fit.bse[0])
+    return b * max(0.0, 1.0 - se ** 2 / b ** 2) if b > 0 else 0.0
+
+
+def _factors(unit: np.ndarray, mean: float) -> np.ndarray:
+    """Each window's skill factor from the windows before it: every order filled, all with forecast mean
+    ``mean``, realised ``unit`` (the reference, window by window)."""
+    return np.array([measured_skill(np.full(k, mean), unit[:k]) for k in range(len(unit))])
+
+
 @pytest.mark.parametrize("policy, narrow, wide", [
     ("kelly", 0.25 * POINT * 19 / (7 * NARROW ** 2), 0.25 * POINT * 19 / (7 * WIDE ** 2)),  # 0.135714, 0.033929
-    ("cvar", 0.01 / (NARROW - POINT), 0.01 / (WIDE - POINT)),                   # 0.202020, 0.100503
+    ("cvar", NARROW, WIDE),  # 0.01 / (spread - b* POINT): the worst sample at the conditional mean b* POINT
 ])
 def test_sizes_follow_the_spread_of_narrow_and_wide_forecasters(policy, narrow, wide):
+    """Every window forecasts the same mean POINT; the bars alternate +0.5 % / -0.3 %, so the realised returns
+    show a slope of about 2 on it with a wide error: the first MIN_SKILL_TRADES windows size 0, then each window's
+    face-value size is scaled by the factor measured on the windows before it (statsmodels, window by window)."""
     bars = _engine_windows()
     config = BacktestConfig(**SIZED, sizing=policy, kelly_cap=1.0)
     got = {}
@@ -78,20 +104,31 @@ def test_sizes_follow_the_spread_of_narrow_and_wide_forecasters(policy, narrow, 
                          replace(config, sizing="fixed"))
     for strategy in ("simple", "buy_hold"):
         n, w, f = (got["narrow"].strategies[strategy], got["wide"].strategies[strategy], fixed.strategies[strategy])
-        assert n.sizes == pytest.approx(np.full(40, narrow), rel=1e-9)
-        assert w.sizes == pytest.approx(np.full(40, wide), rel=1e-9)
-        assert (w.sizes < n.sizes).all() and f.sizes.tolist() == [1.0] * 40
-        # the sized window earns size x the unit-size net return, costs included
-        assert np.array_equal(f.filled, n.filled) and f.filled.all()
+        factor = _factors(f.settlements.gross, POINT)
+        assert (factor[:MIN_SKILL_TRADES] == 0).all() and (factor[MIN_SKILL_TRADES:] > 0.1).all()
+        if policy == "kelly":
+            expect_n, expect_w = narrow * factor, wide * factor
+        else:
+            expect_n, expect_w = (np.where(factor > 0, 0.01 / (s - factor * POINT), 0.0) for s in (narrow, wide))
+        assert n.sizes == pytest.approx(expect_n, rel=1e-9, abs=1e-15)
+        assert w.sizes == pytest.approx(expect_w, rel=1e-9, abs=1e-15)
+        assert (w.sizes[MIN_SKILL_TRADES:] < n.sizes[MIN_SKILL_TRADES:]).all() and f.sizes.tolist() == [1.0] * 40
+        # sized to 0: decided and unfilled; the sized window earns size x the unit-size net return, costs included
+        assert f.filled.all() and np.array_equal(n.filled, factor > 0)
         np.testing.assert_array_equal(n.returns, n.sizes * (f.settlements.gross - f.settlements.fees))
-        assert n.returns == pytest.approx(narrow * f.returns, rel=1e-9, abs=1e-15)
-        assert n.next_size == pytest.approx(narrow, rel=1e-9)
+        # the skill after the last window, stored and printed, is the reference's over all 40
+        assert n.skill.trades == 40 and n.skill.factor == pytest.approx(
+            measured_skill(np.full(40, POINT), f.settlements.gross), rel=1e-9)
+        assert n.skill.describe()["factor"] == n.skill.factor
+        face = narrow if policy == "kelly" else 1.0
+        next_expect = face * n.skill.factor if policy == "kelly" else 0.01 / (NARROW - n.skill.factor * POINT)
+        assert n.next_size == pytest.approx(next_expect, rel=1e-9)
         # by hand: a long bought at the open close_t and sold at the close; 0.2 % costs a round trip
         c = bars.frame["close"].to_numpy()
-        k = 7
+        k = 30
         t = len(c) - 41 + k  # windows: the last 40 bars that have a t+1
         unit = c[t + 1] / c[t] - 1.0 - 0.002
-        assert n.returns[k] == pytest.approx(narrow * unit, rel=1e-9)
+        assert n.returns[k] == pytest.approx(expect_n[k] * unit, rel=1e-9)
         assert n.metrics["return"] == pytest.approx(np.prod(1.0 + n.returns) - 1.0, rel=1e-12)
     assert "size" in got["wide"].trades().columns
 
@@ -110,43 +147,55 @@ def _orders(result):
 
 @pytest.mark.parametrize("policy", ["kelly", "cvar"])
 def test_sizes_rank_against_the_spread_of_narrow_and_wide_forecasters_whose_means_vary(policy):
-    """Two forecasters share each window's mean (drawn per window, 0.05 % +- 0.05 %) and differ in spread (4 %
-    vs 8 %): pooled, the size falls with the spread though a narrow window with a small mean can get less than
-    a wide one with a large mean. Kelly: wide = narrow / 4 window by window (none capped); CVaR about half."""
+    """Two forecasters share each window's mean (drawn per window, 0.05 % +- 0.05 % in size, on the side the bar
+    then moves: a forecaster with skill) and differ in spread (4 % vs 8 %): both measure the same skill, and
+    pooled, the size falls with the spread though a narrow window with a small mean can get less than a wide one
+    with a large mean. Kelly: wide = narrow / 4 window by window below the cap; CVaR about half."""
     bars = _engine_windows()
+    c = bars.frame["close"].to_numpy()
     decided = bars.frame.index[-41:-1]
-    means = np.random.default_rng(4).normal(0.0005, 0.0005, len(decided))
+    moves = c[-40:] / c[-41:-1] - 1.0
+    means = np.sign(moves) * np.abs(np.random.default_rng(4).normal(0.0005, 0.0005, len(decided)))
     table = {t: (m, m, m) for t, m in zip(decided, means)}
     config = BacktestConfig(**{**SIZED, "strategies": ("simple",)}, sizing=policy)
     narrow, wide = (run_backtest(bars, TableForecaster(table, spread=s), config) for s in (0.04, 0.08))
     n, w = narrow.strategies["simple"].sizes, wide.strategies["simple"].sizes
+    run = narrow.strategies["simple"]  # filled where sized; the unit-size gross is |move| on a side it trades
+    on = run.decisions.side != 0  # simple stays flat where the mean does not pay the round trip
+    assert np.array_equal(run.decisions.side[on], np.sign(moves[on])) and on.sum() > 25
+    assert np.array_equal(run.settlements.gross[run.filled], np.abs(moves)[run.filled])
+    factor = np.array([measured_skill(np.abs(means[:k][on[:k]]), np.abs(moves[:k][on[:k]])) for k in range(40)])
+    assert (factor[on.cumsum() > MIN_SKILL_TRADES] > 0.5).all()
     if policy == "kelly":
-        expected = 0.25 * np.abs(means) * 19 / (7 * 0.04 ** 2)
-        assert n == pytest.approx(expected, rel=1e-9) and n.max() < 1.0
-        assert w == pytest.approx(n / 4, rel=1e-12)
+        face = np.where(on, 0.25 * factor * np.abs(means) * 19 / 7, 0.0)  # / sigma^2, capped at 1
+        assert n == pytest.approx(np.minimum(face / 0.04 ** 2, 1.0), rel=1e-9, abs=1e-15)
+        assert w == pytest.approx(np.minimum(face / 0.08 ** 2, 1.0), rel=1e-9, abs=1e-15)
+        below = n < 1.0
+        assert w[below] == pytest.approx(n[below] / 4, rel=1e-9, abs=1e-15) and below.sum() > 30
     else:
-        assert ((w > 0.45 * n) & (w < 0.55 * n)).all()
+        assert ((w > 0.45 * n) & (w < 0.55 * n))[n > 0].all() and (n[:MIN_SKILL_TRADES] == 0).all()
     sizes, widths = (np.concatenate(pair) for pair in zip(_orders(narrow), _orders(wide)))
-    assert np.ptp(widths) > 0.05 and spearmanr(sizes, widths).statistic < -0.5
+    assert np.ptp(widths) > 0.05 and spearmanr(sizes[sizes > 0], widths[sizes > 0]).statistic < -0.5
 
 
 @pytest.mark.parametrize("symbol", ["SP500", "NASDAQ"])
 def test_kelly_sizes_on_a_daily_file_are_no_on_off_switch(symbol):
-    """The embedded daily files with the baseline and default settings: fewer than half the orders at the cap,
-    and the size falls with the spread (measured: 26 % / 20 % at the cap, Spearman -0.27 / -0.30). The rule
-    before, the whole f* under a cap of 0.25, put nearly every order at 0 or at the cap."""
+    """The embedded daily files with the baseline: the default 70 windows measure no skill for any strategy (no
+    order at the cap; measured: 99.2 % / 99.7 % of the orders at 0), and over 1,000 windows fewer than a quarter
+    of the orders sit at the cap and among the sizes strictly between 0 and the cap the size falls with the
+    spread (measured: 7.0 % / 6.3 % at the cap, Spearman -0.14 / -0.10). Taken at face value (skill 1), the
+    quarter Kelly put 24-26 % at the cap on 70 windows and its interior sizes did not fall with the spread."""
     from marketcast.data import load_symbol
     from marketcast.forecast.baseline import BaselineForecaster
 
     bars = load_symbol(symbol)
     config = BacktestConfig(sizing="kelly", spa=False, bootstrap_reps=10)
-    sizes, widths = _orders(run_backtest(bars, BaselineForecaster(), config))
-    assert len(sizes) > 300
-    assert (sizes == config.kelly_cap).mean() < 0.5 and ((sizes > 0) & (sizes < 1)).mean() > 0.1
-    assert spearmanr(sizes, widths).statistic < -0.1
-    before = replace(config, kelly_fraction=1.0, kelly_cap=0.25)
-    old, _ = _orders(run_backtest(bars, BaselineForecaster(), before))
-    assert np.isin(old, (0.0, 0.25)).mean() > 0.95  # measured: 97.9 % and 100 %
+    short, _ = _orders(run_backtest(bars, BaselineForecaster(), config))
+    assert len(short) > 300 and (short == config.kelly_cap).mean() == 0.0 and (short == 0).mean() > 0.95
+    sizes, widths = _orders(run_backtest(bars, BaselineForecaster(), replace(config, windows=1000)))
+    inner = (sizes > 0) & (sizes < config.kelly_cap)
+    assert len(sizes) > 5000 and (sizes == config.kelly_cap).mean() < 0.25 and inner.sum() > 150
+    assert spearmanr(sizes[inner], widths[inner]).statistic < -0.1
 
 
 def test_a_take_profit_counts_in_the_trade_return_samples():
@@ -163,7 +212,10 @@ def test_a_take_profit_counts_in_the_trade_return_samples():
     assert trade.mean() == pytest.approx((0.004 * 10 + (POINT * 10 + 0.01 * z[:10].sum())) / 20) and trade.mean() < 0
     tp, simple = result.strategies["entry_takeprofit"], result.strategies["simple"]
     assert tp.sizes.tolist() == [0.0] * 40 and not tp.filled.any() and tp.returns.tolist() == [0.0] * 40
-    assert simple.sizes == pytest.approx(np.full(40, 0.3)) and simple.filled.all()
+    c = bars.frame["close"].to_numpy()
+    factor = _factors(c[-40:] / c[-41:-1] - 1.0, POINT)  # simple: long at the open close_t, out at the close
+    assert simple.sizes == pytest.approx(np.minimum(0.25 * factor * POINT * 19 / (7e-4 * 0.01 * 100), 0.3))
+    assert (simple.sizes[MIN_SKILL_TRADES:] == 0.3).any() and simple.filled[MIN_SKILL_TRADES:].all()
 
 
 @pytest.mark.parametrize("settings", [
@@ -174,7 +226,7 @@ def test_a_take_profit_counts_in_the_trade_return_samples():
 ])
 @pytest.mark.parametrize("asset_class", ["stock", "crypto"])
 def test_the_one_window_step_equals_the_vectorised_engine_with_sizes(settings, asset_class):
-    bars = random_bars(400, seed=8, asset_class=asset_class)
+    bars = trending_bars(400, seed=8, asset_class=asset_class)  # momentum has skill to measure here
     config = BacktestConfig(windows=150, context=64, num_samples=64, maxdiff_min_history=5, spa=False,
                             bootstrap_reps=10, **settings)
     ends = decision_ends(len(bars), config)
@@ -186,19 +238,25 @@ def test_the_one_window_step_equals_the_vectorised_engine_with_sizes(settings, a
     samples = result.sample_returns
     sized_somewhere = False
     for name, run in result.strategies.items():
-        state = initial_state(name)
+        state, skill = initial_state(name), Skill()
         for k, (view, t) in enumerate(zip(result.views, rows)):
             bar = Bar(*map(float, frame.iloc[t][["open", "high", "low", "close"]]))
             window = {f: v[k:k + 1] for f, v in samples.items()}
-            d, s, state = step(name, view, state, bar, params, lambda dec: decision_size(dec, view, window, config))
+            factor = skill.factor  # from the windows settled before this one
+            d, s, state = step(name, view, state, bar, params,
+                               lambda dec: decision_size(dec, view, window, config, factor))
             assert run.decisions[k] == d and run.settlements[k] == s, (name, k)
             assert run.returns[k] == s.net_return
             if d.side:
-                assert run.sizes[k] == decision_size(d, view, window, config)
+                assert run.sizes[k] == decision_size(d, view, window, config, factor)
                 sized_somewhere |= 0.0 < run.sizes[k] < 1.0
+            unit = settle(d, bar, params.costs, params.fill_mode, params.same_bar)  # learnt at size 1, traded or not
+            skill = skill.add(decision_mean(d, view, window), unit.gross_return if unit.filled else np.nan)
+        assert skill == run.skill  # the same sums, bit for bit
         latest = {f: v[-1:] for f, v in samples.items()}
         nxt = decide(name, result.latest_view, state, params)
-        assert run.next_decision == nxt and run.next_size == decision_size(nxt, result.latest_view, latest, config)
+        assert run.next_decision == nxt
+        assert run.next_size == decision_size(nxt, result.latest_view, latest, config, skill.factor)
     assert sized_somewhere
     wf = result.walk_forward  # the pick reads the sized returns
     assert np.array_equal(wf["returns"][[p is not None for p in wf["picked"]]],
@@ -307,16 +365,26 @@ def test_cli_calibrates_and_sizes_and_says_so(tmp_path, capsys):
     import pandas as pd
 
     out = tmp_path / "bt"
-    assert main(["backtest", "SP500", "--windows", "60", "--samples", "32", "--context", "128", "--no-spa",
-                 "--calibrate", "conformal", "--calibration-min-windows", "20", "--sizing", "cvar",
+    # 120 windows: the baseline measures skill for a few strategies (entry_takeprofit, highlow, ci_guard) and trades
+    assert main(["backtest", "SP500", "--windows", "120", "--samples", "32", "--context", "128", "--no-spa",
+                 "--calibrate", "conformal", "--calibration-min-windows", "20", "--sizing", "cvar", "-v",
                  "--output-dir", str(out)]) == 0
-    assert "SP500: conformal calibration from window 21 on (40 of 60 windows)" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "SP500: conformal calibration from window 21 on (100 of 120 windows)" in printed
+    assert "SP500: cvar sizing: risk per trade 0.01 at the conditional mean b* mu, cap 1; measured skill" in printed
     summary = (out / "summary.md").read_text()
-    assert "Samples: conformal calibration from window 21 on (40 of 60 windows)." in summary
-    assert "Positions sized `cvar` (risk per trade 0.01)" in summary
+    assert "Samples: conformal calibration from window 21 on (100 of 120 windows)." in summary
+    assert "Positions sized `cvar` (risk per trade 0.01)" in summary and "Skill b* after the last window" in summary
     report = json.loads((out / "SP500.json").read_text())
-    assert report["calibration"]["first_calibrated_window"] == 21 and report["calibration"]["calibrated_windows"] == 40
+    assert report["calibration"]["first_calibrated_window"] == 21 and report["calibration"]["calibrated_windows"] == 100
     assert report["config"]["sizing"] == "cvar" and report["config"]["risk_per_trade"] == 0.01
+    for name, record in report["strategies"].items():  # the estimate after the last window, and the next size
+        sizing = record["sizing"]
+        assert set(sizing) == {"trades", "slope", "slope_se", "factor", "next_size"}
+        assert sizing["factor"] >= 0 and 0 <= sizing["next_size"] <= 1
+        if sizing["trades"] < 20:
+            assert sizing["slope"] is None and sizing["factor"] == 0
+    assert any(r["sizing"]["factor"] > 0 for r in report["strategies"].values())
     trades = pd.read_csv(out / "trades.csv")
     traded = trades[trades.filled]
     assert ((traded["size"] > 0) & (traded["size"] <= 1)).all() and (traded["size"] < 1).any()

@@ -10,7 +10,7 @@ from marketcast.backtest.engine import run_backtest, run_many
 from marketcast.data.bars import Bars
 from marketcast.forecast.baseline import BaselineForecaster
 
-from .helpers import MomentumForecaster, QuantileForecaster, TableForecaster, random_bars
+from .helpers import MomentumForecaster, QuantileForecaster, TableForecaster, random_bars, trending_bars
 
 CONFIG = BacktestConfig(windows=60, context=64, num_samples=64, maxdiff_min_history=5)
 
@@ -162,7 +162,8 @@ def test_calibration_and_sizing_at_t_ignore_every_later_bar(forecaster, options)
     from dataclasses import replace
 
     config = replace(CONFIG, **NEW_OPTIONS[options])
-    bars = random_bars(200, seed=13)
+    # sized: bars with momentum in them, so that a strategy measures skill and its sizes vary (a leak could show)
+    bars = (random_bars if config.sizing == "fixed" else trending_bars)(200, seed=13)
     n = len(bars)
     base = run_backtest(bars, FORECASTERS[forecaster](), config)
     rng = np.random.default_rng(zlib.crc32(f"{forecaster}-{options}".encode()))

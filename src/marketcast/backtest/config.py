@@ -59,8 +59,9 @@ class BacktestConfig:
     calibration_min_windows: settled windows before the first recalibrated one (10 to ``windows``); earlier
                    windows trade on the raw samples (``SymbolResult.calibrated`` says which).
     sizing:        position size per trade from the trade's sample returns (:mod:`marketcast.backtest.sizing`):
-                   "fixed" (1.0, default), "kelly" (``kelly_fraction`` x mu / sigma^2, capped at ``kelly_cap``)
-                   or "cvar" (the 95 % expected shortfall loses ``risk_per_trade`` of equity).
+                   "fixed" (1.0, default), "kelly" (``kelly_fraction`` x b* mu / sigma^2, capped at
+                   ``kelly_cap``) or "cvar" (the 95 % expected shortfall loses ``risk_per_trade`` of equity),
+                   with b* the strategy's skill measured on the windows before (0 before 20 filled orders).
     """
 
     windows: int = 70

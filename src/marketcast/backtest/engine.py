@@ -17,8 +17,10 @@ Two optional layers sit between the forecasts and the fills (:class:`BacktestCon
   j + 1 <= k (horizon 1, step 1 in :func:`marketcast.calibrate.recalibrate.settled_mask`): window k learns
   only from outcomes at bars <= t_k. The first ``calibration_min_windows`` windows keep their raw samples.
 * Sizing (:func:`marketcast.backtest.sizing.order_sizes`): each order's size comes from its own window's
-  (calibrated) samples, and its fill earns ``size x`` the unit-size net return (:meth:`Fills.sized`). MaxDiff
-  still learns its offsets from unit-size grid returns: the grid prices where to trade, the size how much.
+  (calibrated) samples and the strategy's skill measured on the windows settled before it
+  (:func:`marketcast.backtest.sizing.walk_forward_skill`), and its fill earns ``size x`` the unit-size net
+  return (:meth:`Fills.sized`). MaxDiff still learns its offsets from unit-size grid returns: the grid prices
+  where to trade, the size how much.
 
 A model with quantiles of its own (``Forecast.quantiles``: Toto 2.0, Chronos-2, ...) keeps them through every
 step: ``take``, the floor and the recalibration move the knots with the samples, so the views' median and band
@@ -47,7 +49,7 @@ from marketcast.backtest.orders import Bar, Decision
 from marketcast.backtest.overfit import SelectionStats, assess
 from marketcast.backtest.scoring import score, score_many, sharpe_trust
 from marketcast.backtest.selection import SelectionRule
-from marketcast.backtest.sizing import order_sizes
+from marketcast.backtest.sizing import OrderSamples, Skill, order_sizes, walk_forward_skill
 from marketcast.backtest.skill import FIELDS, excursion_naive, forecast_skill
 from marketcast.backtest.strategies import StrategyParams, decide
 from marketcast.backtest.vectorised import Orders, walk
@@ -74,6 +76,7 @@ class StrategyRun:
     next_decision: Decision | None = None
     final_state: Any = None
     next_size: float = 1.0
+    skill: Skill | None = None  # kelly / cvar: measured skill after the last window (the next decision's)
 
     @cached_property
     def returns(self) -> np.ndarray:
@@ -161,6 +164,11 @@ class SymbolResult:
         if not len(done):
             return f"{method} calibration: no window past the {self.config.calibration_min_windows}-window warm-up"
         return f"{method} calibration from window {done[0] + 1} on ({len(done)} of {self.windows} windows)"
+
+    @property
+    def skills(self) -> dict:
+        """Each sized strategy's measured skill after the last window (:class:`Skill`); empty with fixed sizing."""
+        return {n: r.skill for n, r in self.strategies.items() if r.skill is not None}
 
     @property
     def windows(self) -> int:
@@ -399,37 +407,52 @@ def report_calibration(samples: dict, actual: dict, calibrated: np.ndarray | Non
 
 
 def _sized(walks: dict, views: ForecastViews, latest: WindowView | None, samples: dict, params: StrategyParams,
-           config: BacktestConfig, n_settled: int) -> tuple[dict, dict[str, float]]:
-    """Each strategy's fills scaled by its orders' sizes (``config.sizing``), and the size of its next decision
-    on the latest window (1.0 with fixed sizing or no latest window)."""
+           config: BacktestConfig, n_settled: int) -> tuple[dict, dict[str, float], dict[str, Skill]]:
+    """Each strategy's fills scaled by its orders' sizes (``config.sizing``), the size of its next decision on
+    the latest window (1.0 with fixed sizing or no latest window), and its measured skill after the last window
+    (:func:`marketcast.backtest.sizing.walk_forward_skill`: window k's size reads windows j < k only)."""
     if config.sizing == "fixed":
-        return walks, {}
+        return walks, {}, {}
     kw = dict(kelly_cap=config.kelly_cap, risk_per_trade=config.risk_per_trade, kelly_fraction=config.kelly_fraction)
     settled = {f: s[:n_settled] for f, s in samples.items()}
-    out, nxt = {}, {}
+    out, nxt, skills = {}, {}, {}
     for name, w in walks.items():
         o = w.orders
-        size = order_sizes(o.side, o.entry_limit, o.take_profit, views.close, settled, config.sizing, **kw)
+        orders = OrderSamples.of(o.side, o.entry_limit, o.take_profit, views.close, settled)
+        factor, skills[name] = walk_forward_skill(orders.means, np.where(w.fills.filled, w.fills.gross, np.nan))
+        size = orders.sizes(config.sizing, **kw, skill=factor)
         out[name] = replace(w, fills=w.fills.sized(size))
         if latest is not None:
             d = decide(name, latest, w.final_state, params)
             nxt[name] = decision_size(d, latest, {f: s[n_settled:n_settled + 1] for f, s in samples.items()},
-                                      config)
-    return out, nxt
+                                      config, skills[name].factor)
+    return out, nxt, skills
 
 
-def decision_size(decision: Decision, view: WindowView, samples: dict, config: BacktestConfig) -> float:
+def _one(decision: Decision) -> tuple[list, list, list]:
+    """One decision as the order arrays of :mod:`marketcast.backtest.sizing` (NaN: no limit, no take-profit)."""
+    return ([decision.side], [np.nan if decision.entry_limit is None else decision.entry_limit],
+            [np.nan if decision.take_profit is None else decision.take_profit])
+
+
+def decision_size(decision: Decision, view: WindowView, samples: dict, config: BacktestConfig,
+                  skill: float) -> float:
     """The size of one decision (the live planner's, and the engine's next decision) from its window's sample
-    returns ``{field: [1, S]}``: :func:`marketcast.backtest.sizing.order_sizes` of one window, so equal to the
-    engine's size of the same order bit for bit."""
+    returns ``{field: [1, S]}`` and the strategy's measured ``skill`` (:attr:`Skill.factor` of the windows
+    settled before it): :func:`marketcast.backtest.sizing.order_sizes` of one window, so equal to the engine's
+    size of the same order bit for bit."""
     if config.sizing == "fixed":
         return 1.0
-    nan = np.nan
-    size = order_sizes([decision.side], [nan if decision.entry_limit is None else decision.entry_limit],
-                       [nan if decision.take_profit is None else decision.take_profit], [view.close], samples,
-                       config.sizing, kelly_cap=config.kelly_cap, risk_per_trade=config.risk_per_trade,
-                       kelly_fraction=config.kelly_fraction)
+    size = order_sizes(*_one(decision), [view.close], samples, config.sizing, kelly_cap=config.kelly_cap,
+                       risk_per_trade=config.risk_per_trade, kelly_fraction=config.kelly_fraction, skill=skill)
     return float(size[0])
+
+
+def decision_mean(decision: Decision, view: WindowView, samples: dict) -> float:
+    """The forecast mean of one decision's trade return over the sample paths that fill it (NaN: flat or none
+    fills): the m its settled outcome adds to the strategy's :class:`Skill`, as the engine's
+    :attr:`marketcast.backtest.sizing.OrderSamples.means`."""
+    return float(OrderSamples.of(*_one(decision), [view.close], samples).means[0])
 
 
 def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestConfig,
@@ -460,26 +483,27 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
 
     def settle(batch: ForecastReturns) -> tuple[ForecastViews, dict]:  # the run's steps on a batch's samples (MC)
         v = batch.views(index[ends], config.point, config.ci_band, atr)[:n_settled]
-        w, _ = _sized({n: walk(n, v, bars_next, params) for n in config.strategies}, v, None, batch.samples,
-                      params, config, n_settled)
+        w, _, _ = _sized({n: walk(n, v, bars_next, params) for n in config.strategies}, v, None,
+                         batch.samples, params, config, n_settled)
         return v, {n: x.fills for n, x in w.items()}
 
     intraday = intraday_returns(bars_next.open, bars_next.close, params.costs.per_side)  # bar t+1 only
     if calibration_only:  # skill and calibration only: no strategy, fill, metric or selection
         benchmark, walks, next_sizes, metrics, latest = BenchmarkRun(held, {}, intraday), {}, {}, {}, None
+        skills = {}
     else:
         benchmark = BenchmarkRun(held, {**buy_and_hold_metrics(held, ppy),
                                         **sharpe_trust(held, ppy, config.bootstrap_reps, config.confidence,
                                                        config.seed, config.selection.min_trades)}, intraday)
         walks = {name: walk(name, views, bars_next, params) for name in config.strategies}
-        walks, next_sizes = _sized(walks, views, latest, returns.samples, params, config, n_settled)
+        walks, next_sizes, skills = _sized(walks, views, latest, returns.samples, params, config, n_settled)
         metrics = score_many({n: w.fills.net for n, w in walks.items()},
                              {n: w.fills.filled for n, w in walks.items()}, ppy, held, config.bootstrap_reps,
                              config.confidence, config.seed, config.selection.min_trades)
     runs = {name: StrategyRun(
         name=name, decisions=w.orders, settlements=w.fills, metrics=metrics[name], offset_array=w.offsets,
         next_decision=None if latest is None else decide(name, latest, w.final_state, params),
-        final_state=w.final_state, next_size=next_sizes.get(name, 1.0),
+        final_state=w.final_state, next_size=next_sizes.get(name, 1.0), skill=skills.get(name),
     ) for name, w in walks.items()}
 
     actual = {"close": bars_next.close / c[settled] - 1.0, "high": bars_next.high / c[settled] - 1.0,

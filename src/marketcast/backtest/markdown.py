@@ -6,6 +6,7 @@ from typing import Sequence
 
 from marketcast.backtest.context import context_text
 from marketcast.backtest.engine import SymbolResult
+from marketcast.backtest.sizing import skill_text
 from marketcast.calibrate.summary import field_line
 from marketcast.forecast.paths import paths_text
 from marketcast.forecast.tuning import IN_SAMPLE, sample_text
@@ -47,10 +48,11 @@ def symbol_section(r: SymbolResult, plot: bool = False) -> list[str]:
     lines += [f"> {'warning: ' if r.forecast_meta.get('sample') == IN_SAMPLE else ''}{sample}.", ""] if sample else []
     sizing = getattr(r.config, "sizing", "fixed")
     if sizing != "fixed":
-        cap = (f"{r.config.kelly_fraction:g} x mu / sigma^2, cap {r.config.kelly_cap:g}" if sizing == "kelly"
+        cap = (f"{r.config.kelly_fraction:g} x b* mu / sigma^2, cap {r.config.kelly_cap:g}" if sizing == "kelly"
                else f"risk per trade {r.config.risk_per_trade:g}")
-        lines += [f"Positions sized `{sizing}` ({cap}) from each window's samples: every return below is size x "
-                  "the unit-size return, costs included.", ""]
+        lines += [f"Positions sized `{sizing}` ({cap}) from each window's samples and the skill b* measured on "
+                  "the windows before it: every return below is size x the unit-size return, costs included.", "",
+                  f"Skill b* after the last window (slope +- se over orders): {skill_text(r.skills)}.", ""]
     lines += ["### Out of sample: the walk-forward track record against buy & hold", ""]
     lines += _table((*TRACK_COLUMNS[:4], level(r), *TRACK_COLUMNS[5:]), track_rows(r))
     lines += ["", track_note(r), "",

@@ -141,7 +141,9 @@ def symbol_json(result: SymbolResult) -> dict:
         "benchmark": {"name": BENCHMARK_NAME, "description": BENCHMARK_DESCRIPTION,
                       **signed_drawdown(result.benchmark.metrics)},
         "strategies": {name: {**signed_drawdown(run.metrics), **mc_keys(
-            None if mc is None else mc.strategies[name], None if mc is None else mc.close_calls[name], True)}
+            None if mc is None else mc.strategies[name], None if mc is None else mc.close_calls[name], True),
+            # kelly / cvar: the skill measured after the last window and the next decision's size
+            **({} if run.skill is None else {"sizing": {**run.skill.describe(), "next_size": run.next_size}})}
             for name, run in result.strategies.items()},
         "strategy_descriptions": {name: STRATEGIES[name].description for name in result.strategies},
         "metrics": {

@@ -1,4 +1,5 @@
-"""Position sizing from (calibrated) forecast samples: how much of the allowed capital a trade gets.
+"""Position sizing from (calibrated) forecast samples and the forecaster's measured skill: how much of the
+allowed capital a trade gets.
 
 Input per window: the forecast's sample returns of the *long* trade, ``[W, S]`` (e.g. exit / entry - 1 per
 sample path, from :func:`marketcast.calibrate.recalibrate` output), and the direction the strategy chose,
@@ -24,8 +25,30 @@ sample path, from :func:`marketcast.calibrate.recalibrate` output), and the dire
            ES = VaR + E[(L - VaR)+] / (1 - alpha) at the empirical alpha-quantile VaR of the loss L = -return,
            exact for the samples' discrete distribution (no rounding of the tail count).
 
-Sizes follow the spread: a forecast twice as wide with the same mean gets a quarter of the Kelly size (below
-the cap) and about half the CVaR size (exactly half when the mean is 0).
+**Measured skill.** Kelly and CVaR do not act on the samples' mean ``m`` at face value but on the forecast's
+conditional mean as measured walk-forward, ``E[r | m] = b m``: ``b`` is the slope of the regression through the
+origin of the realised unit-size trade returns ``r`` (gross, as the fills price them, costs apart as below) on the
+forecast trade means ``m`` of the strategy's earlier orders, over every earlier order that filled (sized or not:
+an order sized to 0 is still scored as if traded at unit size, so a strategy at size 0 keeps measuring). With
+``n`` such orders, ``b = sum(m r) / sum(m^2)``, its standard error ``se = s / sqrt(sum(m^2))`` (``s^2`` the
+residual sum of squares over ``n - 1``), and the mean Kelly acts on is ``b* m`` with ``b*`` the slope shrunk
+toward 0 by its uncertainty, ``b* = b max(0, 1 - se^2 / b^2)`` for ``b > 0`` (0 for ``b <= 0``: the strategy's
+side is never reversed). Its factor ``max(0, 1 - se^2 / b^2)`` estimates ``b^2 / (b^2 + se^2)``, the multiplier that
+maximises expected log growth when the edge is known only up to a normal estimation error (Baker & McHale 2013,
+"Optimal betting under parameter uncertainty: improving the Kelly criterion", Decision Analysis 10(3):189-199,
+their shrinkage of the bet by ``f^2 / (f^2 + var)``), with ``b^2`` estimated without bias by ``b_hat^2 - se^2``:
+the positive-part James-Stein factor (James & Stein 1961; Baranchik 1964). A forecaster without skill (``b``
+within one standard error of 0: ``|t| <= 1``) sizes 0; the size grows with ``t`` toward ``b`` times the face-value
+size, and still falls with the spread (``b* m / sigma^2``). **First windows:** before
+:data:`MIN_SKILL_TRADES` (20) earlier orders have filled, there is no estimate and every order is sized 0 (the
+backtest records it as decided and unfilled, as a limit that does not fill). Window ``k`` (decided at bar
+``t_k``, settled on ``t_k + 1``) reads only orders ``j < k`` (settled on bars ``<= t_k``): the engine's running
+sums (:func:`walk_forward_skill`) and the live planner's carried :class:`Skill` add the same pairs in the same
+order, so both size an order alike bit for bit. CVaR acts on the samples moved to the same conditional mean
+(``trade - m + b* m``), and spends no risk budget on a trade whose conditional mean is not positive.
+
+Sizes follow the spread: a forecast twice as wide with the same mean (and the same measured skill) gets a
+quarter of the Kelly size (below the cap) and about half the CVaR size.
 
 The trade's return samples (:func:`trade_return_samples`, what the engine and the live planner size on):
 the horizon-1 decision at bar t enters at its entry limit, or for a market order at close_t (the forecast's
@@ -48,11 +71,15 @@ the forecast; the strategy's rule and the live gates' ``min_edge`` decide whethe
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from marketcast.errors import ConfigError
 
 POLICIES = ("fixed", "kelly", "cvar")
+# Earlier filled orders a strategy needs before its skill is measured (module docstring): fewer size 0.
+MIN_SKILL_TRADES = 20
 
 
 def _check(policy: str, kelly_cap: float, risk_per_trade: float, es_level: float,
@@ -81,16 +108,23 @@ def _filled(trade_returns: np.ndarray, filled: np.ndarray | None) -> tuple[np.nd
     return m, m.sum(axis=-1)
 
 
+def _filled_mean(trade_returns: np.ndarray, m: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """The mean of each row over its filled paths ``m`` (0 for a row with none)."""
+    return np.where(m, trade_returns, 0.0).sum(axis=-1) / np.maximum(n, 1)
+
+
 def kelly_size(trade_returns: np.ndarray, fraction: float = 0.25, cap: float = 1.0,
-               filled: np.ndarray | None = None) -> np.ndarray:
-    """``fraction`` x mean / variance (ddof=0) of each row of ``trade_returns`` [W, S] over its ``filled`` paths
-    (default all), clipped to [0, cap]; a row with no variance gets ``cap`` when its mean is positive, else 0;
-    a row with no filled path 0. Sums run along each row, so a row alone and in a batch give the same size."""
+               filled: np.ndarray | None = None, skill=1.0) -> np.ndarray:
+    """``fraction`` x ``skill`` x mean / variance (ddof=0) of each row of ``trade_returns`` [W, S] over its
+    ``filled`` paths (default all), clipped to [0, cap]; ``skill`` (scalar or [W]) is the measured share of the
+    forecast mean that materialises (:func:`skill_factor`; 1.0 takes it at face value). A row with no variance
+    gets ``cap`` when its skill-scaled mean is positive, else 0; a row with no filled path 0. Sums run along each
+    row, so a row alone and in a batch give the same size."""
     m, n = _filled(trade_returns, filled)
-    count = np.maximum(n, 1)
-    mu = np.where(m, trade_returns, 0.0).sum(axis=-1) / count
+    mu = _filled_mean(trade_returns, m, n)
     dev = trade_returns - mu[:, None]
-    var = np.where(m, dev * dev, 0.0).sum(axis=-1) / count
+    var = np.where(m, dev * dev, 0.0).sum(axis=-1) / np.maximum(n, 1)
+    mu = np.asarray(skill, dtype=np.float64) * mu
     raw = np.divide(mu, var, out=np.where(mu > 0, np.inf, 0.0), where=var > 0)
     return np.where(n > 0, np.clip(fraction * raw, 0.0, cap), 0.0)
 
@@ -114,10 +148,11 @@ def expected_shortfall(trade_returns: np.ndarray, level: float = 0.95, filled: n
 
 def position_sizes(returns, direction, policy: str = "fixed", *, kelly_cap: float = 1.0,
                    risk_per_trade: float = 0.01, es_level: float = 0.95, kelly_fraction: float = 0.25,
-                   filled=None) -> np.ndarray:
+                   filled=None, skill=1.0) -> np.ndarray:
     """Sizes ``[W]`` in [0, cap] (cap: 1.0 for fixed and cvar, ``kelly_cap`` for kelly) from the long trade's
     sample returns ``[W, S]`` and ``direction`` ``[W]`` (+1 long, -1 short, 0 flat: size 0), over the paths
-    ``filled`` ``[W, S]`` (default all; kelly and cvar give 0 where none is)."""
+    ``filled`` ``[W, S]`` (default all; kelly and cvar give 0 where none is). ``skill`` (scalar or ``[W]``) scales
+    the samples' mean to the conditional mean kelly and cvar act on (module docstring; 1.0: face value)."""
     _check(policy, kelly_cap, risk_per_trade, es_level, kelly_fraction)
     r = np.asarray(returns, dtype=np.float64)
     d = np.asarray(direction)
@@ -135,11 +170,14 @@ def position_sizes(returns, direction, policy: str = "fixed", *, kelly_cap: floa
     if policy == "fixed":
         size = np.ones(r.shape[0])
     elif policy == "kelly":
-        size = kelly_size(trade, kelly_fraction, kelly_cap, filled)
+        size = kelly_size(trade, kelly_fraction, kelly_cap, filled, skill)
     else:
-        es = expected_shortfall(trade, es_level, filled)
+        m, n = _filled(trade, filled)
+        mu = _filled_mean(trade, m, n)
+        b = np.broadcast_to(np.asarray(skill, dtype=np.float64), mu.shape)
+        es = expected_shortfall(trade - ((1.0 - b) * mu)[:, None], es_level, filled)  # at the conditional mean
         size = np.minimum(np.divide(risk_per_trade, es, out=np.ones_like(es), where=es > 0), 1.0)
-        size = np.where(np.isnan(es), 0.0, size)  # no path fills
+        size = np.where(np.isnan(es) | ~(b * mu > 0), 0.0, size)  # no path fills, or no expected gain
     return np.where(d != 0, size, 0.0)
 
 
@@ -168,19 +206,132 @@ def trade_fills(side, entry_limit, close, high_ret, low_ret) -> np.ndarray:
     return np.isnan(limit) | reached
 
 
+@dataclass(frozen=True)
+class OrderSamples:
+    """Orders ``[W]`` with their long trade's sample returns ``[W, S]`` (:func:`trade_return_samples`) and the
+    paths that fill them (:func:`trade_fills`): computed once, read for the forecast means the skill learns from
+    and for the sizes."""
+
+    side: np.ndarray
+    returns: np.ndarray
+    filled: np.ndarray
+
+    @classmethod
+    def of(cls, side, entry_limit, take_profit, close, samples: dict) -> "OrderSamples":
+        """From ``samples`` (``{"close"|"high"|"low": [W, S]}`` horizon-1 sample returns relative to ``close``)."""
+        side = np.asarray(side)
+        returns = trade_return_samples(side, entry_limit, take_profit, close, samples["close"], samples["high"],
+                                       samples["low"])
+        return cls(side, returns, trade_fills(side, entry_limit, close, samples["high"], samples["low"]))
+
+    @property
+    def means(self) -> np.ndarray:
+        """The forecast mean ``m`` ``[W]`` of each order's trade return (the side's return) over the paths that
+        fill it; NaN for a flat order or one no path fills."""
+        side = self.side.astype(np.float64)
+        trade = side[:, None] * self.returns
+        m, n = _filled(trade, self.filled)
+        return np.where((side != 0) & (n > 0), _filled_mean(trade, m, n), np.nan)
+
+    def sizes(self, policy: str, *, kelly_cap: float = 1.0, risk_per_trade: float = 0.01,
+              kelly_fraction: float = 0.25, skill=1.0) -> np.ndarray:
+        """:func:`position_sizes` of these orders over the paths that fill them, each mean scaled by ``skill``."""
+        return position_sizes(self.returns, self.side.astype(np.int64), policy, kelly_cap=kelly_cap,
+                              risk_per_trade=risk_per_trade, kelly_fraction=kelly_fraction, filled=self.filled,
+                              skill=skill)
+
+
+def skill_estimate(n, mm, mr, rr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(slope b, its standard error, the shrunk factor b*)`` of the regression through the origin of realised
+    returns r on forecast means m from the sums over ``n`` orders ``sum(m^2)``, ``sum(m r)``, ``sum(r^2)``
+    (module docstring); elementwise over arrays. Under :data:`MIN_SKILL_TRADES` orders b and se are NaN and b* 0."""
+    n, mm, mr, rr = (np.asarray(x, dtype=np.float64) for x in (n, mm, mr, rr))
+    enough = (n >= MIN_SKILL_TRADES) & (mm > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope = np.where(enough, mr / mm, np.nan)
+        se = np.where(enough, np.sqrt(np.maximum(rr - slope * mr, 0.0) / (n - 1.0) / mm), np.nan)
+        keep = np.maximum(0.0, 1.0 - np.square(se) / np.square(slope))
+        factor = np.where(enough & (slope > 0), slope * np.where(se > 0, keep, 1.0), 0.0)
+    return slope, se, factor
+
+
+@dataclass(frozen=True)
+class Skill:
+    """A strategy's running sums over its settled orders of (forecast mean m, realised unit-size return r):
+    what its next order's size reads (:attr:`factor`). ``add`` one order's pair once it has settled."""
+
+    trades: int = 0
+    mm: float = 0.0
+    mr: float = 0.0
+    rr: float = 0.0
+
+    def add(self, m: float, r: float) -> "Skill":
+        """These sums with one more order; unchanged when it had no forecast mean or did not fill (NaN)."""
+        if not (np.isfinite(m) and np.isfinite(r)):
+            return self
+        m, r = np.float64(m), np.float64(r)
+        return Skill(self.trades + 1, float(self.mm + m * m), float(self.mr + m * r), float(self.rr + r * r))
+
+    @property
+    def factor(self) -> float:
+        """The shrunk slope b* the next order's mean is scaled by (0 before :data:`MIN_SKILL_TRADES` orders)."""
+        return float(skill_estimate(self.trades, self.mm, self.mr, self.rr)[2])
+
+    def describe(self) -> dict:
+        """``trades``, ``slope``, ``slope_se`` (None before the minimum) and ``factor``: printed and stored."""
+        slope, se, factor = (float(x) for x in skill_estimate(self.trades, self.mm, self.mr, self.rr))
+        return {"trades": self.trades, "slope": None if np.isnan(slope) else slope,
+                "slope_se": None if np.isnan(se) else se, "factor": factor}
+
+
+def walk_forward_skill(means, realised) -> tuple[np.ndarray, Skill]:
+    """The factor b* each window ``k`` of one strategy sizes with, from the windows ``j < k`` alone (``[W]``),
+    and the :class:`Skill` after every window (what the next decision reads). ``means`` ``[W]``: the forecast
+    trade means (:attr:`OrderSamples.means`); ``realised`` ``[W]``: the unit-size gross return where the order filled,
+    NaN where it did not. Running sums in window order, as :meth:`Skill.add` makes them one window at a time."""
+    m, r = np.asarray(means, dtype=np.float64), np.asarray(realised, dtype=np.float64)
+    ok = np.isfinite(m) & np.isfinite(r)
+    m, r = np.where(ok, m, 0.0), np.where(ok, r, 0.0)
+    sums = [np.cumsum(x) for x in (ok.astype(np.int64), m * m, m * r, r * r)]
+    before = [np.concatenate([[0], s[:-1]]) for s in sums]
+    final = Skill(*(int(sums[0][-1]) if len(m) else 0,
+                    *(float(s[-1]) if len(m) else 0.0 for s in sums[1:])))
+    return skill_estimate(*before)[2], final
+
+
 def order_sizes(side, entry_limit, take_profit, close, samples: dict, policy: str = "fixed", *,
-                kelly_cap: float = 1.0, risk_per_trade: float = 0.01, kelly_fraction: float = 0.25) -> np.ndarray:
+                kelly_cap: float = 1.0, risk_per_trade: float = 0.01, kelly_fraction: float = 0.25,
+                skill=1.0) -> np.ndarray:
     """Sizes ``[W]`` of orders ``[W]`` from ``samples`` (``{"close"|"high"|"low": [W, S]}`` horizon-1 sample
-    returns relative to ``close``): :func:`position_sizes` of :func:`trade_return_samples` over the paths that
-    fill (:func:`trade_fills`); ``fixed`` is 1.0 for every window (flat ones too: they trade nothing either
-    way). One window (the live planner) and many (the engine) give the same sizes bit for bit: every reduction
-    runs along each row's samples."""
-    side = np.asarray(side)
+    returns relative to ``close``): :meth:`OrderSamples.sizes`, with each order's mean scaled by ``skill``
+    (scalar or ``[W]``: the measured factor b*, :func:`walk_forward_skill` or :attr:`Skill.factor`); ``fixed`` is
+    1.0 for every window (flat ones too: they trade nothing either way). One window (the live planner) and many
+    (the engine) give the same sizes bit for bit: every reduction runs along each row's samples."""
     if policy == "fixed":
         _check(policy, kelly_cap, risk_per_trade, 0.95, kelly_fraction)
-        return np.ones(len(side))
-    returns = trade_return_samples(side, entry_limit, take_profit, close, samples["close"], samples["high"],
-                                   samples["low"])
-    filled = trade_fills(side, entry_limit, close, samples["high"], samples["low"])
-    return position_sizes(returns, side.astype(np.int64), policy, kelly_cap=kelly_cap,
-                          risk_per_trade=risk_per_trade, kelly_fraction=kelly_fraction, filled=filled)
+        return np.ones(len(np.asarray(side)))
+    return OrderSamples.of(side, entry_limit, take_profit, close, samples).sizes(
+        policy, kelly_cap=kelly_cap, risk_per_trade=risk_per_trade, kelly_fraction=kelly_fraction, skill=skill)
+
+
+def skill_text(skills: dict[str, Skill]) -> str:
+    """Each strategy's measured skill after the last window: the factor b*, then slope +- standard error over the
+    orders it rests on (``simple 0 (-1.80 +- 1.73 over 70), ci_guard 0 (1 of 20 orders)``)."""
+    parts = []
+    for name, skill in skills.items():
+        d = skill.describe()
+        fit = (f"{d['slope']:.2f} +- {d['slope_se']:.2f} over {d['trades']}" if d["slope"] is not None else
+               f"{d['trades']} of {MIN_SKILL_TRADES} orders")
+        parts.append(f"{name} {d['factor']:.3g} ({fit})")
+    return ", ".join(parts)
+
+
+def sizing_note(config, skills: dict[str, Skill]) -> str:
+    """One line: the rule of ``config`` (a :class:`~marketcast.backtest.config.BacktestConfig`) with its fraction
+    and cap, and :func:`skill_text`; '' for fixed sizing."""
+    if config.sizing == "fixed":
+        return ""
+    rule = (f"kelly sizing {config.kelly_fraction:g} x b* mu / sigma^2, cap {config.kelly_cap:g}"
+            if config.sizing == "kelly" else
+            f"cvar sizing: risk per trade {config.risk_per_trade:g} at the conditional mean b* mu, cap 1")
+    return f"{rule}; measured skill b* (slope +- se over orders): {skill_text(skills)}"

@@ -16,7 +16,7 @@ from marketcast.backtest.costs import defaults_text
 from marketcast.backtest.fills import FILL_MODES, SAME_BAR_MODES
 from marketcast.backtest.job import Done, Job, run_job
 from marketcast.backtest.selection import DEFAULT_LOOKBACK, DEFAULT_MIN_TRADES
-from marketcast.backtest.sizing import POLICIES
+from marketcast.backtest.sizing import POLICIES, sizing_note
 from marketcast.commands import options
 from marketcast.commands.help import choice_list
 from marketcast.console import console, print_json
@@ -95,11 +95,12 @@ CalibrationMinWindows = Annotated[int, typer.Option(
     ]
 Sizing = Annotated[str, typer.Option(
     callback=options.one_of(POLICIES), metavar=choice_list(POLICIES),
-    help="Position size per trade from its sample returns: fixed (1.0), kelly (--kelly-fraction x mu / "
-         "sigma^2, capped at --kelly-cap) or cvar (the 95% expected shortfall loses --risk-per-trade of equity).")]
+    help="Position size per trade from its sample returns: fixed (1.0), kelly (--kelly-fraction x b* mu / "
+         "sigma^2, capped at --kelly-cap) or cvar (the 95% expected shortfall loses --risk-per-trade of equity); "
+         "b* is the strategy's skill measured on earlier windows (0 before 20 filled orders; -v prints it).")]
 KellyCap = Annotated[float, typer.Option(help="Largest Kelly size, in (0, 1] (1: all of the allowed capital).")]
 KellyFraction = Annotated[float, typer.Option(
-    help="kelly sizing: the fraction of the Kelly size mu / sigma^2 taken, in (0, 1] (0.25: quarter Kelly).")]
+    help="kelly sizing: the fraction of the Kelly size b* mu / sigma^2 taken, in (0, 1] (0.25: quarter Kelly).")]
 RiskPerTrade = Annotated[float, typer.Option(
     help="cvar sizing: the equity fraction a trade's 95% tail may lose, in (0, 1].")]
 Seeds = Annotated[int, typer.Option(
@@ -230,6 +231,8 @@ def show(job: Job, done: Done) -> None:
         console.print(track_record_table(r, notes))
         if r.calibration_note:
             console.print(f"[dim]{r.symbol}: {r.calibration_note}[/dim]", highlight=False)
+        if notes and r.config.sizing != "fixed":
+            console.print(f"{r.symbol}: {sizing_note(r.config, r.skills)}", style="dim", highlight=False, markup=False)
         for warning in r.annualisation.warnings:
             console.print(f"[yellow]warning:[/] {r.symbol}: {warning}")
         if r.context_warning:  # one line, so a script can count it

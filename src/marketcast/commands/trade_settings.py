@@ -120,11 +120,11 @@ SETTINGS = (
             f"pick: a strategy needs this many trades in the last {DEFAULT_LOOKBACK} windows to be picked (the "
             "backtest's --min-trades; its rule, marketcast.backtest.selection).", "--min-trades", int),
     Setting("sizing.policy", "fixed", choice(*POLICIES), "How much of each order the portfolio allows: fixed (all "
-            "of it), kelly or cvar from the forecast's samples (the backtest's --sizing; marketcast.backtest.sizing); "
-            "the risk limits still cap it.", "--sizing"),
+            "of it), kelly or cvar from the forecast's samples and the skill measured on the planner's settled windows "
+            "(the backtest's --sizing; marketcast.backtest.sizing); the risk limits still cap it.", "--sizing"),
     Setting("sizing.kelly_cap", 1.0, unit_fraction, "kelly sizing: the largest fraction, in (0, 1] (the "
             "backtest's --kelly-cap).", "--kelly-cap", float),
-    Setting("sizing.kelly_fraction", 0.25, unit_fraction, "kelly sizing: the fraction of the Kelly size mu / "
+    Setting("sizing.kelly_fraction", 0.25, unit_fraction, "kelly sizing: the fraction of the Kelly size b* mu / "
             "sigma^2 taken, in (0, 1] (the backtest's --kelly-fraction).", "--kelly-fraction", float),
     Setting("sizing.risk_per_trade", 0.01, unit_fraction, "cvar sizing: the equity fraction a trade's 95% tail "
             "may lose, in (0, 1] (the backtest's --risk-per-trade).", "--risk-per-trade", float),

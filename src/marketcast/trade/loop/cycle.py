@@ -401,7 +401,8 @@ class TradingLoop:
             "chosen": {s.symbol: {"strategy": s.strategy, "pinned": s.pinned, "return": s.metrics.get("total_return"),
                                   "sharpe": s.metrics.get("sharpe"), "max_drawdown": s.metrics.get("max_drawdown"),
                                   "size": s.size,
-                                  **({"warming_up": s.metrics["warming_up"]} if "warming_up" in s.metrics else {})}
+                                  # kelly / cvar: the picked strategy's measured skill (marketcast.backtest.sizing)
+                                  **{k: s.metrics[k] for k in ("warming_up", "skill") if k in s.metrics}}
                        for s in r.signals},
             "skipped": {k: list(v) for k, v in r.skipped.items()},
             **({"account_restrictions": dict(r.restrictions)} if r.restrictions else {}),

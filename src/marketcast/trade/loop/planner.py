@@ -16,7 +16,10 @@ rebuilds the state with one backtest from the same start. The window that settle
 is applied for the plan only, never kept (that bar may be in progress, or carry a quote's mid).
 
 Sizing (``config.sizing``, :mod:`marketcast.backtest.sizing`): every carried window settles with its decision's
-size from that window's samples (the engine's :func:`~marketcast.backtest.engine.decision_size`), so the
+size from that window's samples and the strategy's measured skill (the engine's
+:func:`~marketcast.backtest.engine.decision_size`; the skill is the :class:`~marketcast.backtest.sizing.Skill`
+carried from the start, to which each settled window adds its forecast mean and unit-size outcome, as the
+engine's running sums do), so the
 record the pick reads is the sized backtest's; the next decision's size is :attr:`Signal.size`, which the
 loop multiplies into the quantity it would have sent (:func:`marketcast.trade.risk.portfolio.allocate`). A
 decision sized to 0 is no trade, in the backtest and here: the signal goes flat. The planner does not
@@ -34,9 +37,11 @@ from typing import Any, Mapping, Protocol
 import pandas as pd
 
 from marketcast.backtest import BacktestConfig, StrategyParams, WindowView, decide, run_backtest, step
-from marketcast.backtest.engine import decision_size
+from marketcast.backtest.engine import decision_mean, decision_size
+from marketcast.backtest.fills import settle
 from marketcast.backtest.metrics import strategy_metrics
 from marketcast.backtest.orders import FLAT, Bar, Costs, Decision
+from marketcast.backtest.sizing import Skill
 from marketcast.data.bars import Bars
 from marketcast.errors import ConfigError
 from marketcast.forecast.base import Forecaster
@@ -100,12 +105,14 @@ def expected_edge(decision: Decision, view: WindowView, costs: Costs) -> float:
 @dataclass
 class _Carry:
     """One symbol's backtest so far: each strategy's state after the window ending at ``through`` and its
-    (net return, filled) over the last ``windows`` windows; ``key`` says what it was computed for."""
+    (net return, filled) over the last ``windows`` windows, and its measured skill over every window since the
+    start (the sizing's; empty with fixed sizing); ``key`` says what it was computed for."""
 
     key: tuple
     through: pd.Timestamp
     states: dict[str, Any]
     record: dict[str, deque]
+    skills: dict[str, Skill] = field(default_factory=dict)
 
 
 class BacktestPlanner:
@@ -149,7 +156,8 @@ class BacktestPlanner:
         r = run_backtest(bars.head(n - 1), self.forecaster, replace(config, windows=settled, include_latest=False))
         return _Carry(key, r.decision_times[-1], {k: run.final_state for k, run in r.strategies.items()},
                       {k: deque(zip(run.returns, run.filled), maxlen=self.config.selection.lookback)
-                       for k, run in r.strategies.items()})
+                       for k, run in r.strategies.items()},
+                      {k: run.skill for k, run in r.strategies.items() if run.skill is not None})
 
     def plan(self, bars: Bars, costs: Costs, learn_from: str | None = None) -> Signal:
         if len(bars) < self._need + 2:
@@ -167,25 +175,32 @@ class BacktestPlanner:
         pending = len(index) - 2 - index.get_loc(carry.through)  # windows since; the last settles on the decision bar
         result = run_backtest(bars, self.forecaster, replace(config, windows=pending))
         states, record = dict(carry.states), {k: deque(v, maxlen=v.maxlen) for k, v in carry.record.items()}
+        skills = {k: carry.skills.get(k, Skill()) for k in config.strategies}
         frame = bars.frame
         samples = result.sample_returns  # {field: [pending + 1, S]}, the latest window last
 
-        def sizer(k: int):
+        def rows(k: int) -> dict:
+            return {f: v[k:k + 1] for f, v in samples.items()}
+
+        def sizer(k: int, name: str):
             if config.sizing == "fixed":
                 return None
-            rows = {f: v[k:k + 1] for f, v in samples.items()}
-            return lambda d: decision_size(d, result.views[k] if k < pending else result.latest_view, rows, config)
+            view = result.views[k] if k < pending else result.latest_view
+            return lambda d: decision_size(d, view, rows(k), config, skills[name].factor)
 
         for k, (view, at) in enumerate(zip(result.views, result.settle_times)):
             if k == pending - 1 and learn_from is not None:  # keep all but the window settled on the decision bar
                 kept = {n: deque(v, maxlen=v.maxlen) for n, v in record.items()}
                 self._carry[bars.symbol] = _Carry(key, result.decision_times[k - 1] if k else carry.through,
-                                                  dict(states), kept)
+                                                  dict(states), kept, dict(skills) if config.sizing != "fixed" else {})
             bar = Bar(*(float(frame.at[at, c]) for c in ("open", "high", "low", "close")))
-            sized = sizer(k)
             for name in config.strategies:  # the engine's own step (marketcast.backtest.engine.simulate)
-                _, s, states[name] = step(name, view, states[name], bar, params, sized)
+                d, s, states[name] = step(name, view, states[name], bar, params, sizer(k, name))
                 record[name].append((s.net_return, s.filled))
+                if config.sizing != "fixed":  # the unit-size outcome, traded or not, is what the skill learns
+                    unit = settle(d, bar, params.costs, params.fill_mode, params.same_bar)
+                    skills[name] = skills[name].add(decision_mean(d, view, rows(k)),
+                                                    unit.gross_return if unit.filled else float("nan"))
         latency = time.perf_counter() - started
         returns = {n: [r for r, _ in v] for n, v in record.items()}
         filled = {n: [f for _, f in v] for n, v in record.items()}
@@ -193,7 +208,8 @@ class BacktestPlanner:
         name = pinned or config.selection.pick(returns, filled)  # the backtest's walk-forward rule
         view = result.latest_view
         decision = Decision(FLAT) if name is None else decide(name, view, states[name], params)
-        size = 1.0 if sizer(pending) is None else sizer(pending)(decision)
+        sized = None if name is None else sizer(pending, name)
+        size = 1.0 if sized is None else sized(decision)
         if decision.side != FLAT and not size > 0:
             decision = Decision(FLAT)  # sized to nothing: no trade, as in the backtest
         m = NO_RECORD if name is None else strategy_metrics(returns[name], filled[name], bars.periods_per_year)
@@ -206,6 +222,7 @@ class BacktestPlanner:
             "forecast_low": view.price(view.low_ret),
             "forecast_high": view.price(view.high_ret),
             "size": size,
+            **({"skill": skills[name].describe()} if config.sizing != "fixed" and name is not None else {}),
         }
         meta = dict(result.forecast_meta)
         return Signal(bars.symbol, index[-1].isoformat(), name or NO_PICK, decision, float(view.close), metrics,
