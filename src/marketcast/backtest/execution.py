@@ -48,13 +48,18 @@ bars do not hold yet, is marked at bar t+1's close (:class:`marketcast.backtest.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from marketcast.errors import ConfigError
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 EXIT_RULES = ("close", "next-open")
 DEFAULT_EXIT = "close"
+DAY_NS = 86_400 * 10**9  # bars this far apart (or more) are daily: each is its session's last
 
 
 def check_exit(rule: str) -> str:
@@ -65,14 +70,23 @@ def check_exit(rule: str) -> str:
     return rule
 
 
-def session_last(index: pd.DatetimeIndex, asset_class: str) -> np.ndarray:
+def describe(rule: str) -> str:
+    """The rule in one sentence, as every report names it."""
+    if check_exit(rule) == "close":
+        return ("exit `close`: each decision at bar t is settled on bar t+1, entered there and exited at its close "
+                "(a stock by market-on-close)")
+    return ("exit `next-open`: each decision at bar t enters on bar t+1 and exits at bar t+2's open, as `trade run` "
+            "does; an entry against the previous window's queued close is refused as a wash")
+
+
+def session_last(index: "pd.DatetimeIndex", asset_class: str) -> np.ndarray:
     """``[n]`` bool: bar j ends a session with a closing auction: every daily (or longer) stock bar; an intraday
     stock bar whose next bar lies in a later session by the stock calendar (the data's last bar counts as one).
     False for every other class."""
     if asset_class != "stock":
         return np.zeros(len(index), dtype=bool)
     stamps = np.asarray(index.asi8)
-    if len(stamps) < 2 or np.median(np.diff(stamps)) >= pd.Timedelta(days=1).value:
+    if len(stamps) < 2 or np.median(np.diff(stamps)) >= DAY_NS:
         return np.ones(len(index), dtype=bool)
     from marketcast.data.calendar import calendar_for
 
