@@ -305,3 +305,16 @@ def test_trading_rows_that_cannot_tell_two_forecasts_apart_say_why(capsys, monke
         assert row["pick"]["strategy"] is None and row["pick"]["share"] is None
         assert row["pick"]["note"] == "flat in every window: no forecast-driven strategy had 10 trades in its last " \
                                       "70 windows"
+
+
+def test_models_compare_under_next_open_equals_the_backtest_under_next_open(tmp_path, capsys):
+    doc = _json(capsys, "models", "compare", "--symbols", "SP500", "--models", "baseline", "--windows", "30",
+                *TINY, "--exit", "next-open", "--json")
+    assert doc["exit"] == "next-open"
+    (row,) = doc["models"]
+    opened = _backtest(capsys, tmp_path, ["SP500"], "baseline", None, 30, *TINY, "--exit", "next-open")
+    _assert_row_is_the_backtest(row, opened)
+    closed = _backtest(capsys, tmp_path, ["SP500"], "baseline", None, 30, *TINY)
+    assert row["symbols"][0]["sharpe"] != closed[0]["walk_forward"]["sharpe"]  # the rule reached the leaderboard
+    cells = RunStore(os.environ["MARKETCAST_RUN_STORE"]).query("SELECT exit FROM cells", run_ids=[doc["run_id"]])
+    assert list(cells["exit"]) == ["next-open"]
