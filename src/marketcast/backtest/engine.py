@@ -4,6 +4,9 @@ Time line of one window (t = a row position of the symbol's frame):
 
     bars[..t] --make_batch--> forecaster --> WindowView(t) --strategy--> Decision --settle(bar t+1)--> return
 
+Where a settled position exits is the execution rule's (``--exit``, :mod:`marketcast.backtest.execution`,
+applied by :class:`Exits`): bar t+1's close, or bar t+2's open with a wash refusal of the next same-side entry.
+
 All windows of a symbol (and of every symbol in :func:`run_many`) go to the forecaster in one batched call.
 The window ending at the last bar (no t+1 yet) rides in the same call: its decisions are returned as
 ``next_decisions`` for the live loop, never scored.
@@ -449,6 +452,8 @@ class Exits:
     @classmethod
     def of(cls, rule: str, index: pd.DatetimeIndex, asset_class: str, opens: np.ndarray, settled: np.ndarray
            ) -> "Exits":
+        if not execution.waits_for_next_open(rule):  # every exit at bar t+1's close: nothing to look up
+            return cls(np.full(len(settled), np.nan), np.zeros(len(settled), dtype=bool), 0)
         auction = execution.session_last(index, asset_class)[settled + 1]
         held = execution.next_open_exit(rule, auction) & (settled + 2 < len(opens))
         exit_open = np.where(held, opens[np.minimum(settled + 2, len(opens) - 1)], np.nan)
