@@ -60,7 +60,8 @@ def symbol_table(symbol: str, windows: int) -> dict:
         refused = int((run.settlements.reason == 4).sum())
         out[name] = {"close": total(closed.strategies[name].settlements.gross),
                      "next_open_no_wash": total(unrefused.gross), "next_open": total(run.settlements.gross),
-                     "trades_close": int(closed.strategies[name].filled.sum()), "trades_next_open": int(run.filled.sum()),
+                     "trades_close": int(closed.strategies[name].filled.sum()),
+                     "trades_next_open": int(run.filled.sum()),
                      "refused_wash": refused}
     out["walk-forward (net)"] = {"close": closed.walk_forward["metrics"]["return"], "next_open_no_wash": None,
                                  "next_open": opened.walk_forward["metrics"]["return"],
