@@ -30,8 +30,13 @@ def garbage_after(bars: Bars, t: int, seed: int) -> Bars:
 
 
 def _same_up_to(a, b, t_stamp):
+    """Everything decided at or before ``t_stamp`` is equal in both runs (views, decisions, offsets, the
+    walk-forward pick), and so is every settlement whose bars all lie at or before it: bar t+1 (``--exit close``),
+    or bars t+1 and t+2 (``next-open``: window k settles on bar t_k + 2's open). Returns the windows checked."""
     checked = 0
     assert a.annualisation == b.annualisation  # bar spacing and calendar: prices after t cannot change them
+    reads = 2 if a.config.exit == "next-open" else 1  # bars after its decision bar a window's settlement reads
+    at = list(a.decision_times).index(t_stamp) if t_stamp in a.decision_times else len(a.decision_times)
     for k, ts in enumerate(a.decision_times):
         if ts > t_stamp:
             break
@@ -39,12 +44,13 @@ def _same_up_to(a, b, t_stamp):
         if ts < t_stamp:  # buy and hold's return over a bar <= t
             assert a.benchmark.returns[k] == b.benchmark.returns[k], f"benchmark at {ts} changed"
             assert a.benchmark.intraday[k] == b.benchmark.intraday[k], f"intraday benchmark at {ts} changed"
+        assert a.walk_forward["picked"][k] == b.walk_forward["picked"][k], f"walk-forward pick at {ts} changed"
         for name in a.strategies:
             ra, rb = a.strategies[name], b.strategies[name]
             assert ra.decisions[k] == rb.decisions[k], f"{name} at {ts} changed"
             assert ra.offsets[k] == rb.offsets[k], f"{name} offsets at {ts} changed"
-            if ts < t_stamp:  # settled on a bar <= t: the outcome is fixed as well
-                assert ra.settlements[k] == rb.settlements[k]
+            if k + reads <= at:  # settled on bars <= t: the outcome is fixed as well
+                assert ra.settlements[k] == rb.settlements[k], f"{name} settlement at {ts} changed"
         checked += 1
     return checked
 
@@ -96,21 +102,30 @@ FORECASTERS = {
 }
 
 
+@pytest.mark.parametrize("exit_rule", ["close", "next-open"])
 @pytest.mark.parametrize("forecaster", sorted(FORECASTERS))
 @pytest.mark.parametrize("asset_class", ["stock", "crypto"])
-def test_decisions_at_t_ignore_every_later_bar(forecaster, asset_class):
+def test_decisions_at_t_ignore_every_later_bar(forecaster, asset_class, exit_rule):
+    from dataclasses import replace
+
+    config = replace(CONFIG, exit=exit_rule)
     bars = random_bars(200, seed=11, asset_class=asset_class)
     n = len(bars)
     rng = np.random.default_rng(zlib.crc32(f"{forecaster}-{asset_class}".encode()))
-    base = run_backtest(bars, FORECASTERS[forecaster](), CONFIG)
+    base = run_backtest(bars, FORECASTERS[forecaster](), config)
     for t in rng.integers(n - 61, n - 1, size=4):  # decision bars inside the 60 windows
-        other = run_backtest(garbage_after(bars, int(t), seed=int(t)), FORECASTERS[forecaster](), CONFIG)
+        other = run_backtest(garbage_after(bars, int(t), seed=int(t)), FORECASTERS[forecaster](), config)
         t_stamp = bars.frame.index[t]
         assert _same_up_to(base, other, t_stamp) == t - (n - 61) + 1
         # and the garbage did change something later, so the test can tell
         k = list(base.decision_times).index(t_stamp)
         if k + 1 < base.windows:
             assert base.views[k + 1] != other.views[k + 1]
+        if exit_rule == "next-open" and k >= 1:  # window k - 1 exits at bar t + 1's open, which the garbage moved
+            traded = [r.settlements[k - 1].exit_reason == "next_open" for r in base.strategies.values()]
+            moved = [base.strategies[s].settlements[k - 1] != other.strategies[s].settlements[k - 1]
+                     for s in base.strategies]
+            assert any(moved) or not any(traded)
 
 
 def test_only_the_latest_decision_sees_the_last_bar():

@@ -329,3 +329,16 @@ def test_the_tables_most_picked_and_the_strips_in_sample_pick_have_names_of_thei
     assert "most picked: the strategy it picked in most windows" in PICK_NOTE and "in-sample pick" in PICK_NOTE
     pick = next(text for anchor, term, text in GLOSSARY if term == "pick")
     assert pick.startswith("The in-sample best strategy") and "'most picked'" in pick
+
+
+def test_models_compare_under_next_open_equals_the_backtest_under_next_open(tmp_path, capsys):
+    doc = _json(capsys, "models", "compare", "--symbols", "SP500", "--models", "baseline", "--windows", "30",
+                *TINY, "--exit", "next-open", "--json")
+    assert doc["exit"] == "next-open"
+    (row,) = doc["models"]
+    opened = _backtest(capsys, tmp_path, ["SP500"], "baseline", None, 30, *TINY, "--exit", "next-open")
+    _assert_row_is_the_backtest(row, opened)
+    closed = _backtest(capsys, tmp_path, ["SP500"], "baseline", None, 30, *TINY)
+    assert row["symbols"][0]["sharpe"] != closed[0]["walk_forward"]["sharpe"]  # the rule reached the leaderboard
+    cells = RunStore(os.environ["MARKETCAST_RUN_STORE"]).query("SELECT exit FROM cells", run_ids=[doc["run_id"]])
+    assert list(cells["exit"]) == ["next-open"]

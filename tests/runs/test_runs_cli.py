@@ -152,3 +152,23 @@ def test_random_weights_are_flagged_however_the_model_names_them():
     assert random_weights(None, {"model": "kronos-small-random"})  # Kronos's label
     assert not random_weights("Datadog/Toto-Open-Base-1.0", {"model": "toto", "source": "Datadog/Toto-Open-Base-1.0"})
     assert not random_weights(None, {"model": "baseline"})
+
+
+def test_two_exit_rules_are_settings_that_differ_and_every_report_names_the_rule(tmp_path, capsys):
+    closed = _backtest(tmp_path, "close", "SP500")
+    opened = _backtest(tmp_path, "open", "SP500", "--exit", "next-open")
+    assert json.loads((closed / "SP500.json").read_text())["config"]["exit"] == "close"
+    assert json.loads((opened / "SP500.json").read_text())["config"]["exit"] == "next-open"
+    assert "exit `next-open`: each decision at bar t enters on bar t+1 and exits at bar t+2's open" in (
+        opened / "summary.md").read_text()
+    assert "refused_wash" in (opened / "trades.csv").read_text()  # simple goes long day after day
+    code, rules = _json(capsys, "runs", "query", "SELECT DISTINCT run_id, exit FROM cells", "--json")
+    a, b = (next(r["run_id"] for r in rules if r["exit"] == rule) for rule in ("close", "next-open"))
+    code, listed = _json(capsys, "runs", "compare", a, b, "--json")
+    assert code == 0 and listed["status"] == "SETTINGS DIFFER"
+    assert listed["settings"] == [{"setting": "exit", "a": "close", "b": "next-open"}]
+    assert listed["notes"][0].startswith("settings differ: exit close vs next-open")
+    assert main(["runs", "show", b]) == 0 and "exit=next-open" in capsys.readouterr().out
+    assert main(["backtest", "--exit", "open", "--output-dir", str(tmp_path / "bad")]) == 2
+    assert "'open' is not one of 'close', 'next-open'" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()

@@ -140,6 +140,7 @@ def test_spec_mistakes_are_one_line_and_exit_2_without_starting_ray(tmp_path, ca
      "grid point settings 'bad': CI band must satisfy 0 <= low < high <= 1, got 0.7, 0.3"),
     ("[grid]\nseed = [0, -1]\n", "[grid]: seed = -1; a seed is an integer >= 0"),
     ("[options]\nseed = -5\n", "[options]: seed = -5; a seed is an integer >= 0"),
+    ("[grid]\nexit = ['close', 'open']\n", "grid point exit=open: --exit must be one of close, next-open, got 'open'"),
 ])
 def test_every_grid_value_backtest_config_refuses_fails_in_load_spec(tmp_path, table, message):
     path = tmp_path / "spec.toml"
@@ -202,6 +203,21 @@ def test_a_single_symbol_spec_still_loads_into_its_cells(tmp_path):
     path.write_text("[data]\nsymbols = ['AAA']\ndir = 'bars'\n[grid]\nseed = [0, 3]\n")
     cells = load_spec(path).cells()
     assert [(c.symbol, c.config.seed) for c in cells] == [("AAA", 0), ("AAA", 3)]
+
+
+def test_the_exit_rule_is_an_axis_and_a_close_cell_keeps_its_id(tmp_path):
+    write_bars(tmp_path / "bars", ["AAA"])
+    path = tmp_path / "spec.toml"
+    path.write_text("[data]\nsymbols = ['AAA']\ndir = 'bars'\n[grid]\nexit = ['close', 'next-open']\n")
+    close, opened = load_spec(path).cells()
+    assert (close.config.exit, opened.config.exit) == ("close", "next-open")
+    assert close.settings()["exit"] == "close" and close.cell_id != opened.cell_id
+    # a cell recorded before --exit existed (its settings had no exit) keeps its id under the default rule
+    from marketcast.runs.cells import digest
+
+    settings = close.settings()
+    del settings["exit"], settings["timezone"]
+    assert close.cell_id == digest({"symbol": "AAA", **settings})
 
 
 def test_without_ray_the_sweep_says_how_to_get_it(tmp_path, capsys, monkeypatch):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from marketcast.backtest.execution import DEFAULT_EXIT, check_exit
 from marketcast.backtest.fills import FILL_MODES, SAME_BAR_MODES
 from marketcast.backtest.costs import Costs, check_costs
 from marketcast.backtest.overfit import check_splits
@@ -58,6 +59,9 @@ class BacktestConfig:
                    decision): "none" (default), "conformal" or "quantile".
     calibration_min_windows: settled windows before the first recalibrated one (10 to ``windows``); earlier
                    windows trade on the raw samples (``SymbolResult.calibrated`` says which).
+    exit:          the execution rule (:mod:`marketcast.backtest.execution`, ``--exit``): "close" (default) exits a
+                   stock at its session's close (market-on-close), "next-open" at the next session's open, as
+                   ``trade run`` does; a bar without a closing auction exits at the next bar's open under both.
     sizing:        position size per trade from the trade's sample returns (:mod:`marketcast.backtest.sizing`):
                    "fixed" (1.0, default), "kelly" (``kelly_fraction`` x b* mu / sigma^2, capped at
                    ``kelly_cap``) or "cvar" (the 95 % expected shortfall loses ``risk_per_trade`` of equity),
@@ -93,6 +97,7 @@ class BacktestConfig:
     risk_per_trade: float = 0.01
     min_context: int | None = None
     kelly_fraction: float = 0.25
+    exit: str = DEFAULT_EXIT
 
     def __post_init__(self) -> None:
         if self.windows < 1:
@@ -130,6 +135,7 @@ class BacktestConfig:
             raise ConfigError(f"--maxdiff-grid must be one of {', '.join(MAXDIFF_GRIDS)}, got {self.maxdiff_grid!r}")
         self._check_calibration()
         self._check_sizing()
+        check_exit(self.exit)
 
     def _check_min_context(self) -> None:
         n = self.min_context

@@ -4,6 +4,9 @@ Time line of one window (t = a row position of the symbol's frame):
 
     bars[..t] --make_batch--> forecaster --> WindowView(t) --strategy--> Decision --settle(bar t+1)--> return
 
+Where a settled position exits is the execution rule's (``--exit``, :mod:`marketcast.backtest.execution`,
+applied by :class:`Exits`): bar t+1's close, or bar t+2's open with a wash refusal of the next same-side entry.
+
 All windows of a symbol (and of every symbol in :func:`run_many`) go to the forecaster in one batched call.
 The window ending at the last bar (no t+1 yet) rides in the same call: its decisions are returned as
 ``next_decisions`` for the live loop, never scored.
@@ -39,10 +42,11 @@ import numpy as np
 import pandas as pd
 
 from marketcast.backtest import context as seen_context
+from marketcast.backtest import execution
 from marketcast.backtest.benchmark import buy_and_hold_metrics, buy_and_hold_returns, intraday_returns
 from marketcast.backtest.config import BacktestConfig
 from marketcast.backtest.costs import Costs
-from marketcast.backtest.fills import REASONS, Fills
+from marketcast.backtest.fills import NEXT_OPEN, REASONS, Fills
 from marketcast.backtest.metrics import equity_curve
 from marketcast.backtest.montecarlo import MonteCarlo, monte_carlo
 from marketcast.backtest.orders import Bar, Decision
@@ -143,6 +147,7 @@ class SymbolResult:
     context_seen: np.ndarray | None = None  # int [windows]: real bars each window's forecast read (backtest.context)
     monte_carlo: MonteCarlo | None = None  # sampling error of the returns (marketcast.backtest.montecarlo)
     seeds: dict | None = None  # --seeds N: the returns over N seeds (marketcast.backtest.montecarlo.seed_spread)
+    settle_delay: int = 0  # 1 when an exit may wait for bar t+2's open (execution.waits_for_next_open), else 0
 
     @property
     def context_text(self) -> str:
@@ -194,7 +199,8 @@ class SymbolResult:
         """Out of sample: trading each window's pick of ``config.selection`` (the live planner's rule, see
         :mod:`marketcast.backtest.selection`), with its metrics."""
         sel = self.config.selection.walk_forward({n: r.returns for n, r in self.strategies.items()},
-                                                 {n: r.filled for n, r in self.strategies.items()})
+                                                 {n: r.filled for n, r in self.strategies.items()},
+                                                 self.settle_delay)
         return {**sel, "metrics": self.score(sel["returns"], sel["filled"])}
 
     @property
@@ -407,10 +413,11 @@ def report_calibration(samples: dict, actual: dict, calibrated: np.ndarray | Non
 
 
 def _sized(walks: dict, views: ForecastViews, latest: WindowView | None, samples: dict, params: StrategyParams,
-           config: BacktestConfig, n_settled: int) -> tuple[dict, dict[str, float], dict[str, Skill]]:
+           config: BacktestConfig, n_settled: int, delay: int = 0) -> tuple[dict, dict[str, float], dict[str, Skill]]:
     """Each strategy's fills scaled by its orders' sizes (``config.sizing``), the size of its next decision on
     the latest window (1.0 with fixed sizing or no latest window), and its measured skill after the last window
-    (:func:`marketcast.backtest.sizing.walk_forward_skill`: window k's size reads windows j < k only)."""
+    (:func:`marketcast.backtest.sizing.walk_forward_skill`: window k's size reads windows j < k - ``delay`` only,
+    ``delay`` the exit rule's lag, :attr:`Exits.delay`)."""
     if config.sizing == "fixed":
         return walks, {}, {}
     kw = dict(kelly_cap=config.kelly_cap, risk_per_trade=config.risk_per_trade, kelly_fraction=config.kelly_fraction)
@@ -419,7 +426,8 @@ def _sized(walks: dict, views: ForecastViews, latest: WindowView | None, samples
     for name, w in walks.items():
         o = w.orders
         orders = OrderSamples.of(o.side, o.entry_limit, o.take_profit, views.close, settled)
-        factor, skills[name] = walk_forward_skill(orders.means, np.where(w.fills.filled, w.fills.gross, np.nan))
+        factor, skills[name] = walk_forward_skill(orders.means, np.where(w.fills.filled, w.fills.gross, np.nan),
+                                                  delay)
         size = orders.sizes(config.sizing, **kw, skill=factor)
         out[name] = replace(w, fills=w.fills.sized(size))
         if latest is not None:
@@ -455,6 +463,42 @@ def decision_mean(decision: Decision, view: WindowView, samples: dict) -> float:
     return float(OrderSamples.of(*_one(decision), [view.close], samples).means[0])
 
 
+@dataclass(frozen=True)
+class Exits:
+    """The execution rule (:mod:`marketcast.backtest.execution`) applied to one symbol's settled windows:
+    ``exit_open`` ``[N]`` bar t+2's open where a window exits there (NaN: at bar t+1's close; also for the last
+    window when the bars end before its bar t+2: it is marked at bar t+1's close), ``queues`` ``[N]`` where that
+    exit waits queued for the open (a next entry can wash against it), ``delay`` the walk-forward pick's lag."""
+
+    exit_open: np.ndarray
+    queues: np.ndarray
+    delay: int
+
+    @classmethod
+    def of(cls, rule: str, index: pd.DatetimeIndex, asset_class: str, opens: np.ndarray, settled: np.ndarray
+           ) -> "Exits":
+        if not execution.waits_for_next_open(rule):  # every exit at bar t+1's close: nothing to look up
+            return cls(np.full(len(settled), np.nan), np.zeros(len(settled), dtype=bool), 0)
+        auction = execution.session_last(index, asset_class)[settled + 1]
+        held = execution.next_open_exit(rule, auction) & (settled + 2 < len(opens))
+        exit_open = np.where(held, opens[np.minimum(settled + 2, len(opens) - 1)], np.nan)
+        return cls(exit_open, execution.queued_close(rule, auction) & held, int(execution.waits_for_next_open(rule)))
+
+    def washed(self, walks: dict) -> dict:
+        """Each strategy's walk with the entries the broker refuses as a wash against the previous window's
+        queued close not traded (:func:`marketcast.backtest.execution.wash_refused`), after sizing: a trade
+        sized 0 sends nothing and queues nothing."""
+        if not self.queues.any():
+            return walks
+        out = {}
+        for name, w in walks.items():
+            f = w.fills
+            refused = execution.wash_refused(w.orders.side, w.orders.take_profit,
+                                             f.filled & (f.reason == NEXT_OPEN) & self.queues)
+            out[name] = replace(w, fills=f.refused(refused)) if refused.any() else w
+        return out
+
+
 def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestConfig,
              calibration_only: bool = False) -> SymbolResult:
     """Decide and settle every window of one symbol from its (already computed) forecasts, all windows of a
@@ -478,14 +522,15 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
     latest = all_views[n_settled] if config.include_latest else None
     params = StrategyParams.from_config(config, bars.asset_class, bars.periods_per_year)
     bars_next = Bar(o[settled + 1], h[settled + 1], lo[settled + 1], c[settled + 1])
+    exits = Exits.of(config.exit, index, bars.asset_class, o, settled)
     ppy = bars.periods_per_year
     held = buy_and_hold_returns(o[settled[0] + 1], bars_next.close, params.costs.per_side)
 
     def settle(batch: ForecastReturns) -> tuple[ForecastViews, dict]:  # the run's steps on a batch's samples (MC)
         v = batch.views(index[ends], config.point, config.ci_band, atr)[:n_settled]
-        w, _, _ = _sized({n: walk(n, v, bars_next, params) for n in config.strategies}, v, None,
-                         batch.samples, params, config, n_settled)
-        return v, {n: x.fills for n, x in w.items()}
+        w, _, _ = _sized({n: walk(n, v, bars_next, params, exits.exit_open) for n in config.strategies}, v, None,
+                         batch.samples, params, config, n_settled, exits.delay)
+        return v, {n: x.fills for n, x in exits.washed(w).items()}
 
     intraday = intraday_returns(bars_next.open, bars_next.close, params.costs.per_side)  # bar t+1 only
     if calibration_only:  # skill and calibration only: no strategy, fill, metric or selection
@@ -495,8 +540,10 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
         benchmark = BenchmarkRun(held, {**buy_and_hold_metrics(held, ppy),
                                         **sharpe_trust(held, ppy, config.bootstrap_reps, config.confidence,
                                                        config.seed, config.selection.min_trades)}, intraday)
-        walks = {name: walk(name, views, bars_next, params) for name in config.strategies}
-        walks, next_sizes, skills = _sized(walks, views, latest, returns.samples, params, config, n_settled)
+        walks = {name: walk(name, views, bars_next, params, exits.exit_open) for name in config.strategies}
+        walks, next_sizes, skills = _sized(walks, views, latest, returns.samples, params, config, n_settled,
+                                           exits.delay)
+        walks = exits.washed(walks)
         metrics = score_many({n: w.fills.net for n, w in walks.items()},
                              {n: w.fills.filled for n, w in walks.items()}, ppy, held, config.bootstrap_reps,
                              config.confidence, config.seed, config.selection.min_trades)
@@ -528,7 +575,8 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
         asset_reason=bars.asset_reason or explain_asset_class(bars.symbol, bars.asset_class),
         latest_view=latest,
         monte_carlo=None if calibration_only else monte_carlo(returns, views, {n: w.fills for n, w in walks.items()},
-                                                              settle, config.selection, params),
+                                                              settle, config.selection, params, exits.delay),
+        settle_delay=exits.delay,
         calibrated=None if calibrated is None else calibrated[:n_settled],
         context_seen=seen_context.seen(settled, config.context),
         calibration_report=report_calibration(samples, actual, None if calibrated is None

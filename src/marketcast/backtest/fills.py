@@ -8,6 +8,9 @@
   A take-profit only exists once the entry has filled, so after an entry inside the bar it fills at its
   limit (never at a gap open that happened before the entry), and it fills after all when the bar closes
   beyond it (the price must have crossed it after the entry).
+* Where the position exits when no take-profit filled is the execution rule's
+  (:mod:`marketcast.backtest.execution`): bar t+1's close, or with ``exit_open`` bar t+2's open (the overnight
+  gap included; a short pays the same one bar of borrow: open to next open is one bar).
 
 :func:`settle` settles one decision (the live loop, the paper broker and the reference); :func:`settle_all`
 settles many at once with the same float operations (the engine, every window; MaxDiff, every grid pair).
@@ -44,8 +47,10 @@ def settle(
     fill_mode: str = "touch",
     same_bar: str = "pessimistic",
     size: float = 1.0,
+    exit_open: float | None = None,
 ) -> Settlement:
-    """Settle ``decision`` (made at bar t) on bar t+1 with ``size`` of the allowed capital (0: not traded)."""
+    """Settle ``decision`` (made at bar t) on bar t+1 with ``size`` of the allowed capital (0: not traded);
+    without a take-profit fill it exits at bar t+1's close, or at ``exit_open`` (bar t+2's open) when given."""
     if same_bar not in SAME_BAR_MODES:
         raise ValueError(f"same-bar mode {same_bar!r} is not one of {SAME_BAR_MODES}")
     side = decision.side
@@ -68,6 +73,8 @@ def settle(
                 exit_price, reason = tp, "take_profit"
             else:
                 exit_price, reason = _same_bar(long, decision.take_profit, entry, bar, same_bar)
+    if reason == "close" and exit_open is not None:
+        exit_price, reason = exit_open, "next_open"
 
     gross = side * (exit_price / entry - 1.0)
     return Settlement(
@@ -103,15 +110,16 @@ def _same_bar(long: bool, tp: float, entry: float, bar: Bar, same_bar: str) -> t
 
 # --- every window at once --------------------------------------------------------------------------------
 
-CLOSE, TAKE_PROFIT = 1, 2  # Fills.reason codes (0: no fill)
-REASONS = {CLOSE: "close", TAKE_PROFIT: "take_profit"}
+CLOSE, TAKE_PROFIT, NEXT_OPEN, WASH = 1, 2, 3, 4  # Fills.reason codes (0: no fill)
+REASONS = {CLOSE: "close", TAKE_PROFIT: "take_profit", NEXT_OPEN: "next_open", WASH: "refused_wash"}
 
 
 @dataclass(frozen=True)
 class Fills:
     """Settlements of many orders as arrays (the vectorised engine's record): ``filled``, ``entry_price`` and
     ``exit_price`` (NaN where unfilled), ``reason`` (0 unfilled, :data:`CLOSE`, :data:`TAKE_PROFIT`), ``gross``
-    and ``fees`` (0 where unfilled), per unit of the allowed capital; ``size`` the part of it each trade used
+    and ``fees`` (0 where unfilled), per unit of the allowed capital (:data:`NEXT_OPEN`: exited at bar t+2's open;
+    :data:`WASH`, not filled: the entry was refused as a wash, :meth:`refused`); ``size`` the part of it each trade used
     (None: 1.0 everywhere, fixed sizing). ``fills[k]`` is the :class:`Settlement` that :func:`settle` gives."""
 
     filled: np.ndarray
@@ -131,10 +139,18 @@ class Fills:
         """These fills with each order's ``size`` ``[N]`` of the capital (kept as decided, filled or not); a
         size of 0 is no trade (as :func:`settle` with ``size=0``)."""
         size = np.asarray(size, dtype=np.float64)
-        traded = self.filled & (size > 0)
+        return self._only(self.filled & (size > 0), np.where(self.filled, 0, self.reason), size)
+
+    def refused(self, refused: np.ndarray) -> "Fills":
+        """These fills with the ``refused`` orders ``[N]`` not traded (reason :data:`WASH`; sizes kept as
+        decided)."""
+        refused = np.asarray(refused, dtype=bool)
+        return self._only(self.filled & ~refused, np.where(refused, WASH, self.reason), self.size)
+
+    def _only(self, traded: np.ndarray, reason_else: np.ndarray, size: np.ndarray | None) -> "Fills":
         nan = np.float64(np.nan)
         return Fills(traded, np.where(traded, self.entry_price, nan), np.where(traded, self.exit_price, nan),
-                     np.where(traded, self.reason, 0).astype(np.int8), np.where(traded, self.gross, 0.0),
+                     np.where(traded, self.reason, reason_else).astype(np.int8), np.where(traded, self.gross, 0.0),
                      np.where(traded, self.fees, 0.0), size)
 
     def __len__(self) -> int:
@@ -161,16 +177,18 @@ def _by_side(long: np.ndarray):
 
 
 def settle_all(side, entry_limit, take_profit, bar_open, bar_high, bar_low, bar_close, costs: Costs,
-               fill_mode: str = "touch", same_bar: str = "pessimistic") -> Fills:
+               fill_mode: str = "touch", same_bar: str = "pessimistic", exit_open=None) -> Fills:
     """:func:`settle` of many orders at once, element by element over broadcast arrays, with the same float
     operations (so equal to it exactly): ``side`` in {-1, 0, 1}, ``entry_limit`` NaN for a market entry at the
-    open, ``take_profit`` NaN for none, and the OHLC of each order's bar t+1."""
+    open, ``take_profit`` NaN for none, the OHLC of each order's bar t+1, and ``exit_open`` (None, or NaN
+    where the exit is bar t+1's close) bar t+2's open where the exit is there."""
     if fill_mode not in FILL_MODES:
         raise ValueError(f"fill mode {fill_mode!r} is not one of {FILL_MODES}")
     if same_bar not in SAME_BAR_MODES:
         raise ValueError(f"same-bar mode {same_bar!r} is not one of {SAME_BAR_MODES}")
-    side, limit, tp, o, h, lo, c = np.broadcast_arrays(*(np.asarray(a) for a in (
-        side, entry_limit, take_profit, bar_open, bar_high, bar_low, bar_close)))
+    side, limit, tp, o, h, lo, c, o2 = np.broadcast_arrays(*(np.asarray(a) for a in (
+        side, entry_limit, take_profit, bar_open, bar_high, bar_low, bar_close,
+        np.nan if exit_open is None else exit_open)))
     margin = PENETRATION if fill_mode == "penetrate" else 0.0
     long = side > 0
     by_side = _by_side(long)
@@ -195,13 +213,16 @@ def settle_all(side, entry_limit, take_profit, bar_open, bar_high, bar_low, bar_
         inside = np.where(marketable, entry, inside)
         exit_price = np.where(tp_hit, np.where(at_open, tp_fill, inside), c)
         took_profit = tp_hit & (at_open | marketable | (exit_price == tp))
+        at_next_open = ~took_profit & ~np.isnan(o2)
+        exit_price = np.where(at_next_open, o2, exit_price)
         gross = side * (exit_price / entry - 1.0)
     nan = np.float64(np.nan)
     return Fills(
         filled=filled,
         entry_price=np.where(filled, entry, nan),
         exit_price=np.where(filled, exit_price, nan),
-        reason=np.where(filled, np.where(took_profit, TAKE_PROFIT, CLOSE), 0).astype(np.int8),
+        reason=np.where(filled, np.where(took_profit, TAKE_PROFIT, np.where(at_next_open, NEXT_OPEN, CLOSE)),
+                        0).astype(np.int8),
         gross=np.where(filled, gross, 0.0),
         fees=np.where(filled, 2.0 * costs.per_side + np.where(side < 0, costs.borrow, 0.0), 0.0),
     )

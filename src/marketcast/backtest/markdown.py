@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from marketcast.backtest import execution
 from marketcast.backtest.context import context_text
 from marketcast.backtest.engine import SymbolResult
 from marketcast.backtest.sizing import skill_text
@@ -92,7 +93,7 @@ def markdown_summary(results: Sequence[SymbolResult], plots: bool = False) -> st
                   f"context {context_text(results)}, fill mode `{cfg.fill_mode}`, same-bar `{cfg.same_bar}`, "
                   f"MaxDiff grid `{cfg.maxdiff_grid}`. "
                   "Returns are net of fees and half "
-                  "the spread per side; each decision at bar t is settled on bar t+1."
+                  f"the spread per side; {execution.describe(cfg.exit)}."
                   + (f" {paths_text(results[0].forecast_meta)}" if paths_text(results[0].forecast_meta) else ""), "",
                   f"**Which return each table uses.** {SENTENCE}", ""]
     for r in results:

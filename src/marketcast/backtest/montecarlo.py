@@ -147,11 +147,12 @@ Settle = Callable[[ForecastReturns], tuple[ForecastViews, dict]]
 
 
 def monte_carlo(returns: ForecastReturns, views: ForecastViews, fills: Mapping, settle: Settle,
-                selection: SelectionRule, params: StrategyParams) -> MonteCarlo | None:
+                selection: SelectionRule, params: StrategyParams, delay: int = 0) -> MonteCarlo | None:
     """The MC error of every strategy's total return and of the walk-forward record (module docstring).
 
     ``views`` and ``fills`` (``{name: Fills}``) are the full run's; ``settle(batch)`` gives a batch's settled
-    views and ``{name: Fills}`` exactly as the full run makes them. None when the samples make fewer than
+    views and ``{name: Fills}`` exactly as the full run makes them; ``delay`` the walk-forward pick's
+    (:meth:`~marketcast.backtest.selection.SelectionRule.walk_forward`). None when the samples make fewer than
     :data:`MIN_BATCHES` batches."""
     n_samples = next(iter(returns.samples.values())).shape[1]
     b = batch_count(n_samples)
@@ -160,7 +161,7 @@ def monte_carlo(returns: ForecastReturns, views: ForecastViews, fills: Mapping, 
     runs = [settle(batch) for batch in split(returns, b)]
     names = list(fills)
     per = {n: McError(total(fills[n].net), tuple(total(r[1][n].net) for r in runs)) for n in names}
-    picks = [selection.walk_forward({n: f.net for n, f in r.items()}, {n: f.filled for n, f in r.items()})
+    picks = [selection.walk_forward({n: f.net for n, f in r.items()}, {n: f.filled for n, f in r.items()}, delay)
              for r in (fills, *(r[1] for r in runs))]  # the full run's pick first, as SymbolResult.walk_forward
     wf = McError(total(picks[0]["returns"]), tuple(total(p["returns"]) for p in picks[1:]))
     root = scale(b, 0.5)  # quantiles: error ~ S^-1/2

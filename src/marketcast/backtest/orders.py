@@ -45,7 +45,7 @@ class Settlement:
     filled: bool
     entry_price: float | None = None
     exit_price: float | None = None
-    exit_reason: str | None = None  # "take_profit" | "close"
+    exit_reason: str | None = None  # "take_profit" | "close" | "next_open" (marketcast.backtest.execution)
     gross_return: float = 0.0
     fees: float = 0.0
     size: float = 1.0

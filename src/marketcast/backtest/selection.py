@@ -79,12 +79,15 @@ class SelectionRule:
                 best, best_key = name, key
         return best
 
-    def walk_forward(self, returns: Mapping[str, np.ndarray], filled: Mapping[str, np.ndarray]) -> dict:
+    def walk_forward(self, returns: Mapping[str, np.ndarray], filled: Mapping[str, np.ndarray],
+                     delay: int = 0) -> dict:
         """What trading each window's pick earned: ``picked`` (a name or None per window), ``returns`` and
         ``filled`` (0 and False where flat).
 
-        Window k's pick is :meth:`pick` over windows k - lookback .. k - 1, for every k at once: each
-        strategy's compounded return over each lookback is a running product (the same sequential
+        Window k's pick is :meth:`pick` over windows k - delay - lookback .. k - delay - 1: ``delay`` 0 when each
+        window settles on a bar <= the next decision bar, 1 when it settles at the open after it (an exit at the
+        next open, :mod:`marketcast.backtest.execution`); flat for the first ``delay`` windows. For every k at
+        once: each strategy's compounded return over each lookback is a running product (the same sequential
         multiplications as ``np.prod`` of the slice) and its trade count a difference of running sums; only
         windows where strategies tie on the best compounded return compare their Sharpe ratios one by one.
         """
@@ -101,6 +104,8 @@ class SelectionRule:
             start = 0 if self.lookback is None else max(0, k - self.lookback)
             sharpes = [sharpe_ratio(r[s, start:k], 1) if tied[s, k] else -np.inf for s in range(len(names))]
             pick[k] = int(np.argmax(sharpes))
+        if delay:  # window k trades the pick made on the windows settled by its decision: pick[k - delay]
+            pick = np.concatenate([np.full(min(delay, n_windows), -1), pick[:n_windows - delay]])
         flat = pick < 0
         cols = np.arange(n_windows)
         return {"picked": [None if p < 0 else names[p] for p in pick],

@@ -284,18 +284,23 @@ class Skill:
                 "slope_se": None if np.isnan(se) else se, "factor": factor}
 
 
-def walk_forward_skill(means, realised) -> tuple[np.ndarray, Skill]:
-    """The factor b* each window ``k`` of one strategy sizes with, from the windows ``j < k`` alone (``[W]``),
-    and the :class:`Skill` after every window (what the next decision reads). ``means`` ``[W]``: the forecast
-    trade means (:attr:`OrderSamples.means`); ``realised`` ``[W]``: the unit-size gross return where the order filled,
-    NaN where it did not. Running sums in window order, as :meth:`Skill.add` makes them one window at a time."""
+def walk_forward_skill(means, realised, delay: int = 0) -> tuple[np.ndarray, Skill]:
+    """The factor b* each window ``k`` of one strategy sizes with, from the windows ``j < k - delay`` alone
+    (``[W]``), and the :class:`Skill` the next decision reads (every window but the last ``delay``). ``means``
+    ``[W]``: the forecast trade means (:attr:`OrderSamples.means`); ``realised`` ``[W]``: the unit-size gross return
+    where the order filled, NaN where it did not. ``delay`` 1 under the next-open exit rule: window k-1 exits at
+    the open after window k's decision, so its outcome is not known to it
+    (:data:`marketcast.backtest.engine.Exits.delay`). Running sums in window order, as :meth:`Skill.add` makes
+    them one window at a time."""
     m, r = np.asarray(means, dtype=np.float64), np.asarray(realised, dtype=np.float64)
     ok = np.isfinite(m) & np.isfinite(r)
     m, r = np.where(ok, m, 0.0), np.where(ok, r, 0.0)
     sums = [np.cumsum(x) for x in (ok.astype(np.int64), m * m, m * r, r * r)]
-    before = [np.concatenate([[0], s[:-1]]) for s in sums]
-    final = Skill(*(int(sums[0][-1]) if len(m) else 0,
-                    *(float(s[-1]) if len(m) else 0.0 for s in sums[1:])))
+    lag = 1 + delay
+    before = [np.concatenate([np.zeros(min(lag, len(s)), dtype=s.dtype), s[:-lag]]) for s in sums]
+    last = len(m) - 1 - delay
+    final = Skill(*(int(sums[0][last]) if last >= 0 else 0,
+                    *(float(s[last]) if last >= 0 else 0.0 for s in sums[1:])))
     return skill_estimate(*before)[2], final
 
 

@@ -202,12 +202,13 @@ def advance(name: str, state: Any, view: WindowView, bar_next: Bar, settlement: 
 
 
 def step(name: str, view: WindowView, state: Any, bar_next: Bar, params: StrategyParams,
-         sizer: Callable[[Decision], float] | None = None) -> tuple[Decision, Settlement, Any]:
+         sizer: Callable[[Decision], float] | None = None, exit_open: float | None = None
+         ) -> tuple[Decision, Settlement, Any]:
     """One walk-forward window of one strategy: decide at t, settle on bar t+1 with the decision's size
     (``sizer(decision)``, e.g. :func:`marketcast.backtest.engine.decision_size` over the window's samples; 1.0
-    without one), advance the state (the backtest engine and the live planner's carried backtest both walk
-    with this step)."""
+    without one) and exiting at ``exit_open`` (bar t+2's open) when given, advance the state (the backtest
+    engine and the live planner's carried backtest both walk with this step)."""
     decision = decide(name, view, state, params)
     size = 1.0 if sizer is None else sizer(decision)
-    settlement = settle(decision, bar_next, params.costs, params.fill_mode, params.same_bar, size)
+    settlement = settle(decision, bar_next, params.costs, params.fill_mode, params.same_bar, size, exit_open)
     return decision, settlement, advance(name, state, view, bar_next, settlement, params)

@@ -52,7 +52,8 @@ def level(result: SymbolResult) -> str:
 def title(result: SymbolResult) -> str:
     a = result.annualisation
     return (f"{result.symbol} · {result.asset_class} · {a.interval.label} bars · {a.periods_per_year:,g} periods a "
-            f"year · {result.windows} windows {result.decision_times[0]:%Y-%m-%d} → {result.settle_times[-1]:%Y-%m-%d}")
+            f"year · {result.windows} windows {result.decision_times[0]:%Y-%m-%d} → "
+            f"{result.settle_times[-1]:%Y-%m-%d} · exit {result.config.exit}")
 
 
 def strategy_label(name: str, best: str | None) -> str:

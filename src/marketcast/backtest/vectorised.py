@@ -144,9 +144,11 @@ def decision_sides(name: str, views: ForecastViews, p: StrategyParams) -> np.nda
     return STATELESS["simple" if name == "unprofit_shutdown" else name](views, p).side
 
 
-def walk(name: str, views: ForecastViews, bars: Bar, p: StrategyParams) -> Walk:
+def walk(name: str, views: ForecastViews, bars: Bar, p: StrategyParams, exit_open: np.ndarray | None = None) -> Walk:
     """Strategy ``name`` decided on every view and settled on its bar t+1 (``bars``: a :class:`Bar` of arrays
-    ``[N]``), starting from the strategy's initial state."""
+    ``[N]``), starting from the strategy's initial state; ``exit_open`` ``[N]``: bar t+2's open where the
+    execution rule exits there (NaN: at bar t+1's close; :mod:`marketcast.backtest.execution`). MaxDiff learns
+    its offsets from grid returns settled at bar t+1's close either way: known at the next decision."""
     offsets, state = None, initial_state(name)
     if name == "maxdiff":
         orders, offsets, state = maxdiff(views, bars, p)
@@ -154,5 +156,6 @@ def walk(name: str, views: ForecastViews, bars: Bar, p: StrategyParams) -> Walk:
         orders, state = unprofit_shutdown(views, bars, p)
     else:
         orders = STATELESS[name](views, p)
-    fills = settle_all(orders.side, orders.entry_limit, orders.take_profit, *bars, p.costs, p.fill_mode, p.same_bar)
+    fills = settle_all(orders.side, orders.entry_limit, orders.take_profit, *bars, p.costs, p.fill_mode, p.same_bar,
+                       exit_open)
     return Walk(orders, fills, offsets, state)

@@ -14,6 +14,7 @@ from typing import Annotated, Callable, Optional, Sequence
 import typer
 
 from marketcast.commands.flags import AsJson  # noqa: F401 (declared there: runs list imports no pandas)
+from marketcast.backtest.execution import DEFAULT_EXIT, EXIT_RULES
 from marketcast.commands.help import choice_list
 from marketcast.data.asset import ASSET_CLASSES
 from marketcast.data.load import ON_DUPLICATE
@@ -164,3 +165,8 @@ TradesPerPage = Annotated[int, typer.Option(
 FanDates = Annotated[Optional[list[str]], typer.Option(
     "--fan-date", help="Decision date of a forecast fan in the HTML tearsheet (YYYY-MM-DD); repeatable (default: "
                        "three spread over the run).")]
+Exit = Annotated[str, typer.Option(
+    "--exit", callback=one_of(EXIT_RULES), metavar=choice_list(EXIT_RULES),
+    help=f"Where a trade exits (docs/backtest.md#exit-rule; default {DEFAULT_EXIT}): close = a stock at its "
+         "session's close (market-on-close), next-open = at the next bar's open, as `trade run` exits, with a "
+         "same-side entry against that queued close refused as a wash.")]

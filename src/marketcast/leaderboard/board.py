@@ -55,7 +55,7 @@ def common_windows(bars, windows) -> int:
 
 def compare_models(symbols: str, models: str, weights: Optional[Sequence[str]], *, windows, samples: int,
                    context: int, seed: int, device: str, dtype: str, data_dir: Optional[Path],
-                   store: Optional[str]) -> Leaderboard:
+                   store: Optional[str], exit_rule: str = "close") -> Leaderboard:
     """Backtest the same windows with each model (a progress bar on stderr) and record one run.
 
     Every model trades only the forecast-driven strategies: a forecast-blind one trades the same whatever the
@@ -75,7 +75,7 @@ def compare_models(symbols: str, models: str, weights: Optional[Sequence[str]], 
     tickers = parse_symbols(symbols)
     bars = [load_symbol(s, data_dir=data_dir) for s in tickers]
     config = BacktestConfig(windows=common_windows(bars, windows), context=context, num_samples=samples, seed=seed,
-                            strategies=FORECAST_DRIVEN)
+                            strategies=FORECAST_DRIVEN, exit=exit_rule)
     refuse_tuned(chosen, bars, config)
     runs = []
     with progress_steps(len(names) * (len(bars) + 2), "models compare") as step:  # load, forecast, simulate

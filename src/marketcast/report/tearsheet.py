@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from marketcast.backtest.context import context_text
+from marketcast.backtest.execution import describe as describe_exit
 from marketcast.backtest.engine import SymbolResult
 from marketcast.backtest.fans import Fan
 from marketcast.backtest.glossary import GLOSSARY
@@ -213,7 +214,7 @@ def tearsheet_html(reports: Sequence[SymbolReport], leaderboard: Sequence[dict] 
     subtitle = (f"Generated {first.generated_at}. Model {first.forecast_meta.get('model')}, {cfg.num_samples} samples, "
                 f"seed {cfg.seed}, point forecast {cfg.point}, context {context_text(results)}, "
                 f"fill mode {cfg.fill_mode}, same-bar {cfg.same_bar}. Returns net of fees and half the spread per "
-                "side; each decision at bar t is settled on bar t+1. " + SENTENCE)
+                f"side; {describe_exit(cfg.exit).replace('`', '')}. " + SENTENCE)
     subtitle += f" {paths_text(first.forecast_meta)}" if paths_text(first.forecast_meta) else ""
     rows = model_verdicts(models) if leaderboard and models else [(r.symbol, verdict_of(r)) for r in results]
     body = verdict_html(rows) + random_banner(leaderboard)

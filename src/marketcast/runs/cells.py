@@ -63,6 +63,8 @@ class Cell:
         settings = self.settings()
         if self.timezone is None:  # ids of runs recorded before --timezone existed stay the same
             del settings["timezone"]
+        if self.config.exit == "close":  # and those recorded before --exit existed (the close was the rule)
+            del settings["exit"]
         return digest({"symbol": self.symbol, **settings, **given})
 
     @property
