@@ -19,6 +19,17 @@ _SPECIAL = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character 
             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
 
 
+def special(path: str | Path) -> str | None:
+    """What ``path`` is when it exists and is neither a regular file nor a folder (links followed): "a named pipe
+    (FIFO)", "a character device", ...; None otherwise (absent, a regular file, a folder, a dangling link).
+    Only ``stat`` is called: nothing is opened."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    return next((name for test, name in _SPECIAL if test(mode) and not stat.S_ISDIR(mode)), None)
+
+
 def input_file(path: str | Path, error: type[MarketcastError], what: str = "a file") -> Path:
     """``path`` when it is a regular file (a symlink to one is fine); else one ``error`` line naming what it is
     instead and asking for ``what``: no such file, a symlink that loops or dangles, a FIFO, a device, a socket

@@ -24,6 +24,7 @@ from marketcast.console import console, err_console, print_json, progress_steps
 from marketcast.errors import ConfigError, ExitCode
 from marketcast.forecast.registry import MODEL_NAMES
 from marketcast.settings import CONFIG_FILE, ENV_FILE, given_flags, resolve, with_options
+from marketcast.trade.journal.files import check_state_files
 from marketcast.trade.journal.shadow import METRICS
 from marketcast.trade.launch import open_venue, resolve_command, setup_logging
 
@@ -273,6 +274,7 @@ def status(
 
     if not state_dir.exists():
         raise ConfigError(f"{state_dir}: no such state dir; run `marketcast trade run` or `replay` first")
+    check_state_files(state_dir)  # a FIFO or a device there is refused before anything reads or replaces it
     if html:
         from marketcast.report.live import PAGE_NAME, read_state, status_html
         from marketcast.report.page import write_page
