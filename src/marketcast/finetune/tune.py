@@ -150,7 +150,7 @@ def tune(request: TuneRequest, on_trained: Callable[[Tuned], None] = lambda tune
     import torch
 
     from marketcast.data import load_symbol
-    from marketcast.fileio import exclusive, make_folder, write_files
+    from marketcast.fileio import check_writable, exclusive, make_folder, write_files
     from marketcast.finetune.loop import (
         CHECKPOINT,
         Hyper,
@@ -165,6 +165,7 @@ def tune(request: TuneRequest, on_trained: Callable[[Tuned], None] = lambda tune
     if (dev.type == "cuda" and not torch.cuda.is_available()) or (dev.type == "mps"
                                                                   and not torch.backends.mps.is_available()):
         raise ConfigError(f"--device {r.device}: {dev.type.upper()} is not available here; use --device cpu")
+    check_writable(out, "--out")  # a file, a FIFO or a device there is refused before the bars and the weights
     hyper = Hyper(steps=r.steps, lr=r.lr, batch_size=r.batch_size, context=r.context, horizon=r.horizon,
                   lora=r.lora, dtype=r.dtype, seed=r.seed, eval_every=r.eval_every, patience=r.patience,
                   checkpoint_every=r.checkpoint_every, model=r.model, weights=r.weights or "auto")

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from marketcast.errors import ConfigError, StateError, StoreWarning, first_line
+from marketcast.runs.bounded import Bounds, limited, run_bounded
 
 PART_GLOB = "part-*.parquet"
 COMPACT_GLOB = "compact-*.parquet"
@@ -466,12 +467,21 @@ class StoreReader:
         """The result of one SELECT over the views; a part that fails to read on the way is skipped."""
         return self._execute(sql, params, run_ids, lambda result: result.df())
 
+    def bounded_query(self, sql: str, bounds: Bounds, run_ids: list[str] | None = None) -> tuple[pd.DataFrame, bool]:
+        """``runs query``: :meth:`query` with at most ``bounds.seconds`` of query time and ``bounds.rows`` rows
+        (:mod:`marketcast.runs.bounded`), stopped at once by SIGINT/SIGTERM; ``(frame, whether rows were cut)``."""
+        self._statement(sql)  # the user's text alone is one SELECT: the LIMIT around it cannot change that
+        frame = self._execute(limited(sql, bounds.rows), None, run_ids, lambda result: result.df(), bounds.seconds)
+        return frame.iloc[:bounds.rows], len(frame) > bounds.rows
+
     def records(self, sql: str, params: list | None = None, run_ids: list[str] | None = None) -> list[dict]:
         """:meth:`query`'s rows as plain dicts, without pandas (``runs list`` imports none)."""
         return self._execute(sql, params, run_ids, lambda result: [
             dict(zip([d[0] for d in result.description], row)) for row in result.fetchall()])
 
-    def _execute(self, sql: str, params: list | None, run_ids: list[str] | None, fetch):
+    def _execute(self, sql: str, params: list | None, run_ids: list[str] | None, fetch,
+                 seconds: float | None = None):
+        """``fetch`` of the statement's result; with ``seconds``, on a worker thread under that time limit."""
         duckdb = duckdb_module()
 
         statement = self._statement(sql)
@@ -479,7 +489,9 @@ class StoreReader:
             shared, files = self._cached(run_ids)
             con = shared.cursor()
             try:
-                return fetch(con.execute(statement, params or []))
+                if seconds is None:
+                    return fetch(con.execute(statement, params or []))
+                return run_bounded(con, lambda: fetch(con.execute(statement, params or [])), seconds)
             except duckdb.Error as exc:
                 if isinstance(exc, duckdb.PermissionException):
                     raise ConfigError(f"query refused: it may read only the run store's own parts, not other "
