@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from marketcast.errors import ConfigError
-from marketcast.paths import input_file
+from marketcast.paths import input_file, read_text
 
 CONFIG_FILE = "marketcast.toml"
 ENV_FILE = ".env.compile"
@@ -53,8 +53,13 @@ def read_env_file(path: str | Path | None) -> dict[str, str]:
     """KEY -> raw value of every assignment in a ``.env``-style file (quotes stripped); {} if absent."""
     if path is None or not Path(path).exists():
         return {}
+    input_file(path, ConfigError, "a settings file of KEY=VALUE lines")  # a FIFO or /dev/zero: one line, no hang
+    try:
+        text = read_text(path)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror}); pass a settings file of KEY=VALUE lines") from None
     out: dict[str, str] = {}
-    for line in Path(path).read_text().splitlines():
+    for line in text.splitlines():
         if line.lstrip().startswith("#"):
             continue
         m = _LINE.match(line)
@@ -252,7 +257,7 @@ def read_config(path: Path | None, section: str, settings: Sequence[Setting]) ->
         return {}
     input_file(path, ConfigError, "a TOML config file")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_text(path))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc}); fix the file") from None
     except OSError as exc:

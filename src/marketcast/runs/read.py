@@ -21,6 +21,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import stat
 import sys
 import warnings
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from marketcast.errors import ConfigError, StateError, StoreWarning, first_line
+from marketcast.paths import read_text
 from marketcast.runs.bounded import Bounds, limited, run_bounded
 
 PART_GLOB = "part-*.parquet"
@@ -210,7 +212,7 @@ class StoreReader:
         """``(info, None)``, ``(None, why it is damaged)``, or ``(None, None)`` when there is no ``run.json``."""
         path = self.run_dir(run_id) / "run.json"
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_text(path)  # a FIFO or a device in its place is damage, named, not a hang
         except (FileNotFoundError, NotADirectoryError):
             return None, None
         except (OSError, UnicodeDecodeError) as exc:
@@ -249,14 +251,21 @@ class StoreReader:
         and let go at once, on the file opened read-only, so a read-only store is probed too; no lock file:
         no one ever wrote the run under a lock. A run whose ``run.json`` says ``running`` while no one holds it
         was stopped without its cleanup (SIGKILL, a power cut)."""
-        try:
-            with open(self.run_dir(run_id) / LOCK, "rb") as fh:
-                fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                fcntl.flock(fh, fcntl.LOCK_UN)
-        except BlockingIOError:
-            return True
+        try:  # opened without blocking: a FIFO in its place is no lock (nor a hang)
+            fd = os.open(self.run_dir(run_id) / LOCK, os.O_RDONLY | os.O_NONBLOCK)
         except OSError:  # no lock file
             return False
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return False
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
         return False
 
     def infos(self) -> dict[str, dict]:
@@ -287,7 +296,7 @@ class StoreReader:
 
     def resolve(self, ref: str) -> str:
         """A run id from its full id, a unique prefix, or ``latest``."""
-        if ref not in ("latest", ".", "..") and Path(ref).name == ref and (self.run_dir(ref) / "run.json").is_file():
+        if ref not in ("latest", ".", "..") and Path(ref).name == ref and (self.run_dir(ref) / "run.json").exists():
             self.info(ref)  # a damaged run.json, named: a StateError
         runs = self.run_ids()
         if not runs:
@@ -320,7 +329,7 @@ class StoreReader:
         """The run's ``manifest.json``; None without one (or a damaged one, skipped with a warning)."""
         path = folder / MANIFEST
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(read_text(path))
         except (FileNotFoundError, NotADirectoryError):
             return None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -359,7 +368,7 @@ class StoreReader:
         out = {}
         for run_id in run_ids:
             try:
-                data = json.loads((self.run_dir(run_id) / SUMMARY).read_text(encoding="utf-8"))
+                data = json.loads(read_text(self.run_dir(run_id) / SUMMARY))
             except (OSError, UnicodeDecodeError, json.JSONDecodeError):
                 continue
             good = (isinstance(data, dict) and all(isinstance(data.get(k), int) and not isinstance(data.get(k), bool)
