@@ -74,9 +74,11 @@ def tune_symbols(values: Optional[list[str]], data_dir: Optional[Path]) -> list[
 
 def check_out(out: Path, resume: bool) -> None:
     """Refuse an ``--out`` that is a file, or holds something without ``--resume``, or has nothing to resume."""
+    from marketcast.fileio import refuse_special
     from marketcast.finetune.loop import CHECKPOINT
     from marketcast.forecast.tuning import FILE_NAME
 
+    refuse_special(out, "--out")  # a FIFO or a device: exit 3, as every output path
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file; choose a folder for the tuned weights")
     busy = out.is_dir() and any(out.iterdir())
