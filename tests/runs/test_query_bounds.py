@@ -100,7 +100,7 @@ def start_query(store: Path, sql: str) -> subprocess.Popen:
     src = str(Path(marketcast.__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
     return subprocess.Popen([sys.executable, "-m", "marketcast.commands", "runs", "query", "--store", str(store),
-                             "--timeout", "300", sql], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             "--timeout", "200", sql], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
 
 
@@ -112,13 +112,18 @@ def start_query(store: Path, sql: str) -> subprocess.Popen:
 @pytest.mark.parametrize("sql", [ENDLESS, HUGE.replace("*", "sum(range)"), CROSS])
 def test_a_signal_stops_a_running_query_with_its_code_and_one_line(tmp_path, signum, code, line, sql):
     proc = start_query(tmp_path / "runs", sql)
-    deadline = time.monotonic() + 120
-    while proc.poll() is None and not handles_signals(proc.pid) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(1.0)  # the store opened, the query running on its worker thread
-    assert proc.poll() is None, proc.communicate()
-    proc.send_signal(signum)
-    out, err = proc.communicate(timeout=120)
+    try:
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and not handles_signals(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(1.0)  # the store opened, the query running on its worker thread
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:  # a failed wait: never leave the query running
+            proc.kill()
+            proc.communicate()
     assert (proc.returncode, err.strip().splitlines(), out) == (code, [line], "")
     assert listing(tmp_path) == []
 

@@ -97,6 +97,8 @@ def test_plot_output_folder_env_file_and_finetune_out_refuse_special_files(tmp_p
     # the symbol does not exist: had the data been read first, this would be exit 2 naming it
     line = one_line(capsys, ["backtest", "NOSUCH", "--output-dir", str(out)], 3)
     assert line.startswith(f"error: --output-dir {out} holds {inside}: is a ")
+    line = one_line(capsys, ["compile", "check", "--model", "toto", "--output-dir", str(out)], 3)  # before any model loads
+    assert line.startswith(f"error: --output-dir {out} holds {inside}: is a ")
     line = one_line(capsys, ["compile", "enable", "--env-file", str(node)], 3)
     assert line.startswith(f"error: --env-file {node}: is a ")
     line = one_line(capsys, ["finetune", "--until", "2016-12-30", "--out", str(node)], 3)
