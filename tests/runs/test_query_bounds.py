@@ -78,6 +78,16 @@ def test_rows_past_the_row_limit_are_cut_and_said_so(tmp_path, capsys):
     assert len(json.loads(out)) == 10 and err == ""  # exactly the limit: nothing was cut, nothing said
 
 
+@pytest.mark.parametrize("sql", ["SELECT 1 AS x;", "SELECT 1 AS x; -- the end", "SELECT 1 AS x -- one\n;",
+                                 "SELECT 1 AS x;;", "SELECT 1 AS x /* ; */"])
+def test_a_closing_semicolon_or_comment_still_reads_under_the_row_limit(tmp_path, capsys, sql):
+    assert main(["runs", "query", "--store", str(tmp_path / "runs"), "--json", sql]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == [{"x": 1}] and err == ""
+    assert main(["runs", "query", "--store", str(tmp_path / "runs"), "--json", "SELECT ';' AS x"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"x": ";"}]  # a ';' inside a string is no statement's end
+
+
 @pytest.mark.parametrize("option, value", [("--timeout", "0"), ("--timeout", "86401"), ("--timeout", "nan"),
                                            ("--max-rows", "0"), ("--max-rows", "10000001")])
 def test_the_limits_themselves_are_bounded(tmp_path, capsys, option, value):

@@ -86,6 +86,20 @@ def read_footer(path: Path, size: int) -> tuple[list[str] | None, str | None]:
         return None, f"cannot be read as Parquet ({first_line(exc)})"
 
 
+def _without_end(sql: str) -> str:
+    """``sql`` without its closing ``;`` (and the comments after it), which cannot stand inside a subquery; a
+    ``;`` in a string or a comment is no token and stays."""
+    duckdb = duckdb_module()
+
+    end = len(sql)
+    for position, kind in reversed(duckdb.tokenize(sql)):
+        if kind == duckdb.token_type.operator and sql[position] == ";":
+            end = position
+        elif kind != duckdb.token_type.comment:
+            break
+    return sql[:end]
+
+
 def duckdb_module():
     """The duckdb module, imported with SIGTERM/SIGINT deferred (:func:`~marketcast.signals.shielded`): a
     signal's exception raised inside its native module's start-up aborts the process ("Critical nanobind
@@ -480,7 +494,8 @@ class StoreReader:
         """``runs query``: :meth:`query` with at most ``bounds.seconds`` of query time and ``bounds.rows`` rows
         (:mod:`marketcast.runs.bounded`), stopped at once by SIGINT/SIGTERM; ``(frame, whether rows were cut)``."""
         self._statement(sql)  # the user's text alone is one SELECT: the LIMIT around it cannot change that
-        frame = self._execute(limited(sql, bounds.rows), None, run_ids, lambda result: result.df(), bounds.seconds)
+        frame = self._execute(limited(_without_end(sql), bounds.rows), None, run_ids, lambda result: result.df(),
+                              bounds.seconds)
         return frame.iloc[:bounds.rows], len(frame) > bounds.rows
 
     def records(self, sql: str, params: list | None = None, run_ids: list[str] | None = None) -> list[dict]:
