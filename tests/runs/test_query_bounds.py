@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import socket
-import stat
 import subprocess
 import sys
 import time
@@ -21,6 +20,8 @@ import pytest
 import marketcast
 from marketcast.commands import main
 from marketcast.runs.read import StoreReader
+from tests.spine.test_interrupts import handles_sigterm  # the command's own handlers are in: it runs
+from tests.spine.test_special_outputs import make_special as special_file
 
 ENDLESS = "WITH RECURSIVE t(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM t) SELECT count(*) FROM t"
 HUGE = "SELECT * FROM range(10000000000000)"  # 10^13 rows
@@ -37,14 +38,7 @@ def one_line(capsys, argv: list[str], code: int) -> tuple[str, str]:
 
 
 def make_special(path: Path, kind: str) -> Path:
-    if kind == "fifo":
-        os.mkfifo(path)
-    else:
-        try:  # the numbers of /dev/zero, which streams without end
-            os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 5))
-        except PermissionError:
-            pytest.skip("this process may not create character devices (mknod needs CAP_MKNOD)")
-    return path
+    return special_file(path, kind, (1, 5))  # a device with the numbers of /dev/zero, which streams without end
 
 
 def listing(folder: Path) -> list[str]:
@@ -95,17 +89,6 @@ def test_the_limits_themselves_are_bounded(tmp_path, capsys, option, value):
     assert line.startswith(f"error: Invalid value for '{option}'")
 
 
-def handles_signals(pid: int) -> bool:
-    """Whether ``pid`` catches SIGTERM (``SigCgt`` of /proc/PID/status), which only the command's own handlers do
-    (Python catches SIGINT from its start): the command runs, and the query is about to start."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    caught = next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:"))
-    return bool(int(caught, 16) >> (signal.SIGTERM - 1) & 1)
-
-
 def start_query(store: Path, sql: str) -> subprocess.Popen:
     src = str(Path(marketcast.__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
@@ -124,7 +107,7 @@ def test_a_signal_stops_a_running_query_with_its_code_and_one_line(tmp_path, sig
     proc = start_query(tmp_path / "runs", sql)
     try:
         deadline = time.monotonic() + 120
-        while proc.poll() is None and not handles_signals(proc.pid) and time.monotonic() < deadline:
+        while proc.poll() is None and not handles_sigterm(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.01)
         time.sleep(1.0)  # the store opened, the query running on its worker thread
         assert proc.poll() is None, proc.communicate()

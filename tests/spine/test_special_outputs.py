@@ -22,13 +22,13 @@ KINDS = ("fifo", "chardev")
 PERIOD = ["--start", "2020-01-02", "--end", "2020-02-03"]  # the replay's; refused before its bars are read
 
 
-def make_special(path: Path, kind: str) -> Path:
-    """A FIFO, or a character device with the numbers of /dev/null (1, 3), at ``path``."""
+def make_special(path: Path, kind: str, numbers: tuple[int, int] = (1, 3)) -> Path:
+    """A FIFO, or a character device with the numbers of /dev/null (1, 3; /dev/zero is 1, 5), at ``path``."""
     if kind == "fifo":
         os.mkfifo(path)
     else:
         try:
-            os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+            os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(*numbers))
         except PermissionError:
             pytest.skip("this process may not create character devices (mknod needs CAP_MKNOD)")
     return path
