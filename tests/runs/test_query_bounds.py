@@ -144,6 +144,31 @@ def test_a_fifo_as_a_runs_lock_is_no_writer_and_no_hang(tmp_path):
 
 
 @pytest.mark.timeout(120)
+def test_fifos_as_a_runs_part_and_manifest_are_skipped_and_named(tmp_path, capsys):
+    root = tmp_path / "runs"
+    (root / "r1").mkdir(parents=True)
+    (root / "r1" / "run.json").write_text('{"run_id": "r1", "kind": "sweep", "status": "done", '
+                                         '"created_at": "2030-01-01T00:00:00"}')
+    part, manifest = root / "r1" / "part-0001.parquet", root / "r1" / "manifest.json"
+    os.mkfifo(part)
+    os.mkfifo(manifest)
+    line, out = one_line(capsys, ["runs", "query", "--store", str(root), "--json", "SELECT count(*) AS n FROM rows"], 0)
+    assert json.loads(out) == [{"n": 0}]
+    assert line == (f"warning: skipped 2 damaged files of the run store: {manifest} cannot be read (is a named pipe "
+                    f"(FIFO), not a regular file); {part} is a named pipe (FIFO), not a regular file; move them away "
+                    "or re-run what wrote it")
+
+
+def test_a_fifo_as_the_paper_clock_file_is_one_line(tmp_path):
+    from marketcast.errors import ConfigError
+    from marketcast.trade.launch import file_clock
+
+    os.mkfifo(tmp_path / "clock")
+    with pytest.raises(ConfigError, match=r"--clock-file .*clock: is a named pipe \(FIFO\), not a regular file"):
+        file_clock(tmp_path / "clock")()
+
+
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("kind", ["fifo", "chardev"])
 def test_a_special_settings_file_is_one_line_not_a_hang(tmp_path, capsys, monkeypatch, kind):
     node = make_special(tmp_path / "env", kind)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from marketcast.errors import ConfigError, StateError, StoreWarning, first_line
-from marketcast.paths import read_text
+from marketcast.paths import read_text, special
 from marketcast.runs.bounded import Bounds, limited, run_bounded
 
 PART_GLOB = "part-*.parquet"
@@ -76,8 +76,9 @@ def read_footer(path: Path, size: int) -> tuple[list[str] | None, str | None]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    if size == 0:
-        return None, "is empty (0 bytes)"
+    if size == 0:  # a FIFO or a device has no size either: never opened, named for what it is
+        kind = special(path)
+        return None, f"is {kind}, not a regular file" if kind else "is empty (0 bytes)"
     try:
         return pq.read_metadata(path).schema.names, None
     except FileNotFoundError:
