@@ -13,7 +13,10 @@ The reader is the side that finds damage, so it handles it: a damaged ``run.json
 short, empty, not a JSON object, a field of the wrong type) is skipped, and named in one
 :class:`~marketcast.errors.StoreWarning`, so one bad file never hides the rest. Queries run on an in-memory
 DuckDB that may read only the store's own parts (external access off, the configuration locked) and take
-exactly one SELECT.
+exactly one SELECT; a user's query (``runs query``) runs under a time and a row limit and stops at a signal
+(:mod:`marketcast.runs.bounded`). Every file is read only once it is known to be a regular file
+(:func:`marketcast.paths.read_regular`): a FIFO or a device in place of a ``run.json``, a manifest or a part is
+damage, named, never a read that waits for ever.
 """
 
 from __future__ import annotations
