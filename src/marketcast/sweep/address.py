@@ -5,7 +5,9 @@ GCS connection for a minute whatever the address. So the address is read first (
 ``ray://HOST:PORT`` for Ray Client; ``auto`` and ``local`` are Ray's own words and pass), the port must be
 1..65535 (exit 2), and the host must answer a TCP connection on that port within :data:`CONNECT_TIMEOUT_S`
 (else exit 6, the service is unavailable). The name lookup runs on a worker thread so that it too keeps the
-deadline (``getaddrinfo`` has no timeout of its own).
+deadline (``getaddrinfo`` has no timeout of its own). A port that answers but is not a Ray GCS passes this check
+and is left to Ray's own retries (minutes): bounding those means Ray's internal timeouts, which also govern a
+running sweep's reconnections.
 """
 
 from __future__ import annotations
