@@ -9,15 +9,19 @@ code  name            meaning
 0     OK              done
 1     CHECK_FAILED    a check ran and its verdict is FAIL (``compile check --mode production-check``,
                       ``compile compare``, ``runs compare``), or a ``sweep`` ran with failed cells
-2     USAGE           bad input: an option, a config value, a data file; fix it and run again
+2     USAGE           bad input: an option (one past its upper limit too), a config value, a data
+                      file, a settings file that is a FIFO or a device, a ``runs query`` stopped at
+                      its ``--timeout``; fix it and run again
 3     STATE           a file or folder cannot be used: a corrupt or foreign state database, a run
                       store that is a file or holds a damaged part, an output folder or plot path that
-                      cannot be created or written (checked before any work), a full disk, an output
-                      folder another marketcast process is writing; nothing was half-written
+                      cannot be created or written, an output or state path that is a FIFO, a device
+                      or a socket (both checked before any work), a full disk, an output folder
+                      another marketcast process is writing; nothing was half-written
 4     AUTH            the broker refused the credentials
 5     HALTED          trading is halted (a risk limit tripped, or the journal and the broker disagree);
                       see ``trade status``, then ``trade resume`` / ``trade reconcile``
-6     UNAVAILABLE     the broker or the network stayed unavailable after retries; try again later
+6     UNAVAILABLE     the broker or the network stayed unavailable after retries, or a Ray cluster
+                      did not answer within its deadline; try again later
 130   INTERRUPTED     stopped by Ctrl-C (SIGINT); temporary files removed; a sweep's run marked
                       interrupted; a backtest stopped before its commit records nothing, one stopped
                       during or after it finishes the record first and says so

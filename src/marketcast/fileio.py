@@ -14,6 +14,10 @@ removes the temporary folder. ``.<dest>.lock`` beside it holds an exclusive ``fl
 second command writing the same folder is refused (one line, exit 3: the folder is busy, nothing is wrong with
 the input); the lock file is removed when the command ends, and a lock of a killed process dies with it.
 
+Outputs only ever replace regular files: a path that exists as a FIFO, a device or a socket (``--csv /dev/null``)
+is refused with one :class:`StateError` line (exit 3), by :func:`check_writable` before any work and again by
+the writer itself just before its rename, which would otherwise put a regular file in place of the device node.
+
 A path that does not work (no such folder, a file where a folder should be) is the caller's ``error`` (bad
 input, exit 2); every other failure to write (a full disk, a quota, no permission, a read-only filesystem) is a
 :class:`StateError` (exit 3): the input is fine, the machine is not.
@@ -34,6 +38,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Mapping, Union
 
 from marketcast.errors import MarketcastError, StateError
+from marketcast.paths import special
 from marketcast.signals import shielded
 
 Content = Union[bytes, str, Callable[[Path], object]]  # the bytes, the text, or a function writing the path
@@ -52,13 +57,33 @@ def write_error(path: Path, exc: OSError, error: type[MarketcastError], what: st
     return StateError(f"{path}: {what} ({reason}); free space or fix the permissions and run again")
 
 
+def refuse_special(path: str | Path, what: str = "") -> Path:
+    """``path`` unless it exists as something other than a regular file or a folder (a FIFO, a device, a socket,
+    or a link to one): then one :class:`StateError` line (exit 3) naming ``what`` (the option) and what it is."""
+    kind = special(path)
+    if kind is not None:
+        label = f"{what} {path}" if what else str(path)
+        raise StateError(f"{label}: is {kind}, not a regular file; marketcast reads and replaces only regular "
+                         "files: choose another path or remove it")
+    return Path(path)
+
+
 def check_writable(path: str | Path, what: str, folder: bool = True) -> Path:
     """Before any work: ``path`` (an output folder, or a file when ``folder`` is False) can be created or replaced
-    and written; else one :class:`StateError` line (exit 3) naming ``what`` (the option) and the fix. Nothing is
+    and written; else one :class:`StateError` line (exit 3) naming ``what`` (the option) and the fix: a FIFO or a
+    device at ``path``, or directly in the folder ``path``, is refused too (:func:`refuse_special`). Nothing is
     left behind: the nearest folder that exists gets a hidden probe file, created and removed (a file where a
     folder should be, a read-only or pseudo filesystem, a missing permission all show there). A backtest used to
     run for 11 s before finding its ``--output-dir`` was a file."""
     path = Path(os.path.abspath(Path(path).expanduser()))
+    refuse_special(path, what)
+    if folder and path.is_dir():  # the files the command replaces there: none may be a FIFO or a device
+        try:
+            entries = [entry.path for entry in os.scandir(path)]
+        except OSError:
+            entries = []  # an unreadable folder: the probe below names it
+        for entry in entries:
+            refuse_special(entry, f"{what} {path} holds")
     if folder and path.exists() and not path.is_dir():
         raise StateError(f"{what} {path}: exists and is not a folder; choose another folder")
     if not folder and path.is_dir():
@@ -114,6 +139,8 @@ def write_files(folder: str | Path, files: Mapping[str, Content],
                 error: type[MarketcastError] = MarketcastError, mode: int | None = None) -> list[Path]:
     """Write ``name -> content`` into ``folder`` all or nothing; returns the paths written."""
     root = make_folder(folder, error)
+    for name in files:
+        refuse_special(root / name)
     staged: list[tuple[Path, Path]] = []
     renamed = 0
     try:
@@ -126,6 +153,8 @@ def write_files(folder: str | Path, files: Mapping[str, Content],
             _write(tmp, content)
             if mode is None and final.exists():
                 os.chmod(tmp, final.stat().st_mode & 0o7777)
+        for _, final in staged:  # again at the last moment: a rename would put a file in place of a device
+            refuse_special(final)
         for tmp, final in staged:
             os.replace(tmp, final)
             renamed += 1
@@ -248,6 +277,8 @@ def _carry_over(dest: Path, stage: Path, error: type[MarketcastError]) -> None:
     write stays, as it did when files were replaced one by one. A folder holding sub-folders is refused (one
     ``error`` line): a mistyped ``--output-dir .`` must never swap a project away."""
     entries = list(dest.iterdir())
+    for entry in entries:
+        refuse_special(entry)
     odd = [e.name for e in entries if e.is_symlink() or not e.is_file()]
     if odd:
         raise error(f"{dest} holds {', '.join(sorted(odd)[:3])}, which is not a plain file; write the outputs "
@@ -271,6 +302,7 @@ def output_folder(dest: str | Path, error: type[MarketcastError] = MarketcastErr
         dest = dest.resolve()
     if not dest.name:
         raise error(f"{dest} cannot be an output folder; choose a folder of its own")
+    refuse_special(dest)
     if dest.exists() and not dest.is_dir():
         raise error(f"{dest} exists and is not a folder; choose another output folder")
     parent = make_folder(dest.parent, error)

@@ -19,6 +19,43 @@ _SPECIAL = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character 
             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
 
 
+def special(path: str | Path) -> str | None:
+    """What ``path`` is when it exists and is neither a regular file nor a folder (links followed): "a named pipe
+    (FIFO)", "a character device", ...; None otherwise (absent, a regular file, a folder, a dangling link).
+    Only ``stat`` is called: nothing is opened."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    return next((name for test, name in _SPECIAL if test(mode) and not stat.S_ISDIR(mode)), None)
+
+
+class NotRegular(OSError):
+    """A path that was opened to be read and is a FIFO, a device, a socket or a folder (``strerror`` says which)."""
+
+
+def read_regular(path: str | Path, limit: int | None = None) -> bytes:
+    """The bytes of ``path`` once it is known to be a regular file: opened without blocking (a FIFO opens at
+    once, with no writer), then ``fstat`` on the open file (no swap between a check and the open) says what it
+    is; anything but a regular file raises :class:`NotRegular`. ``limit``: read at most this many bytes."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _SPECIAL if test(mode)), "not a regular file")
+            raise NotRegular(errno.EINVAL, f"is {kind}, not a regular file", str(path))
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read() if limit is None else fh.read(limit)
+    finally:
+        os.close(fd)
+
+
+def read_text(path: str | Path, encoding: str = "utf-8") -> str:
+    """:func:`read_regular` decoded (a ``UnicodeDecodeError`` as ``bytes.decode`` raises it)."""
+    return read_regular(path).decode(encoding)
+
+
 def input_file(path: str | Path, error: type[MarketcastError], what: str = "a file") -> Path:
     """``path`` when it is a regular file (a symlink to one is fine); else one ``error`` line naming what it is
     instead and asking for ``what``: no such file, a symlink that loops or dangles, a FIFO, a device, a socket

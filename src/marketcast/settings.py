@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from marketcast.errors import ConfigError
-from marketcast.paths import input_file
+from marketcast.paths import input_file, read_text
 
 CONFIG_FILE = "marketcast.toml"
 ENV_FILE = ".env.compile"
@@ -53,8 +53,13 @@ def read_env_file(path: str | Path | None) -> dict[str, str]:
     """KEY -> raw value of every assignment in a ``.env``-style file (quotes stripped); {} if absent."""
     if path is None or not Path(path).exists():
         return {}
+    input_file(path, ConfigError, "a settings file of KEY=VALUE lines")  # a FIFO or /dev/zero: one line, no hang
+    try:
+        text = read_text(path)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror}); pass a settings file of KEY=VALUE lines") from None
     out: dict[str, str] = {}
-    for line in Path(path).read_text().splitlines():
+    for line in text.splitlines():
         if line.lstrip().startswith("#"):
             continue
         m = _LINE.match(line)
@@ -259,7 +264,7 @@ def read_toml(path: str | Path, what: str) -> dict[str, Any]:
     :data:`MAX_TOML_DEPTH` levels."""
     path = input_file(path, ConfigError, what)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_text(path))  # opened without blocking: a FIFO swapped in after the check
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); save {what} as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:

@@ -9,6 +9,7 @@ import json
 import random
 import re
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -142,8 +143,12 @@ def test_a_refused_ray_connection_leaves_no_run(tmp_path, capsys, monkeypatch):
     spec.write_text(small_spec())
     monkeypatch.setattr(runner, "import_ray", lambda: _RefusingRay())
     root = tmp_path / "runs"
-    code, _, err = _cli(capsys, "sweep", str(spec), "--store", str(root), "--address", "127.0.0.1:9")
-    assert code == 6 and "cannot start or reach the Ray cluster at 127.0.0.1:9" in err, err
+    with socket.socket() as listener:  # answers TCP (the address check before Ray passes), but is no Ray
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        address = f"127.0.0.1:{listener.getsockname()[1]}"
+        code, _, err = _cli(capsys, "sweep", str(spec), "--store", str(root), "--address", address)
+    assert code == 6 and f"cannot start or reach the Ray cluster at {address}" in err, err
     assert not root.exists() or list(root.iterdir()) == []  # no run.json, no folder, no lock
 
 

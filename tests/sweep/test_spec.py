@@ -353,4 +353,4 @@ def test_a_repeated_axis_value_is_named(tmp_path, seeds, fees, words):
 
 def test_max_cells_must_be_positive(tmp_path, capsys):
     assert main(["sweep", str(_grid_spec(tmp_path, "[1]")), "--local", "--max-cells", "0"]) == 2
-    assert "--max-cells must be a whole number >= 1, got 0" in capsys.readouterr().err
+    assert "Invalid value for '--max-cells': Input should be greater than or equal to 1" in capsys.readouterr().err

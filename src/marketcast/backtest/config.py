@@ -13,6 +13,7 @@ from marketcast.backtest.sizing import POLICIES
 from marketcast.data.validate import MIN_BARS
 from marketcast.errors import ConfigError
 from marketcast.forecast.aggregate import validate_spec
+from marketcast.forecast.registry import MAX_SAMPLES
 
 MAXDIFF_GRIDS = ("atr", "percent")
 CALIBRATIONS = ("none", "conformal", "quantile")  # marketcast.calibrate.recalibrate.METHODS (scipy-free import)
@@ -104,8 +105,8 @@ class BacktestConfig:
             raise ConfigError(f"--windows must be >= 1, got {self.windows}")
         if self.context < 2:
             raise ConfigError(f"--context must be >= 2, got {self.context}")
-        if self.num_samples < 1:
-            raise ConfigError(f"--samples must be >= 1, got {self.num_samples}")
+        if not 1 <= self.num_samples <= MAX_SAMPLES:  # a sweep spec's num_samples too
+            raise ConfigError(f"--samples must be 1 to {MAX_SAMPLES:,}, got {self.num_samples:,}")
         self._check_min_context()
         validate_spec(self.point)
         lo, hi = self.ci_band

@@ -182,6 +182,11 @@ def check(
     the verdicts and a recommended mode per symbol."""
     from marketcast.compile.stress import CheckRequest, stress_check
 
+    from marketcast.fileio import check_writable, refuse_special
+
+    check_writable(output_dir, "--output-dir")  # a file, a FIFO or a device there: exit 3 before the stress runs
+    if apply:
+        refuse_special(env_file, "--env-file")
     gates = Thresholds(max_output_delta=max_output_delta, max_recompiles=max_recompiles, min_speedup=min_speedup,
                        max_memory_delta=max_memory_delta)
     outcome = stress_check(CheckRequest(

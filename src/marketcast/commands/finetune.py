@@ -31,7 +31,9 @@ Until = Annotated[str, typer.Option("--until", metavar="DATE", help="The last da
                                     "targets included, e.g. 2016-12-30; later bars stay out of sample.")]
 Steps = Annotated[int, typer.Option("--steps", min=1, help="Optimizer steps.")]
 Lr = Annotated[float, typer.Option("--lr", min=0.0, help="Peak learning rate (AdamW, warmup then cosine decay).")]
-BatchSize = Annotated[int, typer.Option("--batch-size", min=1, help="Windows per step.")]
+MAX_BATCH_SIZE = 65_536  # windows a step: far above what fits a GPU; a bigger value is a typo, refused before work
+BatchSize = Annotated[int, typer.Option("--batch-size", min=1, max=MAX_BATCH_SIZE,
+                                        help=f"Windows per step, at most {MAX_BATCH_SIZE:,}.")]
 Lora = Annotated[Optional[int], typer.Option(
     "--lora", metavar="RANK", help="Train rank-RANK LoRA adapters on the attention projections (merged into the "
                                    "weights on save), e.g. 8 (default: full fine-tuning).")]
@@ -48,8 +50,9 @@ Resume = Annotated[bool, typer.Option("--resume", help="Continue the training wh
 Evaluate = Annotated[bool, typer.Option(
     "--evaluate", help="After training, backtest base and tuned on the same windows after --until and print the "
                        "deltas with a paired test on per-window CRPS (default: off).")]
-Samples = Annotated[int, typer.Option("--samples", "-s", min=1,
-                                      help="--evaluate: forecast sample paths per window, e.g. 64.")]
+Samples = Annotated[int, typer.Option("--samples", "-s", min=1, max=options.MAX_SAMPLES,
+                                      help=f"--evaluate: forecast sample paths per window, e.g. 64, at most "
+                                           f"{options.MAX_SAMPLES:,}.")]
 
 
 def finetune(

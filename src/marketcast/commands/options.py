@@ -21,7 +21,7 @@ from marketcast.data.load import ON_DUPLICATE
 from marketcast.data.read import ON_BAD_LINE
 from marketcast.data.validate import MIN_BARS
 from marketcast.errors import ConfigError
-from marketcast.forecast.registry import MODEL_NAMES
+from marketcast.forecast.registry import MAX_HORIZON, MAX_SAMPLES, MODEL_NAMES
 from marketcast.report.paging import MAX_PER_PAGE, MIN_PER_PAGE, TRADES_PER_PAGE
 
 DTYPES = ("float32", "bfloat16")
@@ -88,7 +88,8 @@ Dtype = Annotated[str, typer.Option(
 Context = Annotated[int, typer.Option(
     "--context", "-c", min=MIN_BARS, help=f"Bars of history per forecast window, at least {MIN_BARS} (fewer "
                                           "available: all of them).")]
-Samples = Annotated[int, typer.Option("--samples", "-s", min=1, help="Forecast sample paths per window.")]
+Samples = Annotated[int, typer.Option("--samples", "-s", min=1, max=MAX_SAMPLES,
+                                      help=f"Forecast sample paths per window, at most {MAX_SAMPLES:,}.")]
 MinContext = Annotated[Optional[int], typer.Option(
     "--min-context", metavar="BARS", help="Real bars of history a window must hold to be scored, 3 to --context: "
                                           "windows with fewer are skipped (default: the model's own minimum, the "
@@ -127,7 +128,8 @@ Start = Annotated[Optional[str], typer.Option(
 End = Annotated[Optional[str], typer.Option(
     "--end", callback=day_callback, metavar="DATE",
     help="Last decision date, YYYY-MM-DD, e.g. 2023-12-29 (inclusive; default: the data's last settled bar).")]
-Horizon = Annotated[int, typer.Option("--horizon", "-H", min=1, help="Bars ahead to forecast.")]
+Horizon = Annotated[int, typer.Option("--horizon", "-H", min=1, max=MAX_HORIZON,
+                                      help=f"Bars ahead to forecast, at most {MAX_HORIZON:,}.")]
 DataDir = Annotated[Optional[Path], typer.Option(
     "--data-dir", help="Folder of <SYMBOL>.csv/.parquet bars (default: the embedded SP500 and NASDAQ).")]
 AssetClass = Annotated[Optional[list[str]], typer.Option(

@@ -23,6 +23,9 @@ STORE_OPT = typer.Option(None, "--store", help="Run store folder (default: $MARK
 RUN_ARG = typer.Argument(..., help="Run id, a unique prefix of it, or 'latest'.")
 SHOWN_ROWS = 40
 PLAIN_ABOVE = 200  # rows: `runs list` and `runs query` print plain columns past this many
+# `runs query`'s bounds (marketcast.runs.bounded): defaults that suit a person at a terminal, maxima for the options
+TIMEOUT_S, MAX_ROWS = 30.0, 10_000
+TIMEOUT_MAX_S, MAX_ROWS_MAX = 86_400.0, 10_000_000
 
 
 def open_store(path: Optional[Path]):
@@ -251,14 +254,27 @@ def query(
     run: Optional[str] = typer.Option(None, help="Only this run's rows, faster on a large store (default: every "
                                                  "run's)."),
     store: Optional[Path] = STORE_OPT,
+    timeout: float = typer.Option(TIMEOUT_S, "--timeout", min=0.001, max=TIMEOUT_MAX_S, metavar="SECONDS",
+                                  help=f"Stop the query after this long (exit 2), at most {TIMEOUT_MAX_S:,.0f}."),
+    max_rows: int = typer.Option(MAX_ROWS, "--max-rows", min=1, max=MAX_ROWS_MAX,
+                                 help=f"Show at most this many rows (a warning says when rows were cut), at most "
+                                      f"{MAX_ROWS_MAX:,}."),
     as_json: flags.AsJson = False,
 ) -> None:
     """Run one SELECT on the store, e.g. 'SELECT symbol, strategy, sharpe FROM results ORDER BY sharpe DESC LIMIT
-    10'. It reads only the store's parts: writing files, reading others, ATTACH, INSTALL and SET are refused."""
+    10'. It reads only the store's parts: writing files, reading others, ATTACH, INSTALL and SET are refused.
+    Ctrl-C stops a running query at once."""
+    import warnings
+
+    from marketcast.runs.bounded import Bounds
+
     runs = open_store(store)
     with runs.one_warning():
         run_ids = [runs.open_run(run)] if run else None
-        frame = runs.query(sql, run_ids=run_ids)
+        frame, cut = runs.bounded_query(sql, Bounds(timeout, max_rows), run_ids=run_ids)
+    if cut:
+        warnings.warn(f"the query returned more than {max_rows:,} rows; showing the first {max_rows:,} (add a "
+                      "LIMIT, or raise --max-rows)", UserWarning)
     _print_frame(frame.drop(columns=[c for c in ("record",) if c in frame.columns]), sql, as_json,
                  plain_above=PLAIN_ABOVE)
 

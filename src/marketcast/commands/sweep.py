@@ -26,8 +26,10 @@ Local = Annotated[bool, typer.Option("--local", help="Compute in this process, w
                                      "cells, see docs/scaling.md).")]
 DataDir = Annotated[Optional[Path], typer.Option(help="Folder of <SYMBOL>.csv/.parquet bars (default: the spec's "
                                                  "\\[data] dir).")]
-MaxCells = Annotated[int, typer.Option(help="Refuse a grid of more cells than this (counted from its axes before "
-                                        "any cell is built).")]
+MAX_MAX_CELLS = 10_000_000  # --max-cells itself: a grid this size is days of work on any cluster
+MaxCells = Annotated[int, typer.Option(min=1, max=MAX_MAX_CELLS,
+                                       help="Refuse a grid of more cells than this (counted from its axes before "
+                                            f"any cell is built), at most {MAX_MAX_CELLS:,}.")]
 Store = Annotated[Optional[Path], typer.Option(help="Run store folder (default: $MARKETCAST_RUN_STORE or "
                                                "out/runs).")]
 

@@ -24,6 +24,7 @@ from marketcast.console import console, err_console, print_json, progress_steps
 from marketcast.errors import ConfigError, ExitCode
 from marketcast.forecast.registry import MODEL_NAMES
 from marketcast.settings import CONFIG_FILE, ENV_FILE, given_flags, resolve, with_options
+from marketcast.trade.journal.files import check_state_files
 from marketcast.trade.journal.shadow import METRICS
 from marketcast.trade.launch import open_venue, resolve_command, setup_logging
 
@@ -274,6 +275,7 @@ def status(
     from marketcast.trade.ops.status import check_state_folder, status_data, status_rows
 
     check_state_folder(state_dir)
+    check_state_files(state_dir)  # a FIFO or a device there is refused before anything reads or replaces it
     if html:
         from marketcast.report.live import PAGE_NAME, read_state, status_html
         from marketcast.report.page import write_page

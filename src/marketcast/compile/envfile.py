@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Mapping
 
 from marketcast.errors import ConfigError
-from marketcast.fileio import write_atomic
+from marketcast.fileio import refuse_special, write_atomic
 
 _ASSIGN = re.compile(
     r"^(?P<lead>\s*(?:export\s+)?)(?P<key>[A-Za-z_][A-Za-z0-9_]*)(?P<eq>\s*=\s*)(?P<value>.*?)(?P<trail>\s*)$"
@@ -65,7 +65,7 @@ def render_updates(text: str, updates: Mapping[str, str]) -> str:
 
 def update_env_file(path: str | Path, updates: Mapping[str, str]) -> str:
     """Set ``updates`` in the env file at ``path`` (created if absent); returns the new text."""
-    target = Path(path)
+    target = refuse_special(path, "--env-file")  # a FIFO or a device: exit 3 before it is read or replaced
     if target.exists() and not target.is_file():
         raise ConfigError(f"{target} exists and is not a file")
     old = target.read_text() if target.exists() else ""

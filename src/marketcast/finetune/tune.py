@@ -74,10 +74,9 @@ def tune_symbols(values: Optional[list[str]], data_dir: Optional[Path]) -> list[
 
 def check_out(out: Path, resume: bool) -> None:
     """Refuse an ``--out`` that is a file, or holds something without ``--resume``, or has nothing to resume."""
+    from marketcast.fileio import check_writable
     from marketcast.finetune.loop import CHECKPOINT
     from marketcast.forecast.tuning import FILE_NAME
-
-    from marketcast.fileio import check_writable
 
     check_writable(out, "--out")  # a file, a read-only or pseudo filesystem: exit 3 before the weights load
     busy = out.is_dir() and any(out.iterdir())
@@ -167,7 +166,7 @@ def tune(request: TuneRequest, on_trained: Callable[[Tuned], None] = lambda tune
     import torch
 
     from marketcast.data import load_symbol
-    from marketcast.fileio import exclusive, make_folder, write_files
+    from marketcast.fileio import check_writable, exclusive, make_folder, write_files
     from marketcast.finetune.loop import (
         CHECKPOINT,
         Hyper,
@@ -182,6 +181,7 @@ def tune(request: TuneRequest, on_trained: Callable[[Tuned], None] = lambda tune
     if (dev.type == "cuda" and not torch.cuda.is_available()) or (dev.type == "mps"
                                                                   and not torch.backends.mps.is_available()):
         raise ConfigError(f"--device {r.device}: {dev.type.upper()} is not available here; use --device cpu")
+    check_writable(out, "--out")  # a file, a FIFO or a device there is refused before the bars and the weights
     hyper = Hyper(steps=r.steps, lr=r.lr, batch_size=r.batch_size, context=r.context, horizon=r.horizon,
                   lora=r.lora, dtype=r.dtype, seed=r.seed, eval_every=r.eval_every, patience=r.patience,
                   checkpoint_every=r.checkpoint_every, model=r.model, weights=r.weights or "auto")

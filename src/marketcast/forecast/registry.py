@@ -23,6 +23,11 @@ FACTORIES = {
     "tirex": "marketcast.forecast.adapters.tirex:create",
 }
 MODEL_NAMES = tuple(FACTORIES)
+#: Upper limits of the work one forecast may ask for (``--samples`` paths, ``--horizon`` bars ahead), far above
+#: any useful value (the defaults are 512 and 8): a bigger one is a typo that would run for hours or exhaust the
+#: memory (``backtest --samples 1000000000``: 10^9 paths a window), refused in one line before any work.
+MAX_SAMPLES = 100_000
+MAX_HORIZON = 10_000
 # model -> (the package it imports, the extra that installs it); choosing one without it is one line, exit 2
 OPTIONAL = {"chronos2": ("chronos", "chronos"), "timesfm": ("timesfm", "timesfm"), "tirex": ("tirex", "tirex")}
 

@@ -13,7 +13,10 @@ The reader is the side that finds damage, so it handles it: a damaged ``run.json
 short, empty, not a JSON object, a field of the wrong type) is skipped, and named in one
 :class:`~marketcast.errors.StoreWarning`, so one bad file never hides the rest. Queries run on an in-memory
 DuckDB that may read only the store's own parts (external access off, the configuration locked) and take
-exactly one SELECT.
+exactly one SELECT; a user's query (``runs query``) runs under a time and a row limit and stops at a signal
+(:mod:`marketcast.runs.bounded`). Every file is read only once it is known to be a regular file
+(:func:`marketcast.paths.read_regular`): a FIFO or a device in place of a ``run.json``, a manifest or a part is
+damage, named, never a read that waits for ever.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import stat
 import sys
 import warnings
 from contextlib import contextmanager
@@ -28,6 +32,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from marketcast.errors import ConfigError, StateError, StoreWarning, first_line
+from marketcast.paths import read_text, special
+from marketcast.runs.bounded import Bounds, limited, run_bounded
 
 PART_GLOB = "part-*.parquet"
 COMPACT_GLOB = "compact-*.parquet"
@@ -73,14 +79,29 @@ def read_footer(path: Path, size: int) -> tuple[list[str] | None, str | None]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    if size == 0:
-        return None, "is empty (0 bytes)"
+    if size == 0:  # a FIFO or a device has no size either: never opened, named for what it is
+        kind = special(path)
+        return None, f"is {kind}, not a regular file" if kind else "is empty (0 bytes)"
     try:
         return pq.read_metadata(path).schema.names, None
     except FileNotFoundError:
         return None, None
     except (OSError, pa.ArrowException) as exc:
         return None, f"cannot be read as Parquet ({first_line(exc)})"
+
+
+def _without_end(sql: str) -> str:
+    """``sql`` without its closing ``;`` (and the comments after it), which cannot stand inside a subquery; a
+    ``;`` in a string or a comment is no token and stays."""
+    duckdb = duckdb_module()
+
+    end = len(sql)
+    for position, kind in reversed(duckdb.tokenize(sql)):
+        if kind == duckdb.token_type.operator and sql[position] == ";":
+            end = position
+        elif kind != duckdb.token_type.comment:
+            break
+    return sql[:end]
 
 
 def duckdb_module():
@@ -209,7 +230,7 @@ class StoreReader:
         """``(info, None)``, ``(None, why it is damaged)``, or ``(None, None)`` when there is no ``run.json``."""
         path = self.run_dir(run_id) / "run.json"
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_text(path)  # a FIFO or a device in its place is damage, named, not a hang
         except (FileNotFoundError, NotADirectoryError):
             return None, None
         except (OSError, UnicodeDecodeError) as exc:
@@ -248,14 +269,21 @@ class StoreReader:
         and let go at once, on the file opened read-only, so a read-only store is probed too; no lock file:
         no one ever wrote the run under a lock. A run whose ``run.json`` says ``running`` while no one holds it
         was stopped without its cleanup (SIGKILL, a power cut)."""
-        try:
-            with open(self.run_dir(run_id) / LOCK, "rb") as fh:
-                fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                fcntl.flock(fh, fcntl.LOCK_UN)
-        except BlockingIOError:
-            return True
+        try:  # opened without blocking: a FIFO in its place is no lock (nor a hang)
+            fd = os.open(self.run_dir(run_id) / LOCK, os.O_RDONLY | os.O_NONBLOCK)
         except OSError:  # no lock file
             return False
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return False
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
         return False
 
     def infos(self) -> dict[str, dict]:
@@ -286,7 +314,7 @@ class StoreReader:
 
     def resolve(self, ref: str) -> str:
         """A run id from its full id, a unique prefix, or ``latest``."""
-        if ref not in ("latest", ".", "..") and Path(ref).name == ref and (self.run_dir(ref) / "run.json").is_file():
+        if ref not in ("latest", ".", "..") and Path(ref).name == ref and (self.run_dir(ref) / "run.json").exists():
             self.info(ref)  # a damaged run.json, named: a StateError
         runs = self.run_ids()
         if not runs:
@@ -319,7 +347,7 @@ class StoreReader:
         """The run's ``manifest.json``; None without one (or a damaged one, skipped with a warning)."""
         path = folder / MANIFEST
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(read_text(path))
         except (FileNotFoundError, NotADirectoryError):
             return None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -358,7 +386,7 @@ class StoreReader:
         out = {}
         for run_id in run_ids:
             try:
-                data = json.loads((self.run_dir(run_id) / SUMMARY).read_text(encoding="utf-8"))
+                data = json.loads(read_text(self.run_dir(run_id) / SUMMARY))
             except (OSError, UnicodeDecodeError, json.JSONDecodeError):
                 continue
             good = (isinstance(data, dict) and all(isinstance(data.get(k), int) and not isinstance(data.get(k), bool)
@@ -466,12 +494,22 @@ class StoreReader:
         """The result of one SELECT over the views; a part that fails to read on the way is skipped."""
         return self._execute(sql, params, run_ids, lambda result: result.df())
 
+    def bounded_query(self, sql: str, bounds: Bounds, run_ids: list[str] | None = None) -> tuple[pd.DataFrame, bool]:
+        """``runs query``: :meth:`query` with at most ``bounds.seconds`` of query time and ``bounds.rows`` rows
+        (:mod:`marketcast.runs.bounded`), stopped at once by SIGINT/SIGTERM; ``(frame, whether rows were cut)``."""
+        self._statement(sql)  # the user's text alone is one SELECT: the LIMIT around it cannot change that
+        frame = self._execute(limited(_without_end(sql), bounds.rows), None, run_ids, lambda result: result.df(),
+                              bounds.seconds)
+        return frame.iloc[:bounds.rows], len(frame) > bounds.rows
+
     def records(self, sql: str, params: list | None = None, run_ids: list[str] | None = None) -> list[dict]:
         """:meth:`query`'s rows as plain dicts, without pandas (``runs list`` imports none)."""
         return self._execute(sql, params, run_ids, lambda result: [
             dict(zip([d[0] for d in result.description], row)) for row in result.fetchall()])
 
-    def _execute(self, sql: str, params: list | None, run_ids: list[str] | None, fetch):
+    def _execute(self, sql: str, params: list | None, run_ids: list[str] | None, fetch,
+                 seconds: float | None = None):
+        """``fetch`` of the statement's result; with ``seconds``, on a worker thread under that time limit."""
         duckdb = duckdb_module()
 
         statement = self._statement(sql)
@@ -479,7 +517,9 @@ class StoreReader:
             shared, files = self._cached(run_ids)
             con = shared.cursor()
             try:
-                return fetch(con.execute(statement, params or []))
+                if seconds is None:
+                    return fetch(con.execute(statement, params or []))
+                return run_bounded(con, lambda: fetch(con.execute(statement, params or [])), seconds)
             except duckdb.Error as exc:
                 if isinstance(exc, duckdb.PermissionException):
                     raise ConfigError(f"query refused: it may read only the run store's own parts, not other "

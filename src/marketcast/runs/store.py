@@ -90,6 +90,9 @@ class RunStore:
     def query(self, sql: str, params: list | None = None, run_ids: list[str] | None = None) -> pd.DataFrame:
         return self.reader.query(sql, params, run_ids)
 
+    def bounded_query(self, sql: str, bounds, run_ids: list[str] | None = None) -> tuple[pd.DataFrame, bool]:
+        return self.reader.bounded_query(sql, bounds, run_ids)
+
     def columns(self, run_ids: list[str] | None = None) -> list[str]:
         return self.reader.columns(run_ids)
 

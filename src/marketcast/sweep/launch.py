@@ -7,6 +7,7 @@ Kept out of the command so the command only parses and prints, and so a sweep ru
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -70,6 +71,10 @@ def launch_sweep(spec: Path, *, resume: bool = False, run_id: Optional[str] = No
     runs = RunStore(root)
     if local and address:
         raise ConfigError("--local computes without Ray; drop --address")
+    if not local:  # a cluster that does not answer is one line within a deadline, before the spec or the store
+        from marketcast.sweep.address import check_reachable
+
+        check_reachable(address or os.environ.get("RAY_ADDRESS") or None)
     plan = load_spec(spec, data_dir, asset_class, periods_per_year, max_cells, timezone)
     outcome = run_sweep(plan, runs, resume=resume, run_id=run_id, address=address, num_cpus=num_cpus,
                         retry_failed=retry_failed, local=local)

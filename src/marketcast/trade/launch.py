@@ -13,6 +13,7 @@ import pandas as pd
 
 from marketcast.data.bars import Bars
 from marketcast.errors import ConfigError, StateError
+from marketcast.paths import read_text
 from marketcast.trade.journal.files import private_file
 from marketcast.trade.risk.freshness import complete, newer_bar_due
 from marketcast.trade.risk.markets import refuse_untraded, tradable
@@ -177,7 +178,7 @@ def file_clock(path: Path) -> Callable[[], pd.Timestamp]:
 
     def now() -> pd.Timestamp:
         try:
-            t = pd.Timestamp(path.read_text().strip())
+            t = pd.Timestamp(read_text(path).strip())  # a FIFO there: one line, not a hang
         except (OSError, ValueError) as exc:
             raise ConfigError(f"--clock-file {path}: {getattr(exc, 'strerror', None) or exc}; write one ISO time "
                               f"into it, e.g. 2018-07-20T21:00:00Z") from None

@@ -24,9 +24,10 @@ import pandas as pd
 
 from marketcast.data.bars import Bars
 from marketcast.data.timestamps import ISO_FIX
-from marketcast.errors import ConfigError
+from marketcast.errors import ConfigError, StateError
+from marketcast.fileio import check_writable, write_atomic
 from marketcast.forecast.tuning import guard_weights
-from marketcast.trade.journal.files import outside_state, private_dir, private_file
+from marketcast.trade.journal.files import FILE_MODE, check_state_files, outside_state, private_dir
 from marketcast.trade.journal.state import Journal, check_journal
 from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
 from marketcast.trade.loop.feed import history_feed
@@ -155,10 +156,11 @@ def plot_equity(equity: pd.Series, path: Path, title: str = "equity") -> Path:
     ax.set_ylabel("equity")
     ax.grid(alpha=0.3)
     fig.autofmt_xdate()
-    private_file(path)  # 0600 before the first byte: an account's equity curve is its owner's
-    fig.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    try:  # 0600 before the first byte (an account's equity curve is its owner's); PNG named: no suffix added
+        return write_atomic(path, lambda tmp: fig.savefig(tmp, format="png", dpi=100, bbox_inches="tight"),
+                            StateError, FILE_MODE)
+    finally:
+        plt.close(fig)
 
 
 @dataclass(frozen=True)
@@ -207,8 +209,9 @@ def replay_history(request: ReplayRequest, progress: Callable[[int], object]) ->
     from marketcast.trade.ops.status import journal_counts
 
     r = request
-    if r.png is not None:
-        outside_state(r.png, r.state_dir, "--png")
+    if r.png is not None:  # written exactly there: a FIFO or a device is refused now, not after the replay
+        check_writable(outside_state(r.png, r.state_dir, "--png"), "--png", folder=False)
+    check_state_files(r.state_dir)
     setup_logging(None, r.verbose)  # the warnings below go to stderr before the state folder exists
     classes = asset_classes(r.asset_class, r.symbols)
     read = {s: load_symbol(s, r.data_dir, on_duplicate=r.on_duplicate, asset_class=classes[s.upper()],

@@ -15,13 +15,28 @@ import stat
 from pathlib import Path
 
 from marketcast.errors import ConfigError, StateError
+from marketcast.fileio import refuse_special
 
 DIR_MODE, FILE_MODE = 0o700, 0o600
+
+#: Every file a state folder may hold: each one must be a regular file where it exists (a FIFO named
+#: ``journal.db`` would hang SQLite, a device in place of ``equity.png`` would be replaced by a file).
+STATE_FILES = tuple(f"{db}{end}" for db in ("journal.db", "broker.db") for end in ("", "-wal", "-shm", "-journal")) + (
+    "records.jsonl", "alerts.jsonl", "trade.log", "loop.lock", "status.html", "equity.png")
+
+
+def check_state_files(state_dir: str | Path) -> Path:
+    """``state_dir`` unless it or one of its :data:`STATE_FILES` is a FIFO, a device or a socket: then one line, exit 3,
+    before anything is opened."""
+    state = refuse_special(state_dir, "--state-dir")
+    for name in STATE_FILES:
+        refuse_special(state / name, f"--state-dir {state} holds")
+    return state
 
 
 def private_dir(path: str | Path) -> Path:
     """``path``, created ``0700`` (with its parents) if it does not exist."""
-    path = Path(path)
+    path = refuse_special(path, "--state-dir")
     if path.exists() and not path.is_dir():  # not a permission problem: say what it is
         raise ConfigError(f"--state-dir {path} is a file, not a state folder; pass a folder (a new one, or the "
                           "folder of an earlier `trade run` or `trade replay`)")
@@ -30,6 +45,8 @@ def private_dir(path: str | Path) -> Path:
             path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
         except OSError as exc:
             raise StateError(f"{path}: {exc.strerror}; check the permissions of the folder above") from None
+    else:
+        check_state_files(path)
     return path
 
 

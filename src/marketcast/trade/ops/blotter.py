@@ -18,8 +18,8 @@ import pandas as pd
 from rich.table import Table
 
 from marketcast.errors import ConfigError, StateError
-from marketcast.fileio import write_atomic
-from marketcast.trade.journal.files import outside_state
+from marketcast.fileio import refuse_special, write_atomic
+from marketcast.trade.journal.files import check_state_files, outside_state
 from marketcast.trade.journal.state import Journal, check_journal
 
 COLUMNS = (
@@ -32,15 +32,17 @@ COLUMNS = (
 
 def check_csv(path: Path | None, state_dir: Path) -> None:
     """``--csv`` outside the state folder (one line, exit 2, before anything is opened): a blotter written over
-    ``journal.db`` would destroy what it lists."""
+    ``journal.db`` would destroy what it lists; and not a FIFO or a device (exit 3), which the write would
+    replace with a regular file."""
     if path is not None:
-        outside_state(path, state_dir, "--csv")
+        refuse_special(outside_state(path, state_dir, "--csv"), "--csv")
 
 
 def open_journal(state_dir: Path) -> Journal:
     """The journal of ``state_dir``; a missing folder or journal is exit 2, a file that is no journal exit 3
     (checked read-only first, :func:`~marketcast.trade.journal.state.check_journal`, so a stray database is never
     given the journal's tables)."""
+    check_state_files(state_dir)
     if state_dir.exists() and not state_dir.is_dir():
         raise ConfigError(f"--state-dir {state_dir} is a file, not a state folder; pass the folder of `trade run` "
                           "or `trade replay` (the one holding journal.db)")
