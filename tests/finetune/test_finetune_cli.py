@@ -105,9 +105,9 @@ def test_bad_input_is_one_line_and_exit_2(args, message, tiny_base, data_dir, tm
 
 @pytest.mark.parametrize("args,code,message", [
     (["--until", "2262-05-01"], 2, "error: --until 2262-05-01 is on or after the last bar of SYN"),
-    (["--horizon", "1000000000"], 2, "and --horizon 1000000000 need at least"),
+    (["--horizon", "5000"], 2, "and --horizon 5000 need at least"),
     (["--context", "100000"], 2, "a --context of 100000"),
-    (["--batch-size", "1000000000"], 2, "error: --batch-size 1000000000 is more than the"),
+    (["--batch-size", "50000"], 2, "error: --batch-size 50000 is more than the"),
     (["--resume"], 2, "holds no checkpoint.pt to continue from; drop --resume"),
     (["--lr", "inf"], 2, "error: Invalid value for '--lr': inf is not a finite number."),
     (["--out", "{file}"], 3, "exists and is not a folder"),

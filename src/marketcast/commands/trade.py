@@ -274,8 +274,9 @@ def status(
     quotes, latency, warm-up and memory from the records; foreign holdings; halts and how to lift them."""
     from marketcast.trade.ops.status import check_state_folder, status_data, status_rows
 
+    if state_dir.is_dir():
+        check_state_files(state_dir)  # a FIFO or a device there is refused before anything reads or replaces it
     check_state_folder(state_dir)
-    check_state_files(state_dir)  # a FIFO or a device there is refused before anything reads or replaces it
     if html:
         from marketcast.report.live import PAGE_NAME, read_state, status_html
         from marketcast.report.page import write_page
