@@ -139,17 +139,25 @@ class BacktestPlanner:
                       float(bars.frame["close"].iloc[-1]), metrics)
 
     def _start(self, bars: Bars, config: BacktestConfig, learn_from: str | None, key: tuple) -> _Carry:
-        """The backtest up to the bar before the decision bar, from ``windows`` bars before ``learn_from``
-        (as far as the bars give every window a full context; without ``learn_from``, ``windows`` in all)."""
-        n, w = len(bars), self.config.windows
-        first = n - 1 if learn_from is None else int(bars.frame.index.searchsorted(pd.Timestamp(learn_from)))
-        since = max(0, n - 1 - first)  # bars from learn_from up to the decision bar
-        settled = max(1, w - 1, min(w - 1 + since, n - 1 - config.context))
-        settled = min(settled, n - 1 - self._need)  # early in a file: as many windows as the bars hold
+        """The backtest up to the bar before the decision bar, from the window of :meth:`first_window` on."""
+        n = len(bars)
+        settled = n - 2 - self.first_window(bars, learn_from)
         r = run_backtest(bars.head(n - 1), self.forecaster, replace(config, windows=settled, include_latest=False))
         return _Carry(key, r.decision_times[-1], {k: run.final_state for k, run in r.strategies.items()},
                       {k: deque(zip(run.returns, run.filled), maxlen=self.config.selection.lookback)
                        for k, run in r.strategies.items()})
+
+    def first_window(self, bars: Bars, learn_from: str | None) -> int:
+        """Row of the decision bar of the first window the symbol's backtest carries: ``windows`` bars before
+        ``learn_from`` (without it, before the decision bar), or the first bar that holds the forecaster's
+        minimum context when the file starts later (a young 24/7 series beside an older stock).
+
+        It depends on ``learn_from`` and the bars alone, never on which bar is being planned, so the first plan
+        and every plan after a restart start from the same window and carry the same state (MaxDiff's sums
+        over every window since): a restart decides as the uninterrupted run did."""
+        n = len(bars)
+        first = n - 1 if learn_from is None else int(bars.frame.index.searchsorted(pd.Timestamp(learn_from)))
+        return max(first - max(self.config.windows, 2), self._need - 1)
 
     def plan(self, bars: Bars, costs: Costs, learn_from: str | None = None) -> Signal:
         if len(bars) < self._need + 2:
