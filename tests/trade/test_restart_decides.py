@@ -18,10 +18,15 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from marketcast.data import load_symbol
 from marketcast.data.bars import Bars
+from marketcast.forecast.baseline import BaselineForecaster
+from marketcast.trade.loop.planner import BROKER_HISTORY, BacktestPlanner
 from marketcast.trade.test_kit.synthetic import crypto_frame
 from marketcast.trade.venues.paper import PaperBroker
 
@@ -115,3 +120,21 @@ def test_a_replay_killed_five_times_ends_as_the_straight_one(folder, straight):
     killed = _books(folder, "killed")
     assert killed["orders"] == straight["orders"] and killed["fills"] == straight["fills"]
     assert killed["equity"].equals(straight["equity"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(bars=st.integers(5, 700), start=st.integers(-30, 700), later=st.integers(0, 400))
+def test_the_first_window_is_the_same_at_the_first_plan_and_at_any_later_one(bars, start, later):
+    """The invariant a restart rests on: the window the symbol's backtest starts from, computed at its first plan
+    (the first bar at or after the loop's first cycle that holds enough bars), is the one computed on any later
+    bar, for a file that starts before, at or after the loop's first cycle (``start``: its row, negative when the
+    file starts later), shorter than the broker feed's history (a longer one may have been cut: first_window)."""
+    planner = BacktestPlanner(BaselineForecaster())
+    index = pd.date_range("2015-01-01", periods=bars + later, freq="D", tz="UTC", name="timestamp")
+    frame = pd.DataFrame({c: 1.0 for c in ("open", "high", "low", "close")}, index=index)
+    learn_from = (index[0] + pd.Timedelta(days=start)).isoformat()
+    first_plan = max(start, planner._need + 1)  # a plan on fewer bars is warming up (flat, no backtest)
+    assume(first_plan < bars and bars + later < BROKER_HISTORY)
+    head = Bars("X", frame.iloc[:first_plan + 1], "crypto")
+    now = Bars("X", frame.iloc[:bars + later], "crypto")
+    assert planner.first_window(head, learn_from) == planner.first_window(now, learn_from)

@@ -45,6 +45,9 @@ from marketcast.forecast.base import Forecaster
 PLANNER_CONFIG = BacktestConfig(windows=70)
 # Bars a cycle must load so every backtest window sees a full context, exactly as the offline backtest does.
 PLANNER_HISTORY = PLANNER_CONFIG.context + PLANNER_CONFIG.windows + 1
+# The broker feed (trade run) loads a year beyond that, so MaxDiff can learn from the loop's first bar on for a
+# year (marketcast.trade.loop.feed); after that it learns from the last year.
+BROKER_HISTORY = PLANNER_HISTORY + 365
 NO_PICK = "none"  # the strategy name of a flat signal when no strategy has min_trades in the selection's lookback
 NO_RECORD = {"sharpe": 0.0, "max_drawdown": 0.0, "return": 0.0, "trades": 0}
 # The horizon-1 close-return quantiles a Signal carries: the midpoints (k - 1/2) / 25, so the quantile CRPS over
@@ -150,14 +153,21 @@ class BacktestPlanner:
     def first_window(self, bars: Bars, learn_from: str | None) -> int:
         """Row of the decision bar of the first window the symbol's backtest carries: ``windows`` bars before
         ``learn_from`` (without it, before the decision bar), or the first bar that holds the forecaster's
-        minimum context when the file starts later (a young 24/7 series beside an older stock).
+        minimum context when the file starts later (a young 24/7 series beside an older stock), but never fewer
+        than the first plan's ``windows - 1``.
 
         It depends on ``learn_from`` and the bars alone, never on which bar is being planned, so the first plan
         and every plan after a restart start from the same window and carry the same state (MaxDiff's sums
-        over every window since): a restart decides as the uninterrupted run did."""
-        n = len(bars)
-        first = n - 1 if learn_from is None else int(bars.frame.index.searchsorted(pd.Timestamp(learn_from)))
-        return max(first - max(self.config.windows, 2), self._need - 1)
+        over every window since): a restart decides as the uninterrupted run did. Only where the bars cannot
+        be the symbol's whole history (``learn_from`` before their first bar and as many bars as the broker
+        feed loads, :data:`BROKER_HISTORY`: a loop older than its feed) can no rebuild match; it starts at
+        the first window with a full context, so every window it learns from was forecast as it was then."""
+        n, w = len(bars), max(self.config.windows, 2)
+        index = bars.frame.index
+        first = n - 1 if learn_from is None else int(index.searchsorted(pd.Timestamp(learn_from)))
+        cut = first == 0 and index[0] > pd.Timestamp(learn_from) and n >= BROKER_HISTORY
+        floor = self.config.context - 1 if cut else self._need - 1
+        return max(min(max(first - w, floor), n - 1 - w), self._need - 1)
 
     def plan(self, bars: Bars, costs: Costs, learn_from: str | None = None) -> Signal:
         if len(bars) < self._need + 2:
