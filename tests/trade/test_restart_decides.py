@@ -6,7 +6,8 @@ times at random points and restarted: the same orders, fills and equity curve.
 Before the fix the planner rebuilt a young series' backtest on a restart from the last 69 windows, where the
 uninterrupted run carried it from its first window (MaxDiff's learned offsets sum every window since): stopped on
 2015-04-20 and 2015-05-10, this replay ended at 88,793.22 with 74 orders and 44 fills instead of 90,898.58 with 72
-and 41."""
+and 41 (the first difference BTCUSD's pick on 2015-05-26: maxdiff straight, unprofit_shutdown resumed); killed
+5 times at spread points, its books differed too (a BTCUSD sale sent on 2015-05-19 instead of 2015-05-18)."""
 
 from __future__ import annotations
 
