@@ -12,7 +12,8 @@ backtest each day (the original live loop) learns from a rolling 70 windows and 
 over the same days. Given ``learn_from`` (the loop's first decision bar) the planner starts its backtest
 ``windows`` bars before it and keeps each strategy's state from one plan to the next, so a replay's decisions
 and fills equal those of one backtest over the same days; each plan forecasts only the new windows. A restart
-rebuilds the state with one backtest from the same start. The window that settles on the decision bar itself
+rebuilds the state with one backtest from the same first window (:meth:`BacktestPlanner.first_window`), for a
+young series that starts after the loop's first bar too, so it decides as the uninterrupted run. The window that settles on the decision bar itself
 is applied for the plan only, never kept (that bar may be in progress, or carry a quote's mid).
 
 Sizing (``config.sizing``, :mod:`marketcast.backtest.sizing`): every carried window settles with its decision's
