@@ -104,7 +104,8 @@ def test_the_cli_writes_exactly_the_documented_columns_as_csv_and_json(replayed,
     assert main(["trade", "orders", "--state-dir", str(state), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == want
     assert main(["trade", "orders", "--state-dir", str(state)]) == 0
-    assert f"({len(want)} orders)" in capsys.readouterr().out  # the table (its columns fit the terminal)
+    filled = sum(r["filled_qty"] > 0 for r in want)
+    assert f"({len(want)} orders, {filled} filled)" in capsys.readouterr().out  # the table (its columns fit)
 
 
 def test_every_time_column_of_a_replays_csv_is_on_the_simulated_clock(replayed, tmp_path, capsys):

@@ -322,7 +322,8 @@ def orders(
         path = blotter.write_csv(csv_path, rows)
         console.print(f"{len(rows)} orders: {path}", highlight=False)
     else:
-        console.print(blotter.table(rows, f"trade orders: {state_dir} ({len(rows)} orders)"))
+        orders, filled = blotter.counts(rows)
+        console.print(blotter.table(rows, f"trade orders: {state_dir} ({orders} orders, {filled} filled)"))
 
 
 ReplayStart = Annotated[str, typer.Option("--start", "--from", help="First decision day, e.g. 2017-01-01 (UTC).")]
@@ -366,20 +367,20 @@ def replay_cmd(
     syms = _symbols(symbols) if symbols is not None else tuple(settings["symbols"])
     pins = {s: name for s, name in settings["strategy"].items() if s in syms}
     state_dir = state_dir or Path(f"out/replay-{start}-{end}")
-    result, filled, seconds = replay_history(ReplayRequest(
+    result, seconds = replay_history(ReplayRequest(
         start, end, syms, pins, state_dir, rules(settings, seed), model, weights, device, dtype, seed, data_dir,
         on_duplicate, asset_class, periods_per_year, fee, cash, png, verbose, hold,
     ), progress=lambda steps: progress_steps(steps, "replay"))
     eq = result.equity
     if as_json:  # docs/schemas/trade_replay.schema.json
         print_json({"start": start, "end": end, "symbols": list(syms), "cycles": result.cycles_run,
-                    "seconds": seconds, "orders": result.orders, "filled": filled, "refusals": result.refusals,
+                    "seconds": seconds, "orders": result.orders, "filled": result.filled, "refusals": result.refusals,
                     "equity_first": eq.iloc[0], "equity_last": eq.iloc[-1], "return": eq.iloc[-1] / cash - 1,
                     "png": result.png, "records": state_dir / "records.jsonl", "state_dir": state_dir})
         return
     console.print(
         f"replay {start} .. {end} {','.join(syms)}: {result.cycles_run} cycles run in "
-        f"{seconds:.1f}s; orders {result.orders}, filled {filled}, "
+        f"{seconds:.1f}s; orders {result.orders}, filled {result.filled} (as `trade orders` counts them), "
         f"broker refusals {result.refusals}; "
         f"equity {eq.iloc[0]:,.2f} -> {eq.iloc[-1]:,.2f} ({eq.iloc[-1] / cash - 1:+.2%})"
     )

@@ -32,6 +32,7 @@ from marketcast.trade.journal.state import Journal, check_journal
 from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
 from marketcast.trade.loop.feed import history_feed
 from marketcast.trade.loop.planner import Planner
+from marketcast.trade.ops import blotter
 from marketcast.trade.ops.monitor import Monitor
 from marketcast.trade.risk.markets import tradable, without_bars
 from marketcast.trade.venues.paper import PaperBroker, iso, mode_mismatch
@@ -44,8 +45,8 @@ class ReplayResult:
     state_dir: Path
     cycles_run: int
     equity: pd.Series
-    orders: int
-    fills: int
+    orders: int  # the blotter's rows (trade orders): every order the loop journalled
+    filled: int  # ... and those with a fill of their own (marketcast.trade.ops.blotter.counts)
     refusals: int = 0  # orders the broker refused (the rules model should leave none)
     png: Path | None = None
 
@@ -135,8 +136,7 @@ def replay(
         broker.advance_to(dates[-1], between)
         loop.reconcile(iso(dates[-1]))
     refusals = sum(outcome == "rejected" for _, outcome in broker.submit_log())
-    result = ReplayResult(state, run, broker.equity_curve(), len(broker.orders(limit=1_000_000)),
-                          len(broker.fills()), refusals)
+    result = ReplayResult(state, run, broker.equity_curve(), *blotter.counts(blotter.rows(journal)), refusals)
     if png is not None:
         result.png = plot_equity(result.equity, Path(png), title=f"paper replay {dates[0]:%Y-%m-%d} .. {dates[-1]:%Y-%m-%d}")
     broker.close()
@@ -190,9 +190,9 @@ class ReplayRequest:
     hold: bool = False  # the paper broker holds positions across bars, as Alpaca (replay's docstring)
 
 
-def replay_history(request: ReplayRequest, progress: Callable[[int], object]) -> tuple[ReplayResult, int, float]:
+def replay_history(request: ReplayRequest, progress: Callable[[int], object]) -> tuple[ReplayResult, float]:
     """Load the bars and the model, then replay under the state folder's lock (created only after every check);
-    returns the result, the orders filled, and the seconds the replay took. ``progress(steps)`` is the progress
+    returns the result and the seconds the replay took. ``progress(steps)`` is the progress
     display, a context manager yielding ``step(description)``.
 
     Tuned weights (a ``tuning.json``) are refused in one line when a cycle's decision bar is on or before their
@@ -206,7 +206,6 @@ def replay_history(request: ReplayRequest, progress: Callable[[int], object]) ->
     from marketcast.trade.journal.lock import StateLock
     from marketcast.trade.launch import resolve_command, setup_logging
     from marketcast.trade.loop.planner import BacktestPlanner
-    from marketcast.trade.ops.status import journal_counts
 
     r = request
     if r.png is not None:  # written exactly there: a FIFO or a device is refused now, not after the replay
@@ -237,7 +236,4 @@ def replay_history(request: ReplayRequest, progress: Callable[[int], object]) ->
                                  resume=f"marketcast trade resume --state-dir {r.state_dir}")
         result = replay(bars, planner, r.state_dir, r.start, r.end, loop_config, starting_cash=r.cash,
                         png=r.png or r.state_dir / "equity.png", on_step=step, hold=r.hold)
-    journal = Journal(r.state_dir / "journal.db")
-    filled = journal_counts(journal)["orders_filled"]
-    journal.close()
-    return result, filled, time.perf_counter() - started
+    return result, time.perf_counter() - started

@@ -162,7 +162,7 @@ class Journal:
             check_journal(path)
             self.conn = connect_readonly(path)
             if not _needs_upgrade(self.conn):
-                self.halts = Halts(self.conn, now)  # its CREATE ... IF NOT EXISTS reads only
+                self.halts = Halts(self.conn, self.loop_time)  # its CREATE ... IF NOT EXISTS reads only
                 return
             self.conn.close()
         check_journal(path)
@@ -173,10 +173,16 @@ class Journal:
         add_missing_columns(self.conn, "shadow_decisions", SHADOW_COLUMNS)
         add_missing_columns(self.conn, "active_model", ACTIVE_COLUMNS)
         add_missing_columns(self.conn, "submissions", SUBMISSION_COLUMNS)
-        self.halts = Halts(self.conn, now)
+        self.halts = Halts(self.conn, self.loop_time)  # a halt's since and lifted_at: the loop's clock
         for pragma, value in (("application_id", APP_ID), ("user_version", SCHEMA_VERSION)):
             if self.conn.execute(f"PRAGMA {pragma}").fetchone()[0] != value:  # written once, not on every open
                 self.conn.execute(f"PRAGMA {pragma} = {value}")
+
+    def loop_time(self) -> str:
+        """Now on the loop's clock: a replay's simulated time (the bar its paper broker stands on), else the
+        wall clock's, so a replay's blotter and halts tell one time."""
+        at = None if self.clock is None else self.clock()
+        return now() if at is None else utc_text(at)
 
     # -------------------------------------------------------------- binding
     def meta(self) -> dict[str, str]:
@@ -241,8 +247,7 @@ class Journal:
     def mark_attempt(self, client_order_id: str) -> None:
         """Counted before the broker call: ``submissions`` lists every POST the loop ever made, at the loop's
         clock's time (a replay's simulated bar, as its fills) and at the wall clock's."""
-        wall = now()
-        at = wall if self.clock is None else utc_text(self.clock())
+        wall, at = now(), self.loop_time()
         with transaction(self.conn) as c:
             c.execute("UPDATE intents SET attempts = attempts + 1, updated_at=? WHERE client_order_id=?",
                       (wall, client_order_id))

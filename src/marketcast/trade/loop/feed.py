@@ -9,11 +9,7 @@ import pandas as pd
 from marketcast.data.bars import Bars
 from marketcast.errors import DataError
 from marketcast.trade.interface import Broker
-from marketcast.trade.loop.planner import PLANNER_HISTORY
-
-# The broker feed loads a year beyond what a 70-window backtest needs, so MaxDiff can learn from the loop's
-# first bar on for a year (see marketcast.trade.loop.planner); after that it learns from the last year.
-BROKER_HISTORY = PLANNER_HISTORY + 365
+from marketcast.trade.loop.planner import BROKER_HISTORY
 
 
 def history_feed(bars: Mapping[str, Bars], clock: Callable[[], str | None], history: int | None = None):

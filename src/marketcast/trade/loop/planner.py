@@ -12,7 +12,8 @@ backtest each day (the original live loop) learns from a rolling 70 windows and 
 over the same days. Given ``learn_from`` (the loop's first decision bar) the planner starts its backtest
 ``windows`` bars before it and keeps each strategy's state from one plan to the next, so a replay's decisions
 and fills equal those of one backtest over the same days; each plan forecasts only the new windows. A restart
-rebuilds the state with one backtest from the same start. The window that settles on the decision bar itself
+rebuilds the state with one backtest from the same first window (:meth:`BacktestPlanner.first_window`), for a
+young series that starts after the loop's first bar too, so it decides as the uninterrupted run. The window that settles on the decision bar itself
 is applied for the plan only, never kept (that bar may be in progress, or carry a quote's mid).
 
 Sizing (``config.sizing``, :mod:`marketcast.backtest.sizing`): every carried window settles with its decision's
@@ -50,6 +51,9 @@ from marketcast.forecast.base import Forecaster
 PLANNER_CONFIG = BacktestConfig(windows=70)
 # Bars a cycle must load so every backtest window sees a full context, exactly as the offline backtest does.
 PLANNER_HISTORY = PLANNER_CONFIG.context + PLANNER_CONFIG.windows + 1
+# The broker feed (trade run) loads a year beyond that, so MaxDiff can learn from the loop's first bar on for a
+# year (marketcast.trade.loop.feed); after that it learns from the last year.
+BROKER_HISTORY = PLANNER_HISTORY + 365
 NO_PICK = "none"  # the strategy name of a flat signal when no strategy has min_trades in the selection's lookback
 NO_RECORD = {"sharpe": 0.0, "max_drawdown": 0.0, "return": 0.0, "trades": 0}
 # The horizon-1 close-return quantiles a Signal carries: the midpoints (k - 1/2) / 25, so the quantile CRPS over
@@ -146,18 +150,33 @@ class BacktestPlanner:
                       float(bars.frame["close"].iloc[-1]), metrics)
 
     def _start(self, bars: Bars, config: BacktestConfig, learn_from: str | None, key: tuple) -> _Carry:
-        """The backtest up to the bar before the decision bar, from ``windows`` bars before ``learn_from``
-        (as far as the bars give every window a full context; without ``learn_from``, ``windows`` in all)."""
-        n, w = len(bars), self.config.windows
-        first = n - 1 if learn_from is None else int(bars.frame.index.searchsorted(pd.Timestamp(learn_from)))
-        since = max(0, n - 1 - first)  # bars from learn_from up to the decision bar
-        settled = max(1, w - 1, min(w - 1 + since, n - 1 - config.context))
-        settled = min(settled, n - 1 - self._need)  # early in a file: as many windows as the bars hold
+        """The backtest up to the bar before the decision bar, from the window of :meth:`first_window` on."""
+        n = len(bars)
+        settled = n - 2 - self.first_window(bars, learn_from)
         r = run_backtest(bars.head(n - 1), self.forecaster, replace(config, windows=settled, include_latest=False))
         return _Carry(key, r.decision_times[-1], {k: run.final_state for k, run in r.strategies.items()},
                       {k: deque(zip(run.returns, run.filled), maxlen=self.config.selection.lookback)
                        for k, run in r.strategies.items()},
                       {k: run.skill for k, run in r.strategies.items() if run.skill is not None})
+
+    def first_window(self, bars: Bars, learn_from: str | None) -> int:
+        """Row of the decision bar of the first window the symbol's backtest carries: ``windows`` bars before
+        ``learn_from`` (without it, before the decision bar), or the first bar that holds the forecaster's
+        minimum context when the file starts later (a young 24/7 series beside an older stock), but never fewer
+        than the first plan's ``windows - 1``.
+
+        It depends on ``learn_from`` and the bars alone, never on which bar is being planned, so the first plan
+        and every plan after a restart start from the same window and carry the same state (MaxDiff's sums
+        over every window since): a restart decides as the uninterrupted run did. Only where the bars cannot
+        be the symbol's whole history (``learn_from`` before their first bar and as many bars as the broker
+        feed loads, :data:`BROKER_HISTORY`: a loop older than its feed) can no rebuild match; it starts at
+        the first window with a full context, so every window it learns from was forecast as it was then."""
+        n, w = len(bars), max(self.config.windows, 2)
+        index = bars.frame.index
+        first = n - 1 if learn_from is None else int(index.searchsorted(pd.Timestamp(learn_from)))
+        cut = first == 0 and index[0] > pd.Timestamp(learn_from) and n >= BROKER_HISTORY
+        floor = self.config.context - 1 if cut else self._need - 1
+        return max(min(max(first - w, floor), n - 1 - w), self._need - 1)
 
     def plan(self, bars: Bars, costs: Costs, learn_from: str | None = None) -> Signal:
         if len(bars) < self._need + 2:

@@ -95,6 +95,13 @@ def rows(journal: Journal) -> list[dict]:
     return out
 
 
+def counts(orders: list[dict]) -> tuple[int, int]:
+    """(orders, filled) as the blotter counts them: its rows (every order the loop journalled: entries, closes,
+    take-profits, top-ups, refused ones too; a bracket's leg is its entry's exit, not a row), and the rows with a
+    fill of their own. ``trade orders`` and the replay's summary both print these."""
+    return len(orders), sum(1 for o in orders if o["filled_qty"] > 0)
+
+
 def to_csv(orders: list[dict]) -> str:
     """Header :data:`COLUMNS`; None is an empty field, numbers as Python writes them (round-trip exact)."""
     buf = io.StringIO()
