@@ -164,6 +164,8 @@ NEW_OPTIONS = {  # calibration learns from settled windows only, sizes from the 
     "conformal": dict(calibrate="conformal", calibration_min_windows=20),
     "quantile+cvar": dict(calibrate="quantile", calibration_min_windows=20, sizing="cvar", risk_per_trade=0.002),
     "kelly": dict(sizing="kelly", kelly_cap=1.0),
+    # window k - 1 exits at the open after window k's decision: its outcome may not reach k's measured skill
+    "kelly+next-open": dict(sizing="kelly", kelly_cap=1.0, exit="next-open"),
     "kelly-fraction": dict(sizing="kelly", kelly_fraction=0.05, kelly_cap=0.8),
     "cvar": dict(sizing="cvar", risk_per_trade=0.002),
     "conformal+kelly": dict(calibrate="conformal", calibration_min_windows=20, sizing="kelly"),
