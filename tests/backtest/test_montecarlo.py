@@ -15,7 +15,6 @@ from marketcast.backtest.montecarlo import (
     T_975,
     McError,
     batch_count,
-    close_calls,
     seed_spread,
 )
 from marketcast.backtest.selection import DEFAULT_LOOKBACK, DEFAULT_MIN_TRADES
@@ -109,7 +108,7 @@ def test_a_model_deciding_from_its_own_quantiles_has_no_sampling_error():
     result = run_backtest(random_bars(200, seed=8), QuantileForecaster(), CONFIG)
     mc = result.monte_carlo
     assert {e.band for e in mc.strategies.values()} == {0.0} and mc.walk_forward.band == 0.0
-    assert set(mc.close_calls.values()) == {0}
+    assert set(mc.close_calls.values()) == {0} and mc.unreliable == []
 
 
 def _views(close, high, low, band_low, band_high) -> ForecastViews:
@@ -118,44 +117,60 @@ def _views(close, high, low, band_low, band_high) -> ForecastViews:
                                                                (close, high, low, band_low, band_high)), np.zeros(n))
 
 
-def test_close_calls_by_hand():
-    """simple: |median return| below its SE; ci_guard: the band's edge within its SE of 0; maxdiff: |high| and
-    |low| within their SEs of each other; buy_hold never."""
-    v = _views(close=[0.001, -0.002, 0.010, 0.004], high=[0.010, 0.011, 0.020, 0.006], low=[-0.012, -0.010, 0.001, -0.0058],
-               band_low=[-0.004, -0.006, 0.0005, 0.003], band_high=[0.006, 0.002, 0.02, 0.005])
-    se = {"close_ret": np.array([0.002, 0.001, 0.001, 0.001]), "high_ret": np.full(4, 0.0002),
-          "low_ret": np.full(4, 0.0002), "band_low": np.full(4, 0.001), "band_high": np.full(4, 0.001)}
-    p = StrategyParams()
-    assert close_calls("simple", v, se, p).tolist() == [True, False, False, False]
-    assert close_calls("unprofit_shutdown", v, se, p).tolist() == [True, False, False, False]
-    assert close_calls("ci_guard", v, se, p).tolist() == [False, False, True, False]  # centre ± half = band edges
-    assert close_calls("all_signals", v, se, p).tolist() == [False, False, False, False]  # low 0.001 > SE 0.0002
-    assert close_calls("maxdiff", v, se, p).tolist() == [False, False, False, True]  # |0.006| - |-0.0058| < 2 SE
-    assert not close_calls("buy_hold", v, se, p).any()
+class LeaveOut(BatchOf):
+    """Every sample of another forecaster but batch ``b``'s: what the close calls decide on."""
+
+    def forecast(self, batch, horizon, num_samples, seed=0):
+        full = self.inner.forecast(batch, horizon, num_samples, seed)
+        keep = np.arange(num_samples) % self.batches != self.b
+        return Forecast(full.samples[:, :, keep], full.fields, dict(full.meta))
 
 
-def test_close_calls_equal_the_corners_tried_one_at_a_time():
-    """The 32 corners decided in one call as 32 N windows give what deciding each corner alone gives."""
-    from dataclasses import replace
-    from itertools import product
-
-    from marketcast.backtest.montecarlo import VIEW_FIELDS
+def test_close_calls_are_the_windows_whose_side_changes_when_a_batch_is_left_out():
+    """The reference: a whole run on all samples but batch b's, for each b; a window is close for a strategy
+    when its side in any of those runs differs from the full run's."""
+    from marketcast.backtest.strategies import StrategyParams
     from marketcast.backtest.vectorised import decision_sides
 
-    rng = np.random.default_rng(7)
-    n = 200
-    v = _views(*(rng.normal(0, 0.01, n) for _ in range(3)), *np.sort(rng.normal(0, 0.01, (2, n)), axis=0))
-    se = {f: np.abs(rng.normal(0, 0.004, n)) for f in VIEW_FIELDS}
-    for p in (StrategyParams(), StrategyParams(allow_short=False)):
-        for name in ("simple", "unprofit_shutdown", "ci_guard", "all_signals", "maxdiff", "buy_hold",
-                     "entry_takeprofit", "highlow"):
-            base = decision_sides(name, v, p)
-            one_by_one = np.zeros(n, dtype=bool)
-            for signs in product((-1.0, 1.0), repeat=len(VIEW_FIELDS)):
-                moved = replace(v, **{f: getattr(v, f) + s * se[f] for f, s in zip(VIEW_FIELDS, signs)})
-                one_by_one |= decision_sides(name, moved, p) != base
-            assert close_calls(name, v, se, p).tolist() == one_by_one.tolist(), name
-            assert name == "buy_hold" or 0 < one_by_one.sum() < n  # the draw has close calls and clear ones
+    bars = random_bars(200, seed=21)
+    full = run_backtest(bars, BaselineForecaster(), CONFIG)
+    p = StrategyParams.from_config(CONFIG, bars.asset_class, bars.periods_per_year)
+    others = [run_backtest(bars, LeaveOut(BaselineForecaster(), b, 8), CONFIG) for b in range(8)]
+    for name in full.strategies:
+        side = decision_sides(name, full.views, p)
+        expected = np.any([decision_sides(name, o.views, p) != side for o in others], axis=0)
+        assert full.monte_carlo.close[name].tolist() == expected.tolist(), name
+    assert 0 < full.monte_carlo.close_calls["simple"] < 60
+    assert not full.monte_carlo.close["buy_hold"].any()
+
+
+def test_the_scaling_is_fitted_from_the_batch_spreads():
+    """sd = 0.1 * m^-0.3 on 8, 4, 2 batches of 32, 64, 128 samples (S = 256): exponent 0.3, SE = 0.1 * 256^-0.3;
+    a spread growing with m clips to 0 (SE = the finest spread), one falling as m^-0.8 to 1/2."""
+    from marketcast.backtest.montecarlo import scaled
+
+    se, a = scaled({8: 0.1 * 32 ** -0.3, 4: 0.1 * 64 ** -0.3, 2: 0.1 * 128 ** -0.3})
+    assert a == pytest.approx(0.3, abs=1e-12) and se == pytest.approx(0.1 * 256 ** -0.3, rel=1e-12)
+    se, a = scaled({8: 0.02, 4: 0.03, 2: 0.05})
+    assert a == 0.0
+    weighted = (7 * np.log(0.02) + 3 * np.log(0.03) + np.log(0.05)) / 11  # the line through the weighted centre
+    assert se == pytest.approx(np.exp(weighted), rel=1e-12)
+    assert scaled({8: 32 ** -0.8, 4: 64 ** -0.8, 2: 128 ** -0.8})[1] == 0.5
+    se, a = scaled({8: 0.02, 4: 0.0, 2: 0.01})  # a spread of 0: nothing to fit, the mean's rate
+    assert a is None and se == pytest.approx(0.02 / math.sqrt(8), rel=1e-12)
+
+
+def test_biased_batches_flag_the_band_by_return_or_by_trades():
+    """Batch mean 2.5 % vs the run's 2.5 %: z 0; vs 10 %: z = 7.5 / (sd / sqrt(4)) > t(0.975, 3); batches
+    trading 20-26 times where the run traded 3: biased though the returns agree."""
+    batches = (0.01, 0.03, 0.02, 0.04)
+    sd = float(np.std(batches, ddof=1))
+    assert McError(0.025, batches).bias_z == 0.0 and not McError(0.025, batches).biased
+    far = McError(0.10, batches)
+    assert far.bias_z == pytest.approx(0.075 / (sd / 2.0), rel=1e-12) and far.biased
+    rare = McError(0.025, batches, trades=3, batch_trades=(20, 22, 24, 26))
+    assert rare.trades_z == pytest.approx(20.0 / (np.std([20, 22, 24, 26], ddof=1) / 2.0)) and rare.biased
+    assert not McError(0.025, batches, trades=23, batch_trades=(20, 22, 24, 26)).biased
 
 
 def test_the_json_summary_and_tables_show_the_band_and_close_calls(tmp_path):
@@ -169,15 +184,19 @@ def test_the_json_summary_and_tables_show_the_band_and_close_calls(tmp_path):
     simple = doc["strategies"]["simple"]
     assert simple["mc_band"] == mc.strategies["simple"].band and simple["mc_se"] == mc.strategies["simple"].se
     assert simple["close_calls"] == mc.close_calls["simple"] and len(simple["mc_batch_returns"]) == 8
+    assert simple["mc_exponent"] == mc.strategies["simple"].exponent and "mc_unreliable" in simple
     assert doc["walk_forward"]["mc_band"] == doc["metrics"]["walk_forward_oos_return_mc_band"] == mc.walk_forward.band
     assert doc["monte_carlo"]["batches"] == 8 and doc["monte_carlo"]["samples_per_batch"] == 8
     assert doc["monte_carlo"]["decisions_total"] == 8 * 60
-    assert doc["monte_carlo"]["close_calls_total"] == sum(mc.close_calls.values())
+    union = np.any(list(mc.close.values()), axis=0)  # each window once, whichever strategies call it close
+    assert doc["monte_carlo"]["close_calls_total"] == int(union.sum()) <= sum(mc.close_calls.values())
+    assert doc["monte_carlo"]["close_windows"] == np.flatnonzero(union).tolist()
+    assert doc["monte_carlo"]["unreliable"] == mc.unreliable
     assert track_rows(result)[0][-1] == f"±{100 * mc.walk_forward.band:.1f}"
     rows = {row[0].rstrip("*†"): row for row in in_sample_rows(result)}
     assert rows["simple"][-1] == f"±{100 * mc.strategies['simple'].band:.1f}"
     note = in_sample_note(result)
-    assert f"simple {mc.close_calls['simple']}" in note and "of 60 decisions within MC error" in note
+    assert f"simple {mc.close_calls['simple']}" in note and "of 60 decisions change when one batch" in note
     md = markdown_summary([result])
     assert "| MC ± |" in md and f"±{100 * mc.walk_forward.band:.1f} |" in md
 

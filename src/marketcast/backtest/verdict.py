@@ -112,6 +112,7 @@ def build(result) -> dict:
         "dsr_pick": _finite(o.dsr_pick), "dsr_walk_forward": _finite(o.dsr_walk_forward), "pbo": _finite(o.pbo),
         "spa_pvalue": _finite(o.spa_pvalue), "coverage80": _coverage80(result),
         "mc_band_points": None if mc is None else 100 * mc.walk_forward.band,
+        "mc_unreliable": [] if mc is None else mc.unreliable,  # biased batches (marketcast.backtest.montecarlo)
         "context": {"asked": seen["of"], "min": seen["min"], "max": seen["max"]},
         "pick": pick,
         "pick_reads_forecast": None if pick is None or pick not in STRATEGIES else bool(STRATEGIES[pick].reads_forecast),
@@ -152,7 +153,8 @@ def cells(v: dict) -> list[Cell]:
         Cell("vs_buy_hold", "vs buy & hold", "g-vs-buy-hold",
              f"{_num(v['excess_return_points'], '+.2f')} pts, Sharpe {_num(v['sharpe_difference'], '+.2f')}",
              s["vs_buy_hold"]),
-        Cell("mc_error", "MC error", "g-mc-error", "—" if v["mc_band_points"] is None else f"±{v['mc_band_points']:.1f} pts",
+        Cell("mc_error", "MC error", "g-mc-error", ("—" if v["mc_band_points"] is None else f"±{v['mc_band_points']:.1f} pts")
+             + (f" (unreliable for {', '.join(v['mc_unreliable'])}: use --seeds)" if v.get("mc_unreliable") else ""),
              s["mc_error"]),
         Cell("trials", "trials", "g-trials", f"{v['trials']}" + ("" if eff is None else f" ({eff:.1f} eff.)"),
              s["trials"]),
