@@ -15,7 +15,7 @@ from marketcast.backtest.strategies import StrategyParams
 from marketcast.backtest.vectorised import decision_sides
 from marketcast.forecast.baseline import BaselineForecaster
 
-RATIO = (1.5, 4.0)  # band / seed sd the issue accepts, unless the band is flagged (the jackknife's)
+RATIO = (1.5, 4.0)  # band / seed sd the issue accepts, unless the band is flagged unreliable
 
 
 def heavy_tailed_bars(n: int = 900, seed: int = 5):
@@ -44,7 +44,7 @@ def seed_runs(bars, seeds: int = 10, config: BacktestConfig | None = None) -> li
 
 def check(runs: list) -> dict:
     """Per figure (each strategy, ``walk-forward``): the seed sd of the returns, each seed's band over it (median,
-    min, max), whether the band is flagged (jackknife), and how many other seeds each seed's band covers; the
+    min, max), in how many seeds the band is flagged unreliable, and how many other seeds each seed's band covers; the
     close calls: how often a window's side differs from another seed's, in the windows a seed called close and
     in the others (pooled over strategies, seeds and the other seeds)."""
     first = runs[0]
@@ -65,8 +65,8 @@ def check(runs: list) -> dict:
         figures[name] = {"seed_sd": sd, "band_median": float(np.median(bands)), "band_min": float(bands.min()),
                          "band_max": float(bands.max()),
                          "ratio": float(np.median(bands)) / sd if sd > 0 else (0.0 if bands.max() == 0 else np.inf),
-                         "flagged": sum(e.method == "jackknife" for e in errors), "covered": int(covered),
-                         "pairs": len(runs) * (len(runs) - 1)}
+                         "flagged": int(sum(e.biased for e in errors)), "covered": int(covered),
+                         "seeds": len(runs), "pairs": len(runs) * (len(runs) - 1)}
     flips = {True: [0, 0], False: [0, 0]}
     for name in runs[0].strategies:
         if name == "buy_hold":

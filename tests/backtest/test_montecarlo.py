@@ -144,20 +144,27 @@ def test_close_calls_are_the_windows_whose_side_changes_when_a_batch_is_left_out
     assert not full.monte_carlo.close["buy_hold"].any()
 
 
-def test_the_scaling_is_fitted_from_the_batch_spreads():
-    """sd = 0.1 * m^-0.3 on 8, 4, 2 batches of 32, 64, 128 samples (S = 256): exponent 0.3, SE = 0.1 * 256^-0.3;
-    a spread growing with m clips to 0 (SE = the finest spread), one falling as m^-0.8 to 1/2."""
-    from marketcast.backtest.montecarlo import scaled
+def test_the_scaling_is_one_slope_fitted_over_the_runs_figures():
+    """Two figures whose sd falls as m^-0.3 at levels 0.1 and 0.02 on 8, 4, 2 batches of 32, 64, 128 samples
+    (S = 256): the run's exponent 0.3, each SE = level * 256^-0.3. Slopes 0.2 and 0.4 (weights equal): 0.3.
+    Spreads growing with m clip to 0 (SE = the weighted geometric mean of the spreads), falling as m^-0.8 to
+    1/2; a figure with a spread of 0 is left out of the fit and scaled at the mean's rate."""
+    from marketcast.backtest.montecarlo import exponent, scaled
 
-    se, a = scaled({8: 0.1 * 32 ** -0.3, 4: 0.1 * 64 ** -0.3, 2: 0.1 * 128 ** -0.3})
-    assert a == pytest.approx(0.3, abs=1e-12) and se == pytest.approx(0.1 * 256 ** -0.3, rel=1e-12)
-    se, a = scaled({8: 0.02, 4: 0.03, 2: 0.05})
-    assert a == 0.0
+    def law(level, a):
+        return {b: level * (256 // b) ** -a for b in (8, 4, 2)}
+
+    assert exponent([law(0.1, 0.3), law(0.02, 0.3)]) == pytest.approx(0.3, abs=1e-12)
+    assert scaled(law(0.1, 0.3), 0.3) == pytest.approx(0.1 * 256 ** -0.3, rel=1e-12)
+    assert exponent([law(0.1, 0.2), law(0.02, 0.4)]) == pytest.approx(0.3, abs=1e-12)
+    growing = {8: 0.02, 4: 0.03, 2: 0.05}
+    assert exponent([growing]) == 0.0
     weighted = (7 * np.log(0.02) + 3 * np.log(0.03) + np.log(0.05)) / 11  # the line through the weighted centre
-    assert se == pytest.approx(np.exp(weighted), rel=1e-12)
-    assert scaled({8: 32 ** -0.8, 4: 64 ** -0.8, 2: 128 ** -0.8})[1] == 0.5
-    se, a = scaled({8: 0.02, 4: 0.0, 2: 0.01})  # a spread of 0: nothing to fit, the mean's rate
-    assert a is None and se == pytest.approx(0.02 / math.sqrt(8), rel=1e-12)
+    assert scaled(growing, 0.0) == pytest.approx(np.exp(weighted), rel=1e-12)
+    assert exponent([law(1.0, 0.8)]) == 0.5
+    still = {8: 0.02, 4: 0.0, 2: 0.01}
+    assert exponent([still, law(0.1, 0.3)]) == pytest.approx(0.3, abs=1e-12) and exponent([still]) is None
+    assert scaled(still, 0.3) == pytest.approx(0.02 / math.sqrt(8), rel=1e-12)
 
 
 def test_biased_batches_flag_the_band_by_return_or_by_trades():
@@ -171,6 +178,7 @@ def test_biased_batches_flag_the_band_by_return_or_by_trades():
     rare = McError(0.025, batches, trades=3, batch_trades=(20, 22, 24, 26))
     assert rare.trades_z == pytest.approx(20.0 / (np.std([20, 22, 24, 26], ddof=1) / 2.0)) and rare.biased
     assert not McError(0.025, batches, trades=23, batch_trades=(20, 22, 24, 26)).biased
+    assert McError(0.0, (0.0, 0.0, 0.0, 0.01), trades=0, batch_trades=(0, 0, 0, 1)).biased  # the run never traded
 
 
 def test_the_json_summary_and_tables_show_the_band_and_close_calls(tmp_path):
@@ -184,7 +192,8 @@ def test_the_json_summary_and_tables_show_the_band_and_close_calls(tmp_path):
     simple = doc["strategies"]["simple"]
     assert simple["mc_band"] == mc.strategies["simple"].band and simple["mc_se"] == mc.strategies["simple"].se
     assert simple["close_calls"] == mc.close_calls["simple"] and len(simple["mc_batch_returns"]) == 8
-    assert simple["mc_exponent"] == mc.strategies["simple"].exponent and "mc_unreliable" in simple
+    assert simple["mc_exponent"] == doc["monte_carlo"]["exponent"] == mc.walk_forward.exponent
+    assert simple["mc_unreliable"] == mc.strategies["simple"].biased
     assert doc["walk_forward"]["mc_band"] == doc["metrics"]["walk_forward_oos_return_mc_band"] == mc.walk_forward.band
     assert doc["monte_carlo"]["batches"] == 8 and doc["monte_carlo"]["samples_per_batch"] == 8
     assert doc["monte_carlo"]["decisions_total"] == 8 * 60

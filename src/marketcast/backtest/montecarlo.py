@@ -14,9 +14,10 @@ error ~ S^(-1/2). A *decision* is not smooth: it flips when its forecast crosses
 median return crosses 0), so a total return's error falls more slowly, at a rate that depends on the strategy
 and the data (0.04-0.30 seen on a held-out daily file, issue 54). Each run therefore also settles B/2 and B/4
 batches (8, 4, 2 batches of 32, 64, 128 samples at S = 256) and fits log(sd) against log(samples per batch),
-weighted by the degrees of freedom (:func:`scaled`); the exponent is clipped to [0, 1/2] (no figure's error
-falls faster than a mean's) and the line is read at S. With 7, 3 and 1 degrees of freedom one run's exponent
-is noisy; the seed check (benchmarks/mc_seed_check.py) says how far the band can be trusted.
+one slope for the run over every figure, each at its own level, weighted by the degrees of freedom
+(:func:`exponent`: a figure's own 7 + 3 + 1 degrees of freedom give a slope that is mostly noise); the exponent
+is clipped to [0, 1/2] (no figure's error falls faster than a mean's) and each figure's line is read at S
+(:func:`scaled`). The seed check (benchmarks/mc_seed_check.py) says how far the band can be trusted.
 
 The bias test. Batches stand for the full run only if they settle the same strategy: a strategy that trades
 rarely on S samples (``ci_guard``: its band's edge must clear 0) trades far more often on 32 (a blurrier band),
@@ -47,7 +48,7 @@ each batch, so the strategies' *differences* carry less noise than each return a
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -114,20 +115,40 @@ def bias_z(batch_values: Sequence[float], value: float) -> float:
     return gap / (sd / np.sqrt(b)) if sd > 0 else float("inf")
 
 
-def scaled(spreads: Mapping[int, float]) -> tuple[float, float | None]:
-    """(SE of the figure on all S samples, the measured exponent ``a`` of error ~ S^-a) from ``spreads``
-    ({B_k: sd of the figures on B_k batches of S / B_k samples}): a line log(sd) = c - a log(S / B_k), fitted by
-    least squares weighted by the degrees of freedom B_k - 1, ``a`` clipped to [0, 1/2], read at B = 1. Where a
-    spread is 0 (the figure moves too rarely to fit) the finest spread is scaled at the mean's rate, a = None."""
+def _line(spreads: Mapping[int, float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x = log(S / B_k) - log S (B = 1 at x = 0), y = log(sd_k) and the weights B_k - 1 (degrees of freedom)."""
+    return (-np.log(list(spreads)), np.log(list(spreads.values())), np.array([k - 1.0 for k in spreads]))
+
+
+def exponent(figures: Sequence[Mapping[int, float]]) -> float | None:
+    """The run's measured rate ``a`` of error ~ S^-a: the common slope of log(sd) on log(samples per batch) over
+    every figure's ``spreads`` ({B_k: sd of its figures on B_k batches}), each figure with its own level (a
+    fixed-effects fit, weighted by the degrees of freedom B_k - 1), clipped to [0, 1/2]. One run's 7 + 3 + 1
+    degrees of freedom per figure make a figure's own slope mostly noise; pooled over the figures it is not.
+    None where no figure moves at every batch size."""
+    xs, ys, ws = [], [], []
+    for spreads in figures:
+        if len(spreads) < 2 or min(spreads.values()) <= 0.0:
+            continue
+        x, y, w = _line(spreads)
+        xs.append(x - np.average(x, weights=w))
+        ys.append(y - np.average(y, weights=w))
+        ws.append(w)
+    if not xs:
+        return None
+    x, y, w = (np.concatenate(v) for v in (xs, ys, ws))
+    return float(np.clip(-np.sum(w * x * y) / np.sum(w * x * x), 0.0, MAX_EXPONENT))
+
+
+def scaled(spreads: Mapping[int, float], a: float | None) -> float:
+    """The SE of a figure on all S samples: its line log(sd) = c - a log(S / B_k) with slope ``a`` (the run's,
+    :func:`exponent`) through the weighted centre of its ``spreads``, read at B = 1. Where a spread is 0 or no
+    exponent was measured, the finest spread scaled at the mean's rate (error ~ S^-1/2)."""
     b = max(spreads)
-    if len(spreads) < 2 or min(spreads.values()) <= 0.0:
-        return spreads[b] * float(b) ** -MAX_EXPONENT, None
-    x = -np.log(list(spreads))  # log(S / B_k) - log(S): B = 1 at x = 0
-    y = np.log(list(spreads.values()))
-    w = np.array([k - 1.0 for k in spreads])
-    xm, ym = np.average(x, weights=w), np.average(y, weights=w)
-    a = float(np.clip(-np.sum(w * (x - xm) * (y - ym)) / np.sum(w * (x - xm) ** 2), 0.0, MAX_EXPONENT))
-    return float(np.exp(ym + a * xm)), a
+    if a is None or min(spreads.values()) <= 0.0:
+        return spreads[b] * float(b) ** -MAX_EXPONENT
+    x, y, w = _line(spreads)
+    return float(np.exp(np.average(y, weights=w) + a * np.average(x, weights=w)))
 
 
 @dataclass(frozen=True)
@@ -141,16 +162,12 @@ class McError:
     coarse: tuple[tuple[float, ...], ...] = ()
     trades: int = 0
     batch_trades: tuple[int, ...] = ()
+    exponent: float | None = None  # the run's measured exponent (:func:`exponent`)
 
     @property
     def spreads(self) -> dict[int, float]:
         """{B_k: sd of the figures on B_k batches}, B first."""
         return {len(v): float(np.std(v, ddof=1)) for v in (self.batch_values, *self.coarse)}
-
-    @property
-    def exponent(self) -> float | None:
-        """The measured exponent (:func:`scaled`), None where it cannot be fitted."""
-        return scaled(self.spreads)[1]
 
     @property
     def bias_z(self) -> float:
@@ -161,7 +178,10 @@ class McError:
     @property
     def trades_z(self) -> float:
         """The same for the number of trades: batches that trade more often than the full run (a strategy that
-        trades rarely, on a forecast that 32 samples blur) settle another strategy than the one reported."""
+        trades rarely, on a forecast that 32 samples blur) settle another strategy than the one reported; inf
+        where the run made no trade and a batch did."""
+        if self.trades == 0 and any(self.batch_trades):  # no trade to err about: the batches settle another
+            return float("inf")
         return bias_z(self.batch_trades, self.trades) if self.batch_trades else 0.0
 
     @property
@@ -176,7 +196,7 @@ class McError:
         b = len(self.batch_values)
         if not self.coarse:  # a run store record from before the scaling was measured: as it was printed
             return self.spreads[b] * float(b) ** -RECORDED_EXPONENT
-        return scaled(self.spreads)[0]
+        return scaled(self.spreads, self.exponent)
 
     @property
     def band(self) -> float:
@@ -213,7 +233,8 @@ class MonteCarlo:
     def as_dict(self) -> dict:
         close_any = np.any(list((self.close or {}).values()), axis=0) if self.close else np.zeros(0, bool)
         return {"batches": self.batches, "samples_per_batch": self.samples // self.batches, "samples": self.samples,
-                "batch_counts": coarser(self.batches), "level": LEVEL, "band": BAND, "unreliable": self.unreliable,
+                "batch_counts": coarser(self.batches),
+                "exponent": self.walk_forward.exponent, "level": LEVEL, "band": BAND, "unreliable": self.unreliable,
                 "close_calls_total": int(close_any.sum()), "close_windows": np.flatnonzero(close_any).tolist(),
                 "decisions_total": self.windows * len(self.close)}
 
@@ -246,6 +267,8 @@ def _errors(full: dict, runs: Mapping[int, list], selection: SelectionRule) -> t
                        trades, tuple(x[1] for x in batch))
 
     out = {n: error(f) for n, f in figures.items()}
+    a = exponent([e.spreads for e in out.values()])
+    out = {n: replace(e, exponent=a) for n, e in out.items()}
     wf = out.pop("walk-forward")
     return out, wf
 
