@@ -279,3 +279,21 @@ def test_seeds_1_to_3_land_inside_seed_0s_printed_band_on_sp500(tmp_path):
     for name, spread in together.seeds["strategies"].items():
         assert spread["returns"] == [r.strategies[name].metrics["return"] for r in runs]
     assert together.seeds["walk_forward"]["returns"] == [r.walk_forward["metrics"]["return"] for r in runs]
+
+
+def test_the_strip_names_the_figures_whose_band_is_unreliable():
+    """The MC error cell carries one note, the flagged figures and what to do; the verdict's JSON lists them."""
+    from marketcast.backtest.verdict import MISSING, build, cells
+
+    v = {"excess_return_points": None, "sharpe_difference": None, "trials": 0, "effective_trials": None,
+         "dsr_pick": None, "dsr_walk_forward": None, "pbo": None, "spa_pvalue": None, "coverage80": None,
+         "mc_band_points": 8.3, "mc_unreliable": ["ci_guard", "walk-forward"],
+         "context": {"asked": 1, "min": None, "max": None}, "pick": None, "pick_reads_forecast": None,
+         "walk_forward_blind_share": None,
+         "status": dict.fromkeys(("vs_buy_hold", "mc_error", "trials", "dsr_pick", "dsr_walk_forward", "pbo",
+                                  "spa_p", "coverage80", "context", "pick"), MISSING)}
+    text = {c.key: c.text for c in cells(v)}["mc_error"]
+    assert text == "±8.3 pts (unreliable for ci_guard, walk-forward: use --seeds)"
+    assert {c.key: c.text for c in cells({**v, "mc_unreliable": []})}["mc_error"] == "±8.3 pts"
+    result = run_backtest(random_bars(200, seed=21), BaselineForecaster(), CONFIG)
+    assert build(result)["mc_unreliable"] == result.monte_carlo.unreliable

@@ -274,24 +274,27 @@ def _errors(full: dict, runs: Mapping[int, list], selection: SelectionRule) -> t
 
 
 def monte_carlo(returns: ForecastReturns, views: ForecastViews, fills: Mapping, settle: Settle,
-                selection: SelectionRule, params: StrategyParams) -> MonteCarlo | None:
+                selection: SelectionRule, params: StrategyParams,
+                view: Callable[[ForecastReturns], ForecastViews] | None = None) -> MonteCarlo | None:
     """The MC error of every strategy's total return and of the walk-forward record, and the close calls
     (module docstring).
 
     ``views`` and ``fills`` (``{name: Fills}``) are the full run's; ``settle(batch)`` gives a batch's settled
-    views and ``{name: Fills}`` exactly as the full run makes them. None when the samples make fewer than
+    views and ``{name: Fills}`` exactly as the full run makes them; ``view(batch)`` its views alone (the close
+    calls read no fill; None: ``settle``'s). None when the samples make fewer than
     :data:`MIN_BATCHES` batches."""
     n_samples = next(iter(returns.samples.values())).shape[1]
     b = batch_count(n_samples)
     if not b:
         return None
     runs = {k: [settle(batch) for batch in split(returns, k)] for k in coarser(b)}
-    jack = [settle(rest) for rest in leave_one_out(returns, b)]
+    view = view or (lambda batch: settle(batch)[0])
+    jack = [view(rest) for rest in leave_one_out(returns, b)]
     per, wf = _errors(dict(fills), runs, selection)
     close = {}
     for n in fills:
         side = decision_sides(n, views, params)
-        close[n] = np.any([decision_sides(n, v, params) != side for v, _ in jack], axis=0)
+        close[n] = np.any([decision_sides(n, v, params) != side for v in jack], axis=0)
     return MonteCarlo(b, n_samples, per, wf, {n: int(c.sum()) for n, c in close.items()}, len(views), close)
 
 
