@@ -7,8 +7,8 @@ heavy-tailed synthetic series, to benchmarks/results/mc_seed_check.json for docs
 * a figure's band (median over the seeds) is 1.5-4 times the seed-to-seed sd of its return, or the figure is
   flagged unreliable in most seeds; one figure may miss (NASDAQ's maxdiff does: docs/backtest.md), none by more
   than twice the upper bound;
-* windows a seed calls close (its side changes when one batch of samples is left out) have their side differ in
-  another seed at least twice as often as the other windows.
+* windows a seed calls close (its side on a batch of 64 samples differs from the run's) have their side differ
+  in another seed at least twice as often as the other windows.
 """
 
 import pytest
@@ -31,7 +31,7 @@ def test_pooled_coverage_of_other_seeds_is_90_to_98_percent(checks, symbol):
 @pytest.mark.parametrize("symbol", ["SP500", "NASDAQ"])
 def test_close_calls_flip_at_least_twice_as_often_as_the_other_windows(checks, symbol):
     c = checks[symbol]
-    assert 0.0 < c["close_share"] < 0.5
+    assert 0.0 < c["close_share"] < 1.0  # both kinds of window occur
     assert c["flip_rate_close"] >= 2.0 * c["flip_rate_other"]
 
 

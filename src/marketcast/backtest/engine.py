@@ -458,11 +458,8 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
     ppy = bars.periods_per_year
     held = buy_and_hold_returns(o[settled[0] + 1], bars_next.close, params.costs.per_side)
 
-    def view(batch: ForecastReturns) -> ForecastViews:  # the run's views of a batch's samples (MC close calls)
-        return batch.views(index[ends], config.point, config.ci_band, atr)[:n_settled]
-
     def settle(batch: ForecastReturns) -> tuple[ForecastViews, dict]:  # the run's steps on a batch's samples (MC)
-        v = view(batch)
+        v = batch.views(index[ends], config.point, config.ci_band, atr)[:n_settled]
         w, _ = _sized({n: walk(n, v, bars_next, params) for n in config.strategies}, v, None, batch.samples,
                       params, config, n_settled)
         return v, {n: x.fills for n, x in w.items()}
@@ -507,7 +504,7 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
         asset_reason=bars.asset_reason or explain_asset_class(bars.symbol, bars.asset_class),
         latest_view=latest,
         monte_carlo=None if calibration_only else monte_carlo(returns, views, {n: w.fills for n, w in walks.items()},
-                                                              settle, config.selection, params, view),
+                                                              settle, config.selection, params),
         calibrated=None if calibrated is None else calibrated[:n_settled],
         context_seen=seen_context.seen(settled, config.context),
         calibration_report=report_calibration(samples, actual, None if calibrated is None

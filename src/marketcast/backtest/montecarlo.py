@@ -29,10 +29,13 @@ Stein 1981; the delete-a-group form, Efron 1982, 2.2) was tried as the fallback:
 NASDAQ it gave about twice the seed standard deviation (the Efron-Stein inequality makes it conservative, and a
 threshold decision is far from the smooth statistic it is exact for), so the flag stays a flag.
 
-Close calls: the windows whose side changes when any one of the B batches is left out (the jackknife's sets,
-7/8 of the samples): a per-window estimate of whether another draw of S samples moves the decision (judging
-Monte Carlo error from the run itself, Koehler, Brown & Haneuse 2009, *Am. Stat.* 63:155-162). The JSON total
-counts each window once, whichever strategies call it close.
+Close calls: the windows whose side on any of the B/2 batches (4 batches of 64 samples at S = 256, settled
+for the scaling anyway) differs from the full run's: a per-window estimate, from the run itself, of whether
+another draw of samples moves the decision (judging Monte Carlo error from the run's own replicates, Koehler,
+Brown & Haneuse 2009, *Am. Stat.* 63:155-162). The leave-one-batch-out sets (the delete-a-group jackknife's,
+7/8 of the samples) call fewer windows close but cost 8 more views a symbol and predicted flips less well on
+the heavy-tailed check (benchmarks/mc_seed_check.py). The JSON total counts each window once, whichever
+strategies call it close.
 
 The band ("MC ± x pts"): where a re-run with another ``--seed`` lands. Two independent runs differ by a
 normal error of standard deviation sqrt(2) SE; SE is estimated from B batches (B - 1 degrees of freedom), so
@@ -81,14 +84,6 @@ def split(returns: ForecastReturns, batches: int) -> list[ForecastReturns]:
     are no samples: every batch keeps them, so a decision read from them has no sampling error."""
     return [ForecastReturns(returns.last_close, {f: s[:, b::batches] for f, s in returns.samples.items()},
                             returns.quantiles, returns.levels) for b in range(batches)]
-
-
-def leave_one_out(returns: ForecastReturns, batches: int) -> list[ForecastReturns]:
-    """Every window's samples but batch b's (:func:`split`), for b = 0 .. B - 1 (the jackknife's delete-a-group
-    sets, Efron 1982, 2.2): what the close calls decide on."""
-    keep = [np.arange(next(iter(returns.samples.values())).shape[1]) % batches != b for b in range(batches)]
-    return [ForecastReturns(returns.last_close, {f: s[:, k] for f, s in returns.samples.items()},
-                            returns.quantiles, returns.levels) for k in keep]
 
 
 def coarser(batches: int) -> list[int]:
@@ -213,8 +208,8 @@ class McError:
 @dataclass(frozen=True)
 class MonteCarlo:
     """The Monte Carlo error of one symbol's backtest: per strategy and for the walk-forward record, and each
-    strategy's close calls (``close_calls``: how many windows' sides change when any one batch is left out;
-    ``close``: which, ``[N]`` bool, None in a run recorded before)."""
+    strategy's close calls (``close_calls``: how many windows' sides differ on any of the B/2 batches from the
+    full run's; ``close``: which, ``[N]`` bool, None in a run recorded before)."""
 
     batches: int
     samples: int
@@ -239,10 +234,10 @@ class MonteCarlo:
                 "decisions_total": self.windows * len(self.close)}
 
     def note(self) -> str:
-        """``simple 9, unprofit_shutdown 9 of 70 decisions change when one batch of samples is left out``."""
+        """``simple 9, unprofit_shutdown 9 of 70 decisions differ on a batch of 64 samples``."""
         calls = [f"{n} {c}" for n, c in self.close_calls.items() if c]
-        return (f"{', '.join(calls) if calls else 'none'} of {self.windows} decisions change when one batch of "
-                "samples is left out")
+        return (f"{', '.join(calls) if calls else 'none'} of {self.windows} decisions differ on a batch of "
+                f"{2 * self.samples // self.batches} samples")
 
 
 Settle = Callable[[ForecastReturns], tuple[ForecastViews, dict]]
@@ -274,27 +269,23 @@ def _errors(full: dict, runs: Mapping[int, list], selection: SelectionRule) -> t
 
 
 def monte_carlo(returns: ForecastReturns, views: ForecastViews, fills: Mapping, settle: Settle,
-                selection: SelectionRule, params: StrategyParams,
-                view: Callable[[ForecastReturns], ForecastViews] | None = None) -> MonteCarlo | None:
+                selection: SelectionRule, params: StrategyParams) -> MonteCarlo | None:
     """The MC error of every strategy's total return and of the walk-forward record, and the close calls
     (module docstring).
 
     ``views`` and ``fills`` (``{name: Fills}``) are the full run's; ``settle(batch)`` gives a batch's settled
-    views and ``{name: Fills}`` exactly as the full run makes them; ``view(batch)`` its views alone (the close
-    calls read no fill; None: ``settle``'s). None when the samples make fewer than
+    views and ``{name: Fills}`` exactly as the full run makes them. None when the samples make fewer than
     :data:`MIN_BATCHES` batches."""
     n_samples = next(iter(returns.samples.values())).shape[1]
     b = batch_count(n_samples)
     if not b:
         return None
     runs = {k: [settle(batch) for batch in split(returns, k)] for k in coarser(b)}
-    view = view or (lambda batch: settle(batch)[0])
-    jack = [view(rest) for rest in leave_one_out(returns, b)]
     per, wf = _errors(dict(fills), runs, selection)
     close = {}
     for n in fills:
         side = decision_sides(n, views, params)
-        close[n] = np.any([decision_sides(n, v, params) != side for v in jack], axis=0)
+        close[n] = np.any([decision_sides(n, v, params) != side for v, _ in runs[b // 2]], axis=0)
     return MonteCarlo(b, n_samples, per, wf, {n: int(c.sum()) for n, c in close.items()}, len(views), close)
 
 
