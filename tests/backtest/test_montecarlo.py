@@ -277,7 +277,8 @@ def test_seeds_1_to_3_land_inside_seed_0s_printed_band_on_sp500(tmp_path):
 
 
 def test_the_strip_names_the_figures_whose_band_is_unreliable():
-    """The MC error cell carries one note, the flagged figures and what to do; the verdict's JSON lists them."""
+    """The MC error cell carries one note, the flagged figures (two, then 'and more') and what to do; the
+    verdict's JSON lists them."""
     from marketcast.backtest.verdict import MISSING, build, cells
 
     v = {"excess_return_points": None, "sharpe_difference": None, "trials": 0, "effective_trials": None,
@@ -290,5 +291,7 @@ def test_the_strip_names_the_figures_whose_band_is_unreliable():
     text = {c.key: c.text for c in cells(v)}["mc_error"]
     assert text == "±8.3 pts (unreliable for ci_guard, walk-forward: use --seeds)"
     assert {c.key: c.text for c in cells({**v, "mc_unreliable": []})}["mc_error"] == "±8.3 pts"
+    three = {c.key: c.text for c in cells({**v, "mc_unreliable": ["simple", "ci_guard", "walk-forward"]})}
+    assert three["mc_error"] == "±8.3 pts (unreliable for simple, ci_guard and more: use --seeds)"
     result = run_backtest(random_bars(200, seed=21), BaselineForecaster(), CONFIG)
     assert build(result)["mc_unreliable"] == result.monte_carlo.unreliable

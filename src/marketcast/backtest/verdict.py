@@ -154,8 +154,7 @@ def cells(v: dict) -> list[Cell]:
              f"{_num(v['excess_return_points'], '+.2f')} pts, Sharpe {_num(v['sharpe_difference'], '+.2f')}",
              s["vs_buy_hold"]),
         Cell("mc_error", "MC error", "g-mc-error", ("—" if v["mc_band_points"] is None else f"±{v['mc_band_points']:.1f} pts")
-             + (f" (unreliable for {', '.join(v['mc_unreliable'])}: use --seeds)" if v.get("mc_unreliable") else ""),
-             s["mc_error"]),
+             + _unreliable(v.get("mc_unreliable")), s["mc_error"]),
         Cell("trials", "trials", "g-trials", f"{v['trials']}" + ("" if eff is None else f" ({eff:.1f} eff.)"),
              s["trials"]),
         Cell("dsr_pick", "DSR pick", "g-dsr", _num(v["dsr_pick"], ".2f"), s["dsr_pick"]),
@@ -168,6 +167,14 @@ def cells(v: dict) -> list[Cell]:
         Cell("context", "context", "g-context", context, s["context"]),
         Cell("pick", "pick", "g-pick", pick, s["pick"]),
     ]
+
+
+def _unreliable(names: list[str] | None) -> str:
+    """The MC error cell's note on biased batches (:attr:`marketcast.backtest.montecarlo.MonteCarlo.unreliable`):
+    two figures by name, "and more" past them, so the strip's line keeps its width (and its figures' digits)."""
+    if not names:
+        return ""
+    return f" (unreliable for {', '.join(names[:2])}{' and more' if len(names) > 2 else ''}: use --seeds)"
 
 
 #: The strip's three lines on a terminal: the result, the selection statistics, the forecast.
