@@ -70,8 +70,8 @@ def test_each_batch_figure_is_a_whole_run_on_that_batchs_samples(sizing):
 
 
 def test_standard_error_and_band_by_hand():
-    """B = 4 batch figures 1, 3, 2, 4 %: sd sqrt(5/3) %, SE = sd * 4^-1/4 = sd / sqrt(2), band = t(0.975, 3) *
-    sqrt(2) * SE = 3.182 * sd."""
+    """B = 4 batch figures 1, 3, 2, 4 % and no coarser batches (a run recorded before the scaling was measured):
+    sd sqrt(5/3) %, SE = sd * 4^-1/4 = sd / sqrt(2), band = t(0.975, 3) * sqrt(2) * SE = 3.182 * sd."""
     e = McError(0.025, (0.01, 0.03, 0.02, 0.04))
     sd = math.sqrt(5.0 / 3.0) / 100.0
     assert e.se == pytest.approx(sd / math.sqrt(2.0), rel=1e-12)
@@ -195,7 +195,7 @@ def test_the_json_summary_and_tables_show_the_band_and_close_calls(tmp_path):
     union = np.any(list(mc.close.values()), axis=0)  # each window once, whichever strategies call it close
     assert doc["monte_carlo"]["close_calls_total"] == int(union.sum()) <= sum(mc.close_calls.values())
     assert doc["monte_carlo"]["close_windows"] == np.flatnonzero(union).tolist()
-    assert doc["monte_carlo"]["unreliable"] == mc.unreliable
+    assert doc["monte_carlo"]["unreliable"] == mc.unreliable and doc["monte_carlo"]["batch_counts"] == [8, 4, 2]
     assert track_rows(result)[0][-1] == f"±{100 * mc.walk_forward.band:.1f}"
     rows = {row[0].rstrip("*†"): row for row in in_sample_rows(result)}
     assert rows["simple"][-1] == f"±{100 * mc.strategies['simple'].band:.1f}"
@@ -295,3 +295,23 @@ def test_the_strip_names_the_figures_whose_band_is_unreliable():
     assert three["mc_error"] == "±8.3 pts (unreliable for simple, ci_guard and more: use --seeds)"
     result = run_backtest(random_bars(200, seed=21), BaselineForecaster(), CONFIG)
     assert build(result)["mc_unreliable"] == result.monte_carlo.unreliable
+
+
+def test_a_run_recorded_before_the_scaling_was_measured_keeps_its_printed_band():
+    """The run store rebuilds a record field by field: an old McError has no coarse batches, trades or exponent,
+    an old MonteCarlo no ``close``; the band stays t * sqrt(2) * sd * B^-1/4 and nothing is flagged."""
+    from marketcast.backtest.montecarlo import MonteCarlo
+    from marketcast.runs.codec import decode
+
+    old = {"$dc": "marketcast.backtest.montecarlo:MonteCarlo", "fields": {
+        "batches": 4, "samples": 32, "windows": 3, "close_calls": {"simple": 1},
+        "strategies": {"simple": {"$dc": "marketcast.backtest.montecarlo:McError",
+                                  "fields": {"value": 0.025, "batch_values": {"$tuple": [0.01, 0.03, 0.02, 0.04]}}}},
+        "walk_forward": {"$dc": "marketcast.backtest.montecarlo:McError",
+                         "fields": {"value": 0.0, "batch_values": {"$tuple": [0.0, 0.0, 0.0, 0.0]}}}}}
+    mc = decode(json.dumps(old))
+    assert isinstance(mc, MonteCarlo) and mc.close is None and mc.unreliable == []
+    sd = math.sqrt(5.0 / 3.0) / 100.0
+    assert mc.strategies["simple"].band == pytest.approx(3.182 * math.sqrt(2.0) * sd * 4 ** -0.25, rel=1e-12)
+    assert mc.as_dict()["close_calls_total"] is None and mc.as_dict()["batch_counts"] == [4]
+    assert mc.note().startswith("simple 1 of 3 decisions")

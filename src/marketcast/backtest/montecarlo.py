@@ -226,12 +226,14 @@ class MonteCarlo:
         return [n for n, e in {**self.strategies, "walk-forward": self.walk_forward}.items() if e.biased]
 
     def as_dict(self) -> dict:
-        close_any = np.any(list((self.close or {}).values()), axis=0) if self.close else np.zeros(0, bool)
+        close_any = None if self.close is None else np.any([np.zeros(self.windows, bool), *self.close.values()],
+                                                           axis=0)  # None: a run recorded before they were kept
         return {"batches": self.batches, "samples_per_batch": self.samples // self.batches, "samples": self.samples,
-                "batch_counts": coarser(self.batches),
+                "batch_counts": list(self.walk_forward.spreads),
                 "exponent": self.walk_forward.exponent, "level": LEVEL, "band": BAND, "unreliable": self.unreliable,
-                "close_calls_total": int(close_any.sum()), "close_windows": np.flatnonzero(close_any).tolist(),
-                "decisions_total": self.windows * len(self.close)}
+                "close_calls_total": None if close_any is None else int(close_any.sum()),
+                "close_windows": None if close_any is None else np.flatnonzero(close_any).tolist(),
+                "decisions_total": self.windows * len(self.close_calls)}
 
     def note(self) -> str:
         """``simple 9, unprofit_shutdown 9 of 70 decisions differ on a batch of 64 samples``."""
