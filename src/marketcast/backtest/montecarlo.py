@@ -24,10 +24,11 @@ rarely on S samples (``ci_guard``: its band's edge must clear 0) trades far more
 so its batch figures are biased, not just noisier. The batch-means test (Glasserman 2003, 1.1.3: batch means
 are approximately normal about their expectation) compares the batches' mean return and mean trade count with
 the full run's, in batch standard errors (sd / sqrt(B)); beyond t(0.975, B - 1) the figure's band is flagged
-unreliable (:attr:`McError.biased`) and the strip says to measure it with ``--seeds``. The jackknife (Efron &
-Stein 1981; the delete-a-group form, Efron 1982, 2.2) was tried as the fallback: on the embedded SP500 and
-NASDAQ it gave about twice the seed standard deviation (the Efron-Stein inequality makes it conservative, and a
-threshold decision is far from the smooth statistic it is exact for), so the flag stays a flag.
+unreliable (:attr:`McError.biased`) and the strip says to measure it with ``--seeds``. Two fallbacks were
+tried: the jackknife over the batches (Efron & Stein 1981; the delete-a-group form, Efron 1982, 2.2) gave SEs
+of 1.1-2.9 seed standard deviations on the embedded SP500 and NASDAQ (the Efron-Stein inequality makes it
+conservative, and a threshold decision is far from the smooth statistic it is exact for), a bootstrap of the
+samples at full size (Koehler, Brown & Haneuse 2009) 0.9-2.2: wider than the batches, so the flag stays a flag.
 
 Close calls: the windows whose side on any of the B/2 batches (4 batches of 64 samples at S = 256, settled
 for the scaling anyway) differs from the full run's: a per-window estimate, from the run itself, of whether
