@@ -15,7 +15,6 @@ from marketcast.backtest.montecarlo import (
     T_975,
     McError,
     batch_count,
-    close_calls,
     seed_spread,
 )
 from marketcast.backtest.selection import DEFAULT_LOOKBACK, DEFAULT_MIN_TRADES
@@ -71,8 +70,8 @@ def test_each_batch_figure_is_a_whole_run_on_that_batchs_samples(sizing):
 
 
 def test_standard_error_and_band_by_hand():
-    """B = 4 batch figures 1, 3, 2, 4 %: sd sqrt(5/3) %, SE = sd * 4^-1/4 = sd / sqrt(2), band = t(0.975, 3) *
-    sqrt(2) * SE = 3.182 * sd."""
+    """B = 4 batch figures 1, 3, 2, 4 % and no coarser batches (a run recorded before the scaling was measured):
+    sd sqrt(5/3) %, SE = sd * 4^-1/4 = sd / sqrt(2), band = t(0.975, 3) * sqrt(2) * SE = 3.182 * sd."""
     e = McError(0.025, (0.01, 0.03, 0.02, 0.04))
     sd = math.sqrt(5.0 / 3.0) / 100.0
     assert e.se == pytest.approx(sd / math.sqrt(2.0), rel=1e-12)
@@ -109,7 +108,7 @@ def test_a_model_deciding_from_its_own_quantiles_has_no_sampling_error():
     result = run_backtest(random_bars(200, seed=8), QuantileForecaster(), CONFIG)
     mc = result.monte_carlo
     assert {e.band for e in mc.strategies.values()} == {0.0} and mc.walk_forward.band == 0.0
-    assert set(mc.close_calls.values()) == {0}
+    assert set(mc.close_calls.values()) == {0} and mc.unreliable == []
 
 
 def _views(close, high, low, band_low, band_high) -> ForecastViews:
@@ -118,44 +117,63 @@ def _views(close, high, low, band_low, band_high) -> ForecastViews:
                                                                (close, high, low, band_low, band_high)), np.zeros(n))
 
 
-def test_close_calls_by_hand():
-    """simple: |median return| below its SE; ci_guard: the band's edge within its SE of 0; maxdiff: |high| and
-    |low| within their SEs of each other; buy_hold never."""
-    v = _views(close=[0.001, -0.002, 0.010, 0.004], high=[0.010, 0.011, 0.020, 0.006], low=[-0.012, -0.010, 0.001, -0.0058],
-               band_low=[-0.004, -0.006, 0.0005, 0.003], band_high=[0.006, 0.002, 0.02, 0.005])
-    se = {"close_ret": np.array([0.002, 0.001, 0.001, 0.001]), "high_ret": np.full(4, 0.0002),
-          "low_ret": np.full(4, 0.0002), "band_low": np.full(4, 0.001), "band_high": np.full(4, 0.001)}
-    p = StrategyParams()
-    assert close_calls("simple", v, se, p).tolist() == [True, False, False, False]
-    assert close_calls("unprofit_shutdown", v, se, p).tolist() == [True, False, False, False]
-    assert close_calls("ci_guard", v, se, p).tolist() == [False, False, True, False]  # centre ± half = band edges
-    assert close_calls("all_signals", v, se, p).tolist() == [False, False, False, False]  # low 0.001 > SE 0.0002
-    assert close_calls("maxdiff", v, se, p).tolist() == [False, False, False, True]  # |0.006| - |-0.0058| < 2 SE
-    assert not close_calls("buy_hold", v, se, p).any()
-
-
-def test_close_calls_equal_the_corners_tried_one_at_a_time():
-    """The 32 corners decided in one call as 32 N windows give what deciding each corner alone gives."""
+def test_close_calls_are_the_windows_whose_side_differs_on_a_batch_of_twice_the_samples():
+    """The reference: a whole run on each of the B/2 = 4 batches of 16 samples (samples b, b + 4, ...); a window
+    is close for a strategy when its side in any of those runs differs from the full run's."""
     from dataclasses import replace
-    from itertools import product
 
-    from marketcast.backtest.montecarlo import VIEW_FIELDS
+    from marketcast.backtest.strategies import StrategyParams
     from marketcast.backtest.vectorised import decision_sides
 
-    rng = np.random.default_rng(7)
-    n = 200
-    v = _views(*(rng.normal(0, 0.01, n) for _ in range(3)), *np.sort(rng.normal(0, 0.01, (2, n)), axis=0))
-    se = {f: np.abs(rng.normal(0, 0.004, n)) for f in VIEW_FIELDS}
-    for p in (StrategyParams(), StrategyParams(allow_short=False)):
-        for name in ("simple", "unprofit_shutdown", "ci_guard", "all_signals", "maxdiff", "buy_hold",
-                     "entry_takeprofit", "highlow"):
-            base = decision_sides(name, v, p)
-            one_by_one = np.zeros(n, dtype=bool)
-            for signs in product((-1.0, 1.0), repeat=len(VIEW_FIELDS)):
-                moved = replace(v, **{f: getattr(v, f) + s * se[f] for f, s in zip(VIEW_FIELDS, signs)})
-                one_by_one |= decision_sides(name, moved, p) != base
-            assert close_calls(name, v, se, p).tolist() == one_by_one.tolist(), name
-            assert name == "buy_hold" or 0 < one_by_one.sum() < n  # the draw has close calls and clear ones
+    bars = random_bars(200, seed=21)
+    full = run_backtest(bars, BaselineForecaster(), CONFIG)
+    p = StrategyParams.from_config(CONFIG, bars.asset_class, bars.periods_per_year)
+    quarters = [run_backtest(bars, BatchOf(BaselineForecaster(), b, 4), replace(CONFIG, num_samples=16))
+                for b in range(4)]
+    for name in full.strategies:
+        side = decision_sides(name, full.views, p)
+        expected = np.any([decision_sides(name, q.views, p) != side for q in quarters], axis=0)
+        assert full.monte_carlo.close[name].tolist() == expected.tolist(), name
+    assert 0 < full.monte_carlo.close_calls["simple"] < 60
+    assert not full.monte_carlo.close["buy_hold"].any()
+    assert "of 60 decisions differ on a batch of 16 samples" in full.monte_carlo.note()
+
+
+def test_the_scaling_is_one_slope_fitted_over_the_runs_figures():
+    """Two figures whose sd falls as m^-0.3 at levels 0.1 and 0.02 on 8, 4, 2 batches of 32, 64, 128 samples
+    (S = 256): the run's exponent 0.3, each SE = level * 256^-0.3. Slopes 0.2 and 0.4 (weights equal): 0.3.
+    Spreads growing with m clip to 0 (SE = the weighted geometric mean of the spreads), falling as m^-0.8 to
+    1/2; a figure with a spread of 0 is left out of the fit and scaled at the mean's rate."""
+    from marketcast.backtest.montecarlo import exponent, scaled
+
+    def law(level, a):
+        return {b: level * (256 // b) ** -a for b in (8, 4, 2)}
+
+    assert exponent([law(0.1, 0.3), law(0.02, 0.3)]) == pytest.approx(0.3, abs=1e-12)
+    assert scaled(law(0.1, 0.3), 0.3) == pytest.approx(0.1 * 256 ** -0.3, rel=1e-12)
+    assert exponent([law(0.1, 0.2), law(0.02, 0.4)]) == pytest.approx(0.3, abs=1e-12)
+    growing = {8: 0.02, 4: 0.03, 2: 0.05}
+    assert exponent([growing]) == 0.0
+    weighted = (7 * np.log(0.02) + 3 * np.log(0.03) + np.log(0.05)) / 11  # the line through the weighted centre
+    assert scaled(growing, 0.0) == pytest.approx(np.exp(weighted), rel=1e-12)
+    assert exponent([law(1.0, 0.8)]) == 0.5
+    still = {8: 0.02, 4: 0.0, 2: 0.01}
+    assert exponent([still, law(0.1, 0.3)]) == pytest.approx(0.3, abs=1e-12) and exponent([still]) is None
+    assert scaled(still, 0.3) == pytest.approx(0.02 / math.sqrt(8), rel=1e-12)
+
+
+def test_biased_batches_flag_the_band_by_return_or_by_trades():
+    """Batch mean 2.5 % vs the run's 2.5 %: z 0; vs 10 %: z = 7.5 / (sd / sqrt(4)) > t(0.975, 3); batches
+    trading 20-26 times where the run traded 3: biased though the returns agree."""
+    batches = (0.01, 0.03, 0.02, 0.04)
+    sd = float(np.std(batches, ddof=1))
+    assert McError(0.025, batches).bias_z == 0.0 and not McError(0.025, batches).biased
+    far = McError(0.10, batches)
+    assert far.bias_z == pytest.approx(0.075 / (sd / 2.0), rel=1e-12) and far.biased
+    rare = McError(0.025, batches, trades=3, batch_trades=(20, 22, 24, 26))
+    assert rare.trades_z == pytest.approx(20.0 / (np.std([20, 22, 24, 26], ddof=1) / 2.0)) and rare.biased
+    assert not McError(0.025, batches, trades=23, batch_trades=(20, 22, 24, 26)).biased
+    assert McError(0.0, (0.0, 0.0, 0.0, 0.01), trades=0, batch_trades=(0, 0, 0, 1)).biased  # the run never traded
 
 
 def test_the_json_summary_and_tables_show_the_band_and_close_calls(tmp_path):
@@ -169,15 +187,20 @@ def test_the_json_summary_and_tables_show_the_band_and_close_calls(tmp_path):
     simple = doc["strategies"]["simple"]
     assert simple["mc_band"] == mc.strategies["simple"].band and simple["mc_se"] == mc.strategies["simple"].se
     assert simple["close_calls"] == mc.close_calls["simple"] and len(simple["mc_batch_returns"]) == 8
+    assert simple["mc_exponent"] == doc["monte_carlo"]["exponent"] == mc.walk_forward.exponent
+    assert simple["mc_unreliable"] == mc.strategies["simple"].biased
     assert doc["walk_forward"]["mc_band"] == doc["metrics"]["walk_forward_oos_return_mc_band"] == mc.walk_forward.band
     assert doc["monte_carlo"]["batches"] == 8 and doc["monte_carlo"]["samples_per_batch"] == 8
     assert doc["monte_carlo"]["decisions_total"] == 8 * 60
-    assert doc["monte_carlo"]["close_calls_total"] == sum(mc.close_calls.values())
+    union = np.any(list(mc.close.values()), axis=0)  # each window once, whichever strategies call it close
+    assert doc["monte_carlo"]["close_calls_total"] == int(union.sum()) <= sum(mc.close_calls.values())
+    assert doc["monte_carlo"]["close_windows"] == np.flatnonzero(union).tolist()
+    assert doc["monte_carlo"]["unreliable"] == mc.unreliable and doc["monte_carlo"]["batch_counts"] == [8, 4, 2]
     assert track_rows(result)[0][-1] == f"±{100 * mc.walk_forward.band:.1f}"
     rows = {row[0].rstrip("*†"): row for row in in_sample_rows(result)}
     assert rows["simple"][-1] == f"±{100 * mc.strategies['simple'].band:.1f}"
     note = in_sample_note(result)
-    assert f"simple {mc.close_calls['simple']}" in note and "of 60 decisions within MC error" in note
+    assert f"simple {mc.close_calls['simple']}" in note and "of 60 decisions differ on a batch" in note
     md = markdown_summary([result])
     assert "| MC ± |" in md and f"±{100 * mc.walk_forward.band:.1f} |" in md
 
@@ -251,3 +274,44 @@ def test_seeds_1_to_3_land_inside_seed_0s_printed_band_on_sp500(tmp_path):
     for name, spread in together.seeds["strategies"].items():
         assert spread["returns"] == [r.strategies[name].metrics["return"] for r in runs]
     assert together.seeds["walk_forward"]["returns"] == [r.walk_forward["metrics"]["return"] for r in runs]
+
+
+def test_the_strip_names_the_figures_whose_band_is_unreliable():
+    """The MC error cell carries one note, the flagged figures (two, then 'and more') and what to do; the
+    verdict's JSON lists them."""
+    from marketcast.backtest.verdict import MISSING, build, cells
+
+    v = {"excess_return_points": None, "sharpe_difference": None, "trials": 0, "effective_trials": None,
+         "dsr_pick": None, "dsr_walk_forward": None, "pbo": None, "spa_pvalue": None, "coverage80": None,
+         "mc_band_points": 8.3, "mc_unreliable": ["ci_guard", "walk-forward"],
+         "context": {"asked": 1, "min": None, "max": None}, "pick": None, "pick_reads_forecast": None,
+         "walk_forward_blind_share": None,
+         "status": dict.fromkeys(("vs_buy_hold", "mc_error", "trials", "dsr_pick", "dsr_walk_forward", "pbo",
+                                  "spa_p", "coverage80", "context", "pick"), MISSING)}
+    text = {c.key: c.text for c in cells(v)}["mc_error"]
+    assert text == "±8.3 pts (unreliable for ci_guard, walk-forward: use --seeds)"
+    assert {c.key: c.text for c in cells({**v, "mc_unreliable": []})}["mc_error"] == "±8.3 pts"
+    three = {c.key: c.text for c in cells({**v, "mc_unreliable": ["simple", "ci_guard", "walk-forward"]})}
+    assert three["mc_error"] == "±8.3 pts (unreliable for simple, ci_guard and more: use --seeds)"
+    result = run_backtest(random_bars(200, seed=21), BaselineForecaster(), CONFIG)
+    assert build(result)["mc_unreliable"] == result.monte_carlo.unreliable
+
+
+def test_a_run_recorded_before_the_scaling_was_measured_keeps_its_printed_band():
+    """The run store rebuilds a record field by field: an old McError has no coarse batches, trades or exponent,
+    an old MonteCarlo no ``close``; the band stays t * sqrt(2) * sd * B^-1/4 and nothing is flagged."""
+    from marketcast.backtest.montecarlo import MonteCarlo
+    from marketcast.runs.codec import decode
+
+    old = {"$dc": "marketcast.backtest.montecarlo:MonteCarlo", "fields": {
+        "batches": 4, "samples": 32, "windows": 3, "close_calls": {"simple": 1},
+        "strategies": {"simple": {"$dc": "marketcast.backtest.montecarlo:McError",
+                                  "fields": {"value": 0.025, "batch_values": {"$tuple": [0.01, 0.03, 0.02, 0.04]}}}},
+        "walk_forward": {"$dc": "marketcast.backtest.montecarlo:McError",
+                         "fields": {"value": 0.0, "batch_values": {"$tuple": [0.0, 0.0, 0.0, 0.0]}}}}}
+    mc = decode(json.dumps(old))
+    assert isinstance(mc, MonteCarlo) and mc.close is None and mc.unreliable == []
+    sd = math.sqrt(5.0 / 3.0) / 100.0
+    assert mc.strategies["simple"].band == pytest.approx(3.182 * math.sqrt(2.0) * sd * 4 ** -0.25, rel=1e-12)
+    assert mc.as_dict()["close_calls_total"] is None and mc.as_dict()["batch_counts"] == [4]
+    assert mc.note().startswith("simple 1 of 3 decisions")

@@ -7,18 +7,36 @@ returns do not hold. It is measured here without calling the model again, by *se
 Financial Engineering*, 1.1.3): each window's S samples are split into B batches (:func:`batch_count`), every
 strategy decides and settles on each batch's samples alone (same bars, costs and sizing policy) and the
 walk-forward pick is made on each batch; the spread of the B batch figures, scaled from m = S / B samples to S
-(:func:`scale`), is the standard error of the full-sample figure, which stays the one reported.
+(:func:`scaled`), is the standard error of the full-sample figure, which stays the one reported.
 
-The scaling. A smooth statistic (a mean, a quantile such as the median itself) has an error ~ S^(-1/2), so
-batch means divide the batch spread by sqrt(B). A *decision* is not smooth: it flips when its forecast crosses a
-threshold (``simple``: the median return crosses 0). Over many windows, those whose true median lies within
-~S^(-1/2) of the threshold are the ones that can flip, their share falls as S^(-1/2), so the variance of a total
-return falls as S^(-1/2) and its error as S^(-1/4). On the embedded SP500 (70 windows) the seed-to-seed
-standard deviation of the strategies' returns, measured at S = 32 and S = 256, falls as S^(-0.22) to S^(-0.54)
-(``simple`` 8.6 -> 5.3 points, the walk-forward record 5.1 -> 2.6); :data:`EXPONENT` = 1/4 is the
-decision-level rate, conservative where a figure is smoother. The point forecasts' own standard errors (for the
-close calls) use the quantile rate 1/2 (Serfling 1980, *Approximation Theorems of Mathematical Statistics*,
-2.3.3).
+The scaling, measured per run. A smooth statistic (a mean, a quantile such as the median itself) has an
+error ~ S^(-1/2). A *decision* is not smooth: it flips when its forecast crosses a threshold (``simple``: the
+median return crosses 0), so a total return's error falls more slowly, at a rate that depends on the strategy
+and the data (0.04-0.30 seen on a held-out daily file, issue 54). Each run therefore also settles B/2 and B/4
+batches (8, 4, 2 batches of 32, 64, 128 samples at S = 256) and fits log(sd) against log(samples per batch),
+one slope for the run over every figure, each at its own level, weighted by the degrees of freedom
+(:func:`exponent`: a figure's own 7 + 3 + 1 degrees of freedom give a slope that is mostly noise); the exponent
+is clipped to [0, 1/2] (no figure's error falls faster than a mean's) and each figure's line is read at S
+(:func:`scaled`). The seed check (benchmarks/mc_seed_check.py) says how far the band can be trusted.
+
+The bias test. Batches stand for the full run only if they settle the same strategy: a strategy that trades
+rarely on S samples (``ci_guard``: its band's edge must clear 0) trades far more often on 32 (a blurrier band),
+so its batch figures are biased, not just noisier. The batch-means test (Glasserman 2003, 1.1.3: batch means
+are approximately normal about their expectation) compares the batches' mean return and mean trade count with
+the full run's, in batch standard errors (sd / sqrt(B)); beyond t(0.975, B - 1) the figure's band is flagged
+unreliable (:attr:`McError.biased`) and the strip says to measure it with ``--seeds``. Two fallbacks were
+tried: the jackknife over the batches (Efron & Stein 1981; the delete-a-group form, Efron 1982, 2.2) gave SEs
+of 1.1-2.9 seed standard deviations on the embedded SP500 and NASDAQ (the Efron-Stein inequality makes it
+conservative, and a threshold decision is far from the smooth statistic it is exact for), a bootstrap of the
+samples at full size (Koehler, Brown & Haneuse 2009) 0.9-2.2: wider than the batches, so the flag stays a flag.
+
+Close calls: the windows whose side on any of the B/2 batches (4 batches of 64 samples at S = 256, settled
+for the scaling anyway) differs from the full run's: a per-window estimate, from the run itself, of whether
+another draw of samples moves the decision (judging Monte Carlo error from the run's own replicates, Koehler,
+Brown & Haneuse 2009, *Am. Stat.* 63:155-162). The leave-one-batch-out sets (the delete-a-group jackknife's,
+7/8 of the samples) call fewer windows close but cost 8 more views a symbol and predicted flips less well on
+the heavy-tailed check (benchmarks/mc_seed_check.py). The JSON total counts each window once, whichever
+strategies call it close.
 
 The band ("MC ± x pts"): where a re-run with another ``--seed`` lands. Two independent runs differ by a
 normal error of standard deviation sqrt(2) SE; SE is estimated from B batches (B - 1 degrees of freedom), so
@@ -35,7 +53,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from itertools import product
 
 import numpy as np
 
@@ -47,12 +64,13 @@ from marketcast.backtest.views import ForecastReturns, ForecastViews
 BATCHES = 8  # batches when every one holds at least MIN_BATCH samples (S >= 64)
 MIN_BATCH = 8  # samples per batch below which a batch's median is too coarse to decide on
 MIN_BATCHES = 4  # fewer batches than this (S < 32): no estimate, the spread of 2-3 figures says nothing
-EXPONENT = 0.25  # error ~ S^-EXPONENT for a figure built on threshold decisions (module docstring)
+RECORDED_EXPONENT = 0.25  # the fixed exponent of runs recorded before it was measured (their bands as printed)
+MAX_EXPONENT = 0.5  # no figure's error falls faster than a mean's, S^-1/2 (module docstring)
 LEVEL = 0.95
-T_975 = {3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365}  # Student t 0.975 quantiles by degrees of freedom
-VIEW_FIELDS = ("close_ret", "high_ret", "low_ret", "band_low", "band_high")
+T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365}  # Student t 0.975 by dof
 BAND = ("95% band of a re-run with another seed, about this run's figure: t(0.975, B-1) * sqrt(2) * SE, where SE "
-        "= sd of the B batch figures * (samples per batch / samples)^0.25 (sectioning; docs/backtest.md)")
+        "= the batch spread scaled to S samples with the exponent measured from batches of S/B, 2S/B, 4S/B "
+        "samples; flagged unreliable where the batches are biased against the full run (docs/backtest.md)")
 
 
 def batch_count(num_samples: int) -> int:
@@ -69,9 +87,12 @@ def split(returns: ForecastReturns, batches: int) -> list[ForecastReturns]:
                             returns.quantiles, returns.levels) for b in range(batches)]
 
 
-def scale(batches: int, exponent: float = EXPONENT) -> float:
-    """From the spread of figures on S / B samples to the standard error of the figure on S: B^-exponent."""
-    return float(batches) ** -exponent
+def coarser(batches: int) -> list[int]:
+    """The batch counts the scaling is measured on: B, B/2, B/4 while at least 2 batches remain (8, 4, 2)."""
+    out = [batches]
+    while out[-1] // 2 >= 2:
+        out.append(out[-1] // 2)
+    return out
 
 
 def total(returns: np.ndarray) -> float:
@@ -79,17 +100,99 @@ def total(returns: np.ndarray) -> float:
     return float(np.prod(1.0 + np.asarray(returns, dtype=np.float64)) - 1.0)
 
 
+def bias_z(batch_values: Sequence[float], value: float) -> float:
+    """|mean of the batch figures - the full-sample figure| / (their sd / sqrt(B)): the batch-means test of the
+    batches against the figure they stand for; inf where the batches agree with each other but not with it."""
+    b = len(batch_values)
+    gap = abs(float(np.mean(batch_values)) - value)
+    sd = float(np.std(batch_values, ddof=1))
+    if gap <= 1e-12:
+        return 0.0
+    return gap / (sd / np.sqrt(b)) if sd > 0 else float("inf")
+
+
+def _line(spreads: Mapping[int, float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x = log(S / B_k) - log S (B = 1 at x = 0), y = log(sd_k) and the weights B_k - 1 (degrees of freedom)."""
+    return (-np.log(list(spreads)), np.log(list(spreads.values())), np.array([k - 1.0 for k in spreads]))
+
+
+def exponent(figures: Sequence[Mapping[int, float]]) -> float | None:
+    """The run's measured rate ``a`` of error ~ S^-a: the common slope of log(sd) on log(samples per batch) over
+    every figure's ``spreads`` ({B_k: sd of its figures on B_k batches}), each figure with its own level (a
+    fixed-effects fit, weighted by the degrees of freedom B_k - 1), clipped to [0, 1/2]. One run's 7 + 3 + 1
+    degrees of freedom per figure make a figure's own slope mostly noise; pooled over the figures it is not.
+    None where no figure moves at every batch size."""
+    xs, ys, ws = [], [], []
+    for spreads in figures:
+        if len(spreads) < 2 or min(spreads.values()) <= 0.0:
+            continue
+        x, y, w = _line(spreads)
+        xs.append(x - np.average(x, weights=w))
+        ys.append(y - np.average(y, weights=w))
+        ws.append(w)
+    if not xs:
+        return None
+    x, y, w = (np.concatenate(v) for v in (xs, ys, ws))
+    return float(np.clip(-np.sum(w * x * y) / np.sum(w * x * x), 0.0, MAX_EXPONENT))
+
+
+def scaled(spreads: Mapping[int, float], a: float | None) -> float:
+    """The SE of a figure on all S samples: its line log(sd) = c - a log(S / B_k) with slope ``a`` (the run's,
+    :func:`exponent`) through the weighted centre of its ``spreads``, read at B = 1. Where a spread is 0 or no
+    exponent was measured, the finest spread scaled at the mean's rate (error ~ S^-1/2)."""
+    b = max(spreads)
+    if a is None or min(spreads.values()) <= 0.0:
+        return spreads[b] * float(b) ** -MAX_EXPONENT
+    x, y, w = _line(spreads)
+    return float(np.exp(np.average(y, weights=w) + a * np.average(x, weights=w)))
+
+
 @dataclass(frozen=True)
 class McError:
-    """One figure (a total return) with its batch figures; ``se`` and ``band`` as the module docstring says."""
+    """One figure (a total return) with its batch figures (B batches of S/B samples), the figures on coarser
+    batches (``coarse``: B/2, B/4 figures) and the trade counts (the run's, each batch's);
+    ``se`` and ``band`` as the module docstring says."""
 
     value: float
     batch_values: tuple[float, ...]
+    coarse: tuple[tuple[float, ...], ...] = ()
+    trades: int = 0
+    batch_trades: tuple[int, ...] = ()
+    exponent: float | None = None  # the run's measured exponent (:func:`exponent`)
+
+    @property
+    def spreads(self) -> dict[int, float]:
+        """{B_k: sd of the figures on B_k batches}, B first."""
+        return {len(v): float(np.std(v, ddof=1)) for v in (self.batch_values, *self.coarse)}
+
+    @property
+    def bias_z(self) -> float:
+        """How far the batches' mean return lies from the full-sample return, in batch standard errors
+        (sd / sqrt(B)) (:func:`bias_z`)."""
+        return bias_z(self.batch_values, self.value)
+
+    @property
+    def trades_z(self) -> float:
+        """The same for the number of trades: batches that trade more often than the full run (a strategy that
+        trades rarely, on a forecast that 32 samples blur) settle another strategy than the one reported; inf
+        where the run made no trade and a batch did."""
+        if self.trades == 0 and any(self.batch_trades):  # no trade to err about: the batches settle another
+            return float("inf")
+        return bias_z(self.batch_trades, self.trades) if self.batch_trades else 0.0
+
+    @property
+    def biased(self) -> bool:
+        """The batches miss the full run's return or trade count by more than their own 95 % error (Student t,
+        B - 1 dof): their spread is not this figure's, and the band is flagged unreliable."""
+        t = T_975[len(self.batch_values) - 1]
+        return self.bias_z > t or self.trades_z > t
 
     @property
     def se(self) -> float:
         b = len(self.batch_values)
-        return float(np.std(self.batch_values, ddof=1)) * scale(b)
+        if not self.coarse:  # a run store record from before the scaling was measured: as it was printed
+            return self.spreads[b] * float(b) ** -RECORDED_EXPONENT
+        return scaled(self.spreads, self.exponent)
 
     @property
     def band(self) -> float:
@@ -101,13 +204,13 @@ class McError:
         return abs(other - self.value) <= self.band + 1e-12
 
     def as_dict(self) -> dict:
-        return {"se": self.se, "band": self.band, "batch_returns": list(self.batch_values)}
-
-
+        return {"se": self.se, "band": self.band, "batch_returns": list(self.batch_values),
+                "exponent": self.exponent, "bias_z": self.bias_z, "trades_z": self.trades_z, "unreliable": self.biased}
 @dataclass(frozen=True)
 class MonteCarlo:
     """The Monte Carlo error of one symbol's backtest: per strategy and for the walk-forward record, and each
-    strategy's close calls (windows whose side flips within the forecast's MC error, :func:`close_calls`)."""
+    strategy's close calls (``close_calls``: how many windows' sides differ on any of the B/2 batches from the
+    full run's; ``close``: which, ``[N]`` bool, None in a run recorded before)."""
 
     batches: int
     samples: int
@@ -115,40 +218,65 @@ class MonteCarlo:
     walk_forward: McError
     close_calls: dict
     windows: int
+    close: dict | None = None
+
+    @property
+    def unreliable(self) -> list[str]:
+        """The strategies (and ``walk-forward``) whose batches are biased (:attr:`McError.biased`): their band is
+        not to be trusted; ``--seeds`` measures the spread instead."""
+        return [n for n, e in {**self.strategies, "walk-forward": self.walk_forward}.items() if e.biased]
 
     def as_dict(self) -> dict:
+        close_any = None if self.close is None else np.any([np.zeros(self.windows, bool), *self.close.values()],
+                                                           axis=0)  # None: a run recorded before they were kept
         return {"batches": self.batches, "samples_per_batch": self.samples // self.batches, "samples": self.samples,
-                "exponent": EXPONENT, "level": LEVEL, "band": BAND,
-                "close_calls_total": int(sum(self.close_calls.values())),
+                "batch_counts": list(self.walk_forward.spreads),
+                "exponent": self.walk_forward.exponent, "level": LEVEL, "band": BAND, "unreliable": self.unreliable,
+                "close_calls_total": None if close_any is None else int(close_any.sum()),
+                "close_windows": None if close_any is None else np.flatnonzero(close_any).tolist(),
                 "decisions_total": self.windows * len(self.close_calls)}
 
     def note(self) -> str:
-        """``simple 9, unprofit_shutdown 9 of 70 decisions within MC error of their threshold``."""
+        """``simple 9, unprofit_shutdown 9 of 70 decisions differ on a batch of 64 samples``."""
         calls = [f"{n} {c}" for n, c in self.close_calls.items() if c]
-        return (f"{', '.join(calls) if calls else 'none'} of {self.windows} decisions within MC error of their "
-                "threshold")
-
-
-def close_calls(name: str, views: ForecastViews, se: Mapping[str, np.ndarray], params: StrategyParams) -> np.ndarray:
-    """``[N]`` bool: windows where strategy ``name``'s side changes when its forecast's fields move by up to
-    their MC standard error (``se[field]`` ``[N]``), tried at every corner of that box: its forecast is within
-    MC error of the threshold it decides on (``simple``: |median return| < its SE). The 32 corners are decided
-    in one call, as 32 N windows: a side reads its own window only (``decision_sides``)."""
-    n = len(views)
-    base = decision_sides(name, views, params)
-    signs = np.array(list(product((-1.0, 1.0), repeat=len(VIEW_FIELDS))))  # [corners, fields]
-    same = {f: np.tile(np.asarray(getattr(views, f)), len(signs)) for f in ("timestamps", "close", "atr")}
-    moved = replace(views, **same,
-                    **{f: (getattr(views, f) + signs[:, i, None] * se[f]).ravel() for i, f in enumerate(VIEW_FIELDS)})
-    return (decision_sides(name, moved, params).reshape(len(signs), n) != base).any(axis=0)
+        return (f"{', '.join(calls) if calls else 'none'} of {self.windows} decisions differ on a batch of "
+                f"{2 * self.samples // self.batches} samples")
 
 
 Settle = Callable[[ForecastReturns], tuple[ForecastViews, dict]]
 
 
+def _errors(full: dict, runs: Mapping[int, list], selection: SelectionRule, delay: int = 0
+            ) -> tuple[dict, McError]:
+    """Every strategy's and the walk-forward record's :class:`McError` from the full run's ``{name: Fills}`` and
+    the batch runs' ``(views, {name: Fills})`` (``runs``: {B_k: runs on B_k batches})."""
+    def record(fills: dict) -> tuple[float, int]:
+        pick = selection.walk_forward({n: f.net for n, f in fills.items()}, {n: f.filled for n, f in fills.items()},
+                                      delay)
+        return total(pick["returns"]), int(pick["filled"].sum())
+
+    figures = {n: (lambda fills, n=n: (total(fills[n].net), int(fills[n].filled.sum()))) for n in full}
+    figures["walk-forward"] = record
+    b = max(runs)
+
+    def error(f) -> McError:
+        value, trades = f(full)
+        batch = [f(r[1]) for r in runs[b]]
+        return McError(value, tuple(x[0] for x in batch),
+                       tuple(tuple(f(r[1])[0] for r in rs) for k, rs in runs.items() if k != b),
+                       trades, tuple(x[1] for x in batch))
+
+    out = {n: error(f) for n, f in figures.items()}
+    a = exponent([e.spreads for e in out.values()])
+    out = {n: replace(e, exponent=a) for n, e in out.items()}
+    wf = out.pop("walk-forward")
+    return out, wf
+
+
 def monte_carlo(returns: ForecastReturns, views: ForecastViews, fills: Mapping, settle: Settle,
                 selection: SelectionRule, params: StrategyParams, delay: int = 0) -> MonteCarlo | None:
-    """The MC error of every strategy's total return and of the walk-forward record (module docstring).
+    """The MC error of every strategy's total return and of the walk-forward record, and the close calls
+    (module docstring).
 
     ``views`` and ``fills`` (``{name: Fills}``) are the full run's; ``settle(batch)`` gives a batch's settled
     views and ``{name: Fills}`` exactly as the full run makes them; ``delay`` the walk-forward pick's
@@ -158,16 +286,13 @@ def monte_carlo(returns: ForecastReturns, views: ForecastViews, fills: Mapping, 
     b = batch_count(n_samples)
     if not b:
         return None
-    runs = [settle(batch) for batch in split(returns, b)]
-    names = list(fills)
-    per = {n: McError(total(fills[n].net), tuple(total(r[1][n].net) for r in runs)) for n in names}
-    picks = [selection.walk_forward({n: f.net for n, f in r.items()}, {n: f.filled for n, f in r.items()}, delay)
-             for r in (fills, *(r[1] for r in runs))]  # the full run's pick first, as SymbolResult.walk_forward
-    wf = McError(total(picks[0]["returns"]), tuple(total(p["returns"]) for p in picks[1:]))
-    root = scale(b, 0.5)  # quantiles: error ~ S^-1/2
-    se = {f: np.std([getattr(r[0], f) for r in runs], axis=0, ddof=1) * root for f in VIEW_FIELDS}
-    calls = {n: int(close_calls(n, views, se, params).sum()) for n in names}
-    return MonteCarlo(b, n_samples, per, wf, calls, len(views))
+    runs = {k: [settle(batch) for batch in split(returns, k)] for k in coarser(b)}
+    per, wf = _errors(dict(fills), runs, selection, delay)
+    close = {}
+    for n in fills:
+        side = decision_sides(n, views, params)
+        close[n] = np.any([decision_sides(n, v, params) != side for v, _ in runs[b // 2]], axis=0)
+    return MonteCarlo(b, n_samples, per, wf, {n: int(c.sum()) for n, c in close.items()}, len(views), close)
 
 
 def seed_spread(first, others: Sequence) -> dict:

@@ -83,10 +83,13 @@ def signed_drawdown(metrics: dict) -> dict:
 
 def mc_keys(error, close_calls: int | None = None, strategy: bool = False) -> dict:
     """A return's Monte Carlo error beside its metrics (:mod:`marketcast.backtest.montecarlo`): ``mc_se``,
-    ``mc_band`` (95 % band of a re-run with another seed), ``mc_batch_returns`` and, for a ``strategy``, its
+    ``mc_band`` (95 % band of a re-run with another seed), ``mc_batch_returns``, ``mc_exponent`` (the measured
+    scaling), ``mc_unreliable`` (biased batches) and, for a ``strategy``, its
     ``close_calls``; None where there is no estimate (fewer than 32 samples)."""
     keys = {"mc_se": None if error is None else error.se, "mc_band": None if error is None else error.band,
-            "mc_batch_returns": None if error is None else list(error.batch_values)}
+            "mc_batch_returns": None if error is None else list(error.batch_values),
+            "mc_exponent": None if error is None else error.exponent,
+            "mc_unreliable": None if error is None else error.biased}
     return {**keys, "close_calls": close_calls} if strategy else keys
 
 

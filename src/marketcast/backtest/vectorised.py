@@ -138,7 +138,7 @@ def maxdiff(v: ForecastViews, bars: Bar, p: StrategyParams) -> tuple[Orders, np.
 def decision_sides(name: str, views: ForecastViews, p: StrategyParams) -> np.ndarray:
     """``[N]`` the side each window's forecast asks strategy ``name`` for, its state aside (``unprofit_shutdown``:
     ``simple``'s call; ``maxdiff``: its bias from the forecast high and low): what the Monte Carlo close calls
-    (:func:`marketcast.backtest.montecarlo.close_calls`) move the forecast against."""
+    (:mod:`marketcast.backtest.montecarlo`) compare across batches of samples."""
     if name == "maxdiff":
         return maxdiff_sides(views.high_ret, views.low_ret, p.allow_short)
     return STATELESS["simple" if name == "unprofit_shutdown" else name](views, p).side

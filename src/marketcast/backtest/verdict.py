@@ -199,6 +199,7 @@ def build(result) -> dict:
         "dsr_pick": _finite(o.dsr_pick), "dsr_walk_forward": _finite(o.dsr_walk_forward), "pbo": _finite(o.pbo),
         "spa_pvalue": _finite(o.spa_pvalue), "coverage80": _coverage80(result),
         "mc_band_points": None if mc is None else 100 * mc.walk_forward.band,
+        "mc_unreliable": [] if mc is None else mc.unreliable,  # biased batches (marketcast.backtest.montecarlo)
         "context": {"asked": seen["of"], "min": seen["min"], "max": seen["max"]},
         "pick": pick,
         "pick_reads_forecast": None if pick is None or pick not in STRATEGIES else bool(STRATEGIES[pick].reads_forecast),
@@ -242,8 +243,8 @@ def cells(v: dict) -> list[Cell]:
         Cell("vs_buy_hold", "vs buy & hold", "g-vs-buy-hold",
              f"{_num(v['excess_return_points'], '+.2f')} pts, Sharpe {_num(v['sharpe_difference'], '+.2f')}",
              s["vs_buy_hold"]),
-        Cell("mc_error", "MC error", "g-mc-error", "—" if v["mc_band_points"] is None else f"±{v['mc_band_points']:.1f} pts",
-             s["mc_error"]),
+        Cell("mc_error", "MC error", "g-mc-error", ("—" if v["mc_band_points"] is None else f"±{v['mc_band_points']:.1f} pts")
+             + _unreliable(v.get("mc_unreliable")), s["mc_error"]),
         Cell("trials", "trials", "g-trials", f"{v['trials']}" + ("" if eff is None else f" ({eff:.1f} eff.)"),
              s["trials"]),
         Cell("dsr_pick", "DSR pick", "g-dsr", _num(v["dsr_pick"], ".2f"), s["dsr_pick"]),
@@ -256,6 +257,14 @@ def cells(v: dict) -> list[Cell]:
         Cell("context", "context", "g-context", context, s["context"]),
         Cell("pick", "pick", "g-pick", pick, s["pick"]),
     ]
+
+
+def _unreliable(names: list[str] | None) -> str:
+    """The MC error cell's note on biased batches (:attr:`marketcast.backtest.montecarlo.MonteCarlo.unreliable`):
+    two figures by name, "and more" past them, so the strip's line keeps its width (and its figures' digits)."""
+    if not names:
+        return ""
+    return f" (unreliable for {', '.join(names[:2])}{' and more' if len(names) > 2 else ''}: use --seeds)"
 
 
 #: The strip's three lines of figures on a terminal, under its answer: the result, the selection statistics, the
