@@ -285,9 +285,9 @@ def test_the_strip_names_the_figures_whose_band_is_unreliable():
          "dsr_pick": None, "dsr_walk_forward": None, "pbo": None, "spa_pvalue": None, "coverage80": None,
          "mc_band_points": 8.3, "mc_unreliable": ["ci_guard", "walk-forward"],
          "context": {"asked": 1, "min": None, "max": None}, "pick": None, "pick_reads_forecast": None,
-         "walk_forward_blind_share": None,
-         "status": dict.fromkeys(("vs_buy_hold", "mc_error", "trials", "dsr_pick", "dsr_walk_forward", "pbo",
-                                  "spa_p", "coverage80", "context", "pick"), MISSING)}
+         "walk_forward_blind_share": None, "answer": "no verdict",
+         "status": dict.fromkeys(("answer", "vs_buy_hold", "mc_error", "trials", "dsr_pick", "dsr_walk_forward",
+                                  "pbo", "spa_p", "coverage80", "context", "pick"), MISSING)}
     text = {c.key: c.text for c in cells(v)}["mc_error"]
     assert text == "±8.3 pts (unreliable for ci_guard, walk-forward: use --seeds)"
     assert {c.key: c.text for c in cells({**v, "mc_unreliable": []})}["mc_error"] == "±8.3 pts"

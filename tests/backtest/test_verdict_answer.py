@@ -28,7 +28,8 @@ def result(**given):
     return SimpleNamespace(
         walk_forward={"metrics": {"return": f["wf_return"], "sharpe": f["wf_sharpe"]}, "picked": list(f["picked"])},
         benchmark=SimpleNamespace(metrics={"return": f["bh_return"], "sharpe": f["bh_sharpe"]}), overfit=overfit,
-        monte_carlo=None if f["band"] is None else SimpleNamespace(walk_forward=SimpleNamespace(band=f["band"])),
+        monte_carlo=None if f["band"] is None else SimpleNamespace(walk_forward=SimpleNamespace(band=f["band"]),
+                                                                   unreliable=[]),
         context_seen=np.full(len(f["picked"]), 512), config=SimpleNamespace(context=512),
         calibration_report={"fields": {"close": {"coverage": [coverage]}}})
 
