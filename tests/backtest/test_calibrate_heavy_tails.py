@@ -66,8 +66,8 @@ class GaussianForecaster:
 
 
 def tail_misses(result, bars: Bars, level: float) -> tuple[float, float]:
-    """The share of calibrated windows' (after the warm-up) next closes below and above the samples' equal-tailed ``level``
-    interval (numpy's linear quantiles, as the coverage report forms them)."""
+    """The share of calibrated windows' (after the warm-up) next closes below and above the samples'
+    equal-tailed ``level`` interval (numpy's linear quantiles, as the coverage report forms them)."""
     frame = bars.frame
     rows = frame.index.get_indexer(result.decision_times)
     after = np.arange(result.windows) >= WARM_UP  # an uncalibrated run: the same windows

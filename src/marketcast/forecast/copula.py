@@ -28,7 +28,7 @@ data with knots the context's own quantiles (``every 10th window, 256 paths``) t
 holds what follows; it meets the atoms (<= 2 %) and the knots (within 0.003), but the share of path bars holding
 both MaxDiff limits (tests/forecast/test_copula.py) is 0.139 for that calibrated model against the real bars'
 0.119 and 0.215 for Toto 2.0 with random weights (its narrow marginals order highs by the context's excursions),
-beyond that test's factor 1.25, so it is not the default.
+beyond that test's factor 1.25, so it is not the default. Neither holds the bar's open (below).
 
 What ``"excursions"`` holds, per window and step (:func:`pair_by_excursions`):
 
@@ -37,7 +37,7 @@ What ``"excursions"`` holds, per window and step (:func:`pair_by_excursions`):
   draws in place; the high (low) draws are only permuted across the window's paths: handed out in the order of
   ``close + excursion`` (``close - excursion``), the excursion the context's empirical quantile at the copula's
   uniform (Iman & Conover 1982, "A distribution-free approach to inducing rank correlation", the same
-  rank-reordering idea), then moved, fewest first, so that ``high >= close`` and ``low <= close``
+  rank-reordering idea), then permuted greedily (the highest close first) so that ``high >= close`` and ``low <= close``
   (:func:`rearrange_above`). Where the model's high draws do not dominate its close draws (its tails beyond the
   outer knots cross), the high of a path no permutation can hold is its close plus the context's excursion:
   only mass beyond the outer knots changes. On the embedded daily data, with knots the context's own quantiles,
@@ -161,9 +161,9 @@ def rearrange_above(values: np.ndarray, floor: np.ndarray) -> np.ndarray:
     allows it (a permutation meeting every floor exists iff, sorted, the values dominate the floors). Greedy by
     floor, highest first: each draw takes, from the values not yet taken, the one nearest its own that meets its
     floor (none: the largest free value, so a draw the caller must replace is one from the far tail, where the
-    model's marginal is extrapolated, not one at its knots). A floor met by a free value is always met by the greedy (a value taken by a
-    higher floor meets every lower one), and a draw whose own value meets its floor and is not taken keeps it;
-    rows that already meet every floor are returned as they are. The row's sample, hence each field's marginal,
+    model's marginal is extrapolated, not one at its knots). A row whose floors a permutation can meet gets one
+    (a value taken by a higher floor meets every lower one), a draw whose own value meets its floor and is not
+    taken keeps it, and rows that already meet every floor are returned as they are. The row's sample, hence each field's marginal,
     is unchanged: only which path holds which value moves."""
     out = values.copy()
     rows = np.flatnonzero((values < floor).any(axis=1))
@@ -219,9 +219,10 @@ def pair_by_excursions(raw: np.ndarray, u: np.ndarray, batch: ContextBatch,
 def joint_paths(quantiles: np.ndarray, levels: Sequence[float], batch: ContextBatch, seed: int,
                 num_samples: int, hold: str = "clip") -> tuple[np.ndarray, dict]:
     """``[B, 3, num_samples, H]`` float64 close/high/low paths from ``[B, 3, K, H]`` knots at ``levels``, joined by
-    the context's Gaussian copula of close and excursions, high and low permuted to hold the bar (module docstring);
-    and what the forecast's meta records about it (``path_kind``, ``sampling``, ``copula_fallback``, ``repaired``,
-    ``range_bound``)."""
+    the context's Gaussian copula and held to a bar by ``hold`` (:data:`HOLDS`; module docstring): ``"clip"`` raises
+    a high below the close to it, ``"excursions"`` permutes the high and low draws; and what the forecast's meta
+    records about it (``path_kind``, ``sampling``, ``copula_fallback``, ``range_bound``, and with ``"excursions"``
+    ``repaired``)."""
     q = np.asarray(quantiles, dtype=np.float64)
     if q.ndim != 4 or q.shape[1] != 3:
         raise ValueError(f"joint paths need [B, 3 (close, high, low), K, H] quantiles, got shape {q.shape}")
@@ -230,11 +231,9 @@ def joint_paths(quantiles: np.ndarray, levels: Sequence[float], batch: ContextBa
     corr, fitted = normal_score_correlation(batch, excess=hold == "excursions")
     u = joint_uniforms(corr, batch.window_keys(), seed, num_samples, q.shape[-1])
     raw = quantile_function(torch.as_tensor(q), u, levels).numpy()
+    meta = {"path_kind": "copula", "sampling": SAMPLING[hold], "copula_fallback": float(1.0 - fitted.mean())}
     if hold == "clip":
-        paths, bound = hold_body(raw)
-        meta = {"range_bound": bound}
+        paths, meta["range_bound"] = hold_body(raw)
     else:
-        paths, repaired, replaced = pair_by_excursions(raw, u.numpy(), batch, fitted)
-        meta = {"repaired": repaired, "range_bound": replaced}
-    meta |= {"path_kind": "copula", "sampling": SAMPLING[hold], "copula_fallback": float(1.0 - fitted.mean())}
+        paths, meta["repaired"], meta["range_bound"] = pair_by_excursions(raw, u.numpy(), batch, fitted)
     return paths, meta
