@@ -265,7 +265,7 @@ def test_the_one_window_step_equals_the_vectorised_engine_with_sizes(settings, a
 
 class NarrowForecaster:
     """Samples of bar t+1 with half the bars' volatility (``random_bars(vol=0.01)``: close-to-close log
-    returns N(0, 0.01)): an 80 % interval that holds the outcome 48 % of the time (81 % after conformal
+    returns N(0, 0.01)): an 80 % interval that holds the outcome 48 % of the time (80 % after conformal
     calibration). Seeded by each window's own last close, so a window's forecast depends on that window alone."""
 
     name = "narrow"

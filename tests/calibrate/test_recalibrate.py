@@ -138,21 +138,22 @@ def test_mask_and_horizon_agree_and_flat_input_works(method):
 def test_conformal_bounds_by_hand():
     """Five samples -2..2 (median 0); window 11 sees the outcomes of windows 0..10. The 50 % bounds are the
     samples -1 and 1 (numpy's positions 4 x 0.25 = 1 and 3). Scores: below, (0 - y) / 1; above, y / 1; each
-    bound's factor is the ceil(12 x 0.75) = 9th smallest of its 11 scores: 4 below, 1.5 above. The map scales
+    bound's factor is the (11 + 1) x 0.75 = 9th smallest of its 11 scores: 4 below, 1.5 above. The map scales
     each side about the fixed median by its factor: -2, -1 -> -8, -4 and 1, 2 -> 1.5, 3."""
     samples = np.tile(np.array([-2.0, -1.0, 0.0, 1.0, 2.0]), (12, 1))
     outcomes = np.array([-6, -5, -4, -3, -2, -1, 0.5, 1, 1.5, 2, 2.5, 0.0])
     r = recalibrate(samples, outcomes, "conformal", horizon=1, min_windows=11, levels=(0.5,))
     assert r.calibrated.tolist() == [False] * 11 + [True]
     assert r.samples[11].tolist() == [-8.0, -4.0, 0.0, 1.5, 3.0]
-    # with the 80 % interval too its bounds (positions 0.4 and 3.6) get factors 6 / 1.6 below (the 11th of
-    # -y / 1.6) and 2.5 / 1.6 above; below, the 50 % bound's factor 4 is the larger at sample -1, so the 80 %
-    # bound moves out further than its own -6 (an outer bound reaches at least as far as an inner one): -2 ->
-    # -7.5, the 10 % quantile -7.5 + 0.4 x 3.5 = -6.1. Above, both bounds interpolate samples 1 and 2, and the
-    # outer factor 1.5625 wins at both: 1, 2 -> 1.5625, 3.125, the 90 % quantile exactly 2.5
+    # with the 80 % interval too its bounds (positions 0.4 and 3.6) are 1.6 from the median; its factors sit at the
+    # virtual rank 12 x 0.9 = 10.8, between the 10th and the 11th smallest score with weight 0.8 (the 50 %'s
+    # 12 x 0.75 = 9 is a whole rank: unchanged): below (5 + 0.8 x 1) / 1.6 = 3.625, above (2 + 0.8 x 0.5) / 1.6
+    # = 1.5. Below, the 50 % bound's factor 4 is the larger at sample -1, so the 80 % bound moves out further than
+    # its own -5.8 (an outer bound reaches at least as far as an inner one): -2 -> -7.25, the 10 % quantile
+    # -7.25 + 0.4 x 3.25 = -5.95. Above, both factors are 1.5: 1, 2 -> 1.5, 3, the 90 % quantile exactly 2.4
     both = recalibrate(samples, outcomes, "conformal", horizon=1, min_windows=11, levels=(0.5, 0.8))
-    assert both.samples[11].tolist() == [-7.5, -4.0, 0.0, 1.5625, 3.125]
-    assert np.quantile(both.samples[11], [0.1, 0.9]).tolist() == pytest.approx([-6.1, 2.5], abs=1e-12)
+    assert both.samples[11].tolist() == pytest.approx([-7.25, -4.0, 0.0, 1.5, 3.0], abs=1e-12)
+    assert np.quantile(both.samples[11], [0.1, 0.9]).tolist() == pytest.approx([-5.95, 2.4], abs=1e-12)
 
 
 @pytest.mark.parametrize("kwargs", [

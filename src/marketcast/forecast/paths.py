@@ -22,7 +22,8 @@ def paths_text(meta: dict) -> str:
     if meta.get("path_kind") != COPULA:
         return ""
     bound = meta.get("range_bound")
-    held = f"; high or low moved to the close in {bound:.1%} of draws" if isinstance(bound, float) else ""
+    how = "set from the context's excursion beyond the close" if "repaired" in meta else "moved to the close"
+    held = f"; high or low {how} in {bound:.1%} of draws" if isinstance(bound, float) else ""
     return (f"Paths: the model's marginal quantiles joined by a Gaussian copula of each context's close/high/low "
             f"(not joint samples of the model{held}).")
 
