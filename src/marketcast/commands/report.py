@@ -109,7 +109,7 @@ def report(
         if key in pages:
             written.append(folder(out, key) / PAGE_NAME)
             write_page(written[-1], pages[key])
-    if as_json:  # docs/schemas/report.schema.json
+    if as_json:  # src/marketcast/schemas/report.schema.json
         print_json({"run_id": run_id, "out": str(out), "files": [str(p) for p in written],
                     "tearsheets": [str(p) for p in written if p.suffix == ".html"]})
         return
