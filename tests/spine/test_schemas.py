@@ -5,6 +5,9 @@ that could drift (only a README pointing at the package)."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 import tomllib
 from fnmatch import fnmatch
 from importlib.resources import files
@@ -66,6 +69,25 @@ def test_a_real_json_output_validates_through_a_ref_into_another_packaged_schema
     # and what it found there is checked: a calibration_only object without its skill fails
     broken = {k: v for k, v in doc.items() if k != "skill"}
     assert list(Draft202012Validator(load("forecast"), registry=registry()).iter_errors(broken))
+
+
+def test_the_schemas_are_read_from_a_built_wheel(tmp_path):
+    """Build the wheel (from a copy, so no build/ lands in the checkout) and read the schemas from it, as an
+    installed package: a pure-Python wheel is importable as a zip, so ``importlib.resources`` reads them there."""
+    project = tmp_path / "project"
+    shutil.copytree(ROOT / "src", project / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, project / name)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(tmp_path / "dist"), str(project)], check=True, capture_output=True, timeout=300)
+    (wheel,) = (tmp_path / "dist").glob("marketcast-*.whl")
+    read = ("import json, marketcast.schemas as s; "
+            "print(json.dumps([s.__file__, s.names(), s.load('backtest')['$id']]))")
+    out = subprocess.run([sys.executable, "-c", read], env={"PYTHONPATH": str(wheel), "PATH": ""}, cwd=tmp_path,
+                         check=True, capture_output=True, text=True, timeout=120).stdout
+    where, found, backtest_id = json.loads(out)
+    assert where.startswith(str(wheel))  # read from the wheel, not from this checkout
+    assert found == names() and len(found) == 25 and backtest_id == "urn:marketcast:schema:backtest"
 
 
 def test_the_wheel_carries_the_schemas_and_docs_keeps_no_copy():
