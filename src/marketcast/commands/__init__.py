@@ -33,7 +33,7 @@ COMMANDS = {
     "finetune": ("marketcast.commands.finetune:finetune",
                  "Fine-tune a forecaster on your bars up to --until; writes weights plus tuning.json (leak-proof)."),
     "schema": ("marketcast.commands.schema:schema",
-               "Print the JSON Schema of a --json output, from the installed package (no NAME: list them)."),
+               "Print the JSON Schema of a --json output (no NAME: list every schema and its $id)."),
 }
 
 app = typer.Typer(

@@ -49,11 +49,15 @@ Weights = Annotated[Optional[list[str]], typer.Option(
     "--weights", metavar="MODEL=WEIGHTS", help="One model's weights, repeatable, e.g. toto2=random:4m or "
                                                "toto=/path/to/folder (default: each model's public checkpoint).")]
 Store = Annotated[Optional[str], typer.Option("--store", help=STORE_HELP)]
+# every symbol and model is scored on one count of windows, so there is no --start/--end here
+Windows = Annotated[str, typer.Option("--windows", "-n", callback=options.windows_callback, metavar="INTEGER|all",
+                                      show_default="70", help=f"{options.WINDOWS_HELP} The same count for every "
+                                                              "symbol and model (all: the fewest any symbol allows).")]
 
 
 def compare(
     symbols: Symbols = ",".join(DEFAULT_SYMBOLS), models: Models = None, skip_missing: SkipMissing = False,
-    weights: Weights = None, windows: options.SameWindows = None, samples: options.Samples = 256,
+    weights: Weights = None, windows: Windows = None, samples: options.Samples = 256,
     context: options.Context = 512,
     seed: options.Seed = 0, device: options.Device = "cpu", dtype: options.Dtype = "float32",
     data_dir: options.DataDir = None, as_json: options.AsJson = False, store: Store = None,

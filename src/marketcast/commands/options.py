@@ -119,11 +119,6 @@ WINDOWS_HELP = "Decision bars per symbol (each settled on the next bar), or all:
 Windows = Annotated[str, typer.Option("--windows", "-n", callback=windows_callback, metavar="INTEGER|all",
                                       show_default="70",  # backtest's; the data decides with --start/--end
                                       help=f"{WINDOWS_HELP} An alternative to --start/--end.")]
-# models compare scores every symbol and model on one count of windows, so it has no --start/--end
-SameWindows = Annotated[str, typer.Option("--windows", "-n", callback=windows_callback, metavar="INTEGER|all",
-                                          show_default="70",
-                                          help=f"{WINDOWS_HELP} The same count for every symbol and model (all: the "
-                                               "fewest any symbol allows).")]
 Start = Annotated[Optional[str], typer.Option(
     "--start", callback=day_callback, metavar="DATE",
     help="First decision date, YYYY-MM-DD, e.g. 2023-01-02: the windows whose decision bar falls in "
