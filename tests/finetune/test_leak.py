@@ -13,9 +13,9 @@ from marketcast.commands import main
 from marketcast.data import load_symbol
 from marketcast.errors import ConfigError, DataWarning, ModelLoadError
 from marketcast.forecast.tuning import (
-from marketcast.schemas import load as load_schema
     IN_SAMPLE, OTHER_SYMBOL, OUT_OF_SAMPLE, fingerprint, guard_windows, read_tuning,
 )
+from marketcast.schemas import load as load_schema
 from tests.finetune.conftest import UNTIL, planted
 
 FAST = ["--model", "toto", "--samples", "16", "--context", "32"]
