@@ -15,6 +15,7 @@ from marketcast.errors import ConfigError, DataWarning, ModelLoadError
 from marketcast.forecast.tuning import (
     IN_SAMPLE, OTHER_SYMBOL, OUT_OF_SAMPLE, fingerprint, guard_windows, read_tuning,
 )
+from marketcast.schemas import load as load_schema
 from tests.finetune.conftest import UNTIL, planted
 
 FAST = ["--model", "toto", "--samples", "16", "--context", "32"]
@@ -111,7 +112,7 @@ def test_in_sample_windows_are_marked_in_every_report(tuned, data_dir, tmp_path,
     other = f"out of sample, other symbol: the weights were tuned (up to {UNTIL}) on other symbols only"
     terminal = " ".join(captured.out.split())
     assert f"SYN: {syn}" in terminal and f"OTHER: {other}" in terminal
-    schema = json.loads((Path(__file__).parents[2] / "docs/schemas/backtest.schema.json").read_text())
+    schema = load_schema("backtest")
     reports = {s: json.loads((out / f"{s}.json").read_text()) for s in ("SYN", "OTHER")}
     jsonschema.validate(list(reports.values()), schema)
     assert {s: (r["sample"], r["in_sample_windows"], r["tuned_until"]) for s, r in reports.items()} == {

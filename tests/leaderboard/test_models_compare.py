@@ -209,7 +209,8 @@ def test_a_model_without_a_source_shows_its_weights_and_is_flagged_random():
 
 def test_a_leaderboard_run_is_its_own_kind_and_its_tearsheet_opens_with_the_table(tmp_path, capsys):
     """Kind ``leaderboard``: `runs show` counts the models as trials of one selection, and `report RUN` puts the
-    leaderboard's stored rows (the numbers `models compare` printed) at the top of every page, random weights red."""
+    leaderboard's stored rows (the numbers `models compare` printed) at the top of every page, under the strip and
+    before the symbols, random weights red; each page, in a folder named by its model, has a title of its own."""
     doc = _json(capsys, "models", "compare", "--symbols", "SP500", "--models", "baseline,toto2",
                 "--weights", "toto2=random:4m", "--windows", "12", *TINY, "--json")
     runs = RunStore(os.environ["MARKETCAST_RUN_STORE"])
@@ -223,15 +224,16 @@ def test_a_leaderboard_run_is_its_own_kind_and_its_tearsheet_opens_with_the_tabl
 
     assert main(["report", doc["run_id"], "-o", str(tmp_path / "rep")]) == 0
     pages = sorted((tmp_path / "rep").rglob("report.html"))
-    assert len(pages) == 2  # one per model, each opening with the same strip (a row per model), then the symbol
+    assert [p.parent.name for p in pages] == ["baseline", "toto2"]  # a folder per model, named by it
+    # each opening with the same strip (a row per model), then the models' table, then the symbol
     for page in pages:
         text = page.read_text()
         board = text[text.index('<section id="leaderboard">'):]
         board = board[:board.index("</section>")]
-        strip = text[text.index('<div id="verdict"'):text.index('id="s0-SP500"')]
+        strip = text[text.index('<div id="verdict"'):text.index('<section id="leaderboard">')]
         assert re.findall(r'data-symbol="([^"]+)"', strip) == ["baseline SP500", "toto2 SP500"]
         assert "RANDOM WEIGHTS: toto2" in strip
-        assert text.index('id="s0-SP500"') < text.index('<section id="leaderboard">')
+        assert text.index('<section id="leaderboard">') < text.index('id="s0-SP500"')  # the models first
         rows = board.split("<tr")[2:]
         assert len(rows) == 3 and ">baseline<" in rows[0] and ">toto2<" in rows[1]
         assert 'class="random"' in rows[1] and 'class="random"' not in rows[0]
@@ -243,6 +245,8 @@ def test_a_leaderboard_run_is_its_own_kind_and_its_tearsheet_opens_with_the_tabl
         assert "RANDOM WEIGHTS: toto2" in board
         assert "Paths: toto2 predict quantiles, joined into paths by a Gaussian copula" in board
         assert "; joint samples: baseline." in board
+        title = re.search(r"<title>(.*?)</title>", text).group(1)
+        assert title == f"marketcast models compare: baseline vs toto2 on SP500 ({page.parent.name}&#x27;s page)"
     assert sum("Paths: the model&#x27;s marginal quantiles" in p.read_text() for p in pages) == 1  # toto2's page
 
 

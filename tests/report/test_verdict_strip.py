@@ -227,7 +227,7 @@ def test_a_models_compare_page_opens_with_a_strip_row_per_model(tmp_path):
     for path in pages:
         page = path.read_text()
         assert first_in_main(page) and strip_rows(page) == expected
-        assert page.index('id="s0-SP500"') < page.index('<section id="leaderboard">')  # the table after the symbol
+        assert page.index('<section id="leaderboard">') < page.index('id="s0-SP500"')  # the table before the symbol
     strip_lines = [line for line in shown.splitlines() if " · " in line and "vs buy & hold" in line]
     assert len(strip_lines) == 2
     for line, row in zip(strip_lines, expected.values()):

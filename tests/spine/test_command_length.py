@@ -26,6 +26,7 @@ EXPECTED = {  # every command the root table reaches, so the test cannot pass by
     "compile enable", "compile disable", "compile mode", "compile status", "compile check", "compile analyze",
     "compile compare",
     "trade run", "trade resume", "trade promote", "trade reconcile", "trade status", "trade orders", "trade replay",
+    "schema",
 }
 
 

@@ -1,9 +1,9 @@
 """``--json`` on every command that prints a result: exactly one JSON document on stdout, valid against its
-schema in docs/schemas/, with the real values of small real runs (embedded SP500/NASDAQ, a short backtest's
+schema in the package (:mod:`marketcast.schemas`), with the real values of small real runs (embedded SP500/NASDAQ, a short backtest's
 run store, a trade replay over a few days, a one-recompile log, a two-cell local sweep).
 
-The schemas are checked as any consumer would: a plain :class:`Draft202012Validator` with a registry built from
-the schemas' own ``$id`` s (no file names, no custom resolver). :data:`SCHEMA_OF` names every command that has
+The schemas are checked as any consumer would: a plain :class:`Draft202012Validator` with the package's
+registry (:func:`marketcast.schemas.registry`: the packaged files under their own ``$id`` s, no custom resolver). :data:`SCHEMA_OF` names every command that has
 ``--json`` (discovered from the CLI) and its schema; each run checks its document against that schema."""
 
 from __future__ import annotations
@@ -19,32 +19,26 @@ import numpy as np
 import pandas as pd
 import pytest
 from jsonschema import Draft202012Validator
-from referencing import Registry, Resource
 
 from marketcast.commands import COMMANDS, app, main
 from marketcast.compile.schema import json_schema, validate_report
 from marketcast.console import jsonable
 from marketcast.data import load_symbol
 from marketcast.runs.store import RunStore
+from marketcast.schemas import load, names, registry, schema_id
 from tests.compile.test_compile_inputs import RECOMPILE_LOG
 from tests.conftest import make_ohlcv
 
 ROOT = Path(__file__).resolve().parents[2]
-SCHEMAS = ROOT / "docs" / "schemas"
 FAST = ["--windows", "12", "--samples", "32", "--context", "64"]
 # gates wide open, so a few days of replay send orders (tests/trade/test_replay.py's OPEN_GATES)
 OPEN_GATES = "[trade.gates]\nmin_edge = -1.0\nmin_sharpe = -1000000000.0\nmax_drawdown = 1.01\n"
 
 
-def _load(name: str) -> dict:
-    return json.loads((SCHEMAS / name).read_text())
-
-
 # a schema refers to another by its $id (forecast -> urn:marketcast:schema:backtest#/$defs/calibration_only)
-REGISTRY = Registry().with_resources((doc["$id"], Resource.from_contents(doc))
-                                     for doc in map(_load, sorted(p.name for p in SCHEMAS.glob("*.schema.json"))))
+REGISTRY = registry()
 
-# every command with --json -> its schema (docs/schemas/NAME.schema.json)
+# every command with --json -> its schema (src/marketcast/schemas/NAME.schema.json)
 SCHEMA_OF = {
     "backtest": "backtest", "report": "report", "sweep": "sweep", "forecast": "forecast",
     "runs list": "runs_list", "runs show": "runs_show", "runs compare": "comparison", "runs query": "runs_query",
@@ -76,8 +70,8 @@ def json_commands() -> set[str]:
 
 
 def errors(name: str, doc) -> list[str]:
-    """Where ``doc`` departs from docs/schemas/NAME.schema.json."""
-    validator = Draft202012Validator(_load(f"{name}.schema.json"), registry=REGISTRY)
+    """Where ``doc`` departs from the packaged schema NAME."""
+    validator = Draft202012Validator(load(name), registry=REGISTRY)
     return [f"{list(e.path)}: {e.message}" for e in validator.iter_errors(doc)]
 
 
@@ -95,22 +89,20 @@ def run_json(capsys, name: str, *args: str, code: int = 0):
 
 def test_every_command_with_json_has_a_schema_with_an_id():
     assert json_commands() == set(SCHEMA_OF)
-    ids = [_load(p.name)["$id"] for p in SCHEMAS.glob("*.schema.json")]
-    assert sorted(ids) == sorted(f"urn:marketcast:schema:{p.name.removesuffix('.schema.json')}"
-                                 for p in SCHEMAS.glob("*.schema.json"))
-    assert set(SCHEMA_OF.values()) == {p.name.removesuffix(".schema.json") for p in SCHEMAS.glob("*.schema.json")}
+    assert [load(n)["$id"] for n in names()] == [f"urn:marketcast:schema:{n}" for n in names()]
+    assert [schema_id(n) for n in names()] == [load(n)["$id"] for n in names()]
+    assert set(SCHEMA_OF.values()) == set(names())
 
 
 def test_the_schemas_are_json_schemas_and_compile_check_is_generated_from_the_validator():
-    names = sorted(p.name for p in SCHEMAS.glob("*.schema.json"))
-    assert names == sorted(f"{n}.schema.json" for n in (
+    assert names() == sorted((
         "backtest", "comparison", "compile_analyze", "compile_check", "compile_status", "compile_switch",
         "data_check", "data_fetch", "finetune", "forecast", "models_compare", "models_download", "report", "runs_compact",
         "runs_list", "runs_query", "runs_show", "sweep", "trade_orders", "trade_promote", "trade_reconcile",
         "trade_replay", "trade_resume", "trade_run", "trade_status"))
-    for name in names:
-        Draft202012Validator.check_schema(_load(name))
-    assert json.loads((SCHEMAS / "compile_check.schema.json").read_text()) == json_schema()
+    for name in names():
+        Draft202012Validator.check_schema(load(name))
+    assert load("compile_check") == json_schema()
 
 
 def test_jsonable_gives_json_types_and_refuses_anything_else(tmp_path):

@@ -18,6 +18,7 @@ DIFFERENT = {
     ("forecast", "--start"): "the first decision date --calibration scores",
     ("forecast", "--end"): "the fan's last bar, or the last decision date --calibration scores",
     ("compare", "--weights"): "one model's weights among several: MODEL=WEIGHTS, repeatable",
+    ("compare", "--windows"): "one count for every symbol and model: no --start/--end to be an alternative to",
     ("finetune", "--model"): "only the models that can be tuned (toto, toto2, kronos)",
     ("finetune", "--seed"): "the seed of the batch order and the adapters' init, not of forecast samples",
     ("finetune", "--samples"): "--evaluate's sample paths only",

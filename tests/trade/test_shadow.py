@@ -29,6 +29,7 @@ from marketcast.trade.loop.feed import history_feed
 from marketcast.trade.risk.gates import GateConfig
 from marketcast.trade.loop.planner import Signal
 from marketcast.trade.loop.shadow import Shadow, active_weights, compare, promote
+from marketcast.schemas import load as load_schema
 
 from .helpers import LongPlanner
 
@@ -105,7 +106,7 @@ def test_a_better_candidate_is_promoted_and_sends_no_order(tmp_path, bars):
     assert active_weights(journal) is None
     journal.close()
     status = json.loads(trade("status", "--state-dir", str(tmp_path / "shadow"), "--json").stdout)
-    schema = json.loads((Path(SRC).parent / "docs" / "schemas" / "trade_status.schema.json").read_text())
+    schema = load_schema("trade_status")
     Draft202012Validator(schema).validate(status)
     shown = status["shadow"]
     assert shown["weights"] == "candidate+1.pt" and shown["decisions"] == result.n

@@ -21,15 +21,15 @@ from marketcast.trade.journal import sequential
 from marketcast.trade.journal.state import Journal
 from marketcast.trade.loop.planner import CLOSE_LEVELS
 from marketcast.trade.loop.shadow import compare, swap
+from marketcast.schemas import load as load_schema
 
-ROOT = Path(__file__).resolve().parents[2]
 SYMS = ("SP500", "NASDAQ")
 OPEN_GATES = "[trade.gates]\nmin_edge = -1.0\nmin_sharpe = -1000000000.0\nmax_drawdown = 1.01\n"
 CYCLES = 3  # 2 settled bars x 2 symbols = 4 paired decisions
 
 
 def schema(name: str) -> Draft202012Validator:
-    return Draft202012Validator(json.loads((ROOT / "docs" / "schemas" / f"{name}.schema.json").read_text()))
+    return Draft202012Validator(load_schema(name))
 
 
 class Desk:

@@ -25,8 +25,8 @@ from marketcast.trade.loop.planner import CLOSE_LEVELS, Signal
 from marketcast.trade.loop.shadow import Shadow, active_model, compare, skill
 from marketcast.trade.ops.alerts import Alerts
 from marketcast.trade.ops.status import status_data, status_rows
+from marketcast.schemas import load as load_schema
 
-ROOT = Path(__file__).resolve().parents[2]
 SYMS = ("SP500", "NASDAQ")
 OPEN_GATES = GateConfig(min_edge=-1.0, min_sharpe=-1e9, max_drawdown=1.01)
 
@@ -100,7 +100,7 @@ def energy_crps(q: np.ndarray, y: float) -> float:
 
 def validate_status(state: Path) -> dict:
     data = json.loads(json.dumps(status_data(state)))
-    schema = json.loads((ROOT / "docs" / "schemas" / "trade_status.schema.json").read_text())
+    schema = load_schema("trade_status")
     Draft202012Validator(schema).validate(data)
     return data
 

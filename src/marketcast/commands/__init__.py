@@ -1,5 +1,5 @@
 """``marketcast`` command line: backtest | report | sweep | runs | forecast | data | models | compile | trade |
-finetune.
+finetune | schema.
 
 Bad input ends with one line on stderr and an exit code from ``marketcast.errors.ExitCode`` (2 for bad
 input); ``--debug`` shows the traceback instead (see :mod:`marketcast.commands.runner`). Each subcommand is imported
@@ -32,6 +32,8 @@ COMMANDS = {
     "trade": ("marketcast.commands.trade:app", "Paper and live trading loop."),
     "finetune": ("marketcast.commands.finetune:finetune",
                  "Fine-tune a forecaster on your bars up to --until; writes weights plus tuning.json (leak-proof)."),
+    "schema": ("marketcast.commands.schema:schema",
+               "Print the JSON Schema of a --json output (no NAME: list every schema and its $id)."),
 }
 
 app = typer.Typer(

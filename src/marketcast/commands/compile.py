@@ -35,7 +35,7 @@ MODEL_OPT = typer.Option("all", "--model", "-m", callback=options.one_of(TOGGLE_
 
 def _print_switch(updates: dict[str, str], path: Path, as_json: bool = False) -> None:
     """The lines written to ``path``; a setting the environment overrides is a note on stderr (and, with --json,
-    in ``overridden``: docs/schemas/compile_switch.schema.json)."""
+    in ``overridden``: src/marketcast/schemas/compile_switch.schema.json)."""
     from marketcast.runtime.compile_settings import describe_sources
 
     overridden = {row.key: row.value for row in describe_sources(path=path)

@@ -8,4 +8,4 @@ from typing import Annotated
 import typer
 
 AsJson = Annotated[bool, typer.Option(
-    "--json", help="Print one JSON document on stdout instead of tables (its schema: docs/schemas/).")]
+    "--json", help="Print one JSON document on stdout instead of tables (its schema: marketcast schema).")]

@@ -117,10 +117,10 @@ def day_callback(value: Optional[str]) -> Optional[str]:
     return value
 
 
+WINDOWS_HELP = "Decision bars per symbol (each settled on the next bar), or all: every window the history allows."
 Windows = Annotated[str, typer.Option("--windows", "-n", callback=windows_callback, metavar="INTEGER|all",
                                       show_default="70",  # backtest's; the data decides with --start/--end
-                                      help="Decision bars per symbol (each settled on the next bar), or all: every "
-                                           "window the history allows. An alternative to --start/--end.")]
+                                      help=f"{WINDOWS_HELP} An alternative to --start/--end.")]
 Start = Annotated[Optional[str], typer.Option(
     "--start", callback=day_callback, metavar="DATE",
     help="First decision date, YYYY-MM-DD, e.g. 2023-01-02: the windows whose decision bar falls in "

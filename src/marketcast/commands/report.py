@@ -38,6 +38,12 @@ def leaderboard_benchmark(info: dict) -> dict | None:
     return found if isinstance(found, dict) else None
 
 
+def leaderboard_skipped(info: dict) -> list[dict]:
+    """The models ``models compare --skip-missing`` left out of a run ({model, reason}; none for other runs)."""
+    found = (info.get("spec") or {}).get("skipped") if info.get("kind") == "leaderboard" else None
+    return found if isinstance(found, list) else []
+
+
 def fan_forecaster() -> Callable:
     """The fans a stored run lacks (another ``--fan-date``, a run recorded before fans were stored), from the
     cell's own model loaded again with the run's options (each model once): the report layer only draws."""
@@ -85,6 +91,7 @@ def report(
     with runs.one_warning():  # the store is read here, and only here
         run_id = runs.open_run(run)
         out = check_writable(output_dir or DEFAULT_OUTPUT / run_id, "--output-dir")
+        info = runs.info(run_id)
         pages = {}
         if html:  # every page drawn before any file is written
             from marketcast.report.page import write_page
@@ -92,9 +99,9 @@ def report(
             from marketcast.report.tearsheet import PAGE_NAME, tearsheet_html
 
             groups = stored_reports(runs, run_id, fan_forecaster(), dates, symbol=symbol)
-            info = runs.info(run_id)
             board, benchmark = leaderboard_rows(info), leaderboard_benchmark(info)
-            pages = {key: tearsheet_html(reps, board, benchmark, trades_per_page, list(groups.values()))
+            pages = {key: tearsheet_html(reps, board, benchmark, trades_per_page, list(groups.values()),
+                                         leaderboard_skipped(info))
                      for key, reps in groups.items()}
             results = {key: [rep.result for rep in reps] for key, reps in groups.items()}
         else:
@@ -103,13 +110,13 @@ def report(
     if not results:
         what = f"no finished cell of {symbol}" if symbol is not None else "no finished cells"
         raise ConfigError(f"run {run_id} has {what}; there is nothing to report")
-    written = []
+    written, by_model = [], info.get("kind") == "leaderboard"
     for key, group in results.items():
-        written += write_outputs(group, folder(out, key), plots)
+        written += write_outputs(group, folder(out, key, by_model), plots)
         if key in pages:
-            written.append(folder(out, key) / PAGE_NAME)
+            written.append(folder(out, key, by_model) / PAGE_NAME)
             write_page(written[-1], pages[key])
-    if as_json:  # docs/schemas/report.schema.json
+    if as_json:  # src/marketcast/schemas/report.schema.json
         print_json({"run_id": run_id, "out": str(out), "files": [str(p) for p in written],
                     "tearsheets": [str(p) for p in written if p.suffix == ".html"]})
         return

@@ -51,7 +51,7 @@ def sweep(
                         asset_class=asset_class, periods_per_year=periods_per_year, max_cells=max_cells,
                         timezone=timezone)
     outcome = done.outcome
-    if as_json:  # docs/schemas/sweep.schema.json; still exit 1 when a cell failed
+    if as_json:  # src/marketcast/schemas/sweep.schema.json; still exit 1 when a cell failed
         print_json({"run_id": outcome.run_id, "store": done.root, "planned": outcome.planned, "ok": outcome.ok,
                     "failed": outcome.failed, "poison": outcome.poison, "skipped": outcome.skipped,
                     "retried": outcome.retried, "selection": list(done.selection),

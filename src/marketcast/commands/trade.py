@@ -86,7 +86,7 @@ def run(
                                                  "Default: the live --model."),
     as_json: bool = typer.Option(False, "--json", help="With --once or --dry-run: print the cycle's plan and "
                                                        "outcome as one JSON document on stdout "
-                                                       "(docs/schemas/trade_run.schema.json)."),
+                                                       "(marketcast schema trade_run)."),
     **flags,
 ) -> None:
     """Run the trading loop (paper by default): continuously, or one cycle with --once.
@@ -139,7 +139,7 @@ def resume(state_dir: Path = STATE_OPT, as_json: options.AsJson = False) -> None
         lifted = lift(journal, "trade resume")
         left = journal.halts.active()
         journal.close()
-    if as_json:  # docs/schemas/trade_resume.schema.json
+    if as_json:  # src/marketcast/schemas/trade_resume.schema.json
         print_json({"state_dir": str(state_dir), "lifted": lifted, "still_halted": [h.message() for h in left]})
     else:
         console.print(f"lifted {lifted} risk halt(s)" if lifted else "no risk halt to lift", highlight=False)
@@ -164,7 +164,7 @@ def promote(
 ) -> None:
     """Make the shadow's weights the active model, only if it beats the live model on --metric (an anytime-valid
     one-sided test on daily differences, P&L after costs: e-value >= 1/--alpha, at least --min-decisions); else
-    say why not (exit 1, with --json too: docs/schemas/trade_promote.schema.json). The test needs no Gaussian or
+    say why not (exit 1, with --json too: src/marketcast/schemas/trade_promote.schema.json). The test needs no Gaussian or
     symmetric differences, only this assumption: each day's downside second moment (the mean of min(diff, 0)^2
     given the days before) is finite and at most twice the mean of the squared losses of the days before it. It
     bets nothing in the first 20 days or before a losing day, so a shadow that never lost a day is not promoted.
@@ -249,7 +249,7 @@ def reconcile_cmd(
 def _reconciled(as_json: bool, endpoint, changes: list[str] | None, held: list[str], lifted: bool) -> None:
     """What ``trade reconcile`` found: the changes --accept-broker made (None without it), the symbols held back
     (a split or an outside trade: that symbol is held, the rest trades) and whether a halt was lifted."""
-    if as_json:  # docs/schemas/trade_reconcile.schema.json
+    if as_json:  # src/marketcast/schemas/trade_reconcile.schema.json
         print_json({"endpoint": str(endpoint), "accepted_broker": changes is not None, "changes": changes or [],
                     "held": held, "halt_lifted": lifted})
     elif changes is not None:
@@ -372,7 +372,7 @@ def replay_cmd(
         on_duplicate, asset_class, periods_per_year, fee, cash, png, verbose, hold,
     ), progress=lambda steps: progress_steps(steps, "replay"))
     eq = result.equity
-    if as_json:  # docs/schemas/trade_replay.schema.json
+    if as_json:  # src/marketcast/schemas/trade_replay.schema.json
         print_json({"start": start, "end": end, "symbols": list(syms), "cycles": result.cycles_run,
                     "seconds": seconds, "orders": result.orders, "filled": result.filled, "refusals": result.refusals,
                     "equity_first": eq.iloc[0], "equity_last": eq.iloc[-1], "return": eq.iloc[-1] / cash - 1,

@@ -71,7 +71,7 @@ def check_json(as_json: bool, once: bool, dry_run: bool) -> None:
 
 
 def cycle_json(report, title: str) -> dict:
-    """One cycle as ``--json`` writes it (docs/schemas/trade_run.schema.json): the plan's rows, as the table shows
+    """One cycle as ``--json`` writes it (src/marketcast/schemas/trade_run.schema.json): the plan's rows, as the table shows
     them, and what became of its orders (counts as ``trade replay --json`` gives them, with the order ids)."""
     from marketcast.trade.loop.cycle import describe
 

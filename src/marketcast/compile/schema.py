@@ -143,7 +143,7 @@ def _object(spec: dict, **inner: dict) -> dict:
 
 
 def json_schema() -> dict:
-    """The same schema as a JSON Schema: ``docs/schemas/compile_check.schema.json`` is this, written out."""
+    """The same schema as a JSON Schema: ``src/marketcast/schemas/compile_check.schema.json`` is this, written out."""
     latency, checks = _object(LATENCY_FIELDS), {"items": _object(CHECK_FIELDS)}
     verdict = {"enum": list(VERDICTS)}
     symbol = _object(SYMBOL_FIELDS, latency_ms=latency, checks=checks, verdict=verdict)

@@ -28,6 +28,17 @@ MODEL_NAMES = tuple(FACTORIES)
 #: memory (``backtest --samples 1000000000``: 10^9 paths a window), refused in one line before any work.
 MAX_SAMPLES = 100_000
 MAX_HORIZON = 10_000
+
+# Where each model's weights are found, by its loader's own resolution (a local folder, the HF cache offline, the hub
+# online) without reading a tensor: each answers the folder or file, or raises the line its factory would.
+LOCATORS = {
+    "toto": "marketcast.forecast.toto.loading:locate",
+    "kronos": "marketcast.forecast.kronos.loading:locate",
+    "toto2": "marketcast.forecast.toto2.loading:locate",
+    "chronos2": "marketcast.forecast.adapters.chronos2:locate",
+    "timesfm": "marketcast.forecast.adapters.timesfm:locate",
+    "tirex": "marketcast.forecast.adapters.tirex:locate",
+}
 # model -> (the package it imports, the extra that installs it); choosing one without it is one line, exit 2
 OPTIONAL = {"chronos2": ("chronos", "chronos"), "timesfm": ("timesfm", "timesfm"), "tirex": ("tirex", "tirex")}
 
@@ -47,6 +58,26 @@ def check_installed(names) -> None:
     for name in names:
         if not installed(name):
             raise ConfigError(missing_message(OPTIONAL[name][0], OPTIONAL[name][1], name))
+
+
+def missing(name: str, weights: str | None = None) -> str | None:
+    """Why model ``name`` with ``weights`` cannot be built here (its extra is not installed, its weights are not
+    found), in its loader's own words; None when it can. Nothing is loaded: a command checks every model it
+    was asked for before it runs any (``models compare``)."""
+    from marketcast.errors import ModelLoadError
+
+    if not installed(name):
+        from marketcast.forecast.adapters.extras import missing_message
+
+        return missing_message(OPTIONAL[name][0], OPTIONAL[name][1], name)
+    if name not in LOCATORS:  # the baseline: nothing to find
+        return None
+    module, attr = LOCATORS[name].split(":")
+    try:
+        getattr(import_module(module), attr)(weights)
+    except (ConfigError, ModelLoadError) as exc:
+        return str(exc)
+    return None
 
 
 def load_forecaster(

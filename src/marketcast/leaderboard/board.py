@@ -26,6 +26,7 @@ class Leaderboard:
     benchmark: dict | None = None
     windows: int = 70  # per symbol, the same for every model
     verdicts: list[dict] = field(default_factory=list)  # per model and symbol: {model, symbol, verdict} (the strip)
+    skipped: list[dict] = field(default_factory=list)  # --skip-missing: {model, reason} of each model left out
 
 
 def parse_symbols(symbols: str) -> list[str]:
@@ -53,26 +54,31 @@ def common_windows(bars, windows) -> int:
     return min(windows_of(b, Period(ALL), BaselineForecaster.min_context)[1] for b in bars)
 
 
-def compare_models(symbols: str, models: str, weights: Optional[Sequence[str]], *, windows, samples: int,
+def compare_models(symbols: str, models: Optional[str], weights: Optional[Sequence[str]], *, windows, samples: int,
                    context: int, seed: int, device: str, dtype: str, data_dir: Optional[Path],
-                   store: Optional[str], exit_rule: str = "close") -> Leaderboard:
+                   store: Optional[str], exit_rule: str = "close", skip_missing: bool = False) -> Leaderboard:
     """Backtest the same windows with each model (a progress bar on stderr) and record one run.
 
-    Every model trades only the forecast-driven strategies: a forecast-blind one trades the same whatever the
+    ``models`` None: every model whose optional extra is installed. Every model is checked before any runs
+    (:func:`marketcast.leaderboard.compare.check_models`): a missing one ends the command, or with
+    ``skip_missing`` is left out and said. Every model trades only the forecast-driven strategies: a forecast-blind one trades the same whatever the
     model, so as the walk-forward pick it would make models look alike; buy and hold is the benchmark row."""
     from marketcast.backtest.config import BacktestConfig
     from marketcast.backtest.strategies import FORECAST_DRIVEN
     from marketcast.backtest.verdict import build as verdict_of
     from marketcast.console import progress_steps
     from marketcast.data import load_symbol
-    from marketcast.leaderboard.compare import (benchmark_row, model_rows, parse_models, parse_weights, refuse_tuned,
-                                                run_model)
+    from marketcast.leaderboard.compare import (benchmark_row, check_models, default_models, model_rows, parse_models,
+                                                parse_weights, refuse_tuned, run_model)
     from marketcast.leaderboard.record import record_leaderboard
     from marketcast.signals import shielded
 
-    names = parse_models(models)
+    names = parse_models(default_models() if models is None else models)
     chosen = parse_weights(weights, names)
     tickers = parse_symbols(symbols)
+    skipped = check_models(names, chosen, skip_missing)  # before any work
+    names = [n for n in names if n not in {s["model"] for s in skipped}]
+    chosen = {n: w for n, w in chosen.items() if n in names}
     bars = [load_symbol(s, data_dir=data_dir) for s in tickers]
     config = BacktestConfig(windows=common_windows(bars, windows), context=context, num_samples=samples, seed=seed,
                             strategies=FORECAST_DRIVEN, exit=exit_rule)
@@ -85,6 +91,6 @@ def compare_models(symbols: str, models: str, weights: Optional[Sequence[str]], 
                                   step=step))
     rows, benchmark = model_rows(runs), benchmark_row(runs[0].results)
     with shielded():
-        run_id = record_leaderboard(runs, rows, bars, {"data_dir": data_dir}, store, benchmark)
+        run_id = record_leaderboard(runs, rows, bars, {"data_dir": data_dir}, store, benchmark, skipped)
     verdicts = [{"model": run.model, "symbol": r.symbol, "verdict": verdict_of(r)} for run in runs for r in run.results]
-    return Leaderboard(tickers, rows, run_id, benchmark, config.windows, verdicts)
+    return Leaderboard(tickers, rows, run_id, benchmark, config.windows, verdicts, skipped)

@@ -32,7 +32,7 @@ from marketcast.backtest.strategies import STRATEGIES
 from marketcast.data.bars import Bars
 from marketcast.errors import ConfigError
 from marketcast.forecast.paths import paths_of
-from marketcast.forecast.registry import MODEL_NAMES, check_installed, load_forecaster
+from marketcast.forecast.registry import MODEL_NAMES, installed, load_forecaster, missing
 
 MB = 2**20
 FLAT = "flat"  # a window with no pick: no strategy had the rule's min_trades in its lookback
@@ -48,8 +48,41 @@ def parse_models(text: str) -> list[str]:
         raise ConfigError(f"--models: unknown model {unknown[0]!r}; choose from {', '.join(MODEL_NAMES)}")
     if len(set(names)) != len(names):
         raise ConfigError(f"--models names a model twice ({text}); list each once")
-    check_installed(names)  # a missing extra is said before any model runs
     return names
+
+
+def default_models() -> str:
+    """``--models``'s default: every model whose optional extra is installed (their weights are checked as any
+    chosen model's, :func:`check_models`)."""
+    return ",".join(n for n in MODEL_NAMES if installed(n))
+
+
+def check_models(names: Sequence[str], weights: dict[str, str], skip_missing: bool = False) -> list[dict]:
+    """Every model checked before any runs (:func:`marketcast.forecast.registry.missing`: its extra installed,
+    its weights found by its loader's own resolution, nothing loaded). One missing model ends the command with
+    its loader's line (exit 2); several: a warning line each, in its loader's words, then one line naming each.
+    With ``skip_missing`` the others go on, and the skipped ones are returned ({model, reason}) for the table,
+    the JSON and the page to say."""
+    skipped = [{"model": n, "reason": why} for n in names if (why := missing(n, weights.get(n))) is not None]
+    if not skipped:
+        return []
+    import warnings
+
+    if skip_missing or len(skipped) > 1:
+        for s in skipped:
+            warnings.warn(f"{s['model']}: {s['reason']}", stacklevel=2)
+    if not skip_missing:
+        if len(skipped) == 1:
+            raise ConfigError(f"{skipped[0]['model']}: {skipped[0]['reason']}; or pass --skip-missing to compare "
+                              "the other models")
+        said = "; ".join(f"{s['model']}: {'no weights here' if installed(s['model']) else 'its extra is not installed'}"
+                         for s in skipped)
+        raise ConfigError(f"{len(skipped)} of {len(names)} models cannot run here ({said}; each said above); "
+                          "install or download them, or pass --skip-missing to compare the others")
+    if len(skipped) == len(names):
+        raise ConfigError(f"none of the {len(names)} models can run here (each said above); install or download "
+                          "one of them, or add --models baseline")
+    return skipped
 
 
 def parse_weights(values: Sequence[str] | None, models: Sequence[str]) -> dict[str, str]:

@@ -18,12 +18,14 @@ from marketcast.leaderboard.compare import ModelRun
 
 
 def record_leaderboard(runs: Sequence[ModelRun], rows: Sequence[dict], bars: Sequence[Bars], options: dict,
-                       store: str | Path | None = None, benchmark: dict | None = None) -> str | None:
+                       store: str | Path | None = None, benchmark: dict | None = None,
+                       skipped: Sequence[dict] = ()) -> str | None:
     """Write the run; returns its id, None when the store is off (``--store off``).
 
     ``rows``: the leaderboard rows (:func:`marketcast.leaderboard.compare.model_row`), one per model of ``runs``.
     ``options``: the data options shared by every cell (``asset_class``, ``data_dir``, ``on_duplicate``).
-    ``benchmark``: buy and hold's row (:func:`marketcast.leaderboard.compare.benchmark_row`)."""
+    ``benchmark``: buy and hold's row (:func:`marketcast.leaderboard.compare.benchmark_row`).
+    ``skipped``: the models ``--skip-missing`` left out, {model, reason} (the page says them)."""
     from marketcast.runs.cells import Cell, digest
     from marketcast.runs.record import new_run_id, now_iso
     from marketcast.runs.rows import RunContext, code_version, fingerprint, ok_rows
@@ -45,7 +47,8 @@ def record_leaderboard(runs: Sequence[ModelRun], rows: Sequence[dict], bars: Seq
     store_.write_info(ctx.run_id, {
         "kind": ctx.kind, "created_at": now_iso(), "spec_hash": ctx.spec_hash, "code_version": ctx.code_version,
         "cells_total": len(cells),
-        "spec": {"leaderboard": list(rows), "benchmark": benchmark, "symbols": [b.symbol for b in bars],
+        "spec": {"leaderboard": list(rows), "benchmark": benchmark, "skipped": list(skipped),
+                 "symbols": [b.symbol for b in bars],
                  "models": [{"model": run.model, "weights": run.weights, "random_weights": run.random_weights,
                              "device": run.device, "dtype": run.dtype} for run in runs],
                  **{k: v for k, v in first.items() if k not in ("model", "weights", "device", "dtype")}}})

@@ -133,6 +133,15 @@ def notes(rows: Sequence[dict]) -> list[str]:
     return [f"{row['model']}: {most_picked(row)['note']}" for row in rows if (most_picked(row) or {}).get("note")]
 
 
+def skipped_line(skipped: Sequence[dict]) -> str:
+    """The line naming the models ``--skip-missing`` left out ('' when none), with why: the terminal and the page
+    say the same words."""
+    if not skipped:
+        return ""
+    return ("left out by --skip-missing (not run, not in the table): "
+            + "; ".join(f"{s['model']}: {s['reason']}" for s in skipped))
+
+
 def random_banner(rows: Sequence[dict]) -> str:
     """The red line naming the models run with random weights ('' when none): a models compare page shows it
     under its verdict strip and again over the leaderboard table."""
@@ -142,9 +151,10 @@ def random_banner(rows: Sequence[dict]) -> str:
 
 
 def leaderboard_section(rows: Sequence[dict], anchor_id: str = "leaderboard",
-                        benchmark: dict | None = None) -> str:
+                        benchmark: dict | None = None, skipped: Sequence[dict] = ()) -> str:
     """The tearsheet's section: the table, random weights marked in red in their row and named in a banner,
-    buy and hold's row last, and a line per model whose record says why it matches another's."""
+    the models ``--skip-missing`` left out named over the table, buy and hold's row last, and a line per model
+    whose record says why it matches another's."""
     head = "".join(f"<th>{esc(c)}</th>" for c in headers())
     body = []
     for row, texts in zip(rows, marked_cells(rows)):
@@ -156,6 +166,7 @@ def leaderboard_section(rows: Sequence[dict], anchor_id: str = "leaderboard",
         body.append('<tr class="benchmark">' + "".join(f"<td>{esc(t)}</td>" for t in benchmark_cells(benchmark))
                     + "</tr>")
     banner = random_banner(rows)
+    banner += f'<p class="warning" data-check="skipped-models">{esc(skipped_line(skipped))}</p>' if skipped else ""
     said = "".join(f'<p class="note">{esc(line)}</p>' for line in notes(rows))
     said += f'<p class="note">{esc(paths_note(rows))}</p>' if paths_note(rows) else ""
     note = f"{NOTE} {PICK_NOTE}" if any(most_picked(r) for r in rows) else NOTE  # runs stored before picks: NOTE

@@ -201,12 +201,12 @@ def symbol_section(rep: SymbolReport, key: str, per_page: int = TRADES_PER_PAGE)
 
 def tearsheet_html(reports: Sequence[SymbolReport], leaderboard: Sequence[dict] = (),
                    benchmark: dict | None = None, trades_per_page: int = TRADES_PER_PAGE,
-                   models: Sequence[Sequence[SymbolReport]] = ()) -> str:
+                   models: Sequence[Sequence[SymbolReport]] = (), skipped: Sequence[dict] = ()) -> str:
     """The page of one run (every symbol of one grid point); ``leaderboard``: the rows of a ``models compare`` run,
-    shown after the symbols (every model on the same windows, then ``benchmark``, buy and hold's row), this page
-    being one model's; ``models``: that run's reports, a list per model, whose verdicts make the strip's rows
-    when there is a leaderboard (else this page's symbols); ``trades_per_page``: rows of each trade list shown at
-    a time."""
+    shown under the verdict strip, before the symbols (every model on the same windows, then ``benchmark``, buy
+    and hold's row, and the models ``--skip-missing`` left out, ``skipped``), this page being one model's and
+    titled so; ``models``: that run's reports, a list per model, whose verdicts make the strip's rows when there
+    is a leaderboard (else this page's symbols); ``trades_per_page``: rows of each trade list shown at a time."""
     results = [rep.result for rep in reports]
     keys = [f"s{i}-{anchor(r.symbol)}" for i, r in enumerate(results)]
     first = results[0]
@@ -218,10 +218,9 @@ def tearsheet_html(reports: Sequence[SymbolReport], leaderboard: Sequence[dict] 
     subtitle += f" {paths_text(first.forecast_meta)}" if paths_text(first.forecast_meta) else ""
     rows = model_verdicts(models) if leaderboard and models else [(r.symbol, verdict_of(r)) for r in results]
     body = verdict_html(rows) + random_banner(leaderboard)
+    # a models compare page is about the models: their table comes under the strip, before this model's symbols
+    body += leaderboard_section(leaderboard, benchmark=benchmark, skipped=skipped) if leaderboard else ""
     body += "".join(symbol_section(rep, key, trades_per_page) for rep, key in zip(reports, keys))
-    # the models' table after the symbols: the strip above already gives each model's verdict, and so the first
-    # symbol's headline and equity chart stay on the first screen however many models were compared
-    body += leaderboard_section(leaderboard, benchmark=benchmark) if leaderboard else ""
     body += ('<section id="skill"><h2>Forecast skill for bar t+1</h2>'
              f"{table(SKILL_COLUMNS, skill_rows(results), 0, SKILL_NOTE)}"
              "<h3>Calibration for bar t+1</h3>"
@@ -229,4 +228,15 @@ def tearsheet_html(reports: Sequence[SymbolReport], leaderboard: Sequence[dict] 
     nav = ([("leaderboard", "models")] if leaderboard else []) + [(key, r.symbol) for key, r in zip(keys, results)]
     body += glossary_section()
     nav += [("skill", "forecast skill"), ("glossary", "glossary")]
-    return document(f"marketcast backtest: {', '.join(r.symbol for r in results)}", subtitle, nav, body)
+    return document(page_title(results, leaderboard), subtitle, nav, body)
+
+
+def page_title(results: Sequence, leaderboard: Sequence[dict] = ()) -> str:
+    """``marketcast backtest: SP500, NASDAQ``; a ``models compare`` page names the comparison and whose page it
+    is: ``marketcast models compare: baseline vs toto2 on SP500 (toto2's page)``."""
+    symbols = ", ".join(r.symbol for r in results)
+    if not leaderboard:
+        return f"marketcast backtest: {symbols}"
+    model = results[0].forecast_meta.get("model")
+    return (f"marketcast models compare: {' vs '.join(r['model'] for r in leaderboard)} on {symbols} "
+            f"({model}'s page)")

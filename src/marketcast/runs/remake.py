@@ -36,8 +36,13 @@ def cell_results(store: RunStore, run_id: str,
     return groups
 
 
-def folder(output_dir: str | Path, key: str) -> Path:
-    """Where the reports of one group go: ``output_dir``, or a sub-folder per grid point when it has axes."""
+def folder(output_dir: str | Path, key: str, by_model: bool = False) -> Path:
+    """Where the reports of one group go: ``output_dir``, or a sub-folder per grid point when it has axes;
+    ``by_model`` (a ``models compare`` run, which lists each model once): a sub-folder named by the model alone,
+    ``baseline`` rather than ``model=baseline__weights=None``."""
+    model = re.search(r"(?:^| )model=(\S+)", key) if by_model else None
+    if model:
+        return Path(output_dir) / _folder_name(model.group(1))
     return Path(output_dir) / _folder_name(key) if key else Path(output_dir)
 
 

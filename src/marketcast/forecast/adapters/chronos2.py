@@ -113,6 +113,18 @@ def load_pretrained(source: str | os.PathLike, device: torch.device, dtype: torc
     return model.to(device).eval(), folder
 
 
+def locate(weights: str | None) -> str:
+    """Where ``--weights`` would load from (:func:`load_pretrained`'s resolution and config check, no tensor
+    read): the folder, or ``random``; weights that are not here raise the loader's own line."""
+    from marketcast.forecast.checkpoint import resolve_folder
+
+    if RANDOM.match(str(weights or "")):
+        return "random"
+    folder = resolve_folder(DEFAULT_REPO if weights in (None, "auto") else str(weights), NAME)
+    _check_config(folder)
+    return str(folder)
+
+
 class Chronos2Forecaster(QuantileAdapter):
     """Forecaster protocol for Chronos-2 (:class:`~marketcast.forecast.adapters.common.QuantileAdapter`).
 

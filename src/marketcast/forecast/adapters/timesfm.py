@@ -72,6 +72,16 @@ def load_model(weights: str | None, device: torch.device, seed: int = 0):
     return tfm, source
 
 
+def locate(weights: str | None) -> str:
+    """Where ``--weights`` would load from (:func:`load_model`'s resolution, no tensor read): the folder, or
+    ``random``; weights that are not here raise the loader's own line."""
+    from marketcast.forecast.checkpoint import resolve_folder
+
+    if str(weights or "").lower() == "random":
+        return "random"
+    return str(resolve_folder(DEFAULT_REPO if weights in (None, "auto") else str(weights), LABEL))
+
+
 class TimesFMForecaster(QuantileAdapter):
     """Forecaster protocol for TimesFM 2.5 (:class:`~marketcast.forecast.adapters.common.QuantileAdapter`)."""
 

@@ -115,6 +115,12 @@ def load_model(weights: str | None, device: torch.device, seed: int = 0):
     return model.eval().requires_grad_(False), source
 
 
+def locate(weights: str | None) -> str:
+    """Where ``--weights`` would load from (:func:`checkpoint_path`, no tensor read): the checkpoint file, or
+    ``random``; weights that are not here raise the loader's own line."""
+    return "random" if str(weights or "").lower() == "random" else str(checkpoint_path(weights))
+
+
 class TiRexForecaster(QuantileAdapter):
     """Forecaster protocol for TiRex (:class:`~marketcast.forecast.adapters.common.QuantileAdapter`)."""
 

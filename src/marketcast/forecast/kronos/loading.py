@@ -81,28 +81,43 @@ def load_pair(weights: str | None, seed: int = 0,
               device: str | torch.device = "cpu") -> tuple[Kronos, KronosTokenizer, str]:
     """(model, tokenizer, label) for the forecaster's ``weights`` argument (see the module docstring); loaded
     weights land on ``device`` directly (random ones are made on the CPU)."""
-    if weights in (None, "auto"):
-        weights = DEFAULT_MODEL
     if weights == "random":
         log.warning("kronos: RANDOM weights (Kronos-small + Kronos-Tokenizer-base shapes); forecasts are "
                     "meaningless, use them for plumbing and speed tests only")
         return (from_config(Kronos, MODELS["Kronos-small"], seed),
                 from_config(KronosTokenizer, TOKENIZERS["Kronos-Tokenizer-base"], seed), "kronos-small-random")
+    model, tokenizer, label = sources(weights)
+    tokenizer_module = from_pretrained(KronosTokenizer, tokenizer, device=device)
+    return from_pretrained(Kronos, model, device=device), tokenizer_module, label
+
+
+def sources(weights: str | None) -> tuple[str, str, str]:
+    """(model source, tokenizer source, label) of non-random ``weights``: a folder's ``model/`` and
+    ``tokenizer/``, or a public repo id and the tokenizer it was trained with (None/"auto": Kronos-small)."""
+    weights = DEFAULT_MODEL if weights in (None, "auto") else str(weights)
     path = Path(weights).expanduser()
     if path.is_dir():
         for sub in ("model", "tokenizer"):
             if not (path / sub).is_dir():
                 raise ModelLoadError(f"Kronos weights folder {path}: no {sub}/ subfolder; the folder needs model/ and "
                                      "tokenizer/, each with config.json and model.safetensors")
-        return (from_pretrained(Kronos, path / "model", device=device),
-                from_pretrained(KronosTokenizer, path / "tokenizer", device=device), str(path))
+        return str(path / "model"), str(path / "tokenizer"), str(path)
     name = weights.split("/")[-1]
     if name not in TOKENIZER_OF:
         raise ModelLoadError(f"Kronos weights {weights!r}: not a folder and not one of "
                              f"{', '.join(f'{HUB_OWNER}/{m}' for m in TOKENIZER_OF)}; pass a folder with model/ and "
                              "tokenizer/ subfolders")
-    tokenizer = from_pretrained(KronosTokenizer, f"{HUB_OWNER}/{TOKENIZER_OF[name]}", device=device)
-    return from_pretrained(Kronos, weights, device=device), tokenizer, weights
+    return weights, f"{HUB_OWNER}/{TOKENIZER_OF[name]}", weights
+
+
+def locate(weights: str | None) -> str:
+    """Where ``--weights`` would load from (:func:`load_pair`'s resolution, no tensor read): the model's folder
+    (its tokenizer's found too), or ``random``; weights that are not here raise the loader's own line."""
+    if weights == "random":
+        return "random"
+    model, tokenizer, _ = sources(weights)
+    resolve_folder(tokenizer, "Kronos")
+    return str(resolve_folder(model, "Kronos"))
 
 
 def _checkpoint(model: str, tokenizer: str) -> Checkpoint:

@@ -53,6 +53,14 @@ def load_weights(model: torch.nn.Module, state: dict, source: str) -> None:
     load_strict(model, to_packed_keys(state), source, "Toto")
 
 
+def locate(weights: str | None) -> str:
+    """Where ``--weights`` (as the factory reads it) would load from, found without reading a tensor: the folder,
+    or ``random``; weights that are not here raise the loader's own :class:`ModelLoadError` line."""
+    if weights == "random":
+        return "random"
+    return str(resolve_folder(DEFAULT_REPO if weights in (None, "auto") else weights, "Toto"))
+
+
 def load_pretrained(source: str | os.PathLike, device: torch.device, local_files_only: bool | None = None,
                     cache_dir: str | os.PathLike | None = None):
     """(model, folder): ``TotoModel`` built on the meta device, its weights read straight to ``device``."""

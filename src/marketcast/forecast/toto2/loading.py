@@ -40,6 +40,14 @@ def load_pretrained(source: str | os.PathLike, device: torch.device, local_files
     return model.eval(), folder
 
 
+def locate(weights: str | None) -> str:
+    """Where ``--weights`` would load from (:func:`load_model`'s resolution, no tensor read): the folder, or
+    ``random``; weights that are not here raise the loader's own :class:`ModelLoadError` line."""
+    if random_size(weights) is not None:
+        return "random"
+    return str(resolve_folder(DEFAULT_REPO if weights in (None, "auto") else str(weights), "Toto 2.0"))
+
+
 def load_model(weights: str | None, device: torch.device, seed: int = 0) -> tuple[Toto2Model, str]:
     """(model, source) for ``--weights``: None/"auto" (Datadog/Toto-2.0-22m), a folder, a repo id or
     ``random[:4m|:22m]``."""

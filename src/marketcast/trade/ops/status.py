@@ -87,7 +87,7 @@ def check_state_folder(state_dir: Path) -> None:
 def status_data(state_dir: Path) -> dict:
     """What ``trade status`` shows, in JSON types and redacted (a state folder written before redaction covered
     URLs may still hold an endpoint's userinfo or a broker error's URL); ``journal`` is null without a
-    journal.db, ``records`` null without records. docs/schemas/trade_status.schema.json is its shape."""
+    journal.db, ``records`` null without records. src/marketcast/schemas/trade_status.schema.json is its shape."""
     _not_a_file(state_dir)
     records = read_records(state_dir)
     last = records[-1] if records else {}
