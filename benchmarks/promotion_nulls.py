@@ -1,6 +1,6 @@
 """The promotion test's error and power, simulated: the issue 54 table (docs/trading.md quotes it).
 
-2,000 runs x 500 days, the test asked after every day at alpha 0.05, on tests/trade/test_promote_sequential.py's
+2,000 runs x 500 days, the test asked after every day at alpha 0.05, on marketcast.trade.test_kit.nulls's
 null shapes and seed and three harder ones (:data:`STRESS`) (the fraction of runs ever promoted: false promotions) and on Gaussian edges of 0.2, 0.3
 and 0.5 standard deviations (median and 90th percentile of the day of promotion; inf: not within 500 days), with
 and without a 60-day minimum (``trade promote --min-decisions 60`` with one symbol). ``--label`` names the column
@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from common import RESULTS, write_report  # noqa: E402
-from tests.trade.test_promote_sequential import ALPHA, DAYS, NULLS, RUNS, demeaned_returns  # noqa: E402
 
 from marketcast.trade.journal import sequential  # noqa: E402
+from marketcast.trade.test_kit.nulls import ALPHA, DAYS, NULLS, RUNS, demeaned_returns  # noqa: E402
 
 
 def block_bootstrap(rng, shape, block: int = 20) -> np.ndarray:

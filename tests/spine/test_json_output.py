@@ -383,9 +383,12 @@ def test_trade_status_and_orders(trade_state, capsys):
     assert all(math.isfinite(o["qty"]) and o["decision_ts"] >= "2017-03-01" for o in orders)
 
 
-def test_trade_status_of_an_empty_folder(tmp_path, capsys):
+def test_trade_status_of_a_folder_with_records_only(tmp_path, capsys):
+    """No journal yet (the loop writes its records first): the status is the records' alone; an empty folder is
+    no state folder at all (one line, exit 2: tests/trade/test_blotter.py)."""
+    (tmp_path / "records.jsonl").write_text('{"decision_ts": "2020-01-02", "equity": 5}\n')
     status = run_json(capsys, "trade_status", "trade", "status", "--state-dir", str(tmp_path), "--json")
-    assert status["journal"] is None and status["records"] is None and status["refused"] == []
+    assert status["journal"] is None and status["records"]["equity_last"] == 5 and status["refused"] == []
 
 
 def test_trade_status_for_people_shows_no_python_repr(trade_state, capsys):

@@ -13,13 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from marketcast.commands import main
-from marketcast.data.embedded import load_embedded
 from marketcast.trade.journal import sequential
 from marketcast.trade.journal.db import transaction
 from marketcast.trade.journal.shadow import Verdict
 from marketcast.trade.journal.state import Journal
+from marketcast.trade.test_kit.nulls import ALPHA, DAYS, NULLS, RUNS
 
-RUNS, DAYS, ALPHA = 2000, 500, 0.05
 
 
 def first_promotion(daily: np.ndarray, alpha: float = ALPHA) -> np.ndarray:
@@ -27,30 +26,6 @@ def first_promotion(daily: np.ndarray, alpha: float = ALPHA) -> np.ndarray:
     the rule ``trade promote`` decides by (:func:`sequential.crossed`, the same :func:`sequential.decide`)."""
     hit = sequential.crossed(daily, alpha)
     return np.where(hit.any(axis=1), hit.argmax(axis=1) + 1.0, np.inf)
-
-
-def demeaned_returns(symbol: str) -> np.ndarray:
-    close = load_embedded(symbol).frame["close"].to_numpy()
-    r = close[1:] / close[:-1] - 1
-    return r - r.mean()
-
-
-def two_point(p_gain: float, gain: float):
-    """+gain with probability p_gain, else the loss that makes the mean 0: many small gains, rare large losses."""
-    loss = -gain * p_gain / (1 - p_gain)
-    return lambda rng, shape: np.where(rng.random(shape) < p_gain, gain, loss)
-
-
-NULLS = {  # mean-zero daily differences, the issue's shapes first
-    "+0.1 w.p. 0.9 / -0.9": two_point(0.9, 0.1),
-    "+0.02 w.p. 0.98 / -0.98": two_point(0.98, 0.02),
-    "1 - Exp(1)": lambda rng, shape: 1.0 - rng.exponential(1.0, shape),
-    "SP500 bootstrap": lambda rng, shape: rng.choice(demeaned_returns("SP500"), shape),
-    "NASDAQ bootstrap": lambda rng, shape: rng.choice(demeaned_returns("NASDAQ"), shape),
-    "Gaussian": lambda rng, shape: rng.standard_normal(shape),
-    "Gaussian x 0.004": lambda rng, shape: 0.004 * rng.standard_normal(shape),  # the test is scale-free
-    "Student t(3)": lambda rng, shape: rng.standard_t(3, shape),
-}
 
 
 @pytest.mark.parametrize("name", list(NULLS))
