@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from common import RESULTS, write_report  # noqa: E402
-from tests.backtest.mc_seeds import check, heavy_tailed_bars, seed_runs  # noqa: E402
+from marketcast.backtest.seed_check import check, heavy_tailed_bars, seed_runs  # noqa: E402
 
 from marketcast.data.embedded import load_embedded  # noqa: E402
 

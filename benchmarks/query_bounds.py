@@ -37,7 +37,7 @@ from common import RESULTS, load_average, write_report  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from tests.spine.test_interrupts import handles_sigterm  # noqa: E402  (the command's own handlers are in)
+from marketcast.signals import handles as handles_sigterm  # noqa: E402  (the command's own handlers are in)
 
 QUERIES = {
     "recursive": "WITH RECURSIVE t(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM t) SELECT count(*) FROM t",

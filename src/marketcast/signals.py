@@ -80,3 +80,17 @@ def shielded() -> Iterator[None]:
         if not Received.depth and Received.pending is not None:
             signum, Received.pending = Received.pending, None
             raise_for(signum)
+
+
+def handles(pid: int, signum: int = signal.SIGTERM) -> bool:
+    """Whether process ``pid`` has a handler of its own for ``signum`` (``SigCgt`` of /proc/PID/status, Linux):
+    once a marketcast command has installed its handlers, a signal is the command's to handle; before that, Python
+    is still starting. For the tests and benchmarks that signal a running command."""
+    from pathlib import Path
+
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:"))
+    return bool(int(caught, 16) >> (signum - 1) & 1)

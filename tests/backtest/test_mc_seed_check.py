@@ -15,7 +15,7 @@ import pytest
 
 from marketcast.data.embedded import load_embedded
 
-from .mc_seeds import RATIO, check, seed_runs
+from marketcast.backtest.seed_check import RATIO, check, seed_runs
 
 
 @pytest.fixture(scope="module")

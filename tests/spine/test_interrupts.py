@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import marketcast
+from marketcast.signals import handles
 from marketcast.report.page import bundle_name
 
 SEED = 20261126
@@ -30,14 +31,7 @@ RECORDED = re.compile(r"error: terminated \(SIGTERM\) after the run finished and
 
 
 def handles_sigterm(pid: int) -> bool:
-    """Whether process ``pid`` has a SIGTERM handler (``SigCgt`` of /proc/PID/status): the command runs, so
-    a signal from now on is the command's to handle; before that, Python is still starting."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    caught = next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:"))
-    return bool(int(caught, 16) >> (signal.SIGTERM - 1) & 1)
+    return handles(pid, signal.SIGTERM)
 
 
 def start(args: list[str], env: dict) -> subprocess.Popen:

@@ -146,8 +146,8 @@ def journal_with_days(folder, diffs) -> None:
     journal.close()
 
 
-OUTSIDE = [("--alpha", v, f"'--alpha': {v} is not strictly between 0 and 1") for v in ("0", "1", "-0.1", "1.5", "nan",
-                                                                                    "inf")]
+OUTSIDE = [("--alpha", v, f"'--alpha': {v} is not strictly between 0 and 1") for v in ("0", "1", "-0.1", "1.5")] + [
+    ("--alpha", v, f"'--alpha': {v} is not a finite number") for v in ("nan", "inf")]  # every numeric option's rule
 
 
 @pytest.mark.parametrize("flag,value,says", [*OUTSIDE, ("--alpha", "five", "'--alpha'"),

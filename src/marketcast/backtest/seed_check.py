@@ -1,5 +1,6 @@
 """The Monte Carlo error judged against re-runs: one backtest per seed on the same bars, and what each seed's band,
-close calls and sides say about the others (tests/backtest/test_mc_seed_check.py, benchmarks/mc_seed_check.py).
+close calls and sides say about the others (tests/backtest/test_mc_seed_check.py and benchmarks/mc_seed_check.py
+share it; benchmarks may not import ``tests``).
 
 Computed from the runs' own figures only (returns, bands, per-window sides), not from the estimator's code."""
 
