@@ -85,10 +85,16 @@ def test_every_command_that_takes_weights_has_an_in_sample_case_or_a_reason(tune
         "a command that loads weights needs an in-sample case in this file (or a reason in EXEMPT)")
 
 
+RECORDS = ["tuned", "carried"]  # the record in tuning.json only (written before it moved into the weights), or in
+# model.safetensors' header only (config.json and model.safetensors copied to another folder)
+
+
+@pytest.mark.parametrize("record", RECORDS)
 @pytest.mark.parametrize("command", ["backtest", "forecast", "models compare", "sweep", "finetune", "trade replay",
                                      "trade run"])
-def test_an_in_sample_run_is_refused_in_one_line_naming_the_tuning_period(command, tuned, data_dir, tmp_path,
-                                                                          monkeypatch, capsys):
+def test_an_in_sample_run_is_refused_in_one_line_naming_the_tuning_period(command, record, data_dir, tmp_path,
+                                                                          monkeypatch, capsys, request):
+    tuned = request.getfixturevalue(record)
     monkeypatch.setenv("MARKETCAST_RUN_STORE", "off")
     monkeypatch.chdir(tmp_path)  # trade commands read ./marketcast.toml and ./.env.compile: none here
     for argv in in_sample_cases(tuned, data_dir, tmp_path)[command]:
@@ -102,7 +108,10 @@ def test_an_in_sample_run_is_refused_in_one_line_naming_the_tuning_period(comman
                                             tmp_path / "replay", tmp_path / "run")), "refused after some work"
 
 
-def test_commands_with_allow_in_sample_label_the_same_run_in_sample(tuned, data_dir, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("record", RECORDS)
+def test_commands_with_allow_in_sample_label_the_same_run_in_sample(record, data_dir, tmp_path, monkeypatch, capsys,
+                                                                    request):
+    tuned = request.getfixturevalue(record)
     monkeypatch.setenv("MARKETCAST_RUN_STORE", "off")
     allowing = sorted(c for c, opts in weights_commands().items() if "--allow-in-sample" in opts)
     assert allowing == ["backtest"]
