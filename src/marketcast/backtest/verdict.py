@@ -117,6 +117,10 @@ def build(result) -> dict:
         "pick_reads_forecast": None if pick is None or pick not in STRATEGIES else bool(STRATEGIES[pick].reads_forecast),
         "walk_forward_blind_share": _blind_share(result.walk_forward["picked"]),
     }
+    meta = getattr(result, "forecast_meta", None) or {}
+    if meta.get("pretraining"):  # a public checkpoint whose card dates its pretraining (marketcast.forecast.cards)
+        v["pretraining"] = {k: meta.get(k) for k in ("pretraining", "pretraining_windows", "pretraining_until",
+                                                     "checkpoint")}
     return {**v, "status": _statuses(v), "thresholds": DOC}
 
 
@@ -165,7 +169,15 @@ def cells(v: dict) -> list[Cell]:
              s["coverage80"]),
         Cell("context", "context", "g-context", context, s["context"]),
         Cell("pick", "pick", "g-pick", pick, s["pick"]),
+        *([_pretraining_cell(v["pretraining"])] if v.get("pretraining") else []),
     ]
+
+
+def _pretraining_cell(p: dict) -> Cell:
+    """Windows a public checkpoint may have seen in pretraining: amber, shown only when there are some."""
+    return Cell("pretraining", "pretraining", "g-pretraining",
+                f"{p['pretraining']}: {p['pretraining_windows']} windows to {p['pretraining_until']} "
+                f"({p['checkpoint']})", AMBER)
 
 
 #: The strip's three lines on a terminal: the result, the selection statistics, the forecast.
@@ -177,9 +189,10 @@ RICH = {GREEN: "green", AMBER: "yellow", RED: "bold red", INFO: "default", MISSI
 def terminal_lines(symbol: str, v: dict) -> list[str]:
     """The strip as rich-markup lines: ``SP500 verdict`` and three lines of cells (about 80 columns each)."""
     by_key = {c.key: c for c in cells(v)}
+    lines = LINES + ((("pretraining",),) if "pretraining" in by_key else ())
     return [f"[bold]{escape_markup(symbol)} verdict[/bold] [dim]({DOC}; labels: docs/backtest.md#glossary)[/dim]"] + [
         "  " + " · ".join(f"{by_key[k].label} [{RICH[by_key[k].status]}]{escape_markup(by_key[k].text)}[/]"
-                          for k in keys) for keys in LINES]
+                          for k in keys) for keys in lines]
 
 
 def one_line(label: str, v: dict) -> str:
