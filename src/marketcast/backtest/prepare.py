@@ -153,8 +153,9 @@ def refuse_unclean(prepared: Prepared, weights: str | Path | None) -> None:
         meta = pretraining_meta(prepared.card, decisions)
         if meta.get("pretraining"):
             first = pd.DatetimeIndex(decisions)[0]
+            after = pd.Timestamp(meta["pretraining_until"]) + pd.Timedelta(days=1)
             raise ConfigError(
                 f"--require-clean: {b.symbol}: {meta['pretraining_windows']} windows (the first with decision bar "
                 f"{first:%Y-%m-%d}) are {meta['pretraining']} of {meta['checkpoint']} (on or before "
-                f"{meta['pretraining_until']}); test after it (--start after {meta['pretraining_until']}) or leave "
+                f"{meta['pretraining_until']}); test after it (--start {after:%Y-%m-%d}) or leave "
                 "out --require-clean")

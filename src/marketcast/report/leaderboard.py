@@ -121,8 +121,26 @@ def benchmark_cells(benchmark: dict) -> list[str]:
 
 
 def notes(rows: Sequence[dict]) -> list[str]:
-    """A line per model whose trading row cannot tell it from another's, saying why (its pick's ``note``)."""
-    return [f"{row['model']}: {row['pick']['note']}" for row in rows if (row.get("pick") or {}).get("note")]
+    """A line per model whose trading row cannot tell it from another's, saying why (its pick's ``note``), and a
+    line per model whose checkpoint may have seen some windows in pretraining: its record split there."""
+    return ([f"{row['model']}: {row['pick']['note']}" for row in rows if (row.get("pick") or {}).get("note")]
+            + [split_line(row) for row in rows if (row.get("pretraining") or {}).get("label")])
+
+
+def split_line(row: dict) -> str:
+    """``kronos: possibly inside pretraining data of NeoQuasar/Kronos-small up to 2025-08-31: before 6 windows,
+    return +1.20%, Sharpe 0.50; after 0 windows``: the walk-forward record either side of the boundary."""
+    p = row["pretraining"]
+
+    def side(name: str) -> str:
+        s = p[name]
+        if not s["windows"]:
+            return f"{name} 0 windows"
+        ret = "—" if s["return"] is None else f"{100 * s['return']:+.2f}%"
+        sharpe = "—" if s["sharpe"] is None else f"{s['sharpe']:.2f}"
+        return f"{name} {s['windows']} windows, return {ret}, Sharpe {sharpe}"
+
+    return f"{row['model']}: {p['label']} of {p['checkpoint']} up to {p['until']}: {side('before')}; {side('after')}"
 
 
 def random_banner(rows: Sequence[dict]) -> str:
