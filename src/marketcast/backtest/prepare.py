@@ -108,8 +108,10 @@ class Prepared:
 
     def label(self, results: Sequence) -> None:
         """Mark each result's ``forecast_meta`` in or out of sample (every report reads the label from there)."""
+        frames = {b.symbol.upper(): b.frame for b in self.whole}
         for r in results:
-            r.forecast_meta = {**r.forecast_meta, **sample_meta(self.tuning, r.symbol, r.decision_times),
+            frame = frames.get(r.symbol.upper())
+            r.forecast_meta = {**r.forecast_meta, **sample_meta(self.tuning, r.symbol, r.decision_times, frame),
                                **pretraining_meta(self.card, r.decision_times)}
 
 

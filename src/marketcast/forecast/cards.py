@@ -11,7 +11,7 @@ the release month is "possibly inside pretraining data". Random and weight-free 
 
 A loaded checkpoint is known (:func:`identify`) by its hub id: given as ``--weights``, the model's default
 (``auto``), or named by a local folder's ``config.json`` (``_name_or_path``, as transformers writes it, or
-``marketcast_checkpoint``). This guards against accidents, not against a user set on fooling it.
+``marketcast_checkpoint``, which ``models download --to DIR`` writes). This guards against accidents, not against a user set on fooling it.
 """
 
 from __future__ import annotations
@@ -25,10 +25,12 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from marketcast.forecast.hub import NAME_KEY, catalogue
+
 UNKNOWN = "unknown"
 INSIDE = "inside pretraining data"
 POSSIBLY = "possibly inside pretraining data"
-CONFIG_KEYS = ("marketcast_checkpoint", "_name_or_path")
+CONFIG_KEYS = (NAME_KEY, "_name_or_path")  # NAME_KEY: what `models download --to DIR` writes
 
 
 @dataclass(frozen=True)
@@ -142,8 +144,6 @@ def identify(weights: str | None, default: str | None = None) -> Card | None:
 
 def checkpoint_card(model: str | None, weights: str | None) -> Card | None:
     """:func:`identify` with the default repo of ``model`` (from the hub catalogue of the imported models)."""
-    from marketcast.forecast.hub import catalogue
-
     known = catalogue().get(model or "")
     default = (known.repos.get("model") or known.repos.get("")) if known else None
     return identify(weights, default)

@@ -82,8 +82,14 @@ class Tuning:
     raw: dict = field(default_factory=dict, compare=False)
     weights: str = ""
 
-    def label(self, symbol: str) -> str:
-        return IN_SAMPLE if symbol.upper() in self.symbols else OTHER_SYMBOL
+    def tuned_as(self, symbol: str, frame: pd.DataFrame | None = None) -> str | None:
+        """The tuned symbol whose bars these are: ``symbol`` by name, else (``frame`` given) the one whose recorded
+        fingerprint equals that of ``frame``'s bars up to ``until``: the same bars under another name."""
+        symbol = symbol.upper()
+        if symbol in self.symbols or frame is None:
+            return symbol if symbol in self.symbols else None
+        mine = fingerprint(frame, self.until)
+        return next((s for s, record in self.symbols.items() if record.get("fingerprint") == mine), None)
 
     def changed(self, symbol: str, frame: pd.DataFrame) -> bool:
         """Whether ``symbol``'s bars up to ``until`` differ from the ones tuned on (False for other symbols)."""
@@ -217,10 +223,11 @@ def guard_windows(tuning: Tuning | None, runs: Runs, allow_in_sample: bool = Fal
     labels: dict[str, str] = {}
     for symbol, frame, decisions in runs:
         symbol = symbol.upper()
-        if symbol not in tuning.symbols:
+        recorded = tuning.tuned_as(symbol, frame)  # by name, or the same bars under another name
+        if recorded is None:
             labels[symbol] = OTHER_SYMBOL
             continue
-        if frame is not None and tuning.changed(symbol, frame):
+        if recorded == symbol and frame is not None and tuning.changed(symbol, frame):
             warnings.warn(DataWarning(
                 f"{symbol}: its bars up to {tuning.until} differ from the ones the weights in {tuning.weights} "
                 "were tuned on (fingerprint changed since tuning); the in/out-of-sample split by --until no longer "
@@ -237,7 +244,8 @@ def guard_windows(tuning: Tuning | None, runs: Runs, allow_in_sample: bool = Fal
             advice = (fix or "test after it (--start {start}) or pass --allow-in-sample to see in-sample "
                       "results").format(start=start)
             where = what.format(k=k + 1, bar=f"{times[k]:%Y-%m-%d}")
-            raise ConfigError(f"{symbol}: {where} is on or before {tuning.until}, the last day the weights in "
+            alias = "" if recorded == symbol else f" (the bars the weights were tuned on as {recorded})"
+            raise ConfigError(f"{symbol}{alias}: {where} is on or before {tuning.until}, the last day the weights in "
                               f"{tuning.weights} were tuned on; {advice}")
         first, last = times[inside[0]], times[inside[-1]]
         warnings.warn(f"{symbol}: {inside.size} of {len(times)} windows (decision bars {first:%Y-%m-%d} to "
@@ -247,14 +255,17 @@ def guard_windows(tuning: Tuning | None, runs: Runs, allow_in_sample: bool = Fal
     return labels
 
 
-def sample_meta(tuning: Tuning | None, symbol: str, decisions: Sequence) -> dict:
+def sample_meta(tuning: Tuning | None, symbol: str, decisions: Sequence, frame: pd.DataFrame | None = None) -> dict:
     """What a report says about one symbol's windows: ``sample`` (its label), ``in_sample_windows`` and
-    ``tuned_until``; {} for untuned weights. Reports read these from ``forecast_meta`` (see :func:`sample_text`)."""
+    ``tuned_until``; {} for untuned weights. ``frame``: its bars as read, so that the same bars under another
+    name count as tuned (:meth:`Tuning.tuned_as`). Reports read these from ``forecast_meta`` (see
+    :func:`sample_text`)."""
     if tuning is None:
         return {}
+    tuned = tuning.tuned_as(symbol, frame) is not None
     days = np.asarray(pd.DatetimeIndex(decisions).date)
-    inside = int(np.count_nonzero(days <= tuning.until)) if symbol.upper() in tuning.symbols else 0
-    label = tuning.label(symbol) if inside or symbol.upper() not in tuning.symbols else OUT_OF_SAMPLE
+    inside = int(np.count_nonzero(days <= tuning.until)) if tuned else 0
+    label = IN_SAMPLE if inside else OUT_OF_SAMPLE if tuned else OTHER_SYMBOL
     return {"sample": label, "in_sample_windows": inside, "tuned_until": tuning.until.isoformat()}
 
 
