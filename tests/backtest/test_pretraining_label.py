@@ -103,15 +103,41 @@ def test_require_clean_refuses_in_one_line_and_writes_nothing(kronos_small, tmp_
     assert not out.exists()
 
 
-def test_require_clean_refuses_weights_of_unknown_provenance(kronos_small, tmp_path, monkeypatch, capsys):
+@pytest.fixture
+def anonymous(kronos_small, tmp_path):
+    """The same weights with a config that names no checkpoint, and no tuning record: provenance unknown."""
     import shutil
 
-    monkeypatch.setenv("MARKETCAST_RUN_STORE", "off")
-    anonymous = tmp_path / "anonymous"
-    shutil.copytree(kronos_small, anonymous)
-    config = json.loads((anonymous / "model" / "config.json").read_text())
+    folder = tmp_path / "anonymous"
+    shutil.copytree(kronos_small, folder)
+    config = json.loads((folder / "model" / "config.json").read_text())
     del config["_name_or_path"]
-    (anonymous / "model" / "config.json").write_text(json.dumps(config))
+    (folder / "model" / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def test_weights_of_unknown_provenance_say_so_on_every_surface(anonymous, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MARKETCAST_RUN_STORE", "off")
+    out = tmp_path / "bt"
+    assert main(["backtest", *FAST, "--weights", str(anonymous), "--html", "--output-dir", str(out)]) == 0
+    terminal = " ".join(capsys.readouterr().out.split())
+    line = (f"provenance unknown: the weights {anonymous} are neither a known public checkpoint nor fine-tuned "
+            "weights with a tuning record")
+    assert f"SP500: {line}" in terminal and "weights provenance unknown" in terminal  # the line, the strip's cell
+    doc = json.loads((out / "SP500.json").read_text())
+    assert doc["provenance"] == "unknown" and doc["verdict"]["provenance"] == "unknown" and "pretraining" not in doc
+    assert errors("backtest", [doc]) == []
+    assert line in " ".join((out / "report.html").read_text().split())
+    assert f"> warning: {line}" in (out / "summary.md").read_text()
+    argv = ["models", "compare", "--symbols", "SP500", "--models", "kronos", "--weights", f"kronos={anonymous}",
+            "--windows", "6", "-s", "8", "-c", "32", "--store", "off", "--json"]
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["verdicts"][0]["verdict"]["provenance"] == "unknown" and errors("models_compare", doc) == []
+
+
+def test_require_clean_refuses_weights_of_unknown_provenance(anonymous, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MARKETCAST_RUN_STORE", "off")
     assert main(["backtest", *FAST, "--weights", str(anonymous), "--require-clean", "--output-dir",
                  str(tmp_path / "x")]) == 2
     assert f"--require-clean: the weights {anonymous} are of unknown provenance" in capsys.readouterr().err

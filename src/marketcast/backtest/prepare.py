@@ -9,7 +9,7 @@ guard checks the same windows everywhere: the scored ones, by :func:`scored_deci
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -24,7 +24,7 @@ from marketcast.data.asset import asset_classes
 from marketcast.data.bars import Bars
 from marketcast.data.read import SUFFIXES
 from marketcast.errors import ConfigError
-from marketcast.forecast.cards import Card, checkpoint_card, pretraining_meta
+from marketcast.forecast.cards import Card, checkpoint_card, pretraining_meta, provenance_meta, weighted
 from marketcast.forecast.tuning import Tuning, guard_weights, sample_meta
 
 
@@ -101,6 +101,7 @@ class Prepared:
     min_context: int = 2  # real bars the first scored window holds (--min-context, else the model's minimum)
     tuning: Tuning | None = None
     card: Card | None = None  # the public checkpoint the weights are (marketcast.forecast.cards), None if none
+    provenance: dict = field(default_factory=dict)  # weights neither a known checkpoint nor tuned (provenance_meta)
 
     def decisions(self) -> list[pd.DatetimeIndex]:
         """Each symbol's scored decision bars (:func:`scored_decisions`)."""
@@ -112,7 +113,8 @@ class Prepared:
         for r in results:
             frame = frames.get(r.symbol.upper())
             r.forecast_meta = {**r.forecast_meta, **sample_meta(self.tuning, r.symbol, r.decision_times, frame),
-                               **pretraining_meta(self.card, r.decision_times)}
+                               **pretraining_meta(self.card, r.decision_times),
+                               **self.provenance}
 
 
 def prepare(whole: Sequence[Bars], period: Period, config: BacktestConfig, *, min_context: int = 2,
@@ -137,20 +139,22 @@ def prepare(whole: Sequence[Bars], period: Period, config: BacktestConfig, *, mi
                         [config if period.fixed else replace(config, windows=w) for _, w in cut], need)
     prepared.tuning = guard_weights(weights, lambda: [(b.symbol, w.frame, d) for b, w, d in zip(
         prepared.bars, prepared.whole, prepared.decisions())], allow_in_sample and not require_clean, fix)
-    weighted = model not in (None, "baseline") and str(weights) != "random"
-    prepared.card = checkpoint_card(model, None if weights is None else str(weights)) if weighted else None
+    given = None if weights is None else str(weights)
+    prepared.card = checkpoint_card(model, given) if weighted(model, given) else None
+    prepared.provenance = provenance_meta(model, given, prepared.card, prepared.tuning is not None)
     if require_clean:
-        refuse_unclean(prepared, weights if weighted else None)
+        refuse_unclean(prepared)
     return prepared
 
 
-def refuse_unclean(prepared: Prepared, weights: str | Path | None) -> None:
+def refuse_unclean(prepared: Prepared) -> None:
     """``--require-clean``: one line for weights of unknown provenance or the first window inside the
     checkpoint's pretraining data (in-sample windows were refused by the tuned-weights guard)."""
-    if weights is not None and prepared.card is None and prepared.tuning is None and str(weights) != "auto":
-        raise ConfigError(f"--require-clean: the weights {weights} are of unknown provenance (neither a known public "
-                          "checkpoint nor fine-tuned weights with a tuning record); name their hub id in their "
-                          "config.json (_name_or_path) or leave out --require-clean")
+    if prepared.provenance:
+        raise ConfigError(f"--require-clean: the weights {prepared.provenance['weights']} are of unknown "
+                          "provenance (neither a known public checkpoint nor fine-tuned weights with a tuning "
+                          "record); name their hub id in their config.json (_name_or_path) or leave out "
+                          "--require-clean")
     for b, decisions in zip(prepared.bars, prepared.decisions()):
         meta = pretraining_meta(prepared.card, decisions)
         if meta.get("pretraining"):

@@ -121,6 +121,8 @@ def symbol_json(result: SymbolResult) -> dict:
         # inside pretraining data" or "" (no window inside), how many windows, the day it covers, the hub id
         **{k: result.forecast_meta[k] for k in ("checkpoint", "pretraining", "pretraining_windows",
                                                 "pretraining_until") if k in result.forecast_meta},
+        # weights that are neither a known public checkpoint nor tuned: "unknown"
+        **({"provenance": "unknown"} if result.forecast_meta.get("provenance") == "unknown" else {}),
         "config": {
             "model": result.forecast_meta.get("model"),
             "context": cfg.context, "num_samples": cfg.num_samples, "seed": cfg.seed, "point": cfg.point,

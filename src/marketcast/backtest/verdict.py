@@ -121,6 +121,8 @@ def build(result) -> dict:
     if meta.get("pretraining"):  # a public checkpoint whose card dates its pretraining (marketcast.forecast.cards)
         v["pretraining"] = {k: meta.get(k) for k in ("pretraining", "pretraining_windows", "pretraining_until",
                                                      "checkpoint")}
+    if meta.get("provenance") == "unknown":  # neither a known checkpoint nor tuned: what they saw is unknown
+        v["provenance"] = "unknown"
     return {**v, "status": _statuses(v), "thresholds": DOC}
 
 
@@ -169,6 +171,7 @@ def cells(v: dict) -> list[Cell]:
              s["coverage80"]),
         Cell("context", "context", "g-context", context, s["context"]),
         Cell("pick", "pick", "g-pick", pick, s["pick"]),
+        *([Cell("provenance", "weights", "g-provenance", "provenance unknown", AMBER)] if v.get("provenance") else []),
         *([_pretraining_cell(v["pretraining"])] if v.get("pretraining") else []),
     ]
 
@@ -189,7 +192,8 @@ RICH = {GREEN: "green", AMBER: "yellow", RED: "bold red", INFO: "default", MISSI
 def terminal_lines(symbol: str, v: dict) -> list[str]:
     """The strip as rich-markup lines: ``SP500 verdict`` and three lines of cells (about 80 columns each)."""
     by_key = {c.key: c for c in cells(v)}
-    lines = LINES + ((("pretraining",),) if "pretraining" in by_key else ())
+    exposure = tuple(k for k in ("provenance", "pretraining") if k in by_key)
+    lines = LINES + ((exposure,) if exposure else ())
     return [f"[bold]{escape_markup(symbol)} verdict[/bold] [dim]({DOC}; labels: docs/backtest.md#glossary)[/dim]"] + [
         "  " + " · ".join(f"{by_key[k].label} [{RICH[by_key[k].status]}]{escape_markup(by_key[k].text)}[/]"
                           for k in keys) for keys in lines]

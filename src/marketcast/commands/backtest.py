@@ -219,7 +219,7 @@ def show(job: Job, done: Done) -> None:
         title, track_record_table,
     )
     from marketcast.backtest.verdict import build, terminal_lines
-    from marketcast.forecast.cards import pretraining_text
+    from marketcast.forecast.cards import pretraining_text, provenance_text
     from marketcast.forecast.tuning import sample_text
 
     results, elapsed = done.results, done.elapsed
@@ -241,6 +241,9 @@ def show(job: Job, done: Done) -> None:
             console.print(f"[yellow]warning:[/] {r.symbol}: {r.context_warning}", highlight=False, soft_wrap=True)
         if sample_text(r.forecast_meta, r.windows):
             console.print(f"{r.symbol}: {sample_text(r.forecast_meta, r.windows)}", highlight=False, markup=False)
+        if provenance_text(r.forecast_meta):
+            console.print(f"{r.symbol}: {provenance_text(r.forecast_meta)}", highlight=False, markup=False,
+                          soft_wrap=True)
         if pretraining_text(r.forecast_meta, r.windows):
             console.print(f"{r.symbol}: {pretraining_text(r.forecast_meta, r.windows)}", highlight=False,
                           markup=False, soft_wrap=True)

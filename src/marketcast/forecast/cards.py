@@ -11,7 +11,8 @@ the release month is "possibly inside pretraining data". Random and weight-free 
 
 A loaded checkpoint is known (:func:`identify`) by its hub id: given as ``--weights``, the model's default
 (``auto``), or named by a local folder's ``config.json`` (``_name_or_path``, as transformers writes it, or
-``marketcast_checkpoint``, which ``models download --to DIR`` writes). This guards against accidents, not against a user set on fooling it.
+``marketcast_checkpoint``, which ``models download --to DIR`` writes). This guards against accidents, not
+against a user set on fooling it.
 """
 
 from __future__ import annotations
@@ -195,3 +196,28 @@ def pretraining_text(meta: dict, windows: int) -> str:
     how = "its stated data cutoff" if label == INSIDE else "the end of its release month (corpora hold market prices)"
     return (f"{label}: {meta.get('pretraining_windows', 0)} of {windows} windows have a decision bar on or before "
             f"{meta.get('pretraining_until')}, {how} for {meta.get('checkpoint')}; their scores may flatter the model")
+
+
+PROVENANCE_UNKNOWN = "provenance unknown"
+
+
+def weighted(model: str | None, weights: str | None) -> bool:
+    """Whether ``model`` runs on pretrained or tuned weights (not the weight-free baseline, not ``random``)."""
+    return model not in (None, "baseline") and str(weights) != "random"
+
+
+def provenance_meta(model: str | None, weights: str | None, card: Card | None, tuned: bool) -> dict:
+    """``{"provenance": "unknown", "weights": ...}`` for weights that are neither a known public checkpoint
+    (``card``) nor ``tuned`` weights with a record; {} otherwise (and for random or no weights)."""
+    if not weighted(model, weights) or card is not None or tuned:
+        return {}
+    return {"provenance": "unknown", "weights": "auto" if weights is None else str(weights)}
+
+
+def provenance_text(meta: dict) -> str:
+    """The line for weights that are neither a known public checkpoint nor tuned weights with a record; ''
+    otherwise."""
+    if meta.get("provenance") != "unknown":
+        return ""
+    return (f"{PROVENANCE_UNKNOWN}: the weights {meta.get('weights')} are neither a known public checkpoint nor "
+            "fine-tuned weights with a tuning record, so whether they saw these windows cannot be said")

@@ -194,13 +194,16 @@ def run_model(model: str, bars: Sequence[Bars], config: BacktestConfig, *, weigh
 
 
 def label_pretraining(model: str, weights: str | None, results: Sequence[SymbolResult]) -> None:
-    """Mark each result's windows inside (or possibly inside) the checkpoint's pretraining data, as the backtest
-    does (:mod:`marketcast.forecast.cards`); random and weight-free models carry no label."""
-    from marketcast.forecast.cards import checkpoint_card, pretraining_meta
+    """Mark each result's windows inside (or possibly inside) the checkpoint's pretraining data, and weights of
+    unknown provenance, as the backtest does (:mod:`marketcast.forecast.cards`); random and weight-free models
+    carry no label."""
+    from marketcast.forecast.cards import checkpoint_card, pretraining_meta, provenance_meta, weighted
+    from marketcast.forecast.tuning import read_tuning
 
-    card = None if model == "baseline" or str(weights) == "random" else checkpoint_card(model, weights)
+    card = checkpoint_card(model, weights) if weighted(model, weights) else None
+    unknown = provenance_meta(model, weights, card, read_tuning(weights) is not None)
     for r in results:
-        r.forecast_meta = {**r.forecast_meta, **pretraining_meta(card, r.decision_times)}
+        r.forecast_meta = {**r.forecast_meta, **pretraining_meta(card, r.decision_times), **unknown}
 
 
 def pretraining_split(results: Sequence[SymbolResult]) -> dict | None:
