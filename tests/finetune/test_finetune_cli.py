@@ -55,6 +55,7 @@ def test_tuning_on_a_planted_pattern_lowers_validation_loss_and_out_of_sample_cr
     assert [h["step"] for h in record["history"]] == [10, 20, 30, 40, 50, 60]
     assert record["until"] == UNTIL and record["symbols"]["SYN"]["bars"] == 301
     assert record["hyper"]["lr"] == 3e-3 and record["hyper"]["lora"] is None
+    assert (record["base_checkpoint"], record["base_provenance"]) == (None, "unknown")  # a random folder named nothing
     base, tuned = _oos_crps(tiny_base), _oos_crps(full)
     assert tuned < 0.7 * base, (tuned, base)
 

@@ -96,3 +96,32 @@ def test_weights_are_known_by_hub_id_default_or_the_id_their_config_names(tmp_pa
     assert identify(str(folder)).repo == "NX-AI/TiRex"
     (folder / "config.json").write_text(json.dumps({"_name_or_path": "someone/else"}))
     assert identify(str(folder)).repo == "NeoQuasar/Kronos-mini"  # an unknown id is no checkpoint: next config
+
+
+def test_a_fine_tune_records_its_lineage_and_tuned_weights_inherit_their_base_checkpoint(tmp_path):
+    from marketcast.forecast.cards import lineage, tuned_card, weights_exposure
+    from marketcast.forecast.tuning import read_tuning, record_text
+
+    import_models()
+    assert lineage("kronos", "random") == {"base_checkpoint": None, "base_provenance": "random"}
+    assert lineage("kronos", None) == {"base_checkpoint": "NeoQuasar/Kronos-small",
+                                       "base_provenance": "public checkpoint"}
+    anonymous = tmp_path / "anonymous"
+    anonymous.mkdir()
+    (anonymous / "config.json").write_text("{}")
+    assert lineage("toto", str(anonymous)) == {"base_checkpoint": None, "base_provenance": "unknown"}
+    tuned = tmp_path / "tuned"
+    tuned.mkdir()
+    (tuned / "config.json").write_text("{}")
+    (tuned / "tuning.json").write_text(record_text({"until": "2021-02-24", "symbols": {},
+                                                    **lineage("kronos", "NeoQuasar/Kronos-base")}))
+    assert lineage("kronos", str(tuned)) == {"base_checkpoint": "NeoQuasar/Kronos-base", "base_provenance": "tuned"}
+    assert tuned_card(read_tuning(tuned)).repo == "NeoQuasar/Kronos-base"
+    card, unknown = weights_exposure("kronos", str(tuned), read_tuning(tuned))
+    assert card.repo == "NeoQuasar/Kronos-base" and unknown == {}  # tuned Kronos: its base's pretraining period
+    (tuned / "tuning.json").write_text(record_text({"until": "2021-02-24", "symbols": {},
+                                                    **lineage("toto", str(anonymous))}))
+    assert weights_exposure("toto", str(tuned), read_tuning(tuned)) == (
+        None, {"provenance": "unknown", "weights": str(tuned)})  # "base: provenance unknown" carries on
+    assert weights_exposure("kronos", "random", None) == (None, {})
+    assert weights_exposure("baseline", None, None) == (None, {})

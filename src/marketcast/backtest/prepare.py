@@ -24,7 +24,7 @@ from marketcast.data.asset import asset_classes
 from marketcast.data.bars import Bars
 from marketcast.data.read import SUFFIXES
 from marketcast.errors import ConfigError
-from marketcast.forecast.cards import Card, checkpoint_card, pretraining_meta, provenance_meta, weighted
+from marketcast.forecast.cards import Card, pretraining_meta, weights_exposure
 from marketcast.forecast.tuning import Tuning, guard_weights, sample_meta
 
 
@@ -140,8 +140,7 @@ def prepare(whole: Sequence[Bars], period: Period, config: BacktestConfig, *, mi
     prepared.tuning = guard_weights(weights, lambda: [(b.symbol, w.frame, d) for b, w, d in zip(
         prepared.bars, prepared.whole, prepared.decisions())], allow_in_sample and not require_clean, fix)
     given = None if weights is None else str(weights)
-    prepared.card = checkpoint_card(model, given) if weighted(model, given) else None
-    prepared.provenance = provenance_meta(model, given, prepared.card, prepared.tuning is not None)
+    prepared.card, prepared.provenance = weights_exposure(model, given, prepared.tuning)
     if require_clean:
         refuse_unclean(prepared)
     return prepared

@@ -148,6 +148,11 @@ def tune(request: TuneRequest, on_trained: Callable[[Tuned], None] = lambda tune
     check_out(out, r.resume)
     names = tune_symbols(r.symbols, r.data_dir)
     check_tuned_base(r.weights, cutoff, names)
+    from marketcast.forecast.cards import lineage
+    from marketcast.forecast.registry import import_models
+
+    import_models()  # the hub catalogue names the model's default checkpoint
+    ancestry = lineage(r.model, r.weights)  # the public checkpoint it descends from, or "base: provenance unknown"
 
     import torch
 
@@ -190,7 +195,8 @@ def tune(request: TuneRequest, on_trained: Callable[[Tuned], None] = lambda tune
         checkpoint = load_checkpoint(out) if r.resume else None
         outcome = train(objective, windows, hyper, dev, out, checkpoint, data)
         record = {
-            "model": r.model, "base": r.weights or "auto", "base_source": source, "until": cutoff.isoformat(),
+            "model": r.model, "base": r.weights or "auto", "base_source": source, **ancestry,
+            "until": cutoff.isoformat(),
             "symbols": windows.symbols, "hyper": hyper.to_dict(),
             "adapter": f"lora rank {r.lora} on {', '.join(targets)}, merged into the weights" if r.lora else "full",
             "steps": outcome.steps, "stopped": outcome.stopped, "best_step": outcome.best_step,

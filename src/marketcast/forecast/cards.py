@@ -208,7 +208,7 @@ def weighted(model: str | None, weights: str | None) -> bool:
 
 def provenance_meta(model: str | None, weights: str | None, card: Card | None, tuned: bool) -> dict:
     """``{"provenance": "unknown", "weights": ...}`` for weights that are neither a known public checkpoint
-    (``card``) nor ``tuned`` weights with a record; {} otherwise (and for random or no weights)."""
+    (``card``) nor ``tuned`` weights with a record of a known base; {} otherwise (and for random or no weights)."""
     if not weighted(model, weights) or card is not None or tuned:
         return {}
     return {"provenance": "unknown", "weights": "auto" if weights is None else str(weights)}
@@ -221,3 +221,37 @@ def provenance_text(meta: dict) -> str:
         return ""
     return (f"{PROVENANCE_UNKNOWN}: the weights {meta.get('weights')} are neither a known public checkpoint nor "
             "fine-tuned weights with a tuning record, so whether they saw these windows cannot be said")
+
+
+def lineage(model: str, weights: str | None) -> dict:
+    """What a fine-tune records of its base: ``base_checkpoint`` (the public checkpoint it descends from, None if
+    none) and ``base_provenance``: "public checkpoint", "tuned" (the base's own record, whose checkpoint it
+    inherits), "random" or "unknown"."""
+    from marketcast.forecast.tuning import read_tuning
+
+    if str(weights) == "random":
+        return {"base_checkpoint": None, "base_provenance": "random"}
+    card = checkpoint_card(model, weights)
+    if card is not None:
+        return {"base_checkpoint": card.repo, "base_provenance": "public checkpoint"}
+    tuning = read_tuning(weights)
+    if tuning is not None:
+        return {"base_checkpoint": tuning.raw.get("base_checkpoint"),
+                "base_provenance": "tuned" if tuning.raw.get("base_provenance") != "unknown" else "unknown"}
+    return {"base_checkpoint": None, "base_provenance": "unknown"}
+
+
+def tuned_card(tuning) -> Card | None:
+    """The card of the public checkpoint tuned weights descend from (their record's ``base_checkpoint``)."""
+    return CARDS.get(str((tuning.raw if tuning is not None else {}).get("base_checkpoint")))
+
+
+def weights_exposure(model: str | None, weights: str | None, tuning) -> tuple[Card | None, dict]:
+    """What the loaded weights may have seen, for every surface: the card they are (a public checkpoint, or the
+    one tuned weights descend from) and :func:`provenance_meta`; (None, {}) for random or no weights.
+    ``tuning``: their :class:`~marketcast.forecast.tuning.Tuning` record, or None."""
+    if not weighted(model, weights):
+        return None, {}
+    card = checkpoint_card(model, weights) or tuned_card(tuning)
+    known_base = tuning is not None and tuning.raw.get("base_provenance") != "unknown"
+    return card, provenance_meta(model, weights, card, known_base)

@@ -197,11 +197,10 @@ def label_pretraining(model: str, weights: str | None, results: Sequence[SymbolR
     """Mark each result's windows inside (or possibly inside) the checkpoint's pretraining data, and weights of
     unknown provenance, as the backtest does (:mod:`marketcast.forecast.cards`); random and weight-free models
     carry no label."""
-    from marketcast.forecast.cards import checkpoint_card, pretraining_meta, provenance_meta, weighted
+    from marketcast.forecast.cards import pretraining_meta, weights_exposure
     from marketcast.forecast.tuning import read_tuning
 
-    card = checkpoint_card(model, weights) if weighted(model, weights) else None
-    unknown = provenance_meta(model, weights, card, read_tuning(weights) is not None)
+    card, unknown = weights_exposure(model, weights, read_tuning(weights))
     for r in results:
         r.forecast_meta = {**r.forecast_meta, **pretraining_meta(card, r.decision_times), **unknown}
 
