@@ -42,11 +42,18 @@ def test_a_sidecar_only_checkpoint_still_loads_its_record(tuned):
     assert tuning.path == tuned / "tuning.json" and tuning.until == date.fromisoformat(UNTIL)
 
 
+COMMANDS = ["backtest", "forecast", "models compare", "sweep", "finetune", "trade replay", "trade run"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
 @pytest.mark.parametrize("trick", ["renamed", "recased", "folder", "lying"])
-def test_what_happens_to_tuning_json_no_longer_matters_when_the_header_holds_the_record(trick, carried, data_dir,
-                                                                                     tmp_path, capsys):
+def test_what_happens_to_tuning_json_no_longer_matters_when_the_header_holds_the_record(trick, command, carried,
+                                                                                     data_dir, tmp_path,
+                                                                                     monkeypatch, capsys):
     """The copied folder with a tuning.json renamed, recased, replaced by a folder, or one that says the weights
-    were tuned up to 2005 on another symbol: the header's record (SYN through UNTIL) decides, on backtest."""
+    were tuned up to 2005 on another symbol: the header's record (SYN through UNTIL) decides, on every command."""
+    monkeypatch.setenv("MARKETCAST_RUN_STORE", "off")
+    monkeypatch.chdir(tmp_path)
     other = {"model": "toto", "until": "2005-12-30", "symbols": {"OTHER": {"fingerprint": "0"}}}
     if trick == "renamed":
         (carried / "tuning.json.bak").write_text(record_text(other))
@@ -56,14 +63,13 @@ def test_what_happens_to_tuning_json_no_longer_matters_when_the_header_holds_the
         (carried / "tuning.json").mkdir()
     else:
         (carried / "tuning.json").write_text(record_text(other))
-    (argv,) = in_sample_cases(carried, data_dir, tmp_path)["backtest"]
-    line = _refused(argv, capsys)
-    assert f"on or before {UNTIL}, the last day the weights in {carried} were tuned on" in line
+    for argv in in_sample_cases(carried, data_dir, tmp_path)[command]:
+        line = _refused(argv, capsys)
+        assert str(carried) in line and (f"on or before {UNTIL}" in line or f"up to {UNTIL}" in line), line
     assert read_tuning(carried).path == carried / "model.safetensors"
 
 
-@pytest.mark.parametrize("command", ["backtest", "forecast", "models compare", "trade replay", "trade run",
-                                     "finetune"])
+@pytest.mark.parametrize("command", COMMANDS)
 def test_a_repo_id_is_read_from_its_hugging_face_cache_copy(command, carried, data_dir, tmp_path, monkeypatch,
                                                             capsys):
     """Weights given as a repo id, cached as a download lays them out (config.json + model.safetensors only)."""
