@@ -122,6 +122,6 @@ def test_a_fine_tune_records_its_lineage_and_tuned_weights_inherit_their_base_ch
     (tuned / "tuning.json").write_text(record_text({"until": "2021-02-24", "symbols": {},
                                                     **lineage("toto", str(anonymous))}))
     assert weights_exposure("toto", str(tuned), read_tuning(tuned)) == (
-        None, {"provenance": "unknown", "weights": str(tuned)})  # "base: provenance unknown" carries on
+        None, {"provenance": "unknown", "provenance_weights": str(tuned)})  # "base: provenance unknown" carries on
     assert weights_exposure("kronos", "random", None) == (None, {})
     assert weights_exposure("baseline", None, None) == (None, {})

@@ -150,8 +150,8 @@ def refuse_unclean(prepared: Prepared) -> None:
     """``--require-clean``: one line for weights of unknown provenance or the first window inside the
     checkpoint's pretraining data (in-sample windows were refused by the tuned-weights guard)."""
     if prepared.provenance:
-        raise ConfigError(f"--require-clean: the weights {prepared.provenance['weights']} are of unknown "
-                          "provenance (neither a known public checkpoint nor fine-tuned weights with a tuning "
+        raise ConfigError(f"--require-clean: the weights {prepared.provenance['provenance_weights']} are of "
+                          "unknown provenance (neither a known public checkpoint nor fine-tuned weights with a tuning "
                           "record); name their hub id in their config.json (_name_or_path) or leave out "
                           "--require-clean")
     for b, decisions in zip(prepared.bars, prepared.decisions()):

@@ -207,11 +207,12 @@ def weighted(model: str | None, weights: str | None) -> bool:
 
 
 def provenance_meta(model: str | None, weights: str | None, card: Card | None, tuned: bool) -> dict:
-    """``{"provenance": "unknown", "weights": ...}`` for weights that are neither a known public checkpoint
-    (``card``) nor ``tuned`` weights with a record of a known base; {} otherwise (and for random or no weights)."""
+    """``{"provenance": "unknown", "provenance_weights": ...}`` for weights that are neither a known public
+    checkpoint (``card``) nor ``tuned`` weights with a record of a known base; {} otherwise (and for random or
+    no weights)."""
     if not weighted(model, weights) or card is not None or tuned:
         return {}
-    return {"provenance": "unknown", "weights": "auto" if weights is None else str(weights)}
+    return {"provenance": "unknown", "provenance_weights": "auto" if weights is None else str(weights)}
 
 
 def provenance_text(meta: dict) -> str:
@@ -219,8 +220,8 @@ def provenance_text(meta: dict) -> str:
     otherwise."""
     if meta.get("provenance") != "unknown":
         return ""
-    return (f"{PROVENANCE_UNKNOWN}: the weights {meta.get('weights')} are neither a known public checkpoint nor "
-            "fine-tuned weights with a tuning record, so whether they saw these windows cannot be said")
+    return (f"{PROVENANCE_UNKNOWN}: the weights {meta.get('provenance_weights')} are neither a known public "
+            "checkpoint nor fine-tuned weights with a tuning record, so whether they saw these windows cannot be said")
 
 
 def lineage(model: str, weights: str | None) -> dict:
