@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from datetime import date
 
@@ -84,14 +85,37 @@ def tiny_toto2(tmp_path_factory):
     return save_checkpoint(random_model(tiny_toto2_config(), 0), tmp_path_factory.mktemp("base") / "toto2-tiny")
 
 
+def syn_record(tiny_base, data_dir) -> dict:
+    """The record of weights tuned on SYN through UNTIL."""
+    frame = load_symbol("SYN", data_dir=data_dir).frame
+    return {"model": "toto", "base": str(tiny_base), "until": UNTIL,
+            "symbols": {"SYN": {"fingerprint": fingerprint(frame, date.fromisoformat(UNTIL)), "bars": 301}}}
+
+
+def stamp(path, record: dict) -> None:
+    """Rewrite the safetensors file ``path`` with ``record`` in its header, through safetensors' own API."""
+    from safetensors.torch import load_file, save_file
+
+    save_file(load_file(str(path)), str(path), metadata={"marketcast.tuning": json.dumps(record)})
+
+
 @pytest.fixture
 def tuned(tiny_base, data_dir, tmp_path):
-    """The tiny base with a tuning.json saying it was tuned on SYN through UNTIL (the record finetune writes)."""
+    """The tiny base with only a tuning.json saying it was tuned on SYN through UNTIL (a checkpoint written before
+    the record moved into the weights)."""
     folder = tmp_path / "tuned"
     shutil.copytree(tiny_base, folder)
-    frame = load_symbol("SYN", data_dir=data_dir).frame
-    until = date.fromisoformat(UNTIL)
-    (folder / "tuning.json").write_text(record_text(
-        {"model": "toto", "base": str(tiny_base), "until": UNTIL,
-         "symbols": {"SYN": {"fingerprint": fingerprint(frame, until), "bars": 301}}}))
+    (folder / "tuning.json").write_text(record_text(syn_record(tiny_base, data_dir)))
+    return folder
+
+
+@pytest.fixture
+def carried(tiny_base, data_dir, tmp_path):
+    """Tuned weights as finetune writes them (the record in model.safetensors' header), of which only config.json
+    and model.safetensors were copied to another folder: no tuning.json."""
+    folder = tmp_path / "copied"
+    folder.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copyfile(tiny_base / name, folder / name)
+    stamp(folder / "model.safetensors", syn_record(tiny_base, data_dir))
     return folder

@@ -42,9 +42,9 @@ def weights_commands() -> dict[str, set[str]]:
     return found
 
 
-def _spec(tmp_path: Path, data_dir: Path, tuned: Path) -> str:
+def _spec(tmp_path: Path, data_dir: Path, tuned: Path, symbol: str = "SYN") -> str:
     path = tmp_path / "tuned.toml"
-    path.write_text(f'name = "tuned"\n[data]\nsymbols = ["SYN"]\ndir = "{data_dir}"\nstart = "2021-02-01"\n'
+    path.write_text(f'name = "tuned"\n[data]\nsymbols = ["{symbol}"]\ndir = "{data_dir}"\nstart = "2021-02-01"\n'
                     'end = "2021-03-05"\n[options]\nnum_samples = 8\ncontext = 32\n[grid]\nmodel = ["toto"]\n'
                     f'[models.toto]\nweights = "{tuned}"\n')
     return str(path)
@@ -55,10 +55,11 @@ def _clock(tmp_path: Path, when: str) -> str:
     return str(tmp_path / "clock")
 
 
-def in_sample_cases(tuned: Path, dd: Path, tmp: Path) -> dict[str, list[list[str]]]:
-    """Each command's in-sample runs of the tuned fixture (tuned on SYN through UNTIL = 2021-02-24)."""
+def in_sample_cases(tuned: Path, dd: Path, tmp: Path, symbol: str = "SYN") -> dict[str, list[list[str]]]:
+    """Each command's in-sample runs of the tuned fixture (tuned on SYN through UNTIL = 2021-02-24); ``symbol``:
+    the name the bars go by (the same bars under another name are still the tuned bars)."""
     d, w = ["--data-dir", str(dd)], ["--weights", str(tuned)]
-    return {
+    cases = {
         "backtest": [["backtest", "SYN", *d, *FAST, *w, "--start", "2021-02-01", "--end", "2021-03-05",
                       "--output-dir", str(tmp / "bt")]],
         "forecast": [["forecast", "SYN", *d, *FAST, *w, "--end", "2021-02-10"],  # the fan from a tuned bar
@@ -66,7 +67,7 @@ def in_sample_cases(tuned: Path, dd: Path, tmp: Path) -> dict[str, list[list[str
                       "2021-03-05"]],
         "models compare": [["models", "compare", "--symbols", "SYN", "--models", "toto", "--weights",
                             f"toto={tuned}", *d, "--windows", "200", "-s", "8", "-c", "32", "--store", "off"]],
-        "sweep": [["sweep", _spec(tmp, dd, tuned), "--store", str(tmp / "store"), "--local"]],
+        "sweep": [["sweep", _spec(tmp, dd, tuned, symbol), "--store", str(tmp / "store"), "--local"]],
         "finetune": [["finetune", *w, *d, "--symbols", "SYN", "--until", "2021-01-29", "--steps", "2", "--context",
                       "32", "--horizon", "4", "--evaluate", "--out", str(tmp / "again")]],  # tuned again, earlier
         "trade replay": [["trade", "replay", "--start", "2021-02-01", "--end", "2021-03-05", "--symbols", "SYN", *d,
@@ -76,6 +77,7 @@ def in_sample_cases(tuned: Path, dd: Path, tmp: Path) -> dict[str, list[list[str
                       ["trade", "run", "--dry-run", "--symbols", "SYN", *d, "--shadow-model", "toto", "--shadow",
                        str(tuned), "--state-dir", str(tmp / "run"), "--clock-file", _clock(tmp, "2021-02-10T21:30:00Z")]],
     }
+    return {command: [[symbol if a == "SYN" else a for a in argv] for argv in runs] for command, runs in cases.items()}
 
 
 def test_every_command_that_takes_weights_has_an_in_sample_case_or_a_reason(tuned, data_dir, tmp_path):
@@ -85,10 +87,16 @@ def test_every_command_that_takes_weights_has_an_in_sample_case_or_a_reason(tune
         "a command that loads weights needs an in-sample case in this file (or a reason in EXEMPT)")
 
 
+RECORDS = ["tuned", "carried"]  # the record in tuning.json only (written before it moved into the weights), or in
+# model.safetensors' header only (config.json and model.safetensors copied to another folder)
+
+
+@pytest.mark.parametrize("record", RECORDS)
 @pytest.mark.parametrize("command", ["backtest", "forecast", "models compare", "sweep", "finetune", "trade replay",
                                      "trade run"])
-def test_an_in_sample_run_is_refused_in_one_line_naming_the_tuning_period(command, tuned, data_dir, tmp_path,
-                                                                          monkeypatch, capsys):
+def test_an_in_sample_run_is_refused_in_one_line_naming_the_tuning_period(command, record, data_dir, tmp_path,
+                                                                          monkeypatch, capsys, request):
+    tuned = request.getfixturevalue(record)
     monkeypatch.setenv("MARKETCAST_RUN_STORE", "off")
     monkeypatch.chdir(tmp_path)  # trade commands read ./marketcast.toml and ./.env.compile: none here
     for argv in in_sample_cases(tuned, data_dir, tmp_path)[command]:
@@ -102,7 +110,10 @@ def test_an_in_sample_run_is_refused_in_one_line_naming_the_tuning_period(comman
                                             tmp_path / "replay", tmp_path / "run")), "refused after some work"
 
 
-def test_commands_with_allow_in_sample_label_the_same_run_in_sample(tuned, data_dir, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("record", RECORDS)
+def test_commands_with_allow_in_sample_label_the_same_run_in_sample(record, data_dir, tmp_path, monkeypatch, capsys,
+                                                                    request):
+    tuned = request.getfixturevalue(record)
     monkeypatch.setenv("MARKETCAST_RUN_STORE", "off")
     allowing = sorted(c for c, opts in weights_commands().items() if "--allow-in-sample" in opts)
     assert allowing == ["backtest"]
@@ -147,3 +158,40 @@ def test_the_same_commands_run_once_every_decision_is_after_the_tuning(tuned, da
     assert main(["trade", "run", "--dry-run", "--symbols", "SYN", *d, *FAST[:2], *w, "--state-dir",
                  str(tmp_path / "run"), "--clock-file", _clock(tmp_path, "2021-02-25T21:30:00Z")]) == 0
     assert "dry run, nothing sent" in capsys.readouterr().out
+
+
+# the same bars under another name: matched by their fingerprint up to until, wherever the bars are read; finetune
+# tunes tuned weights again only with every symbol they were tuned on (by name), and trade run's broker feed holds
+# only its latest bars, so its newest bar is checked by name
+BY_CONTENT = ["backtest", "forecast", "models compare", "sweep", "trade replay"]
+
+
+def _renamed(data_dir: Path, tmp_path: Path) -> Path:
+    """SYN's bars as ALIAS.csv in a folder of their own."""
+    import shutil
+
+    folder = tmp_path / "renamed"
+    folder.mkdir()
+    shutil.copyfile(data_dir / "SYN.csv", folder / "ALIAS.csv")
+    return folder
+
+
+@pytest.mark.parametrize("command", BY_CONTENT)
+def test_the_same_bars_under_another_name_are_refused_as_the_tuned_ones(command, carried, data_dir, tmp_path,
+                                                                       monkeypatch, capsys):
+    monkeypatch.setenv("MARKETCAST_RUN_STORE", "off")
+    monkeypatch.chdir(tmp_path)
+    for argv in in_sample_cases(carried, _renamed(data_dir, tmp_path), tmp_path, "ALIAS")[command]:
+        code = main(argv)
+        errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+        assert code == 2 and len(errors) == 1, (argv, errors)
+        assert "ALIAS (the bars the weights were tuned on as SYN): " in errors[0], errors[0]
+        assert f"on or before {UNTIL}" in errors[0], errors[0]
+
+
+def test_the_same_bars_under_another_name_are_labelled_in_sample(carried, data_dir, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MARKETCAST_RUN_STORE", "off")
+    (argv,) = in_sample_cases(carried, _renamed(data_dir, tmp_path), tmp_path, "ALIAS")["backtest"]
+    assert main([*argv, "--allow-in-sample"]) == 0
+    assert f"ALIAS: in sample: 18 of 25 windows have a decision bar on or before {UNTIL}" in " ".join(
+        capsys.readouterr().out.split())

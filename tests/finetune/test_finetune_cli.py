@@ -15,6 +15,7 @@ from marketcast.commands import main
 from marketcast.forecast.base import make_batch
 from marketcast.forecast.registry import load_forecaster
 from marketcast.forecast.toto.forecaster import TotoForecaster
+from marketcast.forecast.tuning import read_tuning
 from tests.finetune.conftest import TUNE, UNTIL, planted
 
 
@@ -54,6 +55,7 @@ def test_tuning_on_a_planted_pattern_lowers_validation_loss_and_out_of_sample_cr
     assert [h["step"] for h in record["history"]] == [10, 20, 30, 40, 50, 60]
     assert record["until"] == UNTIL and record["symbols"]["SYN"]["bars"] == 301
     assert record["hyper"]["lr"] == 3e-3 and record["hyper"]["lora"] is None
+    assert (record["base_checkpoint"], record["base_provenance"]) == (None, "unknown")  # a random folder named nothing
     base, tuned = _oos_crps(tiny_base), _oos_crps(full)
     assert tuned < 0.7 * base, (tuned, base)
 
@@ -72,6 +74,24 @@ def test_lora_and_full_tuning_both_load_back_through_weights(full, lora, tiny_ba
     record = json.loads((lora / "tuning.json").read_text())
     loss = record["loss"]
     assert record["adapter"].startswith("lora rank 4") and loss["validation"] < loss["base_validation"]
+
+
+def test_the_record_is_inside_the_weights_header_as_well_as_beside_them(full, lora):
+    """The header's ``marketcast.tuning`` (read with safetensors' own safe_open) is tuning.json's record."""
+    from safetensors import safe_open
+
+    for folder in (full, lora):
+        with safe_open(str(folder / "model.safetensors"), framework="pt") as handle:
+            meta = handle.metadata()
+        assert set(meta) == {"marketcast.tuning"}
+        assert json.loads(meta["marketcast.tuning"]) == json.loads((folder / "tuning.json").read_text())
+        (folder / "tuning.json").rename(folder / "kept.json")
+        try:
+            tuning = read_tuning(folder)
+            assert tuning.path == folder / "model.safetensors" and tuning.until.isoformat() == UNTIL
+            assert tuning.raw == json.loads((folder / "kept.json").read_text())
+        finally:
+            (folder / "kept.json").rename(folder / "tuning.json")
 
 
 def test_a_backtest_after_until_runs_with_the_tuned_weights(full, data_dir, tmp_path, capsys):

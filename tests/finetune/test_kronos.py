@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from safetensors import safe_open
 from safetensors.torch import load_file
 
 from marketcast.commands import main
@@ -78,6 +79,9 @@ def test_kronos_tuning_lowers_validation_loss_and_loads_back(kronos_base, data_d
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == [
         "model/config.json", "model/model.safetensors", "tokenizer/config.json", "tokenizer/model.safetensors",
         "tuning.json"]
+    for sub in ("model", "tokenizer"):  # the record in both headers too
+        with safe_open(str(out / sub / "model.safetensors"), framework="pt") as handle:
+            assert json.loads(handle.metadata()["marketcast.tuning"]) == record
     tuned_tok, base_tok = (load_file(str(f / "tokenizer" / "model.safetensors")) for f in (out, kronos_base))
     assert set(tuned_tok) == set(base_tok) and all(torch.equal(tuned_tok[k], base_tok[k]) for k in base_tok)  # frozen
     forecaster = load_forecaster("kronos", weights=str(out), compile="eager")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -61,9 +62,15 @@ def test_kronos_to_a_folder_gets_model_and_tokenizer_that_load(kronos_mini, tmp_
     assert main(["models", "download", "kronos-mini", "--to", str(target)]) == 0
     assert f"--model kronos --weights {target}" in capsys.readouterr().out
     for sub, repo in (("model", "Kronos-mini"), ("tokenizer", "Kronos-Tokenizer-2k")):
-        for name in ("config.json", "model.safetensors"):
-            cached = kronos_mini / f"models--NeoQuasar--{repo}" / "snapshots" / REVISION / name
-            assert (target / sub / name).read_bytes() == cached.read_bytes()
+        cached = kronos_mini / f"models--NeoQuasar--{repo}" / "snapshots" / REVISION
+        assert (target / sub / "model.safetensors").read_bytes() == (cached / "model.safetensors").read_bytes()
+        # config.json as cached, plus the repo it came from: the folder says which public checkpoint it is
+        config = json.loads((target / sub / "config.json").read_text())
+        assert config == {**json.loads((cached / "config.json").read_text()),
+                          "marketcast_checkpoint": f"NeoQuasar/{repo}"}
+    from marketcast.forecast.cards import identify
+
+    assert identify(str(target)).repo == "NeoQuasar/Kronos-mini"
     model, tokenizer, label = load_pair(str(target))
     assert label == str(target) and model.config.n_layers == 4 and tokenizer.config.group_size == 5
 

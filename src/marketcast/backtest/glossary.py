@@ -47,6 +47,14 @@ GLOSSARY: tuple[tuple[str, str, str], ...] = (
      ("The in-sample best strategy; flagged when it ignores the forecast (buy_hold: forecast-blind), as its "
      "result then says nothing about the model. Not the leaderboard's 'most picked': the strategy the "
      "walk-forward rule picked in most windows.")),
+    ("g-pretraining", "pretraining",
+     ("Windows a public checkpoint may have seen while it was pretrained: on or before the data cutoff its card "
+      "states (inside pretraining data), or, where the card states none but the corpora hold market prices, "
+      "before the end of its release month (possibly inside); their scores may flatter the model. Shown only then.")),
+    ("g-provenance", "weights",
+     ("Provenance unknown: the weights are neither a known public checkpoint (by hub id, or a folder whose "
+      "config.json names one) nor fine-tuned weights with a tuning record, so whether they saw the windows cannot "
+      "be said. Shown only then.")),
     ("g-walk-forward", "walk-forward",
      ("At each bar the selection rule picks a strategy from windows settled before it: the out-of-sample record "
      "the live loop would have traded.")),

@@ -99,6 +99,7 @@ class Job:
     fan_date: Optional[list[str]] = None
     calibration_only: bool = False
     allow_in_sample: bool = False
+    require_clean: bool = False  # refuse in-sample, pretraining-exposed or unknown-provenance windows
     verbose: int = 0  # 0: the verdict strip and the headline; 1: every table with its notes (commands/backtest.py)
 
     def config(self, period: Period) -> BacktestConfig:
@@ -203,7 +204,7 @@ def run_job(job: Job, page: Page | None = None, record: Record | None = None) ->
     forecaster = load_forecaster(job.model, weights=job.weights, device=job.device, dtype=job.dtype, seed=job.seed)
     min_context = getattr(forecaster, "min_context", 2)
     prepared = prepare(inputs.bars, period, config, min_context=min_context, weights=job.weights,
-                       allow_in_sample=job.allow_in_sample)
+                       allow_in_sample=job.allow_in_sample, model=job.model, require_clean=job.require_clean)
     bars, configs = prepared.bars, prepared.configs
     for b, c in zip(bars, configs):  # a typo'd fan date fails in a second, not after the forecasts
         fans.check_span(dates, b, c, prepared.min_context)

@@ -10,6 +10,7 @@ from marketcast.backtest.engine import SymbolResult
 from marketcast.backtest.sizing import skill_text
 from marketcast.calibrate.summary import field_line
 from marketcast.forecast.paths import paths_text
+from marketcast.forecast.cards import pretraining_text, provenance_text
 from marketcast.forecast.tuning import IN_SAMPLE, sample_text
 from marketcast.backtest.returns import CLOSE_TO_CLOSE, SENTENCE, STRATEGY
 from marketcast.backtest.strategies import STRATEGIES
@@ -47,6 +48,8 @@ def symbol_section(r: SymbolResult, plot: bool = False) -> list[str]:
     lines += [f"Samples: {r.calibration_note}.", ""] if r.calibration_note else []
     sample = sample_text(r.forecast_meta, r.windows)  # tuned --weights: in sample or not
     lines += [f"> {'warning: ' if r.forecast_meta.get('sample') == IN_SAMPLE else ''}{sample}.", ""] if sample else []
+    exposed = [t for t in (provenance_text(r.forecast_meta), pretraining_text(r.forecast_meta, r.windows)) if t]
+    lines += [line for t in exposed for line in (f"> warning: {t}.", "")]  # provenance, pretraining period
     sizing = getattr(r.config, "sizing", "fixed")
     if sizing != "fixed":
         cap = (f"{r.config.kelly_fraction:g} x b* mu / sigma^2, cap {r.config.kelly_cap:g}" if sizing == "kelly"

@@ -9,7 +9,7 @@ guard checks the same windows everywhere: the scored ones, by :func:`scored_deci
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -24,6 +24,7 @@ from marketcast.data.asset import asset_classes
 from marketcast.data.bars import Bars
 from marketcast.data.read import SUFFIXES
 from marketcast.errors import ConfigError
+from marketcast.forecast.cards import Card, pretraining_meta, weights_exposure
 from marketcast.forecast.tuning import Tuning, guard_weights, sample_meta
 
 
@@ -99,6 +100,8 @@ class Prepared:
     configs: list[BacktestConfig]  # one per symbol: a dated period's window count depends on its bars
     min_context: int = 2  # real bars the first scored window holds (--min-context, else the model's minimum)
     tuning: Tuning | None = None
+    card: Card | None = None  # the public checkpoint the weights are (marketcast.forecast.cards), None if none
+    provenance: dict = field(default_factory=dict)  # weights neither a known checkpoint nor tuned (provenance_meta)
 
     def decisions(self) -> list[pd.DatetimeIndex]:
         """Each symbol's scored decision bars (:func:`scored_decisions`)."""
@@ -106,12 +109,17 @@ class Prepared:
 
     def label(self, results: Sequence) -> None:
         """Mark each result's ``forecast_meta`` in or out of sample (every report reads the label from there)."""
+        frames = {b.symbol.upper(): b.frame for b in self.whole}
         for r in results:
-            r.forecast_meta = {**r.forecast_meta, **sample_meta(self.tuning, r.symbol, r.decision_times)}
+            frame = frames.get(r.symbol.upper())
+            r.forecast_meta = {**r.forecast_meta, **sample_meta(self.tuning, r.symbol, r.decision_times, frame),
+                               **pretraining_meta(self.card, r.decision_times),
+                               **self.provenance}
 
 
 def prepare(whole: Sequence[Bars], period: Period, config: BacktestConfig, *, min_context: int = 2,
-            weights: str | Path | None = None, allow_in_sample: bool = False, fix: str | None = None) -> Prepared:
+            weights: str | Path | None = None, allow_in_sample: bool = False, fix: str | None = None,
+            model: str | None = None, require_clean: bool = False) -> Prepared:
     """Cut ``period`` out of each symbol's bars, give each its config, and refuse (one line, exit 2) tuned
     ``weights`` on a scored window on or before their ``until`` unless ``allow_in_sample``; ``fix`` is that
     line's advice (see :func:`~marketcast.forecast.tuning.guard_weights`). Without a tuning record nothing is
@@ -119,11 +127,40 @@ def prepare(whole: Sequence[Bars], period: Period, config: BacktestConfig, *, mi
 
     ``min_context`` is the model's own minimum; ``config.min_context`` (``--min-context``) replaces it, never below
     it (:func:`marketcast.backtest.context.needed`): a period's first window is the first holding that many real
-    bars, and :attr:`Prepared.min_context` is that number."""
+    bars, and :attr:`Prepared.min_context` is that number.
+
+    ``model`` names the model, so that ``auto`` weights are known as its public checkpoint and their scored
+    windows labelled by its card (:mod:`marketcast.forecast.cards`). ``require_clean`` refuses, in one line,
+    rather than labels: a window in sample (whatever ``allow_in_sample``), inside or possibly inside the
+    checkpoint's pretraining data, or weights of unknown provenance (neither a known checkpoint nor tuned)."""
     need = needed(config.min_context, min_context)
     cut = [windows_of(b, period, need) for b in whole]
     prepared = Prepared(list(whole), [b for b, _ in cut],
                         [config if period.fixed else replace(config, windows=w) for _, w in cut], need)
     prepared.tuning = guard_weights(weights, lambda: [(b.symbol, w.frame, d) for b, w, d in zip(
-        prepared.bars, prepared.whole, prepared.decisions())], allow_in_sample, fix)
+        prepared.bars, prepared.whole, prepared.decisions())], allow_in_sample and not require_clean, fix)
+    given = None if weights is None else str(weights)
+    prepared.card, prepared.provenance = weights_exposure(model, given, prepared.tuning)
+    if require_clean:
+        refuse_unclean(prepared)
     return prepared
+
+
+def refuse_unclean(prepared: Prepared) -> None:
+    """``--require-clean``: one line for weights of unknown provenance or the first window inside the
+    checkpoint's pretraining data (in-sample windows were refused by the tuned-weights guard)."""
+    if prepared.provenance:
+        raise ConfigError(f"--require-clean: the weights {prepared.provenance['provenance_weights']} are of "
+                          "unknown provenance (neither a known public checkpoint nor fine-tuned weights with a tuning "
+                          "record); name their hub id in their config.json (_name_or_path) or leave out "
+                          "--require-clean")
+    for b, decisions in zip(prepared.bars, prepared.decisions()):
+        meta = pretraining_meta(prepared.card, decisions)
+        if meta.get("pretraining"):
+            first = pd.DatetimeIndex(decisions)[0]
+            after = pd.Timestamp(meta["pretraining_until"]) + pd.Timedelta(days=1)
+            raise ConfigError(
+                f"--require-clean: {b.symbol}: {meta['pretraining_windows']} windows (the first with decision bar "
+                f"{first:%Y-%m-%d}) are {meta['pretraining']} of {meta['checkpoint']} (on or before "
+                f"{meta['pretraining_until']}); test after it (--start {after:%Y-%m-%d}) or leave "
+                "out --require-clean")

@@ -120,6 +120,12 @@ def symbol_json(result: SymbolResult) -> dict:
         # other symbol", how many windows the weights were tuned on, and their cutoff
         **{k: result.forecast_meta[k] for k in ("sample", "in_sample_windows", "tuned_until")
            if k in result.forecast_meta},
+        # a public checkpoint with a dated card (marketcast.forecast.cards): "inside pretraining data", "possibly
+        # inside pretraining data" or "" (no window inside), how many windows, the day it covers, the hub id
+        **{k: result.forecast_meta[k] for k in ("checkpoint", "pretraining", "pretraining_windows",
+                                                "pretraining_until") if k in result.forecast_meta},
+        # weights that are neither a known public checkpoint nor tuned: "unknown"
+        **({"provenance": "unknown"} if result.forecast_meta.get("provenance") == "unknown" else {}),
         "config": {
             "model": result.forecast_meta.get("model"),
             "context": cfg.context, "num_samples": cfg.num_samples, "seed": cfg.seed, "point": cfg.point,

@@ -205,6 +205,12 @@ def build(result) -> dict:
         "pick_reads_forecast": None if pick is None or pick not in STRATEGIES else bool(STRATEGIES[pick].reads_forecast),
         "walk_forward_blind_share": _blind_share(result.walk_forward["picked"]),
     }
+    meta = getattr(result, "forecast_meta", None) or {}
+    if meta.get("pretraining"):  # a public checkpoint whose card dates its pretraining (marketcast.forecast.cards)
+        v["pretraining"] = {k: meta.get(k) for k in ("pretraining", "pretraining_windows", "pretraining_until",
+                                                     "checkpoint")}
+    if meta.get("provenance") == "unknown":  # neither a known checkpoint nor tuned: what they saw is unknown
+        v["provenance"] = "unknown"
     said, status = answer(v)
     return {"answer": said, **v, "status": {"answer": status, **_statuses(v)}, "thresholds": DOC}
 
@@ -256,6 +262,8 @@ def cells(v: dict) -> list[Cell]:
              s["coverage80"]),
         Cell("context", "context", "g-context", context, s["context"]),
         Cell("pick", "pick", "g-pick", pick, s["pick"]),
+        *([Cell("provenance", "weights", "g-provenance", "provenance unknown", AMBER)] if v.get("provenance") else []),
+        *([_pretraining_cell(v["pretraining"])] if v.get("pretraining") else []),
     ]
 
 
@@ -267,8 +275,15 @@ def _unreliable(names: list[str] | None) -> str:
     return f" (unreliable for {', '.join(names[:2])}{' and more' if len(names) > 2 else ''}: use --seeds)"
 
 
+def _pretraining_cell(p: dict) -> Cell:
+    """Windows a public checkpoint may have seen in pretraining: amber, shown only when there are some."""
+    return Cell("pretraining", "pretraining", "g-pretraining",
+                f"{p['pretraining']}: {p['pretraining_windows']} windows to {p['pretraining_until']} "
+                f"({p['checkpoint']})", AMBER)
+
+
 #: The strip's three lines of figures on a terminal, under its answer: the result, the selection statistics, the
-#: forecast.
+#: forecast (and a fourth, the weights' exposure, where there is any).
 LINES = (("vs_buy_hold", "mc_error", "spa_p"), ("trials", "dsr_pick", "dsr_walk_forward", "pbo"),
          ("coverage80", "context", "pick"))
 RICH = {GREEN: "green", AMBER: "yellow", RED: "bold red", INFO: "default", MISSING: "dim"}
@@ -282,8 +297,9 @@ def terminal_lines(symbol: str, v: dict) -> list[str]:
     """The strip as rich-markup lines: ``SP500 verdict`` with the answer, then three lines of cells (about 80
     columns each; print the first with ``soft_wrap``: a long answer stays one line)."""
     by_key = {c.key: c for c in cells(v)}
+    exposure = tuple(k for k in ("provenance", "pretraining") if k in by_key)
     return [f"[bold]{escape_markup(symbol)}[/bold] {_markup(by_key['answer'])}"] + [
-        "  " + " · ".join(_markup(by_key[k]) for k in keys) for keys in LINES]
+        "  " + " · ".join(_markup(by_key[k]) for k in keys) for keys in LINES + ((exposure,) if exposure else ())]
 
 
 def one_line(label: str, v: dict) -> str:

@@ -100,9 +100,10 @@ def load_base(weights: str | None, device: torch.device, seed: int) -> tuple[Kro
     return model, tokenizer.to(device).float().eval().requires_grad_(False), source
 
 
-def checkpoint_files(model: Kronos, tokenizer: KronosTokenizer) -> dict[str, bytes | str]:
+def checkpoint_files(model: Kronos, tokenizer: KronosTokenizer,
+                     metadata: dict[str, str] | None = None) -> dict[str, bytes | str]:
     """``model/`` (tuned, adapters merged) and ``tokenizer/`` (the base's, unchanged): the folder layout the
-    Kronos loader reads (:func:`marketcast.forecast.kronos.loading.load_pair`)."""
+    Kronos loader reads (:func:`marketcast.forecast.kronos.loading.load_pair`), ``metadata`` in both headers."""
     from safetensors.torch import save
 
     from marketcast.finetune.toto import merge_lora
@@ -114,5 +115,5 @@ def checkpoint_files(model: Kronos, tokenizer: KronosTokenizer) -> dict[str, byt
         config.pop("max_context", None)
         files[str(Path(sub) / "config.json")] = json.dumps(config, indent=2)
         files[str(Path(sub) / "model.safetensors")] = save(
-            {k: v.detach().float().contiguous().cpu() for k, v in module.state_dict().items()})
+            {k: v.detach().float().contiguous().cpu() for k, v in module.state_dict().items()}, metadata)
     return files

@@ -140,12 +140,13 @@ def load_base(weights: str | None, device: torch.device, seed: int) -> tuple[Tot
     return model, source
 
 
-def checkpoint_files(model: TotoModel) -> dict[str, bytes | str]:
-    """``config.json`` and ``model.safetensors`` of ``model`` (adapters merged first) in the public layout."""
+def checkpoint_files(model: TotoModel, metadata: dict[str, str] | None = None) -> dict[str, bytes | str]:
+    """``config.json`` and ``model.safetensors`` of ``model`` (adapters merged first) in the public layout;
+    ``metadata``: its header map (the tuning record: :func:`marketcast.forecast.tuning.record_metadata`)."""
     import json
 
     from safetensors.torch import save
 
     merge_lora(model)
     state = {k: v.detach().float().contiguous().cpu() for k, v in model.state_dict().items()}
-    return {"config.json": json.dumps(model.config.to_dict(), indent=2), "model.safetensors": save(state)}
+    return {"config.json": json.dumps(model.config.to_dict(), indent=2), "model.safetensors": save(state, metadata)}

@@ -133,13 +133,13 @@ def load_base(weights: str | None, device: torch.device, seed: int) -> tuple[Tot
     return model, source
 
 
-def checkpoint_files(model: Toto2Model) -> dict[str, bytes | str]:
+def checkpoint_files(model: Toto2Model, metadata: dict[str, str] | None = None) -> dict[str, bytes | str]:
     """``config.json`` and ``model.safetensors`` (adapters merged first, scales unfolded) as toto-2 reads them
-    (:func:`marketcast.forecast.toto2.loading.save_checkpoint`'s layout)."""
+    (:func:`marketcast.forecast.toto2.loading.save_checkpoint`'s layout), ``metadata`` in its header."""
     import json
 
     from safetensors.torch import save
 
     merge_lora(model)
     state = {k: v.detach().float().contiguous().cpu() for k, v in model.state_dict().items()}
-    return {"config.json": json.dumps(model.config.to_dict(), indent=2), "model.safetensors": save(state)}
+    return {"config.json": json.dumps(model.config.to_dict(), indent=2), "model.safetensors": save(state, metadata)}

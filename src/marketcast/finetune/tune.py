@@ -1,6 +1,7 @@
 """``marketcast finetune``'s work, from its options to the written checkpoint: the checks that refuse bad input
 before torch loads, the model's objective and windows, the training loop, the output folder (weights plus
-``tuning.json``) and, when asked, the evaluation of base vs tuned after ``--until``.
+``tuning.json``, the record also inside the weights' safetensors header) and, when asked, the evaluation of
+base vs tuned after ``--until``.
 
 Kept out of the command so the command only parses and prints, and so a tuning runs without the CLI.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 import glob
 import os
 from dataclasses import dataclass
+from functools import partial
 from datetime import date
 from importlib import import_module
 from pathlib import Path
@@ -118,7 +120,7 @@ def check_tuned_base(weights: Optional[str], cutoff: date, names: list[str]) -> 
     if base.until > cutoff or missing:
         need = ",".join([*names, *missing])
         raise ConfigError(
-            f"--weights {weights} were tuned on {', '.join(base.symbols)} up to {base.until} (their tuning.json); "
+            f"--weights {weights} were tuned on {', '.join(base.symbols)} up to {base.until} (their tuning record); "
             f"tuning them with --until {cutoff} on {', '.join(names)} would record a period that leaves out bars "
             f"they saw; use --until {max(cutoff, base.until)} or later with --symbols {need}, or tune from their "
             f"base ({base.base or 'auto'})")
@@ -133,7 +135,7 @@ def _objective(r: TuneRequest, bars: list, cutoff: date, dev, autocast):
         base, source = patched.load_base(r.weights, dev, r.seed)
         windows = make_windows(bars, cutoff, r.context, r.horizon, base.config.patch_size)
         objective = patched.OBJECTIVE(base, r.context, r.horizon, autocast, dev)
-        return base, source, windows, patched.LORA_TARGETS, objective, lambda: patched.checkpoint_files(base)
+        return base, source, windows, patched.LORA_TARGETS, objective, partial(patched.checkpoint_files, base)
     from marketcast.finetune import kronos
 
     base, tokenizer, source = kronos.load_base(r.weights, dev, r.seed)
@@ -143,7 +145,7 @@ def _objective(r: TuneRequest, bars: list, cutoff: date, dev, autocast):
                           f"{base.config.max_context + 1 - r.horizon}")
     windows = make_windows(bars, cutoff, r.context, r.horizon, 1, kronos.kronos_features, kronos.kronos_stamps)
     objective = kronos.KronosObjective(base, tokenizer, r.context, r.horizon, autocast, dev)
-    return base, source, windows, kronos.LORA_TARGETS, objective, lambda: kronos.checkpoint_files(base, tokenizer)
+    return base, source, windows, kronos.LORA_TARGETS, objective, partial(kronos.checkpoint_files, base, tokenizer)
 
 
 def tune(request: TuneRequest, on_trained: Callable[[Tuned], None] = lambda tuned: None) -> Tuned:
@@ -162,6 +164,11 @@ def tune(request: TuneRequest, on_trained: Callable[[Tuned], None] = lambda tune
     check_out(out, r.resume)
     names = tune_symbols(r.symbols, r.data_dir)
     check_tuned_base(r.weights, cutoff, names)
+    from marketcast.forecast.cards import lineage
+    from marketcast.forecast.registry import import_models
+
+    import_models()  # the hub catalogue names the model's default checkpoint
+    ancestry = lineage(r.model, r.weights)  # the public checkpoint it descends from, or "base: provenance unknown"
 
     import torch
 
@@ -175,7 +182,7 @@ def tune(request: TuneRequest, on_trained: Callable[[Tuned], None] = lambda tune
         train,
         trained_on,
     )
-    from marketcast.forecast.tuning import FILE_NAME, record_text
+    from marketcast.forecast.tuning import FILE_NAME, record_metadata, record_text
 
     dev = torch.device(r.device)
     if (dev.type == "cuda" and not torch.cuda.is_available()) or (dev.type == "mps"
@@ -206,7 +213,8 @@ def tune(request: TuneRequest, on_trained: Callable[[Tuned], None] = lambda tune
         checkpoint = load_checkpoint(out) if r.resume else None
         outcome = train(objective, windows, hyper, dev, out, checkpoint, data)
         record = {
-            "model": r.model, "base": r.weights or "auto", "base_source": source, "until": cutoff.isoformat(),
+            "model": r.model, "base": r.weights or "auto", "base_source": source, **ancestry,
+            "until": cutoff.isoformat(),
             "symbols": windows.symbols, "hyper": hyper.to_dict(),
             "adapter": f"lora rank {r.lora} on {', '.join(targets)}, merged into the weights" if r.lora else "full",
             "steps": outcome.steps, "stopped": outcome.stopped, "best_step": outcome.best_step,
@@ -214,7 +222,7 @@ def tune(request: TuneRequest, on_trained: Callable[[Tuned], None] = lambda tune
                      "base_validation": outcome.base_validation_loss},
             "history": outcome.history,
         }
-        written = files()
+        written = files(record_metadata(record))  # the record inside the weights, and beside them
         for name in written:  # Kronos: model/ and tokenizer/
             make_folder((out / name).parent, ConfigError)
         write_files(out, {**written, FILE_NAME: record_text(record)}, ConfigError)

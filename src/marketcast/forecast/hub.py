@@ -1,7 +1,8 @@
 """The public checkpoints by name, and how to get them onto this machine.
 
 ``marketcast models download NAME`` puts a model's repos into the Hugging Face cache, where ``--weights auto``
-(or the repo id) finds them, and with ``--to DIR`` also lays them out as the folder ``--weights DIR`` reads:
+(or the repo id) finds them, and with ``--to DIR`` also lays them out as the folder ``--weights DIR`` reads
+(each ``config.json`` naming its repo under ``marketcast_checkpoint``, so the folder is known as that checkpoint):
 Toto's ``config.json`` + ``model.safetensors`` in DIR, Kronos's model in ``DIR/model`` and its tokenizer in
 ``DIR/tokenizer``. Every "weights not found" message gives the same advice, with the ``hf`` command that
 huggingface_hub installs (``huggingface-cli`` is gone from it).
@@ -134,6 +135,30 @@ def download(name: str, to: str | os.PathLike | None = None) -> tuple[dict[str, 
         target = root / sub if sub else root
         target.mkdir(parents=True, exist_ok=True)
         for file in checkpoint.files:
-            _place(folders[repo] / file, target / file)
+            if file == "config.json":
+                _named_config(folders[repo] / file, target / file, repo)
+            else:
+                _place(folders[repo] / file, target / file)
         folders[repo] = target
     return folders, str(root)
+
+
+NAME_KEY = "marketcast_checkpoint"  # the hub id a --to folder names in its config.json (forecast/cards.py reads it)
+
+
+def _named_config(source: Path, target: Path, repo: str) -> None:
+    """The cached ``config.json`` with :data:`NAME_KEY` = ``repo`` added, written atomically: the folder then says
+    which public checkpoint it is, as the cache path does for a repo id (a config that is not a JSON object is
+    placed as it is)."""
+    import json
+
+    try:
+        config = json.loads(source.read_text())
+    except (OSError, ValueError):
+        config = None
+    if not isinstance(config, dict):
+        _place(source, target)
+        return
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps({**config, NAME_KEY: repo}, indent=2) + "\n")
+    os.replace(tmp, target)

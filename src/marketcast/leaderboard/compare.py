@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
+import pandas as pd
 
 from marketcast.backtest.config import BacktestConfig
 from marketcast.backtest.engine import SymbolResult, run_many
@@ -219,10 +220,49 @@ def run_model(model: str, bars: Sequence[Bars], config: BacktestConfig, *, weigh
         results = run_many(list(bars), forecaster, config, on_step=step)
         ran = clock()
     add_fans(results, bars, forecaster)  # stored with the run (`report RUN` draws them), outside the measures
+    label_pretraining(model, weights, results)
     return ModelRun(model=model, weights=weights, source=getattr(forecaster, "source", None), device=device,
                     dtype=dtype, results=results, load_s=loaded - started, run_s=ran - warm,
                     peak_memory=memory.peak, memory_kind=memory.kind, warmup_s=warm - loaded,
                     paths=paths_of(forecaster))
+
+
+def label_pretraining(model: str, weights: str | None, results: Sequence[SymbolResult]) -> None:
+    """Mark each result's windows inside (or possibly inside) the checkpoint's pretraining data, and weights of
+    unknown provenance, as the backtest does (:mod:`marketcast.forecast.cards`); random and weight-free models
+    carry no label."""
+    from marketcast.forecast.cards import pretraining_meta, weights_exposure
+    from marketcast.forecast.tuning import read_tuning
+
+    card, unknown = weights_exposure(model, weights, read_tuning(weights))
+    for r in results:
+        r.forecast_meta = {**r.forecast_meta, **pretraining_meta(card, r.decision_times), **unknown}
+
+
+def pretraining_split(results: Sequence[SymbolResult]) -> dict | None:
+    """The walk-forward record split at the checkpoint's pretraining boundary (a dual-period audit): for the
+    windows whose decision bar is on or before it and those after, their number, compounded return and Sharpe
+    (:func:`marketcast.backtest.metrics.sharpe_ratio`), means over the symbols; None without a dated card."""
+    from marketcast.backtest.metrics import sharpe_ratio
+
+    metas = [r.forecast_meta for r in results if "pretraining_until" in r.forecast_meta]
+    if not metas:
+        return None
+    until = pd.Timestamp(metas[0]["pretraining_until"]).date()
+    sides: dict[str, list[dict]] = {"before": [], "after": []}
+    for r in results:
+        days = np.asarray(pd.DatetimeIndex(r.decision_times).date)
+        returns = np.asarray(r.walk_forward["returns"], dtype=np.float64)
+        for side, mask in (("before", days <= until), ("after", days > until)):
+            part = returns[mask]
+            if part.size:
+                sides[side].append({"windows": int(part.size), "return": float(np.prod(1.0 + part) - 1.0),
+                                    "sharpe": sharpe_ratio(part, r.periods_per_year)})
+    label = next((m["pretraining"] for m in metas if m["pretraining"]), "")
+    return {"checkpoint": metas[0]["checkpoint"], "label": label, "until": metas[0]["pretraining_until"],
+            **{side: {"windows": sum(p["windows"] for p in parts),
+                      "return": _mean(parts, "return") if parts else None,
+                      "sharpe": _mean(parts, "sharpe") if parts else None} for side, parts in sides.items()}}
 
 
 def _num(value) -> float | None:
@@ -299,6 +339,7 @@ def model_row(run: ModelRun) -> dict:
                  "load_s": run.load_s, "warmup_s": run.warmup_s, "run_s": run.run_s, "peak_memory_mb": run.peak_memory / MB,
                  "memory_kind": run.memory_kind, "device": run.device, "dtype": run.dtype},
         "symbols": per_symbol,
+        "pretraining": pretraining_split(run.results),
     }
 
 

@@ -129,8 +129,10 @@ def benchmark_cells(benchmark: dict) -> list[str]:
 
 def notes(rows: Sequence[dict]) -> list[str]:
     """A line per model whose trading row cannot tell it from another's, saying why (its most picked's
-    ``note``)."""
-    return [f"{row['model']}: {most_picked(row)['note']}" for row in rows if (most_picked(row) or {}).get("note")]
+    ``note``), and a line per model whose checkpoint may have seen some windows in pretraining: its record split
+    there."""
+    return ([f"{row['model']}: {most_picked(row)['note']}" for row in rows if (most_picked(row) or {}).get("note")]
+            + [split_line(row) for row in rows if (row.get("pretraining") or {}).get("label")])
 
 
 def skipped_line(skipped: Sequence[dict]) -> str:
@@ -140,6 +142,22 @@ def skipped_line(skipped: Sequence[dict]) -> str:
         return ""
     return ("left out by --skip-missing (not run, not in the table): "
             + "; ".join(f"{s['model']}: {s['reason']}" for s in skipped))
+
+
+def split_line(row: dict) -> str:
+    """``kronos: possibly inside pretraining data of NeoQuasar/Kronos-small up to 2025-08-31: before 6 windows,
+    return +1.20%, Sharpe 0.50; after 0 windows``: the walk-forward record either side of the boundary."""
+    p = row["pretraining"]
+
+    def side(name: str) -> str:
+        s = p[name]
+        if not s["windows"]:
+            return f"{name} 0 windows"
+        ret = "—" if s["return"] is None else f"{100 * s['return']:+.2f}%"
+        sharpe = "—" if s["sharpe"] is None else f"{s['sharpe']:.2f}"
+        return f"{name} {s['windows']} windows, return {ret}, Sharpe {sharpe}"
+
+    return f"{row['model']}: {p['label']} of {p['checkpoint']} up to {p['until']}: {side('before')}; {side('after')}"
 
 
 def random_banner(rows: Sequence[dict]) -> str:

@@ -12,6 +12,7 @@ from marketcast.backtest.breadth import Breadth, breadth
 from marketcast.backtest.engine import SymbolResult
 from marketcast.backtest.metrics import UNDER_A_YEAR
 from marketcast.backtest.returns import STRATEGY
+from marketcast.forecast.cards import pretraining_text, provenance_text
 from marketcast.forecast.tuning import IN_SAMPLE, sample_text
 from marketcast.backtest.tables import annual, interval, level, num, pct, selection_verdict, under_a_year
 from marketcast.report.page import esc, sortable_table, table
@@ -79,6 +80,10 @@ def warnings_of(result: SymbolResult) -> list[str]:
     out = list(result.annualisation.warnings) + ([result.context_warning] if result.context_warning else [])
     if result.forecast_meta.get("sample") == IN_SAMPLE:  # tuned --weights scored on bars they were tuned on
         out.append(sample_text(result.forecast_meta, result.windows))
+    if provenance_text(result.forecast_meta):  # weights neither a known checkpoint nor tuned
+        out.append(provenance_text(result.forecast_meta))
+    if pretraining_text(result.forecast_meta, result.windows):  # a public checkpoint's pretraining period
+        out.append(pretraining_text(result.forecast_meta, result.windows))
     if under_a_year(result):
         out.append(f"annual figures {UNDER_A_YEAR}: {result.windows:,} bars, {result.periods_per_year:,g} a year")
     verdict = selection_verdict(result)

@@ -230,7 +230,7 @@ class Spec:
             if cell.weights not in tunings:
                 tunings[cell.weights] = read_tuning(cell.weights)
             tuning = tunings[cell.weights]
-            if tuning is None or cell.symbol.upper() not in tuning.symbols:
+            if tuning is None:  # every symbol of tuned weights: the same bars may come under another name
                 continue
             paths = paths if paths is not None else self.symbol_paths()
             try:
