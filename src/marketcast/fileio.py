@@ -304,10 +304,28 @@ def run_folder(root: str | Path, run_id: str,
     it on :meth:`OutputFolder.commit`."""
     if not run_id or os.sep in run_id or run_id.startswith("."):
         raise error(f"{run_id!r} cannot name a run folder")
-    root = make_folder(Path(os.path.abspath(Path(root).expanduser())), error)
+    root = Path(os.path.abspath(Path(root).expanduser()))
+    new = not os.path.lexists(root)
+    make_folder(root, error)
     _remove_dead_stages(root)
-    with output_folder(root / run_id, error, latest=True) as out:
-        yield out
+    out = None
+    try:
+        with output_folder(root / run_id, error, latest=True) as out:
+            yield out
+    finally:
+        if new and not (out is not None and out.committed):
+            _remove_made_root(root)
+
+
+def _remove_made_root(root: Path) -> None:
+    """A root made for a run that failed goes with it, with the shared files written for its pages (the Plotly
+    file); a root where another run began meanwhile (a folder, a hidden stage or lock) stays."""
+    try:
+        left = list(root.iterdir())
+        if all(p.is_file() and not p.is_symlink() and not p.name.startswith(".") for p in left):
+            shutil.rmtree(root)
+    except OSError:
+        pass
 
 
 @contextmanager

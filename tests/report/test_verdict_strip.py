@@ -201,7 +201,7 @@ def test_a_forecast_blind_pick_is_flagged_red(tmp_path):
     done = cli("backtest", "SP500", "--windows", "30", "--samples", "32", "--strategies", "buy_hold",
                "--output-dir", str(tmp_path / "out"), env=env)
     assert done.returncode == 0, done.stderr
-    verdict = json.loads((tmp_path / "out" / "SP500.json").read_text())["verdict"]
+    verdict = json.loads((tmp_path / "out" / "latest" / "SP500.json").read_text())["verdict"]
     assert verdict["pick"] == "buy_hold" and verdict["pick_reads_forecast"] is False
     assert verdict["status"]["pick"] == RED and verdict["walk_forward_blind_share"] > 0.5
     share = round(100 * verdict["walk_forward_blind_share"])

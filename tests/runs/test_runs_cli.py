@@ -29,7 +29,7 @@ def test_a_backtest_is_recorded_and_its_reports_are_remade_byte_for_byte(tmp_pat
     assert run["kind"] == "backtest" and run["ok"] == 2 and run["failed"] == 0 and run["planned"] == 2
     assert run["symbols"] == 2 and run["models"] == "baseline" and run["code_version"].startswith("0.")
     code, shown = _json(capsys, "runs", "show", run["run_id"][:18], "--json")
-    sp500 = json.loads((out / "SP500.json").read_text())
+    sp500 = json.loads((out / "latest" / "SP500.json").read_text())
     simple = next(r for r in shown["summary"] if r["symbol"] == "SP500" and r["strategy"] == "simple")
     assert simple["cells"] == 1 and simple["return"] == sp500["strategies"]["simple"]["return"]
     code, rows = _json(capsys, "runs", "query", "SELECT symbol, count(*) AS n FROM results GROUP BY symbol "

@@ -86,9 +86,9 @@ def runs_without_rows(store: Path) -> list[str]:
 
 def check_whole(out: Path) -> None:
     assert sorted(p.name for p in out.iterdir()) == OUTPUTS
-    assert json.loads((out / "SP500.json").read_text())["runs"] == 6
-    assert (out / "report.html").read_text().rstrip().endswith("</html>")
-    assert (out / "trades.csv").stat().st_size > 0 and (out / "summary.md").stat().st_size > 0
+    assert json.loads((out / "latest" / "SP500.json").read_text())["runs"] == 6
+    assert (out / "latest" / "report.html").read_text().rstrip().endswith("</html>")
+    assert (out / "latest" / "trades.csv").stat().st_size > 0 and (out / "latest" / "summary.md").stat().st_size > 0
 
 
 @pytest.mark.slow

@@ -154,7 +154,7 @@ def test_data_check(tmp_path, capsys):
 
 def test_backtest(tmp_path, capsys):
     doc = run_json(capsys, "backtest", "backtest", "SP500", *FAST, "--output-dir", str(tmp_path / "bt"), "--json")
-    written = json.loads((tmp_path / "bt" / "SP500.json").read_text())
+    written = json.loads((tmp_path / "bt" / "latest" / "SP500.json").read_text())
     assert [d["symbol"] for d in doc] == ["SP500"] and doc[0]["runs"] == 12
     assert doc[0]["strategies"]["simple"]["return"] == written["strategies"]["simple"]["return"]
     assert doc[0]["run_id"] in RunStore(os.environ["MARKETCAST_RUN_STORE"]).infos() and "run_id" not in written
@@ -358,8 +358,8 @@ def test_report_and_runs_compact(store, tmp_path, capsys):
     run_id = min(RunStore(store / "store").infos())
     made = run_json(capsys, "report", "report", run_id, "SP500", "--output-dir", str(tmp_path / "r"), *where,
                     "--json")
-    assert made["run_id"] == run_id and made["tearsheets"] == [str(tmp_path / "r" / "report.html")]
-    assert all(Path(f).is_file() for f in made["files"]) and str(tmp_path / "r" / "SP500.json") in made["files"]
+    assert made["run_id"] == run_id and made["tearsheets"] == [str(tmp_path / "r" / "latest" / "report.html")]
+    assert all(Path(f).is_file() for f in made["files"]) and str(tmp_path / "r" / "latest" / "SP500.json") in made["files"]
     compacted = run_json(capsys, "runs_compact", "runs", "compact", run_id, *where, "--json")
     assert compacted["run_id"] == run_id and compacted["files_after"] <= compacted["files_before"]
     again = run_json(capsys, "runs_compact", "runs", "compact", run_id, *where, "--json")
