@@ -3,6 +3,7 @@
 import re
 
 from marketcast.commands import main
+from marketcast.report.page import bundle_name
 from tests.conftest import make_ohlcv
 from tests.report.pagedata import figures
 from tests.report.test_tearsheet import SECTIONS
@@ -21,14 +22,20 @@ def _one_error_line(capsys, *parts):
 def test_backtest_html_and_report_run_write_the_same_page(tmp_path, capsys):
     out, again = tmp_path / "bt", tmp_path / "again"
     assert main(["backtest", *FAST, "--html", "--output-dir", str(out)]) == 0
-    assert f"tearsheet: {out / 'report.html'}" in capsys.readouterr().out
-    page = (out / "latest" / "report.html").read_text()
+    run = (out / "latest").resolve().name
+    assert f"tearsheet: {out / run / 'report.html'}" in capsys.readouterr().out
+    page = (out / run / "report.html").read_text()
     assert len(figures(page)) == 2 * len(SECTIONS) and page.startswith("<!DOCTYPE html>")  # two symbols
     assert main(["report", "latest", "-o", str(again)]) == 0
-    assert sorted(p.name for p in again.iterdir()) == sorted(p.name for p in out.iterdir())
-    for path in out.iterdir():
-        assert (again / path.name).read_bytes() == path.read_bytes(), path.name
-    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary file left behind
+    assert f"to {again / run}/ ({again / 'latest'} links it)" in capsys.readouterr().out
+    assert sorted(p.name for p in again.iterdir()) == sorted(p.name for p in out.iterdir())  # run, latest, Plotly
+    assert sorted(p.name for p in (again / run).iterdir()) == sorted(p.name for p in (out / run).iterdir())
+    for path in (out / run).iterdir():
+        assert (again / run / path.name).read_bytes() == path.read_bytes(), path.name
+    assert not [p for p in [*out.iterdir(), *again.iterdir()] if p.name.startswith(".")]  # no temporary left
+    assert main(["report", "latest", "--no-html", "-o", str(again)]) == 0  # the run's folder replaced whole
+    assert sorted(p.name for p in (again / run).iterdir()) == ["NASDAQ.json", "SP500.json", "summary.md",
+                                                               "trades.csv"]
 
 
 def test_report_reads_the_stored_selection_figures_instead_of_computing_them_again(tmp_path, monkeypatch):
@@ -46,8 +53,8 @@ def test_report_reads_the_stored_selection_figures_instead_of_computing_them_aga
     monkeypatch.setattr(overfit, "spa_test", refused)
     monkeypatch.setattr(overfit, "cscv", refused)
     assert main(["report", "latest", "-o", str(again)]) == 0
-    for path in out.iterdir():
-        assert (again / path.name).read_bytes() == path.read_bytes(), path.name
+    for path in (out / "latest").iterdir():
+        assert (again / "latest" / path.name).read_bytes() == path.read_bytes(), path.name
     assert main(["runs", "show", "latest"]) == 0  # its verdict strip reads them too
 
 
@@ -134,8 +141,11 @@ def test_a_grid_run_gets_a_page_per_grid_point(embedded_bars, tmp_path, monkeypa
         store.write_rows(ctx.run_id, ok_rows(ctx, cell, i, result, fingerprint(sp500), seconds=None))
     assert main(["report", "sweep-test", "--store", str(store.root), "-o", str(tmp_path / "out")]) == 0
     for mode in ("touch", "penetrate"):
-        page = (tmp_path / "out" / f"fill_mode={mode}" / "report.html").read_text()
+        path = tmp_path / "out" / "sweep-test" / f"fill_mode={mode}" / "report.html"
+        page = path.read_text()
         assert f"fill mode {mode}," in page and len(figures(page)) == len(SECTIONS)
+        assert f'<script src="../../{bundle_name()}">' in page and (path.parent / "../.." / bundle_name()).is_file()
+    assert len(list((tmp_path / "out").rglob("plotly-*.js"))) == 1  # one Plotly file for the whole root
 
 
 def test_report_run_symbol_remakes_only_that_symbol(tmp_path, capsys):

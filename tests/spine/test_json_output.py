@@ -261,7 +261,7 @@ def test_runs_list_show_query_and_compare(store, capsys):
     assert [r["fee"] for r in fees] == [0.0, 0.02]
     shown = run_json(capsys, "runs_show", "runs", "show", dear, *where, "--json")
     assert shown["run"]["run_id"] == dear and shown["run"]["status"] == "done" and shown["failed"] == []
-    sp500 = json.loads((store / "dear" / "SP500.json").read_text())
+    sp500 = json.loads((store / "dear" / "latest" / "SP500.json").read_text())
     simple = next(r for r in shown["summary"] if r["symbol"] == "SP500" and r["strategy"] == "simple")
     assert simple["cells"] == 1 and simple["return"] == sp500["strategies"]["simple"]["return"]
     compared = run_json(capsys, "comparison", "runs", "compare", cheap, dear, *where, "--strict", "--json",
@@ -269,7 +269,7 @@ def test_runs_list_show_query_and_compare(store, capsys):
     assert compared["status"] == "FAIL" and compared["runs"] == {"a": cheap, "b": dear}
     assert len(compared["rows"]) == 16 and {r["symbol"] for r in compared["rows"]} == {"SP500", "NASDAQ"}
     files = run_json(capsys, "comparison", "compile", "compare", str(store / "cheap" / "SP500.json"),
-                     str(store / "dear" / "SP500.json"), "--json", code=1)
+                     str(store / "dear" / "latest" / "SP500.json"), "--json", code=1)
     assert files["status"] == "FAIL" and files["rows"] == [r for r in compared["rows"] if r["symbol"] == "SP500"]
 
 
@@ -358,8 +358,8 @@ def test_report_and_runs_compact(store, tmp_path, capsys):
     run_id = min(RunStore(store / "store").infos())
     made = run_json(capsys, "report", "report", run_id, "SP500", "--output-dir", str(tmp_path / "r"), *where,
                     "--json")
-    assert made["run_id"] == run_id and made["tearsheets"] == [str(tmp_path / "r" / "latest" / "report.html")]
-    assert all(Path(f).is_file() for f in made["files"]) and str(tmp_path / "r" / "latest" / "SP500.json") in made["files"]
+    assert made["run_id"] == run_id and made["tearsheets"] == [str(tmp_path / "r" / run_id / "report.html")]
+    assert all(Path(f).is_file() for f in made["files"]) and str(tmp_path / "r" / run_id / "SP500.json") in made["files"]
     compacted = run_json(capsys, "runs_compact", "runs", "compact", run_id, *where, "--json")
     assert compacted["run_id"] == run_id and compacted["files_after"] <= compacted["files_before"]
     again = run_json(capsys, "runs_compact", "runs", "compact", run_id, *where, "--json")

@@ -120,7 +120,7 @@ def report(
                     "tearsheets": [str(p) for p in written if p.suffix == ".html"]})
         return
     console.print(f"wrote {len(written)} files of {run_id} to {out}/ ({output_dir / LATEST} links it)",
-                  highlight=False)
+                  highlight=False, markup=False, soft_wrap=True)
     for path in written:
         if path.suffix == ".html":
             console.print(f"tearsheet: {path}", highlight=False)
