@@ -268,7 +268,7 @@ def test_runs_list_show_query_and_compare(store, capsys):
                         code=1)  # FAIL: the fee differs, and --strict fails on that
     assert compared["status"] == "FAIL" and compared["runs"] == {"a": cheap, "b": dear}
     assert len(compared["rows"]) == 16 and {r["symbol"] for r in compared["rows"]} == {"SP500", "NASDAQ"}
-    files = run_json(capsys, "comparison", "compile", "compare", str(store / "cheap" / "SP500.json"),
+    files = run_json(capsys, "comparison", "compile", "compare", str(store / "cheap" / "latest" / "SP500.json"),
                      str(store / "dear" / "latest" / "SP500.json"), "--json", code=1)
     assert files["status"] == "FAIL" and files["rows"] == [r for r in compared["rows"] if r["symbol"] == "SP500"]
 
