@@ -20,7 +20,7 @@ def test_default_symbols_write_every_report(tmp_path, capsys):
         assert shown.index(f"{symbol} verdict", head) < shown.index("\nwalk-forward ", head) < shown.index(
             "\nbuy & hold ", head)
     assert "In sample: 8 strategies" not in shown  # behind --verbose (tests/spine/test_verbose.py)
-    assert sorted(p.name for p in out.iterdir()) == [  # plots only on request (--plots)
+    assert sorted(p.name for p in (out / "latest").iterdir()) == [  # plots only on request (--plots)
         "NASDAQ.json", "SP500.json", "summary.md", "trades.csv"]
     report = json.loads((out / "latest" / "SP500.json").read_text())
     assert report["symbol"] == "SP500" and report["runs"] == 12 and report["best_strategy"] in report["strategies"]

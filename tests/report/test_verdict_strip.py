@@ -41,8 +41,8 @@ def one_run(tmp_path_factory):
     shown = cli("runs", "show", run_id, env=env)
     shown_json = cli("runs", "show", run_id, "--json", env=env)
     assert shown.returncode == 0 and shown_json.returncode == 0, shown.stderr + shown_json.stderr
-    return {"stdout": done.stdout, "doc": json.loads((root / "out" / "SP500.json").read_text()),
-            "page": (root / "out" / "report.html").read_text(), "shown": shown.stdout,
+    return {"stdout": done.stdout, "doc": json.loads((root / "out" / "latest" / "SP500.json").read_text()),
+            "page": (root / "out" / "latest" / "report.html").read_text(), "shown": shown.stdout,
             "shown_json": json.loads(shown_json.stdout)}
 
 

@@ -10,9 +10,10 @@ FAST = ["--windows", "12", "--samples", "32", "--context", "64"]
 
 
 def _backtest(tmp_path, name, *args):
+    """The run's own folder under the output root ``tmp_path/name``."""
     out = tmp_path / name
     assert main(["backtest", *FAST, "--output-dir", str(out), *args]) == 0
-    return out
+    return out / "latest"
 
 
 def _json(capsys, *args):
@@ -29,7 +30,7 @@ def test_a_backtest_is_recorded_and_its_reports_are_remade_byte_for_byte(tmp_pat
     assert run["kind"] == "backtest" and run["ok"] == 2 and run["failed"] == 0 and run["planned"] == 2
     assert run["symbols"] == 2 and run["models"] == "baseline" and run["code_version"].startswith("0.")
     code, shown = _json(capsys, "runs", "show", run["run_id"][:18], "--json")
-    sp500 = json.loads((out / "latest" / "SP500.json").read_text())
+    sp500 = json.loads((out / "SP500.json").read_text())
     simple = next(r for r in shown["summary"] if r["symbol"] == "SP500" and r["strategy"] == "simple")
     assert simple["cells"] == 1 and simple["return"] == sp500["strategies"]["simple"]["return"]
     code, rows = _json(capsys, "runs", "query", "SELECT symbol, count(*) AS n FROM results GROUP BY symbol "
@@ -37,7 +38,7 @@ def test_a_backtest_is_recorded_and_its_reports_are_remade_byte_for_byte(tmp_pat
     assert rows == [{"symbol": "NASDAQ", "n": 8}, {"symbol": "SP500", "n": 8}]
     assert main(["report", "latest", "--no-html", "--plots", "--output-dir", str(tmp_path / "again")]) == 0
     for name in ("SP500.json", "NASDAQ.json", "summary.md", "trades.csv", "SP500_equity.png", "NASDAQ_equity.png"):
-        assert (tmp_path / "again" / name).read_bytes() == (out / name).read_bytes(), name
+        assert (tmp_path / "again" / "latest" / name).read_bytes() == (out / name).read_bytes(), name
     capsys.readouterr()
     assert main(["runs", "list"]) == 0 and run["run_id"] in capsys.readouterr().out
     assert main(["runs", "show", "latest"]) == 0
