@@ -204,7 +204,7 @@ def verdict_problems(found: dict) -> list[str]:
 
 
 def loaded_files(page: Path) -> list[Path]:
-    """The files the page loads (its relative ``<script src>``: the shared Plotly bundle beside it)."""
+    """The files the page loads (its relative ``<script src>``: the shared Plotly bundle beside it or in the output root)."""
     text = page.read_text(encoding="utf-8")
     return [page.parent / src for src in re.findall(r'<script[^>]*\bsrc="([^":]*)"', text)]
 
@@ -318,7 +318,7 @@ def build_page(windows: int, folder: Path) -> tuple[Path, float]:
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "marketcast.commands", "backtest", "--windows", str(windows), "--html",
                     "--output-dir", str(folder)], env=env, check=True, stdout=subprocess.DEVNULL)
-    return folder / "report.html", time.perf_counter() - started
+    return folder / "latest" / "report.html", time.perf_counter() - started
 
 
 def _run(args: list[str], env: dict) -> subprocess.CompletedProcess:

@@ -18,6 +18,11 @@ Outputs only ever replace regular files: a path that exists as a FIFO, a device 
 is refused with one :class:`StateError` line (exit 3), by :func:`check_writable` before any work and again by
 the writer itself just before its rename, which would otherwise put a regular file in place of the device node.
 
+:func:`run_folder` is the one used for reports: ``--output-dir`` names a root, and each run writes its own folder
+``<root>/<run id>`` (:func:`new_run_id`) as above, never a mix of two runs; once it is in place the link
+``<root>/latest`` is pointed at it (a fresh link renamed over the old one: a reader always finds one). Run folders
+and ``latest`` are ours to replace; nothing else under the root is touched.
+
 A path that does not work (no such folder, a file where a folder should be) is the caller's ``error`` (bad
 input, exit 2); every other failure to write (a full disk, a quota, no permission, a read-only filesystem) is a
 :class:`StateError` (exit 3): the input is fine, the machine is not.
@@ -30,10 +35,12 @@ import errno
 import fcntl
 import glob
 import os
+import re
 import shutil
 import tempfile
 import uuid
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Union
 
@@ -245,8 +252,8 @@ def _exchange(a: Path, b: Path) -> bool:
 class OutputFolder:
     """The staging folder of :func:`output_folder`: write into :attr:`path`, then :meth:`commit`."""
 
-    def __init__(self, dest: Path, path: Path, error: type[MarketcastError]) -> None:
-        self.dest, self.path, self.error = dest, path, error
+    def __init__(self, dest: Path, path: Path, error: type[MarketcastError], latest: bool = False) -> None:
+        self.dest, self.path, self.error, self.latest = dest, path, error, latest
         self.committed = False
 
     def commit(self) -> None:
@@ -265,6 +272,8 @@ class OutputFolder:
                     raise
                 shutil.rmtree(old, ignore_errors=True)
             self.committed = True
+            if self.latest:
+                _point_latest(self.dest.parent, self.dest.name)
             _fsync_folder(self.dest.parent)
         except OSError as exc:
             raise write_error(self.dest, exc, self.error, "cannot put the new folder in place") from None
@@ -272,31 +281,88 @@ class OutputFolder:
             shutil.rmtree(self.path, ignore_errors=True)
 
 
-def _carry_over(dest: Path, stage: Path, error: type[MarketcastError]) -> None:
-    """The files of ``dest`` into ``stage`` as hard links (copies where links fail): a file this run does not
-    write stays, as it did when files were replaced one by one. A folder holding sub-folders is refused (one
-    ``error`` line): a mistyped ``--output-dir .`` must never swap a project away."""
-    entries = list(dest.iterdir())
-    for entry in entries:
-        refuse_special(entry)
-    odd = [e.name for e in entries if e.is_symlink() or not e.is_file()]
-    if odd:
-        raise error(f"{dest} holds {', '.join(sorted(odd)[:3])}, which is not a plain file; write the outputs "
-                    "to a folder of their own (a new or an earlier output folder)")
-    for entry in entries:
+def new_run_id(prefix: str) -> str:
+    """``<prefix>-<UTC time>-<random>``: sortable by start time, unique across processes; it names the run in the
+    run store and its folder under the output root."""
+    return f"{prefix}-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:4]}"
+
+
+LATEST = "latest"  # the link in an output root to the run folder written last
+
+
+def _point_latest(root: Path, name: str) -> None:
+    """``root/latest`` -> ``name`` (relative, so the root can move): a fresh link renamed over the old one."""
+    tmp = root / f".{LATEST}.{uuid.uuid4().hex[:8]}.link"
+    os.symlink(name, tmp)
+    try:
+        os.replace(tmp, root / LATEST)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def check_root(root: str | Path, what: str) -> Path:
+    """Before any work: ``root`` can hold run folders (:func:`check_writable`) and its ``latest``, if any, is our
+    link (a real file or folder of that name is never replaced); else one :class:`StateError` line."""
+    path = check_writable(root, what)
+    latest = path / LATEST
+    if os.path.lexists(latest) and not latest.is_symlink():
+        raise StateError(f"{what} {path}: holds {LATEST}, which is not the link marketcast keeps to the newest run "
+                         "folder; move it away or choose another folder")
+    return path
+
+
+def _remove_dead_stages(root: Path) -> None:
+    """The hidden folders of writers killed by SIGKILL: a stage whose lock no one holds."""
+    for stage in root.glob(".*.tmp"):
+        found = re.fullmatch(r"\.(.+)\.[0-9a-f]{8}(?:\.old)?\.tmp", stage.name)
+        if found is None or stage.is_symlink() or not stage.is_dir():
+            continue
+        name = found.group(1)
         try:
-            os.link(entry, stage / entry.name)
-        except OSError:
-            try:
-                shutil.copy2(entry, stage / entry.name)
-            except OSError as exc:
-                raise write_error(stage / entry.name, exc, error) from None
+            with exclusive(root / f".{name}.lock", name):
+                shutil.rmtree(stage, ignore_errors=True)
+        except StateError:
+            continue  # its writer is alive
 
 
 @contextmanager
-def output_folder(dest: str | Path, error: type[MarketcastError] = MarketcastError) -> Iterator[OutputFolder]:
+def run_folder(root: str | Path, run_id: str,
+               error: type[MarketcastError] = MarketcastError) -> Iterator[OutputFolder]:
+    """The folder ``root/<run_id>`` written all or nothing (:func:`output_folder`), and ``root/latest`` pointed at
+    it on :meth:`OutputFolder.commit`."""
+    if not run_id or os.sep in run_id or run_id.startswith("."):
+        raise error(f"{run_id!r} cannot name a run folder")
+    root = Path(os.path.abspath(Path(root).expanduser()))
+    new = not os.path.lexists(root)
+    make_folder(root, error)
+    _remove_dead_stages(root)
+    out = None
+    try:
+        with output_folder(root / run_id, error, latest=True) as out:
+            yield out
+    finally:
+        if new and not (out is not None and out.committed):
+            _remove_made_root(root)
+
+
+def _remove_made_root(root: Path) -> None:
+    """A root made for a run that failed goes with it, with the shared files written for its pages (the Plotly
+    file); a root where another run began meanwhile (a folder, a hidden stage or lock) stays."""
+    try:
+        left = list(root.iterdir())
+        if all(p.is_file() and not p.is_symlink() and not p.name.startswith(".") for p in left):
+            shutil.rmtree(root)
+    except OSError:
+        pass
+
+
+@contextmanager
+def output_folder(dest: str | Path, error: type[MarketcastError] = MarketcastError,
+                  latest: bool = False) -> Iterator[OutputFolder]:
     """An exclusive, all-or-nothing write of the folder ``dest`` (see the module docstring): the block writes
-    into ``.path`` and calls ``.commit()`` last; if it does not, ``dest`` stays as it was."""
+    into ``.path`` and calls ``.commit()`` last; if it does not, ``dest`` stays as it was. The new folder holds
+    only what the block wrote. ``latest``: the commit points ``<dest's parent>/latest`` at ``dest``."""
     dest = Path(os.path.abspath(Path(dest).expanduser()))
     if dest.is_symlink():
         dest = dest.resolve()
@@ -310,13 +376,12 @@ def output_folder(dest: str | Path, error: type[MarketcastError] = MarketcastErr
         for leftover in glob.glob(os.path.join(glob.escape(str(parent)), f".{glob.escape(dest.name)}.*.tmp")):
             shutil.rmtree(leftover, ignore_errors=True)  # of a writer killed by SIGKILL; no one else writes now
         stage = parent / f".{dest.name}.{uuid.uuid4().hex[:8]}.tmp"
-        folder = OutputFolder(dest, stage, error)
+        folder = OutputFolder(dest, stage, error, latest)
         try:  # one try from before the folder exists: a signal at any point removes it
             try:
                 stage.mkdir()
                 if dest.is_dir():
                     os.chmod(stage, dest.stat().st_mode & 0o7777)
-                    _carry_over(dest, stage, error)
             except OSError as exc:
                 raise write_error(stage, exc, error, "cannot create the folder") from None
             try:

@@ -104,11 +104,11 @@ def test_a_short_hourly_goog_backtest_across_the_split_runs(tmp_path, capsys):
     assert "GOOG · stock · 1h bars · 1,764 periods a year · 4 windows" in shown
     line = " ".join(shown.split())
     assert "alpha n/a (< 1 year)" in line and "Annual figures n/a (< 1 year): 4 bars, 1,764 a year" in line
-    report = json.loads((out / "GOOG.json").read_text())
+    report = json.loads((out / "latest" / "GOOG.json").read_text())
     for m in (*report["strategies"].values(), report["walk_forward"], report["benchmark"]):
         assert m["annual_return"] is None and m["annual_reason"] == "n/a (< 1 year): 4 bars, 1,764 a year"
         assert _finite_or_none(m)
     assert report["strategies"]["buy_hold"]["return"] > 15  # the long across the jump: +1,900 % less costs
     assert report["best_strategy"] is None  # 4 windows: nobody has 10 trades
-    md = (out / "summary.md").read_text()
+    md = (out / "latest" / "summary.md").read_text()
     assert "| walk-forward | +0.00% | n/a (< 1 year) |" in md

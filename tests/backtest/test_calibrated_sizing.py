@@ -372,10 +372,10 @@ def test_cli_calibrates_and_sizes_and_says_so(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "SP500: conformal calibration from window 21 on (100 of 120 windows)" in printed
     assert "SP500: cvar sizing: risk per trade 0.01 at the conditional mean b* mu, cap 1; measured skill" in printed
-    summary = (out / "summary.md").read_text()
+    summary = (out / "latest" / "summary.md").read_text()
     assert "Samples: conformal calibration from window 21 on (100 of 120 windows)." in summary
     assert "Positions sized `cvar` (risk per trade 0.01)" in summary and "Skill b* after the last window" in summary
-    report = json.loads((out / "SP500.json").read_text())
+    report = json.loads((out / "latest" / "SP500.json").read_text())
     assert report["calibration"]["first_calibrated_window"] == 21 and report["calibration"]["calibrated_windows"] == 100
     assert report["config"]["sizing"] == "cvar" and report["config"]["risk_per_trade"] == 0.01
     for name, record in report["strategies"].items():  # the estimate after the last window, and the next size
@@ -385,7 +385,7 @@ def test_cli_calibrates_and_sizes_and_says_so(tmp_path, capsys):
         if sizing["trades"] < 20:
             assert sizing["slope"] is None and sizing["factor"] == 0
     assert any(r["sizing"]["factor"] > 0 for r in report["strategies"].values())
-    trades = pd.read_csv(out / "trades.csv")
+    trades = pd.read_csv(out / "latest" / "trades.csv")
     traded = trades[trades.filled]
     assert ((traded["size"] > 0) & (traded["size"] <= 1)).all() and (traded["size"] < 1).any()
     # net = size x (gross - fees), to the csv's digits

@@ -96,12 +96,12 @@ def test_a_default_run_prints_coverage_and_a_pit_test_on_four_markets(markets, t
             assert lo <= rate <= hi, key
         assert 0.0 <= row[12] <= 1.0 and 0.0 <= row[13] <= 1.0
     for symbol in SYMBOLS:  # the JSON holds the same numbers
-        block = json.loads((out / f"{symbol}.json").read_text())["calibration"]
+        block = json.loads((out / "latest" / f"{symbol}.json").read_text())["calibration"]
         _check_block(block, 300)
         assert block["scope"] == "all windows" and block["method"] == "none"
         c80 = block["fields"]["close"]["coverage"][1]
         assert rows[(symbol, "close")][3:6] == [round(100 * c80[k]) for k in ("rate", "lo", "hi")]
-    summary = (out / "summary.md").read_text()
+    summary = (out / "latest" / "summary.md").read_text()
     assert "## Calibration for bar t+1" in summary and "| SP500 close |" in summary
     assert re.search(r"- EURUSD close: coverage 50%: \d+% \[\d+, \d+\] · coverage 80%: .* PIT KS p=\d\.\d\d", summary)
 
@@ -167,9 +167,9 @@ def test_the_tearsheet_draws_a_reliability_diagram_and_a_pit_histogram(tmp_path,
     assert main(["backtest", "SP500", "--windows", "150", "--samples", "64", "--no-spa", "--html",
                  "--output-dir", str(out)]) == 0
     capsys.readouterr()
-    page = (out / "report.html").read_text()
+    page = (out / "latest" / "report.html").read_text()
     figs = figures(page)
-    block = json.loads((out / "SP500.json").read_text())["calibration"]
+    block = json.loads((out / "latest" / "SP500.json").read_text())["calibration"]
     rel, pit = figs["s0-SP500-reliability"], figs["s0-SP500-pit"]
     assert "reliability diagram" in rel["layout"]["title"]["text"]
     assert "PIT histogram" in pit["layout"]["title"]["text"]
@@ -189,7 +189,7 @@ def test_the_run_store_row_has_the_calibration_columns(tmp_path, capsys):
     out = tmp_path / "bt"
     assert main(["backtest", "SP500", "--windows", "80", "--samples", "64", "--no-spa", "--output-dir", str(out)]) == 0
     capsys.readouterr()
-    block = json.loads((out / "SP500.json").read_text())["calibration"]
+    block = json.loads((out / "latest" / "SP500.json").read_text())["calibration"]
     query = ('SELECT "calibration.windows", "calibration.close.cov80", "calibration.high.cov95", '
              '"calibration.low.pit_ks_p", "calibration.close.pit_chi2_p" FROM rows WHERE strategy IS NULL')
     assert main(["runs", "query", query, "--json"]) == 0

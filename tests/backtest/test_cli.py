@@ -20,9 +20,9 @@ def test_default_symbols_write_every_report(tmp_path, capsys):
         assert shown.index(f"{symbol} verdict", head) < shown.index("\nwalk-forward ", head) < shown.index(
             "\nbuy & hold ", head)
     assert "In sample: 8 strategies" not in shown  # behind --verbose (tests/spine/test_verbose.py)
-    assert sorted(p.name for p in out.iterdir()) == [  # plots only on request (--plots)
+    assert sorted(p.name for p in (out / "latest").iterdir()) == [  # plots only on request (--plots)
         "NASDAQ.json", "SP500.json", "summary.md", "trades.csv"]
-    report = json.loads((out / "SP500.json").read_text())
+    report = json.loads((out / "latest" / "SP500.json").read_text())
     assert report["symbol"] == "SP500" and report["runs"] == 12 and report["best_strategy"] in report["strategies"]
     assert report["config"]["min_trades"] == 10 and report["strategies_compared"] == 8
     assert report["strategies"][report["best_strategy"]]["trades"] >= 10  # never one with fewer (min_trades)
@@ -40,12 +40,12 @@ def test_default_symbols_write_every_report(tmp_path, capsys):
         assert key in report["strategies"]["simple"]
     for key in ("close_val_loss", "high_val_loss", "low_val_loss", "mase", "crps"):
         assert report["metrics"][key] is not None
-    trades = pd.read_csv(out / "trades.csv")
+    trades = pd.read_csv(out / "latest" / "trades.csv")
     assert len(trades) == 2 * 8 * 12 and set(trades.symbol) == {"SP500", "NASDAQ"}
     for name, metrics in report["strategies"].items():
         rows = trades[(trades.symbol == "SP500") & (trades.strategy == name)]
         assert (1 + rows.net_return).prod() - 1 == pytest.approx(metrics["return"], abs=1e-9)
-    md = (out / "summary.md").read_text()
+    md = (out / "latest" / "summary.md").read_text()
     assert "## SP500 · stock · 1d bars · 252 periods a year · 12 windows" in md and "_equity.png" not in md
     assert md.index("### Out of sample") < md.index("| buy & hold |") < md.index("### In sample: 8 strategies")
 
@@ -58,8 +58,8 @@ def test_json_flag_and_a_crypto_csv(tmp_path, capsys):
     code = main(["backtest", "ETHUSD", *FAST, "--data-dir", str(data), "--output-dir", str(out),
                  "--json", "--fill-mode", "penetrate", "--same-bar", "nearest", "--plots"])
     assert code == 0
-    assert (out / "ETHUSD_equity.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "![equity](ETHUSD_equity.png)" in (out / "summary.md").read_text()
+    assert (out / "latest" / "ETHUSD_equity.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "![equity](ETHUSD_equity.png)" in (out / "latest" / "summary.md").read_text()
     reports = json.loads(capsys.readouterr().out)
     assert reports[0]["asset_class"] == "crypto" and reports[0]["annualisation"] == "sqrt(365)"
     assert reports[0]["asset_class_reason"].startswith("ETHUSD: ETH is a crypto ticker, quoted in USD; the bar "
@@ -69,8 +69,8 @@ def test_json_flag_and_a_crypto_csv(tmp_path, capsys):
     costs = reports[0]["costs"]
     assert (costs["fee_bps"], costs["half_spread_bps"], costs["slippage_bps"], costs["borrow_rate"]) == \
         pytest.approx((25, 5, 2, 0))
-    assert "costs per side: fee 25 bp + half-spread 5 bp + slippage 2 bp = 32 bp" in (out / "summary.md").read_text()
-    trades = pd.read_csv(out / "trades.csv")
+    assert "costs per side: fee 25 bp + half-spread 5 bp + slippage 2 bp = 32 bp" in (out / "latest" / "summary.md").read_text()
+    trades = pd.read_csv(out / "latest" / "trades.csv")
     assert (trades.side >= 0).all()  # crypto is long-only
 
 
@@ -112,7 +112,7 @@ def test_hourly_eurusd_is_forex_with_hourly_periods_and_monthly_crypto_uses_12(t
     shown = capsys.readouterr().out
     assert "EURUSD · forex · 1h bars · 6,264 periods a year" in shown
     assert "BTC-USD · crypto · 1mo bars · 12 periods a year" in shown
-    fx, btc = (json.loads((out / f"{s}.json").read_text()) for s in ("EURUSD", "BTC-USD"))
+    fx, btc = (json.loads((out / "latest" / f"{s}.json").read_text()) for s in ("EURUSD", "BTC-USD"))
     assert (fx["asset_class"], fx["periods_per_year"], fx["bar_interval"], fx["calendar"]) == (
         "forex", 6264, "1h", "FX24x5")
     assert fx["asset_class_reason"] == ("EURUSD: EUR and USD are both ISO 4217 currencies; the bar times allow it: "
@@ -125,9 +125,9 @@ def test_hourly_eurusd_is_forex_with_hourly_periods_and_monthly_crypto_uses_12(t
     assert fx["costs"]["half_spread_bps"] == pytest.approx(0.5) and fx["costs"]["borrow_rate"] == 0
     assert (btc["asset_class"], btc["periods_per_year"], btc["bar_interval"]) == ("crypto", 12, "1mo")
     assert btc["periods_per_year_how"].endswith(": 12 a year")
-    md = (out / "summary.md").read_text()
+    md = (out / "latest" / "summary.md").read_text()
     assert "**6,264 periods a year**" in md and "**12 periods a year**: monthly bars" in md
-    trades = pd.read_csv(out / "trades.csv")
+    trades = pd.read_csv(out / "latest" / "trades.csv")
     assert (trades[trades.symbol == "BTC-USD"].side >= 0).all() and (trades[trades.symbol == "EURUSD"].side < 0).any()
 
 
@@ -172,7 +172,7 @@ def test_the_default_run_says_the_answer_first(tmp_path):
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     for symbol in ("SP500", "NASDAQ"):
-        doc = json.loads((tmp_path / "out" / "backtest" / f"{symbol}.json").read_text())
+        doc = json.loads((tmp_path / "out" / "backtest" / "latest" / f"{symbol}.json").read_text())
         wf, bh = doc["walk_forward"]["return"], doc["benchmark"]["return"]
         assert wf < 0 and wf > bh  # lost, and lost less than buy & hold
         said = f"no edge: the walk-forward record lost {-100 * wf:.2f}% (buy & hold {100 * bh:+.2f}%)"

@@ -120,12 +120,12 @@ def test_the_report_says_the_range_and_warns_once(short_file, tmp_path, capsys):
     warnings = [line for line in (out + err).splitlines() if line.startswith("warning:")]
     assert warnings == [("warning: SHORT: 359 of 359 windows saw fewer than the 512 bars of context asked for "
                          "(context 3–361 of 512 bars); --min-context N skips windows with fewer than N bars")]
-    doc = json.loads((out_dir / "SHORT.json").read_text())
+    doc = json.loads((out_dir / "latest" / "SHORT.json").read_text())
     assert doc["runs"] == 359 and doc["config"]["min_context"] is None
     assert {k: doc["context_seen"][k] for k in ("min", "max", "of", "short_windows")} == {
         "min": 3, "max": 361, "of": 512, "short_windows": 359}
     assert doc["context_seen"]["warning"] == warnings[0].removeprefix("warning: SHORT: ")
-    summary = (out_dir / "summary.md").read_text()
+    summary = (out_dir / "latest" / "summary.md").read_text()
     assert "context 3–361 of 512, fill mode" in summary and "> warning: 359 of 359 windows" in summary
 
     from marketcast.runs.store import RunStore
@@ -170,9 +170,9 @@ def test_a_run_that_read_the_whole_context_says_what_it_always_said(tmp_path, ca
     code, out, err = _run(capsys, "SP500", "--windows", "20", "--context", "64", *FAST, "--output-dir",
                           str(tmp_path / "o"))
     assert code == 0 and "warning" not in out + err
-    doc = json.loads((tmp_path / "o" / "SP500.json").read_text())
+    doc = json.loads((tmp_path / "o" / "latest" / "SP500.json").read_text())
     assert doc["context_seen"] == {"min": 64, "max": 64, "of": 64, "short_windows": 0, "warning": None}
-    assert "context 64, fill mode" in (tmp_path / "o" / "summary.md").read_text()
+    assert "context 64, fill mode" in (tmp_path / "o" / "latest" / "summary.md").read_text()
 
 
 def test_a_result_stored_before_the_count_was_kept_reads_as_the_context_asked_for():

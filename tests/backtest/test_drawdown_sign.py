@@ -28,8 +28,8 @@ def run(tmp_path_factory):
         assert main(["backtest", *FAST, "--output-dir", str(root / "bt")]) == 0
     shown = buf.getvalue()
     return {"shown": shown, "root": root, "run_id": shown.strip().splitlines()[-1].split()[1],
-            "json": json.loads((root / "bt" / "SP500.json").read_text()),
-            "md": (root / "bt" / "summary.md").read_text()}
+            "json": json.loads((root / "bt" / "latest" / "SP500.json").read_text()),
+            "md": (root / "bt" / "latest" / "summary.md").read_text()}
 
 
 def test_signed_drawdown_is_the_negative_size():

@@ -210,10 +210,10 @@ def test_the_run_store_record_keeps_the_band_and_runs_show_prints_it(tmp_path, c
     assert main(["backtest", "SP500", "--windows", "40", "--samples", "64", "--context", "128", "--no-spa",
                  "--seeds", "2", "--output-dir", str(out)]) == 0
     run_id = capsys.readouterr().out.strip().splitlines()[-1].split()[-1]
-    doc = json.loads((out / "SP500.json").read_text())
+    doc = json.loads((out / "latest" / "SP500.json").read_text())
     band = doc["walk_forward"]["mc_band"]
     assert doc["seeds"]["seeds"] == [0, 1] and len(doc["seeds"]["walk_forward"]["returns"]) == 2
-    summary = (out / "summary.md").read_text()
+    summary = (out / "latest" / "summary.md").read_text()
     assert f"±{100 * band:.1f}" in summary and "Seeds 0..1: the spread of each return" in summary
     assert main(["runs", "show", run_id, "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)

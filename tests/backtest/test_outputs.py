@@ -1,19 +1,18 @@
-"""A backtest's output folder is one transaction: written beside the destination, put in place only after the run
-store holds the run, never shared by two commands at once, and a full disk is exit 3 with nothing half-written."""
+"""A backtest writes its own folder under the output root (named by its run id): written beside it, put in place
+only after the run store holds the run, never a mix of two runs, ``latest`` linking the newest, one Plotly file
+for every page under the root, and a full disk is exit 3 with nothing half-written."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from marketcast.commands import main
-from marketcast.fileio import output_folder
 from marketcast.report.page import bundle_name
 
 FAST = ["SP500", "--windows", "6", "--samples", "16", "--context", "64", "--no-spa"]
@@ -29,6 +28,45 @@ def _said(err: str) -> str:
     return "".join(line for line in err.splitlines(keepends=True) if not line.startswith("["))
 
 
+def _tree(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` (links followed) with its bytes and its change time."""
+    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns) for p in folder.rglob("*")
+            if p.is_file()}
+
+
+def test_two_runs_into_one_root_get_a_folder_each(tmp_path, monkeypatch, capsys):
+    """Issue 57: the second run's folder holds its files only, the first's is untouched, latest names the second,
+    the Plotly file is there once and every page reaches it by a relative path, and the terminal names the folder."""
+    monkeypatch.setenv("MARKETCAST_RUN_STORE", str(tmp_path / "runs"))
+    root = tmp_path / "out"
+    assert main(["backtest", "SP500", "NASDAQ", *FAST[1:], "--html", "--output-dir", str(root)]) == 0
+    first_lines = capsys.readouterr().out.splitlines()
+    (first,) = [p for p in root.iterdir() if p.is_dir() and not p.is_symlink()]
+    assert first_lines[-1] == f"run {first.name}" and re.fullmatch(r"backtest-\d{8}-\d{6}-[0-9a-f]{4}", first.name)
+    before = _tree(first)
+    assert sorted(before) == ["NASDAQ.json", "SP500.json", "report.html", "summary.md", "trades.csv"]
+
+    assert main(["backtest", *FAST, "--output-dir", str(root)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    (second,) = [p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and p != first]
+    assert _names(second) == OUTPUTS  # nothing of the first run (NASDAQ.json, report.html) in the second's folder
+    assert json.loads((second / "SP500.json").read_text())["runs"] == 6
+    assert _tree(first) == before  # the first run's folder is untouched
+    assert os.readlink(root / "latest") == second.name  # relative: the root can be moved
+    assert _names(root) == sorted([first.name, second.name, "latest", bundle_name()])  # no temporary, no lock
+    assert lines[-2:] == [f"wrote 3 files to {second}/ ({root / 'latest'} links it)", f"run {second.name}"]
+
+    assert main(["backtest", *FAST, "--html", "--output-dir", str(root)]) == 0  # a third page, the same Plotly
+    capsys.readouterr()
+    bundles = [p for p in tmp_path.rglob("plotly-*.js")]
+    assert bundles == [root / bundle_name()] and bundles[0].stat().st_size > 1_000_000
+    pages = sorted(p for p in root.glob("backtest-*/report.html"))
+    assert len(pages) == 2
+    for page in pages:
+        (src,) = re.findall(r'<script src="([^"]+)"', page.read_text())
+        assert src == f"../{bundle_name()}" and (page.parent / src).resolve() == bundles[0].resolve()
+
+
 def test_a_run_store_that_cannot_be_written_leaves_no_output(tmp_path, monkeypatch, capsys):
     store = tmp_path / "store"
     store.write_text("a file where the run store folder should be")
@@ -42,24 +80,14 @@ def test_a_run_store_that_cannot_be_written_leaves_no_output(tmp_path, monkeypat
     (tmp_path / "old" / "SP500.json").write_text('{"old": true}')
     assert main(["backtest", *FAST, "--output-dir", str(tmp_path / "old")]) == 3
     assert _names(tmp_path) == ["old", "store"] and _names(tmp_path / "old") == ["SP500.json"]
-    assert json.loads((tmp_path / "old" / "SP500.json").read_text()) == {"old": True}
 
     monkeypatch.setenv("MARKETCAST_RUN_STORE", str(tmp_path / "runs"))  # a store that works: the outputs appear
     assert main(["backtest", *FAST, "--html", "--output-dir", str(tmp_path / "old")]) == 0
-    assert _names(tmp_path / "old") == sorted([*OUTPUTS, "report.html", bundle_name()])  # the page and its Plotly
-    assert json.loads((tmp_path / "old" / "SP500.json").read_text())["runs"] == 6
-    assert _names(tmp_path) == ["old", "runs", "store"]
-
-
-def test_a_second_command_on_the_same_output_folder_is_refused(tmp_path, capsys):
-    dest = tmp_path / "out"
-    with output_folder(dest):  # the first command, half-way through its write
-        assert main(["backtest", *FAST, "--output-dir", str(dest)]) == 3
-        assert _said(capsys.readouterr().err) == (f"error: {dest} is being written by another marketcast process "
-                                           f"(pid {os.getpid()}); wait for it to finish or choose another folder\n")
-        assert not dest.exists()
-    assert main(["backtest", *FAST, "--output-dir", str(dest)]) == 0  # once it is done, the next one runs
-    assert _names(dest) == OUTPUTS and _names(tmp_path) == ["out"]
+    (run,) = os.listdir(tmp_path / "runs")
+    assert _names(tmp_path / "old") == sorted(["SP500.json", run, "latest", bundle_name()])
+    assert _names(tmp_path / "old" / run) == sorted([*OUTPUTS, "report.html"])
+    assert json.loads((tmp_path / "old" / "SP500.json").read_text()) == {"old": True}  # not ours: left alone
+    assert json.loads((tmp_path / "old" / "latest" / "SP500.json").read_text())["runs"] == 6
 
 
 def test_a_full_disk_is_exit_3_and_leaves_nothing_half_written(tmp_path):
@@ -75,21 +103,27 @@ def test_a_full_disk_is_exit_3_and_leaves_nothing_half_written(tmp_path):
                           env={**os.environ, "MARKETCAST_RUN_STORE": str(tmp_path / "runs")})
     assert done.returncode == 3, done.stderr
     (line,) = _said(done.stderr).splitlines()
-    assert line.startswith(f"error: {tmp_path / 'out'}") and line.endswith(
+    assert line.startswith(f"error: {tmp_path / 'out' / 'backtest-'}") and line.endswith(
         "cannot write (File too large); free space or fix the permissions and run again")
     assert _names(tmp_path) == ["out"] and _names(tmp_path / "out") == ["SP500.json"]  # no run recorded either
     assert (tmp_path / "out" / "SP500.json").read_text() == "{}"
 
 
-@pytest.mark.parametrize("inside", ["sub", "link"])
-def test_a_folder_that_is_not_only_outputs_is_refused_before_anything_is_written(tmp_path, capsys, inside):
-    dest = tmp_path / "project"
-    (dest / "src").mkdir(parents=True)
-    if inside == "link":
-        (dest / "src").rmdir()
-        (dest / "src").symlink_to(tmp_path)
-    assert main(["backtest", *FAST, "--output-dir", str(dest)]) == 2
-    assert _said(capsys.readouterr().err) == (f"error: {dest} holds src, which is not a plain file; write the "
-                                              "outputs to a folder of their own (a new or an earlier output "
-                                              "folder)\n")
-    assert _names(dest) == ["src"] and _names(tmp_path) == ["project"]
+def test_a_root_holding_other_things_keeps_them_and_a_latest_not_ours_is_refused(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MARKETCAST_RUN_STORE", "off")
+    root = tmp_path / "project"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "main.py").write_text("print(1)\n")
+    assert main(["backtest", *FAST, "--output-dir", str(root)]) == 0  # no store: the folder still has a run id
+    (run,) = [n for n in _names(root) if n.startswith("backtest-")]
+    assert _names(root) == sorted(["src", run, "latest"]) and _names(root / run) == OUTPUTS
+    assert (root / "src" / "main.py").read_text() == "print(1)\n"
+    assert capsys.readouterr().out.splitlines()[-1] == f"wrote 3 files to {root / run}/ ({root / 'latest'} links it)"
+
+    (root / "latest").unlink()
+    (root / "latest").mkdir()  # a folder of the user's that happens to be called latest: never replaced
+    assert main(["backtest", *FAST, "--output-dir", str(root)]) == 3
+    assert _said(capsys.readouterr().err) == (f"error: --output-dir {root}: holds latest, which is not the link "
+                                              "marketcast keeps to the newest run folder; move it away or choose "
+                                              "another folder\n")
+    assert _names(root) == sorted(["src", run, "latest"]) and _names(root / "latest") == []

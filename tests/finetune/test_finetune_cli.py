@@ -99,7 +99,7 @@ def test_a_backtest_after_until_runs_with_the_tuned_weights(full, data_dir, tmp_
                  "--start", "2021-02-25", "--end", "2021-03-16", "--samples", "16", "--context", "32",
                  "--output-dir", str(tmp_path / "bt")])
     assert code == 0, capsys.readouterr().err
-    report = json.loads((tmp_path / "bt" / "SYN.json").read_text())
+    report = json.loads((tmp_path / "bt" / "latest" / "SYN.json").read_text())
     assert report["runs"] == 14
 
 

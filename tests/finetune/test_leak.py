@@ -113,13 +113,13 @@ def test_in_sample_windows_are_marked_in_every_report(tuned, data_dir, tmp_path,
     terminal = " ".join(captured.out.split())
     assert f"SYN: {syn}" in terminal and f"OTHER: {other}" in terminal
     schema = load_schema("backtest")
-    reports = {s: json.loads((out / f"{s}.json").read_text()) for s in ("SYN", "OTHER")}
+    reports = {s: json.loads((out / "latest" / f"{s}.json").read_text()) for s in ("SYN", "OTHER")}
     jsonschema.validate(list(reports.values()), schema)
     assert {s: (r["sample"], r["in_sample_windows"], r["tuned_until"]) for s, r in reports.items()} == {
         "SYN": (IN_SAMPLE, 5, UNTIL), "OTHER": (OTHER_SYMBOL, 0, UNTIL)}
-    summary = (out / "summary.md").read_text()
+    summary = (out / "latest" / "summary.md").read_text()
     assert f"> warning: {syn}." in summary and f"> {other}." in summary
-    page = (out / "report.html").read_text()
+    page = (out / "latest" / "report.html").read_text()
     assert f'<dd class="warning">{syn}</dd>' in page and f"<dt>Sample</dt><dd>{other}</dd>" in page
 
 
@@ -127,9 +127,9 @@ def test_untuned_weights_report_no_sample_label(data_dir, tiny_base, tmp_path, c
     out = tmp_path / "bt"
     assert main(["backtest", "SYN", "--data-dir", str(data_dir), *FAST, "--weights", str(tiny_base),
                  "--start", "2021-02-18", "--end", "2021-03-05", "--output-dir", str(out)]) == 0
-    report = json.loads((out / "SYN.json").read_text())
+    report = json.loads((out / "latest" / "SYN.json").read_text())
     assert not {"sample", "in_sample_windows", "tuned_until"} & set(report)
-    assert "in sample:" not in capsys.readouterr().out and "tuned on" not in (out / "summary.md").read_text()
+    assert "in sample:" not in capsys.readouterr().out and "tuned on" not in (out / "latest" / "summary.md").read_text()
 
 
 def _sweep_spec(tmp_path, data_dir, weights, start: str) -> Path:

@@ -185,4 +185,4 @@ def test_lora_and_full_tuning_both_load_back_through_weights(full, lora, tiny_to
                  "--start", "2021-02-25", "--end", "2021-03-16", "--samples", "16", "--context", "32",
                  "--output-dir", str(tmp_path / "bt")])
     assert code == 0, capsys.readouterr().err
-    assert json.loads((tmp_path / "bt" / "SYN.json").read_text())["runs"] == 14
+    assert json.loads((tmp_path / "bt" / "latest" / "SYN.json").read_text())["runs"] == 14

@@ -1,8 +1,9 @@
-"""Light pages: Plotly is one shared file beside the pages, written with them; a page's own bytes stay small and
-a long trade list is paged in the browser."""
+"""Light pages: Plotly is one shared file (beside the pages, or once in the output root of the run folders),
+written with them; a page's own bytes stay small and a long trade list is paged in the browser."""
 
 import os
 import re
+from pathlib import Path
 
 from marketcast.report.page import bundle_name, plotly_js, write_page
 from marketcast.report.tearsheet import tearsheet_html
@@ -36,6 +37,22 @@ def test_pages_of_one_folder_share_one_bundle_written_once(reports, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["a.html", "b.html", bundle_name()])
 
 
+def test_pages_of_run_folders_share_one_bundle_in_their_root(reports, tmp_path):
+    """Issue 57: one Plotly file per output root, each page pointing at it relatively (a sweep's grid point one
+    folder deeper), however the root is then moved."""
+    root = tmp_path / "out"
+    pages = [root / "r1" / "report.html", root / "r2" / "fill_mode=touch" / "report.html"]
+    for page in pages:
+        write_page(page, tearsheet_html(reports[:1]), bundle_dir=root)
+    assert [p.relative_to(root) for p in root.rglob("plotly-*")] == [Path(bundle_name())]
+    assert [src for page in pages for src in re.findall(r'<script src="([^"]+)"', page.read_text())] == [
+        f"../{bundle_name()}", f"../../{bundle_name()}"]
+    root.rename(tmp_path / "moved")
+    for page in pages:
+        (found,) = loaded_files(tmp_path / "moved" / page.relative_to(root))
+        assert found.resolve() == (tmp_path / "moved" / bundle_name()).resolve() and found.stat().st_size > 10**6
+
+
 def test_a_damaged_bundle_is_replaced_and_modes_follow_the_page(reports, tmp_path):
     bundle = tmp_path / bundle_name()
     bundle.write_text("half a bundle")
@@ -65,9 +82,9 @@ def test_backtest_and_report_run_page_the_trades_alike(tmp_path, monkeypatch):
     monkeypatch.setenv("MARKETCAST_RUN_STORE", str(tmp_path / "runs"))
     assert main(["backtest", "SP500", "--windows", "40", "--samples", "16", "--context", "64", "--no-spa", "--html",
                  "--output-dir", str(tmp_path / "bt"), "--trades-per-page", "10"]) == 0
-    page = (tmp_path / "bt" / "report.html").read_bytes()
+    page = (tmp_path / "bt" / "latest" / "report.html").read_bytes()
     table = _trade_table(page.decode(), "SP500")
     assert table.count("<tr>") - 1 > 10 and ' data-page-size="10">' in table
     assert main(["report", "latest", "-o", str(tmp_path / "again"), "--trades-per-page", "10"]) == 0
-    assert (tmp_path / "again" / "report.html").read_bytes() == page  # the same page size: the same bytes
+    assert (tmp_path / "again" / "latest" / "report.html").read_bytes() == page  # the same page size: the same bytes
     assert (tmp_path / "again" / bundle_name()).read_bytes() == (tmp_path / "bt" / bundle_name()).read_bytes()

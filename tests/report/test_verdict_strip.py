@@ -41,8 +41,8 @@ def one_run(tmp_path_factory):
     shown = cli("runs", "show", run_id, env=env)
     shown_json = cli("runs", "show", run_id, "--json", env=env)
     assert shown.returncode == 0 and shown_json.returncode == 0, shown.stderr + shown_json.stderr
-    return {"stdout": done.stdout, "doc": json.loads((root / "out" / "SP500.json").read_text()),
-            "page": (root / "out" / "report.html").read_text(), "shown": shown.stdout,
+    return {"stdout": done.stdout, "doc": json.loads((root / "out" / "latest" / "SP500.json").read_text()),
+            "page": (root / "out" / "latest" / "report.html").read_text(), "shown": shown.stdout,
             "shown_json": json.loads(shown_json.stdout)}
 
 
@@ -201,7 +201,7 @@ def test_a_forecast_blind_pick_is_flagged_red(tmp_path):
     done = cli("backtest", "SP500", "--windows", "30", "--samples", "32", "--strategies", "buy_hold",
                "--output-dir", str(tmp_path / "out"), env=env)
     assert done.returncode == 0, done.stderr
-    verdict = json.loads((tmp_path / "out" / "SP500.json").read_text())["verdict"]
+    verdict = json.loads((tmp_path / "out" / "latest" / "SP500.json").read_text())["verdict"]
     assert verdict["pick"] == "buy_hold" and verdict["pick_reads_forecast"] is False
     assert verdict["status"]["pick"] == RED and verdict["walk_forward_blind_share"] > 0.5
     share = round(100 * verdict["walk_forward_blind_share"])

@@ -10,9 +10,10 @@ FAST = ["--windows", "12", "--samples", "32", "--context", "64"]
 
 
 def _backtest(tmp_path, name, *args):
+    """The run's own folder under the output root ``tmp_path/name``."""
     out = tmp_path / name
     assert main(["backtest", *FAST, "--output-dir", str(out), *args]) == 0
-    return out
+    return out / "latest"
 
 
 def _json(capsys, *args):
@@ -37,7 +38,7 @@ def test_a_backtest_is_recorded_and_its_reports_are_remade_byte_for_byte(tmp_pat
     assert rows == [{"symbol": "NASDAQ", "n": 8}, {"symbol": "SP500", "n": 8}]
     assert main(["report", "latest", "--no-html", "--plots", "--output-dir", str(tmp_path / "again")]) == 0
     for name in ("SP500.json", "NASDAQ.json", "summary.md", "trades.csv", "SP500_equity.png", "NASDAQ_equity.png"):
-        assert (tmp_path / "again" / name).read_bytes() == (out / name).read_bytes(), name
+        assert (tmp_path / "again" / "latest" / name).read_bytes() == (out / name).read_bytes(), name
     capsys.readouterr()
     assert main(["runs", "list"]) == 0 and run["run_id"] in capsys.readouterr().out
     assert main(["runs", "show", "latest"]) == 0

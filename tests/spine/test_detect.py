@@ -126,7 +126,7 @@ def test_backtest_takes_a_file_path_and_names_the_run_by_its_stem(tmp_path, caps
     assert main(["backtest", str(data / "GOOG.csv"), *FAST, "--output-dir", str(out), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)[0]
     assert (report["symbol"], report["asset_class"], report["periods_per_year"]) == ("GOOG", "stock", 252)
-    assert (out / "GOOG.json").exists()
+    assert (out / "latest" / "GOOG.json").exists()
 
 
 def test_periods_per_year_changes_the_annualisation_by_the_square_root(tmp_path, capsys):

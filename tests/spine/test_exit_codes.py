@@ -274,7 +274,7 @@ def test_130_a_signal_during_the_commit_finishes_the_record_and_says_so(tmp_path
     assert done.returncode == ExitCode.INTERRUPTED, done.stderr
     (run,) = [p.name for p in (tmp_path / "runs").iterdir() if p.is_dir()]
     assert only_error(done) == (f"error: interrupted after the run finished and was recorded ({run}); its reports "
-                                "are in out")
-    assert (tmp_path / "out" / "SP500.json").is_file() and "SP500" not in done.stdout  # no table printed after
+                                f"are in out/{run}")  # its folder is named by the run's id
+    assert (tmp_path / "out" / run / "SP500.json").is_file() and "SP500" not in done.stdout  # no table printed after
     listed = installed("runs", "list", "--json", cwd=tmp_path)
     assert [(r["run_id"], r["status"], r["ok"]) for r in json.loads(listed.stdout)] == [(run, "done", 1)]

@@ -1,5 +1,6 @@
 """A set of output files is written all or nothing, keeps the permissions of what it replaces, and leaves no
-temporary file behind; an output folder is replaced whole, by one writer at a time; a full disk is exit 3."""
+temporary file behind; a run folder appears whole under its root, by one writer at a time, with ``latest``
+following the newest; a full disk is exit 3."""
 
 import os
 import stat
@@ -9,7 +10,7 @@ import sys
 import pytest
 
 from marketcast.errors import DataError, ExitCode, StateError
-from marketcast.fileio import output_folder, write_atomic, write_files
+from marketcast.fileio import exclusive, run_folder, write_atomic, write_files
 
 
 def test_a_failure_on_one_file_leaves_the_folder_as_it_was(tmp_path):
@@ -76,68 +77,82 @@ def test_a_file_size_limit_is_a_state_error_in_a_real_process(tmp_path):
     assert list((tmp_path / "out").iterdir()) == []
 
 
-def test_an_output_folder_appears_whole_and_keeps_the_files_it_does_not_write(tmp_path):
-    dest = tmp_path / "out"
-    write_files(dest, {"SP500.json": "old", "notes.txt": "mine"})
-    (dest / "notes.txt").chmod(0o600)
-    with output_folder(dest) as out:
-        write_files(out.path, {"SP500.json": "new", "trades.csv": "a,b\n"})
-        assert (dest / "SP500.json").read_text() == "old" and not (dest / "trades.csv").exists()  # not yet
+def _names(folder):
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_a_run_folder_appears_whole_holds_only_what_its_run_wrote_and_latest_follows(tmp_path):
+    root = tmp_path / "out"
+    write_files(root, {"notes.txt": "mine"})
+    with run_folder(root, "r1") as out:
+        write_files(out.path, {"SP500.json": "one", "trades.csv": "a,b\n"})
+        assert not (root / "r1").exists() and not (root / "latest").exists()  # not yet
         out.commit()
-    assert {p.name: p.read_text() for p in dest.iterdir()} == {"SP500.json": "new", "notes.txt": "mine",
-                                                               "trades.csv": "a,b\n"}
-    assert stat.S_IMODE((dest / "notes.txt").stat().st_mode) == 0o600
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temporary folder, no lock file
+    assert os.readlink(root / "latest") == "r1" and _names(root / "r1") == ["SP500.json", "trades.csv"]
+    with run_folder(root, "r2") as out:
+        write_files(out.path, {"NASDAQ.json": "two"})
+        out.commit()
+    assert os.readlink(root / "latest") == "r2" and _names(root / "latest") == ["NASDAQ.json"]  # no mix
+    assert {p.name: p.read_text() for p in (root / "r1").iterdir()} == {"SP500.json": "one", "trades.csv": "a,b\n"}
+    with run_folder(root, "r1") as out:  # a run reported again: its folder is replaced whole
+        write_files(out.path, {"report.html": "page"})
+        out.commit()
+    assert _names(root / "r1") == ["report.html"] and os.readlink(root / "latest") == "r1"
+    assert _names(root) == ["latest", "notes.txt", "r1", "r2"]  # no temporary folder, link or lock file
+    assert (root / "notes.txt").read_text() == "mine"
 
 
-def test_an_output_folder_not_committed_leaves_the_destination_as_it_was(tmp_path):
-    dest = tmp_path / "out"
-    write_files(dest, {"SP500.json": "old"})
+def test_a_run_folder_not_committed_leaves_the_root_as_it_was(tmp_path):
+    root = tmp_path / "out"
+    with run_folder(root, "r1") as out:
+        write_files(out.path, {"SP500.json": "one"})
+        out.commit()
     with pytest.raises(RuntimeError, match="the record failed"):
-        with output_folder(dest) as out:
+        with run_folder(root, "r2") as out:
             write_files(out.path, {"SP500.json": "new", "trades.csv": "a,b\n"})
             raise RuntimeError("the record failed")
-    assert {p.name: p.read_text() for p in dest.iterdir()} == {"SP500.json": "old"}
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert _names(root) == ["latest", "r1"] and os.readlink(root / "latest") == "r1"
     with pytest.raises(RuntimeError):
-        with output_folder(tmp_path / "new") as out:
+        with run_folder(tmp_path / "new", "r1") as out:
             write_files(out.path, {"a": "x"})
+            write_files(tmp_path / "new", {"plotly.js": "shared"})  # a page's shared file, written before the end
             raise RuntimeError("again")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # a new folder does not appear at all
+    assert _names(tmp_path) == ["out"]  # a root made for the run does not appear at all
 
 
-def test_a_second_writer_of_the_same_folder_is_refused_until_the_first_is_done(tmp_path):
-    dest = tmp_path / "out"
-    with output_folder(dest):
+def test_a_second_writer_of_the_same_run_folder_is_refused_until_the_first_is_done(tmp_path):
+    root = tmp_path / "out"
+    dest = root / "r1"
+    with run_folder(root, "r1"):
         with pytest.raises(StateError, match=rf"^{dest} is being written by another marketcast process "
                                              rf"\(pid {os.getpid()}\); wait for it to finish or choose another "
                                              "folder$") as caught:
-            with output_folder(dest):
+            with run_folder(root, "r1"):
                 pass
         assert caught.value.exit_code == 3
-        with output_folder(tmp_path / "other") as out:  # another folder beside it is free
+        with run_folder(root, "r2") as out:  # another run beside it is free, and its stage is not taken away
             out.commit()
-    with output_folder(dest) as out:
+    with run_folder(root, "r1") as out:
         write_files(out.path, {"a": "x"})
         out.commit()
-    assert (dest / "a").read_text() == "x" and sorted(p.name for p in tmp_path.iterdir()) == ["other", "out"]
+    assert (dest / "a").read_text() == "x" and _names(root) == ["latest", "r1", "r2"]
 
 
 def test_the_leftovers_of_a_killed_writer_are_removed_by_the_next(tmp_path):
-    (tmp_path / ".out.1234abcd.tmp").mkdir()
-    (tmp_path / ".out.1234abcd.tmp" / "SP500.json").write_text("half")
-    (tmp_path / ".out.lock").write_text("999999\n")  # its lock died with it: the file alone holds nothing
-    with output_folder(tmp_path / "out") as out:
-        write_files(out.path, {"a": "x"})
-        out.commit()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    (tmp_path / ".r0.1234abcd.tmp").mkdir()
+    (tmp_path / ".r0.1234abcd.tmp" / "SP500.json").write_text("half")
+    (tmp_path / ".r0.lock").write_text("999999\n")  # its lock died with it: the file alone holds nothing
+    (tmp_path / ".r9.5678abcd.tmp").mkdir()  # a writer still at work holds its lock: its stage stays
+    with exclusive(tmp_path / ".r9.lock", "r9"):
+        with run_folder(tmp_path, "r1") as out:
+            write_files(out.path, {"a": "x"})
+            out.commit()
+        assert _names(tmp_path) == [".r9.5678abcd.tmp", ".r9.lock", "latest", "r1"]
 
 
-def test_a_folder_holding_folders_is_never_swapped_away(tmp_path):
-    (tmp_path / "project" / "src").mkdir(parents=True)
-    with pytest.raises(DataError, match=r"project holds src, which is not a plain file; write the outputs to a "
-                                        r"folder of their own"):
-        with output_folder(tmp_path / "project", DataError):
+@pytest.mark.parametrize("run_id", ["", ".hidden", "a/b", "../up"])
+def test_a_run_id_that_is_not_one_name_is_refused(tmp_path, run_id):
+    with pytest.raises(DataError, match="cannot name a run folder"):
+        with run_folder(tmp_path / "out", run_id, DataError):
             pass
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["project"]
-    assert [p.name for p in (tmp_path / "project").iterdir()] == ["src"]
+    assert _names(tmp_path) == []

@@ -1,6 +1,6 @@
 """SIGTERM at seeded random moments of a real ``marketcast backtest --html`` process: it ends with 143 (or 0 when
-it was done first), leaves no temporary file or lock, an output folder that is whole (the old one or the new
-one), no run-store run without rows that is not marked planned or interrupted, and the next command works."""
+it was done first), leaves no temporary file or lock, run folders that are whole (the new one there or not at
+all), no run-store run without rows that is not marked planned or interrupted, and the next command works."""
 
 from __future__ import annotations
 
@@ -23,11 +23,11 @@ from marketcast.report.page import bundle_name
 SEED = 20261126
 MOMENTS = 20
 ARGS = ["backtest", "SP500", "--windows", "6", "--samples", "16", "--context", "64", "--no-spa", "--html"]
-OUTPUTS = sorted(["SP500.json", "report.html", bundle_name(), "summary.md", "trades.csv"])  # the page loads the bundle
+OUTPUTS = sorted(["SP500.json", "report.html", "summary.md", "trades.csv"])  # the page loads the root's bundle
 TERMINATED = "error: terminated (SIGTERM); temporary files removed"
 # a signal after the run was recorded says so: the run and its reports stay, whole
 RECORDED = re.compile(r"error: terminated \(SIGTERM\) after the run finished and was recorded \(backtest-[0-9a-f-]+\); "
-                      r"its reports are in .+/out")
+                      r"its reports are in .+/out/backtest-[0-9]{8}-[0-9]{6}-[0-9a-f]{4}")
 
 
 def handles_sigterm(pid: int) -> bool:
@@ -79,10 +79,18 @@ def runs_without_rows(store: Path) -> list[str]:
 
 
 def check_whole(out: Path) -> None:
-    assert sorted(p.name for p in out.iterdir()) == OUTPUTS
-    assert json.loads((out / "SP500.json").read_text())["runs"] == 6
-    assert (out / "report.html").read_text().rstrip().endswith("</html>")
-    assert (out / "trades.csv").stat().st_size > 0 and (out / "summary.md").stat().st_size > 0
+    """The root holds the shared Plotly file, ``latest`` and whole run folders only (each named by a run the store
+    holds with its rows, holding that run's files and nothing else); ``latest`` names the newest."""
+    names = sorted(p.name for p in out.iterdir())
+    runs = [n for n in names if n.startswith("backtest-")]
+    assert runs and names == sorted([*runs, "latest", bundle_name()]), names  # no stage, lock or temporary link
+    assert os.readlink(out / "latest") == runs[-1]
+    for run in runs:
+        assert sorted(p.name for p in (out / run).iterdir()) == OUTPUTS
+        assert json.loads((out / run / "SP500.json").read_text())["runs"] == 6
+        assert (out / run / "report.html").read_text().rstrip().endswith("</html>")
+        assert (out / run / "trades.csv").stat().st_size > 0 and (out / run / "summary.md").stat().st_size > 0
+        assert list((out.parent / "runs" / run).glob("part-*.parquet")), run  # recorded before it appeared
 
 
 @pytest.mark.slow

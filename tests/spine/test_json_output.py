@@ -146,7 +146,7 @@ def test_data_check(tmp_path, capsys):
 
 def test_backtest(tmp_path, capsys):
     doc = run_json(capsys, "backtest", "backtest", "SP500", *FAST, "--output-dir", str(tmp_path / "bt"), "--json")
-    written = json.loads((tmp_path / "bt" / "SP500.json").read_text())
+    written = json.loads((tmp_path / "bt" / "latest" / "SP500.json").read_text())
     assert [d["symbol"] for d in doc] == ["SP500"] and doc[0]["runs"] == 12
     assert doc[0]["strategies"]["simple"]["return"] == written["strategies"]["simple"]["return"]
     assert doc[0]["run_id"] in RunStore(os.environ["MARKETCAST_RUN_STORE"]).infos() and "run_id" not in written
@@ -253,15 +253,15 @@ def test_runs_list_show_query_and_compare(store, capsys):
     assert [r["fee"] for r in fees] == [0.0, 0.02]
     shown = run_json(capsys, "runs_show", "runs", "show", dear, *where, "--json")
     assert shown["run"]["run_id"] == dear and shown["run"]["status"] == "done" and shown["failed"] == []
-    sp500 = json.loads((store / "dear" / "SP500.json").read_text())
+    sp500 = json.loads((store / "dear" / "latest" / "SP500.json").read_text())
     simple = next(r for r in shown["summary"] if r["symbol"] == "SP500" and r["strategy"] == "simple")
     assert simple["cells"] == 1 and simple["return"] == sp500["strategies"]["simple"]["return"]
     compared = run_json(capsys, "comparison", "runs", "compare", cheap, dear, *where, "--strict", "--json",
                         code=1)  # FAIL: the fee differs, and --strict fails on that
     assert compared["status"] == "FAIL" and compared["runs"] == {"a": cheap, "b": dear}
     assert len(compared["rows"]) == 16 and {r["symbol"] for r in compared["rows"]} == {"SP500", "NASDAQ"}
-    files = run_json(capsys, "comparison", "compile", "compare", str(store / "cheap" / "SP500.json"),
-                     str(store / "dear" / "SP500.json"), "--json", code=1)
+    files = run_json(capsys, "comparison", "compile", "compare", str(store / "cheap" / "latest" / "SP500.json"),
+                     str(store / "dear" / "latest" / "SP500.json"), "--json", code=1)
     assert files["status"] == "FAIL" and files["rows"] == [r for r in compared["rows"] if r["symbol"] == "SP500"]
 
 
@@ -350,8 +350,8 @@ def test_report_and_runs_compact(store, tmp_path, capsys):
     run_id = min(RunStore(store / "store").infos())
     made = run_json(capsys, "report", "report", run_id, "SP500", "--output-dir", str(tmp_path / "r"), *where,
                     "--json")
-    assert made["run_id"] == run_id and made["tearsheets"] == [str(tmp_path / "r" / "report.html")]
-    assert all(Path(f).is_file() for f in made["files"]) and str(tmp_path / "r" / "SP500.json") in made["files"]
+    assert made["run_id"] == run_id and made["tearsheets"] == [str(tmp_path / "r" / run_id / "report.html")]
+    assert all(Path(f).is_file() for f in made["files"]) and str(tmp_path / "r" / run_id / "SP500.json") in made["files"]
     compacted = run_json(capsys, "runs_compact", "runs", "compact", run_id, *where, "--json")
     assert compacted["run_id"] == run_id and compacted["files_after"] <= compacted["files_before"]
     again = run_json(capsys, "runs_compact", "runs", "compact", run_id, *where, "--json")

@@ -36,7 +36,7 @@ def test_backtest_piped_to_tail_names_the_run_and_report_remakes_it(tmp_path):
     report = subprocess.run(shlex.split(_marketcast(["report", run_id, "--no-html", "-o", str(tmp_path / "rep")])),
                             env=env, capture_output=True, text=True, timeout=300)
     assert report.returncode == 0, report.stderr
-    assert (tmp_path / "rep" / "ABC.json").read_text() == (tmp_path / "bt" / "ABC.json").read_text()
+    assert (tmp_path / "rep" / "latest" / "ABC.json").read_text() == (tmp_path / "bt" / "latest" / "ABC.json").read_text()
 
 
 def test_the_json_carries_the_run_id_and_a_store_that_is_off_prints_none(tmp_path, capsys, monkeypatch):

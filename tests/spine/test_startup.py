@@ -47,7 +47,7 @@ def test_a_baseline_backtest_imports_no_torch_and_a_cached_calendar_no_exchange_
     assert not again & {"torch", "matplotlib", "scipy", "statsmodels", "arch", "plotly", "exchange_calendars",
                          "pydantic"}  # plain option values skip typer's pydantic adapters
     assert {"numpy", "pandas"} <= again
-    selection = json.loads((tmp_path / "o" / "SP500.json").read_text())["selection"]
+    selection = json.loads((tmp_path / "o" / "latest" / "SP500.json").read_text())["selection"]
     assert selection["spa_pvalue"] is not None and selection["spa_cash_mc_error"] is not None  # the SPA ran
 
 

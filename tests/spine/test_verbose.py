@@ -36,7 +36,7 @@ def test_default_run_prints_at_most_40_lines_and_verbose_prints_the_notes(tmp_pa
     assert len(lines(verbose)) > 3 * len(lines(plain))
     # the numbers the default cut are still in the JSON, the same with and without --verbose
     for symbol in ("SP500", "NASDAQ"):
-        a, b = (json.loads((tmp_path / d / f"{symbol}.json").read_text()) for d in ("a", "b"))
+        a, b = (json.loads((tmp_path / d / "latest" / f"{symbol}.json").read_text()) for d in ("a", "b"))
         for doc in (a, b):  # when and how fast: the only keys that differ between two runs
             del doc["generated_at"], doc["forecast_meta"]["latency_s"]
         assert a == b and a["selection"]["dsr_pick"] is not None

@@ -3,8 +3,8 @@ written out (:class:`Done`).
 
 The steps: settings checked before any work, bars read and cut (:func:`marketcast.backtest.prepare.prepare`),
 one batched engine call per distinct config, the forecast fans computed and stored on the results (the report
-layer only draws them), the reports rendered into a hidden folder that replaces the output
-folder only once the run is recorded. The rooms above the backtest come in as arguments: ``page`` draws the
+layer only draws them), the reports rendered into a hidden folder that becomes the run's own folder under
+``--output-dir`` (named by its run id, :func:`marketcast.fileio.run_folder`) only once the run is recorded. The rooms above the backtest come in as arguments: ``page`` draws the
 HTML tearsheet (the report layer), ``record`` stores the run (the run store); the backtest imports neither.
 """
 
@@ -38,10 +38,12 @@ class Page(Protocol):
     def draw(self, results: list[SymbolResult], whole: list[Bars]) -> None: ...
 
     def write(self, folder: Path) -> str:
-        """Write the drawn page into ``folder``; returns its file name."""
+        """Write the drawn page into the run folder ``folder`` (the shared Plotly file goes to the output root, its
+        parent); returns its file name."""
 
 
-Record = Callable[[list[SymbolResult], list[Bars], dict], Optional[str]]
+#: Stores the run under the id given (the run folder's name); returns it, None when the store is off.
+Record = Callable[[list[SymbolResult], list[Bars], dict, str], Optional[str]]
 
 
 @dataclass
@@ -136,13 +138,15 @@ class Job:
 
 @dataclass
 class Done:
-    """A finished backtest: its results (in the symbols' order), the files written and the run recorded."""
+    """A finished backtest: its results (in the symbols' order), the files written (in ``folder``, the run's own
+    folder under the output root) and the run recorded."""
 
     results: list[SymbolResult]
     configs: list[BacktestConfig]
     started: float
     written: list[Path] = field(default_factory=list)
     run_id: Optional[str] = None
+    folder: Optional[Path] = None
 
     @property
     def elapsed(self) -> float:
@@ -184,7 +188,7 @@ def add_seeds(results: list[SymbolResult], bars: Sequence[Bars], configs: Sequen
 def run_job(job: Job, page: Page | None = None, record: Record | None = None) -> Done:
     """Run the backtest ``job`` asks for and write its reports (``--calibration-only``: nothing written)."""
     from marketcast.backtest.report import write_outputs
-    from marketcast.fileio import check_writable, output_folder
+    from marketcast.fileio import check_root, new_run_id, run_folder
     from marketcast.forecast.registry import load_forecaster
     from marketcast.signals import finished, shielded
 
@@ -196,7 +200,7 @@ def run_job(job: Job, page: Page | None = None, record: Record | None = None) ->
     if job.calibration_only and (job.html or job.plots):
         raise ConfigError(f"--calibration-only writes no files; drop {'--html' if job.html else '--plots'}")
     if not job.calibration_only:  # a folder that cannot be written is said now, not after the forecasts
-        check_writable(job.output_dir, "--output-dir")
+        check_root(job.output_dir, "--output-dir")
     dates = fans.parse_dates(job.fan_date)
     if dates and not job.html:
         raise ConfigError("--fan-date draws a fan in the HTML tearsheet; add --html")
@@ -221,9 +225,10 @@ def run_job(job: Job, page: Page | None = None, record: Record | None = None) ->
             step("drawing the HTML tearsheet")
             page.draw(done.results, prepared.whole)
         step("writing reports and plots" if job.plots else "writing reports")
-        # everything goes into a hidden folder beside output_dir, which replaces it only once the run store
-        # holds the run too: a failure or a signal leaves output_dir as it was and no temporary file
-        with output_folder(job.output_dir) as out:
+        # everything goes into a hidden folder under output_dir, named the run's id only once the run store holds
+        # the run too: a failure or a signal leaves no folder and no temporary file
+        run_id = new_run_id("backtest")
+        with run_folder(job.output_dir, run_id) as out:
             names = [p.name for p in write_outputs(done.results, out.path, job.plots)]
             if page is not None:
                 names.append(page.write(out.path))
@@ -233,9 +238,10 @@ def run_job(job: Job, page: Page | None = None, record: Record | None = None) ->
                         "model": job.model, "weights": job.weights, "device": job.device, "dtype": job.dtype,
                         "asset_class": job.asset_class, "data_dir": inputs.data_dir,
                         "on_duplicate": job.on_duplicate, "periods_per_year": job.periods_per_year,
-                        "timezone": job.timezone})
+                        "timezone": job.timezone}, run_id)
                 out.commit()
                 recorded = f" and was recorded ({done.run_id})" if done.run_id else ""
-                finished(f"the run finished{recorded}; its reports are in {job.output_dir}")
-    done.written = [job.output_dir / name for name in names]
+                finished(f"the run finished{recorded}; its reports are in {job.output_dir / run_id}")
+    done.folder = job.output_dir / run_id
+    done.written = [done.folder / name for name in names]
     return done

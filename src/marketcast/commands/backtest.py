@@ -22,6 +22,7 @@ from marketcast.commands.help import choice_list
 from marketcast.console import console, print_json
 from marketcast.data import DEFAULT_SYMBOLS
 from marketcast.errors import ConfigError
+from marketcast.fileio import LATEST
 from marketcast.forecast.aggregate import SPEC_HELP, validate_spec
 from marketcast.report.paging import TRADES_PER_PAGE
 
@@ -106,9 +107,10 @@ RiskPerTrade = Annotated[float, typer.Option(
 Seeds = Annotated[int, typer.Option(
     help="Re-run with N seeds (--seed .. --seed + N - 1) and report the spread of every return; the files and "
          "the run store hold the first seed's run and the spread.")]
-OutputDir = Annotated[Path, typer.Option(help="Where JSON, Markdown, trades.csv and PNGs go.")]
+OutputDir = Annotated[Path, typer.Option(help="Root of the run folders: each run writes its JSON, Markdown, trades.csv "
+                                              "and PNGs into ROOT/<run id>/, and ROOT/latest links the newest.")]
 Html = Annotated[bool, typer.Option("--html", help="Also write report.html: a tearsheet that opens offline (Plotly "
-                                                  "from one file beside it; see docs/reports.md).")]
+                                                  "from one file in the output root; see docs/reports.md).")]
 CalibrationOnly = Annotated[bool, typer.Option(
     "--calibration-only", help="Forecast skill and calibration only (coverage, PIT): no strategies, fills or "
                                "selection; prints tables or --json and writes no files.")]
@@ -188,7 +190,7 @@ class Tearsheet:
         from marketcast.report.page import write_page
         from marketcast.report.tearsheet import PAGE_NAME
 
-        write_page(folder / PAGE_NAME, self.html)
+        write_page(folder / PAGE_NAME, self.html, bundle_dir=folder.parent)
         return PAGE_NAME
 
 
@@ -266,7 +268,9 @@ def show(job: Job, done: Done) -> None:
                       "docs/backtest.md#verdict[/dim]", highlight=False)
     console.print(f"[dim]{len(results)} symbol{'s' if len(results) != 1 else ''} × {done.windows_text()}, "
                   f"model {job.model}, {job.samples} samples, "
-                  f"{elapsed:.1f} s; wrote {len(done.written)} files to {job.output_dir}/[/dim]")
+                  f"{elapsed:.1f} s[/dim]", highlight=False)
+    console.print(f"wrote {len(done.written)} files to {done.folder}/ ({job.output_dir / LATEST} links it)",
+                  highlight=False, markup=False, soft_wrap=True)
     if job.html:
         console.print(f"tearsheet: {done.written[-1]}", highlight=False)
     if done.run_id:  # the last line, so `marketcast backtest ... | tail -1` names the run for `report` / `runs show`

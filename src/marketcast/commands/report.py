@@ -2,8 +2,10 @@
 
 The one command that re-makes reports from the run store: JSON, Markdown, trades.csv and (``--plots``) the PNGs through
 the backtest's own writer (byte for byte what ``marketcast backtest`` wrote), and ``report.html`` equal to
-what ``marketcast backtest --html`` wrote for the same run. A run with grid axes (a sweep) gets a folder per
-grid point; a ``models compare`` run's pages open with a verdict strip row per model (its leaderboard table
+what ``marketcast backtest --html`` wrote for the same run. They go into the run's own folder under
+``--output-dir`` (``out/report/<run id>/``, with ``out/report/latest`` linking it), replaced whole when the run is
+reported again (:func:`marketcast.fileio.run_folder`), and the pages share one Plotly file in that root. A run with
+grid axes (a sweep) gets a sub-folder per grid point; a ``models compare`` run's pages open with a verdict strip row per model (its leaderboard table
 follows the symbols). The page draws the fans the run stored;
 only fans it lacks (another ``--fan-date``, a run recorded before fans were stored) are forecast here, by the run's
 model, and handed to the report as data.
@@ -20,7 +22,7 @@ from marketcast.commands import options
 from marketcast.commands.runs import RUN_ARG, STORE_OPT, open_store
 from marketcast.console import console, print_json
 from marketcast.errors import ConfigError
-from marketcast.fileio import check_writable
+from marketcast.fileio import LATEST, check_root, run_folder
 from marketcast.report.paging import TRADES_PER_PAGE
 
 DEFAULT_OUTPUT = Path("out/report")
@@ -68,8 +70,9 @@ def report(
     run: str = RUN_ARG,
     symbol: Annotated[Optional[str], typer.Argument(help="Only this symbol's reports (only its records are "
                                                          "read).")] = None,
-    output_dir: Annotated[Optional[Path], typer.Option(
-        "--output-dir", "-o", help=f"Where the reports go (default: {DEFAULT_OUTPUT}/<run id>).")] = None,
+    output_dir: Annotated[Path, typer.Option(
+        "--output-dir", "-o", help=f"Root of the run folders: the reports go into ROOT/<run id>/, and ROOT/latest "
+                                   f"links it (default: {DEFAULT_OUTPUT}).")] = DEFAULT_OUTPUT,
     html: Annotated[bool, typer.Option(
         "--html/--no-html", help="Write the HTML tearsheet, report.html (with the fans the run stored; another "
                                  "--fan-date loads the run's model again).")] = True,
@@ -90,7 +93,7 @@ def report(
     runs = open_store(store)
     with runs.one_warning():  # the store is read here, and only here
         run_id = runs.open_run(run)
-        out = check_writable(output_dir or DEFAULT_OUTPUT / run_id, "--output-dir")
+        root = check_root(output_dir, "--output-dir")
         info = runs.info(run_id)
         pages = {}
         if html:  # every page drawn before any file is written
@@ -110,17 +113,22 @@ def report(
     if not results:
         what = f"no finished cell of {symbol}" if symbol is not None else "no finished cells"
         raise ConfigError(f"run {run_id} has {what}; there is nothing to report")
-    written, by_model = [], info.get("kind") == "leaderboard"
-    for key, group in results.items():
-        written += write_outputs(group, folder(out, key, by_model), plots)
-        if key in pages:
-            written.append(folder(out, key, by_model) / PAGE_NAME)
-            write_page(written[-1], pages[key])
+    by_model = info.get("kind") == "leaderboard"
+    out, staged = output_dir / run_id, []
+    with run_folder(root, run_id, ConfigError) as stage:
+        for key, group in results.items():
+            staged += write_outputs(group, folder(stage.path, key, by_model), plots)
+            if key in pages:
+                staged.append(folder(stage.path, key, by_model) / PAGE_NAME)
+                write_page(staged[-1], pages[key], bundle_dir=root)
+        stage.commit()
+    written = [out / path.relative_to(stage.path) for path in staged]
     if as_json:  # src/marketcast/schemas/report.schema.json
         print_json({"run_id": run_id, "out": str(out), "files": [str(p) for p in written],
                     "tearsheets": [str(p) for p in written if p.suffix == ".html"]})
         return
-    console.print(f"wrote {len(written)} files of {run_id} to {out}/", highlight=False)
+    console.print(f"wrote {len(written)} files of {run_id} to {out}/ ({output_dir / LATEST} links it)",
+                  highlight=False, markup=False, soft_wrap=True)
     for path in written:
         if path.suffix == ".html":
             console.print(f"tearsheet: {path}", highlight=False)

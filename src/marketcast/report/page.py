@@ -1,11 +1,13 @@
 """One HTML page: each chart's figure as JSON beside its ``<div>``, one small script that draws them all, and
-Plotly's JavaScript from one shared file beside the page (:func:`bundle_name`, written with the page by
-:func:`write_page`).
+Plotly's JavaScript from one shared file (:func:`bundle_name`, written with the page by :func:`write_page`): in
+the output root that holds the run folders (``out/backtest/plotly-<version>.min.js``), or beside the page.
 
 Why a shared file: the full plotly.js bundle is 4.8 MB and the plotly wheel ships no partial bundle, so inlining it
-made every page 5-7 MB; beside the pages it is written once per folder, read once by the browser and cached, and
-a page of one symbol is a few hundred kB. Nothing is fetched from a network: no CDN, no web font, no image URL;
-the ``<script src>`` is relative, so the page opens the same offline (``file://``) wherever its folder is copied. Every
+made every page 5-7 MB, and a copy per run folder 38 MB after an hour; in the output root it is written once for
+every run under it, read once by the browser and cached, and a page of one symbol is a few hundred kB. Nothing is
+fetched from a network: no CDN, no web font, no image URL; the ``<script src>`` is relative
+(``../plotly-<version>.min.js`` from a run folder), so the page opens the same offline (``file://``) wherever its
+output root is copied. Every
 text that comes from data is escaped. When all charts are drawn the script sets ``data-charts`` (how many)
 and ``data-render-ms`` on ``<body>``, which the browser check (``benchmarks/html_check.py``) waits for.
 Output is deterministic: the same results give the same bytes.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -217,16 +220,22 @@ def document(title: str, subtitle: str, nav: Sequence[tuple[str, str]], body: st
     links = "".join(f'<a href="#{esc(a)}">{esc(label)}</a>' for a, label in nav)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{esc(title)}</title>"
-            f"<style>{STYLE}</style><script src=\"{esc(bundle_name())}\"></script></head><body>"
+            f"<style>{STYLE}</style>{_script(bundle_name())}</head><body>"
             f"<header><h1>{esc(title)}</h1><p>{esc(subtitle)}</p></header>"
             f"{'<nav>' + links + '</nav>' if links else ''}<main>{body}</main>"
             f"<script>{SORT}{PAGER}{RENDER % json.dumps(PLOT_CONFIG)}</script></body></html>\n")
 
 
-def write_page(path: str | Path, text: str, mode: int | None = None) -> None:
+def _script(src: str) -> str:
+    return f'<script src="{esc(src)}"></script>'
+
+
+def write_page(path: str | Path, text: str, mode: int | None = None, bundle_dir: str | Path | None = None) -> None:
     """Write the page atomically (a reader sees the old page or the new one, never half of one), the shared
     Plotly bundle first (:func:`write_bundle`), so a page on disk always finds it; ``mode``: their permission
-    bits from the first byte (``trade status``'s page is its owner's alone)."""
+    bits from the first byte (``trade status``'s page is its owner's alone). ``bundle_dir``: where the bundle
+    goes (default: beside the page), an output root that holds run folders: one file for all their pages, which
+    reference it by a relative path (``../plotly-<version>.min.js``)."""
     final = Path(path)
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
@@ -234,7 +243,8 @@ def write_page(path: str | Path, text: str, mode: int | None = None) -> None:
         raise MarketcastError(f"{final.parent}: cannot create the folder ({exc.strerror})") from None
     if final.is_dir():
         raise MarketcastError(f"{final}: is a folder; give the HTML file's path")
-    write_bundle(final.parent, mode)
+    bundle = write_bundle(Path(bundle_dir) if bundle_dir is not None else final.parent, mode)
+    text = text.replace(_script(bundle_name()), _script(os.path.relpath(bundle, final.parent)), 1)
     write_atomic(final, lambda tmp: tmp.write_text(text, encoding="utf-8"), MarketcastError, mode)
 
 

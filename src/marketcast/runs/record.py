@@ -4,19 +4,16 @@ by the CLI at start-up, so the heavy imports wait until a run is recorded."""
 
 from __future__ import annotations
 
-import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
 from marketcast.backtest.engine import SymbolResult
 from marketcast.data.bars import Bars
+from marketcast.fileio import new_run_id
 from marketcast.runs.cells import Cell, digest
 
-
-def new_run_id(prefix: str) -> str:
-    """``<prefix>-<UTC time>-<random>``: sortable by start time, unique across processes."""
-    return f"{prefix}-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:4]}"
+__all__ = ["new_run_id", "now_iso", "record_backtest"]
 
 
 def now_iso() -> str:
@@ -25,8 +22,9 @@ def now_iso() -> str:
 
 
 def record_backtest(results: Sequence[SymbolResult], bars: Sequence[Bars], options: dict,
-                    store: str | Path | None = None) -> str | None:
-    """Write one run of kind ``backtest`` (a cell per symbol); returns its id, None when the store is off.
+                    run_id: str | None = None, store: str | Path | None = None) -> str | None:
+    """Write one run of kind ``backtest`` (a cell per symbol); returns its id (``run_id``, the one its output
+    folder is named by, else a new one), None when the store is off.
 
     ``options`` are the model and data options of the command (``model``, ``weights``, ``device``,
     ``dtype``, ``compile``, ``asset_class``, ``data_dir``); the rest of each cell is the result's config.
@@ -40,7 +38,7 @@ def record_backtest(results: Sequence[SymbolResult], bars: Sequence[Bars], optio
     opts = {k: (str(Path(v).resolve()) if k == "data_dir" and v is not None else v) for k, v in options.items()}
     cells = [Cell(symbol=r.symbol, config=r.config, **opts) for r in results]
     ids = [c.cell_id for c in cells]
-    ctx = RunContext(run_id=new_run_id("backtest"), kind="backtest", spec_hash=digest(ids),
+    ctx = RunContext(run_id=run_id or new_run_id("backtest"), kind="backtest", spec_hash=digest(ids),
                      code_version=code_version())
     rows = [row for i, (cell, result, b) in enumerate(zip(cells, results, bars))
             for row in ok_rows(ctx, cell, i, result, fingerprint(b), seconds=None)]
