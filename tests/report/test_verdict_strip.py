@@ -271,11 +271,11 @@ def test_the_status_pages_strip_opens_main_and_holds_trade_status_numbers(live_s
     rec, journal = data["records"], data["journal"]
     equity = np.array([r["equity"] for r in read_records(live_state)])
     # the drawdown is the records' own equity against its running peak, and the replay did lose from a peak
-    assert rec["max_drawdown"] == pytest.approx(np.max(1 - equity / np.maximum.accumulate(equity)), abs=1e-15)
-    assert rec["max_drawdown"] > 0 and journal["fills"] > 0
+    assert rec["max_drawdown"] == pytest.approx(-np.max(1 - equity / np.maximum.accumulate(equity)), abs=1e-15)
+    assert rec["max_drawdown"] < 0 and journal["fills"] > 0  # a fall reads negative, as in the backtest's JSON
     assert texts["net"] == (f"{rec['equity_last'] / rec['equity_first'] - 1:+.2%} ({rec['equity_first']:,.2f} → "
                             f"{rec['equity_last']:,.2f})")
-    assert texts["max_dd"] == f"{-rec['max_drawdown']:.2%}"
+    assert texts["max_dd"] == f"{rec['max_drawdown']:.2%}"
     assert texts["cycles"] == f"{journal['cycles']:,} ({journal['first_bar'][:10]} → {journal['last_bar'][:10]})"
     assert texts["refusals"] == str(journal["orders_rejected"] + journal["orders_refused"])
     assert texts["fallbacks"] == str(rec["fallbacks_to_eager"]) and texts["halted"] == "no" and not data["halts"]
@@ -283,6 +283,8 @@ def test_the_status_pages_strip_opens_main_and_holds_trade_status_numbers(live_s
     # the terminal's rows (what `trade status` prints) say the same
     terminal = dict(status_rows(live_state))
     assert terminal["max_drawdown"] == texts["max_dd"]
+    # the baseline compiles nothing: null in the JSON, "eager" in the terminal and on the page, never "-"
+    assert rec["compile_mode"] is None and terminal["compile_mode"] == "eager" and "<td>mode eager," in page
     assert (terminal["equity_first"], terminal["equity_last"]) == (f"{rec['equity_first']:,.2f}",
                                                                    f"{rec['equity_last']:,.2f}")
     assert terminal["cycles"] == f"{journal['cycles']}" and terminal["halted"] == "no"
@@ -291,19 +293,20 @@ def test_the_status_pages_strip_opens_main_and_holds_trade_status_numbers(live_s
 
 
 @pytest.mark.parametrize("equity,expected", [
-    ([100.0, 110.0, 99.0, 120.0, 90.0, None, 130.0], 0.25),  # 120 -> 90; the missing cycle is skipped
-    ([100.0, 100.0, 101.0], 0.0), ([], None), ([None], None), ([100.0, 80.0], 0.2),
+    ([100.0, 110.0, 99.0, 120.0, 90.0, None, 130.0], -0.25),  # 120 -> 90; the missing cycle is skipped
+    ([100.0, 100.0, 101.0], 0.0), ([], None), ([None], None), ([100.0, 80.0], -0.2),
 ])
 def test_max_drawdown_of_the_recorded_equity(equity, expected):
     from marketcast.trade.ops.monitor import max_drawdown
 
     assert max_drawdown(equity) == (None if expected is None else pytest.approx(expected, abs=1e-15))
+    assert str(max_drawdown([100.0, 100.0, 101.0])) == "0.0"  # never below a peak: 0.0, not -0.0
 
 
 def _status_data(halts=0, rejected=0, refused=0, fallbacks=0, picks=None) -> dict:
     journal = {"cycles": 3, "first_bar": "2017-06-01T00:00:00+00:00", "last_bar": "2017-06-05T00:00:00+00:00",
                "orders_rejected": rejected, "orders_refused": refused}
-    return {"records": {"equity_first": 100.0, "equity_last": 99.0, "max_drawdown": 0.02,
+    return {"records": {"equity_first": 100.0, "equity_last": 99.0, "max_drawdown": -0.02,
                         "fallbacks_to_eager": fallbacks},
             "journal": journal, "halts": [{"message": "halt"}] * halts,
             "strategies": {s: {"strategy": p} for s, p in ({"SP500": "maxdiff"} if picks is None else picks).items()}}

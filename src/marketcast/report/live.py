@@ -153,8 +153,9 @@ def _summary_rows(state: LiveState) -> list[list[str]]:
                        f"cancelled, {s['orders_rejected']} rejected, {s['orders_refused']} refused"],
             ["quotes", f"{s['quotes_real']} real, {s['quotes_synthetic']} synthetic"],
             ["mean forecast latency", latency],
-            ["compile", f"mode {s['compile_mode'] or 'eager'}, {s['recompiles_since_start']} recompiles since start, "
-                        f"{s['fallbacks_to_eager']} eager fallbacks {s['eager_fallback_models'] or ''}".rstrip()],
+            ["compile", f"mode {live_verdict.compile_mode_text(s['compile_mode'])}, {s['recompiles_since_start']} "
+                        f"recompiles since start, {s['fallbacks_to_eager']} eager fallbacks "
+                        f"{s['eager_fallback_models'] or ''}".rstrip()],
             ["peak memory", f"{s['peak_memory_mb']:,.0f} MB"],
             ["halted", "no" if not state.halts else "yes"]]
 

@@ -57,8 +57,15 @@ def build(data: dict) -> dict:
 
 
 def drawdown_text(dd: float | None) -> str:
-    """A drawdown (a positive fraction) as a fall, ``-2.31%`` (none: ``0.00%``, never ``-0.00%``)."""
-    return "—" if dd is None else f"{-dd:.2%}" if dd > 0 else f"{0.0:.2%}"
+    """A drawdown (a negative fraction, the JSON's sign) as a percent, ``-2.31%`` (none: ``0.00%``, never
+    ``-0.00%``)."""
+    return "—" if dd is None else f"{dd:.2%}" if dd < 0 else f"{0.0:.2%}"
+
+
+def compile_mode_text(mode: str | None) -> str:
+    """The compile mode in the words the status page and the terminal share: the JSON's null (no model compiled,
+    the baseline included) is ``eager``."""
+    return mode or "eager"
 
 
 def _money(x) -> str:

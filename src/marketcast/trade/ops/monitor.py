@@ -84,12 +84,13 @@ def read_records(state_dir: str | Path) -> list[dict]:
 
 
 def max_drawdown(equity: list) -> float | None:
-    """The deepest fall of the recorded equity from its running peak, as a fraction of the peak (0.0: never
-    below a peak; None: no equity recorded). Cycles without an equity figure are skipped."""
+    """The deepest fall of the recorded equity from its running peak, as a negative fraction of the peak: the
+    backtest's sign, as quantstats (0.0: never below a peak; None: no equity recorded). Cycles without an equity
+    figure are skipped."""
     from marketcast.backtest.metrics import equity_drawdown
 
     recorded = [v for v in equity if v is not None and not math.isnan(v) and v > 0]
-    return equity_drawdown(recorded) if recorded else None
+    return 0.0 - equity_drawdown(recorded) if recorded else None  # 0.0 - 0.0 is 0.0, never -0.0
 
 
 def summarise(records: list[dict]) -> dict:

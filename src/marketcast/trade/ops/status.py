@@ -16,7 +16,7 @@ from pathlib import Path
 
 from marketcast.backtest.costs import defaults_text
 from marketcast.errors import ConfigError
-from marketcast.trade.ops.live_verdict import drawdown_text
+from marketcast.trade.ops.live_verdict import compile_mode_text, drawdown_text
 from marketcast.trade.ops.monitor import RECORDS, read_records, summarise
 from marketcast.trade.journal.state import Journal
 from marketcast.trade.ops.redact import redact
@@ -135,7 +135,8 @@ def status_rows(state_dir: Path) -> list[tuple[str, str]]:
     """(what, value) rows of the status table, from :func:`status_data`."""
     data = status_data(state_dir)
     rows = [(k, _text(v)) for k, v in (data["journal"] or {"cycles": 0}).items()]
-    rows += [(k, drawdown_text(v) if k == "max_drawdown" else _text(v)) for k, v in (data["records"] or {}).items()]
+    said = {"max_drawdown": drawdown_text, "compile_mode": compile_mode_text}  # in the status page's words
+    rows += [(k, said.get(k, _text)(v)) for k, v in (data["records"] or {}).items()]
     if data["foreign"]:
         rows.append(("foreign (untouched)", "; ".join(
             f"{s}: position {f['position']:g}, orders {', '.join(f['orders']) or 'none'}"
