@@ -381,6 +381,9 @@ def test_trade_status_and_orders(trade_state, capsys):
     assert list(records["mean_forecast_latency_ms"]) == ["baseline"] and status["halts"] == []
     assert status["bound_to"]["account_id"].startswith("paper-")
     assert all(math.isfinite(o["qty"]) and o["decision_ts"] >= "2017-03-01" for o in orders)
+    # one drawdown sign across schemas: a fall is negative, as in the backtest's JSON; a positive one is refused
+    assert records["max_drawdown"] <= 0
+    assert errors("trade_status", {**status, "records": {**records, "max_drawdown": 0.1}})
 
 
 def test_trade_status_of_a_folder_with_records_only(tmp_path, capsys):
