@@ -101,7 +101,7 @@ def test_types_ranges_and_defaults_print_as_people_expect(capsys, monkeypatch):
     assert "--fee FLOAT " in lines["--fee"] and "--data-dir PATH " in lines["--data-dir"]
     assert lines["--json"].split()[:2] == ["--json", "Print"]  # a flag takes no value
     assert "--spa / --no-spa " in lines["--spa"] and "[default: --spa]" in lines["--spa"]
-    assert "--asset-class TEXT " in lines["--asset-class"]
+    assert "--asset-class CLASS|SYMBOL=CLASS " in lines["--asset-class"]
 
 
 def test_a_range_bounded_on_both_sides_prints_as_low_to_high(monkeypatch):
