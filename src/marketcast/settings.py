@@ -187,6 +187,7 @@ class Setting:
     env: tuple[str, ...] = ()  # aliases after MARKETCAST_<TABLE>_<KEY>, e.g. ADD_LATEST
     shown: str | None = None  # the default as --help and --print-config say it, when str() is not it
     metavar: str | None = None  # what --help shows the flag takes
+    bounds: tuple[float, float] | None = None  # a number's range, checked by click and shown by --help as [low..high]
     secret: Callable[[str], str] | None = None  # how a value that may be a credential is shown (errors, tables)
 
     @property
@@ -372,8 +373,9 @@ def with_options(settings: Sequence[Setting]):
             repeated = s.type == list[str]
             default = None if (repeated or s.default is None) else s.default
             shown = f" \\[default: {s.shown}]" if s.shown is not None else ""  # escaped: help is rich markup
+            low, high = s.bounds or (None, None)
             option = typer.Option(default, *s.flag.split(" "), help=s.help + shown, show_default=s.shown is None,
-                                  metavar=s.metavar)
+                                  metavar=s.metavar, min=low, max=high)
             annotation = s.type if default is not None else s.type | None
             params.append(inspect.Parameter(s.param, inspect.Parameter.KEYWORD_ONLY, default=option,
                                             annotation=annotation))

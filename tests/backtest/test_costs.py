@@ -72,7 +72,7 @@ def test_negative_cost_is_a_config_error(field):
 
 
 @pytest.mark.parametrize("option, message", [
-    ("--fee", "--fee must not be negative"),
+    ("--fee", "Invalid value for '--fee': Input should be greater than or equal to 0"),
     ("--half-spread-bps", "--half-spread-bps must not be negative, got -1"),
     ("--spread", "--spread must not be negative, got -1"),
     ("--slippage-bps", "--slippage-bps must not be negative, got -1"),

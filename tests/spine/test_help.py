@@ -101,7 +101,7 @@ def test_types_ranges_and_defaults_print_as_people_expect(capsys, monkeypatch):
     assert "--fee FLOAT " in lines["--fee"] and "--data-dir PATH " in lines["--data-dir"]
     assert lines["--json"].split()[:2] == ["--json", "Print"]  # a flag takes no value
     assert "--spa / --no-spa " in lines["--spa"] and "[default: --spa]" in lines["--spa"]
-    assert "--asset-class TEXT " in lines["--asset-class"]
+    assert "--asset-class CLASS|SYMBOL=CLASS " in lines["--asset-class"]
 
 
 def test_a_range_bounded_on_both_sides_prints_as_low_to_high(monkeypatch):
@@ -165,3 +165,88 @@ def test_no_bracketed_word_of_a_help_text_is_swallowed_as_markup(path, command, 
     texts = [command.help, command.epilog, *(getattr(p, "help", None) for p in command.params)]
     for words in (w for text in texts for w in _bracketed(text)):
         assert f"[{' '.join(words.split())}]" in page, f"{' '.join(path)}: [{words}] vanished from --help"
+
+
+def _pages() -> list[tuple[str, str, object]]:
+    """Every help page at 200 columns (one option entry a line), with its command path and click command."""
+    import os
+    from contextlib import redirect_stdout
+    from io import StringIO
+
+    old, os.environ["COLUMNS"] = os.environ.get("COLUMNS"), "200"
+    try:
+        pages = []
+        for path, command in TREE:
+            with redirect_stdout(StringIO()) as out:
+                assert main([*path, "--help"]) == 0
+            pages.append((" ".join(path) or "marketcast", out.getvalue(), command))
+        return pages
+    finally:
+        os.environ.pop("COLUMNS") if old is None else os.environ.__setitem__("COLUMNS", old)
+
+
+PAGES = _pages()
+# An option whose value differs in kind on purpose: each command lists the models it can take (finetune and
+# compile a subset, trade run a fallback chain), and models compare takes one weights folder per model.
+OWN_METAVAR = {"--model", "--weights"}
+DATE_LIKE = re.compile(r"--(start|end|from|to|until|since|.*-date)$")
+PATH_LIKE = re.compile(r"--(.*-(dir|file)|store|out|output|config|csv|png|plot)$")
+
+
+def _metavars() -> dict[str, dict[str, list[str]]]:
+    """Option name -> the word its entry shows as the value it takes -> the pages showing it (flags left out)."""
+    found: dict[str, dict[str, list[str]]] = {}
+    for name, page, command in PAGES:
+        if "Options:\n" not in page:
+            continue
+        entries = _entries(page)
+        for param in command.params:
+            if param.param_type_name != "option" or param.is_flag or param.count:
+                continue
+            shown = next(w for w in entries[param.opts[0]].split() if not w.startswith("-"))
+            found.setdefault(param.opts[0], {}).setdefault(shown, []).append(name)
+    return found
+
+
+METAVARS = _metavars()
+
+
+def test_every_model_list_in_any_help_page_is_the_registrys():
+    """A list of models that names the baseline, in brackets or parentheses, names every registered model in
+    the registry's order: the top-level help said "(Toto, Kronos, baseline)" after four more were added."""
+    names = "|".join(MODEL_NAMES)
+    listing = re.compile(rf"[\[(]((?:{names})(?:(?:, ?|\|)(?:{names}))+)[\])]", re.IGNORECASE)
+    seen = 0
+    for name, page, _ in PAGES:
+        for found in listing.finditer(" ".join(page.split())):
+            listed = tuple(re.split(r", ?|\|", found.group(1).lower()))
+            if "baseline" in listed:
+                seen += 1
+                assert listed == MODEL_NAMES, f"{name}: {found.group(0)}"
+    assert "(" + ", ".join(MODEL_NAMES) + ")" in " ".join(PAGES[0][1].split())  # marketcast --help
+    assert seen >= 5  # the root, backtest, forecast, compile check, trade replay: the check has lists to read
+
+
+def test_an_option_shows_one_metavar_in_every_command():
+    mixed = {opt: shown for opt, shown in METAVARS.items() if len(shown) > 1 and opt not in OWN_METAVAR}
+    assert not mixed, mixed
+    assert METAVARS["--start"] == {"DATE": ["backtest", "forecast", "data fetch", "trade replay"]}
+    assert set(METAVARS["--store"]) == {"PATH"} and "models compare" in METAVARS["--store"]["PATH"]
+
+
+def test_dates_and_paths_are_not_shown_as_text():
+    for option, shown in METAVARS.items():
+        if DATE_LIKE.match(option) and option != "--to":  # models download --to is a folder
+            assert set(shown) == {"DATE"}, (option, shown)
+        if PATH_LIKE.match(option) or option == "--to":
+            assert set(shown) == {"PATH"}, (option, shown)
+    assert {"--start", "--end", "--until", "--fan-date", "--state-dir", "--data-dir", "--store"} <= set(METAVARS)
+
+
+def test_every_fee_shows_its_range():
+    from marketcast.commands.options import FEE_RANGE
+
+    pages = [(name, _entries(page)["--fee"]) for name, page, _ in PAGES if "--fee " in page]
+    assert sorted(name for name, _ in pages) == ["backtest", "trade reconcile", "trade replay", "trade run"]
+    for name, entry in pages:
+        assert entry.startswith(f"--fee FLOAT [{FEE_RANGE[0]:g}..{FEE_RANGE[1]:g}] "), (name, entry)

@@ -15,6 +15,7 @@ import typer
 
 from marketcast.commands.help import HELP_OPTIONS
 from marketcast.commands.lazy import lazy_group
+from marketcast.forecast.registry import MODEL_NAMES  # the names alone: no numpy, pandas or torch
 
 COMMANDS = {
     "backtest": ("marketcast.commands.backtest:backtest",
@@ -38,7 +39,7 @@ COMMANDS = {
 
 app = typer.Typer(
     name="marketcast",
-    help="Probabilistic forecasts (Toto, Kronos, baseline) -> honest backtests -> trading decisions.",
+    help=f"Probabilistic forecasts ({', '.join(MODEL_NAMES)}) -> honest backtests -> trading decisions.",
     cls=lazy_group(COMMANDS),
     context_settings=HELP_OPTIONS,
     no_args_is_help=True,

@@ -12,7 +12,6 @@ from typing import Annotated, Optional
 import typer
 
 from marketcast.backtest.config import CALIBRATIONS, MAXDIFF_GRIDS
-from marketcast.backtest.costs import defaults_text
 from marketcast.backtest.fills import FILL_MODES, SAME_BAR_MODES
 from marketcast.backtest.job import Done, Job, run_job
 from marketcast.backtest.selection import DEFAULT_LOOKBACK, DEFAULT_MIN_TRADES
@@ -55,9 +54,6 @@ MaxdiffGrid = Annotated[str, typer.Option(
     callback=options.one_of(MAXDIFF_GRIDS), metavar=choice_list(MAXDIFF_GRIDS),
     help="MaxDiff's offset grid: atr = -1.0 .. +1.0 times each window's ATR% (14-bar average true range over "
          "the close, from bars <= t), percent = the fixed -1 % .. +1 % grid.")]
-Fee = Annotated[Optional[float], typer.Option(
-    help=f"Fee per side as a fraction; the spread and slippage are charged on top (defaults, {defaults_text()}; "
-         "see docs/backtest.md#costs).")]
 HalfSpreadBps = Annotated[Optional[float], typer.Option(
     help="Half the quoted spread, paid per side, in basis points (default: stock 1, crypto 5, forex 0.5, "
          "future 0.25).")]
@@ -144,7 +140,8 @@ def backtest(
     model: options.Model = "baseline", weights: options.Weights = None, device: options.Device = "cpu",
     dtype: options.Dtype = "float32", context: options.Context = 512, samples: options.Samples = 256,
     seed: options.Seed = 0, point: Point = "median", fill_mode: FillMode = "touch", same_bar: SameBar = "pessimistic",
-    maxdiff_grid: MaxdiffGrid = "atr", fee: Fee = None, half_spread_bps: HalfSpreadBps = None, spread: Spread = None,
+    maxdiff_grid: MaxdiffGrid = "atr", fee: options.Fee = None,
+    half_spread_bps: HalfSpreadBps = None, spread: Spread = None,
     slippage_bps: SlippageBps = None, borrow_rate: BorrowRate = None, ci_low: CiLow = 0.40, ci_high: CiHigh = 0.60,
     ci_multiplier: CiMultiplier = 1.0, strategies: Strategies = None, asset_class: options.AssetClass = None,
     periods_per_year: options.PeriodsPerYear = None, select_lookback: SelectLookback = DEFAULT_LOOKBACK,

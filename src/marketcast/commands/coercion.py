@@ -103,6 +103,11 @@ if RuntimeParam is not None:
             quick = quick_value(self.annotation, self.parameter_info, value, param, ctx)
             if quick is not _UNSURE:
                 return quick
+            if self.annotation is float and type(value) is str:  # nan is no number, before any range: `--fee nan`
+                try:  # said "nan is not a finite number", not "Input should be less than or equal to 0.5"
+                    finite(float(value))
+                except ValueError:
+                    pass  # not a number at all: typer says so
             typers = self.__dict__.get("_typers")
             if typers is None:  # built once, kept here: the finite check below must see every later value too
                 typers = build_runtime_param(self.descriptor)

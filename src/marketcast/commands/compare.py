@@ -48,7 +48,7 @@ SkipMissing = Annotated[bool, typer.Option(
 Weights = Annotated[Optional[list[str]], typer.Option(
     "--weights", metavar="MODEL=WEIGHTS", help="One model's weights, repeatable, e.g. toto2=random:4m or "
                                                "toto=/path/to/folder (default: each model's public checkpoint).")]
-Store = Annotated[Optional[str], typer.Option("--store", help=STORE_HELP)]
+Store = Annotated[Optional[str], typer.Option("--store", metavar="PATH", help=STORE_HELP)]
 # every symbol and model is scored on one count of windows, so there is no --start/--end here
 Windows = Annotated[str, typer.Option("--windows", "-n", callback=options.windows_callback, metavar="INTEGER|all",
                                       show_default="70", help=f"{options.WINDOWS_HELP} The same count for every "

@@ -81,8 +81,8 @@ def fetch(
     symbols: List[str] = typer.Argument(..., help="Symbols as the source names them: AAPL, ^GSPC, EURUSD=X, BTC-USD "
                                                    "(yahoo); BTC/USDT (ccxt, written as BTC-USDT.csv); AAPL, BTCUSD "
                                                    "(alpaca)."),
-    start: str = typer.Option(..., "--start", help="First day, e.g. 2020-01-01 (UTC)."),
-    end: Optional[str] = typer.Option(None, "--end", help="Last day, included (default: now)."),
+    start: str = typer.Option(..., "--start", metavar="DATE", help="First day, e.g. 2020-01-01 (UTC)."),
+    end: Optional[str] = typer.Option(None, "--end", metavar="DATE", help="Last day, included (default: now)."),
     timeframe: str = typer.Option("1Day", "--timeframe", help="1Day, 1Hour, 15Min, 1Min, 1Week, 1Month."),
     source: str = typer.Option("alpaca", "--source", help="alpaca (extra alpaca; keys from APCA_API_KEY_ID and "
                                                           "APCA_API_SECRET_KEY), yahoo (extra yahoo: pip install "

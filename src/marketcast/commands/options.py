@@ -14,6 +14,7 @@ from typing import Annotated, Callable, Optional, Sequence
 import typer
 
 from marketcast.commands.flags import AsJson  # noqa: F401 (declared there: runs list imports no pandas)
+from marketcast.backtest.costs import defaults_text
 from marketcast.backtest.execution import DEFAULT_EXIT, EXIT_RULES
 from marketcast.commands.help import choice_list
 from marketcast.data.asset import ASSET_CLASSES
@@ -27,6 +28,7 @@ from marketcast.report.paging import MAX_PER_PAGE, MIN_PER_PAGE, TRADES_PER_PAGE
 DTYPES = ("float32", "bfloat16")
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?|mps)$")
 MAX_SEED = 2**63 - 1
+FEE_RANGE = (0.0, 0.5)  # a fee per side of half the price is a typo (check_costs refuses it too)
 
 
 def one_of(choices: Sequence[str]) -> Callable[[Optional[str]], Optional[str]]:
@@ -133,7 +135,7 @@ Horizon = Annotated[int, typer.Option("--horizon", "-H", min=1, max=MAX_HORIZON,
 DataDir = Annotated[Optional[Path], typer.Option(
     "--data-dir", help="Folder of <SYMBOL>.csv/.parquet bars (default: the embedded SP500 and NASDAQ).")]
 AssetClass = Annotated[Optional[list[str]], typer.Option(
-    "--asset-class", help=f"Asset class ({', '.join(ASSET_CLASSES)}) for every symbol, or SYMBOL=CLASS for one; "
+    "--asset-class", metavar="CLASS|SYMBOL=CLASS", help=f"Asset class ({', '.join(ASSET_CLASSES)}) for every symbol, or SYMBOL=CLASS for one; "
                           "repeatable (default: from the bar times; the symbol breaks a tie).")]
 PeriodsPerYear = Annotated[Optional[float], typer.Option(
     "--periods-per-year", callback=positive_periods,
@@ -165,8 +167,12 @@ TradesPerPage = Annotated[int, typer.Option(
     help=f"Rows of the HTML tearsheet's trade list shown at a time, {MIN_PER_PAGE} to {MAX_PER_PAGE} (previous/next "
          f"buttons page through the rest; default {TRADES_PER_PAGE}).")]
 FanDates = Annotated[Optional[list[str]], typer.Option(
-    "--fan-date", help="Decision date of a forecast fan in the HTML tearsheet (YYYY-MM-DD); repeatable (default: "
+    "--fan-date", metavar="DATE", help="Decision date of a forecast fan in the HTML tearsheet (YYYY-MM-DD); repeatable (default: "
                        "three spread over the run).")]
+Fee = Annotated[Optional[float], typer.Option(
+    "--fee", min=FEE_RANGE[0], max=FEE_RANGE[1],
+    help=f"Fee per side as a fraction; the spread and slippage are charged on top (defaults, {defaults_text()}; "
+         "see docs/backtest.md#costs).")]
 Exit = Annotated[str, typer.Option(
     "--exit", callback=one_of(EXIT_RULES), metavar=choice_list(EXIT_RULES),
     help=f"Where a trade exits (docs/backtest.md#exit-rule; default {DEFAULT_EXIT}): close = a stock at its "

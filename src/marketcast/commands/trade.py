@@ -16,7 +16,6 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from marketcast.backtest.costs import defaults_text
 from marketcast.commands import options
 from marketcast.commands.help import choice_list
 from marketcast.commands.trade_settings import SECTION, SETTINGS
@@ -210,8 +209,7 @@ def reconcile_cmd(
     state_dir: Path = STATE_OPT,
     data_dir: options.DataDir = None,
     on_duplicate: options.OnDuplicate = "error",
-    fee: float | None = typer.Option(None, "--fee", help="fee per side as a fraction (paper broker; default per "
-                                                         "asset class)"),
+    fee: options.Fee = None,
     as_json: options.AsJson = False,
 ) -> None:
     """Compare the journal with the broker; with --accept-broker adopt the broker's view and lift the halt."""
@@ -326,8 +324,9 @@ def orders(
         console.print(blotter.table(rows, f"trade orders: {state_dir} ({orders} orders, {filled} filled)"))
 
 
-ReplayStart = Annotated[str, typer.Option("--start", "--from", help="First decision day, e.g. 2017-01-01 (UTC).")]
-ReplayEnd = Annotated[str, typer.Option("--end", "--to", help="Last day settled, e.g. 2017-12-31 (UTC).")]
+ReplayStart = Annotated[str, typer.Option("--start", "--from", metavar="DATE",
+                                          help="First decision day, e.g. 2017-01-01 (UTC).")]
+ReplayEnd = Annotated[str, typer.Option("--end", "--to", metavar="DATE", help="Last day settled, e.g. 2017-12-31 (UTC).")]
 ReplaySymbols = Annotated[Optional[str], typer.Option("--symbols", help="Symbols to replay, comma separated (default: "
                                                       f"the config's trade.symbols, else {DEFAULT_SYMBOLS}).")]
 ReplayConfig = Annotated[Path, typer.Option("--config", help="TOML settings file: its trade table's symbols, strategy "
@@ -335,8 +334,6 @@ ReplayConfig = Annotated[Path, typer.Option("--config", help="TOML settings file
                                             "them.")]
 ReplayState = Annotated[Optional[Path], typer.Option("--state-dir",
                                                      help=STATE_HELP + " (default out/replay-START-END)")]
-Fee = Annotated[Optional[float], typer.Option("--fee", min=0.0, max=0.5, help="Fee per side as a fraction; the "
-                                              f"spread and slippage are charged on top (defaults, {defaults_text()}).")]
 Cash = Annotated[float, typer.Option("--cash", min=0.01, help="Starting cash of the paper account.")]
 Png = Annotated[Optional[Path], typer.Option("--png", help="Equity curve (default STATE_DIR/equity.png).")]
 Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="INFO on stderr (trade.log always has it).")]
@@ -351,7 +348,8 @@ def replay_cmd(
     config: ReplayConfig = Path(CONFIG_FILE), state_dir: ReplayState = None, model: options.Model = "baseline",
     weights: options.Weights = None, device: options.Device = "cpu", dtype: options.Dtype = "float32",
     seed: options.Seed = 0, data_dir: options.DataDir = None, on_duplicate: options.OnDuplicate = "error",
-    asset_class: options.AssetClass = None, periods_per_year: options.PeriodsPerYear = None, fee: Fee = None,
+    asset_class: options.AssetClass = None, periods_per_year: options.PeriodsPerYear = None,
+    fee: options.Fee = None,
     cash: Cash = 100_000.0, png: Png = None, verbose: Verbose = False, as_json: options.AsJson = False,
     hold: Hold = False,
 ) -> None:

@@ -97,11 +97,11 @@ SETTINGS = (
             shown="SP500,NASDAQ"),
     Setting("broker", "paper", choice("paper", "alpaca"), "paper (the embedded broker) or alpaca.", "--broker"),
     Setting("state_dir", "out/trade", text, "Folder for broker.db, journal.db, records.jsonl, alerts.jsonl, "
-            "trade.log (owner-only).", "--state-dir"),
+            "trade.log (owner-only).", "--state-dir", metavar="PATH"),
     Setting("data_dir", None, optional(text), options.help_of(options.DataDir) + " The paper broker re-reads "
-            "a file that grows.", "--data-dir"),
+            "a file that grows.", "--data-dir", metavar="PATH"),
     Setting("data.on_duplicate", "error", choice(*ON_DUPLICATE), options.help_of(options.OnDuplicate),
-            "--on-duplicate"),
+            "--on-duplicate", metavar=options.choice_list(ON_DUPLICATE)),
     Setting("data.asset_class", None, optional(items(asset_entry)), options.help_of(options.AssetClass),
             "--asset-class", list[str], shown="from the bar times", metavar="CLASS|SYMBOL=CLASS"),
     Setting("data.periods_per_year", None, optional(positive), options.help_of(options.PeriodsPerYear),
@@ -111,7 +111,8 @@ SETTINGS = (
             "and skipped.", "--model -m", shown="baseline", metavar="MODEL[,MODEL...]"),
     Setting("weights", None, optional(text), options.help_of(options.Weights), "--weights", shown="auto"),
     Setting("device", "cpu", options.check_device, options.help_of(options.Device), "--device"),
-    Setting("dtype", "float32", choice(*options.DTYPES), options.help_of(options.Dtype), "--dtype"),
+    Setting("dtype", "float32", choice(*options.DTYPES), options.help_of(options.Dtype), "--dtype",
+            metavar=options.choice_list(options.DTYPES)),
     Setting("seed", 0, number(0, options.MAX_SEED, integer=True), options.help_of(options.Seed), "--seed", int),
     Setting("strategy", {}, pairs(symbol, choice(*STRATEGY_NAMES)), "Pin a strategy to a symbol, SYMBOL=NAME "
             f"(repeatable; {', '.join(STRATEGY_NAMES)}): it is traded whatever the walk-forward pick.",
@@ -121,7 +122,8 @@ SETTINGS = (
             "backtest's --min-trades; its rule, marketcast.backtest.selection).", "--min-trades", int),
     Setting("sizing.policy", "fixed", choice(*POLICIES), "How much of each order the portfolio allows: fixed (all "
             "of it), kelly or cvar from the forecast's samples and the skill measured on the planner's settled windows "
-            "(the backtest's --sizing; marketcast.backtest.sizing); the risk limits still cap it.", "--sizing"),
+            "(the backtest's --sizing; marketcast.backtest.sizing); the risk limits still cap it.", "--sizing",
+            metavar=options.choice_list(POLICIES)),
     Setting("sizing.kelly_cap", 1.0, unit_fraction, "kelly sizing: the largest fraction, in (0, 1] (the "
             "backtest's --kelly-cap).", "--kelly-cap", float),
     Setting("sizing.kelly_fraction", 0.25, unit_fraction, "kelly sizing: the fraction of the Kelly size b* mu / "
@@ -133,8 +135,9 @@ SETTINGS = (
             shown="auto: on when the broker has quotes (alpaca); the paper broker's are synthetic"),
     Setting("interval_s", 60.0, number(0.01), "Seconds between two looks at the market in a continuous run.",
             "--interval", float),
-    Setting("fee", None, optional(number(0.0, 0.5)), "Fee per side as a fraction, the cost the planner assumes.",
-            "--fee", float, shown=f"per asset class, spread and slippage on top: {defaults_text()}"),
+    Setting("fee", None, optional(number(*options.FEE_RANGE)), "Fee per side as a fraction, the cost the planner "
+            "assumes.", "--fee", float, shown=f"per asset class, spread and slippage on top: {defaults_text()}",
+            bounds=options.FEE_RANGE),
     Setting("gates.min_edge", G["min_edge"], number(-1.0, 1.0), "Entry gate: expected return after costs.",
             "--min-edge", float),
     Setting("gates.min_sharpe", G["min_sharpe"], number(), "Entry gate: the pick's walk-forward Sharpe must "

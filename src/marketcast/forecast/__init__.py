@@ -1,26 +1,24 @@
-"""Forecasters: one protocol, a weight-free baseline, Toto and Kronos."""
+"""Forecasters: one protocol, a weight-free baseline, Toto, Kronos and the adapters.
 
-from marketcast.forecast.aggregate import aggregate, quantile, validate_spec
-from marketcast.forecast.base import (
-    INPUT_FIELDS,
-    OUTPUT_FIELDS,
-    ContextBatch,
-    Forecast,
-    Forecaster,
-    make_batch,
-)
-from marketcast.forecast.registry import MODEL_NAMES, load_forecaster
+The names below are imported on first use (PEP 562), so that ``marketcast.forecast.registry`` alone (the model
+names ``marketcast --help`` lists) does not import numpy and pandas with the package.
+"""
 
-__all__ = [
-    "INPUT_FIELDS",
-    "OUTPUT_FIELDS",
-    "MODEL_NAMES",
-    "ContextBatch",
-    "Forecast",
-    "Forecaster",
-    "aggregate",
-    "load_forecaster",
-    "make_batch",
-    "quantile",
-    "validate_spec",
-]
+from __future__ import annotations
+
+from importlib import import_module
+
+_WHERE = {
+    "aggregate": "aggregate", "quantile": "aggregate", "validate_spec": "aggregate",
+    "INPUT_FIELDS": "base", "OUTPUT_FIELDS": "base", "ContextBatch": "base", "Forecast": "base",
+    "Forecaster": "base", "make_batch": "base",
+    "MODEL_NAMES": "registry", "load_forecaster": "registry",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{_WHERE[name]}"), name)

@@ -1,11 +1,15 @@
-"""Name -> forecaster factory, imported lazily so the baseline never pays for torch models."""
+"""Name -> forecaster factory, imported lazily so the baseline never pays for torch models, and the names cost
+nothing: `marketcast --help` reads :data:`MODEL_NAMES` without numpy or pandas."""
 
 from __future__ import annotations
 
 from importlib import import_module
+from typing import TYPE_CHECKING
 
 from marketcast.errors import ConfigError
-from marketcast.forecast.base import Forecaster
+
+if TYPE_CHECKING:  # the names alone cost no numpy/pandas: `marketcast --help` lists them
+    from marketcast.forecast.base import Forecaster
 
 # Each factory has the signature
 #   create(*, weights: str | None, device: str, dtype: str, compile: str | None, seed: int) -> Forecaster
