@@ -66,6 +66,26 @@ def fan_forecaster() -> Callable:
     return forecast
 
 
+def _write_folder(root: Path, run_id: str, results: dict, pages: dict, plots: bool, by_model: bool,
+                  out: Path) -> list[Path]:
+    """Every report of the run into ``root/<run id>/`` all or nothing (:func:`marketcast.fileio.run_folder`),
+    pages beside their JSON; the paths as ``out`` (the folder as the user named it) will hold them."""
+    from marketcast.backtest.report import write_outputs
+    from marketcast.report.page import write_page
+    from marketcast.report.tearsheet import PAGE_NAME
+    from marketcast.runs.remake import folder
+
+    staged = []
+    with run_folder(root, run_id, ConfigError) as stage:
+        for key, group in results.items():
+            staged += write_outputs(group, folder(stage.path, key, by_model), plots)
+            if key in pages:
+                staged.append(folder(stage.path, key, by_model) / PAGE_NAME)
+                write_page(staged[-1], pages[key], bundle_dir=root)
+        stage.commit()
+    return [out / path.relative_to(stage.path) for path in staged]
+
+
 def report(
     run: str = RUN_ARG,
     symbol: Annotated[Optional[str], typer.Argument(help="Only this symbol's reports (only its records are "
@@ -84,8 +104,7 @@ def report(
 ) -> None:
     """Re-make a run's reports from the run store: report.html, JSON, Markdown, trades.csv and PNGs."""
     from marketcast.backtest.fans import parse_dates
-    from marketcast.backtest.report import write_outputs
-    from marketcast.runs.remake import cell_results, folder
+    from marketcast.runs.remake import cell_results
 
     dates = parse_dates(fan_date)
     if dates and not html:
@@ -97,9 +116,8 @@ def report(
         info = runs.info(run_id)
         pages = {}
         if html:  # every page drawn before any file is written
-            from marketcast.report.page import write_page
             from marketcast.report.stored import stored_reports
-            from marketcast.report.tearsheet import PAGE_NAME, tearsheet_html
+            from marketcast.report.tearsheet import tearsheet_html
 
             groups = stored_reports(runs, run_id, fan_forecaster(), dates, symbol=symbol)
             board, benchmark = leaderboard_rows(info), leaderboard_benchmark(info)
@@ -113,16 +131,8 @@ def report(
     if not results:
         what = f"no finished cell of {symbol}" if symbol is not None else "no finished cells"
         raise ConfigError(f"run {run_id} has {what}; there is nothing to report")
-    by_model = info.get("kind") == "leaderboard"
-    out, staged = output_dir / run_id, []
-    with run_folder(root, run_id, ConfigError) as stage:
-        for key, group in results.items():
-            staged += write_outputs(group, folder(stage.path, key, by_model), plots)
-            if key in pages:
-                staged.append(folder(stage.path, key, by_model) / PAGE_NAME)
-                write_page(staged[-1], pages[key], bundle_dir=root)
-        stage.commit()
-    written = [out / path.relative_to(stage.path) for path in staged]
+    out = output_dir / run_id
+    written = _write_folder(root, run_id, results, pages, plots, info.get("kind") == "leaderboard", out)
     if as_json:  # src/marketcast/schemas/report.schema.json
         print_json({"run_id": run_id, "out": str(out), "files": [str(p) for p in written],
                     "tearsheets": [str(p) for p in written if p.suffix == ".html"]})
