@@ -59,7 +59,8 @@ def test_options_are_checked_before_any_request(tmp_path, monkeypatch, capsys):
     for extra, text in ((["--format", "xlsx"], "--format 'xlsx'"), (["--timeframe", "daily"], "--timeframe 'daily'"),
                         (["--adjustment", "none"], "--adjustment 'none'"), (["--end", "2023-12-31"], "--end 2023-12-31 is before --start 2024-01-01"),
                         (["--source", "ccxt"], "--source 'ccxt'"),
-                        (["--feed", "bogus"], "--feed 'bogus': use one of iex, sip, delayed_sip, otc, boats, overnight"),
+                        (["--feed", "bogus"], "--feed 'bogus': use one of iex, sip, delayed_sip, otc, boats, "
+                                              "overnight"),
                         (["--feed", "iex", "--source", "ccxt:kraken"], "only --source alpaca has feeds")):
         assert main([*base, *extra]) == 2
         err = capsys.readouterr().err
