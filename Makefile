@@ -46,8 +46,9 @@ test: install-dev
 	@$(BIN)/python -m pytest $(ARGS); rc=$$?; \
 	if [ $$rc = 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
-# The fuzz suite's long profile (MARKETCAST_FUZZ=long: >= 2,000 examples of damaged bars, specs, configs and
-# run stores; `make test` runs its bounded CI profile). MARKETCAST_FUZZ_LOG=FILE appends each failing example.
+# The fuzz suite's long profile (MARKETCAST_FUZZ=long: >= 4,000 examples of damaged bars, specs, configs,
+# run stores, special outputs, deep TOML, endless queries, options past their limits and full disks; `make test`
+# runs its bounded CI profile). MARKETCAST_FUZZ_LOG=FILE appends each failing example.
 fuzz: install-dev
 	@MARKETCAST_FUZZ=long $(BIN)/python -m pytest tests/fuzz -p no:cacheprovider --hypothesis-show-statistics $(ARGS); \
 	rc=$$?; if [ $$rc = 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc

@@ -222,8 +222,11 @@ def exclusive(lock: Path, what: str) -> Iterator[None]:
     try:
         with shielded():  # a signal between the open and the try would leave the file behind
             fd = _take(lock, what)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError as exc:  # a full disk or a quota: the line names the lock file, not just the errno
+            raise write_error(lock, exc, StateError, "cannot write the lock file") from None
         yield
     finally:
         if fd is not None:  # never the file of the process that refused us

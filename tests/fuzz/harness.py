@@ -12,7 +12,7 @@ of pandas per example would cost seconds) under a ``SIGALRM`` timeout, and must 
 * within the timeout (a hang is :class:`FuzzTimeout`, a ``BaseException`` no handler of the CLI swallows);
 * without a file created outside ``out/`` (``in/``, ``cwd/`` and ``tmp/`` are snapshotted before and after).
 
-Profiles: ``MARKETCAST_FUZZ=long`` raises every test's examples (>= 2,000 in all; ``make fuzz``), the
+Profiles: ``MARKETCAST_FUZZ=long`` raises every test's examples (>= 4,000 in all; ``make fuzz``), the
 default ``ci`` profile keeps the suite well under three minutes on two cores. ``MARKETCAST_FUZZ_LOG=FILE``
 appends every failing example as one JSON line (command, input, exit code, output), and
 ``MARKETCAST_FUZZ_SURVEY=1`` only logs failures instead of failing (to list every failure of a long run in

@@ -238,7 +238,12 @@ def test_a_run_without_a_status_is_planned_partial_or_done_by_its_cells(tmp_path
 
 REFUSED = {
     "COPY (SELECT 1) TO 'x.csv'": "COPY is refused",
-    "SELECT * FROM read_csv('/etc/hostname')": "may read only the run store's own parts",
+    "SELECT * FROM read_csv('/etc/hostname')": "query refused: it may read only the run store's tables (rows, "
+                                               "cells, results); '/etc/hostname' is a file outside the store",
+    "SELECT * FROM '/etc/passwd'": "query refused: it may read only the run store's tables (rows, cells, results); "
+                                   "'/etc/passwd' is a file path",
+    "SELECT * FROM 'data'": "'data' is a file path",
+    "SELECT * FROM nosuch": "the run store has no table 'nosuch'; its tables are rows, cells, results",
     "ATTACH 'x.db' AS other": "ATTACH is refused",
     "INSTALL httpfs": "is refused",
     "LOAD httpfs": "is refused",

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import signal
 import sqlite3
 import subprocess
@@ -29,17 +30,43 @@ from marketcast.errors import ExitCode
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def readme_codes() -> dict[int, str]:
-    """code -> meaning, from the ``| code | meaning |`` table of README.md."""
+def readme_table() -> dict[int, tuple[str, str]]:
+    """code -> (meaning, example), from the ``| code | meaning | example |`` table of README.md."""
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
-    start = lines.index("| code | meaning |")
+    start = lines.index("| code | meaning | example |")
     out = {}
     for line in lines[start + 2:]:
         if not line.startswith("|"):
             break
-        code, meaning = (cell.strip() for cell in line.strip("|").split("|", 1))
-        out[int(code)] = meaning
+        code, rest = line.strip().strip("|").split("|", 1)
+        meaning, example = rest.rsplit("|", 1)
+        out[int(code)] = (meaning.strip(), example.strip())
     return out
+
+
+def readme_codes() -> dict[int, str]:
+    """code -> meaning, from README.md's table."""
+    return {code: meaning for code, (meaning, _) in readme_table().items()}
+
+
+def readme_example(code: int) -> tuple[dict[str, str], list[str]]:
+    """README's example for ``code``: ``(environment assignments before it, its arguments after marketcast)``;
+    the example is the first backticked command of the row's last cell."""
+    found = re.match(r"`([^`]+)`", readme_table()[code][1])
+    assert found, (code, readme_table()[code][1])
+    words = shlex.split(found[1])
+    env = {}
+    while "=" in words[0]:
+        name, value = words.pop(0).split("=", 1)
+        env[name] = value
+    assert words[0] == "marketcast", words
+    return env, words[1:]
+
+
+def test_every_row_of_the_readme_table_has_an_example_command():
+    for code in readme_table():
+        env, argv = readme_example(code)
+        assert argv and all(name.isupper() for name in env), code
 
 
 def docstring_codes() -> dict[int, str]:
@@ -62,7 +89,7 @@ def one_error_line(capsys) -> str:
 
 
 def test_0_done(capsys):
-    assert main(["--version"]) == ExitCode.OK
+    assert main(readme_example(0)[1]) == ExitCode.OK
     assert capsys.readouterr().out.startswith("marketcast ")
 
 
@@ -70,12 +97,13 @@ def test_1_a_check_whose_verdict_is_fail(tmp_path, capsys):
     a, b = tmp_path / "eager.json", tmp_path / "compiled.json"
     a.write_text(json.dumps({"symbol": "SP500", "strategies": {"maxdiff": {"return": 0.10}}}))
     b.write_text(json.dumps({"symbol": "SP500", "strategies": {"maxdiff": {"return": 0.18}}}))  # delta 0.08 > 0.05
+    assert readme_example(1)[1] == ["compile", "compare", "eager.json", "compiled.json"]
     assert main(["compile", "compare", str(a), str(b)]) == ExitCode.CHECK_FAILED
     assert "overall: FAIL" in capsys.readouterr().out
 
 
 def test_2_a_bad_option(capsys):
-    assert main(["backtest", "--windows", "0"]) == ExitCode.USAGE
+    assert main(readme_example(2)[1]) == ExitCode.USAGE
     assert "--windows" in one_error_line(capsys)
 
 
@@ -88,6 +116,26 @@ def test_3_a_state_file_that_cannot_be_used(tmp_path, capsys):
     conn.close()
     assert main(["trade", "status", "--state-dir", str(state)]) == ExitCode.STATE
     assert "not a marketcast journal" in one_error_line(capsys)
+
+
+def test_3_readmes_example_a_device_as_an_output(tmp_path, monkeypatch, capsys):
+    """The README's /dev/null, played by a node of the same kind made in a temporary folder (the system's device
+    is never handed to the command under test): a character device where this process may make one, else a FIFO."""
+    import stat
+
+    monkeypatch.chdir(tmp_path)
+    node = tmp_path / "null"
+    try:
+        os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        kind = "a character device"
+    except PermissionError:
+        os.mkfifo(node)
+        kind = "a named pipe (FIFO)"
+    argv = [str(node) if a == "/dev/null" else a for a in readme_example(3)[1]]
+    assert str(node) in argv
+    assert main(argv) == ExitCode.STATE  # refused before any work: the node is left as it is
+    assert f"{node}: is {kind}, not a regular file" in one_error_line(capsys)
+    assert list(tmp_path.iterdir()) == [node] and not node.is_file()
 
 
 # ------------------------------------------------------------------ 4, 5, 6: the trade loop against the fake Alpaca
@@ -117,19 +165,29 @@ def error_lines(capsys) -> list[str]:
     return [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
 
 
+def readme_trade_run(code: int, run: list[str], monkeypatch) -> list[str]:
+    """README's example for ``code`` (its environment set), on the fixture's symbols and state folder."""
+    env, argv = readme_example(code)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert argv == run[:4] + ["--once"]  # the fixture's command is the README's, plus where and what
+    return [*argv, *run[4:-1]]
+
+
 def test_4_the_broker_refuses_the_credentials(alpaca, monkeypatch, capsys):
     fake, run = alpaca
-    monkeypatch.setenv("APCA_API_SECRET_KEY", "wrong-secret")
+    run = readme_trade_run(4, run, monkeypatch)
     assert main(run) == ExitCode.AUTH
     [line] = error_lines(capsys)
-    assert "HTTP 401" in line and "wrong-secret" not in line
+    assert "HTTP 401" in line and "wrong" not in line
     assert [m for m, _, _ in fake.requests if m in ("POST", "DELETE")] == []
 
 
-def test_5_trading_is_halted(alpaca, tmp_path, capsys):
+def test_5_trading_is_halted(alpaca, tmp_path, capsys, monkeypatch):
     from marketcast.trade.journal.state import Journal
 
     fake, run = alpaca
+    run = readme_trade_run(5, run, monkeypatch)
     journal = Journal(tmp_path / "state" / "journal.db")
     journal.halts.add("reconcile", "the broker holds 3 SP500 the journal does not explain",
                       "marketcast trade reconcile --accept-broker --state-dir state")
@@ -140,8 +198,9 @@ def test_5_trading_is_halted(alpaca, tmp_path, capsys):
     assert [m for m, _, _ in fake.requests if m in ("POST", "DELETE")] == []  # nothing sent while halted
 
 
-def test_6_the_broker_stays_unavailable_after_retries(alpaca, capsys):
+def test_6_the_broker_stays_unavailable_after_retries(alpaca, capsys, monkeypatch):
     fake, run = alpaca
+    run = readme_trade_run(6, run, monkeypatch)
     fake.fail("GET", "/v2/account", status=500, times=10)
     assert main(run) == ExitCode.UNAVAILABLE
     [line] = error_lines(capsys)
@@ -152,13 +211,13 @@ def test_6_the_broker_stays_unavailable_after_retries(alpaca, capsys):
 # ------------------------------------------------------------------ 130, 143: signals in the middle of a backtest
 
 
-def backtest_then(sig: int, tmp_path: Path) -> tuple[int, str]:
+def backtest_then(sig: int, tmp_path: Path) -> tuple[int, str]:  # README's example for 130 and 143
     """Start a long ``marketcast backtest`` (baseline model), wait until its walk-forward has begun, send
     ``sig``; returns its exit status and stderr."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "FORCE_COLOR": "1", "COLUMNS": "120",
            "MARKETCAST_RUN_STORE": str(tmp_path / "runs")}
-    proc = subprocess.Popen([sys.executable, "-m", "marketcast.commands", "backtest", "SP500", "--windows", "1500",
-                             "--samples", "2048", "--output-dir", str(tmp_path / "out")],
+    argv = readme_example(ExitCode.INTERRUPTED if sig == signal.SIGINT else ExitCode.TERMINATED)[1]
+    proc = subprocess.Popen([sys.executable, "-m", "marketcast.commands", *argv, "--output-dir", str(tmp_path / "out")],
                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     os.set_blocking(proc.stderr.fileno(), False)
     seen, deadline = b"", time.monotonic() + 240

@@ -58,11 +58,28 @@ def test_options_are_checked_before_any_request(tmp_path, monkeypatch, capsys):
     base = ["data", "fetch", "AAPL", "--start", "2024-01-01", "--out-dir", str(tmp_path / "bars")]
     for extra, text in ((["--format", "xlsx"], "--format 'xlsx'"), (["--timeframe", "daily"], "--timeframe 'daily'"),
                         (["--adjustment", "none"], "--adjustment 'none'"), (["--end", "2023-12-31"], "--end 2023-12-31 is before --start 2024-01-01"),
-                        (["--source", "ccxt"], "--source 'ccxt'")):
+                        (["--source", "ccxt"], "--source 'ccxt'"),
+                        (["--feed", "bogus"], "--feed 'bogus': use one of iex, sip, delayed_sip, otc, boats, "
+                                              "overnight"),
+                        (["--feed", "iex", "--source", "ccxt:kraken"], "only --source alpaca has feeds")):
         assert main([*base, *extra]) == 2
-        assert text in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert text in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "bars").exists()
     (tmp_path / "file").write_text("x")
     assert main([*base[:-1], str(tmp_path / "file")]) == 3  # --out-dir is a file
+
+
+def test_a_value_the_request_model_refuses_is_one_line_naming_the_option():
+    from alpaca.data.requests import StockBarsRequest
+    from alpaca.data.timeframe import TimeFrame
+
+    from marketcast.data.fetch import refused_fields
+
+    with pytest.raises(ValueError) as caught:  # the library's own check, as a value the pre-check let through
+        StockBarsRequest(symbol_or_symbols=["AAPL"], timeframe=TimeFrame.Day, feed="bogus")
+    line = refused_fields(caught.value)
+    assert line.startswith("--feed 'bogus' refused: ") and "'iex'" in line and "\n" not in line
 
 
 def _api_error(status: int) -> APIError:

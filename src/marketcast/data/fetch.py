@@ -78,6 +78,16 @@ def alpaca_error(exc: Exception, what: str) -> Exception:
                             f"{text}; try again later")
 
 
+def refused_fields(exc: ValueError) -> str:
+    """A pydantic ``ValidationError`` as one line: each refused field (named as the option that feeds it) with
+    the value given and the model's reason."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return first_line(exc)
+    return "; ".join(f"--{'.'.join(map(str, e.get('loc', ())))} {e.get('input')!r} refused: {e.get('msg')}"
+                     for e in errors())
+
+
 def fetch_alpaca(symbols: Sequence[str], start: datetime, end: datetime | None, timeframe: str, *,
                  asset_classes: Mapping[str, str | None] | None = None, adjustment: str = "all",
                  feed: str | None = None, url: str | None = None) -> dict[str, pd.DataFrame]:
@@ -106,10 +116,13 @@ def fetch_alpaca(symbols: Sequence[str], start: datetime, end: datetime | None, 
             what = f"alpaca {kind} bars for {', '.join(chunk[:3])}{' ...' if len(chunk) > 3 else ''}"
             common = dict(symbol_or_symbols=chunk, timeframe=frame_of, start=start, end=end)
             try:
-                if kind == "stock":
-                    raw = clients[kind].get_stock_bars(StockBarsRequest(**common, adjustment=adjustment, feed=feed))
-                else:
-                    raw = clients[kind].get_crypto_bars(CryptoBarsRequest(**common))
+                request = StockBarsRequest(**common, adjustment=adjustment, feed=feed) if kind == "stock" else \
+                    CryptoBarsRequest(**common)
+            except ValueError as exc:  # pydantic's ValidationError: one line naming the field, not a traceback
+                raise ConfigError(f"{what}: {refused_fields(exc)}") from None
+            try:
+                raw = clients[kind].get_stock_bars(request) if kind == "stock" else \
+                    clients[kind].get_crypto_bars(request)
             except (APIError, RequestException) as exc:
                 raise alpaca_error(exc, what) from None
             for sym, bars in (raw or {}).items():

@@ -47,6 +47,8 @@ from marketcast.fileio import check_writable, write_files
 SOURCES = {"alpaca": "alpaca", "yahoo": "yahoo", "ccxt:EXCHANGE": "crypto"}  # --source -> its extra
 FORMATS = ("csv", "parquet")
 #: adjustments each source can serve, the default first (ccxt: crypto has no corporate actions)
+#: Alpaca's stock feeds (alpaca-py ``DataFeed``; https://docs.alpaca.markets/reference/stockbars, ``feed``)
+FEEDS = ("iex", "sip", "delayed_sip", "otc", "boats", "overnight")
 ADJUSTMENTS = {"alpaca": ("all", "split", "dividend", "raw"), "yahoo": ("all", "split"), "ccxt": ("none",)}
 MIRROR_VAR = "MARKETCAST_FETCH_URL"  # yahoo and ccxt requests go to this host instead (a mirror; the tests)
 RETRY_DELAYS = (2.0, 8.0, 30.0)  # seconds before each retry of a rate-limited request
@@ -127,6 +129,17 @@ def adjustment_for(kind: str, asked: str | None) -> str:
     if asked not in allowed:
         raise ConfigError(f"--adjustment {asked!r}: --source {kind} serves {', '.join(allowed)}")
     return asked
+
+
+def check_feed(kind: str, feed: str | None) -> None:
+    """``--feed`` names one of Alpaca's stock feeds, and only for ``--source alpaca`` (the request model would
+    otherwise answer with a pydantic traceback, after the keys were read)."""
+    if feed is None:
+        return
+    if kind != "alpaca":
+        raise ConfigError(f"--feed {feed!r}: only --source alpaca has feeds; leave --feed out")
+    if feed not in FEEDS:
+        raise ConfigError(f"--feed {feed!r}: use one of {', '.join(FEEDS)}")
 
 
 def _existing(path: Path, meta: dict, asset_class: str | None) -> pd.DataFrame | None:
@@ -246,6 +259,7 @@ def check_request(req: FetchRequest) -> tuple[str, str | None, str]:
     if req.fmt not in FORMATS:
         raise ConfigError(f"--format {req.fmt!r}: use one of {', '.join(FORMATS)}")
     adjustment = adjustment_for(kind, req.adjustment)
+    check_feed(kind, req.feed)
     if req.end is not None and req.end <= req.start:
         raise ConfigError(f"--end {req.end - pd.Timedelta('1D'):%Y-%m-%d} is before --start {req.start:%Y-%m-%d}; "
                           "swap them")

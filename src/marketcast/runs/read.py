@@ -24,6 +24,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import stat
 import sys
 import warnings
@@ -102,6 +103,33 @@ def _without_end(sql: str) -> str:
         elif kind != duckdb.token_type.comment:
             break
     return sql[:end]
+
+
+#: the tables a query may read (views over the store's parts)
+TABLES = "rows, cells, results"
+#: how many times a read lists the parts again after one it listed vanished (a sweep folds every 64 parts:
+#: far slower than a read lists, so one retry is the rule; the bound only stops a store rewritten without pause)
+VANISHED_RETRIES = 10
+_OUTSIDE = re.compile(r'Cannot access (?:file|directory) "([^"]*)"')
+_NO_TABLE = re.compile(r"Table with name (.+?) does not exist")
+
+
+def _refusal(exc, sql: str, duckdb) -> str | None:
+    """A query DuckDB refused for what it named, in the project's words: which rule refused it (it read a file,
+    or a table the store has not); None for the query's other errors."""
+    text = str(exc)
+    rule = f"query refused: it may read only the run store's tables ({TABLES})"
+    if isinstance(exc, duckdb.PermissionException):
+        outside = _OUTSIDE.search(text)
+        return f"{rule}; {outside.group(1)!r} is a file outside the store" if outside else \
+            f"{rule}; it reached outside the store ({first_line(exc)})"
+    missing = _NO_TABLE.search(text) if isinstance(exc, duckdb.CatalogException) else None
+    if missing is None:
+        return None
+    name = missing.group(1)
+    if "/" in name or "\\" in name or sql_text(name) in sql:  # a quoted name is read as a file's path
+        return f"{rule}; {name!r} is a file path"
+    return f"query failed: the run store has no table {name!r}; its tables are {TABLES}"
 
 
 def duckdb_module():
@@ -426,28 +454,36 @@ class StoreReader:
         those files, and the configuration locked, so a query can neither read nor write anything else."""
         duckdb = duckdb_module()
 
-        listed = [p for r in run_ids for p in self.parts(r)] if run_ids is not None else self.parts()
-        files = self.usable(listed)  # every footer read: the damaged files are left out before DuckDB reads any
-        con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
-                                                 "autoload_known_extensions": False})
-        try:
-            if files:
-                con.execute(f"CREATE VIEW all_rows AS SELECT * FROM read_parquet([{_listing(files)}], "
-                            "union_by_name = true)")
-                self._latest_view(con, [p for p in files if "attempt" in self._footers[p][1]])
-            else:
-                typed = ", ".join(f'NULL::{kind} AS "{name}"' for name, kind in _EMPTY_COLUMNS.items())
-                con.execute(f"CREATE VIEW rows AS SELECT {typed} WHERE false")
-        except duckdb.Error as exc:
-            con.close()
-            raise StateError(f"the run store {self.root} cannot be read ({first_line(exc)}); move the run that "
-                             "does not fit away") from None
-        con.execute("CREATE VIEW cells AS SELECT * FROM rows WHERE strategy IS NULL")
-        con.execute("CREATE VIEW results AS SELECT * FROM rows WHERE strategy IS NOT NULL")
+        for tries in range(VANISHED_RETRIES + 1):
+            listed = [p for r in run_ids for p in self.parts(r)] if run_ids is not None else self.parts()
+            files = self.usable(listed)  # every footer read: the damaged files are left out before DuckDB reads any
+            con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
+                                                     "autoload_known_extensions": False})
+            try:
+                self._views(con, files)
+                break
+            except duckdb.Error as exc:
+                con.close()
+                if tries < VANISHED_RETRIES and any(not os.path.lexists(p) for p in files):
+                    continue  # a part removed since the listing (a sweep's fold absorbed it): list again
+                raise StateError(f"the run store {self.root} cannot be read ({first_line(exc)}); move the run that "
+                                 "does not fit away") from None
         con.execute(f"SET allowed_paths = [{_listing(files)}]")
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
         return con, files
+
+    def _views(self, con, files: list[Path]) -> None:
+        """The views ``all_rows``, ``rows``, ``cells`` and ``results`` over ``files`` (typed, empty, without any)."""
+        if files:
+            con.execute(f"CREATE VIEW all_rows AS SELECT * FROM read_parquet([{_listing(files)}], "
+                        "union_by_name = true)")
+            self._latest_view(con, [p for p in files if "attempt" in self._footers[p][1]])
+        else:
+            typed = ", ".join(f'NULL::{kind} AS "{name}"' for name, kind in _EMPTY_COLUMNS.items())
+            con.execute(f"CREATE VIEW rows AS SELECT {typed} WHERE false")
+        con.execute("CREATE VIEW cells AS SELECT * FROM rows WHERE strategy IS NULL")
+        con.execute("CREATE VIEW results AS SELECT * FROM rows WHERE strategy IS NOT NULL")
 
     @staticmethod
     def _latest_view(con, retried: list[Path]) -> None:
@@ -513,6 +549,7 @@ class StoreReader:
         duckdb = duckdb_module()
 
         statement = self._statement(sql)
+        vanished = 0
         while True:
             shared, files = self._cached(run_ids)
             con = shared.cursor()
@@ -521,9 +558,12 @@ class StoreReader:
                     return fetch(con.execute(statement, params or []))
                 return run_bounded(con, lambda: fetch(con.execute(statement, params or [])), seconds)
             except duckdb.Error as exc:
-                if isinstance(exc, duckdb.PermissionException):
-                    raise ConfigError(f"query refused: it may read only the run store's own parts, not other "
-                                      f"files ({first_line(exc)}); query the views rows, cells and results") from None
+                if vanished < VANISHED_RETRIES and any(not os.path.lexists(p) for p in files):
+                    vanished += 1  # a part removed since the listing (a compaction absorbed it): list again
+                    continue
+                refused = _refusal(exc, sql, duckdb)
+                if refused is not None:
+                    raise ConfigError(refused) from None
                 theirs = (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException,
                           duckdb.ConversionException)  # the query's own mistakes, not the files'
                 if not isinstance(exc, theirs) and self._pages_damaged(files):

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from marketcast.errors import ConfigError, StateError
-from marketcast.fileio import write_atomic
+from marketcast.fileio import write_atomic, write_error
 from marketcast.runs.read import LOCK, RUN_COUNTS_SQL, STATUSES, SUMMARY, StoreReader
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ class StoreWriter:
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise StateError(f"{folder}: cannot create the run store folder ({exc.strerror})") from None
+            raise write_error(folder, exc, StateError, "cannot create the run store folder") from None
 
     def write_info(self, run_id: str, info: dict) -> None:
         """Replace ``run.json`` (atomically) with ``info``; a ``status`` must be one of :data:`STATUSES`."""
@@ -96,7 +96,10 @@ class StoreWriter:
         moment before the run is called taken."""
         folder = self.reader.run_dir(run_id)
         self._mkdir(folder)
-        fh = open(folder / LOCK, "a")
+        try:
+            fh = open(folder / LOCK, "a")
+        except OSError as exc:  # a full disk (no inode left), a read-only store: named, exit 3
+            raise write_error(folder / LOCK, exc, StateError, "cannot create the lock file") from None
         try:
             for wait in (*LOCK_WAITS, None):
                 try:
