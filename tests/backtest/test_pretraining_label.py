@@ -53,13 +53,13 @@ def test_every_backtest_surface_labels_the_windows_and_runs_show_keeps_it(kronos
     assert LINE in terminal  # the line under the table
     strip = f"pretraining {POSSIBLY}: 6 windows to 2025-08-31 (NeoQuasar/Kronos-small)"
     assert strip in terminal  # the verdict strip's fourth line
-    doc = json.loads((out / "SP500.json").read_text())
+    doc = json.loads((out / "latest" / "SP500.json").read_text())
     assert (doc["checkpoint"], doc["pretraining"], doc["pretraining_windows"], doc["pretraining_until"]) == (
         "NeoQuasar/Kronos-small", POSSIBLY, 6, "2025-08-31")
     assert doc["verdict"]["pretraining"]["pretraining_windows"] == 6 and errors("backtest", [doc]) == []
-    page = " ".join((out / "report.html").read_text().split())
+    page = " ".join((out / "latest" / "report.html").read_text().split())
     assert 'data-key="pretraining" data-status="amber"' in page and LINE.split(": ", 1)[1] in page
-    assert f"> warning: {LINE.split(': ', 1)[1]}" in (out / "summary.md").read_text()
+    assert f"> warning: {LINE.split(': ', 1)[1]}" in (out / "latest" / "summary.md").read_text()
     assert main(["runs", "show", run, "--store", str(store)]) == 0
     assert strip in " ".join(capsys.readouterr().out.split())
 
@@ -124,11 +124,11 @@ def test_weights_of_unknown_provenance_say_so_on_every_surface(anonymous, tmp_pa
     line = (f"provenance unknown: the weights {anonymous} are neither a known public checkpoint nor fine-tuned "
             "weights with a tuning record")
     assert f"SP500: {line}" in terminal and "weights provenance unknown" in terminal  # the line, the strip's cell
-    doc = json.loads((out / "SP500.json").read_text())
+    doc = json.loads((out / "latest" / "SP500.json").read_text())
     assert doc["provenance"] == "unknown" and doc["verdict"]["provenance"] == "unknown" and "pretraining" not in doc
     assert errors("backtest", [doc]) == []
-    assert line in " ".join((out / "report.html").read_text().split())
-    assert f"> warning: {line}" in (out / "summary.md").read_text()
+    assert line in " ".join((out / "latest" / "report.html").read_text().split())
+    assert f"> warning: {line}" in (out / "latest" / "summary.md").read_text()
     argv = ["models", "compare", "--symbols", "SP500", "--models", "kronos", "--weights", f"kronos={anonymous}",
             "--windows", "6", "-s", "8", "-c", "32", "--store", "off", "--json"]
     assert main(argv) == 0

@@ -287,7 +287,10 @@ def test_trading_rows_that_cannot_tell_two_forecasts_apart_say_why(capsys, monke
     """SP500's last 12 windows: the baseline and random Toto both pick ``simple`` and both go long, so their
     records are one; each row names the other. Over 10 windows nothing is ever eligible: each row says it was
     flat throughout. Both tables print the reason under the table."""
+    import marketcast.console
+
     monkeypatch.setenv("COLUMNS", "250")
+    monkeypatch.setattr(marketcast.console.console, "width", 250)  # the console's width is fixed at its import
     compare = ["models", "compare", "--symbols", "SP500", "--models", "baseline,toto", "--weights", "toto=random",
                "--samples", "16", "--context", "256"]
     doc = _json(capsys, *compare, "--windows", "12", "--json")

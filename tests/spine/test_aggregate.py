@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from marketcast.errors import ConfigError
-from marketcast.forecast import Forecast, aggregate, validate_spec
+from marketcast.forecast import Forecast
+from marketcast.forecast.aggregate import aggregate, validate_spec
 
 # 10 samples x 2 horizon steps; step 0 is 1..10, step 1 has an outlier.
 SAMPLES = np.stack([np.arange(1.0, 11.0), np.array([1, 2, 3, 4, 5, 6, 7, 8, 9, 100.0])], axis=-1)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from importlib import import_module
 
+#: ``aggregate`` (the function) is not among them: the submodule of that name would shadow it once imported, so
+#: import it from :mod:`marketcast.forecast.aggregate`.
 _WHERE = {
-    "aggregate": "aggregate", "quantile": "aggregate", "validate_spec": "aggregate",
+    "quantile": "aggregate", "validate_spec": "aggregate",
     "INPUT_FIELDS": "base", "OUTPUT_FIELDS": "base", "ContextBatch": "base", "Forecast": "base",
     "Forecaster": "base", "make_batch": "base",
     "MODEL_NAMES": "registry", "load_forecaster": "registry",
