@@ -35,11 +35,22 @@ def _tree() -> list[tuple[list[str], object]]:
 TREE = _tree()
 
 
+def _option_panels(page: str) -> dict[str, str]:
+    """The page's option panels by title ("Options", "Model", ...), each its lines under the title: every
+    section that starts with an unindented ``Title:`` line, except the arguments and a group's commands."""
+    panels = {}
+    for section in page.split("\n\n"):
+        title, _, body = section.partition("\n")
+        if re.fullmatch(r"[A-Z][\w -]*:", title) and title not in ("Arguments:", "Commands:"):
+            panels[title[:-1]] = body
+    return panels
+
+
 def _entries(page: str) -> dict[str, str]:
     """Each option's entry in a help page (its name line and the help lines under it, on one line), by each of
     its names (``-n`` and ``--windows``)."""
     blocks: list[str] = []
-    for line in page.split("Options:\n", 1)[1].split("\n\n", 1)[0].splitlines():
+    for line in (line for section in _option_panels(page).values() for line in section.splitlines()):
         if line.startswith("  -"):
             blocks.append(line)
         else:
@@ -250,3 +261,58 @@ def test_every_fee_shows_its_range():
     assert sorted(name for name, _ in pages) == ["backtest", "trade reconcile", "trade replay", "trade run"]
     for name, entry in pages:
         assert entry.startswith(f"--fee FLOAT [{FEE_RANGE[0]:g}..{FEE_RANGE[1]:g}] "), (name, entry)
+
+
+def _names(section: str) -> list[str]:
+    return [line.split()[0].rstrip(",") for line in section.splitlines() if line.startswith("  -")]
+
+
+@pytest.mark.parametrize("path", [["backtest"], ["trade", "run"], ["forecast"], ["finetune"], ["trade", "replay"]])
+def test_a_long_page_puts_its_options_in_panels_the_common_ones_first(path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    page = _help(capsys, [*path, "--help"])
+    panels = _option_panels(page)
+    assert list(panels)[0] == "Options" and len(panels) >= 3, list(panels)
+    shown = [name for section in panels.values() for name in _names(section)]
+    command = dict((tuple(p), c) for p, c in TREE)[tuple(path)]
+    options = [p for p in command.params if p.param_type_name == "option"]
+    first_names = [sorted(p.opts, key=lambda o: o.startswith("--"))[0] for p in options]
+    assert sorted(shown) == sorted([*first_names, "-h"])  # each option once, none lost
+    assert len(shown) == len(set(shown))
+
+
+def test_the_first_screen_of_backtest_help_shows_the_common_options(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    first_screen = "\n".join(_help(capsys, ["backtest", "--help"]).splitlines()[:60])
+    for name in ("--windows", "--start", "--end", "--model", "--weights", "--exit", "--output-dir", "--json"):
+        assert name in first_screen, name
+    for name in ("--borrow-rate", "--kelly-cap", "--cscv-splits", "--on-bad-line"):
+        assert name not in first_screen, name
+
+
+def test_a_declared_panel_is_drawn_and_a_short_page_stays_flat(capsys):
+    little = typer.Typer(context_settings=HELP_OPTIONS)
+
+    @little.command(cls=HelpCommand)
+    def run(a: int = typer.Option(1, "--a", help="first."),
+            b: int = typer.Option(2, "--b", help="second.", rich_help_panel="Tuning")) -> None:
+        """Run."""
+
+    flat = CliRunner().invoke(little, ["--help"], env={"COLUMNS": "80"}).output
+    assert list(_option_panels(flat)) == ["Options"]  # 3 options: one list
+    with_many = typer.Typer(context_settings=HELP_OPTIONS)
+    names = [f"--o{i}" for i in range(17)]
+
+    def many(**kwargs) -> None:
+        """Many."""
+
+    import inspect
+    many.__signature__ = inspect.Signature([
+        inspect.Parameter(n[2:], inspect.Parameter.KEYWORD_ONLY, default=typer.Option(
+            0, n, help="x.", rich_help_panel="Tuning" if i % 2 else None), annotation=int)
+        for i, n in enumerate(names)])
+    with_many.command(cls=HelpCommand)(many)
+    page = CliRunner().invoke(with_many, ["--help"], env={"COLUMNS": "80"}).output
+    panels = _option_panels(page)
+    assert list(panels) == ["Options", "Tuning"]
+    assert _names(panels["Tuning"]) == names[1::2]

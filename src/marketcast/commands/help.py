@@ -4,7 +4,8 @@ print, and how the page fits the terminal.
 Typer's own page prints types as ``<bool>`` or ``<int range>``, unbounded ranges as
 ``[0<=x<=9223372036854775807]``, and squeezes six columns into 80, cutting long option names and words. This
 page is laid out as click and most tools lay theirs out: ``-n, --windows INTEGER`` on the left, the help
-word-wrapped on the right (under it when the left side is long), ``-h`` as well as ``--help``.
+word-wrapped on the right (under it when the left side is long), ``-h`` as well as ``--help``; a long page's
+options in panels (:mod:`marketcast.commands.panels`), the common ones first.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
 
 from marketcast.commands import coercion
+from marketcast.commands.panels import grouped
 
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
 MAX_WIDTH = 100  # a wider terminal still gets lines a reader can follow
@@ -215,8 +217,9 @@ def render(command, ctx) -> str:
             text.stylize("dim")
         page.paragraph(text)
     params = [p for p in command.get_params(ctx) if not getattr(p, "hidden", False)]
-    for title, kind in (("Arguments", "argument"), ("Options", "option")):
-        page.rows(title, [(_option_name(p), _help_text(p, ctx)) for p in params if p.param_type_name == kind])
+    page.rows("Arguments", [(_option_name(p), _help_text(p, ctx)) for p in params if p.param_type_name == "argument"])
+    for title, members in grouped([p for p in params if p.param_type_name == "option"]):
+        page.rows(title, [(_option_name(p), _help_text(p, ctx)) for p in members])
     if hasattr(command, "list_commands"):  # a group
         rows = []
         for name in command.list_commands(ctx):
