@@ -14,7 +14,7 @@ from marketcast.backtest.verdict import AMBER, GREEN, MISSING, RED, build, cells
 # An edge that survives every test: +12 % against buy & hold's +4 %, a higher Sharpe, a narrow band, a forecast
 # strategy in every window, DSR 0.97, SPA p 0.01, PBO 0.10.
 EDGE = dict(wf_return=0.12, wf_sharpe=2.0, bh_return=0.04, bh_sharpe=1.0, band=0.02, dsr_walk_forward=0.97,
-            spa_pvalue=0.01, pbo=0.10, picked=("simple",) * 10, covered=8, n=10, lo=0.49, hi=0.94)
+            spa_pvalue=0.01, pbo=0.10, picked=("simple",) * 10, covered=8, n=10, lo=0.49, hi=0.94, unreliable=())
 
 
 def result(**given):
@@ -29,7 +29,7 @@ def result(**given):
         walk_forward={"metrics": {"return": f["wf_return"], "sharpe": f["wf_sharpe"]}, "picked": list(f["picked"])},
         benchmark=SimpleNamespace(metrics={"return": f["bh_return"], "sharpe": f["bh_sharpe"]}), overfit=overfit,
         monte_carlo=None if f["band"] is None else SimpleNamespace(walk_forward=SimpleNamespace(band=f["band"]),
-                                                                   unreliable=[]),
+                                                                   unreliable=list(f["unreliable"])),
         context_seen=np.full(len(f["picked"]), 512), config=SimpleNamespace(context=512),
         calibration_report={"fields": {"close": {"coverage": [coverage]}}})
 
@@ -56,6 +56,11 @@ def result(**given):
     # 5: the band (points) against the smaller margin: 12 % made, 8 points over buy & hold
     ({"band": 0.0801},
      "an edge within Monte Carlo noise: made 12.00%, +8.00 pts over buy & hold, a re-run ±8.0 pts", AMBER),
+    ({"unreliable": ["walk-forward"]},  # a narrow band from biased batches clears nothing
+     "an edge whose Monte Carlo noise is unmeasured: made 12.00%, +8.00 pts over buy & hold, but the walk-forward "
+     "band is unreliable (re-run with --seeds)", AMBER),
+    ({"unreliable": ["maxdiff"]},  # another strategy's band: the record's own is trusted, the next rules decide
+     "an edge that survives multiple testing: made 12.00%, +8.00 pts over buy & hold, DSR walk-forward 0.97", GREEN),
     ({"wf_return": 0.05, "bh_return": -0.20, "band": 0.06},  # 25 points over buy & hold, but 5 % over nothing
      "an edge within Monte Carlo noise: made 5.00%, +25.00 pts over buy & hold, a re-run ±6.0 pts", AMBER),
     # 6: each selection figure that fails is named with its value; one not computed is said so

@@ -146,7 +146,10 @@ def answer(v: dict) -> tuple[str, str]:
     4. it traded a forecast-blind strategy in more than half of its windows: "an edge not from the forecast"
        (amber): the model's forecasts did not earn it;
     5. its Monte Carlo band is wider than its smaller margin (over 0 and over buy & hold; points, compared in whole
-       basis points): "an edge within Monte Carlo noise" (amber), as a re-run with another seed could lose it;
+       basis points): "an edge within Monte Carlo noise" (amber), as a re-run with another seed could lose it; or
+       the band is flagged unreliable (its batches are biased, :attr:`marketcast.backtest.montecarlo.McError.biased`):
+       "an edge whose Monte Carlo noise is unmeasured" (amber), since a band that cannot be trusted cannot clear
+       the edge of noise either (``--seeds`` measures it);
     6. DSR walk-forward below 0.95, SPA p above 0.05 or PBO above 0.50, or one of them not computed: "an edge
        that does not survive multiple testing" (amber), naming the figures that fail and their thresholds;
     7. otherwise "an edge that survives multiple testing" (green).
@@ -170,6 +173,9 @@ def answer(v: dict) -> tuple[str, str]:
     if band is not None and _bp(band) > _bp(min(made, points)):
         return (f"an edge within Monte Carlo noise: made {made:.2f}%, {points:+.2f} pts over buy & hold, a re-run "
                 f"±{band:.1f} pts"), AMBER
+    if "walk-forward" in (v.get("mc_unreliable") or []):
+        return (f"an edge whose Monte Carlo noise is unmeasured: made {made:.2f}%, {points:+.2f} pts over buy & hold, "
+                f"but the walk-forward band is unreliable (re-run with --seeds)"), AMBER
     dsr, spa, pbo = v["dsr_walk_forward"], v["spa_pvalue"], v["pbo"]
     tests = (("DSR walk-forward", dsr, ".2f", "<", DSR_GREEN, _band(dsr, DSR_GREEN, DSR_AMBER) == GREEN),
              ("SPA p", spa, ".3f", ">", SPA_GREEN, _band(spa, SPA_GREEN, SPA_AMBER, low_is_good=True) == GREEN),
