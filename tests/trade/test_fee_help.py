@@ -34,3 +34,16 @@ def test_help_numbers_are_the_costs_charged(command):
         assert total == pytest.approx(charged["round_trip_bps"] / 2, abs=1e-9)
     assert "crypto: fee 25 + half-spread 5 + slippage 2 = 32 bp per side" in text  # the replay
     assert "0.0015" not in text
+
+
+@pytest.mark.parametrize("command", [("backtest",), ("trade", "replay"), ("trade", "run")])
+def test_the_fee_range_the_help_shows_is_the_one_the_cost_check_keeps(command):
+    from marketcast.backtest.costs import check_costs
+    from marketcast.errors import ConfigError
+
+    low, high = map(float, re.search(r"--fee FLOAT \[([\d.]+)\.\.([\d.]+)\]", _help(*command)).groups())
+    check_costs(fee=low)
+    check_costs(fee=high)  # both ends of [low..high] are inside
+    for outside in (low - 1e-9, high + 1e-9):
+        with pytest.raises(ConfigError, match="--fee must"):
+            check_costs(fee=outside)

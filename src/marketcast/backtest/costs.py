@@ -81,8 +81,8 @@ def check_costs(fee: float | None = None, spread: float | None = None, slippage:
             raise ConfigError(f"{name} must be a number, got nan")
         if value < 0:
             raise ConfigError(f"{name} must not be negative, got {value:g}")
-        if value >= high:
-            raise ConfigError(f"{name} must be below {high:g}, got {value:g}")
+        if value > high:  # inclusive, as --help's [0..0.5] says (commands/options.py FEE_RANGE)
+            raise ConfigError(f"{name} must be at most {high:g}, got {value:g}")
 
 
 @dataclass(frozen=True)
