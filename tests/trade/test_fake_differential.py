@@ -42,7 +42,9 @@ from dataclasses import dataclass, replace
 from datetime import date, timedelta
 from decimal import Decimal
 
-from marketcast.fake_alpaca import exchange, rules
+import pandas as pd
+
+from marketcast.fake_alpaca import exchange, market, rules
 from marketcast.fake_alpaca.exchange import TERMINAL, Exchange, Position, ny_day
 from marketcast.fake_alpaca.rules import Flags
 from marketcast.fake_alpaca.server import post_order, public
@@ -50,7 +52,7 @@ from marketcast.trade.risk.protections import Refusal, Standing, refusals
 from marketcast.trade.types import OrderRequest
 from marketcast.trade.venues.alpaca import account_of, asset_of, order_request, position_of, working_of
 
-from .wire_judge import TODAY, Reply, account, body, placed, post, read, world
+from .wire_judge import CLS_ORDERS, TODAY, Reply, account, body, placed, post, read, world
 
 N = 6_000
 
@@ -117,6 +119,8 @@ PLANTS = {  # a documented figure or table of the fake's rules (marketcast.fake_
     "stock price grid 0.001": [(rules, "CENT", Decimal("0.001"))],
     "wash: two limits always cross": [(rules, "WORKS", ())],
 }
+if CLS_ORDERS:  # the cls cutoff at 3:45 pm instead of 3:50 pm (marketcast.fake_alpaca.market)
+    PLANTS["cls cutoff 3:45 pm"] = [(market, "CLS_CUTOFF", pd.Timedelta(minutes=15))]
 
 
 @contextmanager
