@@ -13,6 +13,12 @@ which must equal the judge's (numbers compared as decimals). Every disagreement,
 fails with the order and the state printed. Then one case per documented rule, each on both sides of its
 boundary.
 
+Market-on-close orders (``time_in_force`` ``cls``, refused after the 3:50 pm cutoff until 7:00 pm) wait behind
+:data:`tests.trade.wire_judge.CLS_ORDERS`: off until the loop's pre-check judges a ``cls`` order by the clock
+(issue 53's helper wt-cls); on, one order in five is a ``cls`` order sent around the cutoff (full and early-close
+days) and :data:`PLANTS` adds the cutoff moved to 3:45 pm. Until then the fake's own cases hold the rule
+(``tests/trade/test_fake_cls.py``, the planted cutoff included).
+
 Asymmetries: none in the verdicts (accept or refuse); the wording differs where Alpaca documents none. One by
 design outside this test's reach: a ``gtc`` order a broker still reports as working after 90 days is counted by
 the pre-check (it reads statuses, not ages); the fake never reports one, as its sweep runs before every read

@@ -34,11 +34,15 @@ import math
 from collections import deque
 from dataclasses import dataclass, replace
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from marketcast.backtest.fills import CLOSE, NEXT_OPEN, TAKE_PROFIT, Fills
 from marketcast.errors import ConfigError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 PDT_EQUITY = 25_000.0  # under this much equity the rule applies
 PDT_TRADES = 3  # day trades allowed within the window; the next one is refused
@@ -85,7 +89,7 @@ class DayTrades:
     carried: np.ndarray
 
     @classmethod
-    def of(cls, equity: float | None, index: pd.DatetimeIndex, asset_class: str, opens: np.ndarray,
+    def of(cls, equity: float | None, index: "pd.DatetimeIndex", asset_class: str, opens: np.ndarray,
            settled: np.ndarray) -> "DayTrades":
         n = len(settled)
         if equity is None or equity >= PDT_EQUITY or asset_class != "stock":
