@@ -13,6 +13,12 @@ which must equal the judge's (numbers compared as decimals). Every disagreement,
 fails with the order and the state printed. Then one case per documented rule, each on both sides of its
 boundary.
 
+Market-on-close orders (``time_in_force`` ``cls``, refused after the 3:50 pm cutoff until 7:00 pm) wait behind
+:data:`tests.trade.wire_judge.CLS_ORDERS`: off until the loop's pre-check judges a ``cls`` order by the clock
+(issue 53's helper wt-cls); on, one order in five is a ``cls`` order sent around the cutoff (full and early-close
+days) and :data:`PLANTS` adds the cutoff moved to 3:45 pm. Until then the fake's own cases hold the rule
+(``tests/trade/test_fake_cls.py``, the planted cutoff included).
+
 Asymmetries: none in the verdicts (accept or refuse); the wording differs where Alpaca documents none. One by
 design outside this test's reach: a ``gtc`` order a broker still reports as working after 90 days is counted by
 the pre-check (it reads statuses, not ages); the fake never reports one, as its sweep runs before every read
@@ -42,7 +48,9 @@ from dataclasses import dataclass, replace
 from datetime import date, timedelta
 from decimal import Decimal
 
-from marketcast.fake_alpaca import exchange, rules
+import pandas as pd
+
+from marketcast.fake_alpaca import exchange, market, rules
 from marketcast.fake_alpaca.exchange import TERMINAL, Exchange, Position, ny_day
 from marketcast.fake_alpaca.rules import Flags
 from marketcast.fake_alpaca.server import post_order, public
@@ -50,7 +58,7 @@ from marketcast.trade.risk.protections import Refusal, Standing, refusals
 from marketcast.trade.types import OrderRequest
 from marketcast.trade.venues.alpaca import account_of, asset_of, order_request, position_of, working_of
 
-from .wire_judge import TODAY, Reply, account, body, placed, post, read, world
+from .wire_judge import CLS_ORDERS, TODAY, Reply, account, body, placed, post, read, world
 
 N = 6_000
 
@@ -117,6 +125,8 @@ PLANTS = {  # a documented figure or table of the fake's rules (marketcast.fake_
     "stock price grid 0.001": [(rules, "CENT", Decimal("0.001"))],
     "wash: two limits always cross": [(rules, "WORKS", ())],
 }
+if CLS_ORDERS:  # the cls cutoff at 3:45 pm instead of 3:50 pm (marketcast.fake_alpaca.market)
+    PLANTS["cls cutoff 3:45 pm"] = [(market, "CLS_CUTOFF", pd.Timedelta(minutes=15))]
 
 
 @contextmanager

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from marketcast.backtest.execution import DEFAULT_EXIT, check_exit
 from marketcast.backtest.fills import FILL_MODES, SAME_BAR_MODES
 from marketcast.backtest.costs import Costs, check_costs
+from marketcast.backtest.day_trades import check_equity
 from marketcast.backtest.overfit import check_splits
 from marketcast.backtest.selection import SelectionRule
 from marketcast.backtest.sizing import POLICIES
@@ -63,6 +64,9 @@ class BacktestConfig:
     exit:          the execution rule (:mod:`marketcast.backtest.execution`, ``--exit``): "close" (default) exits a
                    stock at its session's close (market-on-close), "next-open" at the next session's open, as
                    ``trade run`` does; a bar without a closing auction exits at the next bar's open under both.
+    equity:        the account's equity in dollars (``--equity``; None, the default: not applied): under $25,000
+                   the 4th day trade within 5 business days is refused and carried to the next open
+                   (:mod:`marketcast.backtest.day_trades`, FINRA Rule 4210 as Alpaca enforces it).
     sizing:        position size per trade from the trade's sample returns (:mod:`marketcast.backtest.sizing`):
                    "fixed" (1.0, default), "kelly" (``kelly_fraction`` x b* mu / sigma^2, capped at
                    ``kelly_cap``) or "cvar" (the 95 % expected shortfall loses ``risk_per_trade`` of equity),
@@ -99,6 +103,7 @@ class BacktestConfig:
     min_context: int | None = None
     kelly_fraction: float = 0.25
     exit: str = DEFAULT_EXIT
+    equity: float | None = None
 
     def __post_init__(self) -> None:
         if self.windows < 1:
@@ -137,6 +142,7 @@ class BacktestConfig:
         self._check_calibration()
         self._check_sizing()
         check_exit(self.exit)
+        check_equity(self.equity)
 
     def _check_min_context(self) -> None:
         n = self.min_context

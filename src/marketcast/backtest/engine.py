@@ -46,6 +46,7 @@ from marketcast.backtest import execution
 from marketcast.backtest.benchmark import buy_and_hold_metrics, buy_and_hold_returns, intraday_returns
 from marketcast.backtest.config import BacktestConfig
 from marketcast.backtest.costs import Costs
+from marketcast.backtest.day_trades import DayTrades
 from marketcast.backtest.fills import NEXT_OPEN, REASONS, Fills
 from marketcast.backtest.metrics import equity_curve
 from marketcast.backtest.montecarlo import MonteCarlo, monte_carlo
@@ -523,6 +524,8 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
     params = StrategyParams.from_config(config, bars.asset_class, bars.periods_per_year)
     bars_next = Bar(o[settled + 1], h[settled + 1], lo[settled + 1], c[settled + 1])
     exits = Exits.of(config.exit, index, bars.asset_class, o, settled)
+    pdt = DayTrades.of(config.equity, index, bars.asset_class, o, settled)  # --equity: day trades refused
+    exits = replace(exits, delay=max(exits.delay, pdt.delay))
     ppy = bars.periods_per_year
     held = buy_and_hold_returns(o[settled[0] + 1], bars_next.close, params.costs.per_side)
 
@@ -530,7 +533,7 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
         v = batch.views(index[ends], config.point, config.ci_band, atr)[:n_settled]
         w, _, _ = _sized({n: walk(n, v, bars_next, params, exits.exit_open) for n in config.strategies}, v, None,
                          batch.samples, params, config, n_settled, exits.delay)
-        return v, {n: x.fills for n, x in exits.washed(w).items()}
+        return v, {n: x.fills for n, x in pdt.scored(exits.washed(w)).items()}
 
     intraday = intraday_returns(bars_next.open, bars_next.close, params.costs.per_side)  # bar t+1 only
     if calibration_only:  # skill and calibration only: no strategy, fill, metric or selection
@@ -543,7 +546,7 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
         walks = {name: walk(name, views, bars_next, params, exits.exit_open) for name in config.strategies}
         walks, next_sizes, skills = _sized(walks, views, latest, returns.samples, params, config, n_settled,
                                            exits.delay)
-        walks = exits.washed(walks)
+        walks = pdt.scored(exits.washed(walks))
         metrics = score_many({n: w.fills.net for n, w in walks.items()},
                              {n: w.fills.filled for n, w in walks.items()}, ppy, held, config.bootstrap_reps,
                              config.confidence, config.seed, config.selection.min_trades)

@@ -140,6 +140,7 @@ def symbol_json(result: SymbolResult) -> dict:
             "sizing": cfg.sizing, "kelly_cap": cfg.kelly_cap, "risk_per_trade": cfg.risk_per_trade,
             "min_context": cfg.min_context,
             "kelly_fraction": cfg.kelly_fraction,
+            "equity": cfg.equity,  # --equity: day trades refused under $25,000 (backtest/day_trades.py); None: off
         },
         "context_seen": context_seen(result),
         "calibration": _calibration(result),

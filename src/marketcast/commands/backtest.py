@@ -134,6 +134,11 @@ RequireClean = Annotated[bool, typer.Option(
     "--require-clean", help="Refuse (exit 2) rather than label any window in sample, inside (or possibly inside) the "
                             "checkpoint's pretraining data, or weights of unknown provenance.")]
 
+Equity = Annotated[Optional[float], typer.Option(
+    "--equity", metavar="DOLLARS",
+    help="The account's equity: under 25000 a 4th stock day trade within 5 business days is refused, as Alpaca "
+         "refuses it, and scored carried to the next open (docs/backtest.md#day-trades; default: not applied).")]
+
 
 def backtest(
     symbols: Symbols = None, windows: options.Windows = None, start: options.Start = None, end: options.End = None,
@@ -148,7 +153,7 @@ def backtest(
     min_trades: MinTrades = DEFAULT_MIN_TRADES, cscv_splits: CscvSplits = None, spa: Spa = True,
     calibrate: Calibrate = "none", calibration_min_windows: CalibrationMinWindows = 50, sizing: Sizing = "fixed",
     kelly_cap: KellyCap = 1.0, kelly_fraction: KellyFraction = 0.25, risk_per_trade: RiskPerTrade = 0.01,
-    min_context: options.MinContext = None, exit: options.Exit = "close",
+    min_context: options.MinContext = None, exit: options.Exit = "close", equity: Equity = None,
     data_dir: options.DataDir = None,
     on_duplicate: options.OnDuplicate = "error", on_bad_line: options.OnBadLine = "error",
     timezone: options.Timezone = None,

@@ -20,7 +20,9 @@ alone (each rule cited there); this module keeps the books those rules read, as 
 * An OTO entry's take-profit leg is ``held`` until the entry fills, then ``new`` (orders-at-alpaca, "OTO
   Orders" / "Bracket Orders"); legs are listed as orders of their own unless ``nested=true``.
 * ``day`` orders not filled by the close end (``expired``; "If unfilled after the closing auction, it is
-  automatically canceled", orders-at-alpaca, "Time in Force"); ``gtc`` orders end :data:`~.rules.GTC_DAYS`
+  automatically canceled", orders-at-alpaca, "Time in Force"); ``cls`` orders fill at the close of the session
+  whose closing auction they joined (:func:`~marketcast.fake_alpaca.market.closing_auction`), a limit one only at
+  or better than its limit, else end ``canceled`` ("Any unfilled orders after the close will be cancelled"); ``gtc`` orders end :data:`~.rules.GTC_DAYS`
   days after their submission (:meth:`Exchange.sweep`; see the rules module on the source); orders sent after
   the close wait as ``accepted`` for the next session ("Order Lifecycle").
 * Positions: signed ``qty``, ``qty_available``, ``avg_entry_price`` (weighted over buys into the position,
@@ -43,7 +45,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from zoneinfo import ZoneInfo
 
-from marketcast.fake_alpaca import rules
+from marketcast.fake_alpaca import market, rules
 from marketcast.fake_alpaca.rules import MARGIN_FLOOR, D, Flags, Refused, Working
 
 TERMINAL = ("filled", "canceled", "expired", "replaced", "rejected")
@@ -205,6 +207,10 @@ class Exchange:
         rules.flags(body, crypto, body["side"] == "sell" and held <= 0, self.flags)
         rules.prices(body, asset)
         rules.shape(body, asset)
+        auction = None
+        if body["time_in_force"] == "cls":  # a stock's (shape refuses a crypto cls)
+            auction, cutoff = market.closing_auction(self.clock)
+            rules.on_close(auction, cutoff)
         if not crypto:
             rules.take_profit_base(body, bid, ask)
         power = self.non_marginable_buying_power() if crypto else self.buying_power()
@@ -215,6 +221,7 @@ class Exchange:
                         self.reports_day_trades, self.previous_equity(), self.daytrade_count(),
                         self.pattern_day_trader)
         order = self._order(cid, body, D(body["qty"]), body.get("order_class") or "simple")
+        order["auction"] = auction  # the session whose close a cls order joins (not shown on the wire)
         self.orders.append(order)
         return order
 
@@ -309,43 +316,85 @@ class Exchange:
             self.marks[(sym, day)] = "open"
             self.opened_on[sym] = day
 
-    def session(self, day: str, bars: dict[str, dict], stocks_open: bool = True) -> None:
-        """Play one session: pending cancels complete, queued orders go live, each working order fills by the
-        day's bar (in the order sent), day orders still working at the close expire; then the clock is the close.
+    def session(self, day: str, bars: dict[str, dict], stocks_open: bool = True, phase: str = "all") -> None:
+        """Play one session, whole (``phase`` "all") or in its two phases, "open" then "close", so that a client
+        can act in between, before the ``cls`` cutoff (:func:`marketcast.fake_alpaca.market.phases`).
+
+        The open: pending cancels complete, queued orders go live, each working order (a ``cls`` order apart)
+        fills by the day's bar (in the order sent); the clock stops :data:`~.market.MIDDAY` before the cutoff.
+        The close: pending cancels complete, the ``cls`` orders of this session's closing auction fill at the
+        bar's close (a limit one only at or better than its limit; "Any unfilled orders after the close will be
+        cancelled"), day orders still working expire; then the clock is the close. An order other than ``cls``
+        sent between the phases waits for the next session (the fake has no prices inside the bar).
         On a day NYSE is closed (``stocks_open`` False: a weekend or holiday) only crypto trades, 24/7
         (crypto-trading: "available 24/7"): stock orders stay as they are and the day is no session."""
+        if phase not in ("all", "open", "close"):
+            raise ValueError(f"phase must be all, open or close, not {phase!r}")
         at = f"{day[:10]}{CLOSE_HOUR}"
         with self.lock:
-            if stocks_open:
-                self.last_equity = self.equity()  # marked at the previous close: the session has not traded yet
-                self.sessions.append(day[:10])
-            self.sweep()
-            trading = [o for o in self.everything() if stocks_open or self.asset(o["symbol"])["class"] == "crypto"]
-            for o in self.everything():
-                if o["status"] == "pending_cancel":
-                    self._end(o, "canceled")
-            for o in trading:
-                if o["status"] == "accepted":
-                    o["status"] = "new"
-            activated: set[str] = set()  # legs whose entry filled in this bar
-            for o in trading:
-                bar = bars.get(self.key(o["symbol"]))
-                if bar is None or o["status"] not in ("new", "partially_filled") or o["id"] in activated:
-                    continue
-                price = self._fill_price(o, bar)
-                if price is None:
-                    continue
-                self.fill(o, D(o["qty"]) - D(o["filled_qty"]), price, at)
-                for leg in o.get("legs") or []:
-                    activated.add(leg["id"])
-                    tp, close = D(leg["limit_price"]), D(bar["c"])
-                    if leg["status"] == "new" and (close >= tp if leg["side"] == "sell" else close <= tp):
-                        self.fill(leg, D(leg["qty"]), tp, at)
-            for o in trading:
-                if o["status"] in ("new", "partially_filled") and o["time_in_force"] == "day":
-                    self._end(o, "expired")
-            self.last.update({s: D(b["c"]) for s, b in bars.items()})
-            self.clock = at
+            if phase in ("all", "open"):
+                opened = market.phases(day)[0].strftime(market.STAMP) if phase == "open" and stocks_open else at
+                self._open(day, bars, stocks_open, opened)
+                if phase == "open":
+                    self.clock = ((market.phases(day)[1] - market.MIDDAY).strftime(market.STAMP) if stocks_open
+                                  else at)
+            if phase in ("all", "close"):
+                self._close(day, bars, stocks_open, at)
+
+    def _trading(self, stocks_open: bool) -> list[dict]:
+        return [o for o in self.everything() if stocks_open or self.asset(o["symbol"])["class"] == "crypto"]
+
+    def _confirm_cancels(self) -> None:
+        for o in self.everything():
+            if o["status"] == "pending_cancel":
+                self._end(o, "canceled")
+
+    def _open(self, day: str, bars: dict[str, dict], stocks_open: bool, at: str) -> None:
+        if stocks_open:
+            self.last_equity = self.equity()  # marked at the previous close: the session has not traded yet
+            self.sessions.append(day[:10])
+        self.sweep()
+        trading = self._trading(stocks_open)
+        self._confirm_cancels()
+        for o in trading:
+            if o["status"] == "accepted":
+                o["status"] = "new"
+        activated: set[str] = set()  # legs whose entry filled in this bar
+        for o in trading:
+            bar = bars.get(self.key(o["symbol"]))
+            if (bar is None or o["status"] not in ("new", "partially_filled") or o["id"] in activated
+                    or o["time_in_force"] == "cls"):
+                continue
+            price = self._fill_price(o, bar)
+            if price is None:
+                continue
+            self.fill(o, D(o["qty"]) - D(o["filled_qty"]), price, at)
+            for leg in o.get("legs") or []:
+                activated.add(leg["id"])
+                tp, close = D(leg["limit_price"]), D(bar["c"])
+                if leg["status"] == "new" and (close >= tp if leg["side"] == "sell" else close <= tp):
+                    self.fill(leg, D(leg["qty"]), tp, at)
+
+    def _close(self, day: str, bars: dict[str, dict], stocks_open: bool, at: str) -> None:
+        trading = self._trading(stocks_open)
+        self._confirm_cancels()
+        for o in trading:
+            if o["time_in_force"] != "cls" or o["status"] not in ("accepted", "new", "partially_filled"):
+                continue
+            if o.get("auction", day[:10]) > day[:10]:
+                continue  # queued for a later session's close
+            bar = bars.get(self.key(o["symbol"])) if o.get("auction", day[:10]) == day[:10] else None
+            close = None if bar is None else D(bar["c"])
+            limit = None if o.get("limit_price") is None else D(o["limit_price"])
+            if close is not None and (limit is None or (close <= limit if o["side"] == "buy" else close >= limit)):
+                self.fill(o, D(o["qty"]) - D(o["filled_qty"]), close, at)
+            else:
+                self._end(o, "canceled")
+        for o in trading:
+            if o["status"] in ("new", "partially_filled") and o["time_in_force"] == "day":
+                self._end(o, "expired")
+        self.last.update({s: D(b["c"]) for s, b in bars.items()})
+        self.clock = at
 
     @staticmethod
     def _fill_price(o: dict, bar: dict) -> Decimal | None:

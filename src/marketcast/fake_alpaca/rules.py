@@ -21,6 +21,17 @@ The pages, and what each gives:
     ``take_profit.limit_price`` must be at least a cent beyond it (the messages are the ones users report).
   - "Time in Force": ``day`` orders not filled end at the close (played in :meth:`Exchange.session`).
     The page does not give a lifetime for ``gtc``; see :data:`GTC_DAYS`.
+  - "Time in Force", ``cls``: "Use this TIF with a market/limit order type to submit "market on close" (MOC)
+    and "limit on close" (LOC) orders. This order is eligible to execute only in the market closing auction.
+    Any unfilled orders after the close will be cancelled. CLS orders submitted after 3:50pm but before 7:00pm
+    ET will be rejected. CLS orders submitted after 7:00pm will be queued and routed to the following day's
+    closing auction" (the timing, early closes included: :func:`marketcast.fake_alpaca.market.closing_auction`).
+    Crypto: "Alpaca supports the following Time-In-Force designations: gtc, and ioc. OPG, fok, day, and CLS are
+    not supported" (same section). Bracket orders: "time_in_force must be "day" or "gtc"", and OTO orders: "the
+    rest of requirements are the same as the bracket orders" (same page, "Bracket Orders", "OTO Orders"). The
+    refusal's wording: Alpaca answers an ``opg`` order out of its window with "opg orders must be submitted after
+    7:00pm and before 9:28am" (as users report it, QuantConnect/Lean#8374); the fake answers a late ``cls`` order
+    the same way with its own window (:func:`on_close`), a 422 ``42210000`` like the other order refusals.
 * **Crypto orders and trading** (https://docs.alpaca.markets/docs/crypto-orders,
   https://docs.alpaca.markets/docs/crypto-trading): ``time_in_force`` ``gtc`` or ``ioc``; no multi-leg
   (OTO/bracket) orders; quantities and prices on the asset's ``min_order_size``, ``min_trade_increment``,
@@ -180,6 +191,8 @@ def shape(body: dict, asset: dict) -> None:
         if qty < D(asset["min_order_size"]) or not on_grid(qty, D(asset["min_trade_increment"])):
             raise Refused(422, 40010001, f"qty {body['qty']} must be >= {asset['min_order_size']} and a multiple "
                                          f"of {asset['min_trade_increment']}")
+    elif kind != "simple" and tif not in ("day", "gtc"):
+        raise Refused(422, 42210000, f"invalid time_in_force {tif} for order_class {kind}: day or gtc only")
     elif not on_grid(qty, ONE):
         if not asset["fractionable"]:
             raise Refused(422, 40010001, "requested asset is not fractionable")
@@ -187,6 +200,14 @@ def shape(body: dict, asset: dict) -> None:
             raise Refused(422, 42210000, "fractional orders must be simple day orders")
         if not on_grid(qty, Decimal("0.000000001")):
             raise Refused(422, 40010001, "qty takes at most 9 decimals")
+
+
+def on_close(auction: str | None, cutoff) -> None:
+    """A ``cls`` order sent after the closing auction's cutoff and before 7:00 pm New York time is rejected
+    (``auction`` None; ``cutoff`` the session's, 3:50 pm or 10 minutes before an early close)."""
+    if auction is None:
+        at = cutoff.tz_convert("America/New_York").strftime("%I:%M%p").lstrip("0").lower()
+        raise Refused(422, 42210000, f"cls orders must be submitted after 7:00pm and before {at}")
 
 
 def take_profit_base(body: dict, bid: Decimal, ask: Decimal) -> None:

@@ -27,7 +27,8 @@ past the client's timeout, or processing a POST and then stalling so its reply i
 crash between the broker call and the journal), ``kill_on_delete`` right after the n-th cancel is taken (a
 crash between a cancel and the close that waits for its confirmation; ``order_calls`` and ``kills`` say when each
 landed); :meth:`FakeAlpaca.session` plays a day's
-bars (also as ``POST /_test/session`` for a loop running in another process).
+bars, whole or in its open and close phases (also as ``POST /_test/session`` with ``{"day", "phase"}`` for a loop
+running in another process).
 """
 
 from __future__ import annotations
@@ -167,16 +168,20 @@ class FakeAlpaca:
             self.exchange.fill(o, D(qty), D(price), at)
             return o
 
-    def session(self, ts) -> None:
-        """Play the bar stamped ``ts`` of every symbol through the working orders (once: a day already played
-        is not played again; on a day NYSE is closed only crypto trades); the clock moves to its close."""
+    def session(self, ts, phase: str = "all") -> None:
+        """Play the bar stamped ``ts`` of every symbol through the working orders (once: a phase already played
+        is not played again; on a day NYSE is closed only crypto trades). ``phase``: "all" (the clock moves to
+        the close), or "open" (the clock stops before the ``cls`` cutoff) and later "close"
+        (:meth:`marketcast.fake_alpaca.exchange.Exchange.session`)."""
         day = pd.Timestamp(ts).strftime("%Y-%m-%d")
         with self.lock:
-            if day in self.played:
+            wanted = [p for p in (("open", "close") if phase == "all" else (phase,)) if (day, p) not in self.played]
+            if not wanted:
                 return
-            self.played.add(day)
+            self.played.update((day, p) for p in wanted)
             bars = {s.replace("/", ""): b for s, rows in self.bars.items() for b in rows if b["t"][:10] == day}
-            self.exchange.session(day, bars, stocks_open=bool(nyse_calendar().is_session(day)))
+            self.exchange.session(day, bars, stocks_open=bool(nyse_calendar().is_session(day)),
+                                  phase="all" if len(wanted) == 2 else wanted[0])
 
     # ------------------------------------------------------------------ handling
     def _take_failure(self, method: str, path: str) -> Failure | None:
@@ -286,7 +291,7 @@ class FakeAlpaca:
             ex.poll(o)
             return 200, self._public(o)
         if path == "/_test/session" and method == "POST":  # a driver in another process plays a day (tests only)
-            self.session(body["day"])
+            self.session(body["day"], body.get("phase", "all"))
             return 200, {"clock": ex.clock}
         if path in ("/v2/stocks/quotes/latest", "/v1beta3/crypto/us/latest/quotes"):
             syms = q.get("symbols", "").split(",")
