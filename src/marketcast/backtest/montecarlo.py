@@ -80,7 +80,8 @@ T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365} 
 CHI2_95 = {1: 3.841, 2: 5.991, 3: 7.815, 4: 9.488, 5: 11.070, 6: 12.592, 7: 14.067}  # chi-square 0.95 by dof
 BAND = ("95% band of a re-run with another seed, about this run's figure: t(0.975, B-1) * sqrt(2) * SE, where SE "
         "= the batch spread scaled to S samples with the exponent measured from batches of S/B, 2S/B, 4S/B "
-        "samples; flagged unreliable where the batches are biased against the full run (docs/backtest.md)")
+        "samples; flagged unreliable where the batches are biased against the full run or their trade counts are "
+        "overdispersed (docs/backtest.md)")
 
 
 def batch_count(num_samples: int) -> int:
