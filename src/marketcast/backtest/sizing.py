@@ -24,13 +24,15 @@ sample path, from :func:`marketcast.calibrate.recalibrate` output), and the dire
            most ``risk_per_trade`` of equity. The growth c mu - c^2 sigma^2 / 2 is concave in the size c and the ES
            of c x the trade is c x its ES, so the constrained optimum is the smaller of the two sizes (the
            risk-constrained Kelly bet of Busseti, Ryu & Boyd 2016, "Risk-constrained Kelly gambling",
-           J. Investing 25(3):118-134, with the ES constraint of Wesselhöfft & Härdle 2020, "Risk-constrained Kelly
-           portfolios under alpha-stable laws", Comput. Econ. 55:801-826, for heavy tails). mu / sigma^2 reads two
+           J. Investing 25(3), arXiv:1603.06183, with the ES constraint of Wesselhöfft & Härdle 2020,
+           "Risk-constrained Kelly portfolios under alpha-stable laws", Comput. Econ. 55, for heavy tails).
+           mu / sigma^2 reads two
            moments only: a trade with a capped upside (a take-profit, a limit that fills on the way down) and a
            long left tail has a small sigma for its mean, and on a heavy-tailed skewed series (GARCH skew-t,
            benchmarks/sizing_bench.py) 0.25 f* put a third of the orders at the cap, most of ``entry_takeprofit``'s
-           and ``highlow``'s; the ES sees the tail those trades keep (2-3 % with the budget). Where the ES budget
-           binds, the size is ``risk_per_trade`` / ES, which falls with the spread as the ES grows with it.
+           and ``highlow``'s; the ES sees the tail those trades keep (2-3 % of the orders at the cap with the
+           budget). Where it binds, the size is ``risk_per_trade`` / ES, which falls with the spread as the ES
+           grows with it. ``risk_per_trade`` 1 turns it off (a daily trade's ES never reaches 100 %).
 ``cvar``   the size at which the trade's expected shortfall at ``es_level`` (95 %) loses ``risk_per_trade`` of
            equity: size = risk_per_trade / ES, capped at 1.0 (1.0 when the tail does not lose). ES is the
            Rockafellar & Uryasev 2000 form ("Optimization of conditional value-at-risk", J. Risk 2:21-41),
