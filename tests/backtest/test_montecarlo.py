@@ -12,6 +12,7 @@ from marketcast.backtest.config import BacktestConfig
 from marketcast.backtest.engine import run_backtest
 from marketcast.backtest.job import Job, run_job
 from marketcast.backtest.montecarlo import (
+    CHI2_95,
     T_975,
     McError,
     batch_count,
@@ -174,6 +175,35 @@ def test_biased_batches_flag_the_band_by_return_or_by_trades():
     assert rare.trades_z == pytest.approx(20.0 / (np.std([20, 22, 24, 26], ddof=1) / 2.0)) and rare.biased
     assert not McError(0.025, batches, trades=23, batch_trades=(20, 22, 24, 26)).biased
     assert McError(0.0, (0.0, 0.0, 0.0, 0.01), trades=0, batch_trades=(0, 0, 0, 1)).biased  # the run never traded
+
+
+def test_overdispersed_batch_trade_counts_flag_the_band():
+    """Trade counts 10, 30, 20, 20 (mean 20, the run's 20; s^2 = 200 / 3): index of dispersion 3 s^2 / 20 = 10 >
+    chi-square(0.95, 3) = 7.815, so the band is flagged though the batches agree with the run in mean return and
+    trade count; 20, 22, 24, 26 (s^2 = 20 / 3, mean 23): 20 / 23 < 7.815, not flagged. No batch trading: 0."""
+    batches = (0.01, 0.03, 0.02, 0.04)
+    spread = McError(0.025, batches, trades=20, batch_trades=(10, 30, 20, 20))
+    assert spread.trades_z == 0.0 and spread.bias_z == 0.0
+    assert spread.trades_dispersion == pytest.approx(10.0, rel=1e-12) and spread.biased
+    steady = McError(0.025, batches, trades=23, batch_trades=(20, 22, 24, 26))
+    assert steady.trades_dispersion == pytest.approx(20.0 / 23.0, rel=1e-12) and not steady.biased
+    assert McError(0.0, (0.0,) * 4, trades=0, batch_trades=(0, 0, 0, 0)).trades_dispersion == 0.0
+
+
+@pytest.mark.parametrize("most", [1.0, 0.1, 0.02])
+def test_independent_windows_rarely_look_overdispersed(most):
+    """A strategy whose windows trade independently (window k with its own probability p_k, uniform on (0, most);
+    70 windows, 8 batches): the counts are Poisson-binomial, variance <= mean, so the dispersion test flags at most
+    its 5 % (measured over 4,000 runs: 0 %, 3.7 % and 3.2 %; a rarely trading strategy's counts are nearly
+    Poisson)."""
+    rng = np.random.default_rng(7)
+    flagged = 0
+    for _ in range(4000):
+        p = rng.uniform(0.0, most, 70)
+        counts = (rng.random((8, 70)) < p).sum(axis=1)
+        error = McError(0.0, tuple(np.zeros(8)), trades=0, batch_trades=tuple(int(c) for c in counts))
+        flagged += error.trades_dispersion > CHI2_95[7]
+    assert flagged / 4000 <= 0.05
 
 
 def test_the_json_summary_and_tables_show_the_band_and_close_calls(tmp_path):

@@ -25,30 +25,42 @@ def test_narrow_and_wide_forecasters_with_the_same_mean():
     returns = np.stack([_normal(0.002, 0.1), _normal(0.002, 0.2)])  # [2 windows, S]
     long_ = np.array([1, 1])
     # Kelly mu / sigma^2: 0.002 / 0.01 = 0.2 and 0.002 / 0.04 = 0.05 (a quarter: twice the spread)
-    assert position_sizes(returns, long_, "kelly", kelly_fraction=1.0) == pytest.approx([0.2, 0.05], rel=1e-9)
+    # (risk_per_trade 1: an ES budget of all the equity, which a 20 % sd trade's ES never reaches, so Kelly alone)
+    assert position_sizes(returns, long_, "kelly", kelly_fraction=1.0, risk_per_trade=1.0) == pytest.approx(
+        [0.2, 0.05], rel=1e-9)
     # ES_95 of N(mu, s^2) as a loss: -mu + s * phi(z_0.95) / 0.05 = -0.002 + 2.06271 s -> 0.204271, 0.410543
     es = -0.002 + np.array([0.1, 0.2]) * norm.pdf(norm.ppf(0.95)) / 0.05
     assert expected_shortfall(returns) == pytest.approx(es, rel=1e-5)
     assert position_sizes(returns, long_, "cvar") == pytest.approx(0.01 / es, rel=1e-5)  # 0.048955, 0.024358
     assert position_sizes(returns, long_, "fixed").tolist() == [1.0, 1.0]
-    # the default: a quarter of f* (0.05, 0.125), under a cap of 1; --kelly-cap 0.1 cuts the second
+    # a quarter of f* (0.05, 0.125), under a cap of 1; --kelly-cap 0.1 cuts the second
     two = np.stack([_normal(0.002, 0.1), _normal(0.005, 0.1)])
-    assert position_sizes(two, long_, "kelly") == pytest.approx([0.05, 0.125], rel=1e-9)
-    assert position_sizes(two, long_, "kelly", kelly_cap=0.1) == pytest.approx([0.05, 0.1], rel=1e-9)
+    assert position_sizes(two, long_, "kelly", risk_per_trade=1.0) == pytest.approx([0.05, 0.125], rel=1e-9)
+    assert position_sizes(two, long_, "kelly", kelly_cap=0.1, risk_per_trade=1.0) == pytest.approx([0.05, 0.1],
+                                                                                                   rel=1e-9)
+    # the default ES budget of 1 % binds both: ES_95 0.204271 and -0.005 + 0.206271 = 0.201271, so 0.01 / ES
+    # (0.048955, 0.049684) is below the quarter Kelly size of each; a budget of 2 % (0.097909, 0.099368) binds the
+    # second alone
+    es_two = np.array([-0.002, -0.005]) + 0.1 * norm.pdf(norm.ppf(0.95)) / 0.05
+    assert position_sizes(two, long_, "kelly") == pytest.approx(0.01 / es_two, rel=1e-5)
+    assert position_sizes(two, long_, "kelly", risk_per_trade=0.02) == pytest.approx([0.05, 0.02 / es_two[1]],
+                                                                                     rel=1e-5)
 
 
 @pytest.mark.parametrize("mu, sigma", [(0.002, 0.1), (0.0004, 0.012), (-0.003, 0.05), (0.01, 0.3)])
 def test_twice_as_wide_is_a_quarter_of_the_kelly_size(mu, sigma):
     """The module docstring's claim at the default quarter Kelly: same mean, doubled spread, a quarter."""
     side = np.sign(mu) * np.array([1, 1])  # the side the mean favours
-    narrow, wide = position_sizes(np.stack([_normal(mu, sigma), _normal(mu, 2 * sigma)]), side, "kelly").tolist()
+    narrow, wide = position_sizes(np.stack([_normal(mu, sigma), _normal(mu, 2 * sigma)]), side, "kelly",
+                                  risk_per_trade=1.0).tolist()  # Kelly alone: an ES budget it never reaches
     assert narrow == pytest.approx(0.25 * abs(mu) / sigma**2, rel=1e-9) and 0.0 < narrow < 1.0  # not capped
     assert wide / narrow == pytest.approx(0.25, rel=1e-12)
 
 
 def test_shorts_use_the_short_return():
     up, down = _normal(0.002, 0.1), _normal(-0.002, 0.1)
-    sizes = position_sizes(np.stack([up, down, down]), np.array([1, -1, 1]), "kelly", kelly_fraction=1.0)
+    sizes = position_sizes(np.stack([up, down, down]), np.array([1, -1, 1]), "kelly", kelly_fraction=1.0,
+                           risk_per_trade=1.0)
     assert sizes == pytest.approx([0.2, 0.2, 0.0], rel=1e-9)  # a long on a falling forecast gets nothing
     cvar = position_sizes(np.stack([up, down]), np.array([1, -1]), "cvar")
     assert cvar[0] == pytest.approx(cvar[1], rel=1e-12)
@@ -92,8 +104,10 @@ def test_sizes_stay_in_range_and_follow_the_spread(seed, c, policy):
     if policy == "kelly":
         raw = kelly_size(direction[:, None] * returns, 1.0, cap=np.inf)
         assert kelly_size(c * direction[:, None] * returns, 1.0, cap=np.inf) == pytest.approx(raw / c, rel=1e-9)
-        # the fraction scales f* before the cap
-        assert sizes == pytest.approx(np.where(direction != 0, np.minimum(0.7 * raw, 0.5), 0.0), rel=1e-12)
+        # the fraction scales f* before the cap, and the ES budget (the cvar size) bounds it
+        bound = position_sizes(returns, direction, "cvar")
+        assert sizes == pytest.approx(np.where(direction != 0, np.minimum(np.minimum(0.7 * raw, 0.5), bound), 0.0),
+                                      rel=1e-12)
     if policy == "cvar":
         es = expected_shortfall(direction[:, None] * returns)
         assert expected_shortfall(c * direction[:, None] * returns) == pytest.approx(c * es, rel=1e-9, abs=1e-15)

@@ -69,7 +69,8 @@ class BacktestConfig:
                    (:mod:`marketcast.backtest.day_trades`, FINRA Rule 4210 as Alpaca enforces it).
     sizing:        position size per trade from the trade's sample returns (:mod:`marketcast.backtest.sizing`):
                    "fixed" (1.0, default), "kelly" (``kelly_fraction`` x b* mu / sigma^2, capped at
-                   ``kelly_cap``) or "cvar" (the 95 % expected shortfall loses ``risk_per_trade`` of equity),
+                   ``kelly_cap`` and at the cvar size) or "cvar" (the 95 % expected shortfall loses
+                   ``risk_per_trade`` of equity),
                    with b* the strategy's skill measured on the windows before (0 before 20 filled orders).
     """
 

@@ -52,7 +52,8 @@ def symbol_section(r: SymbolResult, plot: bool = False) -> list[str]:
     lines += [line for t in exposed for line in (f"> warning: {t}.", "")]  # provenance, pretraining period
     sizing = getattr(r.config, "sizing", "fixed")
     if sizing != "fixed":
-        cap = (f"{r.config.kelly_fraction:g} x b* mu / sigma^2, cap {r.config.kelly_cap:g}" if sizing == "kelly"
+        cap = (f"{r.config.kelly_fraction:g} x b* mu / sigma^2 within an ES budget of {r.config.risk_per_trade:g}, "
+               f"cap {r.config.kelly_cap:g}" if sizing == "kelly"
                else f"risk per trade {r.config.risk_per_trade:g}")
         lines += [f"Positions sized `{sizing}` ({cap}) from each window's samples and the skill b* measured on "
                   "the windows before it: every return below is size x the unit-size return, costs included.", "",

@@ -24,7 +24,16 @@ rarely on S samples (``ci_guard``: its band's edge must clear 0) trades far more
 so its batch figures are biased, not just noisier. The batch-means test (Glasserman 2003, 1.1.3: batch means
 are approximately normal about their expectation) compares the batches' mean return and mean trade count with
 the full run's, in batch standard errors (sd / sqrt(B)); beyond t(0.975, B - 1) the figure's band is flagged
-unreliable (:attr:`McError.biased`) and the strip says to measure it with ``--seeds``. Two fallbacks were
+unreliable (:attr:`McError.biased`) and the strip says to measure it with ``--seeds``. The batches also stand
+for the full run only if a batch's error is a sum of the windows' own decisions' errors, which the S^-a
+extrapolation rests on: then a batch's trade count is a sum of independent per-window trade indicators, whose
+variance (sum p_k (1 - p_k)) is at most its mean, and the counts over the B batches are no more dispersed than
+Poisson counts. A strategy whose state is learned from the samples (``maxdiff``'s offsets, the walk-forward pick)
+carries one batch's noise into all its later windows: its batches' trade counts are overdispersed, and its
+batch spread no longer scales to S (NASDAQ's ``maxdiff``: a band 6 times its seed-to-seed sd, its batches trading
+15-57 times where the full runs trade 31-42). The index-of-dispersion test (:attr:`McError.trades_dispersion`
+beyond the chi-square 0.95 quantile with B - 1 dof; conservative for the Poisson-binomial counts of independent
+windows) flags those bands unreliable too. Two fallbacks were
 tried: the jackknife over the batches (Efron & Stein 1981; the delete-a-group form, Efron 1982, 2.2) gave SEs
 of 1.1-2.9 seed standard deviations on the embedded SP500 and NASDAQ (the Efron-Stein inequality makes it
 conservative, and a threshold decision is far from the smooth statistic it is exact for), a bootstrap of the
@@ -68,9 +77,11 @@ RECORDED_EXPONENT = 0.25  # the fixed exponent of runs recorded before it was me
 MAX_EXPONENT = 0.5  # no figure's error falls faster than a mean's, S^-1/2 (module docstring)
 LEVEL = 0.95
 T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365}  # Student t 0.975 by dof
+CHI2_95 = {1: 3.841, 2: 5.991, 3: 7.815, 4: 9.488, 5: 11.070, 6: 12.592, 7: 14.067}  # chi-square 0.95 by dof
 BAND = ("95% band of a re-run with another seed, about this run's figure: t(0.975, B-1) * sqrt(2) * SE, where SE "
         "= the batch spread scaled to S samples with the exponent measured from batches of S/B, 2S/B, 4S/B "
-        "samples; flagged unreliable where the batches are biased against the full run (docs/backtest.md)")
+        "samples; flagged unreliable where the batches are biased against the full run or their trade counts are "
+        "overdispersed (docs/backtest.md)")
 
 
 def batch_count(num_samples: int) -> int:
@@ -181,11 +192,23 @@ class McError:
         return bias_z(self.batch_trades, self.trades) if self.batch_trades else 0.0
 
     @property
+    def trades_dispersion(self) -> float:
+        """The index of dispersion of the batches' trade counts, (B - 1) s^2 / mean (0 where no batch traded):
+        chi-square with B - 1 dof for Poisson counts (Fisher 1950, "The significance of deviations from
+        expectation in a Poisson series", Biometrics 6:17-24; Cochran 1954, Biometrics 10:417-451)."""
+        counts = np.asarray(self.batch_trades, dtype=np.float64)
+        if len(counts) < 2 or counts.mean() <= 0:
+            return 0.0
+        return float((len(counts) - 1) * counts.var(ddof=1) / counts.mean())
+
+    @property
     def biased(self) -> bool:
         """The batches miss the full run's return or trade count by more than their own 95 % error (Student t,
-        B - 1 dof): their spread is not this figure's, and the band is flagged unreliable."""
-        t = T_975[len(self.batch_values) - 1]
-        return self.bias_z > t or self.trades_z > t
+        B - 1 dof), or their trade counts are overdispersed (:attr:`trades_dispersion` beyond chi-square 0.95,
+        B - 1 dof; module docstring): their spread is not this figure's, and the band is flagged unreliable."""
+        b = len(self.batch_values)
+        t = T_975[b - 1]
+        return self.bias_z > t or self.trades_z > t or self.trades_dispersion > CHI2_95[b - 1]
 
     @property
     def se(self) -> float:
@@ -205,7 +228,8 @@ class McError:
 
     def as_dict(self) -> dict:
         return {"se": self.se, "band": self.band, "batch_returns": list(self.batch_values),
-                "exponent": self.exponent, "bias_z": self.bias_z, "trades_z": self.trades_z, "unreliable": self.biased}
+                "exponent": self.exponent, "bias_z": self.bias_z, "trades_z": self.trades_z,
+                "trades_dispersion": self.trades_dispersion, "unreliable": self.biased}
 @dataclass(frozen=True)
 class MonteCarlo:
     """The Monte Carlo error of one symbol's backtest: per strategy and for the walk-forward record, and each

@@ -19,6 +19,20 @@ sample path, from :func:`marketcast.calibrate.recalibrate` output), and the dire
            f* is large (a 1.4 % sigma makes mu = 0.08 % an f* of 4): the whole f* clipped at 0.25, the rule
            before, was an on/off switch (every order of the embedded daily files at 0 or at the cap, most at
            the cap); 0.25 f* under a cap of 1 moves with mu and sigma.
+           **Within an ES budget:** the size is also at most the ``cvar`` size below (``risk_per_trade`` / ES_95 at
+           the conditional mean): the growth-optimal size subject to the trade's 95 % expected shortfall losing at
+           most ``risk_per_trade`` of equity. The growth c mu - c^2 sigma^2 / 2 is concave in the size c and the ES
+           of c x the trade is c x its ES, so the constrained optimum is the smaller of the two sizes (the
+           risk-constrained Kelly bet of Busseti, Ryu & Boyd 2016, "Risk-constrained Kelly gambling",
+           J. Investing 25(3), arXiv:1603.06183, with the ES constraint of Wesselhöfft & Härdle 2020,
+           "Risk-constrained Kelly portfolios under alpha-stable laws", Comput. Econ. 55, for heavy tails).
+           mu / sigma^2 reads two
+           moments only: a trade with a capped upside (a take-profit, a limit that fills on the way down) and a
+           long left tail has a small sigma for its mean, and on a heavy-tailed skewed series (GARCH skew-t,
+           benchmarks/sizing_bench.py) 0.25 f* put a third of the orders at the cap, most of ``entry_takeprofit``'s
+           and ``highlow``'s; the ES sees the tail those trades keep (2-3 % of the orders at the cap with the
+           budget). Where it binds, the size is ``risk_per_trade`` / ES, which falls with the spread as the ES
+           grows with it. ``risk_per_trade`` 1 turns it off (a daily trade's ES never reaches 100 %).
 ``cvar``   the size at which the trade's expected shortfall at ``es_level`` (95 %) loses ``risk_per_trade`` of
            equity: size = risk_per_trade / ES, capped at 1.0 (1.0 when the tail does not lose). ES is the
            Rockafellar & Uryasev 2000 form ("Optimization of conditional value-at-risk", J. Risk 2:21-41),
@@ -48,7 +62,7 @@ order, so both size an order alike bit for bit. CVaR acts on the samples moved t
 (``trade - m + b* m``), and spends no risk budget on a trade whose conditional mean is not positive.
 
 Sizes follow the spread: a forecast twice as wide with the same mean (and the same measured skill) gets a
-quarter of the Kelly size (below the cap) and about half the CVaR size.
+quarter of the Kelly size (below the cap and the ES budget) and about half the CVaR size.
 
 The trade's return samples (:func:`trade_return_samples`, what the engine and the live planner size on):
 the horizon-1 decision at bar t enters at its entry limit, or for a market order at close_t (the forecast's
@@ -149,7 +163,8 @@ def expected_shortfall(trade_returns: np.ndarray, level: float = 0.95, filled: n
 def position_sizes(returns, direction, policy: str = "fixed", *, kelly_cap: float = 1.0,
                    risk_per_trade: float = 0.01, es_level: float = 0.95, kelly_fraction: float = 0.25,
                    filled=None, skill=1.0) -> np.ndarray:
-    """Sizes ``[W]`` in [0, cap] (cap: 1.0 for fixed and cvar, ``kelly_cap`` for kelly) from the long trade's
+    """Sizes ``[W]`` in [0, cap] (cap: 1.0 for fixed and cvar, ``kelly_cap`` for kelly, whose size is also at most
+    the cvar size: the ES budget, module docstring) from the long trade's
     sample returns ``[W, S]`` and ``direction`` ``[W]`` (+1 long, -1 short, 0 flat: size 0), over the paths
     ``filled`` ``[W, S]`` (default all; kelly and cvar give 0 where none is). ``skill`` (scalar or ``[W]``) scales
     the samples' mean to the conditional mean kelly and cvar act on (module docstring; 1.0: face value)."""
@@ -169,16 +184,25 @@ def position_sizes(returns, direction, policy: str = "fixed", *, kelly_cap: floa
     trade = d[:, None] * r
     if policy == "fixed":
         size = np.ones(r.shape[0])
-    elif policy == "kelly":
-        size = kelly_size(trade, kelly_fraction, kelly_cap, filled, skill)
+    elif policy == "kelly":  # the growth optimum within the ES budget (module docstring)
+        size = np.minimum(kelly_size(trade, kelly_fraction, kelly_cap, filled, skill),
+                          cvar_size(trade, risk_per_trade, es_level, filled, skill))
     else:
-        m, n = _filled(trade, filled)
-        mu = _filled_mean(trade, m, n)
-        b = np.broadcast_to(np.asarray(skill, dtype=np.float64), mu.shape)
-        es = expected_shortfall(trade - ((1.0 - b) * mu)[:, None], es_level, filled)  # at the conditional mean
-        size = np.minimum(np.divide(risk_per_trade, es, out=np.ones_like(es), where=es > 0), 1.0)
-        size = np.where(np.isnan(es) | ~(b * mu > 0), 0.0, size)  # no path fills, or no expected gain
+        size = cvar_size(trade, risk_per_trade, es_level, filled, skill)
     return np.where(d != 0, size, 0.0)
+
+
+def cvar_size(trade_returns: np.ndarray, risk_per_trade: float = 0.01, level: float = 0.95,
+              filled: np.ndarray | None = None, skill=1.0) -> np.ndarray:
+    """``risk_per_trade`` / ES at ``level`` of each row of ``trade_returns`` [W, S] over its ``filled`` paths,
+    the samples moved to the conditional mean ``skill`` x mean, capped at 1.0 (1.0 where the tail does not lose);
+    0 for a row with no filled path or no expected gain."""
+    m, n = _filled(trade_returns, filled)
+    mu = _filled_mean(trade_returns, m, n)
+    b = np.broadcast_to(np.asarray(skill, dtype=np.float64), mu.shape)
+    es = expected_shortfall(trade_returns - ((1.0 - b) * mu)[:, None], level, filled)  # at the conditional mean
+    size = np.minimum(np.divide(risk_per_trade, es, out=np.ones_like(es), where=es > 0), 1.0)
+    return np.where(np.isnan(es) | ~(b * mu > 0), 0.0, size)  # no path fills, or no expected gain
 
 
 def trade_return_samples(side, entry_limit, take_profit, close, close_ret, high_ret, low_ret) -> np.ndarray:
@@ -336,7 +360,8 @@ def sizing_note(config, skills: dict[str, Skill]) -> str:
     and cap, and :func:`skill_text`; '' for fixed sizing."""
     if config.sizing == "fixed":
         return ""
-    rule = (f"kelly sizing {config.kelly_fraction:g} x b* mu / sigma^2, cap {config.kelly_cap:g}"
+    rule = (f"kelly sizing {config.kelly_fraction:g} x b* mu / sigma^2 within an ES budget of "
+            f"{config.risk_per_trade:g}, cap {config.kelly_cap:g}"
             if config.sizing == "kelly" else
             f"cvar sizing: risk per trade {config.risk_per_trade:g} at the conditional mean b* mu, cap 1")
     return f"{rule}; measured skill b* (slope +- se over orders): {skill_text(skills)}"

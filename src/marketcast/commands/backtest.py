@@ -93,13 +93,14 @@ CalibrationMinWindows = Annotated[int, typer.Option(
 Sizing = Annotated[str, typer.Option(
     callback=options.one_of(POLICIES), metavar=choice_list(POLICIES),
     help="Position size per trade from its sample returns: fixed (1.0), kelly (--kelly-fraction x b* mu / "
-         "sigma^2, capped at --kelly-cap) or cvar (the 95% expected shortfall loses --risk-per-trade of equity); "
+         "sigma^2, capped at --kelly-cap and at the cvar size) or cvar (the 95% expected shortfall loses "
+         "--risk-per-trade of equity); "
          "b* is the strategy's skill measured on earlier windows (0 before 20 filled orders; -v prints it).")]
 KellyCap = Annotated[float, typer.Option(help="Largest Kelly size, in (0, 1] (1: all of the allowed capital).")]
 KellyFraction = Annotated[float, typer.Option(
     help="kelly sizing: the fraction of the Kelly size b* mu / sigma^2 taken, in (0, 1] (0.25: quarter Kelly).")]
 RiskPerTrade = Annotated[float, typer.Option(
-    help="cvar sizing: the equity fraction a trade's 95% tail may lose, in (0, 1].")]
+    help="cvar and kelly sizing: the equity fraction a trade's 95% tail may lose, in (0, 1].")]
 Seeds = Annotated[int, typer.Option(
     help="Re-run with N seeds (--seed .. --seed + N - 1) and report the spread of every return; the files and "
          "the run store hold the first seed's run and the spread.")]

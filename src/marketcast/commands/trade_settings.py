@@ -128,8 +128,8 @@ SETTINGS = (
             "backtest's --kelly-cap).", "--kelly-cap", float),
     Setting("sizing.kelly_fraction", 0.25, unit_fraction, "kelly sizing: the fraction of the Kelly size b* mu / "
             "sigma^2 taken, in (0, 1] (the backtest's --kelly-fraction).", "--kelly-fraction", float),
-    Setting("sizing.risk_per_trade", 0.01, unit_fraction, "cvar sizing: the equity fraction a trade's 95% tail "
-            "may lose, in (0, 1] (the backtest's --risk-per-trade).", "--risk-per-trade", float),
+    Setting("sizing.risk_per_trade", 0.01, unit_fraction, "cvar and kelly sizing: the equity fraction a trade's 95% "
+            "tail may lose, in (0, 1] (the backtest's --risk-per-trade).", "--risk-per-trade", float),
     Setting("add_latest", None, optional(boolean), "Real bid/ask from the broker: the mid replaces the last "
             "close, the spread goes into the costs.", "--add-latest/--no-add-latest", bool, env=("ADD_LATEST",),
             shown="auto: on when the broker has quotes (alpaca); the paper broker's are synthetic"),
