@@ -47,6 +47,7 @@ from marketcast.backtest.benchmark import buy_and_hold_metrics, buy_and_hold_ret
 from marketcast.backtest.config import BacktestConfig
 from marketcast.backtest.costs import Costs
 from marketcast.backtest.fills import NEXT_OPEN, REASONS, Fills
+from marketcast.backtest.holding import Held, hold
 from marketcast.backtest.metrics import equity_curve
 from marketcast.backtest.montecarlo import MonteCarlo, monte_carlo
 from marketcast.backtest.orders import Bar, Decision
@@ -148,6 +149,7 @@ class SymbolResult:
     monte_carlo: MonteCarlo | None = None  # sampling error of the returns (marketcast.backtest.montecarlo)
     seeds: dict | None = None  # --seeds N: the returns over N seeds (marketcast.backtest.montecarlo.seed_spread)
     settle_delay: int = 0  # 1 when an exit may wait for bar t+2's open (execution.waits_for_next_open), else 0
+    held: Held | None = None  # --hold: the walk-forward pick's position held (marketcast.backtest.holding)
 
     @property
     def context_text(self) -> str:
@@ -201,6 +203,8 @@ class SymbolResult:
         sel = self.config.selection.walk_forward({n: r.returns for n, r in self.strategies.items()},
                                                  {n: r.filled for n, r in self.strategies.items()},
                                                  self.settle_delay)
+        if self.held is not None:  # --hold: what the picks' position earned held while they agreed
+            sel = {**sel, "returns": self.held.returns, "filled": self.held.filled}
         return {**sel, "metrics": self.score(sel["returns"], sel["filled"])}
 
     @property
@@ -499,6 +503,24 @@ class Exits:
         return out
 
 
+def held_picks(runs: dict[str, StrategyRun], config: BacktestConfig, delay: int, ohlc: tuple, settled: np.ndarray,
+               index: pd.DatetimeIndex, asset_class: str, costs: Costs) -> Held:
+    """``--hold``: the walk-forward pick's decisions (:meth:`SelectionRule.walk_forward` on each strategy's own
+    windows, as the live planner picks) held while they agree (:func:`marketcast.backtest.holding.hold`)."""
+    picked = config.selection.walk_forward({n: r.returns for n, r in runs.items()},
+                                           {n: r.filled for n, r in runs.items()}, delay)["picked"]
+    n = len(settled)
+    side, limit, tp, size = np.zeros(n, dtype=np.int8), np.full(n, np.nan), np.full(n, np.nan), np.zeros(n)
+    for name, run in runs.items():
+        k = np.array([p == name for p in picked], dtype=bool)
+        d = run.decisions
+        side[k], limit[k], tp[k], size[k] = d.side[k], d.entry_limit[k], d.take_profit[k], run.sizes[k]
+    rows = np.append(settled, settled[-1] + 1)
+    auction = execution.session_last(index, asset_class)[settled + 1]
+    return hold(side, limit, tp, size, tuple(a[rows] for a in ohlc), costs, config.exit, auction,
+                asset_class == "crypto", config.fill_mode, config.same_bar)
+
+
 def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestConfig,
              calibration_only: bool = False) -> SymbolResult:
     """Decide and settle every window of one symbol from its (already computed) forecasts, all windows of a
@@ -577,6 +599,8 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
         monte_carlo=None if calibration_only else monte_carlo(returns, views, {n: w.fills for n, w in walks.items()},
                                                               settle, config.selection, params, exits.delay),
         settle_delay=exits.delay,
+        held=held_picks(runs, config, exits.delay, (o, h, lo, c), settled, index, bars.asset_class, params.costs)
+        if config.hold and runs else None,
         calibrated=None if calibrated is None else calibrated[:n_settled],
         context_seen=seen_context.seen(settled, config.context),
         calibration_report=report_calibration(samples, actual, None if calibrated is None
