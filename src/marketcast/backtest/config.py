@@ -141,8 +141,6 @@ class BacktestConfig:
         self._check_calibration()
         self._check_sizing()
         check_exit(self.exit)
-        if not isinstance(self.hold, bool):  # a sweep spec's hold = "yes" is no setting
-            raise ConfigError(f"hold must be true or false, got {self.hold!r}")
 
     def _check_min_context(self) -> None:
         n = self.min_context

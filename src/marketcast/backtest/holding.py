@@ -84,6 +84,14 @@ class Held:
     trades: HeldTrades
 
 
+def describe(rule: str) -> str:
+    """``--hold`` in one sentence, as every report names it."""
+    where = "at the next bar's open" if check_exit(rule) == "next-open" else \
+        "by the session's close (a 24/7 bar: at the next open)"
+    return ("hold: the walk-forward pick's position is held while its decision stays on its side, bought up beyond "
+            f"a {TOP_UP_BAND:.0%} band, costs only when it changes; it leaves {where} once the decision turns")
+
+
 def resting(rule: str, apart: bool) -> bool:
     """Whether a take-profit rests after its entry bar while the position is held (module docstring)."""
     return apart or check_exit(rule) == "close"
