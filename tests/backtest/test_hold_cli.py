@@ -37,6 +37,10 @@ def test_a_held_run_is_recorded_named_in_every_report_and_a_setting_that_differs
     listed = json.loads(capsys.readouterr().out)
     assert listed["status"] == "SETTINGS DIFFER"
     assert listed["settings"] == [{"setting": "hold", "a": False, "b": True}]
+    # the held record is stored with the run: its reports are remade from the store byte for byte
+    assert main(["report", b, "--no-html", "--output-dir", str(tmp_path / "again")]) == 0
+    for name in ("SP500.json", "summary.md", "trades.csv"):
+        assert (tmp_path / "again" / "latest" / name).read_bytes() == (tmp_path / "held" / "latest" / name).read_bytes()
 
 
 def test_models_compare_with_hold_equals_the_backtest_with_hold(tmp_path, capsys):
