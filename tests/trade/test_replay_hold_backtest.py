@@ -97,7 +97,7 @@ def trades_of(t, settle_times) -> list[tuple]:
 def test_a_held_replay_enters_and_exits_as_the_held_backtest(tmp_path, symbol, start, end):
     bars = crypto() if symbol == "ETHUSD" else load_symbol(symbol)
     index = bars.frame.index
-    lo, hi = int(index.searchsorted(pd.Timestamp(start, tz="UTC"))), int(index.searchsorted(pd.Timestamp(end, tz="UTC")))
+    lo, hi = (int(index.searchsorted(pd.Timestamp(day, tz="UTC"))) for day in (start, end))
     first_look = backtest(bars, lo - PLANNER_CONFIG.windows, hi - 1)
     flat = first_look.held.entered | ~first_look.held.filled  # nothing carried into the window's decision
     k0 = PLANNER_CONFIG.windows + int(np.argmax(flat[PLANNER_CONFIG.windows:]))  # the first such day from start

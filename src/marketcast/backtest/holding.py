@@ -97,6 +97,24 @@ def resting(rule: str, apart: bool) -> bool:
     return apart or check_exit(rule) == "close"
 
 
+@dataclass
+class _Position:
+    """The held position: ``side``, ``units`` per unit of starting equity, their ``avg`` price, the ``first`` fill,
+    the resting take-profit ``tp`` (NaN: none), the window it ``opened`` on and its ``ups`` (top-ups)."""
+
+    side: int
+    units: float
+    avg: float
+    first: float
+    tp: float
+    opened: int
+    ups: int = 0
+
+    def row(self, k: int, price: float, reason: int) -> tuple:
+        return (self.side, self.opened, k, self.first, price, reason, self.side * (price / self.first - 1.0),
+                self.ups)
+
+
 def hold(side, entry_limit, take_profit, size, bars: tuple, costs: Costs, rule: str, auction, apart: bool,
          fill_mode: str = "touch", same_bar: str = "pessimistic") -> Held:
     """Hold the decisions of consecutive windows (module docstring). ``side`` / ``entry_limit`` /
@@ -111,66 +129,85 @@ def hold(side, entry_limit, take_profit, size, bars: tuple, costs: Costs, rule: 
     close_auction = np.asarray(auction, dtype=bool) & (rule == "close")
     returns, filled, entered = np.zeros(n), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
     rows: list[tuple] = []
-    pos = 0  # side held after the previous window's bar (0: flat)
-    units = avg = first = tp = 0.0  # units per unit of starting equity, their average and first entry price
-    opened = ups = 0  # the window the position entered on, its top-ups
+    pos: _Position | None = None
     equity = 1.0
     for k in range(n):
         b = k + 1  # window k's bar t+1 in ``bars``
         bar = Bar(o[b], h[b], lo[b], c[b])
-        start, mark, pnl, topped = equity, c[k], 0.0, False
         s = int(side[k]) if size[k] > 0 else FLAT  # sized to nothing: flat, as the planner trades it
-        if pos:
+        tp = float(take_profit[k])
+        if pos is not None:
             filled[k] = True
-            if s == pos:  # held: bought up to the decision's size beyond the band, at the open
-                target = float(size[k]) * equity / c[k]
-                if target > 0 and target - units > TOP_UP_BAND * target:
-                    add = target - units
-                    pnl -= costs.per_side * add * o[b]
-                    pnl += pos * add * (c[k] - o[b])  # bought at the open, marked from its own price
-                    avg = (units * avg + add * o[b]) / target
-                    units, ups, topped = target, ups + 1, True
-                    if apart:  # a crypto top-up's take-profit covers the whole position, sent while the bar trades
-                        tp = float(take_profit[k]) if take_profit[k] == take_profit[k] else tp
-                exit_price, reason = _resting_exit(pos, tp if rests else np.nan, bar, fill_mode, late=apart and topped)
-            elif close_auction[k]:  # a market-on-close order by the close, the take-profit resting until then
-                exit_price, reason = _resting_exit(pos, tp if rests else np.nan, bar, fill_mode)
-                if reason is None:
-                    exit_price, reason = c[b], CLOSE
-            else:  # the close sent after bar t fills at bar t+1's open
-                exit_price, reason = o[b], NEXT_OPEN
-            if reason is None:
-                pnl += pos * units * (c[b] - mark)
-            else:
-                pnl += pos * units * (exit_price - mark) - _exit_costs(pos, units, avg, costs, k - opened)
-                rows.append((pos, opened, k, first, exit_price, reason, pos * (exit_price / first - 1.0), ups))
-                pos = 0
+            pnl, left = _held_bar(pos, s, float(size[k]) * equity, tp, bar, c[k], k - pos.opened, costs, rests,
+                                  apart, bool(close_auction[k]), fill_mode)
+            if left is not None:
+                rows.append(pos.row(k, *left))
+                pos = None
         elif s != FLAT:
-            entered[k] = filled[k] = True
-            limit, target = float(entry_limit[k]), float(take_profit[k])
-            d = Decision(s, None if limit != limit else limit, None if target != target or apart else target)
-            got = settle(d, bar, costs, fill_mode, same_bar)
+            limit = float(entry_limit[k])
+            got = settle(Decision(s, None if limit != limit else limit, None if tp != tp or apart else tp), bar,
+                         costs, fill_mode, same_bar)
+            pnl = 0.0
             if got.filled:
-                units, avg, first, tp, opened, ups = float(size[k]) * equity / got.entry_price, got.entry_price, \
-                    got.entry_price, target, k, 0
-                pnl -= costs.per_side * units * first
-                exit_price, reason = got.exit_price, TAKE_PROFIT if got.exit_reason == "take_profit" else None
-                if apart and target == target:  # sent once the entry filled: only a close beyond it fills it
-                    exit_price, reason = (target, TAKE_PROFIT) if _beyond(s, target, c[b]) else (None, None)
-                if reason is None:
-                    pos, pnl = s, pnl + s * units * (c[b] - first)
-                else:
-                    pnl += s * units * (exit_price - first) - _exit_costs(s, units, avg, costs, 1)
-                    rows.append((s, k, k, first, exit_price, reason, s * (exit_price / first - 1.0), 0))
-            else:
-                entered[k] = filled[k] = False
-        equity = start + pnl
-        returns[k] = pnl / start
-    if pos:
-        rows.append((pos, opened, n - 1, first, c[n], MARKED, pos * (c[n] / first - 1.0), ups))
+                entered[k] = filled[k] = True
+                pos = _Position(s, float(size[k]) * equity / got.entry_price, got.entry_price, got.entry_price, tp,
+                                k)
+                pnl, left = _entry_bar(pos, got, bar, costs, apart)
+                if left is not None:
+                    rows.append(pos.row(k, *left))
+                    pos = None
+        else:
+            pnl = 0.0
+        returns[k] = pnl / equity
+        equity += pnl
+    if pos is not None:
+        rows.append(pos.row(n - 1, c[n], MARKED))
     cols = list(zip(*rows)) if rows else [()] * 8
     kinds = (np.int8, np.int64, np.int64, np.float64, np.float64, np.int8, np.float64, np.int64)
     return Held(returns, filled, entered, HeldTrades(*(np.array(col, dtype=t) for col, t in zip(cols, kinds))))
+
+
+def _held_bar(pos: _Position, side: int, target_value: float, tp: float, bar: Bar, mark: float, bars_held: int,
+              costs: Costs, rests: bool, apart: bool, auction: bool, fill_mode: str) -> tuple[float, tuple | None]:
+    """What ``pos`` (held at bar t, marked at ``mark``, its close, entered ``bars_held`` bars before ``bar``)
+    earns in ``bar`` (t+1) under the decision ``side`` at t of ``target_value`` (its size times the equity) and
+    take-profit ``tp``: ``(pnl, (exit price, reason) or None)``."""
+    topped = False
+    if side == pos.side:  # held: bought up to the decision's size beyond the band, at the open
+        target = target_value / mark
+        if target > 0 and target - pos.units > TOP_UP_BAND * target:
+            add = target - pos.units
+            pnl = -costs.per_side * add * bar.open + pos.side * add * (mark - bar.open)  # marked from its price
+            pos.avg = (pos.units * pos.avg + add * bar.open) / target
+            pos.units, pos.ups, topped = target, pos.ups + 1, True
+            if apart and tp == tp:  # a crypto top-up's take-profit covers the whole position, sent while it trades
+                pos.tp = tp
+        else:
+            pnl = 0.0
+        price, reason = _resting_exit(pos.side, pos.tp if rests else np.nan, bar, fill_mode, late=apart and topped)
+    elif auction:  # a market-on-close order by the close, the take-profit resting until then
+        pnl = 0.0
+        price, reason = _resting_exit(pos.side, pos.tp if rests else np.nan, bar, fill_mode)
+        if reason is None:
+            price, reason = bar.close, CLOSE
+    else:  # the close sent after bar t fills at bar t+1's open
+        pnl, price, reason = 0.0, bar.open, NEXT_OPEN
+    if reason is None:
+        return pnl + pos.side * pos.units * (bar.close - mark), None
+    return pnl + pos.side * pos.units * (price - mark) - _exit_costs(pos, costs, bars_held), (price, reason)
+
+
+def _entry_bar(pos: _Position, got, bar: Bar, costs: Costs, apart: bool) -> tuple[float, tuple | None]:
+    """What the position entered at ``got.entry_price`` earns in its entry bar: ``(pnl, (exit price, reason) or
+    None)`` (a take-profit filled there; a crypto one, sent once the entry filled, only at a close beyond it)."""
+    pnl = -costs.per_side * pos.units * pos.first
+    if apart:
+        left = (pos.tp, TAKE_PROFIT) if pos.tp == pos.tp and _beyond(pos.side, pos.tp, bar.close) else None
+    else:
+        left = (got.exit_price, TAKE_PROFIT) if got.exit_reason == "take_profit" else None
+    if left is None:
+        return pnl + pos.side * pos.units * (bar.close - pos.first), None
+    return pnl + pos.side * pos.units * (left[0] - pos.first) - _exit_costs(pos, costs, 0), left
 
 
 def _resting_exit(pos: int, tp: float, bar: Bar, fill_mode: str, late: bool = False) -> tuple[float | None, int | None]:
@@ -190,9 +227,9 @@ def _beyond(pos: int, tp: float, close: float) -> bool:
     return close >= tp if pos > 0 else close <= tp
 
 
-def _exit_costs(pos: int, units: float, avg: float, costs: Costs, bars_held: int) -> float:
+def _exit_costs(pos: _Position, costs: Costs, bars_held: int) -> float:
     """What leaving costs, per unit of starting equity: ``per_side`` of the entry notional and, covering a short,
     its borrow for every bar held (at least one), as the paper broker books it
     (:func:`marketcast.trade.venues.holding.book_fill`)."""
-    cost = costs.per_side * units * avg
-    return cost + (units * avg * costs.borrow * max(1, bars_held) if pos < 0 else 0.0)
+    cost = costs.per_side * pos.units * pos.avg
+    return cost + (pos.units * pos.avg * costs.borrow * max(1, bars_held) if pos.side < 0 else 0.0)
