@@ -67,6 +67,9 @@ class BacktestConfig:
     equity:        the account's equity in dollars (``--equity``; None, the default: not applied): under $25,000
                    the 4th day trade within 5 business days is refused and carried to the next open
                    (:mod:`marketcast.backtest.day_trades`, FINRA Rule 4210 as Alpaca enforces it).
+    hold:          score the walk-forward pick held while its decision stays on its side (``--hold``,
+                   :mod:`marketcast.backtest.holding`, as ``trade replay --hold`` trades it); False (default):
+                   each window's trade is entered and exited on its own.
     sizing:        position size per trade from the trade's sample returns (:mod:`marketcast.backtest.sizing`):
                    "fixed" (1.0, default), "kelly" (``kelly_fraction`` x b* mu / sigma^2, capped at
                    ``kelly_cap`` and at the cvar size) or "cvar" (the 95 % expected shortfall loses
@@ -105,6 +108,7 @@ class BacktestConfig:
     kelly_fraction: float = 0.25
     exit: str = DEFAULT_EXIT
     equity: float | None = None
+    hold: bool = False
 
     def __post_init__(self) -> None:
         if self.windows < 1:

@@ -90,6 +90,7 @@ class Job:
     kelly_fraction: float = 0.25
     exit: str = "close"
     equity: Optional[float] = None  # dollars: the pattern-day-trader rule under $25,000 (backtest/day_trades.py)
+    hold: bool = False
     data_dir: Optional[Path] = None
     on_duplicate: str = "error"
     timezone: Optional[str] = None
@@ -131,7 +132,8 @@ class Job:
             spa=self.spa, calibrate=self.calibrate, calibration_min_windows=self.calibration_min_windows,
             sizing=self.sizing, kelly_cap=self.kelly_cap, risk_per_trade=self.risk_per_trade,
             min_context=self.min_context, kelly_fraction=self.kelly_fraction, exit=self.exit,
-            equity=self.equity)
+            equity=self.equity,
+            hold=self.hold)
 
     def data(self) -> DataOptions:
         return DataOptions(self.data_dir, self.asset_class, self.on_duplicate, self.on_bad_line,
