@@ -21,18 +21,36 @@ from .test_no_lookahead import garbage_after
 ALL = np.ones(6, dtype=bool)
 
 
+def _exits(day, session, equity):
+    entries, exits = refused(np.asarray(day, dtype=bool), np.asarray(session), equity)
+    assert not entries.any()  # no entry has a take-profit leg here
+    return list(exits)
+
+
 def test_the_fourth_and_fifth_of_six_daily_day_trades_are_refused_and_the_sixth_rolls_in():
-    assert list(refused(ALL, np.arange(6), 20_000.0)) == [False, False, False, True, True, False]
-    assert not refused(ALL, np.arange(6), 25_000.0).any()  # at $25,000 the rule no longer applies
-    assert not refused(ALL, np.arange(6), None).any()
+    assert _exits(ALL, np.arange(6), 20_000.0) == [False, False, False, True, True, False]
+    assert not any(_exits(ALL, np.arange(6), 25_000.0))  # at $25,000 the rule no longer applies
+    assert not any(_exits(ALL, np.arange(6), None))
     # a refused one is not made: after sessions 0, 1, 2 and a refused 3, session 5 sees 1 and 2 only
-    assert list(refused(np.array([1, 1, 1, 1, 1], bool), np.array([0, 1, 2, 3, 5]), 1_000.0)) == [
-        False, False, False, True, False]
+    assert _exits([1, 1, 1, 1, 1], [0, 1, 2, 3, 5], 1_000.0) == [False, False, False, True, False]
     # session 6 is 6 business days after 0 and 5 after 1: only session 2's counts
-    assert list(refused(np.array([1, 1, 1, 1], bool), np.array([0, 1, 2, 6]), 1_000.0)) == [False] * 4
+    assert _exits([1, 1, 1, 1], [0, 1, 2, 6], 1_000.0) == [False] * 4
     # windows that are no day trade neither count nor are refused; two day trades in one session both count
-    day = np.array([1, 0, 1, 1, 0, 1], bool)
-    assert list(refused(day, np.array([0, 1, 1, 1, 2, 2]), 1_000.0)) == [False, False, False, False, False, True]
+    assert _exits([1, 0, 1, 1, 0, 1], [0, 1, 1, 1, 2, 2], 1_000.0) == [False, False, False, False, False, True]
+
+
+def test_an_entry_with_a_take_profit_leg_is_refused_once_three_day_trades_were_made_before_it_is_sent():
+    """Day trades in sessions 0, 1, 2; then entries in sessions 3..6. An entry with a leg is sent the evening
+    before its session, so it counts the 5 sessions before its own: in session 3 (0, 1, 2 made) it is refused
+    and nothing trades; an entry without a leg in session 4 trades and only its closing order is refused (0..4
+    hold 3 made); in session 5 the leg's entry counts sessions 0..4, still 3: refused; in session 6 only 1 and 2
+    count: sent, and its take-profit inside the session is a day trade that is made."""
+    day = np.array([1, 1, 1, 1, 1, 1, 1], bool)
+    leg = np.array([0, 0, 0, 1, 0, 1, 1], bool)
+    entries, exits = refused(day, np.array([0, 1, 2, 3, 4, 5, 6]), 20_000.0, leg)
+    assert list(entries) == [False, False, False, True, False, True, False]
+    assert list(exits) == [False, False, False, False, True, False, False]
+    assert not refused(day, np.arange(7), 30_000.0, leg)[0].any()
 
 
 def sessions_bars(asset_class: str = "stock") -> Bars:

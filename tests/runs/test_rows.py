@@ -104,3 +104,19 @@ def test_code_version_names_the_checkouts_commit_and_whether_it_is_dirty():
         return
     dirty = bool(git("status", "--porcelain", "--untracked-files=no", "--", ".").stdout.strip())
     assert code_version() == f"{marketcast.__version__}+g{head.stdout.strip()}{'.dirty' if dirty else ''}"
+
+
+def test_settings_added_later_keep_the_ids_of_runs_recorded_before_them():
+    """--exit close, no --hold and no --equity are what every run before them did: the id is the digest of the
+    settings without them (so an old store's cells still match a new run's), and setting any changes it."""
+    from marketcast.runs.cells import digest
+
+    old = dataclasses.replace(CONFIG, exit="close", hold=False, equity=None)
+    cell = Cell(symbol="AAPL", config=old)
+    settings = cell.settings()
+    for added in ("timezone", "exit", "hold", "equity"):
+        del settings[added]
+    assert cell.config.exit == "close" and not cell.config.hold and cell.config.equity is None
+    assert cell.cell_id == digest({"symbol": "AAPL", **settings})
+    for changed in (dict(exit="next-open"), dict(hold=True), dict(equity=20_000.0)):
+        assert Cell(symbol="AAPL", config=dataclasses.replace(old, **changed)).cell_id != cell.cell_id

@@ -21,8 +21,14 @@ loop does when the broker refuses it, and exits at the next session's first open
 does not count. Where the bars end before that open, the window keeps its close (as the last window under
 ``next-open``). Assumptions, stated: the equity is the configured one throughout (the backtest's returns are
 per unit of capital, so its own P&L does not move it); each symbol and strategy is scored as the account's only
-trading; an entry with a take-profit leg is taken as sent (Alpaca may refuse such an OTO entry itself as a
-potential day trade, the fake Alpaca does: then nothing would trade).
+trading.
+
+An entry with a take-profit leg is itself a potential day trade (its leg can close the position in the entry's
+session): Alpaca's protection refuses "an order that could complete a day trade", and the loop's own check
+(:func:`marketcast.trade.risk.protections.day_trade`) and the fake Alpaca refuse such an OTO entry once 3 day
+trades were made in the 5 sessions up to the one it is sent in (the decision's, the evening before the entry).
+So that entry is scored as not traded (reason ``refused_day_trade``), where an entry without a leg trades and
+only its closing order is refused.
 
 A refused window exits after the next window decided, so the walk-forward pick and the sizing skill read
 windows k - 2 and before while the rule can refuse (:attr:`DayTrades.delay`), as under ``next-open``.
@@ -38,7 +44,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from marketcast.backtest.fills import CLOSE, NEXT_OPEN, TAKE_PROFIT, Fills
+from marketcast.backtest.fills import CLOSE, DAY_TRADE, NEXT_OPEN, TAKE_PROFIT, Fills
 from marketcast.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -58,23 +64,36 @@ def check_equity(equity: float | None) -> float | None:
     return equity
 
 
-def refused(day_trade: np.ndarray, session: np.ndarray, equity: float | None) -> np.ndarray:
-    """``[N]`` bool: window k's day trade is refused. ``day_trade`` ``[N]`` bool, ``session`` ``[N]`` the business
-    day (an NYSE session position) of each window's exit, in time order; ``equity`` the account's (None: the rule
-    is not applied). A window is refused when :data:`PDT_TRADES` day trades were made in its session and the
-    :data:`BUSINESS_DAYS` - 1 before; a refused one is made never, so it does not count for later windows."""
-    out = np.zeros(len(day_trade), dtype=bool)
+def refused(day_trade: np.ndarray, session: np.ndarray, equity: float | None,
+            with_leg: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(entries, exits)``, ``[N]`` bool each: window k's entry is refused (it has a take-profit leg and
+    :data:`PDT_TRADES` day trades were made in the :data:`BUSINESS_DAYS` sessions before its entry's: the count
+    when it is sent), or its closing order is (a day trade, :data:`PDT_TRADES` made in its session and the
+    :data:`BUSINESS_DAYS` - 1 before). ``day_trade`` ``[N]`` bool, ``session`` ``[N]`` each window's entry
+    session (an NYSE session position; a day trade exits in it), in time order; ``with_leg`` ``[N]`` bool: a
+    filled entry sent with a take-profit leg (None: none); ``equity`` the account's (None: not applied). What is
+    refused is never made, so it does not count for later windows."""
+    n = len(day_trade)
+    entries, exits = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
     if equity is None or equity >= PDT_EQUITY:
-        return out
+        return entries, exits
+    with_leg = np.zeros(n, dtype=bool) if with_leg is None else np.asarray(with_leg, dtype=bool)
     made: deque[int] = deque()
-    for k in np.flatnonzero(day_trade):
-        while made and made[0] <= session[k] - BUSINESS_DAYS:
+
+    def count(first: int) -> int:
+        while made and made[0] < first:
             made.popleft()
-        if len(made) >= PDT_TRADES:
-            out[k] = True
-        else:
-            made.append(int(session[k]))
-    return out
+        return len(made)
+
+    for k in np.flatnonzero(np.asarray(day_trade, dtype=bool) | with_leg):
+        if with_leg[k] and count(session[k] - BUSINESS_DAYS) >= PDT_TRADES:
+            entries[k] = True  # sent the evening before: the 5 sessions up to the decision's
+        elif day_trade[k]:
+            if count(session[k] - BUSINESS_DAYS + 1) >= PDT_TRADES:
+                exits[k] = True
+            else:
+                made.append(int(session[k]))
+    return entries, exits
 
 
 @dataclass(frozen=True)
@@ -126,13 +145,15 @@ class DayTrades:
         out = {}
         for name, w in walks.items():
             f = w.fills
-            moved = refused(self.day_trades(f), self.entry, self.equity) & ~np.isnan(self.carried)
-            if not moved.any():
+            with_leg = f.filled & np.isfinite(w.orders.take_profit)
+            entries, exits = refused(self.day_trades(f), self.entry, self.equity, with_leg)
+            moved = exits & ~np.isnan(self.carried)
+            if not (moved.any() or entries.any()):
                 out[name] = w
                 continue
             gross = np.where(moved, w.orders.side * (self.carried / np.where(moved, f.entry_price, 1.0) - 1.0),
                              f.gross)
-            out[name] = replace(w, fills=replace(f, exit_price=np.where(moved, self.carried, f.exit_price),
-                                                 reason=np.where(moved, NEXT_OPEN, f.reason).astype(np.int8),
-                                                 gross=gross))
+            f = replace(f, exit_price=np.where(moved, self.carried, f.exit_price),
+                        reason=np.where(moved, NEXT_OPEN, f.reason).astype(np.int8), gross=gross)
+            out[name] = replace(w, fills=f.refused(entries, DAY_TRADE))
         return out

@@ -110,8 +110,9 @@ def _same_bar(long: bool, tp: float, entry: float, bar: Bar, same_bar: str) -> t
 
 # --- every window at once --------------------------------------------------------------------------------
 
-CLOSE, TAKE_PROFIT, NEXT_OPEN, WASH = 1, 2, 3, 4  # Fills.reason codes (0: no fill)
-REASONS = {CLOSE: "close", TAKE_PROFIT: "take_profit", NEXT_OPEN: "next_open", WASH: "refused_wash"}
+CLOSE, TAKE_PROFIT, NEXT_OPEN, WASH, DAY_TRADE = 1, 2, 3, 4, 5  # Fills.reason codes (0: no fill)
+REASONS = {CLOSE: "close", TAKE_PROFIT: "take_profit", NEXT_OPEN: "next_open", WASH: "refused_wash",
+           DAY_TRADE: "refused_day_trade"}
 
 
 @dataclass(frozen=True)
@@ -141,11 +142,11 @@ class Fills:
         size = np.asarray(size, dtype=np.float64)
         return self._only(self.filled & (size > 0), np.where(self.filled, 0, self.reason), size)
 
-    def refused(self, refused: np.ndarray) -> "Fills":
-        """These fills with the ``refused`` orders ``[N]`` not traded (reason :data:`WASH`; sizes kept as
-        decided)."""
+    def refused(self, refused: np.ndarray, reason: int = WASH) -> "Fills":
+        """These fills with the ``refused`` orders ``[N]`` not traded (``reason``: :data:`WASH`, or
+        :data:`DAY_TRADE` for an entry the pattern-day-trader rule refuses; sizes kept as decided)."""
         refused = np.asarray(refused, dtype=bool)
-        return self._only(self.filled & ~refused, np.where(refused, WASH, self.reason), self.size)
+        return self._only(self.filled & ~refused, np.where(refused, reason, self.reason), self.size)
 
     def _only(self, traded: np.ndarray, reason_else: np.ndarray, size: np.ndarray | None) -> "Fills":
         nan = np.float64(np.nan)

@@ -67,6 +67,8 @@ class Cell:
             del settings["exit"]
         if not self.config.hold:  # and those recorded before --hold existed (nothing was held)
             del settings["hold"]
+        if self.config.equity is None:  # and before --equity (no pattern-day-trader rule applied)
+            del settings["equity"]
         return digest({"symbol": self.symbol, **settings, **given})
 
     @property
