@@ -88,6 +88,11 @@ def forecast(
         _print_exposure(result.symbol, result.forecast_meta, result.windows, as_json)
         return
     fan = next_bars(symbol, data, model_options, period.end, context, horizon, samples, require_clean)
+    _show_fan(fan, model, seed, plot, as_json)
+
+
+def _show_fan(fan, model: str, seed: int, plot: Optional[Path], as_json: bool) -> None:
+    """The fan as a table (or --json), its chart with --plot, and what the weights may have seen of its bar."""
     if fan.compile is not None:
         err_console.print(fan.compile.line(), markup=False, highlight=False)
     if plot is not None:

@@ -86,8 +86,7 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="With --once or --dry-run: print the cycle's plan and "
                                                        "outcome as one JSON document on stdout "
                                                        "(marketcast schema trade_run)."),
-    require_clean: options.RequireClean = False,
-    **flags,
+    require_clean: options.RequireClean = False, **flags,
 ) -> None:
     """Run the trading loop (paper by default): continuously, or one cycle with --once.
 
@@ -110,18 +109,17 @@ def run(
     setup_logging(None, verbose)
     preflight(settings, broker_name)  # a refused start leaves no file in the state folder
     state_dir = Path(settings["state_dir"])
+    candidate = {"shadow": shadow, "shadow_model": shadow_model, "require_clean": require_clean}
     if not dry_run:
         with StateLock(state_dir):
             setup_logging(state_dir, verbose)
-            command.run_loop(settings, LoopRequest(state_dir, broker_name, live, once, False, clock_file, shadow=shadow,
-                                                   shadow_model=shadow_model, require_clean=require_clean), as_json)
+            command.run_loop(settings, LoopRequest(state_dir, broker_name, live, once, False, clock_file, **candidate), as_json)
         return
     # read-only: the state is read from a scratch copy, nothing is written back
     with tempfile.TemporaryDirectory(prefix="marketcast-dry-run-") as scratch:
         copy = command.scratch_copy(state_dir, Path(scratch)) if state_dir.is_dir() else Path(scratch)
         command.run_loop(settings, LoopRequest(copy, broker_name, live, once, True, clock_file, resolve_dir=state_dir,
-                                               shadow=shadow, shadow_model=shadow_model, require_clean=require_clean),
-                         as_json)
+                                               **candidate), as_json)
 
 
 @app.command()
