@@ -81,9 +81,9 @@ Weights = Annotated[Optional[str], typer.Option(
     "--weights", help="Model weights (every model but the baseline): auto (the public checkpoint; the default), a local "
                       "folder, a Hugging Face repo id, or random (plumbing tests only; toto2 also random:4m). See "
                       "`marketcast models download`.")]
-RequireClean = Annotated[bool, typer.Option(
-    "--require-clean", help="Refuse (exit 2) rather than label any window in sample, inside (or possibly inside) the "
-                            "checkpoint's pretraining data, or weights of unknown provenance.")]
+REQUIRE_CLEAN_HELP = ("Refuse (exit 2) rather than label any window in sample, inside (or possibly inside) the "
+                      "checkpoint's pretraining data, or weights of unknown provenance.")
+RequireClean = Annotated[bool, typer.Option("--require-clean", help=REQUIRE_CLEAN_HELP)]
 Device = Annotated[str, typer.Option(
     "--device", callback=_device, help="Torch device of the model: cpu, cuda, cuda:N or mps (the baseline "
                                        "always runs on the CPU).")]

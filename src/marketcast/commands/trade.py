@@ -86,7 +86,7 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="With --once or --dry-run: print the cycle's plan and "
                                                        "outcome as one JSON document on stdout "
                                                        "(marketcast schema trade_run)."),
-    require_clean: options.RequireClean = False, **flags,
+    require_clean: bool = typer.Option(False, "--require-clean", help=options.REQUIRE_CLEAN_HELP), **flags,
 ) -> None:
     """Run the trading loop (paper by default): continuously, or one cycle with --once.
 
