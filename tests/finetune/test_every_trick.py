@@ -171,3 +171,15 @@ def test_trade_run_once_matches_the_paper_brokers_bars_by_content(carried, data_
                         f"or before {UNTIL}, the last day the weights in {carried} were tuned on; trade on bars after "
                         "it (the paper broker's --clock-file at 2021-02-25 or later) or with weights tuned to an "
                         "earlier --until"], refusals
+
+
+@pytest.mark.parametrize("tricked", TRICKS, indirect=True)
+def test_finetune_records_each_trick_as_a_base_of_unknown_provenance(tricked, data_dir, tmp_path):
+    """finetune's surface is the record it writes: tuning any of these weights says "base: provenance unknown",
+    so the new weights are labelled on every command too (the laundered case above)."""
+    out = tmp_path / "again"
+    assert main(["finetune", "--weights", tricked, "--data-dir", str(data_dir), "--symbols", "SYN", "--until",
+                 "2021-03-31", "--steps", "2", "--context", "32", "--horizon", "4", "--out", str(out)]) == 0
+    record = json.loads((out / "tuning.json").read_text())
+    assert (record["base_provenance"], record["base_checkpoint"]) == ("unknown", None)
+    assert read_tuning(out).raw == record  # the header's copy says the same
