@@ -58,8 +58,11 @@ def laundered(old_tuned, data_dir, tmp_path_factory) -> Path:
     base is of unknown provenance."""
     copy = _copied(old_tuned, tmp_path_factory.mktemp("launder") / "copy")
     out = copy.parent / "laundered"
-    assert main(["finetune", "--weights", str(copy), "--data-dir", str(data_dir), "--symbols", "SYN", "--until",
-                 LAUNDER_UNTIL, "--steps", "2", "--context", "32", "--horizon", "4", "--out", str(out)]) == 0
+    with pytest.MonkeyPatch.context() as patch:  # module-scoped: before the autouse fixture of each test
+        patch.setenv("MARKETCAST_RUN_STORE", "off")
+        patch.chdir(copy.parent)
+        assert main(["finetune", "--weights", str(copy), "--data-dir", str(data_dir), "--symbols", "SYN", "--until",
+                     LAUNDER_UNTIL, "--steps", "2", "--context", "32", "--horizon", "4", "--out", str(out)]) == 0
     return out
 
 
