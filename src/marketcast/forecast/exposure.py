@@ -50,7 +50,7 @@ def weigh(model: str | None, weights: str | Path | None, runs: Callable[[], Runs
     decision whatever ``allow_in_sample``, weights of unknown provenance and decisions inside the checkpoint's
     pretraining data (:func:`refuse_unclean`). ``fix``: each refusal's advice, ``{start}`` the first clean day."""
     exposure = _exposure(model, weights, guard_weights(weights, runs, allow_in_sample and not require_clean, fix, what))
-    if require_clean:
+    if require_clean and (exposure.provenance or exposure.card is not None):  # else nothing to refuse
         refuse_unclean(exposure, ((symbol, decisions) for symbol, _, decisions in runs()), fix)
     return exposure
 
