@@ -186,7 +186,8 @@ def test_every_other_command_labels_the_pretraining_windows_and_require_clean_re
     monkeypatch.setenv("MARKETCAST_RUN_STORE", "off")
     argv = OTHERS[command](str(kronos_small), tmp_path)
     assert main(argv) == 0, capsys.readouterr().err
-    said = " ".join(capsys.readouterr().out.split())
+    captured = capsys.readouterr()
+    said = " ".join((captured.out + captured.err).split())  # trade run: a warning line on stderr
     if command == "sweep":  # once per weights; the cells' strips in runs show
         assert ("kronos: a window with a decision bar on or before 2025-08-31 is possibly inside pretraining data "
                 "of NeoQuasar/Kronos-small") in said, said

@@ -150,7 +150,7 @@ def test_laundering_records_the_unknown_base_and_cannot_hide_the_original_tuning
 @pytest.mark.parametrize("tricked", ["copied"], indirect=True)
 def test_the_json_documents_carry_the_mark(tricked, data_dir, tmp_path, capsys):
     """forecast, trade replay and trade run --json: ``provenance: "unknown"`` where the document names the
-    symbol's bars, valid against each command's schema."""
+    symbol's bars; sweep --json: the line once for the weights; each valid against its command's schema."""
     fan = _argv("forecast", tricked, data_dir, tmp_path)
     assert main([*fan, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -162,6 +162,19 @@ def test_the_json_documents_carry_the_mark(tricked, data_dir, tmp_path, capsys):
         assert main([*_argv(command, tricked, data_dir, tmp_path), "--json"]) == 0
         doc = json.loads(capsys.readouterr().out)
         assert doc["exposure"] == {"SYN": {"provenance": "unknown"}} and errors(schema, doc) == [], doc
+    assert main([*_argv("sweep", tricked, data_dir, tmp_path), "--json"]) == 0  # once per weights
+    doc = json.loads(capsys.readouterr().out)
+    assert [line.split(": ", 1)[0] for line in doc["exposure"]] == ["toto"] and errors("sweep", doc) == []
+    assert doc["exposure"][0].startswith(f"toto: {UNKNOWN.format(weights=tricked)}"), doc["exposure"]
+
+
+@pytest.mark.parametrize("tricked", ["renamed"], indirect=True)
+def test_trade_run_keeps_the_mark_in_its_log(tricked, data_dir, tmp_path, capsys):
+    """A cycle traded for real (--once on the paper broker): the warning line is in trade.log too."""
+    (argv,) = in_sample_cases(tricked, data_dir, tmp_path)["trade run"][:1]
+    assert main([a for a in argv if a != "--dry-run"] + ["--once"]) == 0
+    assert f"warning: SYN: {UNKNOWN.format(weights=tricked)}" in " ".join(capsys.readouterr().err.split())
+    assert UNKNOWN.format(weights=tricked) in " ".join((tmp_path / "run" / "trade.log").read_text().split())
 
 
 def test_trade_run_once_matches_the_paper_brokers_bars_by_content(carried, data_dir, tmp_path, capsys):

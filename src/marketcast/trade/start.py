@@ -9,6 +9,7 @@ functions, so this room never reaches up to the command line.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
@@ -27,6 +28,7 @@ from marketcast.trade.risk.gates import GateConfig
 from marketcast.trade.risk.limits import RiskLimits
 from marketcast.trade.risk.portfolio import PortfolioConfig
 
+log = logging.getLogger("marketcast.trade")
 ShowPlan = Callable[[object, str, dict[str, int]], None]  # (cycle report, title, price decimals per symbol)
 
 
@@ -151,7 +153,7 @@ def start_loop(settings: Settings, rules: TradeRules, request: LoopRequest, *, s
     ``tuning.json``) are refused in one line when the newest bar, the first cycle's decision bar, is on or before
     their ``until`` (:func:`marketcast.forecast.exposure.weigh`; the paper broker's files are matched by content
     too, a broker that serves only its latest bars by name). What the live weights may have seen of the newest bar
-    (:mod:`marketcast.forecast.exposure`) is said in one line per label and handed to ``on_exposure``
+    (:mod:`marketcast.forecast.exposure`) is a warning line per label (stderr and trade.log), handed to ``on_exposure``
     (symbol -> (meta, 1)); ``request.require_clean`` refuses it instead.
     """
     from marketcast.data.ticks import price_decimals
@@ -185,8 +187,8 @@ def start_loop(settings: Settings, rules: TradeRules, request: LoopRequest, *, s
                  for name, candidate in [(chain[0], weights), *([(r.shadow_model or chain[0], r.shadow)] if r.shadow
                                                                  is not None else [])]]  # before the model loads
     labelled = {s: (exposures[0].meta(s, bars, frame), 1) for s, frame, bars in newest()}
-    for line in exposure_text(labelled):
-        console.print(line, highlight=False, markup=False, soft_wrap=True)
+    for line in exposure_text(labelled):  # one warning line on stderr, kept in trade.log with the run
+        log.warning(line)
     on_exposure(labelled)
     alerts = Alerts(None if r.dry_run else r.state_dir, settings["alerts.webhook"])
     config = rules.planner
