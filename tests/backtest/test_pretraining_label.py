@@ -191,7 +191,7 @@ def test_every_other_command_labels_the_pretraining_windows_and_require_clean_re
     if command == "sweep":  # once per weights; the cells' strips in runs show
         assert ("kronos: a window with a decision bar on or before 2025-08-31 is possibly inside pretraining data "
                 "of NeoQuasar/Kronos-small") in said, said
-        run = said.split()[-1]
+        run = captured.out.split()[-1]  # stdout's last line: run RUN
         assert main(["runs", "show", run, "--store", str(tmp_path / "store")]) == 0
         said = " ".join(capsys.readouterr().out.split())
         assert f"pretraining {POSSIBLY}: 3 windows to 2025-08-31 (NeoQuasar/Kronos-small)" in said, said
