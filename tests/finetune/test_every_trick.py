@@ -199,3 +199,15 @@ def test_finetune_records_each_trick_as_a_base_of_unknown_provenance(tricked, da
     record = json.loads((out / "tuning.json").read_text())
     assert (record["base_provenance"], record["base_checkpoint"]) == ("unknown", None)
     assert read_tuning(out).raw == record  # the header's copy says the same
+
+
+def test_finetune_refuses_tuning_the_same_bars_again_under_another_name(carried, data_dir, tmp_path, capsys):
+    """finetune of tuned weights must name every symbol they were tuned on (by name: the new record then holds
+    each one's fingerprint), so SYN's bars as ALIAS, even with a later --until, are refused before any work."""
+    out = tmp_path / "again"
+    assert main(["finetune", "--weights", str(carried), "--data-dir", str(_renamed(data_dir, tmp_path)), "--symbols",
+                 "ALIAS", "--until", "2021-03-31", "--steps", "2", "--context", "32", "--horizon", "4", "--out",
+                 str(out)]) == 2
+    refusals = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert len(refusals) == 1 and f"were tuned on SYN up to {UNTIL} (their tuning record)" in refusals[0], refusals
+    assert "--symbols ALIAS,SYN" in refusals[0] and not out.exists()
