@@ -7,6 +7,7 @@ and --require-clean refuses them in one line. Random and weight-free models carr
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -152,3 +153,54 @@ def test_random_and_weight_free_models_carry_no_label(model, monkeypatch, capsys
     assert main(argv) == 0
     (doc,) = json.loads(capsys.readouterr().out)
     assert "pretraining" not in doc and "checkpoint" not in doc and "pretraining" not in doc["verdict"]
+
+
+def _spec(tmp_path, weights) -> str:
+    path = tmp_path / "kronos.toml"
+    path.write_text('name = "kronos"\n[data]\nsymbols = ["SP500"]\n[options]\nwindows = 3\nnum_samples = 8\n'
+                    f'context = 32\n[grid]\nmodel = ["kronos"]\n[models.kronos]\nweights = "{weights}"\n')
+    return str(path)
+
+
+def _clock(tmp_path) -> str:
+    (tmp_path / "clock").write_text("2018-12-20T21:30:00Z")
+    return str(tmp_path / "clock")
+
+
+OTHERS = {  # every other command that takes --weights, on embedded SP500 bars before Kronos's release
+    "forecast": lambda w, tmp: ["forecast", "SP500", "-m", "kronos", "--weights", w, "-s", "8", "-c", "32", "-H", "2"],
+    "forecast --calibration": lambda w, tmp: ["forecast", "SP500", "-m", "kronos", "--weights", w, "-s", "8", "-c",
+                                              "32", "--calibration", "--windows", "3"],
+    "sweep": lambda w, tmp: ["sweep", _spec(tmp, w), "--store", str(tmp / "store"), "--local"],
+    "trade replay": lambda w, tmp: ["trade", "replay", "--start", "2018-12-17", "--end", "2018-12-19", "--symbols",
+                                    "SP500", "-m", "kronos", "--weights", w, "--state-dir", str(tmp / "replay")],
+    "trade run": lambda w, tmp: ["trade", "run", "--dry-run", "--symbols", "SP500", "--model", "kronos", "--weights",
+                                 w, "--state-dir", str(tmp / "run"), "--clock-file", _clock(tmp)],
+}
+
+
+@pytest.mark.parametrize("command", list(OTHERS))
+def test_every_other_command_labels_the_pretraining_windows_and_require_clean_refuses_them(command, kronos_small,
+                                                                                           tmp_path, monkeypatch,
+                                                                                           capsys):
+    monkeypatch.setenv("MARKETCAST_RUN_STORE", "off")
+    argv = OTHERS[command](str(kronos_small), tmp_path)
+    assert main(argv) == 0, capsys.readouterr().err
+    captured = capsys.readouterr()
+    said = " ".join((captured.out + captured.err).split())  # trade run: a warning line on stderr
+    if command == "sweep":  # once per weights; the cells' strips in runs show
+        assert ("kronos: a window with a decision bar on or before 2025-08-31 is possibly inside pretraining data "
+                "of NeoQuasar/Kronos-small") in said, said
+        run = captured.out.split()[-1]  # stdout's last line: run RUN
+        assert main(["runs", "show", run, "--store", str(tmp_path / "store")]) == 0
+        said = " ".join(capsys.readouterr().out.split())
+        assert f"pretraining {POSSIBLY}: 3 windows to 2025-08-31 (NeoQuasar/Kronos-small)" in said, said
+    else:
+        assert f"SP500: {POSSIBLY}: " in said and "on or before 2025-08-31, the end of its release month" in said, said
+    for made in ("store", "replay"):  # what the labelled run wrote
+        shutil.rmtree(tmp_path / made, ignore_errors=True)
+    assert main([*argv, "--require-clean"]) == 2
+    refusals = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert len(refusals) == 1 and "--require-clean: SP500: " in refusals[0], refusals
+    assert f"{POSSIBLY} of NeoQuasar/Kronos-small (on or before 2025-08-31)" in refusals[0], refusals
+    assert not any((tmp_path / p).exists() for p in ("store", "replay")), "refused after some work"

@@ -160,10 +160,10 @@ def test_the_same_commands_run_once_every_decision_is_after_the_tuning(tuned, da
     assert "dry run, nothing sent" in capsys.readouterr().out
 
 
-# the same bars under another name: matched by their fingerprint up to until, wherever the bars are read; finetune
-# tunes tuned weights again only with every symbol they were tuned on (by name), and trade run's broker feed holds
-# only its latest bars, so its newest bar is checked by name
-BY_CONTENT = ["backtest", "forecast", "models compare", "sweep", "trade replay"]
+# the same bars under another name: matched by their fingerprint up to until, wherever the bars are read (trade run:
+# the paper broker's files; Alpaca's feed holds only its latest bars, so there its newest bar is checked by name);
+# finetune tunes tuned weights again only with every symbol they were tuned on (by name)
+BY_CONTENT = ["backtest", "forecast", "models compare", "sweep", "trade replay", "trade run"]
 
 
 def _renamed(data_dir: Path, tmp_path: Path) -> Path:

@@ -125,3 +125,13 @@ def test_a_fine_tune_records_its_lineage_and_tuned_weights_inherit_their_base_ch
         None, {"provenance": "unknown", "provenance_weights": str(tuned)})  # "base: provenance unknown" carries on
     assert weights_exposure("kronos", "random", None) == (None, {})
     assert weights_exposure("baseline", None, None) == (None, {})
+
+
+@pytest.mark.parametrize("weights", ["random", "random:4m"])
+def test_random_weights_of_any_size_carry_no_label(weights):
+    from marketcast.forecast.cards import lineage, weights_exposure
+
+    assert weights_exposure("toto2", weights, None) == (None, {})
+    assert lineage("toto2", weights) == {"base_checkpoint": None, "base_provenance": "random"}
+    assert weights_exposure("toto2", "/no/such/folder", None)[1] == {"provenance": "unknown",
+                                                                   "provenance_weights": "/no/such/folder"}

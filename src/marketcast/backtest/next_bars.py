@@ -6,7 +6,7 @@ scored on the bars they were tuned on). A fan from a bar on or before tuned weig
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from typing import TYPE_CHECKING
 
@@ -19,7 +19,7 @@ from marketcast.backtest.engine import SymbolResult, run_many
 from marketcast.backtest.period import Period, cut_at
 from marketcast.backtest.prepare import DataOptions, load_inputs, prepare
 from marketcast.errors import ConfigError
-from marketcast.forecast.tuning import guard_weights
+from marketcast.forecast.exposure import exposure_json, weigh
 
 if TYPE_CHECKING:
     from marketcast.runtime.compile_note import CompileNote
@@ -29,10 +29,10 @@ HISTORY = 120  # bars of history the fan chart shows
 
 
 def calibrate(symbol: str, data: DataOptions, model_options: dict, period: Period, context: int,
-              samples: int, min_context: int | None = None) -> SymbolResult:
+              samples: int, min_context: int | None = None, require_clean: bool = False) -> SymbolResult:
     """Coverage and PIT of the period's one-bar-ahead forecasts: the backtest's windows and forecast path
     (:func:`run_many` with ``calibration_only``), each from bars <= t; ``min_context`` (``--min-context``) as the
-    backtest's."""
+    backtest's; labelled (or with ``require_clean`` refused) as the backtest's windows are."""
     from marketcast.forecast.registry import load_forecaster
 
     (whole,) = load_inputs([symbol], data).bars
@@ -40,8 +40,10 @@ def calibrate(symbol: str, data: DataOptions, model_options: dict, period: Perio
     config = BacktestConfig(windows=period.fixed or 1, context=context, num_samples=samples,
                             seed=model_options["seed"], include_latest=False, min_context=min_context)
     prepared = prepare([whole], period, config, min_context=getattr(forecaster, "min_context", 2),
-                       weights=model_options["weights"], fix="score the windows after it (--start {start})")
+                       weights=model_options["weights"], fix="score the windows after it (--start {start})",
+                       model=model_options["name"], require_clean=require_clean)
     (result,) = run_many(prepared.bars, forecaster, prepared.configs[0], calibration_only=True)
+    prepared.label([result])
     return result
 
 
@@ -61,11 +63,13 @@ class NextBars:
     low_med: np.ndarray
     history: pd.Series
     compile: CompileNote | None = None  # when compile is on: graphs from the cache, first forecast's seconds
+    exposure: dict = field(default_factory=dict)  # what the weights may have seen of the last bar (Exposure.meta)
 
     def json(self, model: str, seed: int) -> dict:
         return {
             **({"compile": self.compile.to_json()} if self.compile is not None else {}),
             "symbol": self.symbol, "model": model, "asset_class": self.asset_class, "last_bar": self.last_bar,
+            **exposure_json(self.exposure),
             "last_close": self.last_close, "samples": self.samples, "horizon": len(self.steps), "seed": seed,
             "steps": [{"step": k + 1, "time": self.steps[k],
                        **{f"close_p{q * 100:g}": self.close_q[q][k] for q in FAN},
@@ -75,12 +79,13 @@ class NextBars:
 
 
 def next_bars(symbol: str, data: DataOptions, model_options: dict, end: date | None, context: int, horizon: int,
-              samples: int) -> NextBars:
+              samples: int, require_clean: bool = False) -> NextBars:
     """Forecast ``horizon`` bars after the last bar on or before ``end`` (the last bar without it).
 
     Tuned weights (a ``tuning.json``) whose ``until`` is on or after that bar are refused in one line: the bars
     the fan forecasts are bars they were trained on, so it would look sharper than any forecast they can make.
-    ``forecast`` has no --allow-in-sample; ``backtest --allow-in-sample`` shows in-sample scores, labelled."""
+    ``forecast`` has no --allow-in-sample; ``backtest --allow-in-sample`` shows in-sample scores, labelled. The
+    fan carries the labels of its last bar (:mod:`marketcast.forecast.exposure`); ``require_clean`` refuses them."""
     from marketcast.data.ticks import price_decimals
     from marketcast.forecast import load_forecaster, make_batch
     from marketcast.forecast.floor import floor_paths
@@ -88,9 +93,9 @@ def next_bars(symbol: str, data: DataOptions, model_options: dict, end: date | N
 
     (whole,) = load_inputs([symbol], data).bars
     bars = cut_at(whole, end, data.min_rows or 2)
-    guard_weights(model_options["weights"], lambda: [(whole.symbol, whole.frame, bars.frame.index[-1:])],
-                  fix="forecast from a later bar (--end {start} or after, or no --end)",
-                  what="the fan's last bar {bar}")
+    exposure = weigh(model_options["name"], model_options["weights"],
+                     lambda: [(whole.symbol, whole.frame, bars.frame.index[-1:])], require_clean=require_clean,
+                     fix="forecast from a later bar (--end {start} or after, or no --end)", what="the fan's last bar {bar}")
     if horizon > len(bars):  # further ahead than the history reaches back: noise, and the time steps overflow
         raise ConfigError(f"--horizon {horizon:,} is more than the {len(bars):,} bars of {bars.symbol}'s history; "
                           f"forecast at most {len(bars):,} bars ahead")
@@ -105,7 +110,8 @@ def next_bars(symbol: str, data: DataOptions, model_options: dict, end: date | N
         f",.{price_decimals(bars.frame['close'])}f", result.num_samples,
         pd.DatetimeIndex(batch.future_timestamps[0]).tz_localize("UTC"),
         {q: result.quantile(q, "close")[0] for q in FAN}, result.quantile(0.5, "high")[0],
-        result.quantile(0.5, "low")[0], bars.frame["close"].iloc[-min(len(bars), HISTORY):], note)
+        result.quantile(0.5, "low")[0], bars.frame["close"].iloc[-min(len(bars), HISTORY):], note,
+        exposure.meta(whole.symbol, bars.frame.index[-1:], whole.frame))
 
 
 def fan_table(fan: NextBars, model: str) -> Table:

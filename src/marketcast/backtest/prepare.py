@@ -24,8 +24,7 @@ from marketcast.data.asset import asset_classes
 from marketcast.data.bars import Bars
 from marketcast.data.read import SUFFIXES
 from marketcast.errors import ConfigError
-from marketcast.forecast.cards import Card, pretraining_meta, weights_exposure
-from marketcast.forecast.tuning import Tuning, guard_weights, sample_meta
+from marketcast.forecast.exposure import Exposure, weigh
 
 
 @dataclass(frozen=True)
@@ -99,22 +98,19 @@ class Prepared:
     bars: list[Bars]  # cut to the period: what the engine reads
     configs: list[BacktestConfig]  # one per symbol: a dated period's window count depends on its bars
     min_context: int = 2  # real bars the first scored window holds (--min-context, else the model's minimum)
-    tuning: Tuning | None = None
-    card: Card | None = None  # the public checkpoint the weights are (marketcast.forecast.cards), None if none
-    provenance: dict = field(default_factory=dict)  # weights neither a known checkpoint nor tuned (provenance_meta)
+    exposure: Exposure = field(default_factory=Exposure)  # tuning record, checkpoint card, provenance mark
 
     def decisions(self) -> list[pd.DatetimeIndex]:
         """Each symbol's scored decision bars (:func:`scored_decisions`)."""
         return [scored_decisions(b, c, self.min_context) for b, c in zip(self.bars, self.configs)]
 
     def label(self, results: Sequence) -> None:
-        """Mark each result's ``forecast_meta`` in or out of sample (every report reads the label from there)."""
+        """Mark each result's ``forecast_meta`` in or out of sample, inside pretraining data, of unknown provenance
+        (:meth:`~marketcast.forecast.exposure.Exposure.meta`; every report reads the labels from there)."""
         frames = {b.symbol.upper(): b.frame for b in self.whole}
         for r in results:
-            frame = frames.get(r.symbol.upper())
-            r.forecast_meta = {**r.forecast_meta, **sample_meta(self.tuning, r.symbol, r.decision_times, frame),
-                               **pretraining_meta(self.card, r.decision_times),
-                               **self.provenance}
+            meta = self.exposure.meta(r.symbol, r.decision_times, frames.get(r.symbol.upper()))
+            r.forecast_meta = {**r.forecast_meta, **meta}
 
 
 def prepare(whole: Sequence[Bars], period: Period, config: BacktestConfig, *, min_context: int = 2,
@@ -137,30 +133,7 @@ def prepare(whole: Sequence[Bars], period: Period, config: BacktestConfig, *, mi
     cut = [windows_of(b, period, need) for b in whole]
     prepared = Prepared(list(whole), [b for b, _ in cut],
                         [config if period.fixed else replace(config, windows=w) for _, w in cut], need)
-    prepared.tuning = guard_weights(weights, lambda: [(b.symbol, w.frame, d) for b, w, d in zip(
-        prepared.bars, prepared.whole, prepared.decisions())], allow_in_sample and not require_clean, fix)
-    given = None if weights is None else str(weights)
-    prepared.card, prepared.provenance = weights_exposure(model, given, prepared.tuning)
-    if require_clean:
-        refuse_unclean(prepared)
+    prepared.exposure = weigh(model, weights, lambda: [(b.symbol, w.frame, d) for b, w, d in zip(
+        prepared.bars, prepared.whole, prepared.decisions())], allow_in_sample=allow_in_sample,
+        require_clean=require_clean, fix=fix)
     return prepared
-
-
-def refuse_unclean(prepared: Prepared) -> None:
-    """``--require-clean``: one line for weights of unknown provenance or the first window inside the
-    checkpoint's pretraining data (in-sample windows were refused by the tuned-weights guard)."""
-    if prepared.provenance:
-        raise ConfigError(f"--require-clean: the weights {prepared.provenance['provenance_weights']} are of "
-                          "unknown provenance (neither a known public checkpoint nor fine-tuned weights with a tuning "
-                          "record); name their hub id in their config.json (_name_or_path) or leave out "
-                          "--require-clean")
-    for b, decisions in zip(prepared.bars, prepared.decisions()):
-        meta = pretraining_meta(prepared.card, decisions)
-        if meta.get("pretraining"):
-            first = pd.DatetimeIndex(decisions)[0]
-            after = pd.Timestamp(meta["pretraining_until"]) + pd.Timedelta(days=1)
-            raise ConfigError(
-                f"--require-clean: {b.symbol}: {meta['pretraining_windows']} windows (the first with decision bar "
-                f"{first:%Y-%m-%d}) are {meta['pretraining']} of {meta['checkpoint']} (on or before "
-                f"{meta['pretraining_until']}); test after it (--start {after:%Y-%m-%d}) or leave "
-                "out --require-clean")

@@ -30,6 +30,7 @@ from marketcast.backtest.returns import DETAILS as RETURN_DETAILS
 from marketcast.backtest.strategies import STRATEGIES
 from marketcast.backtest.verdict import build as verdict_of
 from marketcast.fileio import write_files
+from marketcast.forecast.exposure import exposure_json
 
 
 def _clean(value):
@@ -71,7 +72,7 @@ def calibration_only_json(result: SymbolResult) -> dict:
                    "asset_class": result.asset_class, "first_decision": result.decision_times[0].isoformat(),
                    "last_settle": result.settle_times[-1].isoformat(), "model": result.forecast_meta.get("model"),
                    "calibration_only": True, "context_seen": context_seen(result), "skill": result.skill,
-                   "calibration": _calibration(result)})
+                   "calibration": _calibration(result), **exposure_json(result.forecast_meta)})
 
 
 def signed_drawdown(metrics: dict) -> dict:
@@ -116,16 +117,9 @@ def symbol_json(result: SymbolResult) -> dict:
         "bar_interval": ann.interval.label,
         "calendar": ann.calendar,
         "data_warnings": list(ann.warnings),
-        # tuned --weights only (marketcast.forecast.tuning): "in sample", "out of sample" or "out of sample,
-        # other symbol", how many windows the weights were tuned on, and their cutoff
-        **{k: result.forecast_meta[k] for k in ("sample", "in_sample_windows", "tuned_until")
-           if k in result.forecast_meta},
-        # a public checkpoint with a dated card (marketcast.forecast.cards): "inside pretraining data", "possibly
-        # inside pretraining data" or "" (no window inside), how many windows, the day it covers, the hub id
-        **{k: result.forecast_meta[k] for k in ("checkpoint", "pretraining", "pretraining_windows",
-                                                "pretraining_until") if k in result.forecast_meta},
-        # weights that are neither a known public checkpoint nor tuned: "unknown"
-        **({"provenance": "unknown"} if result.forecast_meta.get("provenance") == "unknown" else {}),
+        # what the weights may have seen (marketcast.forecast.exposure): tuned weights' sample label ("in sample",
+        # "out of sample", "out of sample, other symbol"), a dated card's pretraining label, provenance "unknown"
+        **exposure_json(result.forecast_meta),
         "config": {
             "model": result.forecast_meta.get("model"),
             "context": cfg.context, "num_samples": cfg.num_samples, "seed": cfg.seed, "point": cfg.point,

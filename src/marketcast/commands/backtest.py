@@ -131,9 +131,6 @@ Verbose = Annotated[int, typer.Option(
 AllowInSample = Annotated[bool, typer.Option(
     "--allow-in-sample", help="Score tuned --weights (with a tuning.json) on windows up to their --until too, "
                               "marked in sample (default: refused).")]
-RequireClean = Annotated[bool, typer.Option(
-    "--require-clean", help="Refuse (exit 2) rather than label any window in sample, inside (or possibly inside) the "
-                            "checkpoint's pretraining data, or weights of unknown provenance.")]
 
 Equity = Annotated[Optional[float], typer.Option(
     "--equity", metavar="DOLLARS",
@@ -163,7 +160,7 @@ def backtest(
     html: Html = False, trades_per_page: options.TradesPerPage = TRADES_PER_PAGE,
     fan_date: options.FanDates = None, calibration_only: CalibrationOnly = False,
     allow_in_sample: AllowInSample = False, seeds: Seeds = 1, verbose: Verbose = 0,
-    require_clean: RequireClean = False,
+    require_clean: options.RequireClean = False,
 ) -> None:
     """Walk-forward backtest: forecast bar t+1 from bars <= t, decide, settle on bar t+1."""
     job = Job(**locals())  # the parameters, by name: nothing else is bound yet
@@ -226,8 +223,7 @@ def show(job: Job, done: Done) -> None:
         title, track_record_table,
     )
     from marketcast.backtest.verdict import build, terminal_lines
-    from marketcast.forecast.cards import pretraining_text, provenance_text
-    from marketcast.forecast.tuning import sample_text
+    from marketcast.forecast.exposure import exposure_lines
 
     results, elapsed = done.results, done.elapsed
     if job.as_json:
@@ -248,14 +244,8 @@ def show(job: Job, done: Done) -> None:
             console.print(f"[yellow]warning:[/] {r.symbol}: {warning}")
         if r.context_warning:  # one line, so a script can count it
             console.print(f"[yellow]warning:[/] {r.symbol}: {r.context_warning}", highlight=False, soft_wrap=True)
-        if sample_text(r.forecast_meta, r.windows):
-            console.print(f"{r.symbol}: {sample_text(r.forecast_meta, r.windows)}", highlight=False, markup=False)
-        if provenance_text(r.forecast_meta):
-            console.print(f"{r.symbol}: {provenance_text(r.forecast_meta)}", highlight=False, markup=False,
-                          soft_wrap=True)
-        if pretraining_text(r.forecast_meta, r.windows):
-            console.print(f"{r.symbol}: {pretraining_text(r.forecast_meta, r.windows)}", highlight=False,
-                          markup=False, soft_wrap=True)
+        for line in exposure_lines(r.forecast_meta, r.windows):  # sample, provenance, pretraining
+            console.print(f"{r.symbol}: {line}", highlight=False, markup=False, soft_wrap=True)
         if notes:
             console.print(in_sample_table(r, notes))
             if r.seeds:

@@ -61,7 +61,7 @@ def compare(
     context: options.Context = 512,
     seed: options.Seed = 0, device: options.Device = "cpu", dtype: options.Dtype = "float32",
     data_dir: options.DataDir = None, exit: options.Exit = "close", hold: options.Hold = False,
-    as_json: options.AsJson = False, store: Store = None,
+    as_json: options.AsJson = False, store: Store = None, require_clean: options.RequireClean = False,
 ) -> None:
     """Backtest the same windows with each model; print skill, trading and cost, and record one run."""
     from rich.markup import escape
@@ -74,7 +74,7 @@ def compare(
     started = time.perf_counter()
     board = compare_models(symbols, models, weights, windows=windows, samples=samples, context=context, seed=seed,
                            device=device, dtype=dtype, data_dir=data_dir, store=store, exit_rule=exit, hold=hold,
-                           skip_missing=skip_missing)
+                           skip_missing=skip_missing, require_clean=require_clean)
     rows, tickers, run_id = board.rows, board.symbols, board.run_id
     if as_json:
         print_json({"symbols": tickers, "windows": board.windows, "samples": samples, "context": context, "seed": seed,

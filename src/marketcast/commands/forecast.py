@@ -18,6 +18,7 @@ from marketcast.console import console, err_console, print_json
 from marketcast.data.validate import MIN_BARS
 from marketcast.errors import ConfigError
 from marketcast.fileio import check_writable
+from marketcast.forecast.exposure import exposure_lines
 
 CALIBRATION_WINDOWS = 250
 
@@ -40,6 +41,7 @@ def forecast(
     min_context: options.MinContext = None,
     data_dir: options.DataDir = None,
     weights: options.Weights = None,
+    require_clean: options.RequireClean = False,
     device: options.Device = "cpu",
     dtype: options.Dtype = "float32",
     seed: options.Seed = 0,
@@ -81,20 +83,35 @@ def forecast(
     data = DataOptions(data_dir, asset_class, on_duplicate, on_bad_line, periods_per_year, MIN_BARS, timezone)
     model_options = {"name": model, "weights": weights, "device": device, "dtype": dtype, "seed": seed}
     if calibration:
-        result = calibrate(symbol, data, model_options, period, context, samples, min_context)
+        result = calibrate(symbol, data, model_options, period, context, samples, min_context, require_clean)
         print_json(calibration_only_json(result)) if as_json else console.print(calibration_table([result]))
+        _print_exposure(result.symbol, result.forecast_meta, result.windows, as_json)
         return
-    fan = next_bars(symbol, data, model_options, period.end, context, horizon, samples)
+    fan = next_bars(symbol, data, model_options, period.end, context, horizon, samples, require_clean)
+    _show_fan(fan, model, seed, plot, as_json)
+
+
+def _show_fan(fan, model: str, seed: int, plot: Optional[Path], as_json: bool) -> None:
+    """The fan as a table (or --json), its chart with --plot, and what the weights may have seen of its bar."""
     if fan.compile is not None:
         err_console.print(fan.compile.line(), markup=False, highlight=False)
     if plot is not None:
-        _plot_fan(plot, fan.history, fan.steps, fan.close_q, fan.symbol, model)
+        _plot_fan(plot, fan.history, fan.steps, fan.close_q, fan.symbol, model, exposure_lines(fan.exposure, 1))
         err_console.print(f"wrote {plot}")
     print_json(fan.json(model, seed)) if as_json else console.print(fan_table(fan, model))
+    _print_exposure(fan.symbol, fan.exposure, 1, as_json)
+
+
+def _print_exposure(symbol: str, meta: dict, windows: int, as_json: bool) -> None:
+    """What the weights may have seen (:func:`~marketcast.forecast.exposure.exposure_lines`), one line each under
+    the table (on stderr beside --json, whose document carries the same keys)."""
+    for line in exposure_lines(meta, windows):
+        (err_console if as_json else console).print(f"{symbol}: {line}", highlight=False, markup=False,
+                                                    soft_wrap=True)
 
 
 def _plot_fan(path: Path, history: pd.Series, steps: pd.DatetimeIndex, close_q: dict, symbol: str,
-              model: str) -> None:
+              model: str, notes: list[str]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -107,7 +124,7 @@ def _plot_fan(path: Path, history: pd.Series, steps: pd.DatetimeIndex, close_q: 
     ax.fill_between(x, join(close_q[0.1]), join(close_q[0.9]), alpha=0.2, color="tab:blue", label="P10-P90")
     ax.fill_between(x, join(close_q[0.25]), join(close_q[0.75]), alpha=0.35, color="tab:blue", label="P25-P75")
     ax.plot(x, join(close_q[0.5]), color="tab:blue", lw=1.5, label="median")
-    ax.set_title(f"{symbol}: {model} forecast")
+    ax.set_title("\n".join([f"{symbol}: {model} forecast", *notes]), **({"fontsize": 8} if notes else {}))
     ax.legend(loc="upper left")
     fig.autofmt_xdate()
     fig.tight_layout()

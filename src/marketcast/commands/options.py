@@ -81,6 +81,9 @@ Weights = Annotated[Optional[str], typer.Option(
     "--weights", help="Model weights (every model but the baseline): auto (the public checkpoint; the default), a local "
                       "folder, a Hugging Face repo id, or random (plumbing tests only; toto2 also random:4m). See "
                       "`marketcast models download`.")]
+REQUIRE_CLEAN_HELP = ("Refuse (exit 2) rather than label any window in sample, inside (or possibly inside) the "
+                      "checkpoint's pretraining data, or weights of unknown provenance.")
+RequireClean = Annotated[bool, typer.Option("--require-clean", help=REQUIRE_CLEAN_HELP)]
 Device = Annotated[str, typer.Option(
     "--device", callback=_device, help="Torch device of the model: cpu, cuda, cuda:N or mps (the baseline "
                                        "always runs on the CPU).")]
@@ -98,6 +101,8 @@ MinContext = Annotated[Optional[int], typer.Option(
                                           "baseline's 3). See docs/backtest.md#context-actually-used.")]
 Seed = Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED,
                                    help="Sampling seed: the same seed gives the same sample paths.")]
+
+
 def windows_callback(value):
     """``--windows``: N >= 1 or ``all`` (marketcast.backtest.period), refused by click in one line."""
     from marketcast.backtest.period import parse_windows  # numpy: only once a command runs

@@ -39,6 +39,7 @@ def sweep(
     retry_failed: RetryFailed = 1, local: Local = False, data_dir: DataDir = None, store: Store = None,
     asset_class: options.AssetClass = None, periods_per_year: options.PeriodsPerYear = None,
     max_cells: MaxCells = 100_000, timezone: options.Timezone = None, as_json: options.AsJson = False,
+    require_clean: options.RequireClean = False,
 ) -> None:
     """Backtest every cell of SPEC's grid on Ray; a failing cell is recorded with its error, the rest go on.
 
@@ -49,12 +50,12 @@ def sweep(
     done = launch_sweep(spec, resume=resume, run_id=run_id, address=address, num_cpus=num_cpus,
                         retry_failed=retry_failed, local=local, data_dir=data_dir, store=store,
                         asset_class=asset_class, periods_per_year=periods_per_year, max_cells=max_cells,
-                        timezone=timezone)
+                        timezone=timezone, require_clean=require_clean)
     outcome = done.outcome
     if as_json:  # src/marketcast/schemas/sweep.schema.json; still exit 1 when a cell failed
         print_json({"run_id": outcome.run_id, "store": done.root, "planned": outcome.planned, "ok": outcome.ok,
                     "failed": outcome.failed, "poison": outcome.poison, "skipped": outcome.skipped,
-                    "retried": outcome.retried, "selection": list(done.selection),
+                    "retried": outcome.retried, "selection": list(done.selection), "exposure": done.exposure,
                     "failures": [{"kind": f.kind, "label": f.label, "error": f.error} for f in done.failures]})
         if outcome.failed:
             raise typer.Exit(1)
@@ -65,7 +66,7 @@ def sweep(
     console.print(f"sweep {outcome.run_id}: {outcome.planned} cells, {outcome.ok} ok, {outcome.failed} failed"
                   f"{poison}{resumed}{retried}; stored in {done.root}/ (marketcast runs show {outcome.run_id})",
                   highlight=False)
-    for line in done.selection:
+    for line in [*done.selection, *done.exposure]:  # the best cells, then what the weights may have seen
         console.print(escape(line), highlight=False, soft_wrap=True)
     console.print(f"run {outcome.run_id}", highlight=False, markup=False, soft_wrap=True)  # stdout's last line
     if outcome.failed:

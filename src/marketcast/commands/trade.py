@@ -86,7 +86,7 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="With --once or --dry-run: print the cycle's plan and "
                                                        "outcome as one JSON document on stdout "
                                                        "(marketcast schema trade_run)."),
-    **flags,
+    require_clean: bool = typer.Option(False, "--require-clean", help=options.REQUIRE_CLEAN_HELP), **flags,
 ) -> None:
     """Run the trading loop (paper by default): continuously, or one cycle with --once.
 
@@ -109,17 +109,17 @@ def run(
     setup_logging(None, verbose)
     preflight(settings, broker_name)  # a refused start leaves no file in the state folder
     state_dir = Path(settings["state_dir"])
+    candidate = {"shadow": shadow, "shadow_model": shadow_model, "require_clean": require_clean}
     if not dry_run:
         with StateLock(state_dir):
             setup_logging(state_dir, verbose)
-            command.run_loop(settings, LoopRequest(state_dir, broker_name, live, once, False, clock_file, shadow=shadow,
-                                                   shadow_model=shadow_model), as_json)
+            command.run_loop(settings, LoopRequest(state_dir, broker_name, live, once, False, clock_file, **candidate), as_json)
         return
     # read-only: the state is read from a scratch copy, nothing is written back
     with tempfile.TemporaryDirectory(prefix="marketcast-dry-run-") as scratch:
         copy = command.scratch_copy(state_dir, Path(scratch)) if state_dir.is_dir() else Path(scratch)
         command.run_loop(settings, LoopRequest(copy, broker_name, live, once, True, clock_file, resolve_dir=state_dir,
-                                               shadow=shadow, shadow_model=shadow_model), as_json)
+                                               **candidate), as_json)
 
 
 @app.command()
@@ -351,12 +351,13 @@ def replay_cmd(
     asset_class: options.AssetClass = None, periods_per_year: options.PeriodsPerYear = None,
     fee: options.Fee = None,
     cash: Cash = 100_000.0, png: Png = None, verbose: Verbose = False, as_json: options.AsJson = False,
-    hold: Hold = False,
+    hold: Hold = False, require_clean: options.RequireClean = False,
 ) -> None:
     """Run the loop with the paper broker over history (resumable: same --state-dir carries on).
 
     Everything is checked (dates, bars, model, settings) before the state folder or trade.log is created."""
     from marketcast.commands.trade_settings import rules
+    from marketcast.forecast.exposure import exposure_field, exposure_text
     from marketcast.trade.replay import ReplayRequest, replay_history
 
     if ctx.get_parameter_source("config").name == "COMMANDLINE" and not config.exists():
@@ -367,15 +368,18 @@ def replay_cmd(
     state_dir = state_dir or Path(f"out/replay-{start}-{end}")
     result, seconds = replay_history(ReplayRequest(
         start, end, syms, pins, state_dir, rules(settings, seed), model, weights, device, dtype, seed, data_dir,
-        on_duplicate, asset_class, periods_per_year, fee, cash, png, verbose, hold,
+        on_duplicate, asset_class, periods_per_year, fee, cash, png, verbose, hold, require_clean,
     ), progress=lambda steps: progress_steps(steps, "replay"))
     eq = result.equity
     if as_json:  # src/marketcast/schemas/trade_replay.schema.json
         print_json({"start": start, "end": end, "symbols": list(syms), "cycles": result.cycles_run,
                     "seconds": seconds, "orders": result.orders, "filled": result.filled, "refusals": result.refusals,
                     "equity_first": eq.iloc[0], "equity_last": eq.iloc[-1], "return": eq.iloc[-1] / cash - 1,
-                    "png": result.png, "records": state_dir / "records.jsonl", "state_dir": state_dir})
+                    "png": result.png, "records": state_dir / "records.jsonl", "state_dir": state_dir,
+                    **exposure_field(result.exposure)})
         return
+    for line in exposure_text(result.exposure):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
     console.print(
         f"replay {start} .. {end} {','.join(syms)}: {result.cycles_run} cycles run in "
         f"{seconds:.1f}s; orders {result.orders}, filled {result.filled} (as `trade orders` counts them), "

@@ -93,18 +93,22 @@ def run_loop(settings: Settings, request: LoopRequest, as_json: bool = False) ->
         if code != ExitCode.OK:
             raise typer.Exit(code)
         return
+    from marketcast.forecast.exposure import exposure_field
+
     cycles: list[dict] = []
+    exposure: dict = {}
 
     def collect(report, title: str, decimals: dict[str, int]) -> None:
         cycles.append(cycle_json(report, title))
 
-    stdout, console.file = console.file, sys.stderr  # stdout holds the one document
+    console.file = sys.stderr  # stdout holds the one document
     try:
-        code = start_loop(settings, rules(settings, settings["seed"]), request, show_plan=collect, on_cycle=collect)
+        code = start_loop(settings, rules(settings, settings["seed"]), request, show_plan=collect, on_cycle=collect,
+                          on_exposure=exposure.update)
     finally:
-        console.file = stdout
+        console.file = None  # the console follows sys.stdout again (not the stream it had then)
     print_json({"mode": "live" if request.live else "paper", "broker": request.broker_name,
                 "dry_run": request.dry_run, "state_dir": request.resolve_dir or request.state_dir,
-                "exit_code": int(code), "cycles": cycles})
+                "exit_code": int(code), "cycles": cycles, **exposure_field(exposure)})
     if code != ExitCode.OK:
         raise typer.Exit(code)

@@ -83,7 +83,7 @@ def evaluate(model: str, base_weights: str | None, tuned: Path, whole: list[Bars
         forecaster = load_forecaster(name, weights=weights, device=device, dtype=dtype, seed=seed)
         config = BacktestConfig(context=context, num_samples=samples, seed=seed)
         prepared = prepare(whole, period, config, min_context=getattr(forecaster, "min_context", 2),
-                           weights=weights)  # after until: passes
+                           weights=weights, model=name)  # after until: passes; labelled as a backtest's
         results = [run_many([b], forecaster, c)[0] for b, c in zip(prepared.bars, prepared.configs)]
         prepared.label(results)
         crps[label] = [window_crps(forecaster, b, c, r.windows)

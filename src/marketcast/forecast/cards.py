@@ -132,7 +132,7 @@ def identify(weights: str | None, default: str | None = None) -> Card | None:
     known repo id as given, a local folder by the id its config names; None for ``random`` and unknown weights."""
     if weights is None or str(weights) == "auto":
         return CARDS.get(default or "")
-    if str(weights) == "random":
+    if random_weights(weights):
         return None
     if str(weights) in CARDS:
         return CARDS[str(weights)]
@@ -203,7 +203,12 @@ PROVENANCE_UNKNOWN = "provenance unknown"
 
 def weighted(model: str | None, weights: str | None) -> bool:
     """Whether ``model`` runs on pretrained or tuned weights (not the weight-free baseline, not ``random``)."""
-    return model not in (None, "baseline") and str(weights) != "random"
+    return model not in (None, "baseline") and not random_weights(weights)
+
+
+def random_weights(weights: str | None) -> bool:
+    """``random`` or ``random:SIZE`` (toto2's ``random:4m``): seeded weights that saw nothing."""
+    return str(weights).split(":")[0] == "random"
 
 
 def provenance_meta(model: str | None, weights: str | None, card: Card | None, tuned: bool) -> dict:
@@ -230,7 +235,7 @@ def lineage(model: str, weights: str | None) -> dict:
     inherits), "random" or "unknown"."""
     from marketcast.forecast.tuning import read_tuning
 
-    if str(weights) == "random":
+    if random_weights(weights):
         return {"base_checkpoint": None, "base_provenance": "random"}
     card = checkpoint_card(model, weights)
     if card is not None:

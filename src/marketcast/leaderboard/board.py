@@ -57,7 +57,7 @@ def common_windows(bars, windows) -> int:
 def compare_models(symbols: str, models: Optional[str], weights: Optional[Sequence[str]], *, windows, samples: int,
                    context: int, seed: int, device: str, dtype: str, data_dir: Optional[Path],
                    store: Optional[str], exit_rule: str = "close", skip_missing: bool = False,
-                   hold: bool = False) -> Leaderboard:
+                   hold: bool = False, require_clean: bool = False) -> Leaderboard:
     """Backtest the same windows with each model (a progress bar on stderr) and record one run.
 
     ``models`` None: every model whose optional extra is installed. Every model is checked before any runs
@@ -70,7 +70,7 @@ def compare_models(symbols: str, models: Optional[str], weights: Optional[Sequen
     from marketcast.console import progress_steps
     from marketcast.data import load_symbol
     from marketcast.leaderboard.compare import (benchmark_row, check_models, default_models, model_rows, parse_models,
-                                                parse_weights, refuse_tuned, run_model)
+                                                parse_weights, run_model, weigh_models)
     from marketcast.leaderboard.record import record_leaderboard
     from marketcast.signals import shielded
 
@@ -83,13 +83,13 @@ def compare_models(symbols: str, models: Optional[str], weights: Optional[Sequen
     bars = [load_symbol(s, data_dir=data_dir) for s in tickers]
     config = BacktestConfig(windows=common_windows(bars, windows), context=context, num_samples=samples, seed=seed,
                             strategies=FORECAST_DRIVEN, exit=exit_rule, hold=hold)
-    refuse_tuned(chosen, bars, config)
+    exposures = weigh_models(chosen, names, bars, config, require_clean)  # before any runs
     runs = []
     with progress_steps(len(names) * (len(bars) + 2), "models compare") as step:  # load, forecast, simulate
         for name in names:
             step(f"{name}: loading")
             runs.append(run_model(name, bars, config, weights=chosen.get(name), device=device, dtype=dtype,
-                                  step=step))
+                                  step=step, exposure=exposures[name]))
     rows, benchmark = model_rows(runs), benchmark_row(runs[0].results)
     with shielded():
         run_id = record_leaderboard(runs, rows, bars, {"data_dir": data_dir}, store, benchmark, skipped)

@@ -32,6 +32,7 @@ from marketcast.backtest.fans import add_fans
 from marketcast.backtest.strategies import STRATEGIES
 from marketcast.data.bars import Bars
 from marketcast.errors import ConfigError
+from marketcast.forecast.exposure import Exposure
 from marketcast.forecast.paths import paths_of
 from marketcast.forecast.registry import MODEL_NAMES, installed, load_forecaster, missing
 
@@ -181,17 +182,19 @@ class ModelRun:
         return sum(r.windows for r in self.results)
 
 
-def refuse_tuned(weights: dict[str, str], bars: Sequence[Bars], config: BacktestConfig) -> None:
-    """Fine-tuned weights are never ranked on the bars they were tuned on (:mod:`marketcast.forecast.tuning`):
-    checked for every model before any runs, on the windows every backtest prepares
-    (:func:`marketcast.backtest.prepare.prepare`)."""
+def weigh_models(weights: dict[str, str], names: Sequence[str], bars: Sequence[Bars], config: BacktestConfig,
+                 require_clean: bool = False) -> dict[str, Exposure]:
+    """What each model's weights may have seen of the windows every backtest prepares
+    (:func:`marketcast.backtest.prepare.prepare`), checked for every model before any runs: fine-tuned weights are
+    never ranked on the bars they were tuned on (:mod:`marketcast.forecast.tuning`), and ``require_clean`` refuses
+    any window a label would mark (:mod:`marketcast.forecast.exposure`)."""
     from marketcast.backtest.period import Period
     from marketcast.backtest.prepare import prepare
 
-    for model, folder in weights.items():
-        if model != "baseline":
-            prepare(bars, Period(config.windows), config, weights=folder,
-                    fix="rank them on symbols they were not tuned on, or on bars from {start} on")
+    return {model: prepare(bars, Period(config.windows), config, weights=weights.get(model), model=model,
+                           require_clean=require_clean,
+                           fix="rank them on symbols they were not tuned on, or on bars from {start} on").exposure
+            for model in names}
 
 
 def warm_up(forecaster, config: BacktestConfig) -> None:
@@ -206,10 +209,11 @@ def warm_up(forecaster, config: BacktestConfig) -> None:
 
 def run_model(model: str, bars: Sequence[Bars], config: BacktestConfig, *, weights: str | None, device: str,
               dtype: str, step: Callable[[str], None] | None = None,
-              clock: Callable[[], float] = time.perf_counter) -> ModelRun:
+              clock: Callable[[], float] = time.perf_counter, exposure: Exposure = Exposure()) -> ModelRun:
     """Load ``model``, warm it up (:func:`warm_up`) and backtest every symbol with ``config`` (one batched
     :func:`run_many`, as the backtest command does for symbols of equal window counts); ``run_s`` times only
-    the backtest, ``warmup_s`` the warm-up call."""
+    the backtest, ``warmup_s`` the warm-up call. Each result carries ``exposure``'s labels (:func:`weigh_models`),
+    as the backtest's do."""
     device = "cpu" if model == "baseline" else device  # the baseline always runs on the CPU
     with PeakMemory(device) as memory:
         started = clock()
@@ -220,23 +224,13 @@ def run_model(model: str, bars: Sequence[Bars], config: BacktestConfig, *, weigh
         results = run_many(list(bars), forecaster, config, on_step=step)
         ran = clock()
     add_fans(results, bars, forecaster)  # stored with the run (`report RUN` draws them), outside the measures
-    label_pretraining(model, weights, results)
+    frames = {b.symbol.upper(): b.frame for b in bars}
+    for r in results:
+        r.forecast_meta = {**r.forecast_meta, **exposure.meta(r.symbol, r.decision_times, frames.get(r.symbol.upper()))}
     return ModelRun(model=model, weights=weights, source=getattr(forecaster, "source", None), device=device,
                     dtype=dtype, results=results, load_s=loaded - started, run_s=ran - warm,
                     peak_memory=memory.peak, memory_kind=memory.kind, warmup_s=warm - loaded,
                     paths=paths_of(forecaster))
-
-
-def label_pretraining(model: str, weights: str | None, results: Sequence[SymbolResult]) -> None:
-    """Mark each result's windows inside (or possibly inside) the checkpoint's pretraining data, and weights of
-    unknown provenance, as the backtest does (:mod:`marketcast.forecast.cards`); random and weight-free models
-    carry no label."""
-    from marketcast.forecast.cards import pretraining_meta, weights_exposure
-    from marketcast.forecast.tuning import read_tuning
-
-    card, unknown = weights_exposure(model, weights, read_tuning(weights))
-    for r in results:
-        r.forecast_meta = {**r.forecast_meta, **pretraining_meta(card, r.decision_times), **unknown}
 
 
 def pretraining_split(results: Sequence[SymbolResult]) -> dict | None:

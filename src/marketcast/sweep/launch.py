@@ -8,7 +8,7 @@ Kept out of the command so the command only parses and prints, and so a sweep ru
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
@@ -36,6 +36,7 @@ class SweepSummary:
     selection: list[str]  # the best cells, deflated for the number of trials (empty when no cell is ok)
     failures: list[Failure]  # the first SHOWN_FAILURES, poison first
     failed_total: int
+    exposure: list[str] = field(default_factory=list)  # what each model's weights may have seen, once per weights
 
 
 def _failures(runs, run_id: str) -> tuple[list[Failure], int]:
@@ -57,7 +58,7 @@ def launch_sweep(spec: Path, *, resume: bool = False, run_id: Optional[str] = No
                  num_cpus: Optional[int] = None, retry_failed: int = 1, local: bool = False,
                  data_dir: Optional[Path] = None, store: Optional[Path] = None,
                  asset_class: Optional[list[str]] = None, periods_per_year: Optional[float] = None,
-                 max_cells: int = 100_000, timezone: Optional[str] = None) -> SweepSummary:
+                 max_cells: int = 100_000, timezone: Optional[str] = None, require_clean: bool = False) -> SweepSummary:
     """Backtest every cell of ``spec``'s grid (on Ray unless ``local``) into the run store, and summarise."""
     from marketcast.runs.store import RunStore, store_root
     from marketcast.sweep.runner import run_sweep
@@ -75,7 +76,7 @@ def launch_sweep(spec: Path, *, resume: bool = False, run_id: Optional[str] = No
         from marketcast.sweep.address import check_reachable
 
         check_reachable(address or os.environ.get("RAY_ADDRESS") or None)
-    plan = load_spec(spec, data_dir, asset_class, periods_per_year, max_cells, timezone)
+    plan = load_spec(spec, data_dir, asset_class, periods_per_year, max_cells, timezone, require_clean)
     outcome = run_sweep(plan, runs, resume=resume, run_id=run_id, address=address, num_cpus=num_cpus,
                         retry_failed=retry_failed, local=local)
     lines: list[str] = []
@@ -84,4 +85,16 @@ def launch_sweep(spec: Path, *, resume: bool = False, run_id: Optional[str] = No
 
         lines = list(selection_lines(selection(runs, outcome.run_id)))
     failures, total = _failures(runs, outcome.run_id) if outcome.failed else ([], 0)
-    return SweepSummary(outcome, root, lines, failures, total)
+    return SweepSummary(outcome, root, lines, failures, total, exposure_lines(plan))
+
+
+def exposure_lines(plan) -> list[str]:
+    """``model: line`` for each of the spec's (model, weights) that carries a standing label
+    (:func:`marketcast.forecast.exposure.standing_lines`); the cells' own labels are in ``runs show``."""
+    import dataclasses
+
+    from marketcast.forecast.exposure import exposure_of, standing_lines
+
+    one = dataclasses.replace(plan, symbols=plan.symbols[:1], require_clean=False)  # every grid point, checked
+    models = dict.fromkeys((c.model, c.weights) for c in one.cells())
+    return [f"{model}: {line}" for model, weights in models for line in standing_lines(exposure_of(model, weights))]

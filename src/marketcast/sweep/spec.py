@@ -163,6 +163,7 @@ class Spec:
     start: date | None = None  # [data] start / end: the period's decision dates (marketcast.backtest.period)
     end: date | None = None
     timezone: str | None = None  # [data] timezone / --timezone: the zone of naive bar times (None: UTC)
+    require_clean: bool = False  # --require-clean: refuse any cell a label would mark (marketcast.forecast.exposure)
 
     @property
     def spec_hash(self) -> str:
@@ -220,29 +221,32 @@ class Spec:
         return out
 
     def guard_tuned(self, cells: list[Cell]) -> None:
-        """Refuse (one line, exit 2, before any cell runs) a cell whose tuned weights (a ``tuning.json``) would
-        be scored on a window on or before their ``until`` on a tuned symbol: the check ``backtest`` makes
-        (:func:`marketcast.forecast.tuning.guard_windows`). A sweep has no --allow-in-sample."""
+        """Refuse (one line, exit 2, before any cell runs) a cell whose tuned weights (a tuning record) would be
+        scored on a window on or before their ``until`` on a tuned symbol, or by name or by content: the check
+        ``backtest`` makes (:func:`marketcast.backtest.prepare.prepare`); with ``require_clean`` also a cell inside
+        a checkpoint's pretraining data or of weights of unknown provenance. A sweep has no --allow-in-sample."""
         from marketcast.backtest.prepare import prepare
         from marketcast.forecast.tuning import read_tuning
 
-        paths, tunings = None, {}
+        paths, tunings, seen = None, {}, set()
         for cell in cells:
             if cell.weights not in tunings:
                 tunings[cell.weights] = read_tuning(cell.weights)
-            tuning = tunings[cell.weights]
-            if tuning is None:  # every symbol of tuned weights: the same bars may come under another name
+            key = (cell.model, cell.weights, cell.symbol, cell.config.windows, cell.end, cell.asset_class)
+            # every symbol of tuned weights: the same bars may come under another name
+            if (tunings[cell.weights] is None and not self.require_clean) or key in seen:
                 continue
+            seen.add(key)
             paths = paths if paths is not None else self.symbol_paths()
             try:
                 prepare([self._bars(cell.symbol, paths.get(cell.symbol), cell.asset_class)],
-                        Period.last(cell.config.windows, cell.end), cell.config,
-                        weights=cell.weights, fix='test after it ([data] start = "{start}")')
+                        Period.last(cell.config.windows, cell.end), cell.config, weights=cell.weights,
+                        model=cell.model, require_clean=self.require_clean,
+                        fix='test after it ([data] start = "{start}")')
             except DataError:  # bars that cannot be used fail their cells when the sweep loads them
                 continue
             except ConfigError as exc:
                 raise ConfigError(f"{self.path}: {exc}") from None
-
 
     def _windows(self, symbol: str, path: Path | None, asset_class: str | None, model: str, chosen: dict) -> dict:
         """``{"windows": N}`` for ``windows = "all"`` or a [data] start/end, from the symbol's bars (read once
@@ -444,11 +448,13 @@ def _check_size(where: str, grid: dict[str, list], settings: list, symbols: tupl
 
 
 def load_spec(path: str | Path, data_dir: str | Path | None = None, asset_class_override: list[str] | None = None,
-              periods_per_year: float | None = None, max_cells: int = MAX_CELLS, timezone: str | None = None) -> Spec:
+              periods_per_year: float | None = None, max_cells: int = MAX_CELLS, timezone: str | None = None,
+              require_clean: bool = False) -> Spec:
     """Read and check a spec; every problem is one :class:`ConfigError` line naming the file and the key.
     ``asset_class_override`` (``--asset-class`` values: CLASS or SYMBOL=CLASS) and ``periods_per_year`` replace
     the spec's [data] asset_class and periods_per_year, ``timezone`` (``--timezone``) its [data] timezone; a grid
-    of more than ``max_cells`` cells is refused."""
+    of more than ``max_cells`` cells is refused; ``require_clean`` (``--require-clean``) refuses any cell a label
+    would mark (:meth:`Spec.guard_tuned`)."""
     if isinstance(max_cells, bool) or not isinstance(max_cells, int) or max_cells < 1:
         raise ConfigError(f"--max-cells must be a whole number >= 1, got {max_cells!r}")
     path = Path(path)
@@ -507,6 +513,7 @@ def load_spec(path: str | Path, data_dir: str | Path | None = None, asset_class_
                 on_duplicate=on_duplicate, options=options,
                 grid=grid, settings=settings, models=models, ray=ray, periods_per_year=periods,
                 symbol_classes=symbol_classes, start=start, end=end,
-                timezone=_zone(timezone or _table(raw, "data", where).get("timezone"), where))
+                timezone=_zone(timezone or _table(raw, "data", where).get("timezone"), where),
+                require_clean=require_clean)
     dataclasses.replace(spec, symbols=symbols[:1]).cells()  # every grid point's BacktestConfig, once, now
     return spec

@@ -22,6 +22,7 @@ from marketcast.data import load_bars, load_symbol
 from marketcast.data.bars import Bars
 from marketcast.errors import MarketcastError, ModelLoadError
 from marketcast.forecast.base import Forecast
+from marketcast.forecast.exposure import exposure_of
 from marketcast.forecast.registry import load_forecaster
 from marketcast.runs.cells import Cell
 from marketcast.runs.rows import RunContext, error_row, fingerprint, ok_rows
@@ -152,6 +153,8 @@ def settle(ctx: RunContext, loaded: Loaded | Failed, forecasted: Forecasted | Fa
         try:
             result = simulate(loaded.bars, forecasted.forecast, forecasted.ends, cell.config)
             result.fans = forecasted.fans
+            meta = exposure_of(cell.model, cell.weights).meta(cell.symbol, result.decision_times, loaded.bars.frame)
+            result.forecast_meta = {**result.forecast_meta, **meta}  # as the backtest labels it (runs show)
             seconds = time.perf_counter() - started + forecasted.seconds / job_cells
             out.append(ok_rows(ctx, cell, position, result, loaded.fingerprint, seconds))
         except Exception as exc:  # one bad cell is recorded and the others go on

@@ -91,6 +91,7 @@ class PaperVenue:
         self.syms, self.data_dir, self.now, self.on_duplicate = syms, data_dir, clock, on_duplicate
         self.market = market
         self.raw: dict[str, tuple[object, Bars]] = {}
+        self.read: dict[str, Bars] = {}  # each file as read, before the market check (history)
         self.bars: dict[str, Bars] = {}  # cut at the clock; shared with the broker and the feed
         self._load(self.now())
         last = min(b.frame.index[-1] for b in self.bars.values())
@@ -111,7 +112,7 @@ class PaperVenue:
                 loaded = load_symbol(s, self.data_dir, on_duplicate=self.on_duplicate,
                                      asset_class=self.market.asset_classes.get(s.upper()),
                                      periods_per_year=self.market.periods_per_year)
-                self.raw[s] = (stamp, tradable({s: loaded})[s])
+                self.raw[s], self.read[s] = (stamp, tradable({s: loaded})[s]), loaded
             self.bars[s] = self.raw[s][1] if now is None else complete(self.raw[s][1], now)
 
     def refresh(self, now) -> str:
@@ -121,6 +122,11 @@ class PaperVenue:
         latest = max(b.frame.index[-1] for b in self.bars.values())
         self.broker.advance_to(latest)
         return latest.isoformat()
+
+    def history(self, symbol: str) -> Bars:
+        """The symbol's whole file as read: what tuned weights' record fingerprints (the same bars under
+        another name are matched by it, :mod:`marketcast.forecast.exposure`)."""
+        return self.read[symbol]
 
 
 class AlpacaVenue:
@@ -152,6 +158,10 @@ class AlpacaVenue:
 
     def feed(self, symbol: str) -> Bars:
         return self.bars[symbol]
+
+    def history(self, symbol: str) -> None:
+        """None: the broker serves only its latest bars, so no fingerprint of a tuning period can be taken."""
+        return None
 
 
 def check_markets(venue) -> None:

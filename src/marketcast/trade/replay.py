@@ -16,7 +16,7 @@ separately sent take-profit.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -26,7 +26,7 @@ from marketcast.data.bars import Bars
 from marketcast.data.timestamps import ISO_FIX
 from marketcast.errors import ConfigError, StateError
 from marketcast.fileio import check_writable, write_atomic
-from marketcast.forecast.tuning import guard_weights
+from marketcast.forecast.exposure import weigh
 from marketcast.trade.journal.files import FILE_MODE, check_state_files, outside_state, private_dir
 from marketcast.trade.journal.state import Journal, check_journal
 from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
@@ -49,6 +49,7 @@ class ReplayResult:
     filled: int  # ... and those with a fill of their own (marketcast.trade.ops.blotter.counts)
     refusals: int = 0  # orders the broker refused (the rules model should leave none)
     png: Path | None = None
+    exposure: dict = field(default_factory=dict)  # symbol -> (what the weights may have seen of its cycles, cycles)
 
 
 def _day(text, flag: str) -> pd.Timestamp:
@@ -188,6 +189,7 @@ class ReplayRequest:
     png: Path | None = None  # default: STATE_DIR/equity.png
     verbose: bool = False
     hold: bool = False  # the paper broker holds positions across bars, as Alpaca (replay's docstring)
+    require_clean: bool = False  # refuse rather than label (marketcast.forecast.exposure)
 
 
 def replay_history(request: ReplayRequest, progress: Callable[[int], object]) -> tuple[ReplayResult, float]:
@@ -197,7 +199,8 @@ def replay_history(request: ReplayRequest, progress: Callable[[int], object]) ->
 
     Tuned weights (a ``tuning.json``) are refused in one line when a cycle's decision bar is on or before their
     ``until`` on a tuned symbol (:func:`marketcast.forecast.tuning.guard_weights`): its fills would grade the
-    model on bars it was trained on."""
+    model on bars it was trained on. The result carries what the weights may have seen of each symbol's cycles
+    (:mod:`marketcast.forecast.exposure`), refused instead with ``require_clean``."""
     import time
 
     from marketcast.data import load_symbol
@@ -223,8 +226,9 @@ def replay_history(request: ReplayRequest, progress: Callable[[int], object]) ->
     empty = without_bars(bars, _day(r.start, "--start"), _day(r.end, "--end"))
     syms = tuple(s for s in r.symbols if s not in empty)
     bars = {s: bars[s] for s in syms}
-    guard_weights(r.weights, lambda: [(s, read[s].frame, cycles(bars[s], dates)) for s in syms],
-                  fix="replay after it (--start {start})", what="cycle {k} (decision bar {bar})")
+    exposure = weigh(r.model, r.weights, lambda: [(s, read[s].frame, cycles(bars[s], dates)) for s in syms],
+                     require_clean=r.require_clean, fix="replay after it (--start {start})",
+                     what="cycle {k} (decision bar {bar})")
     forecaster = load_forecaster(r.model, weights=r.weights, device=r.device, dtype=r.dtype, seed=r.seed)
     started = time.perf_counter()
     with StateLock(r.state_dir), progress(len(dates) - 1) as step:
@@ -236,4 +240,5 @@ def replay_history(request: ReplayRequest, progress: Callable[[int], object]) ->
                                  resume=f"marketcast trade resume --state-dir {r.state_dir}")
         result = replay(bars, planner, r.state_dir, r.start, r.end, loop_config, starting_cash=r.cash,
                         png=r.png or r.state_dir / "equity.png", on_step=step, hold=r.hold)
-    return result, time.perf_counter() - started
+    labels = {s: (exposure.meta(s, cycles(bars[s], dates), read[s].frame), len(cycles(bars[s], dates))) for s in syms}
+    return replace(result, exposure={s: m for s, m in labels.items() if m[0]}), time.perf_counter() - started

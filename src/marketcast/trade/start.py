@@ -9,6 +9,7 @@ functions, so this room never reaches up to the command line.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
@@ -18,7 +19,7 @@ from marketcast.console import console
 from marketcast.data.asset import asset_classes
 from marketcast.errors import ConfigError, ExitCode
 from marketcast.forecast.registry import MODEL_NAMES
-from marketcast.forecast.tuning import guard_weights
+from marketcast.forecast.exposure import exposure_text, weigh
 from marketcast.settings import Settings
 from marketcast.trade.launch import Market, check_markets, open_venue, resolve_command
 from marketcast.trade.ops.alerts import AlertThresholds
@@ -27,6 +28,7 @@ from marketcast.trade.risk.gates import GateConfig
 from marketcast.trade.risk.limits import RiskLimits
 from marketcast.trade.risk.portfolio import PortfolioConfig
 
+log = logging.getLogger("marketcast.trade")
 ShowPlan = Callable[[object, str, dict[str, int]], None]  # (cycle report, title, price decimals per symbol)
 
 
@@ -55,6 +57,7 @@ class LoopRequest:
     resolve_dir: Optional[Path] = None  # the folder the printed commands name (a dry run works on a copy)
     shadow: Optional[str] = None
     shadow_model: Optional[str] = None
+    require_clean: bool = False  # refuse rather than label what the weights may have seen (--require-clean)
 
 
 def _no_baseline_shadow(shadow: str | None, model: str) -> None:
@@ -141,14 +144,17 @@ def _shadow(loop, journal, settings: Settings, request: LoopRequest, chain, weig
 
 
 def start_loop(settings: Settings, rules: TradeRules, request: LoopRequest, *, show_plan: ShowPlan,
-               on_cycle: Callable[[object, str, dict[str, int]], None]) -> int:
+               on_cycle: Callable[[object, str, dict[str, int]], None],
+               on_exposure: Callable[[dict], None] = lambda labelled: None) -> int:
     """Trade ``settings``' symbols until stopped (or one cycle with ``once``); returns the supervisor's exit code.
 
     A dry run plans one cycle per market clock, shows each with ``show_plan`` and returns OK; otherwise every
     cycle's report goes to ``on_cycle(report, title, decimals)``. Tuned weights (live or ``--shadow``, with a
     ``tuning.json``) are refused in one line when the newest bar, the first cycle's decision bar, is on or before
-    their ``until`` (:func:`marketcast.forecast.tuning.guard_weights`; the fingerprint is not compared: a broker
-    serves only the latest bars).
+    their ``until`` (:func:`marketcast.forecast.exposure.weigh`; the paper broker's files are matched by content
+    too, a broker that serves only its latest bars by name). What the live weights may have seen of the newest bar
+    (:mod:`marketcast.forecast.exposure`) is a warning line per label (stderr and trade.log), handed to ``on_exposure``
+    (symbol -> (meta, 1)); ``request.require_clean`` refuses it instead.
     """
     from marketcast.data.ticks import price_decimals
     from marketcast.trade.journal.state import Journal
@@ -173,10 +179,17 @@ def start_loop(settings: Settings, rules: TradeRules, request: LoopRequest, *, s
     check_markets(venue)
     venue.refresh(now)
     decimals = {s: price_decimals(venue.feed(s).frame["close"]) for s in syms}
-    for candidate in (weights, r.shadow):  # before the model loads; the clock only moves on from the newest bar
-        guard_weights(candidate, lambda: [(s, None, venue.feed(s).frame.index[-1:]) for s in syms],
-                      fix="trade on bars after it (the paper broker's --clock-file at {start} or later) or with "
-                          "weights tuned to an earlier --until", what="the newest bar {bar}")
+    newest = lambda: [(s, getattr(venue.history(s), "frame", None), venue.feed(s).frame.index[-1:])  # noqa: E731
+                      for s in syms]
+    exposures = [weigh(name, candidate, newest, require_clean=r.require_clean, what="the newest bar {bar}",
+                       fix="trade on bars after it (the paper broker's --clock-file at {start} or later) or with "
+                           "weights tuned to an earlier --until")
+                 for name, candidate in [(chain[0], weights), *([(r.shadow_model or chain[0], r.shadow)] if r.shadow
+                                                                 is not None else [])]]  # before the model loads
+    labelled = {s: (exposures[0].meta(s, bars, frame), 1) for s, frame, bars in newest()}
+    for line in exposure_text(labelled):  # one warning line on stderr, kept in trade.log with the run
+        log.warning(line)
+    on_exposure(labelled)
     alerts = Alerts(None if r.dry_run else r.state_dir, settings["alerts.webhook"])
     config = rules.planner
     loaded = load_model(chain, None if r.dry_run else venue.feed(syms[0]), config,
