@@ -63,8 +63,10 @@ def _engine_windows(n=120):
 # 20 samples point + spread * linspace(-1, 1, 20): mean = point, variance = spread^2 * 7 / 19 (the mean of
 # ((2i - 19) / 19)^2), and the 95 % tail of 20 samples is the worst one, a loss of spread - point.
 NARROW, WIDE, POINT = 0.05, 0.10, 0.0005
+# exit close: every window's order fills and settles on its own bar, as the hand references assume (under the
+# default next-open every other same-side entry is refused as a wash and a window's outcome lands a window later)
 SIZED = dict(windows=40, context=16, num_samples=20, strategies=("simple", "buy_hold"), spa=False,
-             bootstrap_reps=10, fee=0.001, spread=0.0, slippage=0.0, borrow_rate=0.0)
+             bootstrap_reps=10, fee=0.001, spread=0.0, slippage=0.0, borrow_rate=0.0, exit="close")
 
 
 def measured_skill(means, realised):
@@ -189,7 +191,7 @@ def test_kelly_sizes_on_a_daily_file_are_no_on_off_switch(symbol):
     from marketcast.forecast.baseline import BaselineForecaster
 
     bars = load_symbol(symbol)
-    config = BacktestConfig(sizing="kelly", spa=False, bootstrap_reps=10)
+    config = BacktestConfig(sizing="kelly", spa=False, bootstrap_reps=10, exit="close")  # measured under close
     short, _ = _orders(run_backtest(bars, BaselineForecaster(), config))
     assert len(short) > 300 and (short == config.kelly_cap).mean() == 0.0 and (short == 0).mean() > 0.95
     sizes, widths = _orders(run_backtest(bars, BaselineForecaster(), replace(config, windows=1000)))
@@ -228,7 +230,7 @@ def test_a_take_profit_counts_in_the_trade_return_samples():
 def test_the_one_window_step_equals_the_vectorised_engine_with_sizes(settings, asset_class):
     bars = trending_bars(400, seed=8, asset_class=asset_class)  # momentum has skill to measure here
     config = BacktestConfig(windows=150, context=64, num_samples=64, maxdiff_min_history=5, spa=False,
-                            bootstrap_reps=10, **settings)
+                            bootstrap_reps=10, exit="close", **settings)  # the one-window step settles at the close
     ends = decision_ends(len(bars), config)
     (fc,) = forecast_windows(MomentumForecaster(), [(bars, ends)], config)
     result = simulate(bars, fc, ends, config)

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 
 from marketcast.backtest.config import BacktestConfig
+from marketcast.runs.predating import PREDATING
 
 MODEL_OPTIONS = ("model", "weights", "device", "dtype", "compile")
 
@@ -63,8 +64,9 @@ class Cell:
         settings = self.settings()
         if self.timezone is None:  # ids of runs recorded before --timezone existed stay the same
             del settings["timezone"]
-        if self.config.exit == "close":  # and those recorded before --exit existed (the close was the rule)
-            del settings["exit"]
+        for name, then in PREDATING.items():  # and those of runs recorded before the setting existed
+            if settings[name] == then:
+                del settings[name]
         return digest({"symbol": self.symbol, **settings, **given})
 
     @property
