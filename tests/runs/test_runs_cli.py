@@ -100,8 +100,10 @@ def test_runs_show_tells_the_record_settings_costs_model_and_selection(tmp_path,
     from marketcast.backtest.tables import pct
 
     capsys.readouterr()
+    # --exit close: in 12 windows the walk-forward record trades often enough to have every selection figure
+    # (under the default next-open every other same-side entry is refused as a wash)
     assert main(["backtest", "SP500", *FAST, "--fee", "0.001", "--half-spread-bps", "2", "--slippage-bps", "3",
-                 "--output-dir", str(tmp_path / "bt"), "--json"]) == 0
+                 "--exit", "close", "--output-dir", str(tmp_path / "bt"), "--json"]) == 0
     (doc,) = json.loads(capsys.readouterr().out)
     code, shown = _json(capsys, "runs", "show", doc["run_id"], "--json")
     assert code == 0
