@@ -1,21 +1,33 @@
 """The exit rule's table (issue 53, docs/trading.md#exit-rule): per strategy, the gross total return of the
-same decisions exited at the close (``--exit close``, what the backtest scored until now) and at the next open
-(``--exit next-open``, where ``trade run`` exits a stock), on the embedded SP500 and NASDAQ.
+same decisions exited at the close (``--exit close``) and at the next open (``--exit next-open``, the default,
+where ``trade run`` exits a stock), on the embedded SP500 and NASDAQ.
 
 Each symbol is backtested with the default settings but ``--windows 500`` (2017-01 to 2018-12) under both
 rules, with the baseline forecaster. Three columns a strategy: ``close``; ``next-open, no wash`` (the
 next-open rule's fills of every decision: the issue's "traded" column, which ignores the wash refusal); and
-``next-open`` as the backtest now scores it, where an entry against the previous window's queued close is
+``next-open`` as the backtest scores it, where an entry against the previous window's queued close is
 refused (:func:`marketcast.backtest.execution.wash_refused`). Gross: before fees, spread, slippage and borrow,
 compounded over the windows (``prod(1 + gross) - 1``). The walk-forward row is the pick's net record under each
 rule (its pick lags a window under next-open).
 
+Holding (``--hold``, ``hold`` in the config, issue 53 item 3) gets two more columns, ``close, hold`` and
+``next-open, hold``, once :class:`~marketcast.backtest.config.BacktestConfig` has a ``hold`` field
+(:data:`HOLD`): this script then runs each rule again with ``hold=True``. Without it the results file has no
+hold columns and docs/trading.md says so.
+
+The JSON it writes is what docs/trading.md's table shows: ``--markdown`` prints that table (the rows between
+``<!-- exit-rule-table: begin -->`` and ``<!-- exit-rule-table: end -->``), and
+tests/backtest/test_exit_rule_table.py checks the docs against the JSON.
+
     PYTHONPATH=src python benchmarks/exit_rule_table.py [--windows 500 --out benchmarks/results/exit_rule_table.json]
+    PYTHONPATH=src python benchmarks/exit_rule_table.py --markdown   # the docs' table from the results file
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -23,19 +35,17 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-from common import write_report  # noqa: E402
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from marketcast.backtest.config import BacktestConfig  # noqa: E402
-from marketcast.backtest.engine import run_backtest  # noqa: E402
-from marketcast.backtest.fills import settle_all  # noqa: E402
-from marketcast.backtest.strategies import StrategyParams  # noqa: E402
-from marketcast.data import load_symbol  # noqa: E402
-from marketcast.forecast.baseline import BaselineForecaster  # noqa: E402
 
 SYMBOLS = ("SP500", "NASDAQ")
+RESULTS = Path(__file__).resolve().parent / "results" / "exit_rule_table.json"
+#: Whether the backtest has ``--hold`` (issue 53 item 3); the hold columns appear only then.
+HOLD = "hold" in {f.name for f in dataclasses.fields(BacktestConfig)}
+#: (JSON key, column heading) per strategy row, in the docs' order.
+COLUMNS = (("close", "close"), ("next_open_no_wash", "next-open, no wash"), ("next_open", "next-open"))
+HOLD_COLUMNS = (("close_hold", "close, hold"), ("next_open_hold", "next-open, hold"))
 
 
 def total(gross: np.ndarray) -> float:
@@ -43,11 +53,20 @@ def total(gross: np.ndarray) -> float:
 
 
 def symbol_table(symbol: str, windows: int) -> dict:
+    from marketcast.backtest.engine import run_backtest
+    from marketcast.backtest.fills import WASH, settle_all
+    from marketcast.backtest.strategies import StrategyParams
+    from marketcast.data import load_symbol
+    from marketcast.forecast.baseline import BaselineForecaster
+
     bars = load_symbol(symbol)
     config = BacktestConfig(windows=windows)
-    closed = run_backtest(bars, BaselineForecaster(), config)
-    opened = run_backtest(bars, BaselineForecaster(), replace(config, exit="next-open"))
-    frame = bars.frame
+    runs = {"close": run_backtest(bars, BaselineForecaster(), replace(config, exit="close")),
+            "next_open": run_backtest(bars, BaselineForecaster(), replace(config, exit="next-open"))}
+    if HOLD:
+        for rule, key in (("close", "close_hold"), ("next-open", "next_open_hold")):
+            runs[key] = run_backtest(bars, BaselineForecaster(), replace(config, exit=rule, hold=True))
+    opened, frame = runs["next_open"], bars.frame
     rows = frame.index.get_indexer(opened.settle_times)
     o, h, lo, c = (frame[k].to_numpy() for k in ("open", "high", "low", "close"))
     nxt = np.where(rows + 1 < len(frame), o[np.minimum(rows + 1, len(frame) - 1)], np.nan)
@@ -57,36 +76,70 @@ def symbol_table(symbol: str, windows: int) -> dict:
         d = run.decisions
         unrefused = settle_all(d.side, d.entry_limit, d.take_profit, o[rows], h[rows], lo[rows], c[rows],
                                params.costs, params.fill_mode, params.same_bar, nxt)
-        refused = int((run.settlements.reason == 4).sum())
-        out[name] = {"close": total(closed.strategies[name].settlements.gross),
-                     "next_open_no_wash": total(unrefused.gross), "next_open": total(run.settlements.gross),
-                     "trades_close": int(closed.strategies[name].filled.sum()),
-                     "trades_next_open": int(run.filled.sum()),
-                     "refused_wash": refused}
-    out["walk-forward (net)"] = {"close": closed.walk_forward["metrics"]["return"], "next_open_no_wash": None,
-                                 "next_open": opened.walk_forward["metrics"]["return"],
-                                 "trades_close": int(closed.walk_forward["filled"].sum()),
-                                 "trades_next_open": int(opened.walk_forward["filled"].sum()), "refused_wash": None}
+        row = {key: total(r.strategies[name].settlements.gross) for key, r in runs.items()}
+        out[name] = {**row, "next_open_no_wash": total(unrefused.gross),
+                     "trades": {key: int(r.strategies[name].filled.sum()) for key, r in runs.items()},
+                     "refused_wash": int((run.settlements.reason == WASH).sum())}
+    out["walk-forward (net)"] = {**{key: r.walk_forward["metrics"]["return"] for key, r in runs.items()},
+                                 "next_open_no_wash": None,
+                                 "trades": {key: int(r.walk_forward["filled"].sum()) for key, r in runs.items()},
+                                 "refused_wash": None}
+    closed = runs["close"]
     return {"first_decision": str(closed.decision_times[0].date()), "last_settle": str(closed.settle_times[-1].date()),
             "windows": closed.windows, "strategies": out}
+
+
+def pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:+.2f} %"
+
+
+def columns(report: dict) -> tuple[tuple[str, str], ...]:
+    return COLUMNS + (HOLD_COLUMNS if report.get("hold") else ())
+
+
+def markdown(report: dict) -> str:
+    """docs/trading.md's table from a results file: a row per strategy, the columns per symbol."""
+    cols = columns(report)
+    head = ["strategy"] + [f"{symbol} {title}" for symbol in report["symbols"] for _, title in cols]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    first = next(iter(report["symbols"].values()))["strategies"]
+    for name in first:
+        cells = [name]
+        for got in report["symbols"].values():
+            row = got["strategies"][name]
+            for key, _ in cols:
+                refused = row["refused_wash"]
+                cells.append(pct(row[key]) + (f" ({refused} refused)" if key == "next_open" and refused is not None
+                                              else ""))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--windows", type=int, default=500)
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "exit_rule_table.json"))
+    parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument("--markdown", action="store_true", help="print the docs' table from --out and stop")
     args = parser.parse_args()
+    if args.markdown:
+        print(markdown(json.loads(Path(args.out).read_text())))
+        return
+    from common import write_report
+    from rich.console import Console
+    from rich.table import Table
+
     console = Console()
-    report = {"windows": args.windows, "model": "baseline", "return": "gross, compounded", "symbols": {}}
-    pct = lambda x: "—" if x is None else f"{100 * x:+.2f} %"  # noqa: E731
+    report = {"windows": args.windows, "model": "baseline", "return": "gross, compounded", "hold": HOLD,
+              "symbols": {}}
     for symbol in SYMBOLS:
         got = report["symbols"][symbol] = symbol_table(symbol, args.windows)
         table = Table(title=f"{symbol}: {got['windows']} windows {got['first_decision']} → {got['last_settle']}, "
                             "gross total return")
-        for col in ("strategy", "close", "next-open, no wash", "next-open", "refused as wash"):
-            table.add_column(col, justify="left" if col == "strategy" else "right")
+        cols = columns(report)
+        for title in ("strategy", *(t for _, t in cols), "refused as wash"):
+            table.add_column(title, justify="left" if title == "strategy" else "right")
         for name, row in got["strategies"].items():
-            table.add_row(name, pct(row["close"]), pct(row["next_open_no_wash"]), pct(row["next_open"]),
+            table.add_row(name, *(pct(row[key]) for key, _ in cols),
                           "—" if row["refused_wash"] is None else str(row["refused_wash"]))
         console.print(table)
     write_report(args.out, report, console)

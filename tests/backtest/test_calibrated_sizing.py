@@ -64,8 +64,10 @@ def _engine_windows(n=120):
 # 20 samples point + spread * linspace(-1, 1, 20): mean = point, variance = spread^2 * 7 / 19 (the mean of
 # ((2i - 19) / 19)^2), and the 95 % tail of 20 samples is the worst one, a loss of spread - point.
 NARROW, WIDE, POINT = 0.05, 0.10, 0.0005
+# exit close: every window's order fills and settles on its own bar, as the hand references assume (under the
+# default next-open every other same-side entry is refused as a wash and a window's outcome lands a window later)
 SIZED = dict(windows=40, context=16, num_samples=20, strategies=("simple", "buy_hold"), spa=False,
-             bootstrap_reps=10, fee=0.001, spread=0.0, slippage=0.0, borrow_rate=0.0)
+             bootstrap_reps=10, fee=0.001, spread=0.0, slippage=0.0, borrow_rate=0.0, exit="close")
 
 
 def measured_skill(means, realised):
@@ -181,7 +183,7 @@ def test_kelly_sizes_on_the_default_70_windows_measure_no_skill(symbol):
     from marketcast.data import load_symbol
     from marketcast.forecast.baseline import BaselineForecaster
 
-    config = BacktestConfig(sizing="kelly", spa=False, bootstrap_reps=10)
+    config = BacktestConfig(sizing="kelly", spa=False, bootstrap_reps=10, exit="close")  # measured under close
     sizes, _ = placed_orders(run_backtest(load_symbol(symbol), BaselineForecaster(), config))
     assert len(sizes) > 300 and (sizes == config.kelly_cap).mean() == 0.0 and (sizes == 0).mean() > 0.95
 
@@ -206,7 +208,7 @@ def test_kelly_sizes_are_no_on_off_switch_and_fall_with_the_spread(case):
     from marketcast.forecast.baseline import BaselineForecaster
 
     bars, windows = case()
-    config = BacktestConfig(sizing="kelly", windows=windows, spa=False, bootstrap_reps=10)
+    config = BacktestConfig(sizing="kelly", windows=windows, spa=False, bootstrap_reps=10, exit="close")
     f = figures(*placed_orders(run_backtest(bars, BaselineForecaster(), config)), config.kelly_cap)
     assert f["at_cap"] < 0.25 and f["inner"] > 150 and f["spearman_inner"] < -0.1, f
 
@@ -241,7 +243,7 @@ def test_a_take_profit_counts_in_the_trade_return_samples():
 def test_the_one_window_step_equals_the_vectorised_engine_with_sizes(settings, asset_class):
     bars = trending_bars(400, seed=8, asset_class=asset_class)  # momentum has skill to measure here
     config = BacktestConfig(windows=150, context=64, num_samples=64, maxdiff_min_history=5, spa=False,
-                            bootstrap_reps=10, **settings)
+                            bootstrap_reps=10, exit="close", **settings)  # the one-window step settles at the close
     ends = decision_ends(len(bars), config)
     (fc,) = forecast_windows(MomentumForecaster(), [(bars, ends)], config)
     result = simulate(bars, fc, ends, config)

@@ -31,7 +31,9 @@ TABLE = {  # (close, high, low) forecast returns made at each t
 FEES = 0.002  # fee 0.001 per side, no spread
 # These tests are about the strategies' decisions and fills: they keep the old explicit costs (fee only; no
 # spread, slippage or borrow), not the per-class defaults of marketcast.backtest.costs (test_costs.py has those).
-CONFIG = BacktestConfig(windows=4, context=3, num_samples=101, fee=0.001, spread=0.0, slippage=0.0, borrow_rate=0.0)
+# The hand figures settle at bar t+1's close: --exit close (test_execution.py has the next-open rule's by hand).
+CONFIG = BacktestConfig(windows=4, context=3, num_samples=101, fee=0.001, spread=0.0, slippage=0.0, borrow_rate=0.0,
+                        exit="close")
 
 # gross returns settled on b2..b5
 SIMPLE = [102 / 101 - 1, -(100 / 102 - 1), 98.5 / 99 - 1, -(98 / 100.5 - 1)]
@@ -199,14 +201,15 @@ def test_a_strategy_that_never_trades_is_never_best():
     never = TableForecaster({}, default=(0.001, 0.004, -0.006))  # mixed signs: all_signals stays flat
     one = SelectionRule(min_trades=1)  # eligibility as "traded at all", so 8 windows can show the ranking
     config = BacktestConfig(windows=8, context=3, num_samples=11, strategies=("all_signals", "simple", "buy_hold"),
-                            selection=one)
+                            selection=one, exit="close")
     result = run_backtest(make_bars(falling), never, config)
     assert result.strategies["all_signals"].metrics["return"] == 0.0  # flat beat both losers ...
     assert result.strategies["simple"].metrics["return"] < 0
     assert result.best_strategy == "simple"  # ... and is still not "best" (simple ties buy_hold, listed first)
     assert set(result.walk_forward["picked"][1:]) == {"simple"}
     only_flat = run_backtest(make_bars(falling), never, BacktestConfig(windows=8, context=3, num_samples=11,
-                                                                        strategies=("all_signals",), selection=one))
+                                                                        strategies=("all_signals",), selection=one,
+                                                                        exit="close"))
     assert only_flat.best_strategy is None and only_flat.walk_forward["picked"] == [None] * 8
 
 
@@ -219,7 +222,8 @@ def test_fewer_than_min_trades_is_never_best_and_gets_no_psr_or_interval():
 
     falling = [(100.0 - i, 100.5 - i, 98.5 - i, 99.0 - i) for i in range(12)]
     never = TableForecaster({}, default=(0.001, 0.004, -0.006))
-    config = BacktestConfig(windows=8, context=3, num_samples=11, strategies=("all_signals", "simple", "buy_hold"))
+    config = BacktestConfig(windows=8, context=3, num_samples=11, strategies=("all_signals", "simple", "buy_hold"),
+                            exit="close")  # every window trades (under next-open every other one is a wash)
     result = run_backtest(make_bars(falling), never, config)
     simple = result.strategies["simple"].metrics
     assert simple["trades"] == 8 and result.best_strategy is None and result.walk_forward["picked"] == [None] * 8

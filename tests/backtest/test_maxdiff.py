@@ -187,7 +187,7 @@ def test_percent_grid_equals_the_fixed_grid_of_the_first_version_exactly():
 
     bars = random_bars(200, seed=9)
     config = BacktestConfig(windows=120, context=32, num_samples=32, maxdiff_min_history=5, strategies=("maxdiff",),
-                            maxdiff_grid="percent", include_latest=False)
+                            maxdiff_grid="percent", include_latest=False, exit="close")  # the first version's exit
     result = run_backtest(bars, MomentumForecaster(), config)
     run = result.strategies["maxdiff"]
     v, costs = result.views, result.costs  # the run's costs, borrow per bar included

@@ -1,4 +1,7 @@
-"""Perturb the future: replacing every bar after t with garbage never changes what was decided at t."""
+"""Perturb the future: replacing every bar after t with garbage never changes what was decided at t, under
+both exit rules (``--exit close``; ``next-open``, the default, whose settlement reads bar t+2 and whose
+walk-forward pick lags a window). ``--hold`` joins these parametrizations once the backtest has it (issue 53
+item 3)."""
 
 import zlib
 
@@ -7,12 +10,13 @@ import pytest
 
 from marketcast.backtest.config import BacktestConfig
 from marketcast.backtest.engine import run_backtest, run_many
+from marketcast.backtest.execution import EXIT_RULES
 from marketcast.data.bars import Bars
 from marketcast.forecast.baseline import BaselineForecaster
 
 from .helpers import MomentumForecaster, QuantileForecaster, TableForecaster, random_bars, trending_bars
 
-CONFIG = BacktestConfig(windows=60, context=64, num_samples=64, maxdiff_min_history=5)
+CONFIG = BacktestConfig(windows=60, context=64, num_samples=64, maxdiff_min_history=5)  # the default exit rule
 
 
 def garbage_after(bars: Bars, t: int, seed: int) -> Bars:
@@ -102,7 +106,7 @@ FORECASTERS = {
 }
 
 
-@pytest.mark.parametrize("exit_rule", ["close", "next-open"])
+@pytest.mark.parametrize("exit_rule", EXIT_RULES)
 @pytest.mark.parametrize("forecaster", sorted(FORECASTERS))
 @pytest.mark.parametrize("asset_class", ["stock", "crypto"])
 def test_decisions_at_t_ignore_every_later_bar(forecaster, asset_class, exit_rule):
@@ -156,12 +160,17 @@ def test_holding_at_t_ignores_every_later_bar(forecaster, asset_class, exit_rule
         assert np.array_equal(base.walk_forward["returns"][:at], other.walk_forward["returns"][:at])
 
 
-def test_only_the_latest_decision_sees_the_last_bar():
-    """Changing the last bar changes the live loop's next decision view, and no scored window."""
+@pytest.mark.parametrize("exit_rule", EXIT_RULES)
+def test_only_the_latest_decision_sees_the_last_bar(exit_rule):
+    """Changing the last bar changes the live loop's next decision view, and no scored decision (under
+    next-open the last window, marked at bar t+1's close, reads nothing after it either)."""
+    from dataclasses import replace
+
+    config = replace(CONFIG, exit=exit_rule)
     bars = random_bars(200, seed=5)
-    base = run_backtest(bars, BaselineForecaster(), CONFIG)
+    base = run_backtest(bars, BaselineForecaster(), config)
     moved = garbage_after(bars, len(bars) - 2, seed=1)
-    other = run_backtest(moved, BaselineForecaster(), CONFIG)
+    other = run_backtest(moved, BaselineForecaster(), config)
     assert base.latest_view != other.latest_view
     assert _same_up_to(base, other, bars.frame.index[-2]) == CONFIG.windows
 
@@ -191,9 +200,12 @@ def test_the_fair_naive_of_high_and_low_ignores_later_bars():
 NEW_OPTIONS = {  # calibration learns from settled windows only, sizes from the window's own samples
     "conformal": dict(calibrate="conformal", calibration_min_windows=20),
     "quantile+cvar": dict(calibrate="quantile", calibration_min_windows=20, sizing="cvar", risk_per_trade=0.002),
+    # the default exit, next-open: window k - 1 exits at the open after window k's decision, so its outcome may
+    # not reach k's measured skill or the calibration k learns from
     "kelly": dict(sizing="kelly", kelly_cap=1.0),
-    # window k - 1 exits at the open after window k's decision: its outcome may not reach k's measured skill
-    "kelly+next-open": dict(sizing="kelly", kelly_cap=1.0, exit="next-open"),
+    # and the close rule, where window k - 1 has settled before window k decides
+    "kelly+close": dict(sizing="kelly", kelly_cap=1.0, exit="close"),
+    "conformal+close": dict(calibrate="conformal", calibration_min_windows=20, exit="close"),
     "kelly-fraction": dict(sizing="kelly", kelly_fraction=0.05, kelly_cap=0.8),
     "cvar": dict(sizing="cvar", risk_per_trade=0.002),
     "conformal+kelly": dict(calibrate="conformal", calibration_min_windows=20, sizing="kelly"),
@@ -232,8 +244,9 @@ def test_calibration_and_sizing_at_t_ignore_every_later_bar(forecaster, options)
             assert base.views[k + 1] != other.views[k + 1]
 
 
+@pytest.mark.parametrize("exit_rule", EXIT_RULES)
 @pytest.mark.parametrize("forecaster", ["baseline", "momentum", "quantiles"])
-def test_min_context_with_windows_all_at_t_ignores_every_later_bar(forecaster):
+def test_min_context_with_windows_all_at_t_ignores_every_later_bar(forecaster, exit_rule):
     """``--windows all --min-context 40`` through the one preparation path: the first window is row 39 (40 real
     bars of a 64-bar context), and the garbage after t changes nothing decided at or before t."""
     from dataclasses import replace
@@ -241,7 +254,7 @@ def test_min_context_with_windows_all_at_t_ignores_every_later_bar(forecaster):
     from marketcast.backtest.period import ALL, Period
     from marketcast.backtest.prepare import prepare
 
-    config = replace(CONFIG, min_context=40)
+    config = replace(CONFIG, min_context=40, exit=exit_rule)
 
     def run(bars):
         model_minimum = getattr(FORECASTERS[forecaster], "min_context", 2)
@@ -273,17 +286,18 @@ class BatchOf:
         return Forecast(full.samples[:, :, self.b::8], full.fields, dict(full.meta))
 
 
+@pytest.mark.parametrize("exit_rule", EXIT_RULES)
 @pytest.mark.parametrize("case", ["seed+1", "seed+3", "batch 0", "batch 5", "batch 5+cvar"])
-def test_seeds_and_monte_carlo_batches_at_t_ignore_every_later_bar(case):
+def test_seeds_and_monte_carlo_batches_at_t_ignore_every_later_bar(case, exit_rule):
     """``--seeds N`` re-runs with seeds seed + 1 .. seed + N - 1; the Monte Carlo error decides on each batch of
     the samples: neither may read a bar after t."""
     from dataclasses import replace
 
     if case.startswith("seed"):
-        config, forecaster = replace(CONFIG, seed=CONFIG.seed + int(case[-1])), BaselineForecaster
+        config, forecaster = replace(CONFIG, seed=CONFIG.seed + int(case[-1]), exit=exit_rule), BaselineForecaster
     else:
         b = int(case.split()[1][0])
-        config = replace(CONFIG, num_samples=CONFIG.num_samples // 8,
+        config = replace(CONFIG, num_samples=CONFIG.num_samples // 8, exit=exit_rule,
                          **({"sizing": "cvar", "risk_per_trade": 0.002} if case.endswith("cvar") else {}))
         forecaster = lambda: BatchOf(BaselineForecaster(), b)  # noqa: E731
     bars = random_bars(200, seed=17)

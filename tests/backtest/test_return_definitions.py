@@ -4,6 +4,7 @@ from the bars with the stated definition, the engine's and the JSON's numbers ag
 import io
 import json
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -11,6 +12,8 @@ from rich.console import Console
 
 from marketcast.backtest.config import BacktestConfig
 from marketcast.backtest.engine import decision_ends, run_backtest
+from marketcast.backtest.execution import DEFAULT_EXIT
+from marketcast.backtest.fills import WASH
 from marketcast.backtest.markdown import markdown_summary
 from marketcast.backtest.report import render_outputs, symbol_json
 from marketcast.backtest.returns import CLOSE_TO_CLOSE, DEFINITIONS, SENTENCE, SKILL, STRATEGY
@@ -26,7 +29,7 @@ NAMES = ("simple", "all_signals", "buy_hold", "unprofit_shutdown", "ci_guard", "
 COSTLY = BacktestConfig(windows=WINDOWS, context=16, num_samples=16, fee=0.001, spread=0.0004, slippage=0.0,
                         borrow_rate=0.0, strategies=NAMES)
 FREE = BacktestConfig(windows=WINDOWS, context=16, num_samples=16, fee=0.0, spread=0.0, slippage=0.0, borrow_rate=0.0,
-                      strategies=NAMES)
+                      strategies=NAMES, exit="close")
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +65,7 @@ def test_the_json_names_the_return_of_every_section(costly):
     for section in ("strategies", "walk_forward", "benchmark", "selection"):  # the JSON's own sections
         assert section in doc
     assert defs["strategies"] == defs["walk_forward"] == defs["walk_forward_oos"] == defs["trades"] == STRATEGY
-    assert STRATEGY == "open t+1 -> close t+1 (what the strategy earns)"
+    assert STRATEGY == "open t+1 -> open t+2, or -> close t+1 under --exit close (what the strategy earns)"
     assert defs["benchmark"] == defs["benchmark_return"] == defs["market_return"] == CLOSE_TO_CLOSE
     assert CLOSE_TO_CLOSE == "close t -> close t+1"
     assert defs["skill"] == CLOSE_TO_CLOSE and "not a return" in doc["return_definitions_detail"]["skill"]
@@ -102,6 +105,23 @@ def test_a_market_entry_earns_open_to_close_of_the_next_bar(free, bars):
         assert abs(doc["strategies"][name]["return"] - (np.prod(1.0 + r) - 1.0)) < 1e-12
     closes = c[t + 1] / c[t] - 1.0
     assert np.abs(free.strategies["buy_hold"].returns - closes).max() > 1e-4  # not close -> close
+
+
+def test_under_the_default_exit_a_market_entry_earns_open_to_next_open(bars):
+    """The default rule (next-open): buy_hold, long in every window, enters at the open of t+1 and exits at the
+    open of t+2; the next window's long entry meets that queued close and is refused as a wash, so every other
+    window trades and the refused ones earn 0."""
+    assert DEFAULT_EXIT == "next-open"
+    run = run_backtest(bars, MomentumForecaster(), replace(FREE, exit=DEFAULT_EXIT)).strategies["buy_hold"]
+    o, _, _, c, t = _prices(bars, FREE)
+    n = len(bars)
+    exit_price = np.where(t + 2 < n, o[np.minimum(t + 2, n - 1)], c[t + 1])  # the last window: marked at its close
+    overnight = exit_price / o[t + 1] - 1.0  # open t+1 -> open t+2
+    refused = run.settlements.reason == WASH
+    np.testing.assert_array_equal(refused, np.arange(WINDOWS) % 2 == 1)
+    np.testing.assert_allclose(run.returns[~refused], overnight[~refused], rtol=0, atol=1e-12)
+    assert (run.returns[refused] == 0).all()
+    assert np.abs(overnight - (c[t + 1] / o[t + 1] - 1.0)).max() > 1e-4  # not open -> close
 
 
 def test_skill_scores_forecasts_of_the_next_close_against_close_to_close(free, bars):

@@ -19,7 +19,8 @@ from marketcast.forecast.baseline import BaselineForecaster
 
 from .helpers import MomentumForecaster, random_bars
 
-CONFIG = BacktestConfig(windows=250, context=96, num_samples=64, maxdiff_min_history=5)
+# the one-window step (the live planner's) settles on bar t+1's close: the engine under --exit close
+CONFIG = BacktestConfig(windows=250, context=96, num_samples=64, maxdiff_min_history=5, exit="close")
 DATA = {  # (bars, forecaster): real index bars with the baseline, a synthetic walk with a per-window forecaster
     "embedded": (lambda cls: load_symbol("SP500" if cls == "stock" else "NASDAQ", asset_class=cls), BaselineForecaster),
     "synthetic": (lambda cls: random_bars(400, seed=8, asset_class=cls), MomentumForecaster),

@@ -30,7 +30,7 @@ def result(**given):
         benchmark=SimpleNamespace(metrics={"return": f["bh_return"], "sharpe": f["bh_sharpe"]}), overfit=overfit,
         monte_carlo=None if f["band"] is None else SimpleNamespace(walk_forward=SimpleNamespace(band=f["band"]),
                                                                    unreliable=list(f["unreliable"])),
-        context_seen=np.full(len(f["picked"]), 512), config=SimpleNamespace(context=512),
+        context_seen=np.full(len(f["picked"]), 512), config=SimpleNamespace(context=512, exit="next-open"),
         calibration_report={"fields": {"close": {"coverage": [coverage]}}})
 
 

@@ -250,7 +250,8 @@ def test_a_leaderboard_run_is_its_own_kind_and_its_tearsheet_opens_with_the_tabl
     assert sum("Paths: the model&#x27;s marginal quantiles" in p.read_text() for p in pages) == 1  # toto2's page
 
 
-REPRODUCER = ["--windows", "13", "--samples", "16", "--context", "256"]  # the issue's identical rows, small
+# the issue's identical rows, small, under the exit rule it measured (the close; next-open's washes thin the trades)
+REPRODUCER = ["--windows", "13", "--samples", "16", "--context", "256", "--exit", "close"]
 
 
 def test_baseline_and_random_toto_trade_apart_where_buy_hold_made_their_records_one(tmp_path, capsys):
@@ -292,7 +293,7 @@ def test_trading_rows_that_cannot_tell_two_forecasts_apart_say_why(capsys, monke
     monkeypatch.setenv("COLUMNS", "250")
     monkeypatch.setattr(marketcast.console.console, "width", 250)  # the console's width is fixed at its import
     compare = ["models", "compare", "--symbols", "SP500", "--models", "baseline,toto", "--weights", "toto=random",
-               "--samples", "16", "--context", "256"]
+               "--samples", "16", "--context", "256", "--exit", "close"]  # every window trades: no wash
     doc = _json(capsys, *compare, "--windows", "12", "--json")
     baseline, toto = doc["models"]
     assert baseline["skill"]["mase"] < 2 and 5 < toto["skill"]["mase"]
@@ -345,7 +346,7 @@ def test_models_compare_under_next_open_equals_the_backtest_under_next_open(tmp_
     (row,) = doc["models"]
     opened = _backtest(capsys, tmp_path, ["SP500"], "baseline", None, 30, *TINY, "--exit", "next-open")
     _assert_row_is_the_backtest(row, opened)
-    closed = _backtest(capsys, tmp_path, ["SP500"], "baseline", None, 30, *TINY)
+    closed = _backtest(capsys, tmp_path, ["SP500"], "baseline", None, 30, *TINY, "--exit", "close")
     assert row["symbols"][0]["sharpe"] != closed[0]["walk_forward"]["sharpe"]  # the rule reached the leaderboard
     cells = RunStore(os.environ["MARKETCAST_RUN_STORE"]).query("SELECT exit FROM cells", run_ids=[doc["run_id"]])
     assert list(cells["exit"]) == ["next-open"]

@@ -198,8 +198,8 @@ def test_the_leaderboard_prints_the_backtests_strip(tmp_path):
 
 def test_a_forecast_blind_pick_is_flagged_red(tmp_path):
     env = {**os.environ, "COLUMNS": "200", "MARKETCAST_RUN_STORE": "off"}
-    done = cli("backtest", "SP500", "--windows", "30", "--samples", "32", "--strategies", "buy_hold",
-               "--output-dir", str(tmp_path / "out"), env=env)
+    done = cli("backtest", "SP500", "--windows", "30", "--samples", "32", "--strategies", "buy_hold", "--exit", "close",
+               "--output-dir", str(tmp_path / "out"), env=env)  # every window trades (no wash refusal)
     assert done.returncode == 0, done.stderr
     verdict = json.loads((tmp_path / "out" / "latest" / "SP500.json").read_text())["verdict"]
     assert verdict["pick"] == "buy_hold" and verdict["pick_reads_forecast"] is False

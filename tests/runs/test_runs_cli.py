@@ -100,8 +100,10 @@ def test_runs_show_tells_the_record_settings_costs_model_and_selection(tmp_path,
     from marketcast.backtest.tables import pct
 
     capsys.readouterr()
+    # --exit close: in 12 windows the walk-forward record trades often enough to have every selection figure
+    # (under the default next-open every other same-side entry is refused as a wash)
     assert main(["backtest", "SP500", *FAST, "--fee", "0.001", "--half-spread-bps", "2", "--slippage-bps", "3",
-                 "--output-dir", str(tmp_path / "bt"), "--json"]) == 0
+                 "--exit", "close", "--output-dir", str(tmp_path / "bt"), "--json"]) == 0
     (doc,) = json.loads(capsys.readouterr().out)
     code, shown = _json(capsys, "runs", "show", doc["run_id"], "--json")
     assert code == 0
@@ -156,8 +158,8 @@ def test_random_weights_are_flagged_however_the_model_names_them():
 
 
 def test_two_exit_rules_are_settings_that_differ_and_every_report_names_the_rule(tmp_path, capsys):
-    closed = _backtest(tmp_path, "close", "SP500")
-    opened = _backtest(tmp_path, "open", "SP500", "--exit", "next-open")
+    closed = _backtest(tmp_path, "close", "SP500", "--exit", "close")
+    opened = _backtest(tmp_path, "open", "SP500")  # the default rule
     assert json.loads((closed / "SP500.json").read_text())["config"]["exit"] == "close"
     assert json.loads((opened / "SP500.json").read_text())["config"]["exit"] == "next-open"
     assert "exit `next-open`: each decision at bar t enters on bar t+1 and exits at bar t+2's open" in (
@@ -169,7 +171,51 @@ def test_two_exit_rules_are_settings_that_differ_and_every_report_names_the_rule
     assert code == 0 and listed["status"] == "SETTINGS DIFFER"
     assert listed["settings"] == [{"setting": "exit", "a": "close", "b": "next-open"}]
     assert listed["notes"][0].startswith("settings differ: exit close vs next-open")
-    assert main(["runs", "show", b]) == 0 and "exit=next-open" in capsys.readouterr().out
+    assert main(["runs", "show", b]) == 0
+    shown = capsys.readouterr().out
+    assert "exit=next-open" in shown and "  exit next-open · vs buy & hold" in shown  # its settings and its strip
+    assert "exit `close`: each decision at bar t is settled on bar t+1" in (closed / "summary.md").read_text()
     assert main(["backtest", "--exit", "open", "--output-dir", str(tmp_path / "bad")]) == 2
     assert "'open' is not one of 'close', 'next-open'" in capsys.readouterr().err
     assert not (tmp_path / "bad").exists()
+
+
+def test_a_run_recorded_before_exit_existed_reads_as_a_close_run(tmp_path, capsys):
+    """A run recorded before ``--exit`` existed holds no exit (no column, none in its records' config); it settled
+    at the close, so the store reads "close" for it, not today's default: against a ``--exit close`` run of the
+    same cells it is the same settings and the same figures (PASS), against a default run "settings differ"."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    _backtest(tmp_path, "old", "SP500", "--exit", "close")
+    _, listed = _json(capsys, "runs", "list", "--json")
+    old = listed[0]["run_id"]
+    folder = Path(os.environ["MARKETCAST_RUN_STORE"]) / old
+    summary = json.loads((folder / "summary.json").read_text())
+    for entry in summary["files"]:  # the part as a marketcast before --exit wrote it
+        part = folder / entry[0]
+        table = pq.read_table(part)
+        records = table.column("record").to_pylist()
+        assert all(r is None or r.count(',"exit":"close"') == 1 for r in records)
+        table = table.drop_columns(["exit"]).set_column(
+            table.schema.get_field_index("record") - (table.schema.get_field_index("exit") <
+                                                      table.schema.get_field_index("record")),
+            "record", pa.array([None if r is None else r.replace(',"exit":"close"', "") for r in records]))
+        pq.write_table(table, part)
+        entry[1] = part.stat().st_size
+    (folder / "summary.json").write_text(json.dumps(summary))
+    _backtest(tmp_path, "close", "SP500", "--exit", "close")
+    _backtest(tmp_path, "default", "SP500")
+    _, rules = _json(capsys, "runs", "query", "SELECT DISTINCT run_id, exit FROM cells ORDER BY run_id", "--json")
+    closed, opened = (next(r["run_id"] for r in rules if r["exit"] == rule and r["run_id"] != old)
+                      for rule in ("close", "next-open"))
+    assert {r["run_id"]: r["exit"] for r in rules} == {old: "close", closed: "close", opened: "next-open"}
+    code, same = _json(capsys, "runs", "compare", old, closed, "--json")
+    assert code == 0 and same["status"] == "PASS" and same["settings"] == []
+    assert all(r["return_delta"] == 0 for r in same["rows"])
+    code, differ = _json(capsys, "runs", "compare", old, opened, "--json")
+    assert code == 0 and differ["status"] == "SETTINGS DIFFER"
+    assert differ["settings"] == [{"setting": "exit", "a": "close", "b": "next-open"}]
+    assert main(["runs", "show", old]) == 0
+    shown = capsys.readouterr().out
+    assert "  exit close · vs buy & hold" in shown and "next-open" not in shown  # the strip of the decoded record

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -128,7 +129,7 @@ def test_a_pinned_strategy_trades_regardless_of_the_walk_forward_pick(tmp_path):
     from marketcast.forecast import load_forecaster
     from marketcast.trade.loop.planner import PLANNER_CONFIG
 
-    bt = run_backtest(load_symbol("ETHUSD", data), load_forecaster("baseline"), PLANNER_CONFIG)
+    bt = run_backtest(load_symbol("ETHUSD", data), load_forecaster("baseline"), replace(PLANNER_CONFIG, exit="close"))
     pick = PLANNER_CONFIG.selection.pick({n: r.returns for n, r in bt.strategies.items()},
                                          {n: r.filled for n, r in bt.strategies.items()})
     assert pick not in (None, "maxdiff") and bt.strategies[pick].metrics["trades"] >= 10

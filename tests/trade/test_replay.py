@@ -67,7 +67,8 @@ def test_replay_of_a_year_reproduces_the_backtest_decisions_and_fills(tmp_path):
         frame = bars[sym].frame
         first = int(frame.index.searchsorted(pd.Timestamp(journal.first_cycle()))) - PLANNER_CONFIG.windows
         last = frame.index.get_loc(pd.Timestamp(max(i.decision_ts for i in intents if i.symbol == sym)))
-        config = replace(PLANNER_CONFIG, windows=last - first + 1, include_latest=False)
+        # exit close: the replay's paper broker settles each order inside its bar, at the close
+        config = replace(PLANNER_CONFIG, windows=last - first + 1, include_latest=False, exit="close")
         trades = run_backtest(bars[sym].head(last + 2), forecaster, config).trades()
         backtest[sym] = trades.set_index(["strategy", "decision_time"])
 

@@ -54,8 +54,8 @@ def test_the_planner_sizes_and_picks_as_the_sized_backtest(policy):
     signals = [planner.plan(bars.head(start + d + 1), costs, learn_from) for d in range(days)]
 
     first = start - PLANNER_CONFIG.windows
-    result = run_backtest(bars.head(start + days + 1), forecaster,
-                          replace(config, windows=start + days - first, include_latest=False))
+    result = run_backtest(bars.head(start + days + 1), forecaster,  # exit close: the planner's step settles there
+                          replace(config, windows=start + days - first, include_latest=False, exit="close"))
     trades = result.trades().set_index(["strategy", "decision_time"])
     picked = dict(zip((t.isoformat() for t in result.decision_times), result.walk_forward["picked"]))
     sizes = []
@@ -135,8 +135,8 @@ def test_a_sized_replay_reproduces_the_sized_backtest(tmp_path):
         frame = bars[sym].frame
         first = int(frame.index.searchsorted(pd.Timestamp(journal.first_cycle()))) - PLANNER_CONFIG.windows
         last = frame.index.get_loc(pd.Timestamp(max(i.decision_ts for i in intents if i.symbol == sym)))
-        run = run_backtest(bars[sym].head(last + 2), forecaster,
-                           replace(config, windows=last - first + 1, include_latest=False))
+        run = run_backtest(bars[sym].head(last + 2), forecaster,  # exit close: the paper broker settles at the close
+                           replace(config, windows=last - first + 1, include_latest=False, exit="close"))
         backtest[sym] = run.trades().set_index(["strategy", "decision_time"])
     sizes, fills = [], {f.client_order_id: f for f in broker.fills() if f.kind == "entry"}
     for i in intents:

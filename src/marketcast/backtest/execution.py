@@ -1,11 +1,11 @@
 """The execution rule: where each trade exits, and which entries the broker then refuses. One definition that
-the backtest settles by (``--exit``, ``exit`` in the config; default ``close``).
+the backtest settles by (``--exit``, ``exit`` in the config; default ``next-open``, :data:`DEFAULT_EXIT`).
 
 A decision made at bar t enters on bar t+1 (at its open, or at its limit inside it) and, unless its take-profit
 fills inside bar t+1 (unchanged by the rule), exits where the rule says:
 
 ==========================================  ==========================  ==========================================
-bar t+1                                     ``--exit close`` (default)  ``--exit next-open``
+bar t+1                                     ``--exit close``            ``--exit next-open`` (default)
 ==========================================  ==========================  ==========================================
 a stock's session-last bar (every daily     bar t+1's close             bar t+2's open: the close is sent after
 bar; the last intraday bar of a session)    (market-on-close)           the session and queued to the next open
@@ -14,7 +14,13 @@ futures; an intraday stock bar before the   see below)                  bar's en
 session's last                                                          it
 ==========================================  ==========================  ==========================================
 
-Why:
+Why ``next-open`` is the default: it is the rule every account can execute every day. Its round trip spans two
+sessions, so it is never a day trade; under ``close`` each stock round trip opens and closes in one session, a
+day trade, and below $25,000 of equity Alpaca's pattern-day-trader rule allows 3 of them in 5 business days
+(https://docs.alpaca.markets/docs/user-protection, "Pattern Day Trader (PDT) Protection";
+:mod:`marketcast.trade.risk.protections`).
+
+Why each rule exits where it does:
 
 * Only a stock's session ends in a closing auction. Alpaca's ``time_in_force`` ``cls`` submits a market-on-close
   order, "eligible to execute only in the market closing auction"; "CLS orders submitted after 3:50pm but before
@@ -28,7 +34,7 @@ Why:
   it there. ``close`` still scores it at bar t+1's close, as the live planner's one-window step and the paper
   broker do today: on continuous 24/7 bars the next open is the close carried over, and moving these bars
   under ``close`` is one change with the planner and the replay broker (issue 53, items 1-2), so that a replay
-  keeps reproducing the default backtest.
+  keeps reproducing a ``close`` backtest.
 
 An exit that waits for bar t+2's open has one more consequence the loop meets: while the close of window k's
 position is queued (sent after the session, not yet filled), window k+1's entry on the same symbol could fill
@@ -58,7 +64,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 EXIT_RULES = ("close", "next-open")
-DEFAULT_EXIT = "close"
+DEFAULT_EXIT = "next-open"  # every account can execute it every day (module docstring)
 DAY_NS = 86_400 * 10**9  # bars this far apart (or more) are daily: each is its session's last
 
 

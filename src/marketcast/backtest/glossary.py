@@ -17,6 +17,10 @@ GLOSSARY: tuple[tuple[str, str, str], ...] = (
      ("The strip's first line, one sentence by the rule of docs/backtest.md#verdict: no edge (the walk-forward "
       "record made no money, or not more than buy & hold at a higher Sharpe), an edge not from the forecast, an "
       "edge within Monte Carlo noise, an edge that does not survive multiple testing, or one that does.")),
+    ("g-exit", "exit",
+     ("The exit rule the record was scored under (docs/backtest.md#exit-rule): next-open (the default) exits at "
+      "the next bar's open, as `trade run` does, a round trip no account is refused; close exits a stock at the "
+      "session's close (market-on-close), each stock round trip a day trade.")),
     ("g-vs-buy-hold", "vs buy & hold",
      ("The walk-forward record's net return minus buy & hold's, in percentage points, and its annualised Sharpe "
      "ratio minus buy & hold's, over the same windows.")),

@@ -19,6 +19,7 @@ from marketcast.backtest import fans
 from marketcast.backtest.config import STRATEGY_NAMES, BacktestConfig
 from marketcast.backtest.costs import BP
 from marketcast.backtest.engine import SymbolResult, run_many
+from marketcast.backtest.execution import DEFAULT_EXIT
 from marketcast.backtest.montecarlo import seed_spread
 from marketcast.backtest.period import Period
 from marketcast.backtest.prepare import DataOptions, load_inputs, prepare
@@ -88,7 +89,7 @@ class Job:
     risk_per_trade: float = 0.01
     min_context: Optional[int] = None
     kelly_fraction: float = 0.25
-    exit: str = "close"
+    exit: str = DEFAULT_EXIT
     equity: Optional[float] = None  # dollars: the pattern-day-trader rule under $25,000 (backtest/day_trades.py)
     hold: bool = False
     data_dir: Optional[Path] = None

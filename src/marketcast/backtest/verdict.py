@@ -6,8 +6,9 @@ once per symbol, the figures a reader needs before any chart: the walk-forward r
 and Sharpe difference), the trials (raw and effective), the deflated Sharpe ratio of the in-sample pick and of the
 walk-forward record (Bailey & López de Prado 2014), the probability of backtest overfitting (Bailey et al. 2017),
 Hansen's (2005) SPA p-value against buy & hold, the close's 80 % interval coverage with its Wilson interval, the
-walk-forward return's Monte Carlo error, the context the windows read and whether the pick reads the forecast at
-all. Each gets a status by the thresholds of :data:`THRESHOLDS` (docs/backtest.md#verdict states them). The result
+walk-forward return's Monte Carlo error, the context the windows read, whether the pick reads the forecast at
+all, and the exit rule every figure was scored under (``--exit``; the default ``next-open`` is the one every
+account can execute every day: :mod:`marketcast.backtest.execution`). Each gets a status by the thresholds of :data:`THRESHOLDS` (docs/backtest.md#verdict states them). The result
 is a plain JSON dict (the backtest JSON's ``"verdict"``); :func:`cells` formats it, and the terminal
 (:func:`terminal_lines`), the HTML pages (:func:`html`) and ``runs show`` all print those cells, so no surface
 rounds a number its own way.
@@ -117,6 +118,7 @@ def _statuses(v: dict) -> dict:
         "mc_error": (MISSING if band is None or points is None else GREEN if 2 * _bp(band) <= _bp(abs(points))
                      else AMBER if _bp(band) <= _bp(abs(points)) else RED),
         "trials": INFO,
+        "exit": INFO if v.get("exit") else MISSING,
         "dsr_pick": _band(v["dsr_pick"], DSR_GREEN, DSR_AMBER),
         "dsr_walk_forward": _band(v["dsr_walk_forward"], DSR_GREEN, DSR_AMBER),
         "pbo": _band(v["pbo"], PBO_GREEN, PBO_AMBER, low_is_good=True),
@@ -210,6 +212,7 @@ def build(result) -> dict:
         "pick": pick,
         "pick_reads_forecast": None if pick is None or pick not in STRATEGIES else bool(STRATEGIES[pick].reads_forecast),
         "walk_forward_blind_share": _blind_share(result.walk_forward["picked"]),
+        "exit": result.config.exit,  # the rule every figure above was scored under (marketcast.backtest.execution)
     }
     meta = getattr(result, "forecast_meta", None) or {}
     if meta.get("pretraining"):  # a public checkpoint whose card dates its pretraining (marketcast.forecast.cards)
@@ -268,6 +271,7 @@ def cells(v: dict) -> list[Cell]:
              s["coverage80"]),
         Cell("context", "context", "g-context", context, s["context"]),
         Cell("pick", "pick", "g-pick", pick, s["pick"]),
+        Cell("exit", "exit", "g-exit", v.get("exit") or "—", s.get("exit", MISSING)),
         *([Cell("provenance", "weights", "g-provenance", "provenance unknown", AMBER)] if v.get("provenance") else []),
         *([_pretraining_cell(v["pretraining"])] if v.get("pretraining") else []),
     ]
@@ -288,9 +292,9 @@ def _pretraining_cell(p: dict) -> Cell:
                 f"({p['checkpoint']})", AMBER)
 
 
-#: The strip's three lines of figures on a terminal, under its answer: the result, the selection statistics, the
-#: forecast (and a fourth, the weights' exposure, where there is any).
-LINES = (("vs_buy_hold", "mc_error", "spa_p"), ("trials", "dsr_pick", "dsr_walk_forward", "pbo"),
+#: The strip's three lines of figures on a terminal, under its answer: the exit rule and the result scored under it,
+#: the selection statistics, the forecast (and a fourth, the weights' exposure, where there is any).
+LINES = (("exit", "vs_buy_hold", "mc_error", "spa_p"), ("trials", "dsr_pick", "dsr_walk_forward", "pbo"),
          ("coverage80", "context", "pick"))
 RICH = {GREEN: "green", AMBER: "yellow", RED: "bold red", INFO: "default", MISSING: "dim"}
 

@@ -60,7 +60,7 @@ def compare(
     weights: Weights = None, windows: Windows = None, samples: options.Samples = 256,
     context: options.Context = 512,
     seed: options.Seed = 0, device: options.Device = "cpu", dtype: options.Dtype = "float32",
-    data_dir: options.DataDir = None, exit: options.Exit = "close", hold: options.Hold = False,
+    data_dir: options.DataDir = None, exit: options.Exit = options.DEFAULT_EXIT, hold: options.Hold = False,
     as_json: options.AsJson = False, store: Store = None, require_clean: options.RequireClean = False,
 ) -> None:
     """Backtest the same windows with each model; print skill, trading and cost, and record one run."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
+from marketcast.backtest.execution import DEFAULT_EXIT
 from marketcast.errors import ConfigError
 
 
@@ -56,7 +57,7 @@ def common_windows(bars, windows) -> int:
 
 def compare_models(symbols: str, models: Optional[str], weights: Optional[Sequence[str]], *, windows, samples: int,
                    context: int, seed: int, device: str, dtype: str, data_dir: Optional[Path],
-                   store: Optional[str], exit_rule: str = "close", skip_missing: bool = False,
+                   store: Optional[str], exit_rule: str = DEFAULT_EXIT, skip_missing: bool = False,
                    hold: bool = False, require_clean: bool = False) -> Leaderboard:
     """Backtest the same windows with each model (a progress bar on stderr) and record one run.
 

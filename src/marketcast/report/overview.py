@@ -250,5 +250,6 @@ def trade_table(result: SymbolResult, key: str, per_page: int = 0) -> str:
     if not rows:
         return f'<p class="empty" id="{esc(key)}-trades">The walk-forward record made no trade.</p>'
     note = (f"All {len(rows):,} trades of the walk-forward record (trades.csv has every strategy's); click a header "
-            f"to sort, again to reverse. Each opens and closes inside its settle bar; net return {STRATEGY}.")
+            f"to sort, again to reverse. Each opens in its settle bar and exits where the run's exit rule says; net "
+            f"return {STRATEGY}.")
     return sortable_table(TRADE_COLUMNS, rows, f"{key}-trades", note, scroll=True, page_size=per_page)

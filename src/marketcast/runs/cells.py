@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 
 from marketcast.backtest.config import BacktestConfig
+from marketcast.runs.predating import PREDATING
 
 MODEL_OPTIONS = ("model", "weights", "device", "dtype", "compile")
 
@@ -63,12 +64,9 @@ class Cell:
         settings = self.settings()
         if self.timezone is None:  # ids of runs recorded before --timezone existed stay the same
             del settings["timezone"]
-        if self.config.exit == "close":  # and those recorded before --exit existed (the close was the rule)
-            del settings["exit"]
-        if not self.config.hold:  # and those recorded before --hold existed (nothing was held)
-            del settings["hold"]
-        if self.config.equity is None:  # and before --equity (no pattern-day-trader rule applied)
-            del settings["equity"]
+        for name, then in PREDATING.items():  # and those of runs recorded before the setting existed
+            if settings[name] == then:
+                del settings[name]
         return digest({"symbol": self.symbol, **settings, **given})
 
     @property

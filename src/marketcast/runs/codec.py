@@ -19,9 +19,13 @@ import numpy as np
 import pandas as pd
 
 from marketcast.errors import StateError
+from marketcast.runs.predating import PREDATING
 
 _FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 _PLAIN = {float, int, bool, str, type(None)}
+# The one class whose records may predate a setting: a config stored without it reads the value it had then
+# (marketcast.runs.predating), not today's default (a missing field would otherwise fall to the class default).
+_CONFIG = "marketcast.backtest.config:BacktestConfig"
 
 
 def _float(x: float):
@@ -120,7 +124,8 @@ def _decode(obj):
             out[i] = _decode(x)
         return out.reshape(obj["shape"])
     if "$dc" in obj:
-        return _build(_class(obj["$dc"]), {k: _decode(v) for k, v in obj["fields"].items()})
+        fields = {k: _decode(v) for k, v in obj["fields"].items()}
+        return _build(_class(obj["$dc"]), {**PREDATING, **fields} if obj["$dc"] == _CONFIG else fields)
     if "$dcs" in obj:
         cls = _class(obj["$dcs"])
         columns = {k: _decode(v) for k, v in obj["columns"].items()}

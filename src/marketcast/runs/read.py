@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Iterator
 from marketcast.errors import ConfigError, StateError, StoreWarning, first_line
 from marketcast.paths import read_text, special
 from marketcast.runs.bounded import Bounds, limited, run_bounded
+from marketcast.runs.predating import PREDATING
 
 PART_GLOB = "part-*.parquet"
 COMPACT_GLOB = "compact-*.parquet"
@@ -147,6 +148,11 @@ def duckdb_module():
 def sql_text(value: str) -> str:
     """``value`` as a SQL string literal."""
     return "'" + value.replace("'", "''") + "'"
+
+
+def sql_literal(value: str | bool) -> str:
+    """``value`` (text or a boolean) as a SQL literal."""
+    return str(value).upper() if isinstance(value, bool) else sql_text(value)
 
 
 def _listing(files: list[Path]) -> str:
@@ -476,7 +482,12 @@ class StoreReader:
     def _views(self, con, files: list[Path]) -> None:
         """The views ``all_rows``, ``rows``, ``cells`` and ``results`` over ``files`` (typed, empty, without any)."""
         if files:
-            con.execute(f"CREATE VIEW all_rows AS SELECT * FROM read_parquet([{_listing(files)}], "
+            seen = set().union(*(self._footers[p][1] for p in files))
+            # a setting a run predates (no column in its files) reads as the value it had then (cells.PREDATING)
+            then = [f'coalesce("{n}", {sql_literal(v)}) AS "{n}"' for n, v in PREDATING.items()
+                    if n in seen and v is not None]
+            star = f"* REPLACE ({', '.join(then)})" if then else "*"
+            con.execute(f"CREATE VIEW all_rows AS SELECT {star} FROM read_parquet([{_listing(files)}], "
                         "union_by_name = true)")
             self._latest_view(con, [p for p in files if "attempt" in self._footers[p][1]])
         else:

@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+from pandas import NA as _NA
 
 from marketcast.backtest.engine import SymbolResult
 from marketcast.backtest.overfit import SelectionStats, moments
@@ -159,8 +160,9 @@ def code_version() -> str:
 
 
 def _plain(value, kind: str):
-    """A stored column's value as the field's type: NULL/NaN -> None where the field allows it."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    """A stored column's value as the field's type: NULL/NaN -> None where the field allows it (pandas reads a
+    NULL of an integer column that holds other cells' integers as ``pd.NA``)."""
+    if value is None or value is _NA or (isinstance(value, float) and math.isnan(value)):
         if "None" not in kind:
             raise ValueError("a required figure is missing")
         return None

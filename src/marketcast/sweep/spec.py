@@ -17,7 +17,7 @@
     [options]                           # every cell: backtest settings and model options
     windows = 70                        # or "all": every window each symbol's history allows
     num_samples = 256
-    exit = "close"                      # the execution rule (backtest --exit): close or next-open
+    exit = "close"                      # the execution rule (backtest --exit): next-open (default) or close
     hold = false                        # backtest --hold: the pick held while its decision agrees
 
     [grid]                              # axes: lists of values; the cells are their product
