@@ -94,7 +94,7 @@ def run(
     (MARKETCAST_TRADE_KEY, e.g. MARKETCAST_TRADE_RISK_MAX_DAILY_LOSS; ADD_LATEST) < these flags.
     """
     from marketcast.commands import trade_run as command
-    from marketcast.trade.journal.lock import StateLock
+    from marketcast.trade.journal.lock import new_state
     from marketcast.trade.start import LoopRequest, preflight
 
     if ctx.get_parameter_source("config").name == "COMMANDLINE" and not config.exists():
@@ -110,8 +110,9 @@ def run(
     preflight(settings, broker_name)  # a refused start leaves no file in the state folder
     state_dir = Path(settings["state_dir"])
     if not dry_run:
-        with StateLock(state_dir):
+        with new_state(state_dir) as began:  # a full disk under the lock or the log: no state folder left
             setup_logging(state_dir, verbose)
+            began()  # the loop may reach the broker from here: its journal is never removed
             command.run_loop(settings, LoopRequest(state_dir, broker_name, live, once, False, clock_file, shadow=shadow,
                                                    shadow_model=shadow_model), as_json)
         return
