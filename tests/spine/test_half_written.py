@@ -113,10 +113,11 @@ def test_a_sweep_given_a_file_as_its_data_dir_records_nothing(tmp_path):
 
 
 @pytest.mark.parametrize("free_pages", [0, 1, 8, 40])  # the lock, journal.db, its WAL, broker.db meet the full disk
-def test_a_replay_on_a_full_disk_leaves_no_state_folder(tmp_path, small_disk, free_pages):
+@pytest.mark.parametrize("command", [REPLAY, ["trade", "run", "--once"]])
+def test_a_replay_or_a_loop_on_a_full_disk_leaves_no_state_folder(tmp_path, small_disk, free_pages, command):
     disk = small_disk(free_pages)
     state = disk / "new" / "state"
-    done = marketcast_cli(*REPLAY, "--state-dir", str(state), cwd=tmp_path)
+    done = marketcast_cli(*command, "--state-dir", str(state), cwd=tmp_path)
     line = one_error(done, 3)
     assert str(state) in line and ("No space left on device" in line or "disk is full" in line
                                    or "disk I/O error" in line), line

@@ -110,11 +110,10 @@ def run(
     preflight(settings, broker_name)  # a refused start leaves no file in the state folder
     state_dir = Path(settings["state_dir"])
     if not dry_run:
-        with new_state(state_dir) as began:  # a full disk under the lock or the log: no state folder left
+        with new_state(state_dir) as began:  # a full disk before the journal is open: no state folder left
             setup_logging(state_dir, verbose)
-            began()  # the loop may reach the broker from here: its journal is never removed
             command.run_loop(settings, LoopRequest(state_dir, broker_name, live, once, False, clock_file, shadow=shadow,
-                                                   shadow_model=shadow_model), as_json)
+                                                   shadow_model=shadow_model, began=began), as_json)
         return
     # read-only: the state is read from a scratch copy, nothing is written back
     with tempfile.TemporaryDirectory(prefix="marketcast-dry-run-") as scratch:
