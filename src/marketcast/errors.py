@@ -10,13 +10,15 @@ code  name            meaning
 1     CHECK_FAILED    a check ran and its verdict is FAIL (``compile check --mode production-check``,
                       ``compile compare``, ``runs compare``), or a ``sweep`` ran with failed cells
 2     USAGE           bad input: an option (one past its upper limit too), a config value, a data
-                      file, a settings file that is a FIFO or a device, a ``runs query`` stopped at
-                      its ``--timeout``; fix it and run again
-3     STATE           a file or folder cannot be used: a corrupt or foreign state database, a run
+                      file, a settings file that is a FIFO, a device or not KEY=VALUE lines, a
+                      ``runs query`` stopped at its ``--timeout``; fix it and run again
+3     STATE           a file or folder cannot be used: a corrupt or foreign state database (a
+                      ``journal.db`` that is a folder, or a link to a FIFO or a device), a run
                       store that is a file or holds a damaged part, an output folder or plot path that
                       cannot be created or written, an output or state path that is a FIFO, a device
-                      or a socket (both checked before any work), a full disk, an output folder
-                      another marketcast process is writing; nothing was half-written
+                      or a socket (both checked before any work), a full disk (no run recorded, no
+                      lock and no new state folder left), an output folder another marketcast
+                      process is writing; nothing was half-written
 4     AUTH            the broker refused the credentials
 5     HALTED          trading is halted (a risk limit tripped, or the journal and the broker disagree);
                       see ``trade status``, then ``trade resume`` / ``trade reconcile``

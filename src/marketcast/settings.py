@@ -50,7 +50,9 @@ def parse_bool(key: str, value: str, origin: str) -> bool:
 
 
 def read_env_file(path: str | Path | None) -> dict[str, str]:
-    """KEY -> raw value of every assignment in a ``.env``-style file (quotes stripped); {} if absent."""
+    """KEY -> raw value of every assignment in a ``.env``-style file (quotes stripped); {} if absent. Blank lines
+    and ``#`` comments are skipped; any other line that is not ``KEY=VALUE`` is one ConfigError (exit 2) naming the
+    file and the line."""
     if path is None or not Path(path).exists():
         return {}
     input_file(path, ConfigError, "a settings file of KEY=VALUE lines")  # a FIFO or /dev/zero: one line, no hang
@@ -59,17 +61,20 @@ def read_env_file(path: str | Path | None) -> dict[str, str]:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot be read ({exc.strerror}); pass a settings file of KEY=VALUE lines") from None
     out: dict[str, str] = {}
-    for line in text.splitlines():
-        if line.lstrip().startswith("#"):
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
             continue
         m = _LINE.match(line)
-        if m:
-            value = m[2]
-            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-                value = value[1:-1]
-            else:
-                value = value.split(" #", 1)[0].strip()
-            out[m[1]] = value
+        if not m:  # a CSV or any other file given by mistake: refused, not read as "no settings"
+            shown = line if len(line) <= 60 else line[:60] + "..."
+            raise ConfigError(f"{path}: line {number} is not KEY=VALUE ({shown!r}); pass a settings file of "
+                              "KEY=VALUE lines (# starts a comment)")
+        value = m[2]
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        else:
+            value = value.split(" #", 1)[0].strip()
+        out[m[1]] = value
     return out
 
 

@@ -94,7 +94,7 @@ def run(
     (MARKETCAST_TRADE_KEY, e.g. MARKETCAST_TRADE_RISK_MAX_DAILY_LOSS; ADD_LATEST) < these flags.
     """
     from marketcast.commands import trade_run as command
-    from marketcast.trade.journal.lock import StateLock
+    from marketcast.trade.journal.lock import new_state
     from marketcast.trade.start import LoopRequest, preflight
 
     if ctx.get_parameter_source("config").name == "COMMANDLINE" and not config.exists():
@@ -111,9 +111,10 @@ def run(
     state_dir = Path(settings["state_dir"])
     candidate = {"shadow": shadow, "shadow_model": shadow_model, "require_clean": require_clean}
     if not dry_run:
-        with StateLock(state_dir):
+        with new_state(state_dir) as began:  # a full disk before the journal is open: no state folder left
             setup_logging(state_dir, verbose)
-            command.run_loop(settings, LoopRequest(state_dir, broker_name, live, once, False, clock_file, **candidate), as_json)
+            command.run_loop(settings, LoopRequest(state_dir, broker_name, live, once, False, clock_file, began=began,
+                                                   **candidate), as_json)
         return
     # read-only: the state is read from a scratch copy, nothing is written back
     with tempfile.TemporaryDirectory(prefix="marketcast-dry-run-") as scratch:

@@ -15,6 +15,7 @@ from typing import Mapping
 
 from marketcast.errors import ConfigError
 from marketcast.fileio import refuse_special, write_atomic
+from marketcast.settings import read_env_file
 
 _ASSIGN = re.compile(
     r"^(?P<lead>\s*(?:export\s+)?)(?P<key>[A-Za-z_][A-Za-z0-9_]*)(?P<eq>\s*=\s*)(?P<value>.*?)(?P<trail>\s*)$"
@@ -68,6 +69,7 @@ def update_env_file(path: str | Path, updates: Mapping[str, str]) -> str:
     target = refuse_special(path, "--env-file")  # a FIFO or a device: exit 3 before it is read or replaced
     if target.exists() and not target.is_file():
         raise ConfigError(f"{target} exists and is not a file")
+    read_env_file(target)  # a CSV given by mistake is refused before it is edited (the one parser's check)
     old = target.read_text() if target.exists() else ""
     new = render_updates(old, updates)
     if new != old or not target.exists():

@@ -43,9 +43,10 @@ def record_backtest(results: Sequence[SymbolResult], bars: Sequence[Bars], optio
     rows = [row for i, (cell, result, b) in enumerate(zip(cells, results, bars))
             for row in ok_rows(ctx, cell, i, result, fingerprint(b), seconds=None)]
     runs = RunStore(root)
-    runs.write_info(ctx.run_id, {"kind": ctx.kind, "created_at": now_iso(), "spec_hash": ctx.spec_hash,
-                                 "code_version": ctx.code_version, "cells_total": len(cells),
-                                 "spec": {"symbols": [c.symbol for c in cells], **cells[0].settings()}})
-    runs.write_rows(ctx.run_id, rows)
-    runs.write_summary(ctx.run_id, rows)  # what `runs list` shows, without reading the part
+    with runs.new_run(ctx.run_id):  # a full disk under the part leaves no run listed as planned
+        runs.write_info(ctx.run_id, {"kind": ctx.kind, "created_at": now_iso(), "spec_hash": ctx.spec_hash,
+                                     "code_version": ctx.code_version, "cells_total": len(cells),
+                                     "spec": {"symbols": [c.symbol for c in cells], **cells[0].settings()}})
+        runs.write_rows(ctx.run_id, rows)
+        runs.write_summary(ctx.run_id, rows)  # what `runs list` shows, without reading the part
     return ctx.run_id

@@ -116,6 +116,12 @@ class RunStore:
     def lock(self, run_id: str) -> AbstractContextManager:
         return self.writer.lock(run_id)
 
+    def discard(self, run_id: str) -> None:
+        self.writer.discard(run_id)
+
+    def new_run(self, run_id: str) -> AbstractContextManager:
+        return self.writer.new_run(run_id)
+
     # --- compaction -------------------------------------------------------------------------------------
 
     def compact(self, run_id: str, keep_parts: bool = False) -> dict:

@@ -6,6 +6,10 @@ leaves no file a query would read, and a cell's rows (all in one part) appear to
 are only ever added (and merged only by :func:`marketcast.runs.compact.compact`), and a run is resumed only by
 one process at a time (:meth:`StoreWriter.lock`), so no cell is recorded twice.
 
+A run is in the store only once its work has started: a new run whose first record fails (a full disk under
+its first part) or that fails before its first cell is removed whole (:meth:`StoreWriter.discard`), never left
+listed as ``planned`` with nothing in it.
+
 ``summary.json`` holds what ``runs list`` shows of the run's cells (ok, failed, symbols, models) and the name
 and size of each live file it was counted from; it is written when a run is recorded or compacted, and a
 reader that finds other live files (a part added since, a file rewritten) counts the run again instead.
@@ -15,9 +19,10 @@ from __future__ import annotations
 
 import fcntl
 import json
+import shutil
 import time
 import uuid
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
@@ -99,6 +104,8 @@ class StoreWriter:
         try:
             fh = open(folder / LOCK, "a")
         except OSError as exc:  # a full disk (no inode left), a read-only store: named, exit 3
+            with suppress(OSError):
+                folder.rmdir()  # the folder just made for the lock, when it holds nothing else
             raise write_error(folder / LOCK, exc, StateError, "cannot create the lock file") from None
         try:
             for wait in (*LOCK_WAITS, None):
@@ -115,6 +122,22 @@ class StoreWriter:
             yield
         finally:
             fh.close()
+
+    def discard(self, run_id: str) -> None:
+        """Remove the run's folder whole: a new run whose start failed (its ``run.json``, a part, its lock)."""
+        shutil.rmtree(self.reader.run_dir(run_id), ignore_errors=True)
+
+    @contextmanager
+    def new_run(self, run_id: str) -> Iterator[None]:
+        """Record a new run in the block, all or nothing: a failure or a signal inside it removes the run
+        (:meth:`discard`), so a full disk under the first part leaves no ``planned`` run behind."""
+        if self.reader.run_dir(run_id).exists():
+            raise StateError(f"run {run_id} already exists in {self.reader.root}; choose another run id")
+        try:
+            yield
+        except BaseException:
+            self.discard(run_id)
+            raise
 
     def write_summary(self, run_id: str, rows: list[dict] | None = None) -> None:
         """Count the run's cells (:data:`RUN_COUNTS_SQL`) into its ``summary.json``, for ``runs list``; ``rows``:

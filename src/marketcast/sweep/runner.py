@@ -2,10 +2,12 @@
 
 Ray is joined (or started) first, so a refused connection leaves no run. A new run then writes its ``run.json``
 (kind, spec, cells planned, code version) with ``status: planned``, which becomes ``running`` once cells are
-computed and ``done`` at the end; a run stopped by a signal or an error is marked ``interrupted`` on the way
-out (the store's views read all four), and one killed outright (SIGKILL) is read as ``interrupted`` because
-no process holds its lock (:func:`marketcast.runs.listing.run_status`). ``--resume`` takes the
-latest run of the same spec (or ``--run-id``), interrupted or not, skips every cell the store already holds
+computed and ``done`` at the end (the store's views read all four). A run stopped by a signal once its cells
+started, or by an error once a cell is recorded, is marked ``interrupted`` on the way out; a new run that fails
+before that (a full disk under ``run.json`` or its first part, bars that cannot be planned) is removed whole, no
+run and no lock left (:func:`_kept`). One killed outright (SIGKILL) is read as ``interrupted`` because no
+process holds its lock (:func:`marketcast.runs.listing.run_status`). ``--resume`` takes the latest run of the same
+spec (or ``--run-id``), interrupted or not, skips every cell the store already holds
 (finished or failed) and computes only the rest, under the run's lock, so two processes never write one run.
 A finished run is compacted (after the lock is released, by :meth:`RunStore.compact`, which takes it again).
 A resume also retries the failed cells, up to ``retry_failed`` more attempts each: a retry's rows carry
@@ -23,7 +25,7 @@ from marketcast.errors import ConfigError, MarketcastError
 from marketcast.runs.record import new_run_id, now_iso
 from marketcast.runs.rows import RunContext, code_version
 from marketcast.runs.store import RunStore
-from marketcast.signals import shielded
+from marketcast.signals import Terminated, shielded
 from marketcast.sweep.execute import Local, Sweep, connect, import_ray, shutdown
 from marketcast.sweep.plan import plan_jobs
 from marketcast.sweep.progress import cell_progress
@@ -77,6 +79,18 @@ def _mark(store: RunStore, run_id: str, status: str) -> None:
     store.write_info(run_id, {**store.info(run_id), "status": status})
 
 
+def _kept(store: RunStore, run_id: str, resume: bool, began: bool, exc: BaseException) -> bool:
+    """Whether a run that did not finish stays in the store (marked interrupted): a resumed one, one with a cell
+    recorded, or one whose cells a signal stopped (resumable, as the user left it). A new run that failed before
+    its first cell, or whose first part met an error (a full disk), is removed: nothing of it could be resumed."""
+    if resume or began and isinstance(exc, (KeyboardInterrupt, Terminated)):
+        return True
+    try:
+        return bool(store.parts(run_id))
+    except (MarketcastError, OSError):
+        return False
+
+
 def _compact(store: RunStore, run_id: str) -> None:
     """Merge the finished run's parts into a few files (``runs compact``), after the sweep let go of its lock: a
     run of 100k cells is read from at most 5 files, not 1,500 parts. Crash-safe (a kill leaves every cell
@@ -113,18 +127,19 @@ def run_sweep(spec: Spec, store: RunStore, *, resume: bool = False, run_id: str 
     started = False if local else connect(ray, address, num_cpus)
     try:
         with store.lock(run_id):
-            if resume:
-                made_by = store.info(run_id).get("code_version")
-                if made_by != code:
-                    err_console.print(f"[yellow]note:[/yellow] run {run_id} was started by code {made_by}; this "
-                                      f"is {code} (each row records the version that wrote it)", highlight=False)
-            else:
-                store.write_info(run_id, {"kind": "sweep", "created_at": now_iso(), "spec_hash": spec.spec_hash,
-                                          "code_version": code, "cells_total": len(cells),
-                                          "spec_path": str(spec.path.resolve()), "spec": spec.path.read_text(),
-                                          "status": "planned"})
-            finished = False
+            finished = began = False  # began: the first cell is under way (the run is marked running)
             try:
+                if resume:
+                    made_by = store.info(run_id).get("code_version")
+                    if made_by != code:
+                        err_console.print(f"[yellow]note:[/yellow] run {run_id} was started by code {made_by}; "
+                                          f"this is {code} (each row records the version that wrote it)",
+                                          highlight=False)
+                else:
+                    store.write_info(run_id, {"kind": "sweep", "created_at": now_iso(), "spec_hash": spec.spec_hash,
+                                              "code_version": code, "cells_total": len(cells),
+                                              "spec_path": str(spec.path.resolve()), "spec": spec.path.read_text(),
+                                              "status": "planned"})
                 found = latest(store, run_id)
                 left = retry_failed if resume else 0
                 todo = [(i, c) for i, c in enumerate(cells) if c.cell_id not in found or (
@@ -137,7 +152,9 @@ def run_sweep(spec: Spec, store: RunStore, *, resume: bool = False, run_id: str 
                     for cell_id in attempts:
                         tries[cell_id] += 1
                     jobs = plan_jobs(todo, spec.symbol_paths())
-                    _mark(store, run_id, "running")
+                    with shielded():  # marked running and begun together: a signal comes after both or before
+                        _mark(store, run_id, "running")
+                        began = True
                     ok, failed, _ = _counts({k: v for k, v in found.items() if k not in attempts})
                     with cell_progress(len(cells), ok, failed, f"sweep {run_id}") as advance:
                         if local:
@@ -148,14 +165,17 @@ def run_sweep(spec: Spec, store: RunStore, *, resume: bool = False, run_id: str 
                     todo = [(i, c) for i, c in todo if found[c.cell_id][0] == "error" and tries[c.cell_id] < left]
                 _mark(store, run_id, "done")  # every cell is stored: done, whatever happens to Ray now
                 finished = True
-            except BaseException:  # SIGTERM (Terminated), Ctrl-C, an error: the run says it did not finish
+            except BaseException as exc:  # SIGTERM (Terminated), Ctrl-C, an error: the run says it did not finish
                 if finished:
                     raise
                 with shielded():
-                    try:
-                        _mark(store, run_id, "interrupted")
-                    except (MarketcastError, OSError):
-                        pass  # the store cannot be written (a full disk): the first error is the one to show
+                    if not _kept(store, run_id, resume, began, exc):  # no run, no lock, no part
+                        store.discard(run_id)
+                    else:
+                        try:
+                            _mark(store, run_id, "interrupted")
+                        except (MarketcastError, OSError):
+                            pass  # the store cannot be written (a full disk): the first error is the one to show
                 raise
     finally:
         if started:

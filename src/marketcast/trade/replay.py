@@ -206,7 +206,7 @@ def replay_history(request: ReplayRequest, progress: Callable[[int], object]) ->
     from marketcast.data import load_symbol
     from marketcast.data.asset import asset_classes
     from marketcast.forecast import load_forecaster
-    from marketcast.trade.journal.lock import StateLock
+    from marketcast.trade.journal.lock import new_state
     from marketcast.trade.launch import resolve_command, setup_logging
     from marketcast.trade.loop.planner import BacktestPlanner
 
@@ -231,7 +231,15 @@ def replay_history(request: ReplayRequest, progress: Callable[[int], object]) ->
                      what="cycle {k} (decision bar {bar})")
     forecaster = load_forecaster(r.model, weights=r.weights, device=r.device, dtype=r.dtype, seed=r.seed)
     started = time.perf_counter()
-    with StateLock(r.state_dir), progress(len(dates) - 1) as step:
+    with new_state(r.state_dir) as began, progress(len(dates) - 1) as step:
+        cycles_begun = []
+
+        def on_step(label: str) -> None:  # the second cycle begins: the first is in the journal
+            cycles_begun.append(label)
+            if len(cycles_begun) == 2:
+                began()
+            step(label)
+
         setup_logging(r.state_dir, r.verbose)
         planner = BacktestPlanner(forecaster, r.rules.planner, pinned=r.pins)
         loop_config = LoopConfig(syms, gates=r.rules.gates, portfolio=r.rules.portfolio, risk=r.rules.risk,
@@ -239,6 +247,7 @@ def replay_history(request: ReplayRequest, progress: Callable[[int], object]) ->
                                  resolve=resolve_command(r.state_dir, "paper", False, syms, r.data_dir),
                                  resume=f"marketcast trade resume --state-dir {r.state_dir}")
         result = replay(bars, planner, r.state_dir, r.start, r.end, loop_config, starting_cash=r.cash,
-                        png=r.png or r.state_dir / "equity.png", on_step=step, hold=r.hold)
+                        png=r.png or r.state_dir / "equity.png", on_step=on_step, hold=r.hold)
+        began()
     labels = {s: (exposure.meta(s, cycles(bars[s], dates), read[s].frame), len(cycles(bars[s], dates))) for s in syms}
     return replace(result, exposure={s: m for s, m in labels.items() if m[0]}), time.perf_counter() - started

@@ -58,6 +58,7 @@ class LoopRequest:
     shadow: Optional[str] = None
     shadow_model: Optional[str] = None
     require_clean: bool = False  # refuse rather than label what the weights may have seen (--require-clean)
+    began: Optional[Callable[[], None]] = None  # told once the journal is open: the state is kept from then on
 
 
 def _no_baseline_shadow(shadow: str | None, model: str) -> None:
@@ -169,6 +170,8 @@ def start_loop(settings: Settings, rules: TradeRules, request: LoopRequest, *, s
     _refuse(settings, r)
     data_dir = None if settings["data_dir"] is None else Path(settings["data_dir"])
     journal = Journal(r.state_dir / "journal.db")  # first: a damaged journal stops the run before the broker moves
+    if r.began is not None:  # before the broker moves: a new state folder that failed before here is removed
+        r.began()
     chain, weights = _active_model(settings, journal)
     _no_baseline_shadow(r.shadow, r.shadow_model or chain[0])  # the promoted model, when there is one
     market = Market(asset_classes(list(settings["data.asset_class"] or ()), syms),

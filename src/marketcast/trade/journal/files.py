@@ -26,11 +26,15 @@ STATE_FILES = tuple(f"{db}{end}" for db in ("journal.db", "broker.db") for end i
 
 
 def check_state_files(state_dir: str | Path) -> Path:
-    """``state_dir`` unless it or one of its :data:`STATE_FILES` is a FIFO, a device or a socket: then one line, exit 3,
-    before anything is opened."""
+    """``state_dir`` unless it or one of its :data:`STATE_FILES` is a FIFO, a device or a socket, or one of those
+    files is a folder: then one line, exit 3 (the README's "a corrupt or foreign state database"), before anything
+    is opened or made beside it."""
     state = refuse_special(state_dir, "--state-dir")
     for name in STATE_FILES:
         refuse_special(state / name, f"--state-dir {state} holds")
+        if (state / name).is_dir():
+            raise StateError(f"--state-dir {state} holds {state / name}: is a folder, not a file; move it away or "
+                             "choose another --state-dir")
     return state
 
 

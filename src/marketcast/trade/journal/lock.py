@@ -2,13 +2,20 @@
 
 The kernel drops the lock when the holder exits, however it exits (SIGKILL included), so a stale lock file
 never blocks a restart. The file holds the holder's PID, which a refused second loop names.
+
+:func:`new_state` is the lock of a command that may make the state folder: a folder it made is removed whole
+when the command fails before its work began (a full disk under ``loop.lock`` or ``journal.db``), so a failed
+start leaves no state folder, no lock and no log.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import shutil
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable, Iterator
 
 from marketcast.errors import ConfigError, StateError
 from marketcast.trade.journal.files import FILE_MODE, private_dir, private_fd
@@ -56,3 +63,32 @@ class StateLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+@contextmanager
+def new_state(state_dir: str | Path) -> Iterator[Callable[[], None]]:
+    """:class:`StateLock` on ``state_dir``, yielding ``began()``: the command calls it once its work is under way
+    (a replay's first cycle done, the live loop about to start). When ``state_dir`` did not exist before and the
+    command fails or is stopped before ``began()``, the folder is removed, under the lock, with everything in it
+    (``loop.lock``, ``trade.log``, an empty ``journal.db``): a failed start leaves nothing behind."""
+    state_dir = Path(state_dir)
+    made = None  # the outermost folder this command makes (--state-dir out/new/state makes out/new too)
+    for folder in (state_dir, *state_dir.parents):
+        if os.path.lexists(folder):
+            break
+        made = folder
+    began: list[bool] = []
+    try:
+        lock = StateLock(state_dir).acquire()
+    except StateError:  # a full disk under the lock's PID: the folder just made goes with it
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+        raise
+    try:
+        yield lambda: began.append(True)
+    except BaseException:
+        if made is not None and not began:
+            shutil.rmtree(made, ignore_errors=True)
+        raise
+    finally:
+        lock.release()

@@ -39,9 +39,10 @@ def check_csv(path: Path | None, state_dir: Path) -> None:
 
 
 def open_journal(state_dir: Path) -> Journal:
-    """The journal of ``state_dir``; a missing folder or journal is exit 2, a file that is no journal exit 3
-    (checked read-only first, :func:`~marketcast.trade.journal.state.check_journal`, so a stray database is never
-    given the journal's tables)."""
+    """The journal of ``state_dir``; a missing folder or journal is exit 2, a journal that is a folder, a FIFO, a
+    device or a file that is no journal exit 3 (checked read-only first,
+    :func:`~marketcast.trade.journal.state.check_journal`, so a stray database is never given the journal's
+    tables)."""
     check_state_files(state_dir)
     if state_dir.exists() and not state_dir.is_dir():
         raise ConfigError(f"--state-dir {state_dir} is a file, not a state folder; pass the folder of `trade run` "
