@@ -11,9 +11,9 @@ compounded over the windows (``prod(1 + gross) - 1``). The walk-forward row is t
 rule (its pick lags a window under next-open).
 
 Holding (``--hold``, ``hold`` in the config, issue 53 item 3) gets two more columns, ``close, hold`` and
-``next-open, hold``, once :class:`~marketcast.backtest.config.BacktestConfig` has a ``hold`` field
-(:data:`HOLD`): this script then runs each rule again with ``hold=True``. Without it the results file has no
-hold columns and docs/trading.md says so.
+``next-open, hold``: each strategy's own decisions held while they stay on their side
+(:func:`marketcast.backtest.holding.hold`, the rule ``backtest --hold`` applies to the walk-forward pick),
+gross (no costs) like the other columns, unit size; the walk-forward row is ``backtest --hold``'s net record.
 
 The JSON it writes is what docs/trading.md's table shows: ``--markdown`` prints that table (the rows between
 ``<!-- exit-rule-table: begin -->`` and ``<!-- exit-rule-table: end -->``), and
@@ -26,7 +26,6 @@ tests/backtest/test_exit_rule_table.py checks the docs against the JSON.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from dataclasses import replace
@@ -41,8 +40,7 @@ from marketcast.backtest.config import BacktestConfig  # noqa: E402
 
 SYMBOLS = ("SP500", "NASDAQ")
 RESULTS = Path(__file__).resolve().parent / "results" / "exit_rule_table.json"
-#: Whether the backtest has ``--hold`` (issue 53 item 3); the hold columns appear only then.
-HOLD = "hold" in {f.name for f in dataclasses.fields(BacktestConfig)}
+HOLD = True  # the results file's hold columns (a file written before --hold existed has none)
 #: (JSON key, column heading) per strategy row, in the docs' order.
 COLUMNS = (("close", "close"), ("next_open_no_wash", "next-open, no wash"), ("next_open", "next-open"))
 HOLD_COLUMNS = (("close_hold", "close, hold"), ("next_open_hold", "next-open, hold"))
@@ -76,9 +74,12 @@ def symbol_table(symbol: str, windows: int) -> dict:
         d = run.decisions
         unrefused = settle_all(d.side, d.entry_limit, d.take_profit, o[rows], h[rows], lo[rows], c[rows],
                                params.costs, params.fill_mode, params.same_bar, nxt)
-        row = {key: total(r.strategies[name].settlements.gross) for key, r in runs.items()}
+        row = {key: total(r.strategies[name].settlements.gross) for key, r in runs.items() if "hold" not in key}
+        for rule, key in (("close", "close_hold"), ("next-open", "next_open_hold")):
+            row[key] = total(_held(d, frame, rows, bars.asset_class, rule).returns)
         out[name] = {**row, "next_open_no_wash": total(unrefused.gross),
-                     "trades": {key: int(r.strategies[name].filled.sum()) for key, r in runs.items()},
+                     "trades": {key: int(r.strategies[name].filled.sum()) for key, r in runs.items()
+                                if "hold" not in key},
                      "refused_wash": int((run.settlements.reason == WASH).sum())}
     out["walk-forward (net)"] = {**{key: r.walk_forward["metrics"]["return"] for key, r in runs.items()},
                                  "next_open_no_wash": None,
@@ -87,6 +88,20 @@ def symbol_table(symbol: str, windows: int) -> dict:
     closed = runs["close"]
     return {"first_decision": str(closed.decision_times[0].date()), "last_settle": str(closed.settle_times[-1].date()),
             "windows": closed.windows, "strategies": out}
+
+
+def _held(d, frame, rows: np.ndarray, asset_class: str, rule: str):
+    """One strategy's decisions ``d`` held while they agree, gross, unit size (:func:`holding.hold`); ``rows``
+    each window's bar t+1 in ``frame``."""
+    from marketcast.backtest.execution import session_last
+    from marketcast.backtest.holding import hold
+    from marketcast.backtest.costs import Costs
+
+    bars = np.append(rows[0] - 1, rows)  # bar t of window 0, then each window's bar t+1
+    ohlc = tuple(frame[k].to_numpy()[bars] for k in ("open", "high", "low", "close"))
+    auction = session_last(frame.index, asset_class)[rows]
+    return hold(d.side, d.entry_limit, d.take_profit, np.ones(len(rows)), ohlc, Costs(0.0), rule, auction,
+                asset_class == "crypto")
 
 
 def pct(x: float | None) -> str:
