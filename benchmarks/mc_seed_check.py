@@ -1,16 +1,19 @@
 """The Monte Carlo band against re-runs with other seeds (issue 54): docs/backtest.md quotes its table.
 
-Default backtest settings (70 windows, 256 samples, the baseline) but ``--exit close``, the rule the check was
-made under (under the default next-open the embedded pair pools 88 % and 85 %: docs/backtest.md), seeds 0-9, on the embedded SP500 and NASDAQ
+Default backtest settings (70 windows, 256 samples, the baseline) under ``--exit`` (default: the backtest's,
+next-open; ``--exit close`` writes ``mc_seed_check_close.json``), seeds 0-9, on the embedded SP500 and NASDAQ
 (tests/backtest/test_mc_seed_check.py asserts the issue's bounds on them), SP500 300 bars earlier, and a
 synthetic daily series with Student-t(3) returns. Per figure: the seed sd of the return, the median band over
 the seeds and their ratio, in how many seeds the band is flagged unreliable, the run's exponent; per case: the
 pooled coverage of other seeds by a seed's band, and how often a window's side differs in another seed where the
-seed called it close and elsewhere. Writes ``benchmarks/results/mc_seed_check.json``; about 40 s of CPU.
+seed called it close and elsewhere. Writes ``benchmarks/results/mc_seed_check.json``; about 10 s of CPU.
+``--markdown`` prints docs/backtest.md's table from the results file instead.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -23,7 +26,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from common import RESULTS, write_report  # noqa: E402
 from marketcast.backtest.config import BacktestConfig  # noqa: E402
-from marketcast.backtest.seed_check import check, heavy_tailed_bars, seed_runs  # noqa: E402
+from marketcast.backtest.execution import DEFAULT_EXIT, EXIT_RULES  # noqa: E402
+from marketcast.backtest.seed_check import RATIO, check, heavy_tailed_bars, seed_runs  # noqa: E402
 
 from marketcast.data.embedded import load_embedded  # noqa: E402
 
@@ -37,11 +41,44 @@ def cases() -> dict:
             "synthetic Student-t(3) daily": heavy_tailed_bars()}
 
 
+def results_file(rule: str) -> Path:
+    """The results file of one exit rule: ``mc_seed_check.json`` for the default, ``mc_seed_check_close.json``."""
+    return RESULTS / ("mc_seed_check.json" if rule == DEFAULT_EXIT else f"mc_seed_check_{rule.replace('-', '_')}.json")
+
+
+def markdown(report: dict) -> str:
+    """docs/backtest.md's table: per case the pooled coverage, the band / sd range of the figures not flagged in
+    most seeds, the figures flagged in most seeds, and the close calls' flip rates."""
+    rows = ["| data (10 seeds) | pooled coverage | band / seed sd (not flagged in most seeds) | flagged in most seeds "
+            "| close calls: side differs in another seed, close vs other windows |", "|---|---|---|---|---|"]
+    for label, c in report["cases"].items():
+        most = {n: f for n, f in c["figures"].items() if 2 * f["flagged"] > f["seeds"]}
+        ratios = {n: f["ratio"] for n, f in c["figures"].items() if n not in most and f["ratio"] is not None}
+        outside = [f"{n} {r:.2f}" for n, r in ratios.items() if not RATIO[0] <= r <= RATIO[1]]
+        span = f"{min(ratios.values()):.2f}-{max(ratios.values()):.2f}" if ratios else "—"
+        flagged = ", ".join(f"{n} ({f['flagged']} of {f['seeds']})" for n, f in most.items()) or "none"
+        rows.append(f"| {label} ({c['period'][0][:10]} → {c['period'][1][:10]}) | {100 * c['coverage']:.1f} % | "
+                    f"{span}{' (outside: ' + ', '.join(outside) + ')' if outside else ''} | {flagged} | "
+                    f"{100 * c['flip_rate_close']:.1f} % vs {100 * c['flip_rate_other']:.1f} % "
+                    f"({100 * c['close_share']:.0f} % of decisions close) |")
+    return "\n".join(rows)
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--exit", choices=EXIT_RULES, default=DEFAULT_EXIT, dest="rule",
+                        help=f"the backtest's exit rule (default {DEFAULT_EXIT}, the backtest's default)")
+    parser.add_argument("--markdown", action="store_true", help="print the docs table from the results file")
+    args = parser.parse_args()
+    if args.markdown:
+        print(markdown(json.loads(results_file(args.rule).read_text())))
+        return
     console = Console()
-    report = {"seeds": 10, "settings": "default backtest (70 windows, 256 samples, baseline), SPA off, exit close", "cases": {}}
+    report = {"seeds": 10, "exit": args.rule,
+              "settings": f"default backtest (70 windows, 256 samples, baseline), SPA off, exit {args.rule}",
+              "cases": {}}
     for label, bars in cases().items():
-        runs = seed_runs(bars, config=BacktestConfig(spa=False, exit="close"))
+        runs = seed_runs(bars, config=BacktestConfig(spa=False, exit=args.rule))
         c = check(runs)
         c["period"] = [runs[0].decision_times[0].isoformat(), runs[0].settle_times[-1].isoformat()]
         c["exponents"] = [r.monte_carlo.walk_forward.exponent for r in runs]
@@ -57,7 +94,7 @@ def main() -> None:
                           "—" if f["seed_sd"] < 1e-12 else f"{f['ratio']:.2f}", f"{f['flagged']}/{f['seeds']}",
                           f"{f['covered']}/{f['pairs']}")
         console.print(table)
-    write_report(RESULTS / "mc_seed_check.json", report, console)
+    write_report(results_file(args.rule), report, console)
 
 
 if __name__ == "__main__":

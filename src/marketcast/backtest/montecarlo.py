@@ -14,10 +14,18 @@ error ~ S^(-1/2). A *decision* is not smooth: it flips when its forecast crosses
 median return crosses 0), so a total return's error falls more slowly, at a rate that depends on the strategy
 and the data (0.04-0.30 seen on a held-out daily file, issue 54). Each run therefore also settles B/2 and B/4
 batches (8, 4, 2 batches of 32, 64, 128 samples at S = 256) and fits log(sd) against log(samples per batch),
-one slope for the run over every figure, each at its own level, weighted by the degrees of freedom
-(:func:`exponent`: a figure's own 7 + 3 + 1 degrees of freedom give a slope that is mostly noise); the exponent
-is clipped to [0, 1/2] (no figure's error falls faster than a mean's) and each figure's line is read at S
-(:func:`scaled`). The seed check (benchmarks/mc_seed_check.py) says how far the band can be trusted.
+one slope for the run over every figure, each at its own level (:func:`exponent`: a figure's own 7 + 3 + 1
+degrees of freedom give a slope that is mostly noise); the exponent is clipped to [0, 1/2] (no figure's error
+falls faster than a mean's) and each figure's line is read at S (:func:`scaled`). The fit reads each log sd less
+its bias and weighted by its inverse variance: the log of a normal sample's sd with n degrees of freedom lies
+(digamma(n/2) + log(2/n)) / 2 below log sigma on average, with variance trigamma(n/2) / 4 (Bartlett & Kendall
+1946, "The statistical analysis of variance-heterogeneity and the logarithmic transformation", JRSS Suppl.
+8:128-138): -0.64 for the 2 batches of 128 samples (1 dof), -0.07 for the 8 of 32, so a raw fit found the
+spreads falling about 0.3 faster than they do. Under the default next-open exit, where a wash refusal ties a
+window's trade to the window before (:mod:`marketcast.backtest.execution`), one flipped decision re-parities a
+run of same-side windows and the error barely falls between 32 and 256 samples; the raw fit's steeper slope put
+NASDAQ's bands at 1.4 seed sds and pooled coverage at 85-88 %. The seed check (benchmarks/mc_seed_check.py)
+says how far the band can be trusted.
 
 The bias test. Batches stand for the full run only if they settle the same strategy: a strategy that trades
 rarely on S samples (``ci_guard``: its band's edge must clear 0) trades far more often on 32 (a blurrier band),
@@ -78,6 +86,10 @@ MAX_EXPONENT = 0.5  # no figure's error falls faster than a mean's, S^-1/2 (modu
 LEVEL = 0.95
 T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365}  # Student t 0.975 by dof
 CHI2_95 = {1: 3.841, 2: 5.991, 3: 7.815, 4: 9.488, 5: 11.070, 6: 12.592, 7: 14.067}  # chi-square 0.95 by dof
+# log of a normal sample's sd with n dof: mean log(sigma) + (digamma(n/2) + log(2/n)) / 2, variance
+# trigamma(n/2) / 4 (Bartlett & Kendall 1946, JRSS Suppl. 8:128-138; module docstring, "The scaling")
+LOG_SD_BIAS = {1: -0.63518, 2: -0.28861, 3: -0.18449, 4: -0.13518, 5: -0.10657, 6: -0.08791, 7: -0.07480}
+LOG_SD_VAR = {1: 1.23370, 2: 0.41123, 3: 0.23370, 4: 0.16123, 5: 0.12259, 6: 0.09873, 7: 0.08259}
 BAND = ("95% band of a re-run with another seed, about this run's figure: t(0.975, B-1) * sqrt(2) * SE, where SE "
         "= the batch spread scaled to S samples with the exponent measured from batches of S/B, 2S/B, 4S/B "
         "samples; flagged unreliable where the batches are biased against the full run or their trade counts are "
@@ -123,14 +135,18 @@ def bias_z(batch_values: Sequence[float], value: float) -> float:
 
 
 def _line(spreads: Mapping[int, float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """x = log(S / B_k) - log S (B = 1 at x = 0), y = log(sd_k) and the weights B_k - 1 (degrees of freedom)."""
-    return (-np.log(list(spreads)), np.log(list(spreads.values())), np.array([k - 1.0 for k in spreads]))
+    """x = log(S / B_k) - log S (B = 1 at x = 0), y = log(sd_k) less its bias and the weights 1 / var(log sd_k),
+    each for the B_k - 1 degrees of freedom of sd_k (:data:`LOG_SD_BIAS`, :data:`LOG_SD_VAR`)."""
+    dof = [k - 1 for k in spreads]
+    return (-np.log(list(spreads)), np.log(list(spreads.values())) - [LOG_SD_BIAS[d] for d in dof],
+            1.0 / np.array([LOG_SD_VAR[d] for d in dof]))
 
 
 def exponent(figures: Sequence[Mapping[int, float]]) -> float | None:
     """The run's measured rate ``a`` of error ~ S^-a: the common slope of log(sd) on log(samples per batch) over
     every figure's ``spreads`` ({B_k: sd of its figures on B_k batches}), each figure with its own level (a
-    fixed-effects fit, weighted by the degrees of freedom B_k - 1), clipped to [0, 1/2]. One run's 7 + 3 + 1
+    fixed-effects fit of the bias-corrected log sds, weighted by their inverse variances: :func:`_line`),
+    clipped to [0, 1/2]. One run's 7 + 3 + 1
     degrees of freedom per figure make a figure's own slope mostly noise; pooled over the figures it is not.
     None where no figure moves at every batch size."""
     xs, ys, ws = [], [], []
