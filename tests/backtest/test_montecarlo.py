@@ -201,6 +201,26 @@ def test_the_fitted_exponent_is_unbiased_for_normal_batch_figures(a):
     assert np.median(ratio) == pytest.approx(1.0, abs=0.05 if a > 0 else 0.15)
 
 
+def test_a_run_recorded_before_the_log_sds_were_debiased_keeps_its_printed_band():
+    """A stored McError with coarse batches and an exponent but no ``debiased`` field reads its line as it was
+    printed (raw log sds weighted 7, 3, 1); a new one reads the debiased line (weights 1 / var(log sd))."""
+    from marketcast.runs.codec import decode, encode
+
+    fine, mid, coarse = (0.01, 0.03, 0.02, 0.04, 0.0, 0.05, 0.02, 0.03), (0.02, 0.03, 0.01, 0.035), (0.02, 0.03)
+    new = McError(0.025, fine, (mid, coarse), exponent=0.3, debiased=True)
+    fields = {"value": 0.025, "batch_values": {"$tuple": list(fine)},
+              "coarse": {"$tuple": [{"$tuple": list(mid)}, {"$tuple": list(coarse)}]}, "exponent": 0.3}
+    old = decode(json.dumps({"$dc": "marketcast.backtest.montecarlo:McError", "fields": fields}))
+    sds = {b: float(np.std(v, ddof=1)) for b, v in ((8, fine), (4, mid), (2, coarse))}
+    x = {b: -math.log(b) for b in sds}
+    raw = sum((b - 1) * (math.log(sd) + 0.3 * x[b]) for b, sd in sds.items()) / 11
+    w = {b: 1 / LOG_SD_VAR[b - 1] for b in sds}
+    fit = sum(w[b] * (math.log(sd) - LOG_SD_BIAS[b - 1] + 0.3 * x[b]) for b, sd in sds.items()) / sum(w.values())
+    assert old.se == pytest.approx(math.exp(raw), rel=1e-12)
+    assert new.se == pytest.approx(math.exp(fit), rel=1e-12)
+    assert decode(encode(new)).band == new.band and new.band > old.band
+
+
 def test_biased_batches_flag_the_band_by_return_or_by_trades():
     """Batch mean 2.5 % vs the run's 2.5 %: z 0; vs 10 %: z = 7.5 / (sd / sqrt(4)) > t(0.975, 3); batches
     trading 20-26 times where the run traded 3: biased though the returns agree."""

@@ -134,10 +134,13 @@ def bias_z(batch_values: Sequence[float], value: float) -> float:
     return gap / (sd / np.sqrt(b)) if sd > 0 else float("inf")
 
 
-def _line(spreads: Mapping[int, float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _line(spreads: Mapping[int, float], debiased: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """x = log(S / B_k) - log S (B = 1 at x = 0), y = log(sd_k) less its bias and the weights 1 / var(log sd_k),
-    each for the B_k - 1 degrees of freedom of sd_k (:data:`LOG_SD_BIAS`, :data:`LOG_SD_VAR`)."""
+    each for the B_k - 1 degrees of freedom of sd_k (:data:`LOG_SD_BIAS`, :data:`LOG_SD_VAR`). ``debiased``
+    False: the raw log sds weighted by their degrees of freedom, the line of a run recorded before."""
     dof = [k - 1 for k in spreads]
+    if not debiased:
+        return -np.log(list(spreads)), np.log(list(spreads.values())), np.array(dof, dtype=np.float64)
     return (-np.log(list(spreads)), np.log(list(spreads.values())) - [LOG_SD_BIAS[d] for d in dof],
             1.0 / np.array([LOG_SD_VAR[d] for d in dof]))
 
@@ -163,14 +166,14 @@ def exponent(figures: Sequence[Mapping[int, float]]) -> float | None:
     return float(np.clip(-np.sum(w * x * y) / np.sum(w * x * x), 0.0, MAX_EXPONENT))
 
 
-def scaled(spreads: Mapping[int, float], a: float | None) -> float:
+def scaled(spreads: Mapping[int, float], a: float | None, debiased: bool = True) -> float:
     """The SE of a figure on all S samples: its line log(sd) = c - a log(S / B_k) with slope ``a`` (the run's,
     :func:`exponent`) through the weighted centre of its ``spreads``, read at B = 1. Where a spread is 0 or no
     exponent was measured, the finest spread scaled at the mean's rate (error ~ S^-1/2)."""
     b = max(spreads)
     if a is None or min(spreads.values()) <= 0.0:
         return spreads[b] * float(b) ** -MAX_EXPONENT
-    x, y, w = _line(spreads)
+    x, y, w = _line(spreads, debiased)
     return float(np.exp(np.average(y, weights=w) + a * np.average(x, weights=w)))
 
 
@@ -186,6 +189,7 @@ class McError:
     trades: int = 0
     batch_trades: tuple[int, ...] = ()
     exponent: float | None = None  # the run's measured exponent (:func:`exponent`)
+    debiased: bool = False  # the line read the log sds less their bias (:func:`_line`); False: recorded before
 
     @property
     def spreads(self) -> dict[int, float]:
@@ -231,7 +235,7 @@ class McError:
         b = len(self.batch_values)
         if not self.coarse:  # a run store record from before the scaling was measured: as it was printed
             return self.spreads[b] * float(b) ** -RECORDED_EXPONENT
-        return scaled(self.spreads, self.exponent)
+        return scaled(self.spreads, self.exponent, self.debiased)
 
     @property
     def band(self) -> float:
@@ -310,7 +314,7 @@ def _errors(full: tuple, runs: Mapping[int, list], selection: SelectionRule, del
         batch = [f(r) for r in runs[b]]
         return McError(value, tuple(x[0] for x in batch),
                        tuple(tuple(f(r)[0] for r in rs) for k, rs in runs.items() if k != b),
-                       trades, tuple(x[1] for x in batch))
+                       trades, tuple(x[1] for x in batch), debiased=True)
 
     out = {n: error(f) for n, f in figures.items()}
     a = exponent([e.spreads for e in out.values()])
