@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from marketcast.backtest.config import STRATEGY_NAMES, BacktestConfig
+from marketcast.backtest.execution import waits_for_next_open
 from marketcast.backtest.fills import settle
 from marketcast.backtest.maxdiff import MaxDiffState, decide_maxdiff, learn_maxdiff
 from marketcast.backtest.orders import FLAT, LONG, SHORT, Bar, Costs, Decision, Settlement
@@ -50,7 +51,8 @@ from marketcast.errors import ConfigError
 
 @dataclass(frozen=True)
 class StrategyParams:
-    """Everything a strategy needs besides the forecast: asset rules, CI guard and fill settings."""
+    """Everything a strategy needs besides the forecast: asset rules, CI guard, fill settings and the exit rule
+    (:mod:`marketcast.backtest.execution`; MaxDiff learns from the exits it gives)."""
 
     allow_short: bool = True
     ci_multiplier: float = 1.0
@@ -59,6 +61,13 @@ class StrategyParams:
     same_bar: str = "pessimistic"
     maxdiff_min_history: int = 10
     maxdiff_grid: str = "atr"
+    exit: str = "close"
+
+    @property
+    def settle_delay(self) -> int:
+        """1 when an exit may wait for bar t+2's open (window k settles after window k + 1 decided), else 0:
+        the lag of what a decision may learn from, as the walk-forward pick's (``Exits.delay``)."""
+        return int(waits_for_next_open(self.exit))
 
     @classmethod
     def from_config(cls, config: BacktestConfig, asset_class: str,
@@ -71,6 +80,7 @@ class StrategyParams:
             same_bar=config.same_bar,
             maxdiff_min_history=config.maxdiff_min_history,
             maxdiff_grid=config.maxdiff_grid,
+            exit=config.exit,
         )
 
 
@@ -137,16 +147,19 @@ def maxdiff(view: WindowView, state: MaxDiffState, p: StrategyParams) -> Decisio
 
 # --- state: built only from settled bars (t+1 <= the next decision bar) -----------------------------
 
-def _no_state(state, view, bar_next, settlement, p):
+def _no_state(state, view, bar_next, settlement, p, exit_open):
     return state
 
 
-def _update_unprofit(state, view: WindowView, bar_next: Bar, settlement: Settlement, p: StrategyParams):
+def _update_unprofit(state, view: WindowView, bar_next: Bar, settlement: Settlement, p: StrategyParams,
+                     exit_open: float | None):
     return bool(forecast_direction(view) * (bar_next.close - bar_next.open) > 0)
 
 
-def _update_maxdiff(state, view: WindowView, bar_next: Bar, settlement: Settlement, p: StrategyParams):
-    return learn_maxdiff(view, bar_next, state, p.allow_short, p.costs, p.fill_mode, p.same_bar, p.maxdiff_grid)
+def _update_maxdiff(state, view: WindowView, bar_next: Bar, settlement: Settlement, p: StrategyParams,
+                    exit_open: float | None):
+    return learn_maxdiff(view, bar_next, state, p.allow_short, p.costs, p.fill_mode, p.same_bar, p.maxdiff_grid,
+                         exit_open, p.settle_delay)
 
 
 @dataclass(frozen=True)
@@ -157,7 +170,7 @@ class Strategy:
     description: str
     decide: Callable[[WindowView, Any, StrategyParams], Decision]
     initial_state: Callable[[], Any] = lambda: None
-    update: Callable[[Any, WindowView, Bar, Settlement, StrategyParams], Any] = _no_state
+    update: Callable[[Any, WindowView, Bar, Settlement, StrategyParams, float | None], Any] = _no_state
     reads_forecast: bool = True  # False: forecast-blind (module docstring)
 
 
@@ -196,9 +209,10 @@ def decide(name: str, view: WindowView, state: Any, params: StrategyParams) -> D
 
 
 def advance(name: str, state: Any, view: WindowView, bar_next: Bar, settlement: Settlement,
-            params: StrategyParams) -> Any:
-    """The strategy's state after the decision made on ``view`` settled on ``bar_next``."""
-    return get_strategy(name).update(state, view, bar_next, settlement, params)
+            params: StrategyParams, exit_open: float | None = None) -> Any:
+    """The strategy's state after the decision made on ``view`` settled on ``bar_next`` (and ``exit_open``, bar
+    t+2's open where the exit rule exits there)."""
+    return get_strategy(name).update(state, view, bar_next, settlement, params, exit_open)
 
 
 def step(name: str, view: WindowView, state: Any, bar_next: Bar, params: StrategyParams,
@@ -211,4 +225,4 @@ def step(name: str, view: WindowView, state: Any, bar_next: Bar, params: Strateg
     decision = decide(name, view, state, params)
     size = 1.0 if sizer is None else sizer(decision)
     settlement = settle(decision, bar_next, params.costs, params.fill_mode, params.same_bar, size, exit_open)
-    return decision, settlement, advance(name, state, view, bar_next, settlement, params)
+    return decision, settlement, advance(name, state, view, bar_next, settlement, params, exit_open)
