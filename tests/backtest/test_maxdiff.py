@@ -1,5 +1,7 @@
 """MaxDiff: the vectorised grid equals ``settle``; offsets come from earlier windows only."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -218,3 +220,46 @@ def test_percent_grid_equals_the_fixed_grid_of_the_first_version_exactly():
     entry, tp = maxdiff_prices(side, v.price(v.high_ret), v.price(v.low_ret), old[:, 0], old[:, 1])
     assert np.array_equal(run.decisions.entry_limit, entry) and np.array_equal(run.decisions.take_profit, tp)
     assert np.array_equal(run.returns, settle_all(side, entry, tp, *nxt, costs, "touch", "pessimistic").net)
+
+
+def test_the_learned_offset_follows_the_exit_rule_hand_computed():
+    """One window to learn from, whose next open differs from its close, picks a different offset per rule.
+
+    Window 0 (decision at bar 3, close 100) forecasts high +2 %, low -1 %: a long, buy limit 99 (1 + e), take
+    profit 102 (1 + x) >= 100.98, above bar 4's high 100.5, so no take-profit fills and x never matters. Bar 4
+    trades down to 98.5, so the entries with e >= -0.5 % (98.505 and up) fill; e <= -0.6 % (98.406 and down)
+    do not (net 0).
+
+    * ``close``: a fill exits at bar 4's close 98.5, below every fill price: each loses, so the best is not to
+      fill; among the pairs scoring 0 the smallest |e| + |x| is (-0.6 %, 0). Window 1 (bar 4) learns it.
+    * ``next-open``: a fill exits at bar 5's open 101, above every fill price: the lowest fill wins,
+      101 / 98.505 - 1 = +2.53 %: (-0.5 %, 0). Window 1 decides at bar 4, before that exit: zero offsets.
+
+    Window 1 (decision at bar 4, close 98.5, buy limit at most 97.515 * 1.01 = 98.49) never fills on bar 5
+    (low 100): every pair scores 0, so window 2 learns from window 0 alone under either rule."""
+    from .helpers import TableForecaster, make_bars
+
+    flat = (100.0, 100.5, 99.5, 100.0)
+    bars = make_bars([flat] * 4 + [(100.0, 100.5, 98.5, 98.5), (101.0, 101.5, 100.0, 100.5),
+                                   (100.5, 101.0, 100.0, 100.5)])
+    config = BacktestConfig(windows=3, context=3, num_samples=8, strategies=("maxdiff",), maxdiff_grid="percent",
+                            maxdiff_min_history=1, fee=0.0, spread=0.0, slippage=0.0, include_latest=False,
+                            bootstrap_reps=10, spa=False)
+    runs = {rule: run_backtest(bars, TableForecaster({}, default=(0.0, 0.02, -0.01)),
+                               replace(config, exit=rule)).strategies["maxdiff"] for rule in ("close", "next-open")}
+    assert runs["close"].offsets == [(0.0, 0.0), (-0.006, 0.0), (-0.006, 0.0)]
+    assert runs["next-open"].offsets == [(0.0, 0.0), (0.0, 0.0), (-0.005, 0.0)]
+    # the fills exit where the learning scored them: window 0 (e = 0, limit 99) at 98.5 or at 101
+    assert runs["close"].settlements[0].exit_price == 98.5
+    assert runs["next-open"].settlements[0].exit_price == 101.0
+    assert runs["next-open"].decisions[2].entry_limit == pytest.approx(100.5 * 0.99 * (1 - 0.005), abs=1e-12)
+
+
+def test_a_state_learns_a_window_once_the_delay_has_passed():
+    """``MaxDiffState.add(net, delay=1)``: each window's grid waits for the next one, then adds in order."""
+    a, b = np.full(441, 0.01), np.where(GRID_ENTRY == 0.005, 0.02, -0.01)
+    one = MaxDiffState.initial().add(a, delay=1)
+    assert one.count == 0 and not one.scores.any() and len(one.pending) == 1
+    two = one.add(b, delay=1)
+    assert two.count == 1 and np.array_equal(two.scores, a) and np.array_equal(two.pending[0], b)
+    assert np.array_equal(two.add(a, delay=1).scores, MaxDiffState.initial().add(a).add(b).scores)
