@@ -1,8 +1,11 @@
 """MaxDiff: buy the forecast low, sell the forecast high, with price offsets learned from the past only.
 
 The original system grid-searched its offsets on the very window it then scored. Here the offsets used at
-window k maximise the summed net return of windows 0..k-1 (an expanding window, each already settled on a
-bar <= t), so nothing about window k's own outcome can leak into its decision.
+window k maximise the summed net return of the windows settled by its decision bar t (an expanding window),
+so nothing about window k's own outcome can leak into its decision. Each past window is scored with the exit
+the run's rule gives it (:mod:`marketcast.backtest.execution`), as its fills are: under ``close`` at bar t+1's
+close, so windows 0..k-1; under ``next-open`` at bar t+2's open, after window k + 1 decided, so windows
+0..k-2 (the ``delay`` of :meth:`MaxDiffState.add` and :func:`learned_offsets`, the walk-forward pick's lag).
 
 Offsets and search grid
 -----------------------

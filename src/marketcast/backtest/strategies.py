@@ -13,17 +13,22 @@ strategy would short.
 ==================  ==========================================================================
 ``simple``          long if the close forecast return > 0, else short
 ``all_signals``     long if close, high and low forecast returns are all > 0; short if all < 0
-``buy_hold``        long every bar, open to close: a round trip and two costs per bar (not buy and
-                    hold; that is the benchmark, :mod:`marketcast.backtest.benchmark`)
+``buy_hold``        long every bar, entered at the open and exited by the run's exit rule: a round
+                    trip and two costs per bar (not buy and hold; that is the benchmark,
+                    :mod:`marketcast.backtest.benchmark`)
 ``unprofit_shutdown`` ``simple``, but flat while ``simple``'s last call was wrong
 ``ci_guard``        ``simple``'s side only when the close band, widened by ``ci_multiplier``
                     about its centre, lies entirely on that side of zero
 ``entry_takeprofit`` market entry at the open in ``simple``'s direction, take profit at the
-                    forecast high (long) / low (short), else exit at the close
-``highlow``         limit entry at the forecast low (long) / high (short), exit at the close
+                    forecast high (long) / low (short), else exit by the run's exit rule
+``highlow``         limit entry at the forecast low (long) / high (short), exit by the run's exit rule
 ``maxdiff``         buy limit at the forecast low, sell limit at the forecast high (or the
                     mirror for a short bias), offsets learned from earlier windows only
 ==================  ==========================================================================
+
+Where a position exits when no take-profit filled is the run's exit rule (``--exit``,
+:mod:`marketcast.backtest.execution`): bar t+2's open under ``next-open`` (the default), bar t+1's close under
+``close``. MaxDiff scores its past windows with the same exits.
 
 A direction call is *right* when its sign agrees with bar t+1's open-to-close move (the span every
 strategy trades); a zero move counts as wrong.
@@ -177,15 +182,17 @@ class Strategy:
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("simple", "long if the close forecast is up, else short", simple),
     Strategy("all_signals", "long if close, high and low forecasts are all up; short if all down", all_signals),
-    Strategy("buy_hold", "long every bar open to close: a round trip and two costs per bar, not buy and hold",
-             buy_hold, reads_forecast=False),
+    Strategy("buy_hold", "long every bar from its open, exited by the run's exit rule: a round trip and two costs "
+             "per bar, not buy and hold", buy_hold, reads_forecast=False),
     Strategy("unprofit_shutdown", "simple, but flat while simple's last call was wrong", unprofit_shutdown,
              lambda: None, _update_unprofit),
     Strategy("ci_guard", "simple's side only when the forecast close band excludes zero", ci_guard),
-    Strategy("entry_takeprofit", "market entry in simple's direction, take profit at the forecast extreme",
-             entry_takeprofit),
-    Strategy("highlow", "limit entry at the forecast low (long) or high (short), exit at the close", highlow),
-    Strategy("maxdiff", "buy the forecast low, sell the forecast high, offsets learned from earlier windows",
+    Strategy("entry_takeprofit", "market entry in simple's direction, take profit at the forecast extreme, else "
+             "exit by the run's exit rule", entry_takeprofit),
+    Strategy("highlow", "limit entry at the forecast low (long) or high (short), exit by the run's exit rule",
+             highlow),
+    Strategy("maxdiff", "buy the forecast low, sell the forecast high, offsets learned from earlier windows "
+             "scored with the run's exit rule",
              maxdiff, MaxDiffState.initial, _update_maxdiff),
 )}
 assert tuple(STRATEGIES) == STRATEGY_NAMES
