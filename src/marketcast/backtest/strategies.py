@@ -31,7 +31,7 @@ Where a position exits when no take-profit filled is the run's exit rule (``--ex
 ``close``. MaxDiff scores its past windows with the same exits.
 
 A direction call is *right* when its sign agrees with bar t+1's open-to-close move (the span every
-strategy trades); a zero move counts as wrong.
+strategy trades under ``close``; known by the next decision under either rule); a zero move counts as wrong.
 
 *Forecast-blind*: a strategy whose orders never read the forecast (``Strategy.reads_forecast`` False; of the
 eight, only ``buy_hold``). It trades the same orders whatever the model says (with ``--sizing kelly`` or
