@@ -1,6 +1,8 @@
 """The exit rule's table (issue 53, docs/trading.md#exit-rule): per strategy, the gross total return of the
 same decisions exited at the close (``--exit close``) and at the next open (``--exit next-open``, the default,
-where ``trade run`` exits a stock), on the embedded SP500 and NASDAQ.
+where ``trade run`` exits a stock), on the embedded SP500 and NASDAQ. The decisions are the same under both rules
+but MaxDiff's: its offsets are learned from past windows scored with the rule's own exits (and one window later
+under next-open), so each rule's columns use that rule's run's decisions ("no wash": the next-open run's).
 
 Each symbol is backtested with the default settings but ``--windows 500`` (2017-01 to 2018-12) under both
 rules, with the baseline forecaster. Three columns a strategy: ``close``; ``next-open, no wash`` (the
@@ -11,7 +13,7 @@ compounded over the windows (``prod(1 + gross) - 1``). The walk-forward row is t
 rule (its pick lags a window under next-open).
 
 Holding (``--hold``, ``hold`` in the config, issue 53 item 3) gets two more columns, ``close, hold`` and
-``next-open, hold``: each strategy's own decisions held while they stay on their side
+``next-open, hold``: each strategy's own decisions under that rule held while they stay on their side
 (:func:`marketcast.backtest.holding.hold`, the rule ``backtest --hold`` applies to the walk-forward pick),
 gross (no costs) like the other columns, unit size; the walk-forward row is ``backtest --hold``'s net record.
 
@@ -75,8 +77,10 @@ def symbol_table(symbol: str, windows: int) -> dict:
         unrefused = settle_all(d.side, d.entry_limit, d.take_profit, o[rows], h[rows], lo[rows], c[rows],
                                params.costs, params.fill_mode, params.same_bar, nxt)
         row = {key: total(r.strategies[name].settlements.gross) for key, r in runs.items() if "hold" not in key}
-        for rule, key in (("close", "close_hold"), ("next-open", "next_open_hold")):
-            row[key] = total(_held(d, frame, rows, bars.asset_class, rule).returns)
+        for rule, key, source in (("close", "close_hold", "close"), ("next-open", "next_open_hold", "next_open")):
+            # each rule's own decisions: MaxDiff's offsets are learned under the rule it is scored by
+            decided = runs[source].strategies[name].decisions
+            row[key] = total(_held(decided, frame, rows, bars.asset_class, rule).returns)
         out[name] = {**row, "next_open_no_wash": total(unrefused.gross),
                      "trades": {key: int(r.strategies[name].filled.sum()) for key, r in runs.items()
                                 if "hold" not in key},

@@ -14,7 +14,7 @@ from marketcast.backtest.engine import run_backtest
 from marketcast.backtest.execution import EXIT_RULES, check_exit, session_last, wash_refused
 from marketcast.backtest.fills import settle, settle_all
 from marketcast.backtest.orders import Bar, Costs, Decision
-from marketcast.backtest.strategies import StrategyParams, initial_state, step
+from marketcast.backtest.strategies import StrategyParams, decide, initial_state, step
 from marketcast.errors import ConfigError
 
 from .helpers import MomentumForecaster, TableForecaster, make_bars, random_bars
@@ -141,6 +141,11 @@ def test_the_engine_under_next_open_equals_the_one_window_step_and_the_judge(ass
             d, s, state = step(name, view, state, bar, params, exit_open=nxt)
             assert run.decisions[k] == d, (name, k)
             settled.append(s)
+        if name == "maxdiff":  # the last window's grid waits for its exit, in the state the next decision reads
+            final = run.final_state
+            assert (final.count, len(final.pending)) == (state.count, 1) == (len(rows) - 1, 1)
+            assert np.array_equal(final.scores, state.scores) and np.array_equal(final.pending[0], state.pending[0])
+        assert run.next_decision == decide(name, result.latest_view, state, params), name
         queues = [queued and s.filled and s.exit_reason == "next_open" for s in settled]
         refused = _refused_one_by_one(run.decisions.side, run.decisions.take_profit, queues)
         refusals += sum(refused)

@@ -1,5 +1,7 @@
 """MaxDiff: the vectorised grid equals ``settle``; offsets come from earlier windows only."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -60,13 +62,17 @@ def test_no_history_means_zero_offsets_and_ties_prefer_zero():
     assert MaxDiffState(scores, 5).offsets(5, "atr", 0.02) == (-0.4 * 0.02, 0.0)
 
 
+@pytest.mark.parametrize("exit_rule", ["close", "next-open"])
 @pytest.mark.parametrize("grid", ["atr", "percent"])
-def test_offsets_are_the_best_pair_over_strictly_earlier_windows(grid):
-    """Recompute each window's offsets by brute force with ``settle`` over windows 0..k-1 only, each window's
-    grid at its own scale (its ATR% for "atr")."""
+def test_offsets_are_the_best_pair_over_the_windows_settled_by_the_decision(grid, exit_rule):
+    """Recompute each window's offsets by brute force with ``settle`` over the windows settled by its decision
+    bar only, each window's grid at its own scale (its ATR% for "atr") and exiting where the run's rule exits:
+    under ``close`` windows 0..k-1 at bar t+1's close; under ``next-open`` windows 0..k-2 (window k-1 exits at
+    bar t_k + 1's open, after window k decided) at bar t+2's open."""
     bars = random_bars(120, seed=3)
     config = BacktestConfig(windows=14, context=20, num_samples=64, maxdiff_min_history=3,
-                            strategies=("maxdiff",), maxdiff_grid=grid)
+                            strategies=("maxdiff",), maxdiff_grid=grid, exit=exit_rule)
+    lag = 1 if exit_rule == "next-open" else 0
     grid_e, grid_x = grid_pairs(grid)
     result = run_backtest(bars, MomentumForecaster(), config)
     run = result.strategies["maxdiff"]
@@ -75,19 +81,21 @@ def test_offsets_are_the_best_pair_over_strictly_earlier_windows(grid):
     pos = {ts: i for i, ts in enumerate(frame.index)}
     learned = 0
     for k, view in enumerate(result.views):
-        if k < 3:
+        if k < 3 + lag:
             assert run.offsets[k] == (0.0, 0.0)
             continue
         totals = np.zeros(441)
-        for j in range(k):  # strictly earlier windows
+        for j in range(k - lag):  # the windows settled by window k's decision bar
             v = result.views[j]
             t = pos[result.decision_times[j]]
+            assert t + 1 + lag <= pos[result.decision_times[k]]  # its exit bar is no later than k's decision bar
             bar = Bar(*frame.iloc[t + 1][["open", "high", "low", "close"]].to_numpy())
+            exit_open = float(frame.iloc[t + 2]["open"]) if lag else None
             side = maxdiff_side(v.high_ret, v.low_ret, True)
             s = v.atr if grid == "atr" else 1.0
             for g, (e, x) in enumerate(zip(grid_e, grid_x)):
                 entry, tp = maxdiff_prices(side, v.price(v.high_ret), v.price(v.low_ret), e * s, x * s)
-                totals[g] += settle(Decision(side, entry, tp), bar, costs).net_return
+                totals[g] += settle(Decision(side, entry, tp), bar, costs, exit_open=exit_open).net_return
         best = np.flatnonzero(np.isclose(totals, totals.max(), rtol=0, atol=1e-12))
         s = view.atr if grid == "atr" else 1.0
         candidates = {(float(grid_e[i] * s), float(grid_x[i] * s)) for i in best}
@@ -145,7 +153,8 @@ def _twin(scale: float, n: int = 40):
 
     A long entry at 100 (1 - s l)(1 + m s A) fills when it is >= the low 100 (1 - s d), i.e. when
     m >= (l - d) / ((1 - s l) A) = -0.35 / (1 - s l): -0.3504 for s = 1, -0.3536 for s = 10. Both learn
-    m_e = -0.3 ATR, the lowest entry that fills (the exit, at the close here, is the same for every x)."""
+    m_e = -0.3 ATR, the lowest entry that fills (the exit, at the next open = the close here, is the same for every
+    x)."""
     from .helpers import TableForecaster, make_bars
 
     up, low_fc, high_fc = 0.002, 0.001, 0.002
@@ -170,12 +179,15 @@ def test_volatility_scaled_twin_learns_the_same_multiples_and_scaled_offsets():
     np.testing.assert_allclose(small.views.atr, atr, rtol=1e-12)
     np.testing.assert_allclose(big.views.atr, 10 * atr, rtol=1e-12)  # ATR% scales x10
     a, b = (np.array(r.strategies["maxdiff"].offsets) for r in (small, big))
-    assert np.array_equal(a[:5], np.zeros((5, 2))) and np.array_equal(b[:5], np.zeros((5, 2)))
-    np.testing.assert_allclose(a[5:], [[-0.3 * atr, 0.0]] * 25, rtol=1e-12)  # the same multiples (-0.3, 0) ...
-    np.testing.assert_allclose(b[5:], [[-0.3 * 10 * atr, 0.0]] * 25, rtol=1e-12)  # ... so offsets x10
+    first = 5 + small.settle_delay  # 5 windows settled: window 6 under the default next-open exit (lag 1)
+    assert first == 6 and np.array_equal(a[:first], np.zeros((first, 2)))
+    assert np.array_equal(b[:first], np.zeros((first, 2)))
+    np.testing.assert_allclose(a[first:], [[-0.3 * atr, 0.0]] * (30 - first), rtol=1e-12)  # the same multiples ...
+    np.testing.assert_allclose(b[first:], [[-0.3 * 10 * atr, 0.0]] * (30 - first), rtol=1e-12)  # ... offsets x10
     np.testing.assert_allclose(b, 10 * a, rtol=1e-12)
     pct_small, pct_big = (np.array(runs["percent", s].strategies["maxdiff"].offsets) for s in (1.0, 10.0))
-    assert {tuple(r) for r in pct_small[5:]} == {(-0.001, 0.0)} and {tuple(r) for r in pct_big[5:]} == {(-0.01, 0.0)}
+    assert {tuple(r) for r in pct_small[first:]} == {(-0.001, 0.0)}
+    assert {tuple(r) for r in pct_big[first:]} == {(-0.01, 0.0)}
 
 
 def test_percent_grid_equals_the_fixed_grid_of_the_first_version_exactly():
@@ -208,3 +220,46 @@ def test_percent_grid_equals_the_fixed_grid_of_the_first_version_exactly():
     entry, tp = maxdiff_prices(side, v.price(v.high_ret), v.price(v.low_ret), old[:, 0], old[:, 1])
     assert np.array_equal(run.decisions.entry_limit, entry) and np.array_equal(run.decisions.take_profit, tp)
     assert np.array_equal(run.returns, settle_all(side, entry, tp, *nxt, costs, "touch", "pessimistic").net)
+
+
+def test_the_learned_offset_follows_the_exit_rule_hand_computed():
+    """One window to learn from, whose next open differs from its close, picks a different offset per rule.
+
+    Window 0 (decision at bar 3, close 100) forecasts high +2 %, low -1 %: a long, buy limit 99 (1 + e), take
+    profit 102 (1 + x) >= 100.98, above bar 4's high 100.5, so no take-profit fills and x never matters. Bar 4
+    trades down to 98.5, so the entries with e >= -0.5 % (98.505 and up) fill; e <= -0.6 % (98.406 and down)
+    do not (net 0).
+
+    * ``close``: a fill exits at bar 4's close 98.5, below every fill price: each loses, so the best is not to
+      fill; among the pairs scoring 0 the smallest |e| + |x| is (-0.6 %, 0). Window 1 (bar 4) learns it.
+    * ``next-open``: a fill exits at bar 5's open 101, above every fill price: the lowest fill wins,
+      101 / 98.505 - 1 = +2.53 %: (-0.5 %, 0). Window 1 decides at bar 4, before that exit: zero offsets.
+
+    Window 1 (decision at bar 4, close 98.5, buy limit at most 97.515 * 1.01 = 98.49) never fills on bar 5
+    (low 100): every pair scores 0, so window 2 learns from window 0 alone under either rule."""
+    from .helpers import TableForecaster, make_bars
+
+    flat = (100.0, 100.5, 99.5, 100.0)
+    bars = make_bars([flat] * 4 + [(100.0, 100.5, 98.5, 98.5), (101.0, 101.5, 100.0, 100.5),
+                                   (100.5, 101.0, 100.0, 100.5)])
+    config = BacktestConfig(windows=3, context=3, num_samples=8, strategies=("maxdiff",), maxdiff_grid="percent",
+                            maxdiff_min_history=1, fee=0.0, spread=0.0, slippage=0.0, include_latest=False,
+                            bootstrap_reps=10, spa=False)
+    runs = {rule: run_backtest(bars, TableForecaster({}, default=(0.0, 0.02, -0.01)),
+                               replace(config, exit=rule)).strategies["maxdiff"] for rule in ("close", "next-open")}
+    assert runs["close"].offsets == [(0.0, 0.0), (-0.006, 0.0), (-0.006, 0.0)]
+    assert runs["next-open"].offsets == [(0.0, 0.0), (0.0, 0.0), (-0.005, 0.0)]
+    # the fills exit where the learning scored them: window 0 (e = 0, limit 99) at 98.5 or at 101
+    assert runs["close"].settlements[0].exit_price == 98.5
+    assert runs["next-open"].settlements[0].exit_price == 101.0
+    assert runs["next-open"].decisions[2].entry_limit == pytest.approx(100.5 * 0.99 * (1 - 0.005), abs=1e-12)
+
+
+def test_a_state_learns_a_window_once_the_delay_has_passed():
+    """``MaxDiffState.add(net, delay=1)``: each window's grid waits for the next one, then adds in order."""
+    a, b = np.full(441, 0.01), np.where(GRID_ENTRY == 0.005, 0.02, -0.01)
+    one = MaxDiffState.initial().add(a, delay=1)
+    assert one.count == 0 and not one.scores.any() and len(one.pending) == 1
+    two = one.add(b, delay=1)
+    assert two.count == 1 and np.array_equal(two.scores, a) and np.array_equal(two.pending[0], b)
+    assert np.array_equal(two.add(a, delay=1).scores, MaxDiffState.initial().add(a).add(b).scores)

@@ -8,8 +8,9 @@ exit, and ``(1 - c)**2 * C_N / O_1`` at the end. Its per-window returns line up 
 
     r_1 = (1 - c) * C_1 / O_1 - 1,   r_k = C_k / C_(k-1) - 1,   r_N = (1 - c) * C_N / C_(N-1) - 1
 
-(one window: r_1 = (1 - c)**2 * C_1 / O_1 - 1). Unlike the ``buy_hold`` strategy (long each bar open to
-close, a round trip and two costs per bar) it earns the overnight moves and pays costs once.
+(one window: r_1 = (1 - c)**2 * C_1 / O_1 - 1). Unlike the ``buy_hold`` strategy (long each bar from its open,
+exited by the run's exit rule: a round trip and two costs per bar) it earns every overnight move and pays costs
+once.
 
 Each strategy's per-window net returns ``r`` against the benchmark's ``b`` (``P`` periods a year):
 

@@ -2,7 +2,7 @@
 
 Every fill pays, per side, the fee plus half the quoted spread plus slippage (all fractions of the traded
 price); a short also pays borrow for the bar it is held: ``borrow_rate / periods_per_year`` (each decision is
-held one bar, open to close). The backtest (:func:`marketcast.backtest.fills.settle` and ``settle_all``), the
+held one bar: open to close, or open to next open under the next-open exit rule). The backtest (:func:`marketcast.backtest.fills.settle` and ``settle_all``), the
 live planner and the paper broker all build their :class:`Costs` with :meth:`Costs.for_asset`, so a replay
 pays what the backtest paid.
 

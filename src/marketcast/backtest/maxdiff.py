@@ -1,8 +1,11 @@
 """MaxDiff: buy the forecast low, sell the forecast high, with price offsets learned from the past only.
 
 The original system grid-searched its offsets on the very window it then scored. Here the offsets used at
-window k maximise the summed net return of windows 0..k-1 (an expanding window, each already settled on a
-bar <= t), so nothing about window k's own outcome can leak into its decision.
+window k maximise the summed net return of the windows settled by its decision bar t (an expanding window),
+so nothing about window k's own outcome can leak into its decision. Each past window is scored with the exit
+the run's rule gives it (:mod:`marketcast.backtest.execution`), as its fills are: under ``close`` at bar t+1's
+close, so windows 0..k-1; under ``next-open`` at bar t+2's open, after window k + 1 decided, so windows
+0..k-2 (the ``delay`` of :meth:`MaxDiffState.add` and :func:`learned_offsets`, the walk-forward pick's lag).
 
 Offsets and search grid
 -----------------------
@@ -93,10 +96,13 @@ def maxdiff_prices(side, high, low, e, x):
 
 @dataclass(frozen=True)
 class MaxDiffState:
-    """Summed net return of every grid pair over the windows settled so far."""
+    """Summed net return of every grid pair over the windows settled so far; ``pending``: the grid returns of
+    the last windows whose exit the rule makes wait past the next decision (``delay`` of :meth:`add`), oldest
+    first, learnt from once they have settled."""
 
     scores: np.ndarray
     count: int = 0
+    pending: tuple = ()
 
     @classmethod
     def initial(cls) -> "MaxDiffState":
@@ -116,8 +122,13 @@ class MaxDiffState:
         m_e, m_x = self.multiples(min_history, grid)
         return float(m_e * scale), float(m_x * scale)
 
-    def add(self, grid_net: np.ndarray) -> "MaxDiffState":
-        return MaxDiffState(self.scores + grid_net, self.count + 1)
+    def add(self, grid_net: np.ndarray, delay: int = 0) -> "MaxDiffState":
+        """This state with one more window's grid returns, held back while the ``delay`` later windows decide
+        (1 under the next-open exit: window k settles at bar t+2's open, after window k + 1 decided)."""
+        scores, count, queue = self.scores, self.count, (*self.pending, grid_net)
+        while len(queue) > delay:
+            scores, count, queue = scores + queue[0], count + 1, queue[1:]
+        return MaxDiffState(scores, count, queue)
 
 
 def settle_grid(
@@ -128,9 +139,11 @@ def settle_grid(
     costs: Costs,
     fill_mode: str = "touch",
     same_bar: str = "pessimistic",
+    exit_open: float | None = None,
 ) -> np.ndarray:
-    """Net returns of limit-entry/take-profit orders on one bar, over the price arrays (unfilled = 0)."""
-    return settle_all(side, entry_limit, take_profit, *bar, costs, fill_mode, same_bar).net
+    """Net returns of limit-entry/take-profit orders on one bar, over the price arrays (unfilled = 0), exiting
+    at ``exit_open`` (bar t+2's open) when given, else at the bar's close."""
+    return settle_all(side, entry_limit, take_profit, *bar, costs, fill_mode, same_bar, exit_open).net
 
 
 def decide_maxdiff(view, state: MaxDiffState, allow_short: bool, min_history: int, grid: str = "atr") -> Decision:
@@ -144,10 +157,12 @@ def decide_maxdiff(view, state: MaxDiffState, allow_short: bool, min_history: in
 
 
 def grid_scores(views, bars: Bar, allow_short: bool, costs: Costs, fill_mode: str, same_bar: str,
-                grid: str = "atr") -> np.ndarray:
-    """``[N + 1, pairs]``: row k is :attr:`MaxDiffState.scores` before window k (row 0 zeros, row N the final
-    state) for the views of N windows and their bars t+1 (a :class:`Bar` of arrays)."""
+                grid: str = "atr", exit_open=None) -> np.ndarray:
+    """``[N + 1, pairs]``: row k is the summed grid returns of windows 0..k-1 (row 0 zeros, row N all N) for the
+    views of N windows, their bars t+1 (a :class:`Bar` of arrays) and ``exit_open`` (``[N]`` or None, as
+    :func:`settle_all`: bar t+2's open where the run's exit rule exits there, NaN at bar t+1's close)."""
     n = len(views)
+    exit_open = np.full(n, np.nan) if exit_open is None else np.asarray(exit_open, dtype=np.float64)
     grid_e, grid_x = grid_pairs(grid)
     scale = np.asarray(grid_scale(views, grid), dtype=np.float64)
     side = maxdiff_sides(views.high_ret, views.low_ret, allow_short)
@@ -162,27 +177,34 @@ def grid_scores(views, bars: Bar, allow_short: bool, costs: Costs, fill_mode: st
             entry, tp = maxdiff_prices(one_side, high[at, None], low[at, None], scale[at, None] * grid_e,
                                        scale[at, None] * grid_x)
             net[at - a] = settle_all(one_side, entry, tp, *(x[at, None] for x in bars), costs, fill_mode,
-                                     same_bar).net
+                                     same_bar, exit_open[at, None]).net
         np.cumsum(np.concatenate([out[a:a + 1], net]), axis=0, out=out[a:a + len(rows) + 1])  # as MaxDiffState.add
     return out
 
 
-def learned_offsets(scores: np.ndarray, min_history: int, grid: str = "atr", scale=1.0) -> np.ndarray:
-    """``[N, 2]`` (e, x) of :meth:`MaxDiffState.offsets` for each row of ``scores`` (row k: k windows settled),
-    the learned multiples times ``scale`` (``[N]`` or a number: each window's :func:`grid_scale`)."""
+def learned_offsets(scores: np.ndarray, min_history: int, grid: str = "atr", scale=1.0, delay: int = 0
+                    ) -> np.ndarray:
+    """``[N, 2]`` (e, x) of :meth:`MaxDiffState.offsets` before each window k, given ``scores`` ``[N, pairs]``
+    (row k: windows 0..k-1 summed, :func:`grid_scores`): row k - ``delay`` (the windows settled by window k's
+    decision, :meth:`MaxDiffState.add`), the learned multiples times ``scale`` (``[N]`` or a number: each
+    window's :func:`grid_scale`)."""
     grid_e, grid_x = grid_pairs(grid)
-    pick = _PREFERENCE[np.argmax(scores[:, _PREFERENCE], axis=1)]  # the first maximum in preference order
-    learned = (np.arange(len(scores)) >= min_history)[:, None]
+    settled = np.arange(len(scores)) - delay
+    rows = scores[np.maximum(settled, 0)] if delay else scores
+    pick = _PREFERENCE[np.argmax(rows[:, _PREFERENCE], axis=1)]  # the first maximum in preference order
+    learned = (settled >= min_history)[:, None]
     multiples = np.where(learned, np.column_stack([grid_e[pick], grid_x[pick]]), 0.0)
     return multiples * np.broadcast_to(np.asarray(scale, dtype=np.float64), len(scores))[:, None]
 
 
 def learn_maxdiff(view, bar_next: Bar, state: MaxDiffState, allow_short: bool, costs: Costs,
-                  fill_mode: str, same_bar: str, grid: str = "atr") -> MaxDiffState:
-    """Add the settled window (view at t, bar t+1) to the grid scores (each pair at the window's scale)."""
+                  fill_mode: str, same_bar: str, grid: str = "atr", exit_open: float | None = None,
+                  delay: int = 0) -> MaxDiffState:
+    """Add the window (view at t, bar t+1, and ``exit_open`` bar t+2's open where the exit rule exits there) to
+    the grid scores (each pair at the window's scale), learnt from after ``delay`` more windows decided."""
     side = maxdiff_side(view.high_ret, view.low_ret, allow_short)
     grid_e, grid_x = grid_pairs(grid)
     scale = grid_scale(view, grid)
     entry, tp = maxdiff_prices(side or LONG, view.price(view.high_ret), view.price(view.low_ret),
                                scale * grid_e, scale * grid_x)
-    return state.add(settle_grid(side, entry, tp, bar_next, costs, fill_mode, same_bar))
+    return state.add(settle_grid(side, entry, tp, bar_next, costs, fill_mode, same_bar, exit_open), delay)

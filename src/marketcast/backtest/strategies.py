@@ -13,20 +13,25 @@ strategy would short.
 ==================  ==========================================================================
 ``simple``          long if the close forecast return > 0, else short
 ``all_signals``     long if close, high and low forecast returns are all > 0; short if all < 0
-``buy_hold``        long every bar, open to close: a round trip and two costs per bar (not buy and
-                    hold; that is the benchmark, :mod:`marketcast.backtest.benchmark`)
+``buy_hold``        long every bar, entered at the open and exited by the run's exit rule: a round
+                    trip and two costs per bar (not buy and hold; that is the benchmark,
+                    :mod:`marketcast.backtest.benchmark`)
 ``unprofit_shutdown`` ``simple``, but flat while ``simple``'s last call was wrong
 ``ci_guard``        ``simple``'s side only when the close band, widened by ``ci_multiplier``
                     about its centre, lies entirely on that side of zero
 ``entry_takeprofit`` market entry at the open in ``simple``'s direction, take profit at the
-                    forecast high (long) / low (short), else exit at the close
-``highlow``         limit entry at the forecast low (long) / high (short), exit at the close
+                    forecast high (long) / low (short), else exit by the run's exit rule
+``highlow``         limit entry at the forecast low (long) / high (short), exit by the run's exit rule
 ``maxdiff``         buy limit at the forecast low, sell limit at the forecast high (or the
                     mirror for a short bias), offsets learned from earlier windows only
 ==================  ==========================================================================
 
+Where a position exits when no take-profit filled is the run's exit rule (``--exit``,
+:mod:`marketcast.backtest.execution`): bar t+2's open under ``next-open`` (the default), bar t+1's close under
+``close``. MaxDiff scores its past windows with the same exits.
+
 A direction call is *right* when its sign agrees with bar t+1's open-to-close move (the span every
-strategy trades); a zero move counts as wrong.
+strategy trades under ``close``; known by the next decision under either rule); a zero move counts as wrong.
 
 *Forecast-blind*: a strategy whose orders never read the forecast (``Strategy.reads_forecast`` False; of the
 eight, only ``buy_hold``). It trades the same orders whatever the model says (with ``--sizing kelly`` or
@@ -40,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from marketcast.backtest.config import STRATEGY_NAMES, BacktestConfig
+from marketcast.backtest.execution import waits_for_next_open
 from marketcast.backtest.fills import settle
 from marketcast.backtest.maxdiff import MaxDiffState, decide_maxdiff, learn_maxdiff
 from marketcast.backtest.orders import FLAT, LONG, SHORT, Bar, Costs, Decision, Settlement
@@ -50,7 +56,8 @@ from marketcast.errors import ConfigError
 
 @dataclass(frozen=True)
 class StrategyParams:
-    """Everything a strategy needs besides the forecast: asset rules, CI guard and fill settings."""
+    """Everything a strategy needs besides the forecast: asset rules, CI guard, fill settings and the exit rule
+    (:mod:`marketcast.backtest.execution`; MaxDiff learns from the exits it gives)."""
 
     allow_short: bool = True
     ci_multiplier: float = 1.0
@@ -59,6 +66,13 @@ class StrategyParams:
     same_bar: str = "pessimistic"
     maxdiff_min_history: int = 10
     maxdiff_grid: str = "atr"
+    exit: str = "close"
+
+    @property
+    def settle_delay(self) -> int:
+        """1 when an exit may wait for bar t+2's open (window k settles after window k + 1 decided), else 0:
+        the lag of what a decision may learn from, as the walk-forward pick's (``Exits.delay``)."""
+        return int(waits_for_next_open(self.exit))
 
     @classmethod
     def from_config(cls, config: BacktestConfig, asset_class: str,
@@ -71,6 +85,7 @@ class StrategyParams:
             same_bar=config.same_bar,
             maxdiff_min_history=config.maxdiff_min_history,
             maxdiff_grid=config.maxdiff_grid,
+            exit=config.exit,
         )
 
 
@@ -137,16 +152,19 @@ def maxdiff(view: WindowView, state: MaxDiffState, p: StrategyParams) -> Decisio
 
 # --- state: built only from settled bars (t+1 <= the next decision bar) -----------------------------
 
-def _no_state(state, view, bar_next, settlement, p):
+def _no_state(state, view, bar_next, settlement, p, exit_open):
     return state
 
 
-def _update_unprofit(state, view: WindowView, bar_next: Bar, settlement: Settlement, p: StrategyParams):
+def _update_unprofit(state, view: WindowView, bar_next: Bar, settlement: Settlement, p: StrategyParams,
+                     exit_open: float | None):
     return bool(forecast_direction(view) * (bar_next.close - bar_next.open) > 0)
 
 
-def _update_maxdiff(state, view: WindowView, bar_next: Bar, settlement: Settlement, p: StrategyParams):
-    return learn_maxdiff(view, bar_next, state, p.allow_short, p.costs, p.fill_mode, p.same_bar, p.maxdiff_grid)
+def _update_maxdiff(state, view: WindowView, bar_next: Bar, settlement: Settlement, p: StrategyParams,
+                    exit_open: float | None):
+    return learn_maxdiff(view, bar_next, state, p.allow_short, p.costs, p.fill_mode, p.same_bar, p.maxdiff_grid,
+                         exit_open, p.settle_delay)
 
 
 @dataclass(frozen=True)
@@ -157,22 +175,24 @@ class Strategy:
     description: str
     decide: Callable[[WindowView, Any, StrategyParams], Decision]
     initial_state: Callable[[], Any] = lambda: None
-    update: Callable[[Any, WindowView, Bar, Settlement, StrategyParams], Any] = _no_state
+    update: Callable[[Any, WindowView, Bar, Settlement, StrategyParams, float | None], Any] = _no_state
     reads_forecast: bool = True  # False: forecast-blind (module docstring)
 
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("simple", "long if the close forecast is up, else short", simple),
     Strategy("all_signals", "long if close, high and low forecasts are all up; short if all down", all_signals),
-    Strategy("buy_hold", "long every bar open to close: a round trip and two costs per bar, not buy and hold",
-             buy_hold, reads_forecast=False),
+    Strategy("buy_hold", "long every bar from its open, exited by the run's exit rule: a round trip and two costs "
+             "per bar, not buy and hold", buy_hold, reads_forecast=False),
     Strategy("unprofit_shutdown", "simple, but flat while simple's last call was wrong", unprofit_shutdown,
              lambda: None, _update_unprofit),
     Strategy("ci_guard", "simple's side only when the forecast close band excludes zero", ci_guard),
-    Strategy("entry_takeprofit", "market entry in simple's direction, take profit at the forecast extreme",
-             entry_takeprofit),
-    Strategy("highlow", "limit entry at the forecast low (long) or high (short), exit at the close", highlow),
-    Strategy("maxdiff", "buy the forecast low, sell the forecast high, offsets learned from earlier windows",
+    Strategy("entry_takeprofit", "market entry in simple's direction, take profit at the forecast extreme, else "
+             "exit by the run's exit rule", entry_takeprofit),
+    Strategy("highlow", "limit entry at the forecast low (long) or high (short), exit by the run's exit rule",
+             highlow),
+    Strategy("maxdiff", "buy the forecast low, sell the forecast high, offsets learned from earlier windows "
+             "scored with the run's exit rule",
              maxdiff, MaxDiffState.initial, _update_maxdiff),
 )}
 assert tuple(STRATEGIES) == STRATEGY_NAMES
@@ -196,9 +216,10 @@ def decide(name: str, view: WindowView, state: Any, params: StrategyParams) -> D
 
 
 def advance(name: str, state: Any, view: WindowView, bar_next: Bar, settlement: Settlement,
-            params: StrategyParams) -> Any:
-    """The strategy's state after the decision made on ``view`` settled on ``bar_next``."""
-    return get_strategy(name).update(state, view, bar_next, settlement, params)
+            params: StrategyParams, exit_open: float | None = None) -> Any:
+    """The strategy's state after the decision made on ``view`` settled on ``bar_next`` (and ``exit_open``, bar
+    t+2's open where the exit rule exits there)."""
+    return get_strategy(name).update(state, view, bar_next, settlement, params, exit_open)
 
 
 def step(name: str, view: WindowView, state: Any, bar_next: Bar, params: StrategyParams,
@@ -211,4 +232,4 @@ def step(name: str, view: WindowView, state: Any, bar_next: Bar, params: Strateg
     decision = decide(name, view, state, params)
     size = 1.0 if sizer is None else sizer(decision)
     settlement = settle(decision, bar_next, params.costs, params.fill_mode, params.same_bar, size, exit_open)
-    return decision, settlement, advance(name, state, view, bar_next, settlement, params)
+    return decision, settlement, advance(name, state, view, bar_next, settlement, params, exit_open)

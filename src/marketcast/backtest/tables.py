@@ -135,7 +135,8 @@ def in_sample_note(result: SymbolResult, information_ratio: bool = True) -> str:
     if few:
         parts.append(f"too few trades (< {need}) to be best: {', '.join(few)}")
     if PER_BAR in result.strategies:
-        parts.append(f"† {PER_BAR} is long each bar open to close (a round trip and two costs per bar), not buy & hold")
+        parts.append(f"† {PER_BAR} is long each bar from its open, exited by the run's exit rule (a round trip and "
+                     "two costs per bar), not buy & hold")
     parts.append(f"returns {STRATEGY}")
     if information_ratio:
         parts.append(f"alpha, beta and information ratio (IR) against buy & hold ({CLOSE_TO_CLOSE})")

@@ -7,8 +7,9 @@ form; here is why each still needs no loop over windows:
 
 * ``unprofit_shutdown``: its state (was ``simple``'s last call right?) depends on the forecasts and bars only,
   never on its own trades, so it is the array of those calls shifted by one window.
-* ``maxdiff``: window k's offsets maximise the grid scores of windows 0..k-1, a running sum of per-window
-  scores that do not depend on earlier decisions: a prefix sum (:func:`marketcast.backtest.maxdiff.grid_scores`).
+* ``maxdiff``: window k's offsets maximise the grid scores of windows 0..k-1 (0..k-2 under the next-open exit,
+  whose window k-1 settles after window k decided), a running sum of per-window scores that do not depend on
+  earlier decisions: a prefix sum (:func:`marketcast.backtest.maxdiff.grid_scores`).
 * The walk-forward pick (:mod:`marketcast.backtest.selection`) runs after all strategies settled.
 """
 
@@ -124,15 +125,23 @@ def unprofit_shutdown(v: ForecastViews, bars: Bar, p: StrategyParams) -> tuple[O
     return Orders.market(np.where(trade, _side(v.close_ret > 0, p), FLAT)), bool(right[-1])
 
 
-def maxdiff(v: ForecastViews, bars: Bar, p: StrategyParams) -> tuple[Orders, np.ndarray, MaxDiffState]:
-    """MaxDiff's orders with each window's offsets learned from the windows before it; the offsets; the state."""
-    scores = grid_scores(v, bars, p.allow_short, p.costs, p.fill_mode, p.same_bar, p.maxdiff_grid)
-    offsets = learned_offsets(scores[:-1], p.maxdiff_min_history, p.maxdiff_grid, grid_scale(v, p.maxdiff_grid))
+def maxdiff(v: ForecastViews, bars: Bar, p: StrategyParams, exit_open: np.ndarray | None = None
+            ) -> tuple[Orders, np.ndarray, MaxDiffState]:
+    """MaxDiff's orders with each window's offsets learned from the windows settled by its decision, each
+    scored with the exit the run's rule gives it (``exit_open``, as :func:`walk`); the offsets; the state."""
+    scores = grid_scores(v, bars, p.allow_short, p.costs, p.fill_mode, p.same_bar, p.maxdiff_grid, exit_open)
+    lag = min(p.settle_delay, len(v))
+    offsets = learned_offsets(scores[:-1], p.maxdiff_min_history, p.maxdiff_grid, grid_scale(v, p.maxdiff_grid),
+                              lag)
     side = maxdiff_sides(v.high_ret, v.low_ret, p.allow_short)
     entry, tp = maxdiff_prices(side, v.price(v.high_ret), v.price(v.low_ret), offsets[:, 0], offsets[:, 1])
     flat = side == FLAT
     orders = Orders(side, np.where(flat, NONE, entry), np.where(flat, NONE, tp))
-    return orders, offsets, MaxDiffState(scores[-1].copy(), len(v))
+    n = len(v) - lag  # windows settled after the last one: the rest wait in the state, as MaxDiffState.add
+    pending = tuple(grid_scores(v[k:k + 1], Bar(*(x[k:k + 1] for x in bars)), p.allow_short, p.costs, p.fill_mode,
+                                p.same_bar, p.maxdiff_grid, None if exit_open is None else exit_open[k:k + 1])[1]
+                    for k in range(n, len(v)))
+    return orders, offsets, MaxDiffState(scores[n].copy(), n, pending)
 
 
 def decision_sides(name: str, views: ForecastViews, p: StrategyParams) -> np.ndarray:
@@ -148,10 +157,10 @@ def walk(name: str, views: ForecastViews, bars: Bar, p: StrategyParams, exit_ope
     """Strategy ``name`` decided on every view and settled on its bar t+1 (``bars``: a :class:`Bar` of arrays
     ``[N]``), starting from the strategy's initial state; ``exit_open`` ``[N]``: bar t+2's open where the
     execution rule exits there (NaN: at bar t+1's close; :mod:`marketcast.backtest.execution`). MaxDiff learns
-    its offsets from grid returns settled at bar t+1's close either way: known at the next decision."""
+    its offsets from the grid returns of the windows settled by each decision, exiting where these fills do."""
     offsets, state = None, initial_state(name)
     if name == "maxdiff":
-        orders, offsets, state = maxdiff(views, bars, p)
+        orders, offsets, state = maxdiff(views, bars, p, exit_open)
     elif name == "unprofit_shutdown":
         orders, state = unprofit_shutdown(views, bars, p)
     else:
