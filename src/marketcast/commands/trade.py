@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
 
+from marketcast.backtest.execution import DEFAULT_EXIT, EXIT_RULES
+from marketcast.backtest.execution import describe as describe_exit
 from marketcast.commands import options
 from marketcast.commands.help import choice_list
 from marketcast.commands.trade_settings import SECTION, SETTINGS
@@ -337,9 +340,13 @@ ReplayState = Annotated[Optional[Path], typer.Option("--state-dir",
 Cash = Annotated[float, typer.Option("--cash", min=0.01, help="Starting cash of the paper account.")]
 Png = Annotated[Optional[Path], typer.Option("--png", help="Equity curve (default STATE_DIR/equity.png).")]
 Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="INFO on stderr (trade.log always has it).")]
-Hold = Annotated[bool, typer.Option("--hold", help="The paper broker holds positions and working orders across "
-                                    "bars as Alpaca does (default: each order settled within its bar, as the "
-                                    "backtest).")]
+Hold = Annotated[bool, typer.Option("--hold", help="Hold a position while the next decision stays on its side "
+                                    "(its take-profit resting), instead of closing it at each decision.")]
+ReplayExit = Annotated[Optional[str], typer.Option(
+    "--exit", callback=options.one_of(EXIT_RULES), metavar=options.choice_list(EXIT_RULES),
+    help=f"Where a position leaves, as the backtest's --exit scores it (default: the config's trade.exit, else "
+         f"{DEFAULT_EXIT}): close = a stock at its entry's session close by a cls order, next-open = at the next "
+         "decision, queued to the next open. A state folder keeps the rule it was made with.")]
 
 
 @app.command("replay")
@@ -351,7 +358,7 @@ def replay_cmd(
     asset_class: options.AssetClass = None, periods_per_year: options.PeriodsPerYear = None,
     fee: options.Fee = None,
     cash: Cash = 100_000.0, png: Png = None, verbose: Verbose = False, as_json: options.AsJson = False,
-    hold: Hold = False,
+    hold: Hold = False, exit_rule: ReplayExit = None,
 ) -> None:
     """Run the loop with the paper broker over history (resumable: same --state-dir carries on).
 
@@ -365,8 +372,13 @@ def replay_cmd(
     syms = _symbols(symbols) if symbols is not None else tuple(settings["symbols"])
     pins = {s: name for s, name in settings["strategy"].items() if s in syms}
     state_dir = state_dir or Path(f"out/replay-{start}-{end}")
+    trade_rules = rules(settings, seed)
+    if exit_rule is not None:
+        trade_rules = replace(trade_rules, planner=replace(trade_rules.planner, exit=exit_rule))
+    (err_console if as_json else console).print(describe_exit(trade_rules.planner.exit), highlight=False,
+                                                soft_wrap=True)
     result, seconds = replay_history(ReplayRequest(
-        start, end, syms, pins, state_dir, rules(settings, seed), model, weights, device, dtype, seed, data_dir,
+        start, end, syms, pins, state_dir, trade_rules, model, weights, device, dtype, seed, data_dir,
         on_duplicate, asset_class, periods_per_year, fee, cash, png, verbose, hold,
     ), progress=lambda steps: progress_steps(steps, "replay"))
     eq = result.equity

@@ -8,6 +8,12 @@ from functools import lru_cache
 
 BUY, SELL = "buy", "sell"
 LIMIT, MARKET = "limit", "market"
+# The times in force the loop sends (https://docs.alpaca.markets/docs/orders-at-alpaca, "Time in Force"): ``day``
+# ends at the close, ``gtc`` works on, ``ioc`` fills at once or not at all, ``cls`` is a market-on-close order,
+# "eligible to execute only in the market closing auction" (stocks only; its cutoff:
+# marketcast.trade.risk.freshness.cls_cutoff).
+DAY, GTC, IOC, CLS = "day", "gtc", "ioc", "cls"
+TIMES_IN_FORCE = (DAY, GTC, IOC, CLS)
 FINEST_QTY = Decimal("0.000000001")  # Alpaca takes qty with up to 9 decimals
 PENNY, SUB_PENNY = Decimal("0.01"), Decimal("0.0001")
 

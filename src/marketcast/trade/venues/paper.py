@@ -45,6 +45,7 @@ from marketcast.trade.types import Asset
 from marketcast.trade.venues import holding
 from marketcast.trade.types import (
     BUY,
+    CLS,
     LIMIT,
     MARKET,
     OPEN_STATUSES,
@@ -100,8 +101,10 @@ def mode_mismatch(db_path: str | Path, hold: bool) -> str | None:
     mode = written_mode(db_path)
     if mode is None or mode == MODES[hold]:
         return None
-    return (f"{db_path} was written by a paper broker that {'holds' if mode == 'hold' else 'settles within the bar'}; "
-            f"replay it the same way{' (--hold)' if mode == 'hold' else ' (without --hold)'}, or use a new state folder")
+    if mode == "hold":
+        return f"{db_path} was written by the paper broker that holds as Alpaca does (a replay's); use a new state folder"
+    return (f"{db_path} was written by a paper broker that settles every order within its bar (a replay made before "
+            "the exit rule, or `trade run`'s); replay into a new state folder")
 
 
 def iso(ts) -> str:
@@ -417,6 +420,12 @@ class PaperBroker(Broker):
         sym = request.symbol.upper()
         if sym not in self.bars:
             return f"paper broker has no bars for {sym}"
+        if request.time_in_force == CLS and not self.asset(sym).crypto:  # crypto's: the rules model's refusal
+            half = self._meta("half")
+            if not self.hold:
+                return "the paper broker that settles within the bar takes no cls order (one that holds does)"
+            if half is None or self._bar(sym, pd.Timestamp(half)) is None:
+                return holding.CLS_LATE
         p = next((p for p in self.positions() if p.symbol == sym), None)
         standing = Standing(self.account(), self._last_close(sym), 0.0 if p is None else p.qty,
                             0.0 if p is None else p.available, self.open_orders())
