@@ -117,6 +117,6 @@ def test_close_replay_exits_each_stock_entry_at_its_bars_close_as_the_backtest(c
 
 def test_a_state_folder_keeps_its_exit_rule(close_replay, tmp_path):
     bars, forecaster, config, state = close_replay
-    with pytest.raises(ConfigError, match="made with exit close .* asks for exit next-open"):
+    with pytest.raises(ConfigError, match="was made with --exit close; run it with --exit close as it was made"):
         replay(bars, BacktestPlanner(forecaster, replace(config, exit="next-open")), state, START, END,
                LoopConfig(tuple(bars), gates=OPEN_GATES, exit="next-open"))

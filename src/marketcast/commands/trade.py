@@ -18,7 +18,6 @@ import typer
 from rich.table import Table
 
 from marketcast.backtest.execution import DEFAULT_EXIT, EXIT_RULES
-from marketcast.backtest.execution import describe as describe_exit
 from marketcast.commands import options
 from marketcast.commands.help import choice_list
 from marketcast.commands.trade_settings import SECTION, SETTINGS
@@ -375,12 +374,11 @@ def replay_cmd(
     trade_rules = rules(settings, seed)
     if exit_rule is not None:
         trade_rules = replace(trade_rules, planner=replace(trade_rules.planner, exit=exit_rule))
-    (err_console if as_json else console).print(describe_exit(trade_rules.planner.exit), highlight=False,
-                                                soft_wrap=True)
     result, seconds = replay_history(ReplayRequest(
         start, end, syms, pins, state_dir, trade_rules, model, weights, device, dtype, seed, data_dir,
         on_duplicate, asset_class, periods_per_year, fee, cash, png, verbose, hold,
-    ), progress=lambda steps: progress_steps(steps, "replay"))
+    ), progress=lambda steps: progress_steps(steps, "replay"),
+        announce=lambda line: (err_console if as_json else console).print(line, highlight=False, soft_wrap=True))
     eq = result.equity
     if as_json:  # src/marketcast/schemas/trade_replay.schema.json
         print_json({"start": start, "end": end, "symbols": list(syms), "cycles": result.cycles_run,

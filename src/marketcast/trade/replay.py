@@ -25,6 +25,7 @@ from typing import Callable, Mapping
 
 import pandas as pd
 
+from marketcast.backtest.execution import describe as describe_exit
 from marketcast.data.bars import Bars
 from marketcast.data.timestamps import ISO_FIX
 from marketcast.errors import ConfigError, StateError
@@ -113,8 +114,6 @@ def replay(
     journal.clock = lambda: broker.clock  # one clock in the blotter: a submission at the simulated time
     if hold:  # a position is held on while the decision stays on its side, its take-profit resting
         config = replace(config, hold_agreeing=True)
-    if (note := day_trade_note(config.exit, broker.account().equity, [b.asset_class for b in bars.values()])):
-        log.warning(note)
     loop = TradingLoop(broker, journal, planner, history_feed(bars, lambda: broker.clock, history), config,
                        Monitor(state), {s: b.asset_class for s, b in bars.items()})
     clocks = {clock: [bars[s].frame.index for s in symbols] for clock, symbols in loop.clocks().items()}
@@ -201,10 +200,12 @@ class ReplayRequest:
     hold: bool = False  # hold a position while the next decision stays on its side (LoopConfig.hold_agreeing)
 
 
-def replay_history(request: ReplayRequest, progress: Callable[[int], object]) -> tuple[ReplayResult, float]:
+def replay_history(request: ReplayRequest, progress: Callable[[int], object],
+                   announce: Callable[[str], object] = log.info) -> tuple[ReplayResult, float]:
     """Load the bars and the model, then replay under the state folder's lock (created only after every check);
     returns the result and the seconds the replay took. ``progress(steps)`` is the progress
-    display, a context manager yielding ``step(description)``.
+    display, a context manager yielding ``step(description)``; ``announce(line)`` hears the exit rule traded (and
+    the pattern-day-trader note where it applies) once every check passed.
 
     Tuned weights (a ``tuning.json``) are refused in one line when a cycle's decision bar is on or before their
     ``until`` on a tuned symbol (:func:`marketcast.forecast.tuning.guard_weights`): its fills would grade the
@@ -240,6 +241,9 @@ def replay_history(request: ReplayRequest, progress: Callable[[int], object]) ->
     guard_weights(r.weights, lambda: [(s, read[s].frame, cycles(bars[s], dates)) for s in syms],
                   fix="replay after it (--start {start})", what="cycle {k} (decision bar {bar})")
     forecaster = load_forecaster(r.model, weights=r.weights, device=r.device, dtype=r.dtype, seed=r.seed)
+    announce(describe_exit(r.rules.planner.exit))
+    if (note := day_trade_note(r.rules.planner.exit, r.cash, [b.asset_class for b in bars.values()])):
+        announce(note)
     started = time.perf_counter()
     with StateLock(r.state_dir), progress(len(dates) - 1) as step:
         setup_logging(r.state_dir, r.verbose)

@@ -169,7 +169,6 @@ def start_loop(settings: Settings, rules: TradeRules, request: LoopRequest, *, s
         raise ConfigError(mismatch)
     journal = Journal(r.state_dir / "journal.db")  # first: a damaged journal stops the run before the broker moves
     journal.set_meta(exit=rule)
-    console.print(describe_exit(rule), highlight=False, soft_wrap=True)
     chain, weights = _active_model(settings, journal)
     _no_baseline_shadow(r.shadow, r.shadow_model or chain[0])  # the promoted model, when there is one
     market = Market(asset_classes(list(settings["data.asset_class"] or ()), syms),
@@ -178,6 +177,7 @@ def start_loop(settings: Settings, rules: TradeRules, request: LoopRequest, *, s
                        settings["data.on_duplicate"], market)
     now = venue.now()  # the first request: refused keys or an unavailable broker end the run here
     check_markets(venue)
+    console.print(describe_exit(rule), highlight=False, soft_wrap=True)  # the rule traded, stated at start
     if (note := day_trade_note(rule, venue.broker.account().equity, venue.asset_classes.values())):
         console.print(note, highlight=False, soft_wrap=True)
     venue.refresh(now)

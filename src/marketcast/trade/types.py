@@ -122,11 +122,13 @@ class OrderRequest:
     type: str = LIMIT  # "limit" | "market"
     limit_price: float | None = None
     take_profit: float | None = None
-    time_in_force: str = "day"  # stocks: day; crypto: gtc | ioc
+    time_in_force: str = DAY  # stocks: day | gtc | cls (market-on-close); crypto: gtc | ioc
 
     def __post_init__(self) -> None:
         if self.side not in (BUY, SELL):
             raise ValueError(f"side must be buy or sell, got {self.side!r}")
+        if self.time_in_force not in TIMES_IN_FORCE:
+            raise ValueError(f"time_in_force must be one of {', '.join(TIMES_IN_FORCE)}, got {self.time_in_force!r}")
         if self.type not in (LIMIT, MARKET):
             raise ValueError(f"type must be limit or market, got {self.type!r}")
         if self.type == LIMIT and self.limit_price is None:

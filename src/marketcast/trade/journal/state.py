@@ -106,7 +106,8 @@ def check_journal(path: str | Path) -> bool:
     return check_owned(path, APP_ID, TABLES, "journal", SCHEMA_VERSION, FIRST_SCHEMA)
 
 
-# What a state folder is made under and keeps: its journal's meta rows (a replay's --hold, the exit rule)
+# What a state folder is made under and keeps (its journal's meta rows, yes/no for a switch): the exit rule,
+# a replay's --hold
 BOUND_FLAGS = {"exit": "--exit", "hold": "--hold"}
 
 
@@ -124,9 +125,9 @@ def setting_mismatch(path: str | Path, **values: str) -> str | None:
             return None  # not a journal yet: the journal's own open says so
     for key, value in values.items():
         if kept.get(key, value) != value:
-            return (f"{Path(path).parent} was made with {key} {kept[key]} and this run asks for {key} {value}: "
-                    f"pass {BOUND_FLAGS[key]} as it was made (trade.{key} = {kept[key]!r} in the config), or use a "
-                    "new state folder")
+            was = {"yes": f"with {BOUND_FLAGS[key]}", "no": f"without {BOUND_FLAGS[key]}"}.get(
+                kept[key], f"with {BOUND_FLAGS[key]} {kept[key]}")
+            return f"{Path(path).parent} was made {was}; run it {was} as it was made, or use a new state folder"
     return None
 
 
