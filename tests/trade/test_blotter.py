@@ -121,7 +121,8 @@ def test_the_cli_writes_exactly_the_documented_columns_as_csv_and_json(replayed,
 
 def test_every_time_column_of_a_replays_csv_is_on_the_simulated_clock(replayed, tmp_path, capsys):
     """One clock per blotter: a January 2017 replay's entries were sent on their decision bar and filled on a later
-    bar of January 2017, their cls exits sent while that bar traded and filled at its close; the wall clock (when the replay ran, after the data ends) has its own column."""
+    bar of January 2017, their cls exits sent while that bar traded and filled at its close; the wall clock (when
+    the replay ran, after the data ends) has its own column."""
     state, bars = replayed
     out = tmp_path / "orders.csv"
     assert main(["trade", "orders", "--state-dir", str(state), "--csv", str(out)]) == 0

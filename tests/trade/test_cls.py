@@ -102,9 +102,8 @@ def test_the_loop_exits_a_filled_entry_by_cls_and_sends_none_when_its_take_profi
     on_close = {i.decision_ts: i for i in journal.intents() if i.kind == ON_CLOSE}
     assert list(on_close) == [days[0]]  # the first entry's cls; the second's take-profit filled first
     cls = on_close[days[0]]
-    assert (cls.side, cls.type, cls.time_in_force, cls.qty, cls.status) == ("sell", "market", "cls", 
-                                                                             journal.filled_qty(
-                                                                                 client_order_id("AAA", days[0], "entry")),
+    filled = journal.filled_qty(client_order_id("AAA", days[0], "entry"))
+    assert (cls.side, cls.type, cls.time_in_force, cls.qty, cls.status) == ("sell", "market", "cls", filled,
                                                                              "submitted")
     entry1, entry2 = (client_order_id("AAA", d, "entry") for d in days[:2])
     legs = {o.parent_client_order_id: o for o in b.orders(limit=100) if o.parent_client_order_id}
@@ -117,17 +116,24 @@ def test_the_loop_exits_a_filled_entry_by_cls_and_sends_none_when_its_take_profi
     assert [outcome for _, outcome in b.submit_log()] == ["accepted"] * len(b.submit_log())
 
 
+def loop_with_entry(tmp_path, rows, rule: str = "close"):
+    """A loop on the holding paper broker over ``rows`` whose entry of the first bar (a buy limit 99, take-profit
+    101) was sent; returns the broker, the loop and the first two bars."""
+    bars = sessions(rows)
+    b = broker(tmp_path, bars)
+    loop = TradingLoop(b, Journal(tmp_path / "journal.db"), LongPlanner(), history_feed({"AAA": bars}, lambda: b.clock),
+                       LoopConfig(("AAA",), gates=OPEN_GATES, exit=rule))
+    d0, d1 = (t.isoformat() for t in bars.frame.index[:2])
+    submitted(loop, OrderRequest("AAA", "buy", 10, client_order_id("AAA", d0, "entry"), limit_price=99.0,
+                                 take_profit=101.0), d0)
+    return b, loop, bars, d0, d1
+
+
 def test_an_entry_fill_seen_after_the_cutoff_sends_no_cls_and_leaves_at_the_next_open(tmp_path):
     """``trade run``'s watch with the wall clock: at 15:55 ET the cutoff has passed, so the loop journals the cls as
     refused (counted as late), keeps the take-profit working and closes the position at the next decision, a
     market order filled at the next open; at 15:45 ET the cls goes out."""
-    bars = sessions(CLOSE_ROWS[:2] + [(101, 101.2, 100.2, 100.8)])
-    b = broker(tmp_path, bars)
-    loop = TradingLoop(b, Journal(tmp_path / "journal.db"), LongPlanner(), history_feed({"AAA": bars}, lambda: b.clock),
-                       LoopConfig(("AAA",), gates=OPEN_GATES, exit="close"))
-    d0, d1 = (t.isoformat() for t in bars.frame.index[:2])
-    submitted(loop, OrderRequest("AAA", "buy", 10, client_order_id("AAA", d0, "entry"), limit_price=99.0,
-                                 take_profit=101.0), d0)
+    b, loop, bars, d0, d1 = loop_with_entry(tmp_path, CLOSE_ROWS[:2] + [(101, 101.2, 100.2, 100.8)])
     looks = []
     late = pd.Timestamp("2024-01-03 15:55", tz="America/New_York")
     b.advance_to(d1, between=lambda stamp: looks.append(loop.reconcile(d0, now=late)))
@@ -144,13 +150,7 @@ def test_an_entry_fill_seen_after_the_cutoff_sends_no_cls_and_leaves_at_the_next
 
 
 def test_an_entry_fill_seen_before_the_cutoff_gets_its_cls(tmp_path):
-    bars = sessions(CLOSE_ROWS[:2])
-    b = broker(tmp_path, bars)
-    loop = TradingLoop(b, Journal(tmp_path / "journal.db"), LongPlanner(), history_feed({"AAA": bars}, lambda: b.clock),
-                       LoopConfig(("AAA",), gates=OPEN_GATES, exit="close"))
-    d0, d1 = (t.isoformat() for t in bars.frame.index)
-    submitted(loop, OrderRequest("AAA", "buy", 10, client_order_id("AAA", d0, "entry"), limit_price=99.0,
-                                 take_profit=101.0), d0)
+    b, loop, _, d0, d1 = loop_with_entry(tmp_path, CLOSE_ROWS[:2])
     looks = []
     b.advance_to(d1, between=lambda stamp: looks.append(loop.reconcile(
         d0, now=pd.Timestamp("2024-01-03 15:45", tz="America/New_York"))))
@@ -159,13 +159,7 @@ def test_an_entry_fill_seen_before_the_cutoff_gets_its_cls(tmp_path):
 
 
 def test_next_open_sends_no_cls(tmp_path):
-    bars = sessions(CLOSE_ROWS[:2])
-    b = broker(tmp_path, bars)
-    loop = TradingLoop(b, Journal(tmp_path / "journal.db"), LongPlanner(), history_feed({"AAA": bars}, lambda: b.clock),
-                       LoopConfig(("AAA",), gates=OPEN_GATES, exit="next-open"))
-    d0, d1 = (t.isoformat() for t in bars.frame.index)
-    submitted(loop, OrderRequest("AAA", "buy", 10, client_order_id("AAA", d0, "entry"), limit_price=99.0,
-                                 take_profit=101.0), d0)
+    b, loop, _, d0, d1 = loop_with_entry(tmp_path, CLOSE_ROWS[:2], "next-open")
     b.advance_to(d1, between=lambda stamp: loop.reconcile(d0))
     assert b.positions()[0].qty == 10 and loop.journal.intent(client_order_id("AAA", d0, ON_CLOSE)) is None
 

@@ -54,7 +54,8 @@ def close_replay(tmp_path_factory):
     state = tmp_path_factory.mktemp("close")
     forecaster = load_forecaster("baseline")
     config = replace(PLANNER_CONFIG, exit="close")
-    replay(bars, BacktestPlanner(forecaster, config), state, START, END, LoopConfig(syms, gates=OPEN_GATES, exit="close"))
+    replay(bars, BacktestPlanner(forecaster, config), state, START, END,
+           LoopConfig(syms, gates=OPEN_GATES, exit="close"))
     return bars, forecaster, config, state
 
 
@@ -76,7 +77,8 @@ def test_close_replay_exits_each_stock_entry_at_its_bars_close_as_the_backtest(c
         row = backtest[i.symbol].loc[(i.strategy, i.decision_ts)]
         d = json.loads(i.decision)
         decision = Decision(d["side"], d["entry_limit"], d["take_profit"])
-        assert (decision.side, decision.take_profit) == (row.side, None if pd.isna(row.take_profit) else row.take_profit)
+        tp = None if pd.isna(row.take_profit) else row.take_profit
+        assert (decision.side, decision.take_profit) == (row.side, tp)
         asset = broker.asset(i.symbol)
         side, exit_side = ("buy", "sell") if decision.side > 0 else ("sell", "buy")
         sent = Decision(decision.side,
@@ -145,7 +147,8 @@ def compare(tmp_path, bars: dict, rule: str, start: str, end: str) -> Counter:
     forecaster = load_forecaster("baseline")
     config = replace(PLANNER_CONFIG, exit=rule)
     syms = tuple(bars)
-    replay(bars, BacktestPlanner(forecaster, config), tmp_path, start, end, LoopConfig(syms, gates=OPEN_GATES, exit=rule))
+    replay(bars, BacktestPlanner(forecaster, config), tmp_path, start, end,
+           LoopConfig(syms, gates=OPEN_GATES, exit=rule))
     journal = Journal(tmp_path / "journal.db")
     broker = PaperBroker(tmp_path / "broker.db", bars, hold=True)
     intents = journal.intents()

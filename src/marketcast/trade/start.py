@@ -200,7 +200,8 @@ def start_loop(settings: Settings, rules: TradeRules, request: LoopRequest, *, s
     add_latest = settings["add_latest"] if settings["add_latest"] is not None else venue.broker.has_quotes
     mode = "live" if r.live else "paper"
     loop_config = LoopConfig(syms, gates=rules.gates, portfolio=rules.portfolio, risk=rules.risk,
-                             freshness=rules.freshness, add_latest=add_latest, fee=settings["fee"], mode=mode, exit=rule,
+                             freshness=rules.freshness, add_latest=add_latest, fee=settings["fee"], mode=mode,
+                             exit=rule,
                              resolve=resolve_command(where, r.broker_name, r.live, syms, data_dir),
                              resume=f"marketcast trade resume --state-dir {where}")
     loop = TradingLoop(venue.broker, journal, BacktestPlanner(loaded.forecaster, config, pinned=settings["strategy"]),

@@ -102,7 +102,8 @@ def mode_mismatch(db_path: str | Path, hold: bool) -> str | None:
     if mode is None or mode == MODES[hold]:
         return None
     if mode == "hold":
-        return f"{db_path} was written by the paper broker that holds as Alpaca does (a replay's); use a new state folder"
+        return (f"{db_path} was written by the paper broker that holds as Alpaca does (a replay's); use a new state "
+                "folder")
     return (f"{db_path} was written by a paper broker that settles every order within its bar (a replay made before "
             "the exit rule, or `trade run`'s); replay into a new state folder")
 
