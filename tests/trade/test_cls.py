@@ -116,11 +116,11 @@ def test_the_loop_exits_a_filled_entry_by_cls_and_sends_none_when_its_take_profi
     assert [outcome for _, outcome in b.submit_log()] == ["accepted"] * len(b.submit_log())
 
 
-def loop_with_entry(tmp_path, rows, rule: str = "close"):
-    """A loop on the holding paper broker over ``rows`` whose entry of the first bar (a buy limit 99, take-profit
-    101) was sent; returns the broker, the loop and the first two bars."""
+def loop_with_entry(tmp_path, rows, rule: str = "close", hold: bool = True):
+    """A loop on the paper broker (holding, or settling within the bar) over ``rows`` whose entry of the first
+    bar (a buy limit 99, take-profit 101) was sent; returns the broker, the loop, the bars and the first two."""
     bars = sessions(rows)
-    b = broker(tmp_path, bars)
+    b = broker(tmp_path, bars, hold)
     loop = TradingLoop(b, Journal(tmp_path / "journal.db"), LongPlanner(), history_feed({"AAA": bars}, lambda: b.clock),
                        LoopConfig(("AAA",), gates=OPEN_GATES, exit=rule))
     d0, d1 = (t.isoformat() for t in bars.frame.index[:2])
@@ -202,3 +202,14 @@ def test_alpaca_is_sent_time_in_force_cls():
     assert {k: body[k] for k in ("symbol", "qty", "side", "type", "time_in_force")} == {
         "symbol": "SPY", "qty": 3.0, "side": "sell", "type": "market", "time_in_force": "cls"}
     assert "order_class" not in body
+
+
+def test_the_broker_that_settles_within_the_bar_leaves_nothing_to_close_at_the_close(tmp_path):
+    """``trade run``'s embedded paper venue settles an entry with its exit inside the bar (booked under the
+    entry's id): a look afterwards finds nothing held and sends no cls (it would be refused there)."""
+    b, loop, _, d0, d1 = loop_with_entry(tmp_path, CLOSE_ROWS[:2], hold=False)
+    b.advance_to(d1)  # the entry at 99, out at the close 99.5, both booked under the entry's id
+    look = loop.reconcile(d0, now=pd.Timestamp("2024-01-03 15:00", tz="America/New_York"))
+    assert look.closes == [] and loop.journal.intent(client_order_id("AAA", d0, ON_CLOSE)) is None
+    assert [(f.kind, f.price) for f in b.fills()] == [("entry", 99.0), ("close", 99.5)]
+    assert [outcome for _, outcome in b.submit_log()] == ["accepted"]

@@ -48,8 +48,10 @@ def close_at_the_close(rec, decision_ts: str, result) -> None:
 
 
 def held_of(journal: Journal, entry: Intent) -> float:
-    """What ``entry`` still holds by the journal: its fills less its take-profit's."""
-    return journal.filled_qty(entry.client_order_id) - journal.filled_qty(entry.client_order_id, "take_profit")
+    """What ``entry`` still holds by the journal: its fills less the exits booked under its id (its take-profit
+    leg; a broker that settles within the bar books the close there too, and leaves nothing to send)."""
+    cid = entry.client_order_id
+    return journal.filled_qty(cid) - sum(journal.filled_qty(cid, kind) for kind in ("take_profit", "close"))
 
 
 def _exit(rec, entry: Intent, decision_ts: str, result) -> None:
