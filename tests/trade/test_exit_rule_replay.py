@@ -270,3 +270,20 @@ def test_a_24_7_replay_trades_as_the_backtest_under_each_rule(tmp_path, rule):
     counted = compare(tmp_path, bars, rule, "2018-01-01", "2018-02-28")
     print(counted)
     assert counted["exit next_open"] >= 10, counted
+
+
+def test_trade_replay_states_its_rule_and_a_folder_made_under_the_other_is_one_line_exit_2(tmp_path, capsys):
+    from .helpers import trade_main
+
+    state = tmp_path / "st"
+    args = ["replay", "--symbols", "SP500", "--start", "2015-01-05", "--end", "2015-01-16", "--state-dir", str(state)]
+    assert trade_main([*args, "--exit", "close", "--cash", "20000"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("exit `close`: each decision at bar t is settled on bar t+1")
+    assert "allows 3 day trades in 5 business days" in out  # $20,000 under close: the pattern-day-trader note
+    log = (state / "trade.log").read_text()
+    assert trade_main([*args, "--exit", "next-open"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"error: {state} was made with --exit close; run it with --exit close as it was made, or use a new "
+                   "state folder")
+    assert (state / "trade.log").read_text() == log  # refused before the lock or the log
