@@ -17,7 +17,6 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from marketcast.backtest.execution import DEFAULT_EXIT, EXIT_RULES
 from marketcast.commands import options
 from marketcast.commands.help import choice_list
 from marketcast.commands.trade_settings import SECTION, SETTINGS
@@ -341,11 +340,6 @@ Png = Annotated[Optional[Path], typer.Option("--png", help="Equity curve (defaul
 Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="INFO on stderr (trade.log always has it).")]
 Hold = Annotated[bool, typer.Option("--hold", help="Hold a position while the next decision stays on its side "
                                     "(its take-profit resting), instead of closing it at each decision.")]
-ReplayExit = Annotated[Optional[str], typer.Option(
-    "--exit", callback=options.one_of(EXIT_RULES), metavar=options.choice_list(EXIT_RULES),
-    help=f"Where a position leaves, as the backtest's --exit scores it (default: the config's trade.exit, else "
-         f"{DEFAULT_EXIT}): close = a stock at its entry's session close by a cls order, next-open = at the next "
-         "decision, queued to the next open. A state folder keeps the rule it was made with.")]
 
 
 @app.command("replay")
@@ -357,7 +351,7 @@ def replay_cmd(
     asset_class: options.AssetClass = None, periods_per_year: options.PeriodsPerYear = None,
     fee: options.Fee = None,
     cash: Cash = 100_000.0, png: Png = None, verbose: Verbose = False, as_json: options.AsJson = False,
-    hold: Hold = False, exit_rule: ReplayExit = None,
+    hold: Hold = False, exit_rule: options.Exit = None,  # None: the config's trade.exit
 ) -> None:
     """Run the loop with the paper broker over history (resumable: same --state-dir carries on).
 
