@@ -13,7 +13,9 @@ bar t+1 trades (the supervisor's watch before the cutoff; in a replay, between t
   quantity still held (https://docs.alpaca.markets/docs/orders-at-alpaca, "Time in Force": "eligible to execute
   only in the market closing auction"), journalled under the entry's bar (kind ``on_close``);
 * the fill seen at or after the ``cls`` cutoff (:func:`~marketcast.trade.risk.freshness.cls_cutoff`: 3:50 pm ET,
-  Alpaca rejects a ``cls`` sent later): no ``cls`` is sent (the loop never sends what the broker would refuse);
+  Alpaca rejects a ``cls`` sent later; or a broker that cannot take one now, ``Broker.takes_cls``: the embedded
+  paper venue of ``trade run``, whose clock stands at a bar's close): no ``cls`` is sent (the loop never sends
+  what the broker would refuse);
   the exit is journalled as refused with the reason, counted in :attr:`Reconciled.late`, logged, and the take-
   profit keeps working; the next cycle closes the position as a leftover, queued to the next open.
 
@@ -67,9 +69,10 @@ def _exit(rec, entry: Intent, decision_ts: str, result) -> None:
         return
     intent = Intent(cid, decision_ts, "exit at the close", symbol, SELL if entry.side == BUY else BUY, held, MARKET,
                     None, None, CLS, kind=ON_CLOSE)
-    if rec.now is not None and not before_cls_cutoff(rec.now):
-        why = (f"the entry's fill was seen at {rec.now}, after the cls cutoff (3:50 pm ET, 10 minutes before an "
-               "early close): the position exits at the next open")
+    if not rec.broker.takes_cls(symbol) or (rec.now is not None and not before_cls_cutoff(rec.now)):
+        when = "" if rec.now is None else f"at {rec.now}, "
+        why = (f"the entry's fill was seen {when}after the cls cutoff (3:50 pm ET, 10 minutes before an early "
+               "close): the position exits at the next open")
         rec.desk.refuse(intent, (why,))
         result.late.append(cid)
         log.warning("%s: %s", symbol, why)
