@@ -115,6 +115,7 @@ def test_close_replay_exits_each_stock_entry_at_its_bars_close_as_the_backtest(c
         assert pnl == pytest.approx(i.qty * s.entry_price * s.net_return, rel=1e-9, abs=1e-9)
         if sent == decision:  # off the grid's reach: the backtest's own net return
             assert s.net_return == pytest.approx(row.net_return, abs=1e-15)
+    print(counted)
     assert counted["close"] >= 20 and counted["take_profit"] >= 1, counted
     assert broker.positions() == [] and broker.open_orders() == []
     assert not any(outcome == "rejected" for _, outcome in broker.submit_log())
