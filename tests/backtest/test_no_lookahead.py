@@ -128,6 +128,34 @@ def test_decisions_at_t_ignore_every_later_bar(forecaster, asset_class, exit_rul
             assert any(moved) or not any(traded)
 
 
+@pytest.mark.parametrize("exit_rule", ["close", "next-open"])
+@pytest.mark.parametrize("forecaster", ["baseline", "momentum", "table", "quantiles"])
+@pytest.mark.parametrize("asset_class", ["stock", "crypto"])
+def test_holding_at_t_ignores_every_later_bar(forecaster, asset_class, exit_rule):
+    """``--hold``: what the held pick earned in every window settled by bar t (each window's return reads its bar
+    t+1 only), whether a position was open or entered in it, and every held trade that left by t are fixed at t."""
+    from dataclasses import replace
+
+    config = replace(CONFIG, exit=exit_rule, hold=True)
+    bars = random_bars(200, seed=11, asset_class=asset_class)
+    n = len(bars)
+    base = run_backtest(bars, FORECASTERS[forecaster](), config)
+    assert len(base.held.trades) >= 3 and (base.held.trades.exit_window > base.held.trades.entry_window).any()
+    rng = np.random.default_rng(zlib.crc32(f"hold-{forecaster}-{asset_class}-{exit_rule}".encode()))
+    for t in rng.integers(n - 61, n - 1, size=4):
+        other = run_backtest(garbage_after(bars, int(t), seed=int(t)), FORECASTERS[forecaster](), config)
+        t_stamp = bars.frame.index[t]
+        assert _same_up_to(base, other, t_stamp) == t - (n - 61) + 1
+        at = list(base.decision_times).index(t_stamp)  # windows before it settled on bars <= t
+        a, b = base.held, other.held
+        assert np.array_equal(a.returns[:at], b.returns[:at]) and np.array_equal(a.filled[:at], b.filled[:at])
+        assert np.array_equal(a.entered[:at], b.entered[:at])
+        done = a.trades.exit_window < at
+        for name in ("side", "entry_window", "exit_window", "entry_price", "exit_price", "reason"):
+            np.testing.assert_array_equal(getattr(a.trades, name)[done], getattr(b.trades, name)[:done.sum()])
+        assert np.array_equal(base.walk_forward["returns"][:at], other.walk_forward["returns"][:at])
+
+
 def test_only_the_latest_decision_sees_the_last_bar():
     """Changing the last bar changes the live loop's next decision view, and no scored window."""
     bars = random_bars(200, seed=5)

@@ -141,6 +141,7 @@ def test_spec_mistakes_are_one_line_and_exit_2_without_starting_ray(tmp_path, ca
     ("[grid]\nseed = [0, -1]\n", "[grid]: seed = -1; a seed is an integer >= 0"),
     ("[options]\nseed = -5\n", "[options]: seed = -5; a seed is an integer >= 0"),
     ("[grid]\nexit = ['close', 'open']\n", "grid point exit=open: --exit must be one of close, next-open, got 'open'"),
+    ("[grid]\nhold = [false, 'yes']\n", "[grid]: hold = 'yes' is not bool"),
 ])
 def test_every_grid_value_backtest_config_refuses_fails_in_load_spec(tmp_path, table, message):
     path = tmp_path / "spec.toml"
@@ -216,8 +217,24 @@ def test_the_exit_rule_is_an_axis_and_a_close_cell_keeps_its_id(tmp_path):
     from marketcast.runs.cells import digest
 
     settings = close.settings()
-    del settings["exit"], settings["timezone"]
+    del settings["exit"], settings["timezone"], settings["hold"]
     assert close.cell_id == digest({"symbol": "AAA", **settings})
+
+
+def test_hold_is_an_axis_and_a_cell_that_does_not_hold_keeps_its_id(tmp_path):
+    write_bars(tmp_path / "bars", ["AAA"])
+    path = tmp_path / "spec.toml"
+    path.write_text("[data]\nsymbols = ['AAA']\ndir = 'bars'\n[options]\nexit = 'next-open'\n[grid]\n"
+                    "hold = [false, true]\n")
+    churn, held = load_spec(path).cells()
+    assert (churn.config.hold, held.config.hold) == (False, True) and held.config.exit == "next-open"
+    assert churn.settings()["hold"] is False and churn.cell_id != held.cell_id
+    # a cell recorded before --hold existed (its settings had no hold) keeps its id when it does not hold
+    from marketcast.runs.cells import digest
+
+    settings = churn.settings()
+    del settings["hold"], settings["timezone"]
+    assert churn.cell_id == digest({"symbol": "AAA", **settings})
 
 
 def test_without_ray_the_sweep_says_how_to_get_it(tmp_path, capsys, monkeypatch):

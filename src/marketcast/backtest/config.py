@@ -63,6 +63,9 @@ class BacktestConfig:
     exit:          the execution rule (:mod:`marketcast.backtest.execution`, ``--exit``): "close" (default) exits a
                    stock at its session's close (market-on-close), "next-open" at the next session's open, as
                    ``trade run`` does; a bar without a closing auction exits at the next bar's open under both.
+    hold:          score the walk-forward pick held while its decision stays on its side (``--hold``,
+                   :mod:`marketcast.backtest.holding`, as ``trade replay --hold`` trades it); False (default):
+                   each window's trade is entered and exited on its own.
     sizing:        position size per trade from the trade's sample returns (:mod:`marketcast.backtest.sizing`):
                    "fixed" (1.0, default), "kelly" (``kelly_fraction`` x b* mu / sigma^2, capped at
                    ``kelly_cap``) or "cvar" (the 95 % expected shortfall loses ``risk_per_trade`` of equity),
@@ -99,6 +102,7 @@ class BacktestConfig:
     min_context: int | None = None
     kelly_fraction: float = 0.25
     exit: str = DEFAULT_EXIT
+    hold: bool = False
 
     def __post_init__(self) -> None:
         if self.windows < 1:

@@ -47,6 +47,7 @@ from marketcast.backtest.benchmark import buy_and_hold_metrics, buy_and_hold_ret
 from marketcast.backtest.config import BacktestConfig
 from marketcast.backtest.costs import Costs
 from marketcast.backtest.fills import NEXT_OPEN, REASONS, Fills
+from marketcast.backtest.holding import Held, hold
 from marketcast.backtest.metrics import equity_curve
 from marketcast.backtest.montecarlo import MonteCarlo, monte_carlo
 from marketcast.backtest.orders import Bar, Decision
@@ -148,6 +149,7 @@ class SymbolResult:
     monte_carlo: MonteCarlo | None = None  # sampling error of the returns (marketcast.backtest.montecarlo)
     seeds: dict | None = None  # --seeds N: the returns over N seeds (marketcast.backtest.montecarlo.seed_spread)
     settle_delay: int = 0  # 1 when an exit may wait for bar t+2's open (execution.waits_for_next_open), else 0
+    held: Held | None = None  # --hold: the walk-forward pick's position held (marketcast.backtest.holding)
 
     @property
     def context_text(self) -> str:
@@ -201,7 +203,14 @@ class SymbolResult:
         sel = self.config.selection.walk_forward({n: r.returns for n, r in self.strategies.items()},
                                                  {n: r.filled for n, r in self.strategies.items()},
                                                  self.settle_delay)
-        return {**sel, "metrics": self.score(sel["returns"], sel["filled"])}
+        if self.held is None:
+            return {**sel, "metrics": self.score(sel["returns"], sel["filled"])}
+        # --hold: what the picks' position earned held while they agreed; its windows in the market are its
+        # exposure, its trades those it entered (each turns over its notional twice, top-ups apart)
+        h = self.held
+        trades = int(h.entered.sum())
+        metrics = {**self.score(h.returns, h.filled), "trades": trades, "turnover": 2.0 * trades / self.windows}
+        return {**sel, "returns": h.returns, "filled": h.filled, "metrics": metrics}
 
     @property
     def best_strategy(self) -> str | None:
@@ -499,6 +508,28 @@ class Exits:
         return out
 
 
+def held_picks(orders: dict[str, Orders], fills: dict[str, Fills], config: BacktestConfig, delay: int, ohlc: tuple,
+               settled: np.ndarray, auction: np.ndarray, asset_class: str, costs: Costs) -> Held:
+    """``--hold``: the walk-forward pick's decisions (:meth:`SelectionRule.walk_forward` on each strategy's own
+    windows, as the live planner picks) held while they agree (:func:`marketcast.backtest.holding.hold`);
+    ``auction`` ``[N]``: each window's bar t+1 ends a stock session."""
+    picked = config.selection.walk_forward({n: f.net for n, f in fills.items()},
+                                           {n: f.filled for n, f in fills.items()}, delay)["picked"]
+    n = len(settled)
+    side, limit, tp, size = np.zeros(n, dtype=np.int8), np.full(n, np.nan), np.full(n, np.nan), np.zeros(n)
+    for name, d in orders.items():
+        k = np.array([p == name for p in picked], dtype=bool)
+        sizes = np.ones(n) if fills[name].size is None else fills[name].size
+        side[k], limit[k], tp[k], size[k] = d.side[k], d.entry_limit[k], d.take_profit[k], sizes[k]
+    rows = np.append(settled, settled[-1] + 1)
+    return hold(side, limit, tp, size, tuple(a[rows] for a in ohlc), costs, config.exit, auction,
+                asset_class == "crypto", config.fill_mode, config.same_bar)
+
+
+def _returns_filled(held: Held) -> tuple[np.ndarray, np.ndarray]:
+    return held.returns, held.filled
+
+
 def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestConfig,
              calibration_only: bool = False) -> SymbolResult:
     """Decide and settle every window of one symbol from its (already computed) forecasts, all windows of a
@@ -526,11 +557,20 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
     ppy = bars.periods_per_year
     held = buy_and_hold_returns(o[settled[0] + 1], bars_next.close, params.costs.per_side)
 
-    def settle(batch: ForecastReturns) -> tuple[ForecastViews, dict]:  # the run's steps on a batch's samples (MC)
+    def settle(batch: ForecastReturns) -> tuple:  # the run's steps on a batch's samples (MC)
         v = batch.views(index[ends], config.point, config.ci_band, atr)[:n_settled]
         w, _, _ = _sized({n: walk(n, v, bars_next, params, exits.exit_open) for n in config.strategies}, v, None,
                          batch.samples, params, config, n_settled, exits.delay)
-        return v, {n: x.fills for n, x in exits.washed(w).items()}
+        w = exits.washed(w)
+        return v, {n: x.fills for n, x in w.items()}, {n: x.orders for n, x in w.items()}
+
+    held_of = None
+    if config.hold:  # the walk-forward pick held (marketcast.backtest.holding): only with --hold
+        auction = execution.session_last(index, bars.asset_class)[settled + 1]
+
+        def held_of(orders: dict, fills: dict) -> Held:
+            return held_picks(orders, fills, config, exits.delay, (o, h, lo, c), settled, auction, bars.asset_class,
+                              params.costs)
 
     intraday = intraday_returns(bars_next.open, bars_next.close, params.costs.per_side)  # bar t+1 only
     if calibration_only:  # skill and calibration only: no strategy, fill, metric or selection
@@ -574,9 +614,13 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
         benchmark=benchmark,
         asset_reason=bars.asset_reason or explain_asset_class(bars.symbol, bars.asset_class),
         latest_view=latest,
-        monte_carlo=None if calibration_only else monte_carlo(returns, views, {n: w.fills for n, w in walks.items()},
-                                                              settle, config.selection, params, exits.delay),
+        monte_carlo=None if calibration_only else monte_carlo(
+            returns, views, {n: w.fills for n, w in walks.items()}, settle, config.selection, params, exits.delay,
+            None if held_of is None else lambda run: _returns_filled(held_of(run[2], run[1])),
+            {n: w.orders for n, w in walks.items()}),
         settle_delay=exits.delay,
+        held=held_of({n: w.orders for n, w in walks.items()}, {n: w.fills for n, w in walks.items()})
+        if held_of is not None and walks else None,
         calibrated=None if calibrated is None else calibrated[:n_settled],
         context_seen=seen_context.seen(settled, config.context),
         calibration_report=report_calibration(samples, actual, None if calibrated is None

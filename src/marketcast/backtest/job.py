@@ -89,6 +89,7 @@ class Job:
     min_context: Optional[int] = None
     kelly_fraction: float = 0.25
     exit: str = "close"
+    hold: bool = False
     data_dir: Optional[Path] = None
     on_duplicate: str = "error"
     timezone: Optional[str] = None
@@ -129,7 +130,8 @@ class Job:
             selection=SelectionRule(self.select_lookback or None, self.min_trades), cscv_splits=self.cscv_splits,
             spa=self.spa, calibrate=self.calibrate, calibration_min_windows=self.calibration_min_windows,
             sizing=self.sizing, kelly_cap=self.kelly_cap, risk_per_trade=self.risk_per_trade,
-            min_context=self.min_context, kelly_fraction=self.kelly_fraction, exit=self.exit)
+            min_context=self.min_context, kelly_fraction=self.kelly_fraction, exit=self.exit,
+            hold=self.hold)
 
     def data(self) -> DataOptions:
         return DataOptions(self.data_dir, self.asset_class, self.on_duplicate, self.on_bad_line,

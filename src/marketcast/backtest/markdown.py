@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from marketcast.backtest import execution
+from marketcast.backtest import execution, holding
 from marketcast.backtest.context import context_text
 from marketcast.backtest.engine import SymbolResult
 from marketcast.backtest.sizing import skill_text
@@ -97,6 +97,7 @@ def markdown_summary(results: Sequence[SymbolResult], plots: bool = False) -> st
                   f"MaxDiff grid `{cfg.maxdiff_grid}`. "
                   "Returns are net of fees and half "
                   f"the spread per side; {execution.describe(cfg.exit)}."
+                  + (f" {holding.describe(cfg.exit).capitalize()}." if cfg.hold else "")
                   + (f" {paths_text(results[0].forecast_meta)}" if paths_text(results[0].forecast_meta) else ""), "",
                   f"**Which return each table uses.** {SENTENCE}", ""]
     for r in results:

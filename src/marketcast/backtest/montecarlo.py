@@ -243,27 +243,33 @@ class MonteCarlo:
                 f"{2 * self.samples // self.batches} samples")
 
 
-Settle = Callable[[ForecastReturns], tuple[ForecastViews, dict]]
+Settle = Callable[[ForecastReturns], tuple]  # (views, {name: Fills}, ...): a batch's run, as the full run's
+Held = Callable[[tuple], tuple[np.ndarray, np.ndarray]]  # --hold: a run's walk-forward (returns, filled), held
 
 
-def _errors(full: dict, runs: Mapping[int, list], selection: SelectionRule, delay: int = 0
-            ) -> tuple[dict, McError]:
-    """Every strategy's and the walk-forward record's :class:`McError` from the full run's ``{name: Fills}`` and
-    the batch runs' ``(views, {name: Fills})`` (``runs``: {B_k: runs on B_k batches})."""
-    def record(fills: dict) -> tuple[float, int]:
+def _errors(full: tuple, runs: Mapping[int, list], selection: SelectionRule, delay: int = 0,
+            held: Held | None = None) -> tuple[dict, McError]:
+    """Every strategy's and the walk-forward record's :class:`McError` from the full run and the batch runs,
+    each ``(views, {name: Fills}, ...)`` (``runs``: {B_k: runs on B_k batches}); with ``held`` (``--hold``) the
+    walk-forward record is what ``held(run)`` gives."""
+    def record(run: tuple) -> tuple[float, int]:
+        if held is not None:
+            returns, filled = held(run)
+            return total(returns), int(filled.sum())
+        fills = run[1]
         pick = selection.walk_forward({n: f.net for n, f in fills.items()}, {n: f.filled for n, f in fills.items()},
                                       delay)
         return total(pick["returns"]), int(pick["filled"].sum())
 
-    figures = {n: (lambda fills, n=n: (total(fills[n].net), int(fills[n].filled.sum()))) for n in full}
+    figures = {n: (lambda run, n=n: (total(run[1][n].net), int(run[1][n].filled.sum()))) for n in full[1]}
     figures["walk-forward"] = record
     b = max(runs)
 
     def error(f) -> McError:
         value, trades = f(full)
-        batch = [f(r[1]) for r in runs[b]]
+        batch = [f(r) for r in runs[b]]
         return McError(value, tuple(x[0] for x in batch),
-                       tuple(tuple(f(r[1])[0] for r in rs) for k, rs in runs.items() if k != b),
+                       tuple(tuple(f(r)[0] for r in rs) for k, rs in runs.items() if k != b),
                        trades, tuple(x[1] for x in batch))
 
     out = {n: error(f) for n, f in figures.items()}
@@ -274,24 +280,26 @@ def _errors(full: dict, runs: Mapping[int, list], selection: SelectionRule, dela
 
 
 def monte_carlo(returns: ForecastReturns, views: ForecastViews, fills: Mapping, settle: Settle,
-                selection: SelectionRule, params: StrategyParams, delay: int = 0) -> MonteCarlo | None:
+                selection: SelectionRule, params: StrategyParams, delay: int = 0, held: Held | None = None,
+                orders: Mapping | None = None) -> MonteCarlo | None:
     """The MC error of every strategy's total return and of the walk-forward record, and the close calls
     (module docstring).
 
     ``views`` and ``fills`` (``{name: Fills}``) are the full run's; ``settle(batch)`` gives a batch's settled
     views and ``{name: Fills}`` exactly as the full run makes them; ``delay`` the walk-forward pick's
     (:meth:`~marketcast.backtest.selection.SelectionRule.walk_forward`). None when the samples make fewer than
-    :data:`MIN_BATCHES` batches."""
+    :data:`MIN_BATCHES` batches. With ``held`` (``--hold``) ``settle`` also gives the batch's ``{name: Orders}``
+    and the walk-forward record is the held pick's (``orders``: the full run's)."""
     n_samples = next(iter(returns.samples.values())).shape[1]
     b = batch_count(n_samples)
     if not b:
         return None
     runs = {k: [settle(batch) for batch in split(returns, k)] for k in coarser(b)}
-    per, wf = _errors(dict(fills), runs, selection, delay)
+    per, wf = _errors((views, dict(fills), orders), runs, selection, delay, held)
     close = {}
     for n in fills:
         side = decision_sides(n, views, params)
-        close[n] = np.any([decision_sides(n, v, params) != side for v, _ in runs[b // 2]], axis=0)
+        close[n] = np.any([decision_sides(n, v, params) != side for v, *_ in runs[b // 2]], axis=0)
     return MonteCarlo(b, n_samples, per, wf, {n: int(c.sum()) for n, c in close.items()}, len(views), close)
 
 

@@ -130,7 +130,7 @@ def symbol_json(result: SymbolResult) -> dict:
             "model": result.forecast_meta.get("model"),
             "context": cfg.context, "num_samples": cfg.num_samples, "seed": cfg.seed, "point": cfg.point,
             "ci_band": list(cfg.ci_band), "ci_multiplier": cfg.ci_multiplier, "fill_mode": cfg.fill_mode,
-            "same_bar": cfg.same_bar, "exit": cfg.exit, "fee_per_side": result.costs.fee,
+            "same_bar": cfg.same_bar, "exit": cfg.exit, "hold": cfg.hold, "fee_per_side": result.costs.fee,
             "spread": result.costs.spread, "slippage": result.costs.slippage, "borrow_rate": result.costs.borrow_rate,
             "maxdiff_min_history": cfg.maxdiff_min_history, "maxdiff_grid": cfg.maxdiff_grid,
             "select_lookback": cfg.selection.lookback, "min_trades": cfg.selection.min_trades,

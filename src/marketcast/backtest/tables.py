@@ -53,7 +53,7 @@ def title(result: SymbolResult) -> str:
     a = result.annualisation
     return (f"{result.symbol} · {result.asset_class} · {a.interval.label} bars · {a.periods_per_year:,g} periods a "
             f"year · {result.windows} windows {result.decision_times[0]:%Y-%m-%d} → "
-            f"{result.settle_times[-1]:%Y-%m-%d} · exit {result.config.exit}")
+            f"{result.settle_times[-1]:%Y-%m-%d} · exit {result.config.exit}{' · hold' if result.config.hold else ''}")
 
 
 def strategy_label(name: str, best: str | None) -> str:

@@ -148,7 +148,7 @@ def backtest(
     min_trades: MinTrades = DEFAULT_MIN_TRADES, cscv_splits: CscvSplits = None, spa: Spa = True,
     calibrate: Calibrate = "none", calibration_min_windows: CalibrationMinWindows = 50, sizing: Sizing = "fixed",
     kelly_cap: KellyCap = 1.0, kelly_fraction: KellyFraction = 0.25, risk_per_trade: RiskPerTrade = 0.01,
-    min_context: options.MinContext = None, exit: options.Exit = "close",
+    min_context: options.MinContext = None, exit: options.Exit = "close", hold: options.Hold = False,
     data_dir: options.DataDir = None,
     on_duplicate: options.OnDuplicate = "error", on_bad_line: options.OnBadLine = "error",
     timezone: options.Timezone = None,

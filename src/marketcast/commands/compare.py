@@ -60,8 +60,8 @@ def compare(
     weights: Weights = None, windows: Windows = None, samples: options.Samples = 256,
     context: options.Context = 512,
     seed: options.Seed = 0, device: options.Device = "cpu", dtype: options.Dtype = "float32",
-    data_dir: options.DataDir = None, exit: options.Exit = "close", as_json: options.AsJson = False,
-    store: Store = None,
+    data_dir: options.DataDir = None, exit: options.Exit = "close", hold: options.Hold = False,
+    as_json: options.AsJson = False, store: Store = None,
 ) -> None:
     """Backtest the same windows with each model; print skill, trading and cost, and record one run."""
     from rich.markup import escape
@@ -73,16 +73,16 @@ def compare(
 
     started = time.perf_counter()
     board = compare_models(symbols, models, weights, windows=windows, samples=samples, context=context, seed=seed,
-                           device=device, dtype=dtype, data_dir=data_dir, store=store, exit_rule=exit,
+                           device=device, dtype=dtype, data_dir=data_dir, store=store, exit_rule=exit, hold=hold,
                            skip_missing=skip_missing)
     rows, tickers, run_id = board.rows, board.symbols, board.run_id
     if as_json:
         print_json({"symbols": tickers, "windows": board.windows, "samples": samples, "context": context, "seed": seed,
-                    "exit": exit, "models": rows, "benchmark": board.benchmark, "verdicts": board.verdicts,
+                    "exit": exit, "hold": hold, "models": rows, "benchmark": board.benchmark, "verdicts": board.verdicts,
                     "best": best(rows), "skipped": board.skipped, "run_id": run_id})
         return
     console.print(leaderboard_table(rows, f"{', '.join(tickers)}: the last {board.windows} windows, {samples} samples, "
-                                          f"exit {exit}",
+                                          f"exit {exit}{', hold' if hold else ''}",
                                     board.benchmark))
     from marketcast.backtest.verdict import one_line
 

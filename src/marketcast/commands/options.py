@@ -173,6 +173,10 @@ Fee = Annotated[Optional[float], typer.Option(
     "--fee", min=FEE_RANGE[0], max=FEE_RANGE[1],
     help=f"Fee per side as a fraction; the spread and slippage are charged on top (defaults, {defaults_text()}; "
          "see docs/backtest.md#costs).")]
+Hold = Annotated[bool, typer.Option(
+    "--hold", help="Score the walk-forward pick held while its decision stays on its side, as `trade replay --hold` "
+                   "trades it (docs/backtest.md#holding): bought up beyond a 10% band, costs only when the position "
+                   "changes, out under --exit once the decision turns (default: each window's trade on its own).")]
 Exit = Annotated[str, typer.Option(
     "--exit", callback=one_of(EXIT_RULES), metavar=choice_list(EXIT_RULES),
     help=f"Where a trade exits (docs/backtest.md#exit-rule; default {DEFAULT_EXIT}): close = a stock at its "

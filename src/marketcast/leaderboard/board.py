@@ -56,7 +56,8 @@ def common_windows(bars, windows) -> int:
 
 def compare_models(symbols: str, models: Optional[str], weights: Optional[Sequence[str]], *, windows, samples: int,
                    context: int, seed: int, device: str, dtype: str, data_dir: Optional[Path],
-                   store: Optional[str], exit_rule: str = "close", skip_missing: bool = False) -> Leaderboard:
+                   store: Optional[str], exit_rule: str = "close", skip_missing: bool = False,
+                   hold: bool = False) -> Leaderboard:
     """Backtest the same windows with each model (a progress bar on stderr) and record one run.
 
     ``models`` None: every model whose optional extra is installed. Every model is checked before any runs
@@ -81,7 +82,7 @@ def compare_models(symbols: str, models: Optional[str], weights: Optional[Sequen
     chosen = {n: w for n, w in chosen.items() if n in names}
     bars = [load_symbol(s, data_dir=data_dir) for s in tickers]
     config = BacktestConfig(windows=common_windows(bars, windows), context=context, num_samples=samples, seed=seed,
-                            strategies=FORECAST_DRIVEN, exit=exit_rule)
+                            strategies=FORECAST_DRIVEN, exit=exit_rule, hold=hold)
     refuse_tuned(chosen, bars, config)
     runs = []
     with progress_steps(len(names) * (len(bars) + 2), "models compare") as step:  # load, forecast, simulate

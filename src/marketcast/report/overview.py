@@ -109,7 +109,7 @@ def trust_box(result: SymbolResult) -> str:
           if result.forecast_meta.get("sample") else []),
         ("Windows", f"{result.windows:,} walk-forward windows of {a.interval.label} bars; context "
                     f"{result.context_text} bars, {cfg.num_samples} samples, seed {cfg.seed}, "
-                    f"fill mode {cfg.fill_mode}, exit {cfg.exit}"),
+                    f"fill mode {cfg.fill_mode}, exit {cfg.exit}{', hold' if cfg.hold else ''}"),
         ("Period", f"{result.decision_times[0]:%Y-%m-%d %H:%M} → {result.settle_times[-1]:%Y-%m-%d %H:%M} UTC "
                    "(first decision to last settle)".replace(" 00:00", "")),
         ("Asset class", f"{result.asset_class}: {result.asset_reason}. Calendar {a.calendar}, "

@@ -18,6 +18,7 @@ from typing import Sequence
 
 from marketcast.backtest.context import context_text
 from marketcast.backtest.execution import describe as describe_exit
+from marketcast.backtest.holding import describe as describe_hold
 from marketcast.backtest.engine import SymbolResult
 from marketcast.backtest.fans import Fan
 from marketcast.backtest.glossary import GLOSSARY
@@ -214,7 +215,8 @@ def tearsheet_html(reports: Sequence[SymbolReport], leaderboard: Sequence[dict] 
     subtitle = (f"Generated {first.generated_at}. Model {first.forecast_meta.get('model')}, {cfg.num_samples} samples, "
                 f"seed {cfg.seed}, point forecast {cfg.point}, context {context_text(results)}, "
                 f"fill mode {cfg.fill_mode}, same-bar {cfg.same_bar}. Returns net of fees and half the spread per "
-                f"side; {describe_exit(cfg.exit).replace('`', '')}. " + SENTENCE)
+                f"side; {describe_exit(cfg.exit).replace('`', '')}. "
+                + (f"{describe_hold(cfg.exit).capitalize()}. " if cfg.hold else "") + SENTENCE)
     subtitle += f" {paths_text(first.forecast_meta)}" if paths_text(first.forecast_meta) else ""
     rows = model_verdicts(models) if leaderboard and models else [(r.symbol, verdict_of(r)) for r in results]
     body = verdict_html(rows) + random_banner(leaderboard)

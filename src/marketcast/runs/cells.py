@@ -65,6 +65,8 @@ class Cell:
             del settings["timezone"]
         if self.config.exit == "close":  # and those recorded before --exit existed (the close was the rule)
             del settings["exit"]
+        if not self.config.hold:  # and those recorded before --hold existed (nothing was held)
+            del settings["hold"]
         return digest({"symbol": self.symbol, **settings, **given})
 
     @property

@@ -18,6 +18,7 @@
     windows = 70                        # or "all": every window each symbol's history allows
     num_samples = 256
     exit = "close"                      # the execution rule (backtest --exit): close or next-open
+    hold = false                        # backtest --hold: the pick held while its decision agrees
 
     [grid]                              # axes: lists of values; the cells are their product
     model = ["baseline", "toto"]
