@@ -213,3 +213,43 @@ def test_the_broker_that_settles_within_the_bar_leaves_nothing_to_close_at_the_c
     assert look.closes == [] and loop.journal.intent(client_order_id("AAA", d0, ON_CLOSE)) is None
     assert [(f.kind, f.price) for f in b.fills()] == [("entry", 99.0), ("close", 99.5)]
     assert [outcome for _, outcome in b.submit_log()] == ["accepted"]
+
+
+class DayTradedPaper(PaperBroker):
+    """The holding paper broker reporting what Alpaca reports of a $20,000 account (``last_equity``) once it has
+    made 3 day trades in the last 5 business days (``daytrade_count``, from when ``traded`` is set)."""
+
+    traded = False
+
+    def account(self):
+        from dataclasses import replace
+
+        return replace(super().account(), last_equity=20_000.0, daytrade_count=3 if self.traded else 0)
+
+
+def test_the_4th_day_trade_under_25000_gets_no_cls_and_leaves_at_the_next_open(tmp_path):
+    """Pattern-day-trader protection (risk/protections.py day_trade): the cls of a position opened today would be
+    the 4th day trade in 5 business days under $25,000, so it is not sent and its take-profit keeps working; the
+    position is closed as a leftover, queued to the next open."""
+    bars = sessions(CLOSE_ROWS[:2] + [(101, 101.2, 100.2, 100.8)])
+    b = DayTradedPaper(tmp_path / "broker.db", {"AAA": bars}, fee=FEE, spread=0.0, slippage=0.0, borrow_rate=0.0,
+                       start="2024-01-02", hold=True)
+    loop = TradingLoop(b, Journal(tmp_path / "journal.db"), LongPlanner(), history_feed({"AAA": bars}, lambda: b.clock),
+                       LoopConfig(("AAA",), gates=OPEN_GATES, exit="close"))
+    d0, d1 = (t.isoformat() for t in bars.frame.index[:2])
+    submitted(loop, OrderRequest("AAA", "buy", 10, client_order_id("AAA", d0, "entry"), limit_price=99.0,
+                                 take_profit=101.0), d0)
+    b.traded = True  # the entry went out with 2 day trades counted; 3 by the time it fills
+    looks = []
+    b.advance_to(d1, between=lambda stamp: looks.append(loop.reconcile(d0)))
+    assert looks[0].closes == [] and "pattern day trading protection" in looks[0].deferred["AAA"]
+    assert loop.journal.intent(client_order_id("AAA", d0, ON_CLOSE)) is None  # not sent, never journalled
+    assert [o.status for o in b.orders() if o.parent_client_order_id] == ["expired"]  # the leg worked to the close
+    assert b.positions()[0].qty == 10 and [outcome for _, outcome in b.submit_log()] == ["accepted"]
+    # the paper broker has no market clock, so the protection takes every fill as today's (fail closed): the
+    # leftover's close goes out once the account's count is under the limit again (a day trade left the window)
+    b.traded = False
+    report = loop.run_cycle(d1)
+    assert report.reconciled.closes == [client_order_id("AAA", d1, CLOSE)]
+    b.advance_to(bars.frame.index[2])
+    assert b.positions() == [] and b.fills()[-1].price == 101.0  # the next open

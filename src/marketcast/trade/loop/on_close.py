@@ -20,8 +20,8 @@ bar t+1 trades (the supervisor's watch before the cutoff; in a replay, between t
   profit keeps working; the next cycle closes the position as a leftover, queued to the next open.
 
 Pattern-day-trader protection (:func:`marketcast.trade.risk.protections.day_trade`) is asked of every ``cls``
-like every exit: under $25,000 a 4th day trade in 5 business days is not sent, and the position then leaves at
-the next open as a leftover. A replay's looks carry no wall clock (``now`` None): the paper broker's bar is
+before its leg is cancelled: under $25,000 a 4th day trade in 5 business days is not sent, the take-profit keeps
+working, and the position then leaves at the next open as a leftover. A replay's looks carry no wall clock (``now`` None): the paper broker's bar is
 trading, before its cutoff.
 """
 
@@ -31,9 +31,9 @@ import logging
 from dataclasses import replace
 
 from marketcast.trade.journal.ids import ENTRY, ON_CLOSE, client_order_id
-from marketcast.trade.journal.state import Intent, Journal
+from marketcast.trade.journal.state import Intent, Journal, request_of
 from marketcast.trade.risk.freshness import before_cls_cutoff
-from marketcast.trade.risk.protections import PDT_EQUITY, PDT_LIMIT
+from marketcast.trade.risk.protections import PDT_EQUITY, PDT_LIMIT, day_trade
 from marketcast.trade.risk.rules import round_qty
 from marketcast.trade.types import BUY, CLS, MARKET, SELL
 
@@ -77,6 +77,10 @@ def _exit(rec, entry: Intent, decision_ts: str, result) -> None:
         result.late.append(cid)
         log.warning("%s: %s", symbol, why)
         return
+    if (refused := _day_trade(rec, intent)) is not None:  # asked before the leg goes: it keeps working then
+        result.deferred[symbol] = refused
+        log.warning("%s: cls %s not sent: %s; the position leaves at the next open", symbol, cid, refused)
+        return
     legs = [o for o in result.book.own_orders if o.parent_client_order_id == entry.client_order_id]
     for leg in legs:
         if leg.status != "pending_cancel":
@@ -100,6 +104,17 @@ def _exit(rec, entry: Intent, decision_ts: str, result) -> None:
         log.warning("%s: cls not sent: %s", symbol, result.deferred[symbol])
         return
     rec._submit(replace(intent, qty=size), result.closes, result)
+
+
+def _day_trade(rec, intent: Intent) -> str | None:
+    """Pattern-day-trader protection's refusal of the ``cls`` ``intent``, if it would be refused, asked with the
+    account and orders as they stand (the take-profit leg still working)."""
+    symbol = intent.symbol
+    position = next((p for p in rec.broker.positions() if p.symbol == symbol), None)
+    standing = rec.checks.precheck.standing(symbol, rec.broker.account(), rec.broker.open_orders(), position,
+                                            0.0 if position is None else position.avg_entry_price)
+    refusal = day_trade(request_of(intent), rec.assets([symbol])[symbol], standing)
+    return None if refusal is None else refusal.message
 
 
 def day_trade_note(rule: str, equity: float, asset_classes) -> str | None:
