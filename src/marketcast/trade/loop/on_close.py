@@ -21,8 +21,8 @@ bar t+1 trades (the supervisor's watch before the cutoff; in a replay, between t
 
 Pattern-day-trader protection (:func:`marketcast.trade.risk.protections.day_trade`) is asked of every ``cls``
 before its leg is cancelled: under $25,000 a 4th day trade in 5 business days is not sent, the take-profit keeps
-working, and the position then leaves at the next open as a leftover. A replay's looks carry no wall clock (``now`` None): the paper broker's bar is
-trading, before its cutoff.
+working, and the position then leaves at the next open as a leftover. A replay's looks carry no wall clock
+(``now`` None): the paper broker's bar is trading, before its cutoff.
 """
 
 from __future__ import annotations
