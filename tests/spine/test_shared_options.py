@@ -24,8 +24,8 @@ DIFFERENT = {
     ("finetune", "--samples"): "--evaluate's sample paths only",
     ("trade", "--start"): "a replay's first day (alias --from), required",
     ("trade", "--end"): "a replay's last day settled (alias --to), required",
-    ("trade", "--hold"): "a replay's paper broker holds as Alpaca does, and the loop holds what agrees (issue 53 "
-                         "makes the holding broker the default: then it is the shared --hold)",
+    ("trade", "--hold"): "what the replay trades (LoopConfig.hold_agreeing; its paper broker holds as Alpaca does "
+                         "either way) where the backtest's --hold scores it: one setting, a help for each side",
 }
 
 

@@ -23,7 +23,7 @@ from marketcast.trade.journal.state import Journal
 from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
 from marketcast.trade.loop.feed import history_feed
 from marketcast.trade.risk.gates import GateConfig
-from marketcast.trade.loop.planner import BacktestPlanner
+from marketcast.trade.loop.planner import PLANNER_CONFIG, BacktestPlanner
 from marketcast.trade.ops.blotter import COLUMNS, rows
 from marketcast.trade.replay import replay
 
@@ -40,8 +40,8 @@ def replayed(tmp_path_factory):
     """January 2017 of SP500 and NASDAQ with the baseline model: about 20 orders, most of them filled."""
     state = tmp_path_factory.mktemp("replay")
     bars = {s: load_symbol(s) for s in SYMS}
-    replay(bars, BacktestPlanner(load_forecaster("baseline")), state, "2017-01-01", "2017-02-01",
-           LoopConfig(SYMS, gates=OPEN_GATES), starting_cash=CASH)
+    replay(bars, BacktestPlanner(load_forecaster("baseline"), replace(PLANNER_CONFIG, exit="close")), state,
+           "2017-01-01", "2017-02-01", LoopConfig(SYMS, gates=OPEN_GATES, exit="close"), starting_cash=CASH)
     return state, bars
 
 
@@ -55,7 +55,7 @@ def test_a_replays_blotter_has_every_submitted_order_with_its_fills_and_the_cash
     got = rows(journal)
     posted = journal.submission_counts()
     fills = journal.fills()
-    broker = PaperBroker(state / "broker.db", bars)
+    broker = PaperBroker(state / "broker.db", bars, hold=True)
     assert len(got) == len(journal.intents()) >= 15 and all(list(r) == list(COLUMNS) for r in got)
     assert {r["client_order_id"] for r in got if r["submitted_at"]} == set(posted)  # every POST is a row
     assert sum(r["filled_qty"] > 0 for r in got) >= 5
@@ -63,18 +63,29 @@ def test_a_replays_blotter_has_every_submitted_order_with_its_fills_and_the_cash
         cid, decided = r["client_order_id"], pd.Timestamp(r["decision_ts"])
         assert pd.Timestamp(r["submitted_at"]) >= decided, r  # sent after its bar closed, never before
         assert (r["asset_class"], r["stop_price"], r["status"]) == ("stock", None, "submitted")
-        own = [f for f in fills if f.client_order_id == cid and f.kind == "entry"]
-        exits = [f for f in fills if f.client_order_id == cid and f.kind != "entry"]
-        assert r["filled_qty"] == sum(f.qty for f in own)
+        exits = [f for f in fills if f.client_order_id == cid and f.kind != r["kind"]]
         order = broker.order_by_client_id(cid)  # the broker's own books agree
         assert (order.status, order.filled_qty, order.filled_avg_price) == (
             r["broker_status"], r["filled_qty"], r["avg_fill_price"])
+        own = [f for f in fills if f.client_order_id == cid and f.kind == r["kind"]]
+        assert r["filled_qty"] == sum(f.qty for f in own)
         if own:
             assert r["avg_fill_price"] == pytest.approx(sum(f.qty * f.price for f in own) / r["filled_qty"])
             assert r["filled_at"] == max(f.timestamp for f in own) and pd.Timestamp(r["filled_at"]) > decided
-            assert r["exit_filled_qty"] == sum(f.qty for f in exits) == r["filled_qty"]  # each round-trips a bar
-        # seen at the check: the starting cash plus every fill settled by the decision bar (a cash account
-        # with nothing open between bars, so the buying power is the cash)
+        if r["kind"] == "entry" and own:  # each round-trips its bar: its take-profit leg, or its cls exit
+            cls = [f for f in fills if f.kind == "on_close" and f.symbol == r["symbol"] and pd.Timestamp(
+                f.timestamp) == pd.Timestamp(r["filled_at"])]
+            assert r["exit_filled_qty"] + sum(f.qty for f in cls) == r["filled_qty"]
+            assert r["exit_filled_qty"] == sum(f.qty for f in exits)
+        if r["kind"] == "on_close":  # sent while the entry's bar traded: the entry's fill is in the cash it saw
+            opened = [f for f in fills if f.kind in ("entry", "take_profit") and pd.Timestamp(f.timestamp) ==
+                      pd.Timestamp(r["submitted_at"])]
+            by_hand = CASH + sum(cash_flow(f) for f in fills if pd.Timestamp(f.timestamp) <= decided) + sum(
+                cash_flow(f) for f in opened)
+            assert r["cash_seen"] == pytest.approx(by_hand, rel=1e-12)
+            continue
+        # seen at the check: the starting cash plus every fill settled by the decision bar (each position left at
+        # its bar's close, so nothing is open between bars and the buying power is the cash)
         by_hand = CASH + sum(cash_flow(f) for f in fills if pd.Timestamp(f.timestamp) <= decided)
         assert r["cash_seen"] == pytest.approx(by_hand, rel=1e-12) and r["buying_power_seen"] == r["cash_seen"]
     assert got[0]["cash_seen"] == CASH  # the first bar's orders saw the untouched account
@@ -109,8 +120,9 @@ def test_the_cli_writes_exactly_the_documented_columns_as_csv_and_json(replayed,
 
 
 def test_every_time_column_of_a_replays_csv_is_on_the_simulated_clock(replayed, tmp_path, capsys):
-    """One clock per blotter: a January 2017 replay's orders were sent on their decision bar and filled on a later
-    bar of January 2017; the wall clock (when the replay ran, after the data ends) has its own column."""
+    """One clock per blotter: a January 2017 replay's entries were sent on their decision bar and filled on a later
+    bar of January 2017, their cls exits sent while that bar traded and filled at its close; the wall clock (when
+    the replay ran, after the data ends) has its own column."""
     state, bars = replayed
     out = tmp_path / "orders.csv"
     assert main(["trade", "orders", "--state-dir", str(state), "--csv", str(out)]) == 0
@@ -119,9 +131,14 @@ def test_every_time_column_of_a_replays_csv_is_on_the_simulated_clock(replayed, 
         sent = [r for r in csv.DictReader(fh) if r["submitted_at"]]
     assert len(sent) >= 15
     last_bar = max(b.frame.index[-1] for b in bars.values())
+    index = bars["SP500"].frame.index
     for r in sent:
-        submitted = pd.Timestamp(r["submitted_at"])
-        assert submitted == pd.Timestamp(r["decision_ts"]), r  # the bar the paper broker stood on
+        submitted, decided = pd.Timestamp(r["submitted_at"]), pd.Timestamp(r["decision_ts"])
+        if r["kind"] == "on_close":  # a cls exit goes out while the entry's bar trades and fills at its close
+            assert submitted == index[index.get_loc(decided) + 1], r
+            assert pd.Timestamp(r["filled_at"]) == submitted, r
+            continue
+        assert submitted == decided, r  # the bar the paper broker stood on
         assert pd.Timestamp("2017-01-01", tz="UTC") <= submitted < pd.Timestamp("2017-02-02", tz="UTC"), r
         for column in ("filled_at", "exit_filled_at"):
             if r[column]:

@@ -85,13 +85,21 @@ def test_a_crypto_and_stock_replay_decides_each_on_its_own_bars(tmp_path):
 
 def audit_blotter(orders: pd.DataFrame, weekends: bool, stock_limits: bool) -> None:
     """What anyone can check from ``trade orders --csv``: no two opposite-side orders of a symbol from one
-    decision bar (an entry's attached take-profit is its own row's column, not a second order), no crypto buy
+    decision bar (an entry's attached take-profit is its own row's column, not a second order; its cls exit goes
+    out after the entry filled), no crypto buy
     beyond the non-marginable buying power its check saw, stock limit prices in whole cents from $1 (the paper
     broker and the fake refuse a wash trade themselves: their refusal counts are asserted beside this), crypto
     decided on weekends too."""
     sent = orders[orders["submitted_at"].notna()]
     assert len(sent) > 0
-    sides = sent.groupby(["symbol", "decision_ts"])["side"].nunique()
+    # a market-on-close exit (kind on_close) is journalled under its entry's bar but sent while the next bar trades,
+    # once the entry filled: never beside it
+    exits = sent[sent["kind"] == "on_close"]
+    entries = sent[sent["kind"] == "entry"].set_index(["symbol", "decision_ts"])
+    for _, e in exits.iterrows():
+        filled = entries.loc[(e["symbol"], e["decision_ts"]), "filled_at"]
+        assert pd.Timestamp(e["submitted_at"]) >= pd.Timestamp(filled)
+    sides = sent[sent["kind"] != "on_close"].groupby(["symbol", "decision_ts"])["side"].nunique()
     assert (sides == 1).all(), sides[sides > 1]
     crypto_buys = sent[(sent["asset_class"] == "crypto") & (sent["side"] == "buy") & sent["limit_price"].notna()]
     assert len(crypto_buys) > 0

@@ -34,7 +34,7 @@ def _lines(path: Path) -> int:
 
 def _books(state: Path):
     bars = {s: load_symbol(s) for s in ("SP500", "NASDAQ")}
-    broker = PaperBroker(state / "broker.db", bars)
+    broker = PaperBroker(state / "broker.db", bars, hold=True)  # a replay's broker holds as Alpaca does
     journal = Journal(state / "journal.db")
     orders = sorted((o.client_order_id, o.symbol, o.side, o.qty, o.limit_price, o.take_profit, o.status)
                     for o in broker.orders(limit=10_000))
@@ -51,7 +51,7 @@ def _books(state: Path):
 
 def test_sigkill_at_random_points_then_restart_matches_uninterrupted_run(tmp_path):
     ref_dir, crash_dir = tmp_path / "reference", tmp_path / "crashed"
-    assert _start(ref_dir).wait(timeout=90) == 0
+    assert _start(ref_dir).wait(timeout=300) == 0
     reference = _books(ref_dir)
     total_cycles = _lines(ref_dir / "records.jsonl")
     # enough activity to crash into: a year, since with min_trades, each class's default costs and MaxDiff's ATR
@@ -74,7 +74,7 @@ def test_sigkill_at_random_points_then_restart_matches_uninterrupted_run(tmp_pat
         proc.wait(timeout=30)
         assert _lines(records) < total_cycles or proc.returncode == 0
     assert interrupted >= 3, "the kills must land while the loop is running"
-    assert _start(crash_dir).wait(timeout=90) == 0
+    assert _start(crash_dir).wait(timeout=300) == 0
     crashed = _books(crash_dir)
 
     accepted = [cid for cid, outcome in crashed["submit_log"] if outcome == "accepted"]

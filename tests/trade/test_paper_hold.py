@@ -127,7 +127,7 @@ def test_crypto_has_no_leg_and_an_order_sent_while_the_bar_trades_fills_only_bey
 
 def test_a_broker_database_is_continued_only_in_the_mode_it_was_written_in(tmp_path):
     holding(tmp_path).close()
-    with pytest.raises(BrokerError, match=r"holds; replay it the same way \(--hold\)"):
+    with pytest.raises(BrokerError, match=r"holds as Alpaca does \(a replay's\); use a new state folder"):
         PaperBroker(tmp_path / "broker.db", {"AAA": bars_from_rows("AAA", ROWS)})
 
 
@@ -167,7 +167,7 @@ def test_a_late_fill_makes_the_loop_cancel_its_own_order_in_the_way_then_close(t
     assert b.account().cash == pytest.approx(100_000 + 10 * (101.5 - 101.0) - 2 * 10 * 101.5 * FEE)  # 100,003.985
 
 
-def test_trade_replay_hold_and_a_state_folder_of_the_other_mode_is_one_line_and_exit_2(tmp_path):
+def test_trade_replay_hold_and_a_state_folder_made_without_it_is_one_line_and_exit_2(tmp_path):
     import os
     import subprocess
     import sys
@@ -186,6 +186,6 @@ def test_trade_replay_hold_and_a_state_folder_of_the_other_mode_is_one_line_and_
     log = (state / "trade.log").read_text()
     other = replay()
     assert other.returncode == 2 and other.stdout == ""
-    assert other.stderr.strip() == (f"error: {state / 'broker.db'} was written by a paper broker that holds; replay it "
-                                    "the same way (--hold), or use a new state folder")
+    assert other.stderr.strip() == (f"error: {state} was made with --hold; run it with --hold as it was made, or use a "
+                                    "new state folder")
     assert (state / "trade.log").read_text() == log  # refused before the lock or the log

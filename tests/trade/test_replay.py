@@ -51,11 +51,13 @@ CHANGED_2017 = 70
 def test_replay_of_a_year_reproduces_the_backtest_decisions_and_fills(tmp_path):
     bars = {s: load_symbol(s) for s in SYMS}
     forecaster = load_forecaster("baseline")
-    result = replay(bars, BacktestPlanner(forecaster), tmp_path, "2017-01-01", "2017-12-31",
-                    LoopConfig(SYMS, gates=OPEN_GATES))
+    config = replace(PLANNER_CONFIG, exit="close")  # the rule settle() scores: the exit at bar t+1's close
+    result = replay(bars, BacktestPlanner(forecaster, config), tmp_path, "2017-01-01", "2017-12-31",
+                    LoopConfig(SYMS, gates=OPEN_GATES, exit="close"))
     journal = Journal(tmp_path / "journal.db")
-    broker = PaperBroker(tmp_path / "broker.db", bars)
-    intents = [i for i in journal.intents() if i.status == "submitted"]
+    broker = PaperBroker(tmp_path / "broker.db", bars, hold=True)
+    exits = {(i.symbol, i.decision_ts): i.client_order_id for i in journal.intents() if i.kind == "on_close"}
+    intents = [i for i in journal.intents() if i.status == "submitted" and i.kind == "entry"]
     strategies = Counter(i.strategy for i in intents)
     assert result.cycles_run == 250 and len(intents) >= 120 and strategies["maxdiff"] >= 80, strategies
     fills = {}
@@ -67,7 +69,6 @@ def test_replay_of_a_year_reproduces_the_backtest_decisions_and_fills(tmp_path):
         frame = bars[sym].frame
         first = int(frame.index.searchsorted(pd.Timestamp(journal.first_cycle()))) - PLANNER_CONFIG.windows
         last = frame.index.get_loc(pd.Timestamp(max(i.decision_ts for i in intents if i.symbol == sym)))
-        # exit close: the replay's paper broker settles each order inside its bar, at the close
         config = replace(PLANNER_CONFIG, windows=last - first + 1, include_latest=False, exit="close")
         trades = run_backtest(bars[sym].head(last + 2), forecaster, config).trades()
         backtest[sym] = trades.set_index(["strategy", "decision_time"])
@@ -106,9 +107,11 @@ def test_replay_of_a_year_reproduces_the_backtest_decisions_and_fills(tmp_path):
             assert got == [] and broker.order_by_client_id(i.client_order_id).status == "expired"
             continue
         filled[i.strategy] += 1
-        entry, exit_ = got
+        # the exit: the take-profit leg (under the entry's id), or the cls order sent while the bar traded
+        entry, exit_ = got if len(got) == 2 else (*got, *fills[exits[(i.symbol, i.decision_ts)]])
         assert entry.timestamp == exit_.timestamp == frame.index[pos + 1].isoformat()
-        assert (entry.price, exit_.price, exit_.kind) == (s.entry_price, s.exit_price, s.exit_reason)
+        reason = "take_profit" if exit_.kind == "take_profit" else "close"  # the broker books a cls fill as its own
+        assert (entry.price, exit_.price, reason) == (s.entry_price, s.exit_price, s.exit_reason)
         pnl = decision.side * i.qty * (exit_.price - entry.price) - entry.fee - exit_.fee
         assert pnl == pytest.approx(i.qty * s.entry_price * s.net_return, abs=1e-9)
         pnl_total += pnl

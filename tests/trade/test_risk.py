@@ -39,10 +39,16 @@ def posts_and_deletes(fake) -> list[tuple[str, str]]:
 AAPL_BTC = {"symbols": ("AAPL", "BTCUSD"), "classes": {"AAPL": "stock", "BTCUSD": "crypto"}}
 
 
+# Positions held across looks with their take-profit working, what a halt keeps: exit rule next-open (under close
+# a look while the entry's session trades would cancel the leg and send the position's market-on-close exit)
+HELD = {"exit": "next-open"}
+
+
 def held_with_a_take_profit_and_an_open_entry(fake, tmp_path, **limits):
     """400 AAPL the loop bought at 188.50 with its OTO take-profit leg at 199 working, and a working BTC entry (0.2
     at 59,000, gtc); the day's first equity reading 24,600 cash + 400 x 190 = 100,600 (the day's start)."""
-    loop = alpaca_loop(fake, tmp_path, **AAPL_BTC, loop_config={"risk": RiskLimits(**limits), "resume": RESUME_CMD})
+    loop = alpaca_loop(fake, tmp_path, **AAPL_BTC,
+                       loop_config={**HELD, "risk": RiskLimits(**limits), "resume": RESUME_CMD})
     submitted(loop, order("mc-big", qty=400, limit_price=188.5, take_profit=199.0), D1)
     fake.fill("mc-big", 400, 188.5, at="2024-04-30T14:00:00Z")
     submitted(loop, order("mc-btc", symbol="BTCUSD", qty=0.2, limit_price=59_000.0, take_profit=61_000.0,
@@ -84,14 +90,14 @@ def test_a_losing_day_cancels_the_entry_keeps_the_take_profit_and_resume_lifts_i
 
     for _ in range(2):  # while the leg works, a look (a restart refuses at once) sends nothing
         with pytest.raises(HaltedError):
-            alpaca_loop(fake, tmp_path, **AAPL_BTC).run_cycle(D1, now=T("2024-04-30T19:00Z"))
+            alpaca_loop(fake, tmp_path, **AAPL_BTC, loop_config=HELD).run_cycle(D1, now=T("2024-04-30T19:00Z"))
     assert len(posts_and_deletes(fake)) == before + 1
 
     fake.session("2024-05-01")  # halted over the next session: the day leg expires at its close, unfilled
     assert leg["status"] == "expired" and working_exits(fake) == []
     for _ in range(2):  # the next bar's look re-places it for the loop's 400 at 199, once (gtc: it stays)
         with pytest.raises(HaltedError):
-            alpaca_loop(fake, tmp_path, **AAPL_BTC).reconcile(D2, now=T("2024-05-01T21:30Z"))
+            alpaca_loop(fake, tmp_path, **AAPL_BTC, loop_config=HELD).reconcile(D2, now=T("2024-05-01T21:30Z"))
     tp = client_order_id("AAPL", D2, "take_profit@halt@400.0")
     [placed] = working_exits(fake)
     assert (placed["client_order_id"], placed["qty"], placed["limit_price"], placed["type"],
@@ -111,7 +117,8 @@ def test_a_losing_day_cancels_the_entry_keeps_the_take_profit_and_resume_lifts_i
     assert trade_main(["resume", "--state-dir", str(tmp_path)]) == 0
     assert capsys.readouterr().out.strip() == "lifted 1 risk halt(s)"
     assert loop.journal.halts.active() == []
-    after = alpaca_loop(fake, tmp_path, **AAPL_BTC).reconcile(D2, now=T("2024-05-01T21:30Z"))  # trading again:
+    after = alpaca_loop(fake, tmp_path, **AAPL_BTC, loop_config=HELD).reconcile(
+        D2, now=T("2024-05-01T21:30Z"))  # trading again:
     assert fake.order(tp)["status"] == "canceled"  # the halt's take-profit (of D1's entry) is stale at D2,
     assert after.closes and fake.order(after.closes[0])["qty"] == "400"  # cancelled first, the leftover closed
     assert trade_main(["resume", "--state-dir", str(tmp_path)]) == 0
@@ -121,7 +128,7 @@ def test_a_losing_day_cancels_the_entry_keeps_the_take_profit_and_resume_lifts_i
 def test_a_halt_re_places_the_take_profit_of_a_partly_filled_entry_it_cancels(fake, tmp_path):
     """Alpaca activates an OTO leg only once its entry has filled; cancelling the partly filled entry may take the
     held leg with it (the fake does): the filled 150 get a take-profit of their own at the entry's 199."""
-    loop = alpaca_loop(fake, tmp_path, loop_config={"risk": RiskLimits(max_daily_loss=0.01)})
+    loop = alpaca_loop(fake, tmp_path, loop_config={**HELD, "risk": RiskLimits(max_daily_loss=0.01)})
     submitted(loop, order("mc-part", qty=400, limit_price=188.5, take_profit=199.0), D1)
     fake.fill("mc-part", 150, 188.5, at="2024-04-30T14:00:00Z")
     loop.reconcile(D1, now=T("2024-04-30T14:30Z"))  # 71,725 cash + 150 x 190 = 100,225
@@ -138,14 +145,14 @@ def test_a_halt_re_places_the_take_profit_of_a_partly_filled_entry_it_cancels(fa
     assert [(p["symbol"], p["qty"], [e["client_order_id"] for e in p["exits"]]) for p in halt.details["positions"]] \
         == [("AAPL", 150.0, [tp])]
     with pytest.raises(HaltedError):  # a restart's look: covered, nothing sent
-        alpaca_loop(fake, tmp_path).reconcile(D1, now=T("2024-04-30T19:00Z"))
+        alpaca_loop(fake, tmp_path, loop_config=HELD).reconcile(D1, now=T("2024-04-30T19:00Z"))
     assert fake.posts(tp) == 1 and len(working_exits(fake)) == 1
 
 
 def test_an_exit_for_more_than_the_loop_holds_is_replaced_by_one_for_its_quantity(fake, tmp_path):
     """The loop's quantity was lowered to 300 (``trade reconcile --accept-broker``) while its leg sells 400: kept,
     the leg would sell 100 shares that are not the loop's. The halt cancels it (confirmed) and re-places 300."""
-    loop = alpaca_loop(fake, tmp_path)
+    loop = alpaca_loop(fake, tmp_path, loop_config=HELD)
     submitted(loop, order("mc-big", qty=400, limit_price=188.5, take_profit=199.0), D1)
     fake.fill("mc-big", 400, 188.5, at="2024-04-30T14:00:00Z")
     loop.reconcile(D1, now=T("2024-04-30T14:30Z"))
@@ -187,7 +194,8 @@ def test_flatten_on_halt_closes_the_loops_quantity_only(fake, tmp_path, capsys):
     fake.fill(close, 400, 183.0, at="2024-04-30T18:01:00Z")
     for _ in range(2):  # later looks: the loop holds nothing, nothing more goes out
         with pytest.raises(HaltedError):
-            alpaca_loop(fake, tmp_path, **AAPL_BTC, loop_config={"risk": RiskLimits(flatten_on_halt=True)}).reconcile(
+            alpaca_loop(fake, tmp_path, **AAPL_BTC,
+                        loop_config={**HELD, "risk": RiskLimits(flatten_on_halt=True)}).reconcile(
                 D1, now=T("2024-04-30T19:00Z"))
     assert fake.posts(close) == 1 and len(posts_and_deletes(fake)) == before + 3
     assert fake.exchange.positions["AAPL"].qty == 100  # the user's 100, untouched
@@ -273,14 +281,14 @@ def test_a_re_placed_take_profit_that_would_wash_against_a_foreign_order_waits_a
                                       take_profit=None, time_in_force="gtc"))  # the user's bid above the 199 exit
     before = len(posts_and_deletes(fake))
     with pytest.raises(HaltedError):
-        alpaca_loop(fake, tmp_path, **AAPL_BTC).reconcile(D2, now=T("2024-05-01T21:30Z"))
+        alpaca_loop(fake, tmp_path, **AAPL_BTC, loop_config=HELD).reconcile(D2, now=T("2024-05-01T21:30Z"))
     assert posts_and_deletes(fake)[before:] == [] and fake.rejections == []  # not sent, the user's bid untouched
     assert fake.order("user-bid")["status"] == "accepted" and working_exits(fake) == []
     adapter(fake).cancel(user.id)  # the user withdraws the bid: the next look places the exit
     statuses = [adapter(fake).order(user.id).status for _ in range(2)]  # the venue confirms at the 2nd read
     assert statuses == ["pending_cancel", "canceled"]
     with pytest.raises(HaltedError):
-        alpaca_loop(fake, tmp_path, **AAPL_BTC).reconcile(D2, now=T("2024-05-01T21:45Z"))
+        alpaca_loop(fake, tmp_path, **AAPL_BTC, loop_config=HELD).reconcile(D2, now=T("2024-05-01T21:45Z"))
     [placed] = working_exits(fake)
     assert (placed["side"], placed["qty"], placed["limit_price"]) == ("sell", "400", "199.0")
     assert fake.rejections == []

@@ -123,12 +123,12 @@ def test_a_sized_replay_reproduces_the_sized_backtest(tmp_path):
     syms = ("SP500", "NASDAQ")
     bars = {s: load_symbol(s) for s in syms}
     forecaster = load_forecaster("baseline")
-    config = replace(PLANNER_CONFIG, sizing="cvar", risk_per_trade=0.003)
+    config = replace(PLANNER_CONFIG, sizing="cvar", risk_per_trade=0.003, exit="close")  # the rule settle() scores
     replay(bars, BacktestPlanner(forecaster, config), tmp_path, "2017-01-01", "2017-04-01",
-           LoopConfig(syms, gates=GateConfig(min_edge=-1.0, min_sharpe=-1e9, max_drawdown=1.01)))
+           LoopConfig(syms, gates=GateConfig(min_edge=-1.0, min_sharpe=-1e9, max_drawdown=1.01), exit="close"))
     journal = Journal(tmp_path / "journal.db")
-    broker = PaperBroker(tmp_path / "broker.db", bars)
-    intents = [i for i in journal.intents() if i.status == "submitted"]
+    broker = PaperBroker(tmp_path / "broker.db", bars, hold=True)
+    intents = [i for i in journal.intents() if i.status == "submitted" and i.kind == "entry"]  # not their cls exits
     records = {(r["decision_ts"]): r for r in map(json.loads, (tmp_path / "records.jsonl").read_text().splitlines())}
     backtest = {}
     for sym in syms:

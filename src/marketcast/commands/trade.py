@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -338,9 +339,8 @@ ReplayState = Annotated[Optional[Path], typer.Option("--state-dir",
 Cash = Annotated[float, typer.Option("--cash", min=0.01, help="Starting cash of the paper account.")]
 Png = Annotated[Optional[Path], typer.Option("--png", help="Equity curve (default STATE_DIR/equity.png).")]
 Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="INFO on stderr (trade.log always has it).")]
-Hold = Annotated[bool, typer.Option("--hold", help="The paper broker holds positions and working orders across "
-                                    "bars as Alpaca does (default: each order settled within its bar, as the "
-                                    "backtest).")]
+Hold = Annotated[bool, typer.Option("--hold", help="Hold a position while the next decision stays on its side "
+                                    "(its take-profit resting), instead of closing it at each decision.")]
 
 
 @app.command("replay")
@@ -353,6 +353,7 @@ def replay_cmd(
     fee: options.Fee = None,
     cash: Cash = 100_000.0, png: Png = None, verbose: Verbose = False, as_json: options.AsJson = False,
     hold: Hold = False, require_clean: options.RequireClean = False,
+    exit_rule: options.Exit = None,  # None: the config's trade.exit
 ) -> None:
     """Run the loop with the paper broker over history (resumable: same --state-dir carries on).
 
@@ -367,10 +368,14 @@ def replay_cmd(
     syms = _symbols(symbols) if symbols is not None else tuple(settings["symbols"])
     pins = {s: name for s, name in settings["strategy"].items() if s in syms}
     state_dir = state_dir or Path(f"out/replay-{start}-{end}")
+    trade_rules = rules(settings, seed)
+    if exit_rule is not None:
+        trade_rules = replace(trade_rules, planner=replace(trade_rules.planner, exit=exit_rule))
     result, seconds = replay_history(ReplayRequest(
-        start, end, syms, pins, state_dir, rules(settings, seed), model, weights, device, dtype, seed, data_dir,
+        start, end, syms, pins, state_dir, trade_rules, model, weights, device, dtype, seed, data_dir,
         on_duplicate, asset_class, periods_per_year, fee, cash, png, verbose, hold, require_clean,
-    ), progress=lambda steps: progress_steps(steps, "replay"))
+    ), progress=lambda steps: progress_steps(steps, "replay"),
+        announce=lambda line: (err_console if as_json else console).print(line, highlight=False, soft_wrap=True))
     eq = result.equity
     if as_json:  # src/marketcast/schemas/trade_replay.schema.json
         print_json({"start": start, "end": end, "symbols": list(syms), "cycles": result.cycles_run,

@@ -28,6 +28,7 @@ from dataclasses import replace
 
 from marketcast.backtest.config import STRATEGY_NAMES, BacktestConfig
 from marketcast.backtest.costs import defaults_text
+from marketcast.backtest.execution import DEFAULT_EXIT, EXIT_RULES
 from marketcast.backtest.selection import DEFAULT_LOOKBACK, DEFAULT_MIN_TRADES, SelectionRule
 from marketcast.backtest.sizing import POLICIES
 from marketcast.commands import options
@@ -130,6 +131,11 @@ SETTINGS = (
             "sigma^2 taken, in (0, 1] (the backtest's --kelly-fraction).", "--kelly-fraction", float),
     Setting("sizing.risk_per_trade", 0.01, unit_fraction, "cvar and kelly sizing: the equity fraction a trade's 95% "
             "tail may lose, in (0, 1] (the backtest's --risk-per-trade).", "--risk-per-trade", float),
+    Setting("exit", DEFAULT_EXIT, choice(*EXIT_RULES), "Where a position leaves (the backtest's --exit; "
+            "docs/trading.md#exit-rule): close = a stock on daily bars at its entry's session close by a "
+            "market-on-close (cls) order, next-open = at the next decision, queued to the next open; 24/7 bars at "
+            "the next bar's open either way. A state folder keeps the rule it was made with.", "--exit",
+            metavar=options.choice_list(EXIT_RULES)),
     Setting("add_latest", None, optional(boolean), "Real bid/ask from the broker: the mid replaces the last "
             "close, the spread goes into the costs.", "--add-latest/--no-add-latest", bool, env=("ADD_LATEST",),
             shown="auto: on when the broker has quotes (alpaca); the paper broker's are synthetic"),
@@ -250,6 +256,7 @@ def rules(settings: Settings, seed: int) -> TradeRules:
     from marketcast.trade.loop.planner import PLANNER_CONFIG
 
     base = PLANNER_CONFIG
-    planner = sizing(settings, replace(base, seed=seed, selection=selection(settings, base.selection)))
+    planner = sizing(settings, replace(base, seed=seed, selection=selection(settings, base.selection),
+                                       exit=settings["exit"]))
     return TradeRules(planner, gates(settings), portfolio(settings), risk(settings), freshness(settings),
                       thresholds(settings))

@@ -127,6 +127,11 @@ class Broker(ABC):
         OTO/bracket orders) the loop sends the take-profit itself once it sees the entry fill."""
         return True
 
+    def takes_cls(self, symbol: str) -> bool:
+        """Whether a ``cls`` (market-on-close) order for ``symbol`` can reach a closing auction now, the clock's
+        cutoff aside (the loop checks that: :func:`marketcast.trade.risk.freshness.cls_cutoff`). Alpaca: a stock."""
+        return True
+
 
 def submit_once(broker: Broker, request: OrderRequest, looked_up: bool = False) -> tuple[Order, bool]:
     """Submit unless the broker already has this ``client_order_id`` (``looked_up``: the caller just asked);

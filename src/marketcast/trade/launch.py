@@ -86,7 +86,7 @@ class PaperVenue:
     def __init__(self, syms: tuple[str, ...], state_dir: Path, data_dir: Path | None, fee: float | None,
                  clock: Callable[[], pd.Timestamp], on_duplicate: str = "error", market: Market = Market()) -> None:
         from marketcast.trade.loop.feed import history_feed
-        from marketcast.trade.venues.paper import PaperBroker
+        from marketcast.trade.venues.paper import PaperBroker, written_mode
 
         self.syms, self.data_dir, self.now, self.on_duplicate = syms, data_dir, clock, on_duplicate
         self.market = market
@@ -95,7 +95,9 @@ class PaperVenue:
         self.bars: dict[str, Bars] = {}  # cut at the clock; shared with the broker and the feed
         self._load(self.now())
         last = min(b.frame.index[-1] for b in self.bars.values())
-        self.broker = PaperBroker(state_dir / "broker.db", self.bars, fee=fee, start=last)
+        # a replay's folder (`trade reconcile`, `resume`, `status` on it) is opened as its broker was written: holding
+        hold = written_mode(state_dir / "broker.db") == "hold"
+        self.broker = PaperBroker(state_dir / "broker.db", self.bars, fee=fee, start=last, hold=hold)
         self.feed = history_feed(self.bars, lambda: self.broker.clock)
         self.asset_classes = {s: b.asset_class for s, b in self.bars.items()}
 

@@ -6,11 +6,14 @@ cycle only at its own bars (a crypto pair on a Saturday, a stock on its sessions
 recorded in the journal, so a killed replay restarted with the same state dir carries on where it
 stopped and ends with the same orders and fills as an uninterrupted one.
 
-By default every order lives one bar and is settled by the backtest's rule (docs/trading.md). With ``hold``
-the paper broker holds as Alpaca does (:mod:`marketcast.trade.venues.holding`): positions carry overnight, the
-loop closes what earlier bars left, and it looks at each market once while a bar trades (between the bar's
-halves, as the live supervisor's watches between two closes), so a crypto entry that filled gets its
-separately sent take-profit.
+The paper broker holds as Alpaca does (:mod:`marketcast.trade.venues.holding`): positions carry overnight,
+working orders live across bars, the loop closes what earlier bars left, and it looks at each market once while
+a bar trades (between the bar's halves, as the live supervisor's watches between two closes), so a crypto entry
+that filled gets its separately sent take-profit and, under exit rule ``close``, a stock entry that filled gets
+its market-on-close exit (:mod:`marketcast.trade.loop.on_close`). So a replay trades each exit rule as ``trade
+run`` does and as ``marketcast backtest --exit RULE`` scores it (docs/trading.md#exit-rule). With ``hold`` the
+loop also holds a position while the next decision stays on its side (``LoopConfig.hold_agreeing``). A state
+folder keeps the exit rule and ``hold`` it was made with; the other is refused in one line.
 """
 
 from __future__ import annotations
@@ -22,15 +25,17 @@ from typing import Callable, Mapping
 
 import pandas as pd
 
+from marketcast.backtest.execution import describe as describe_exit
 from marketcast.data.bars import Bars
 from marketcast.data.timestamps import ISO_FIX
 from marketcast.errors import ConfigError, StateError
 from marketcast.fileio import check_writable, write_atomic
 from marketcast.forecast.exposure import weigh
 from marketcast.trade.journal.files import FILE_MODE, check_state_files, outside_state, private_dir
-from marketcast.trade.journal.state import Journal, check_journal
+from marketcast.trade.journal.state import Journal, check_journal, setting_mismatch
 from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
 from marketcast.trade.loop.feed import history_feed
+from marketcast.trade.loop.on_close import day_trade_note
 from marketcast.trade.loop.planner import Planner
 from marketcast.trade.ops import blotter
 from marketcast.trade.ops.monitor import Monitor
@@ -100,8 +105,13 @@ def replay(
     dates = replay_dates(bars, start, end)
     private_dir(state)
     journal = Journal(state / "journal.db")  # first: a damaged journal stops the replay before the broker moves
+    bound = {"exit": config.exit, "hold": "yes" if hold else "no"}
+    if (mismatch := setting_mismatch(state / "journal.db", **bound)) is not None:
+        journal.close()
+        raise ConfigError(mismatch)
     broker = PaperBroker(state / "broker.db", bars, starting_cash=starting_cash, fee=config.fee,
-                         start=dates[0], hold=hold)
+                         start=dates[0], hold=True)
+    journal.set_meta(**bound)
     journal.clock = lambda: broker.clock  # one clock in the blotter: a submission at the simulated time
     if hold:  # a position is held on while the decision stays on its side, its take-profit resting
         config = replace(config, hold_agreeing=True)
@@ -117,7 +127,7 @@ def replay(
             if last is not None and pd.Timestamp(last) < stamp and any(stamp in index for index in indexes):
                 loop.reconcile(last, clock=clock)
 
-    between = watch if hold else None
+    between = watch
     run = 0
     for ts in dates[:-1]:
         key = iso(ts)
@@ -188,14 +198,16 @@ class ReplayRequest:
     cash: float = 100_000.0
     png: Path | None = None  # default: STATE_DIR/equity.png
     verbose: bool = False
-    hold: bool = False  # the paper broker holds positions across bars, as Alpaca (replay's docstring)
+    hold: bool = False  # hold a position while the next decision stays on its side (LoopConfig.hold_agreeing)
     require_clean: bool = False  # refuse rather than label (marketcast.forecast.exposure)
 
 
-def replay_history(request: ReplayRequest, progress: Callable[[int], object]) -> tuple[ReplayResult, float]:
+def replay_history(request: ReplayRequest, progress: Callable[[int], object],
+                   announce: Callable[[str], object] = log.info) -> tuple[ReplayResult, float]:
     """Load the bars and the model, then replay under the state folder's lock (created only after every check);
     returns the result and the seconds the replay took. ``progress(steps)`` is the progress
-    display, a context manager yielding ``step(description)``.
+    display, a context manager yielding ``step(description)``; ``announce(line)`` hears the exit rule traded (and
+    the pattern-day-trader note where it applies) once every check passed.
 
     Tuned weights (a ``tuning.json``) are refused in one line when a cycle's decision bar is on or before their
     ``until`` on a tuned symbol (:func:`marketcast.forecast.tuning.guard_weights`): its fills would grade the
@@ -221,8 +233,11 @@ def replay_history(request: ReplayRequest, progress: Callable[[int], object]) ->
     bars = tradable(read)
     dates = replay_dates(bars, r.start, r.end)
     check_journal(r.state_dir / "journal.db")  # a foreign file is refused before the lock or the log is made
-    if (mismatch := mode_mismatch(r.state_dir / "broker.db", r.hold)) is not None:
-        raise ConfigError(mismatch)
+    for mismatch in (mode_mismatch(r.state_dir / "broker.db", True),
+                     setting_mismatch(r.state_dir / "journal.db", exit=r.rules.planner.exit,
+                                      hold="yes" if r.hold else "no")):
+        if mismatch is not None:
+            raise ConfigError(mismatch)
     empty = without_bars(bars, _day(r.start, "--start"), _day(r.end, "--end"))
     syms = tuple(s for s in r.symbols if s not in empty)
     bars = {s: bars[s] for s in syms}
@@ -230,6 +245,9 @@ def replay_history(request: ReplayRequest, progress: Callable[[int], object]) ->
                      require_clean=r.require_clean, fix="replay after it (--start {start})",
                      what="cycle {k} (decision bar {bar})")
     forecaster = load_forecaster(r.model, weights=r.weights, device=r.device, dtype=r.dtype, seed=r.seed)
+    announce(describe_exit(r.rules.planner.exit))
+    if (note := day_trade_note(r.rules.planner.exit, r.cash, [b.asset_class for b in bars.values()])):
+        announce(note)
     started = time.perf_counter()
     with new_state(r.state_dir) as began, progress(len(dates) - 1) as step:
         cycles_begun = []
@@ -243,7 +261,7 @@ def replay_history(request: ReplayRequest, progress: Callable[[int], object]) ->
         setup_logging(r.state_dir, r.verbose)
         planner = BacktestPlanner(forecaster, r.rules.planner, pinned=r.pins)
         loop_config = LoopConfig(syms, gates=r.rules.gates, portfolio=r.rules.portfolio, risk=r.rules.risk,
-                                 fee=r.fee, mode="replay",
+                                 fee=r.fee, mode="replay", exit=r.rules.planner.exit,
                                  resolve=resolve_command(r.state_dir, "paper", False, syms, r.data_dir),
                                  resume=f"marketcast trade resume --state-dir {r.state_dir}")
         result = replay(bars, planner, r.state_dir, r.start, r.end, loop_config, starting_cash=r.cash,

@@ -158,8 +158,10 @@ def start_loop(settings: Settings, rules: TradeRules, request: LoopRequest, *, s
     (symbol -> (meta, 1)); ``request.require_clean`` refuses it instead.
     """
     from marketcast.data.ticks import price_decimals
-    from marketcast.trade.journal.state import Journal
+    from marketcast.backtest.execution import describe as describe_exit
+    from marketcast.trade.journal.state import Journal, setting_mismatch
     from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
+    from marketcast.trade.loop.on_close import day_trade_note
     from marketcast.trade.loop.planner import BacktestPlanner
     from marketcast.trade.loop.supervisor import Supervisor
     from marketcast.trade.loop.warmup import load_model
@@ -169,9 +171,13 @@ def start_loop(settings: Settings, rules: TradeRules, request: LoopRequest, *, s
     r, syms = request, settings["symbols"]
     _refuse(settings, r)
     data_dir = None if settings["data_dir"] is None else Path(settings["data_dir"])
+    rule = rules.planner.exit
+    if (mismatch := setting_mismatch(r.state_dir / "journal.db", exit=rule)) is not None:
+        raise ConfigError(mismatch)
     journal = Journal(r.state_dir / "journal.db")  # first: a damaged journal stops the run before the broker moves
     if r.began is not None:  # before the broker moves: a new state folder that failed before here is removed
         r.began()
+    journal.set_meta(exit=rule)
     chain, weights = _active_model(settings, journal)
     _no_baseline_shadow(r.shadow, r.shadow_model or chain[0])  # the promoted model, when there is one
     market = Market(asset_classes(list(settings["data.asset_class"] or ()), syms),
@@ -180,6 +186,9 @@ def start_loop(settings: Settings, rules: TradeRules, request: LoopRequest, *, s
                        settings["data.on_duplicate"], market)
     now = venue.now()  # the first request: refused keys or an unavailable broker end the run here
     check_markets(venue)
+    console.print(describe_exit(rule), highlight=False, soft_wrap=True)  # the rule traded, stated at start
+    if (note := day_trade_note(rule, venue.broker.account().equity, venue.asset_classes.values())):
+        console.print(note, highlight=False, soft_wrap=True)
     venue.refresh(now)
     decimals = {s: price_decimals(venue.feed(s).frame["close"]) for s in syms}
     newest = lambda: [(s, getattr(venue.history(s), "frame", None), venue.feed(s).frame.index[-1:])  # noqa: E731
@@ -208,6 +217,7 @@ def start_loop(settings: Settings, rules: TradeRules, request: LoopRequest, *, s
     mode = "live" if r.live else "paper"
     loop_config = LoopConfig(syms, gates=rules.gates, portfolio=rules.portfolio, risk=rules.risk,
                              freshness=rules.freshness, add_latest=add_latest, fee=settings["fee"], mode=mode,
+                             exit=rule,
                              resolve=resolve_command(where, r.broker_name, r.live, syms, data_dir),
                              resume=f"marketcast trade resume --state-dir {where}")
     loop = TradingLoop(venue.broker, journal, BacktestPlanner(loaded.forecaster, config, pinned=settings["strategy"]),

@@ -8,6 +8,12 @@ from functools import lru_cache
 
 BUY, SELL = "buy", "sell"
 LIMIT, MARKET = "limit", "market"
+# The times in force the loop sends (https://docs.alpaca.markets/docs/orders-at-alpaca, "Time in Force"): ``day``
+# ends at the close, ``gtc`` works on, ``ioc`` fills at once or not at all, ``cls`` is a market-on-close order,
+# "eligible to execute only in the market closing auction" (stocks only; its cutoff:
+# marketcast.trade.risk.freshness.cls_cutoff).
+DAY, GTC, IOC, CLS = "day", "gtc", "ioc", "cls"
+TIMES_IN_FORCE = (DAY, GTC, IOC, CLS)
 FINEST_QTY = Decimal("0.000000001")  # Alpaca takes qty with up to 9 decimals
 PENNY, SUB_PENNY = Decimal("0.01"), Decimal("0.0001")
 
@@ -116,11 +122,13 @@ class OrderRequest:
     type: str = LIMIT  # "limit" | "market"
     limit_price: float | None = None
     take_profit: float | None = None
-    time_in_force: str = "day"  # stocks: day; crypto: gtc | ioc
+    time_in_force: str = DAY  # stocks: day | gtc | cls (market-on-close); crypto: gtc | ioc
 
     def __post_init__(self) -> None:
         if self.side not in (BUY, SELL):
             raise ValueError(f"side must be buy or sell, got {self.side!r}")
+        if self.time_in_force not in TIMES_IN_FORCE:
+            raise ValueError(f"time_in_force must be one of {', '.join(TIMES_IN_FORCE)}, got {self.time_in_force!r}")
         if self.type not in (LIMIT, MARKET):
             raise ValueError(f"type must be limit or market, got {self.type!r}")
         if self.type == LIMIT and self.limit_price is None:

@@ -106,6 +106,31 @@ def check_journal(path: str | Path) -> bool:
     return check_owned(path, APP_ID, TABLES, "journal", SCHEMA_VERSION, FIRST_SCHEMA)
 
 
+# What a state folder is made under and keeps (its journal's meta rows, yes/no for a switch): the exit rule,
+# a replay's --hold
+BOUND_FLAGS = {"exit": "--exit", "hold": "--hold"}
+
+
+def setting_mismatch(path: str | Path, **values: str) -> str | None:
+    """One line if the journal at ``path`` was made under another value of one of ``values`` (meta keys of
+    :data:`BOUND_FLAGS`), else None; read without writing, so a run can refuse before it touches anything."""
+    import sqlite3
+
+    if not Path(path).is_file():
+        return None
+    with sqlite3.connect(f"file:{Path(path)}?mode=ro", uri=True) as c:
+        try:
+            kept = dict(c.execute("SELECT key, value FROM meta").fetchall())
+        except sqlite3.DatabaseError:
+            return None  # not a journal yet: the journal's own open says so
+    for key, value in values.items():
+        if kept.get(key, value) != value:
+            was = {"yes": f"with {BOUND_FLAGS[key]}", "no": f"without {BOUND_FLAGS[key]}"}.get(
+                kept[key], f"with {BOUND_FLAGS[key]} {kept[key]}")
+            return f"{Path(path).parent} was made {was}; run it {was} as it was made, or use a new state folder"
+    return None
+
+
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 

@@ -19,12 +19,14 @@ from typing import Callable
 
 import pandas as pd
 
+from marketcast.backtest.execution import DEFAULT_EXIT
 from marketcast.backtest.orders import FLAT, LONG, Costs
 from marketcast.data.bars import Bars
+from marketcast.data.calendar import infer_interval
 from marketcast.errors import HaltedError
 from marketcast.trade.interface import Broker
 from marketcast.trade.risk.check import OrderContext, RiskCheck
-from marketcast.trade.risk.freshness import Freshness
+from marketcast.trade.risk.freshness import SPACING_BARS, Freshness
 from marketcast.trade.risk.gates import GateConfig
 from marketcast.trade.journal.ids import ENTRY, client_order_id
 from marketcast.trade.ops.monitor import Monitor
@@ -70,6 +72,9 @@ class LoopConfig:
     # hold what earlier bars left while the bar's decision is still on its side, its take-profit resting (a
     # holding replay); False: every leftover is closed at the next decision
     hold_agreeing: bool = False
+    # where a position leaves (marketcast.backtest.execution): `close` exits a stock on daily bars at its entry's
+    # session close by a cls order (marketcast.trade.loop.on_close), `next-open` at the next decision
+    exit: str = DEFAULT_EXIT
 
 
 @dataclass
@@ -121,6 +126,7 @@ class TradingLoop:
         self.desk = OrderDesk(broker, journal, config.cancel_wait_s, admit=self._admit)
         self.reconciler = Reconciler(broker, journal, self.desk, config.resolve)
         self.reconciler.keeps = self._agrees
+        self.reconciler.on_close = self._exits_on_close
         self._signals: dict[str, tuple[str, Signal]] = {}  # symbol -> (decision bar, its signal) (hold_agreeing)
         self.risk = RiskGuard(journal, config.risk, config.resume)
         # the loop's one set of checks, asked of every entry, close, take-profit and halt exit
@@ -154,6 +160,15 @@ class TradingLoop:
         for s in self.config.symbols:
             out[self.clock_of(s)] = out.get(self.clock_of(s), ()) + (s,)
         return out
+
+    # ----------------------------------------------------------- the exit rule
+    def _exits_on_close(self, symbol: str) -> bool:
+        """Whether ``symbol``'s entries leave at their session's close by a ``cls`` order: exit rule ``close``, a
+        stock, daily bars (each is its session's last; an intraday stock bar and 24/7 bars have no closing
+        auction after them and exit at the next decision)."""
+        if self.config.exit != "close" or self.config.hold_agreeing or self.clock_of(symbol) != "stock":
+            return False
+        return infer_interval(self.feed(symbol).frame.index[-SPACING_BARS:]).kind == "daily"
 
     # ----------------------------------------------------------- holding on
     def _agrees(self, symbol: str, decision_ts: str, qty: float) -> bool:

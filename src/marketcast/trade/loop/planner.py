@@ -37,9 +37,10 @@ from typing import Any, Mapping, Protocol
 
 import pandas as pd
 
-from marketcast.backtest import BacktestConfig, StrategyParams, WindowView, decide, run_backtest, step
+from marketcast.backtest import BacktestConfig, StrategyParams, WindowView, advance, decide, run_backtest, step
 from marketcast.backtest.engine import decision_mean, decision_size
-from marketcast.backtest.fills import settle
+from marketcast.backtest.execution import session_last, waits_for_next_open
+from marketcast.backtest.fills import NEXT_OPEN, settle
 from marketcast.backtest.metrics import strategy_metrics
 from marketcast.backtest.orders import FLAT, Bar, Costs, Decision
 from marketcast.backtest.sizing import Skill
@@ -87,6 +88,11 @@ def close_quantiles(returns) -> tuple[float, ...]:
     return tuple(float(returns.quantile("close", q)[-1]) for q in CLOSE_LEVELS)
 
 
+def _price(value: float) -> float | None:
+    """An order array's price as a :class:`Decision` holds it (NaN: none)."""
+    return None if value != value else float(value)
+
+
 class Planner(Protocol):
     """Per-symbol strategy choice and next-bar decision."""
 
@@ -119,6 +125,31 @@ class _Carry:
     states: dict[str, Any]
     record: dict[str, deque]
     skills: dict[str, Skill] = field(default_factory=dict)
+    queued: dict[str, int] = field(default_factory=dict)  # next-open: the side whose close the last window queued
+
+
+def _relearn_last(name: str, state: Any, view: WindowView, bar: Bar, params: StrategyParams, exit_open: float
+                  ) -> Any:
+    """``state`` with its last window learnt again at ``exit_open`` (bar t+2's open): a state that holds its last
+    windows back until they settle (MaxDiff's ``pending``, under the next-open exit) got that window from a
+    backtest whose bars end before bar t+2, which scored it at its close (:meth:`BacktestPlanner._start`)."""
+    pending = getattr(state, "pending", ())
+    if not pending:
+        return state
+    return advance(name, replace(state, pending=pending[:-1]), view, bar, None, params, exit_open)
+
+
+def next_open_record(d: Decision, bar: Bar, exit_open: float, params, size: float, queues: bool,
+                     queued: int) -> tuple[tuple[float, bool], int]:
+    """One window's (net return, filled) under exit rule ``next-open`` and the side whose close it leaves queued
+    for the next open (0: none), as the backtest scores it (:func:`marketcast.backtest.execution.wash_refused`):
+    an entry that meets the previous window's queued close (``queued``: the same side, or the other side with a
+    take-profit) is refused and trades nothing; else it exits at ``exit_open`` (bar t+2's open) unless its
+    take-profit fills in bar t+1, and its close is queued where bar t+1 ends a session (``queues``)."""
+    if queued and d.side != FLAT and (d.side == queued or (d.side == -queued and d.take_profit is not None)):
+        return (0.0, False), 0
+    s = settle(d, bar, params.costs, params.fill_mode, params.same_bar, size, exit_open)
+    return (s.net_return, s.filled), (d.side if s.filled and s.exit_reason == "next_open" and queues else 0)
 
 
 class BacktestPlanner:
@@ -152,14 +183,33 @@ class BacktestPlanner:
                       float(bars.frame["close"].iloc[-1]), metrics)
 
     def _start(self, bars: Bars, config: BacktestConfig, learn_from: str | None, key: tuple) -> _Carry:
-        """The backtest up to the bar before the decision bar, from the window of :meth:`first_window` on."""
+        """The backtest up to the bar before the decision bar, from the window of :meth:`first_window` on. Under
+        exit rule ``next-open`` its last window, which that backtest marks at its bar t+1's close (its bar t+2,
+        the decision bar, is not in it), is settled at the decision bar's open (:func:`next_open_record`)."""
         n = len(bars)
         settled = n - 2 - self.first_window(bars, learn_from)
         r = run_backtest(bars.head(n - 1), self.forecaster, replace(config, windows=settled, include_latest=False))
-        return _Carry(key, r.decision_times[-1], {k: run.final_state for k, run in r.strategies.items()},
-                      {k: deque(zip(run.returns, run.filled), maxlen=self.config.selection.lookback)
-                       for k, run in r.strategies.items()},
-                      {k: run.skill for k, run in r.strategies.items() if run.skill is not None})
+        records = {k: list(zip(run.returns, run.filled)) for k, run in r.strategies.items()}
+        states = {k: run.final_state for k, run in r.strategies.items()}
+        queued: dict[str, int] = {}
+        if waits_for_next_open(config.exit):
+            params = StrategyParams.from_config(config, bars.asset_class, bars.periods_per_year)
+            auction = session_last(bars.frame.index, bars.asset_class)
+            rows = bars.frame.index.get_indexer(r.settle_times)  # each window's bar t+1
+            frame = bars.frame
+            bar = Bar(*(float(frame[c].iloc[rows[-1]]) for c in ("open", "high", "low", "close")))
+            exit_open = float(frame["open"].iloc[rows[-1] + 1])
+            for k, run in r.strategies.items():
+                d, f = run.decisions, run.settlements
+                prev = int(d.side[-2]) if len(f) > 1 and f.filled[-2] and f.reason[-2] == NEXT_OPEN and \
+                    auction[rows[-2]] else 0
+                last = Decision(int(d.side[-1]), _price(d.entry_limit[-1]), _price(d.take_profit[-1]))
+                records[k][-1], queued[k] = next_open_record(last, bar, exit_open, params, float(run.sizes[-1]),
+                                                             bool(auction[rows[-1]]), prev)
+                states[k] = _relearn_last(k, run.final_state, r.views[-1], bar, params, exit_open)
+        return _Carry(key, r.decision_times[-1], states,
+                      {k: deque(v, maxlen=self.config.selection.lookback) for k, v in records.items()},
+                      {k: run.skill for k, run in r.strategies.items() if run.skill is not None}, queued)
 
     def first_window(self, bars: Bars, learn_from: str | None) -> int:
         """Row of the decision bar of the first window the symbol's backtest carries: ``windows`` bars before
@@ -196,6 +246,9 @@ class BacktestPlanner:
         pending = len(index) - 2 - index.get_loc(carry.through)  # windows since; the last settles on the decision bar
         result = run_backtest(bars, self.forecaster, replace(config, windows=pending))
         states, record = dict(carry.states), {k: deque(v, maxlen=v.maxlen) for k, v in carry.record.items()}
+        late = waits_for_next_open(config.exit)  # a window is recorded once its bar t+2's open is known
+        queued = {k: carry.queued.get(k, 0) for k in config.strategies}
+        auction = session_last(index, bars.asset_class) if late else None
         skills = {k: carry.skills.get(k, Skill()) for k in config.strategies}
         frame = bars.frame
         samples = result.sample_returns  # {field: [pending + 1, S]}, the latest window last
@@ -213,11 +266,19 @@ class BacktestPlanner:
             if k == pending - 1 and learn_from is not None:  # keep all but the window settled on the decision bar
                 kept = {n: deque(v, maxlen=v.maxlen) for n, v in record.items()}
                 self._carry[bars.symbol] = _Carry(key, result.decision_times[k - 1] if k else carry.through,
-                                                  dict(states), kept, dict(skills) if config.sizing != "fixed" else {})
+                                                  dict(states), kept, dict(skills) if config.sizing != "fixed" else {},
+                                                  dict(queued))
             bar = Bar(*(float(frame.at[at, c]) for c in ("open", "high", "low", "close")))
+            row = index.get_loc(at)
+            next_open = float(frame["open"].iloc[row + 1]) if late and row + 1 < len(index) else None
             for name in config.strategies:  # the engine's own step (marketcast.backtest.engine.simulate)
-                d, s, states[name] = step(name, view, states[name], bar, params, sizer(k, name))
-                record[name].append((s.net_return, s.filled))
+                d, s, states[name] = step(name, view, states[name], bar, params, sizer(k, name), next_open)
+                if not late:
+                    record[name].append((s.net_return, s.filled))
+                elif row + 1 < len(index):  # settled at bar t+2's open; the window of the decision bar is not yet
+                    entry, queued[name] = next_open_record(d, bar, float(frame["open"].iloc[row + 1]), params, s.size,
+                                                           bool(auction[row]), queued[name])
+                    record[name].append(entry)
                 if config.sizing != "fixed":  # the unit-size outcome, traded or not, is what the skill learns
                     unit = settle(d, bar, params.costs, params.fill_mode, params.same_bar)
                     skills[name] = skills[name].add(decision_mean(d, view, rows(k)),

@@ -39,6 +39,7 @@ from marketcast.trade.journal.ids import CLOSE, ENTRY, TAKE_PROFIT, TOP_UP, clie
 from marketcast.trade.loop.orders import OrderDesk
 from marketcast.trade.risk.check import RiskCheck
 from marketcast.trade.risk.freshness import queued_until
+from marketcast.trade.loop.on_close import close_at_the_close
 from marketcast.trade.loop.ownership import Book, dust, fee_slack, owned
 from marketcast.trade.risk.rules import round_qty
 from marketcast.trade.types import Asset
@@ -58,6 +59,7 @@ class Reconciled:
     closes: list[str] = field(default_factory=list)
     take_profits: list[str] = field(default_factory=list)
     deferred: dict[str, str] = field(default_factory=dict)  # symbol -> why its close waits for the next cycle
+    late: list[str] = field(default_factory=list)  # cls exits not sent: the entry's fill seen after the cutoff
     book: Book | None = None
 
 
@@ -73,6 +75,9 @@ class Reconciler:
         # whether the loop holds on to what earlier bars left of (symbol, at decision_ts, signed qty): its decision
         # there is still on that side (LoopConfig.hold_agreeing); never, by default: every leftover is closed
         self.keeps: Callable[[str, str, float], bool] = lambda symbol, decision_ts, qty: False
+        # whether a symbol's entry exits at its session's close by a cls order (exit rule `close`, a stock on daily
+        # bars: marketcast.trade.loop.on_close); never, by default: every position leaves at the next decision
+        self.on_close: Callable[[str], bool] = lambda symbol: False
         self.held_on: dict[str, float] = {}  # this pass's positions held on, with their resting exits
 
     def assets(self, symbols) -> dict[str, Asset]:
@@ -254,6 +259,7 @@ class Reconciler:
             result.book.own_orders = [o for o in result.book.own_orders if o.id not in self.desk.cancelled]
         self._close_leftovers(decision_ts, result, act)
         if act:
+            close_at_the_close(self, decision_ts, result)
             self._take_profits(decision_ts, result)
 
     def _held_on(self, decision_ts: str, result: Reconciled, intents: dict[str, Intent]) -> dict[str, float]:

@@ -129,3 +129,30 @@ def queued_until(asset_class: str, now, decision_ts: str) -> str | None:
     if calendar.is_open(when):
         return None
     return f"{calendar.next_open(when):%Y-%m-%d %H:%M} UTC"
+
+
+CLS_CUTOFF = pd.Timedelta(minutes=10)  # before the session's close: 3:50 pm ET on a 4:00 pm close
+
+
+def cls_cutoff(now) -> pd.Timestamp | None:
+    """The latest moment a market-on-close (``cls``) order sent at ``now`` still reaches today's closing
+    auction: 10 minutes before the stock session's close, if the session is open at ``now``; None when it is
+    not (the market is closed).
+
+    Alpaca, https://docs.alpaca.markets/docs/orders-at-alpaca ("Time in Force", ``cls``): "CLS orders submitted
+    after 3:50pm but before 7:00pm ET will be rejected. CLS orders submitted after 7:00pm will be queued and
+    routed to the following day's closing auction." Alpaca gives no cutoff for an early close (13:00 ET); the
+    cutoff is taken to move with the calendar's close, 10 minutes before it (12:50 ET), as the exchanges'
+    closing-auction entry cutoffs do. The loop never sends a ``cls`` outside the session at all (after 7:00 pm
+    one would wait for the next day's auction: not the close the backtest scores)."""
+    calendar = calendar_for("stock")
+    when = utc(now)
+    if not calendar.is_open(when):
+        return None
+    return calendar.next_close(when) - CLS_CUTOFF
+
+
+def before_cls_cutoff(now) -> bool:
+    """Whether a ``cls`` order sent at ``now`` reaches this session's closing auction (:func:`cls_cutoff`)."""
+    cutoff = cls_cutoff(now)
+    return cutoff is not None and utc(now) < cutoff

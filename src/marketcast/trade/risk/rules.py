@@ -36,11 +36,11 @@ import math
 from dataclasses import dataclass, replace
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 
-from marketcast.trade.types import BUY, FINEST_QTY, LIMIT, SELL, Asset, OrderRequest, dec
+from marketcast.trade.types import BUY, CLS, FINEST_QTY, GTC, IOC, LIMIT, SELL, Asset, OrderRequest, dec
 
 CRYPTO_COLLAR = 0.02  # a crypto market order becomes a limit at ask x (1 + collar): valued so at the broker
 CRYPTO_FEE_CAP = 0.0025  # Alpaca crypto, tier 1 taker: the most of a bought quantity a fill can cost
-CRYPTO_TIME_IN_FORCE = ("gtc", "ioc")
+CRYPTO_TIME_IN_FORCE = (GTC, IOC)
 SHORT_MARKUP = 0.03  # an opening short is valued at least 3 % above the ask (orders-at-alpaca, "Buying Power")
 
 
@@ -82,8 +82,8 @@ def conform(request: OrderRequest, asset: Asset) -> Check:
     """Round prices (by side) and size (down) onto the broker's grid, then check what rounding cannot fix."""
     changes: list[str] = []
     tif = request.time_in_force
-    if asset.crypto and tif not in CRYPTO_TIME_IN_FORCE:
-        tif = "gtc"
+    if asset.crypto and tif not in CRYPTO_TIME_IN_FORCE and tif != CLS:  # a crypto cls is refused, never moved
+        tif = GTC
         changes.append(f"time in force {request.time_in_force} -> gtc (crypto)")
     limit, tp = request.limit_price, request.take_profit
     if limit is not None:

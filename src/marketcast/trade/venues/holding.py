@@ -14,6 +14,12 @@ the way the venue does (https://docs.alpaca.markets/docs/orders-at-alpaca):
   GTC orders will be cancelled"), and the fake Alpaca ends them so: here too a ``gtc`` order still working
   :data:`GTC_DAYS` days after its submission ends ``expired`` when the next bar opens (:func:`lapsed`); a
   position held on that long then has no take-profit until the loop closes it.
+* "Time in Force", ``cls``: a market-on-close order, "eligible to execute only in the market closing auction"
+  (stocks; crypto takes ``gtc``/``ioc`` only), fills at the bar's close. "CLS orders submitted after 3:50pm but
+  before 7:00pm ET will be rejected": the paper broker's clock has no minutes, so it takes a ``cls`` only while
+  a bar of the symbol trades (between the bar's halves, before its cutoff) and refuses one sent at any other
+  time (:data:`CLS_LATE`: after a bar's close, the cutoff is past). A replay's look between the halves is
+  taken as before the cutoff; ``trade run`` checks the wall clock (:func:`marketcast.trade.risk.freshness.cls_cutoff`).
 * Positions carry from bar to bar with their average entry price (weighted over what added to them, unchanged
   by what reduced them; the position entity), marked at the last close.
 
@@ -42,6 +48,7 @@ from marketcast.trade.types import BUY, MARKET, OPEN_STATUSES
 
 WORKING = OPEN_STATUSES + ("held",)
 GTC_DAYS = 90  # an unfilled gtc order ends this many days after its submission (the module's docstring)
+CLS_LATE = "CLS orders submitted after 3:50pm but before 7:00pm ET will be rejected"  # orders-at-alpaca, Time in Force
 
 
 @dataclass(frozen=True)

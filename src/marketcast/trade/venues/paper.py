@@ -45,6 +45,7 @@ from marketcast.trade.types import Asset
 from marketcast.trade.venues import holding
 from marketcast.trade.types import (
     BUY,
+    CLS,
     LIMIT,
     MARKET,
     OPEN_STATUSES,
@@ -100,8 +101,11 @@ def mode_mismatch(db_path: str | Path, hold: bool) -> str | None:
     mode = written_mode(db_path)
     if mode is None or mode == MODES[hold]:
         return None
-    return (f"{db_path} was written by a paper broker that {'holds' if mode == 'hold' else 'settles within the bar'}; "
-            f"replay it the same way{' (--hold)' if mode == 'hold' else ' (without --hold)'}, or use a new state folder")
+    if mode == "hold":
+        return (f"{db_path} was written by the paper broker that holds as Alpaca does (a replay's); use a new state "
+                "folder")
+    return (f"{db_path} was written by a paper broker that settles every order within its bar (a replay made before "
+            "the exit rule, or `trade run`'s); replay into a new state folder")
 
 
 def iso(ts) -> str:
@@ -417,6 +421,11 @@ class PaperBroker(Broker):
         sym = request.symbol.upper()
         if sym not in self.bars:
             return f"paper broker has no bars for {sym}"
+        if request.time_in_force == CLS and not self.asset(sym).crypto:  # crypto's: the rules model's refusal
+            if not self.hold:
+                return "the paper broker that settles within the bar takes no cls order (one that holds does)"
+            if not self.takes_cls(sym):
+                return holding.CLS_LATE
         p = next((p for p in self.positions() if p.symbol == sym), None)
         standing = Standing(self.account(), self._last_close(sym), 0.0 if p is None else p.qty,
                             0.0 if p is None else p.available, self.open_orders())
@@ -466,6 +475,13 @@ class PaperBroker(Broker):
                       (self.clock, order_id))
             c.execute("UPDATE orders SET status='canceled', done_at=? WHERE status='held' AND parent="
                       "(SELECT client_order_id FROM orders WHERE id=? AND status='canceled')", (self.clock, order_id))
+
+    def takes_cls(self, symbol: str) -> bool:
+        """Holding, while a bar of ``symbol`` trades (between the bar's halves: before its cutoff); its clock has
+        no minutes, so at any other time the cutoff has passed (:mod:`~marketcast.trade.venues.holding`)."""
+        half = self._meta("half")
+        sym = symbol.upper()
+        return self.hold and half is not None and sym in self._index and self._bar(sym, pd.Timestamp(half)) is not None
 
     def attaches_take_profit(self, symbol: str) -> bool:
         """Holding, as Alpaca: stocks carry an OTO leg, crypto none (the loop sends it). Settling within the bar,
