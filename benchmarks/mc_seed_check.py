@@ -7,8 +7,8 @@ synthetic daily series with Student-t(3) returns. Per figure: the seed sd of the
 the seeds and their ratio, in how many seeds the band is flagged unreliable, the run's exponent; per case: the
 pooled coverage of other seeds by a seed's band, and how often a window's side differs in another seed where the
 seed called it close and elsewhere. On the embedded pair also the error's scaling: the seed sd of full runs at
-32, 128 and 256 samples over 40 seeds, and the 10 seeds' band over the 40-seed sd (``scaling``). Writes
-``benchmarks/results/mc_seed_check.json``; about 30 s of CPU.
+32, 128, 256 and 512 samples over 40 seeds, and the 10 seeds' band over the 40-seed sd (``scaling``). Writes
+``benchmarks/results/mc_seed_check.json``; about 50 s of CPU.
 ``--markdown`` prints docs/backtest.md's table from the results file instead.
 """
 
@@ -35,7 +35,7 @@ from marketcast.data.embedded import load_embedded  # noqa: E402
 
 EARLIER = 300  # bars cut off the end of SP500 for the earlier period
 SCALING_SEEDS = 40  # seeds of the scaling check: the sd of 10 seeds is itself uncertain (sigma / s 0.73-1.65, 90 %)
-SCALING_SAMPLES = (32, 128, 256)
+SCALING_SAMPLES = (32, 128, 256, 512)  # 256: the default run's, whose bands are judged
 
 
 def sd_interval(seeds: int, level: float = 0.90) -> tuple[float, float]:
@@ -50,18 +50,19 @@ def sd_interval(seeds: int, level: float = 0.90) -> tuple[float, float]:
 
 def scaling(bars, rule: str) -> dict:
     """Per figure: the seed sd of full runs at each of SCALING_SAMPLES samples over SCALING_SEEDS seeds, and the
-    median band of seeds 0-9 (256 samples) over the 256-sample sd of all the seeds: whether the error falls as
-    a power of the samples, which the band's extrapolation from batches of 32-128 samples assumes."""
-    out: dict = {"seeds": SCALING_SEEDS, "samples": list(SCALING_SAMPLES), "figures": {}}
-    returns = {}
+    median band of seeds 0-9 at the default samples (256) over that size's sd of all the seeds: whether the error
+    falls as a power of the samples, which the band's extrapolation from batches of 32-128 samples assumes."""
+    full = BacktestConfig().num_samples
+    out: dict = {"seeds": SCALING_SEEDS, "samples": list(SCALING_SAMPLES), "full": full, "figures": {}}
+    returns, bands = {}, {}
     for size in SCALING_SAMPLES:
-        runs = seed_runs(bars, seeds=SCALING_SEEDS, config=BacktestConfig(spa=False, num_samples=size,
-                                                                                 exit=rule))
+        runs = seed_runs(bars, seeds=SCALING_SEEDS, config=BacktestConfig(spa=False, num_samples=size, exit=rule))
         returns[size] = {n: [r.strategies[n].metrics["return"] for r in runs] for n in runs[0].strategies}
         returns[size]["walk-forward"] = [r.walk_forward["metrics"]["return"] for r in runs]
-    bands = {n: [r.monte_carlo.strategies[n].band for r in runs[:10]] for n in runs[0].strategies}
-    bands["walk-forward"] = [r.monte_carlo.walk_forward.band for r in runs[:10]]
-    for name, values in returns[SCALING_SAMPLES[-1]].items():
+        if size == full:
+            bands = {n: [r.monte_carlo.strategies[n].band for r in runs[:10]] for n in runs[0].strategies}
+            bands["walk-forward"] = [r.monte_carlo.walk_forward.band for r in runs[:10]]
+    for name, values in returns[full].items():
         sd = float(np.std(values, ddof=1))
         if sd < 1e-12:
             continue
@@ -134,14 +135,14 @@ def main() -> None:
     report["scaling"] = {}
     for label in ("SP500", "NASDAQ"):
         sc = report["scaling"][label] = scaling(load_embedded(label), args.rule)
-        table = Table(title=f"{label}, {SCALING_SEEDS} seeds: seed sd of full runs by samples, and the 10 seeds' "
-                            f"median band over the {SCALING_SAMPLES[-1]}-sample sd")
-        for col in ("figure", *(f"sd {s} / sd {SCALING_SAMPLES[-1]}" for s in SCALING_SAMPLES[:-1]), "band / sd"):
+        full = sc["full"]
+        table = Table(title=f"{label}, {SCALING_SEEDS} seeds: seed sd of full runs by samples over the {full}-sample "
+                            f"sd, and the 10 seeds' median band over the {full}-sample sd")
+        for col in ("figure", *(f"sd {s}" for s in SCALING_SAMPLES), "band / sd"):
             table.add_column(col, justify="left" if col == "figure" else "right")
         for name, f in sc["figures"].items():
             sd = f["seed_sd"]
-            table.add_row(name, *(f"{sd[s] / sd[SCALING_SAMPLES[-1]]:.2f}" for s in SCALING_SAMPLES[:-1]),
-                          f"{f['band_over_sd']:.2f}")
+            table.add_row(name, *(f"{sd[s] / sd[full]:.2f}" for s in SCALING_SAMPLES), f"{f['band_over_sd']:.2f}")
         console.print(table)
     write_report(results_file(args.rule), report, console)
 
