@@ -2,11 +2,13 @@
 
 Default backtest settings (70 windows, 256 samples, the baseline) under ``--exit`` (default: the backtest's,
 next-open; ``--exit close`` writes ``mc_seed_check_close.json``), seeds 0-9, on the embedded SP500 and NASDAQ
-(tests/backtest/test_mc_seed_check.py asserts the issue's bounds on them), SP500 300 bars earlier, and a
+(tests/backtest/test_mc_seed_check.py asserts what holds of the issue's bounds on them), SP500 300 bars earlier, and a
 synthetic daily series with Student-t(3) returns. Per figure: the seed sd of the return, the median band over
 the seeds and their ratio, in how many seeds the band is flagged unreliable, the run's exponent; per case: the
 pooled coverage of other seeds by a seed's band, and how often a window's side differs in another seed where the
-seed called it close and elsewhere. Writes ``benchmarks/results/mc_seed_check.json``; about 10 s of CPU.
+seed called it close and elsewhere. On the embedded pair also the error's scaling: the seed sd of full runs at
+32, 128, 256 and 512 samples over 40 seeds, and the 10 seeds' band over the 40-seed sd (``scaling``). Writes
+``benchmarks/results/mc_seed_check.json``; about 50 s of CPU.
 ``--markdown`` prints docs/backtest.md's table from the results file instead.
 """
 
@@ -32,6 +34,41 @@ from marketcast.backtest.seed_check import RATIO, check, heavy_tailed_bars, seed
 from marketcast.data.embedded import load_embedded  # noqa: E402
 
 EARLIER = 300  # bars cut off the end of SP500 for the earlier period
+SCALING_SEEDS = 40  # seeds of the scaling check: the sd of 10 seeds is itself uncertain (sigma / s 0.73-1.65, 90 %)
+SCALING_SAMPLES = (32, 128, 256, 512)  # 256: the default run's, whose bands are judged
+
+
+def sd_interval(seeds: int, level: float = 0.90) -> tuple[float, float]:
+    """The ``level`` interval of sigma / s for the sd s of ``seeds`` normal returns (s^2 (n - 1) / sigma^2 is
+    chi-square with n - 1 dof; e.g. NIST/SEMATECH e-Handbook of Statistical Methods, 7.2.3.1): a band / seed sd
+    ratio from 10 seeds is known to within this factor."""
+    from scipy.stats import chi2
+
+    lo, hi = chi2.ppf([(1 - level) / 2, (1 + level) / 2], seeds - 1)
+    return float(np.sqrt((seeds - 1) / hi)), float(np.sqrt((seeds - 1) / lo))
+
+
+def scaling(bars, rule: str) -> dict:
+    """Per figure: the seed sd of full runs at each of SCALING_SAMPLES samples over SCALING_SEEDS seeds, and the
+    median band of seeds 0-9 at the default samples (256) over that size's sd of all the seeds: whether the error
+    falls as a power of the samples, which the band's extrapolation from batches of 32-128 samples assumes."""
+    full = BacktestConfig().num_samples
+    out: dict = {"seeds": SCALING_SEEDS, "samples": list(SCALING_SAMPLES), "full": full, "figures": {}}
+    returns, bands = {}, {}
+    for size in SCALING_SAMPLES:
+        runs = seed_runs(bars, seeds=SCALING_SEEDS, config=BacktestConfig(spa=False, num_samples=size, exit=rule))
+        returns[size] = {n: [r.strategies[n].metrics["return"] for r in runs] for n in runs[0].strategies}
+        returns[size]["walk-forward"] = [r.walk_forward["metrics"]["return"] for r in runs]
+        if size == full:
+            bands = {n: [r.monte_carlo.strategies[n].band for r in runs[:10]] for n in runs[0].strategies}
+            bands["walk-forward"] = [r.monte_carlo.walk_forward.band for r in runs[:10]]
+    for name, values in returns[full].items():
+        sd = float(np.std(values, ddof=1))
+        if sd < 1e-12:
+            continue
+        out["figures"][name] = {"seed_sd": {s: float(np.std(returns[s][name], ddof=1)) for s in SCALING_SAMPLES},
+                                "band_over_sd": float(np.median(bands[name])) / sd}
+    return out
 
 
 def cases() -> dict:
@@ -93,6 +130,19 @@ def main() -> None:
             table.add_row(name, f"{100 * f['seed_sd']:.2f}", f"{100 * f['band_median']:.2f}",
                           "—" if f["seed_sd"] < 1e-12 else f"{f['ratio']:.2f}", f"{f['flagged']}/{f['seeds']}",
                           f"{f['covered']}/{f['pairs']}")
+        console.print(table)
+    report["sd_interval_10_seeds"] = sd_interval(10)
+    report["scaling"] = {}
+    for label in ("SP500", "NASDAQ"):
+        sc = report["scaling"][label] = scaling(load_embedded(label), args.rule)
+        full = sc["full"]
+        table = Table(title=f"{label}, {SCALING_SEEDS} seeds: seed sd of full runs by samples over the {full}-sample "
+                            f"sd, and the 10 seeds' median band over the {full}-sample sd")
+        for col in ("figure", *(f"sd {s}" for s in SCALING_SAMPLES), "band / sd"):
+            table.add_column(col, justify="left" if col == "figure" else "right")
+        for name, f in sc["figures"].items():
+            sd = f["seed_sd"]
+            table.add_row(name, *(f"{sd[s] / sd[full]:.2f}" for s in SCALING_SAMPLES), f"{f['band_over_sd']:.2f}")
         console.print(table)
     write_report(results_file(args.rule), report, console)
 

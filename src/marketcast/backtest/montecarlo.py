@@ -24,8 +24,11 @@ its bias and weighted by its inverse variance: the log of a normal sample's sd w
 spreads falling about 0.3 faster than they do. Under the default next-open exit, where a wash refusal ties a
 window's trade to the window before (:mod:`marketcast.backtest.execution`), one flipped decision re-parities a
 run of same-side windows and the error barely falls between 32 and 256 samples; the raw fit's steeper slope put
-NASDAQ's bands at 1.4 seed sds and pooled coverage at 85-88 %. The seed check (benchmarks/mc_seed_check.py)
-says how far the band can be trusted.
+NASDAQ's bands at 1.4 seed sds and pooled coverage at 85-88 %. The line assumes the error falls as a power of the
+samples; on the embedded pair a full run's error is about flat from 32 to 128 samples and falls 1.1-1.7 times to
+256, a drop no batch of at most S/2 samples sees, so the bands run wide (3.1-7.0 times the seed sd over 40 seeds,
+above 4 for SP500's ``entry_takeprofit`` and ``maxdiff``, unflagged). The seed check
+(benchmarks/mc_seed_check.py) says how far the band can be trusted.
 
 The bias test. Batches stand for the full run only if they settle the same strategy: a strategy that trades
 rarely on S samples (``ci_guard``: its band's edge must clear 0) trades far more often on 32 (a blurrier band),
