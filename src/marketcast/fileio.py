@@ -23,9 +23,11 @@ the writer itself just before its rename, which would otherwise put a regular fi
 ``<root>/latest`` is pointed at it (a fresh link renamed over the old one: a reader always finds one). Run folders
 and ``latest`` are ours to replace; nothing else under the root is touched.
 
-A path that does not work (no such folder, a file where a folder should be) is the caller's ``error`` (bad
-input, exit 2); every other failure to write (a full disk, a quota, no permission, a read-only filesystem) is a
-:class:`StateError` (exit 3): the input is fine, the machine is not.
+Before any work :func:`check_writable` refuses an output that cannot be created or written (a file where a
+folder should be, a read-only or pseudo filesystem, a FIFO or a device) with a :class:`StateError` (exit 3), as
+the README's exit-code table says of "an output folder or plot path that cannot be created or written". A path
+that still fails when written (a folder removed meanwhile) is the caller's ``error``; every other failure to
+write (a full disk, a quota, no permission, a read-only filesystem) is a :class:`StateError` (exit 3).
 """
 
 from __future__ import annotations

@@ -57,14 +57,18 @@ def test_a_horizon_past_the_history_is_bounded_by_it(tmp_path, capsys):
                     "ahead")
 
 
-@pytest.mark.parametrize("args", [["status"], ["orders"],
-                                  ["replay", "--symbols", "SP500", "--start", "2015-01-02", "--end", "2015-01-09"]])
-def test_a_state_folder_that_is_a_file_is_named_so(tmp_path, capsys, args):
+@pytest.mark.parametrize("args, code", [
+    (["status"], 2), (["orders"], 2),  # a folder to read: a file there is bad input
+    (["replay", "--symbols", "SP500", "--start", "2015-01-02", "--end", "2015-01-09"], 3),  # one to create: exit 3
+])
+def test_a_state_folder_that_is_a_file_is_named_so(tmp_path, capsys, args, code):
     state = tmp_path / "state"
     state.write_text("x")
-    line = _error(capsys, ["trade", *args, "--state-dir", str(state)])
-    assert f"--state-dir {state} is a file, not a state folder" in line
-    assert state.read_text() == "x"
+    assert main(["trade", *args, "--state-dir", str(state)]) == code  # the README's exit-code table
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and f"--state-dir {state} is a file, not a state folder" in err[0], err
+    assert captured.out == "" and state.read_text() == "x"  # refused before the exit rule is announced
 
 
 def test_control_characters_in_an_echoed_name_are_escaped(tmp_path, capsys):

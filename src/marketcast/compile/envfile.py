@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Mapping
 
 from marketcast.errors import ConfigError
-from marketcast.fileio import refuse_special, write_atomic
+from marketcast.fileio import check_writable, write_atomic
 from marketcast.settings import read_env_file
 
 _ASSIGN = re.compile(
@@ -66,9 +66,9 @@ def render_updates(text: str, updates: Mapping[str, str]) -> str:
 
 def update_env_file(path: str | Path, updates: Mapping[str, str]) -> str:
     """Set ``updates`` in the env file at ``path`` (created if absent); returns the new text."""
-    target = refuse_special(path, "--env-file")  # a FIFO or a device: exit 3 before it is read or replaced
-    if target.exists() and not target.is_file():
-        raise ConfigError(f"{target} exists and is not a file")
+    # a FIFO, a device, a folder, or a path that cannot be written (/proc, a file where a folder should be): exit 3
+    # before it is read or replaced, as the README's table says of an output that cannot be written
+    target = check_writable(path, "--env-file", folder=False)
     read_env_file(target)  # a CSV given by mistake is refused before it is edited (the one parser's check)
     old = target.read_text() if target.exists() else ""
     new = render_updates(old, updates)

@@ -31,7 +31,7 @@ from marketcast.data.timestamps import ISO_FIX
 from marketcast.errors import ConfigError, StateError
 from marketcast.fileio import check_writable, write_atomic
 from marketcast.forecast.exposure import weigh
-from marketcast.trade.journal.files import FILE_MODE, check_state_files, outside_state, private_dir
+from marketcast.trade.journal.files import FILE_MODE, check_new_state, check_state_files, outside_state, private_dir
 from marketcast.trade.journal.state import Journal, check_journal, setting_mismatch
 from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
 from marketcast.trade.loop.feed import history_feed
@@ -225,7 +225,7 @@ def replay_history(request: ReplayRequest, progress: Callable[[int], object],
     r = request
     if r.png is not None:  # written exactly there: a FIFO or a device is refused now, not after the replay
         check_writable(outside_state(r.png, r.state_dir, "--png"), "--png", folder=False)
-    check_state_files(r.state_dir)
+    check_state_files(check_new_state(r.state_dir))
     setup_logging(None, r.verbose)  # the warnings below go to stderr before the state folder exists
     classes = asset_classes(r.asset_class, r.symbols)
     read = {s: load_symbol(s, r.data_dir, on_duplicate=r.on_duplicate, asset_class=classes[s.upper()],

@@ -38,12 +38,20 @@ def check_state_files(state_dir: str | Path) -> Path:
     return state
 
 
-def private_dir(path: str | Path) -> Path:
-    """``path``, created ``0700`` (with its parents) if it does not exist."""
+def check_new_state(path: str | Path) -> Path:
+    """``path``, where ``trade run`` or ``trade replay`` keeps (or will create) its state, unless a file stands
+    there: then one :class:`StateError` line, exit 3 (the README's "an output folder ... that cannot be created";
+    the commands that only read a state folder call a file there bad input, exit 2)."""
     path = refuse_special(path, "--state-dir")
     if path.exists() and not path.is_dir():  # not a permission problem: say what it is
-        raise ConfigError(f"--state-dir {path} is a file, not a state folder; pass a folder (a new one, or the "
-                          "folder of an earlier `trade run` or `trade replay`)")
+        raise StateError(f"--state-dir {path} is a file, not a state folder; pass a folder (a new one, or the "
+                         "folder of an earlier `trade run` or `trade replay`)")
+    return path
+
+
+def private_dir(path: str | Path) -> Path:
+    """``path``, created ``0700`` (with its parents) if it does not exist."""
+    path = check_new_state(path)
     if not path.is_dir():
         try:
             path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
