@@ -35,7 +35,7 @@ OPEN = Intent("mc-open-1", "2017-07-13T00:00:00+00:00", "maxdiff", "SP500", "buy
 def state_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("trade")
     replay({s: load_symbol(s) for s in SYMS}, BacktestPlanner(load_forecaster("baseline")), folder,
-           "2017-06-01", "2017-07-15", LoopConfig(SYMS, gates=OPEN_GATES))
+           "2017-06-01", "2017-07-15", LoopConfig(SYMS, gates=OPEN_GATES, exit="close"))  # the planner's rule
     journal = Journal(folder / "journal.db")
     journal.record_intent(OPEN)
     journal.close()

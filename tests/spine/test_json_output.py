@@ -298,7 +298,7 @@ def trade_state(tmp_path_factory):
     (root / "open.toml").write_text(OPEN_GATES)
     out = subprocess.run([sys.executable, "-m", "marketcast.commands", "trade", "replay", "--from", "2017-03-01", "--to",
                           "2017-03-10", "--config", str(root / "open.toml"), "--state-dir", str(root / "state"),
-                          "--json"],
+                          "--exit", "close", "--json"],  # each round trip inside its bar: the first equity is the cash
                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
                          timeout=300)
     assert out.returncode == 0, out.stderr

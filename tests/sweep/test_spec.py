@@ -217,7 +217,7 @@ def test_the_exit_rule_is_an_axis_and_a_close_cell_keeps_its_id(tmp_path):
     from marketcast.runs.cells import digest
 
     settings = close.settings()
-    del settings["exit"], settings["timezone"], settings["hold"]
+    del settings["exit"], settings["timezone"], settings["hold"], settings["equity"]
     assert close.cell_id == digest({"symbol": "AAA", **settings})
 
 
@@ -233,7 +233,7 @@ def test_hold_is_an_axis_and_a_cell_that_does_not_hold_keeps_its_id(tmp_path):
     from marketcast.runs.cells import digest
 
     settings = churn.settings()
-    del settings["hold"], settings["timezone"]
+    del settings["hold"], settings["timezone"], settings["equity"]  # (no --equity either: it predates that too)
     assert churn.cell_id == digest({"symbol": "AAA", **settings})
 
 

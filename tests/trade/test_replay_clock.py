@@ -45,7 +45,7 @@ def test_the_replay_summary_counts_orders_and_fills_as_the_blotter_does(tmp_path
     closes, and entries that expired unfilled."""
     state = tmp_path / "state"
     (tmp_path / "open.toml").write_text("[trade.gates]\nmin_edge = -1.0\nmin_sharpe = -1e9\nmax_drawdown = 1.01\n")
-    assert main(["trade", "replay", "--from", "2017-01-01", "--to", "2017-02-01", "--hold", "--state-dir",
+    assert main(["trade", "replay", "--from", "2017-01-01", "--to", "2017-02-01", "--hold", "--exit", "close", "--state-dir",
                  str(state), "--config", str(tmp_path / "open.toml")]) == 0
     summary = capsys.readouterr().out
     orders, filled = (int(x) for x in re.search(r"orders (\d+), filled (\d+)", summary).groups())

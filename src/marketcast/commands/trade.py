@@ -105,12 +105,11 @@ def run(
     broker_name, live = _venue_flags(paper, i_understand, settings["broker"])
     command.check_json(as_json, once, dry_run)
     if print_config:
-        command.print_config(settings, broker_name, live)
-        return
+        return command.print_config(settings, broker_name, live)  # prints; returns None
     setup_logging(None, verbose)
     preflight(settings, broker_name)  # a refused start leaves no file in the state folder
-    state_dir = Path(settings["state_dir"])
-    candidate = {"shadow": shadow, "shadow_model": shadow_model, "require_clean": require_clean}
+    state_dir, candidate = Path(settings["state_dir"]), {"shadow": shadow, "shadow_model": shadow_model,
+                                                          "require_clean": require_clean}
     if not dry_run:
         with new_state(state_dir) as began:  # a full disk before the journal is open: no state folder left
             setup_logging(state_dir, verbose)
