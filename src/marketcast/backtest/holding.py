@@ -47,8 +47,12 @@ from marketcast.backtest.fills import CLOSE, NEXT_OPEN, TAKE_PROFIT, limit_fill,
 from marketcast.backtest.orders import FLAT, Bar, Decision
 
 TOP_UP_BAND = 0.10
-"""A held position is bought up only when it is short of its target size by more than this fraction of it
-(the loop's band, :data:`marketcast.trade.loop.topup.TOP_UP_BAND`, and why)."""
+"""A held position is bought up only when it is short of its target by more than this fraction of the target
+(the one band: the loop's top-ups, :mod:`marketcast.trade.loop.topup`, import it, so ``backtest --hold`` scores
+what the loop buys). The target moves with the bar's close and the equity every bar, so without a band a position
+would be traded a little at nearly every bar (each a cancel of its take-profit, a fee and a new take-profit); 10 %
+keeps a top-up for a real gap, as a rebalancing band does (LEAN's ``SetHoldings`` trades any difference; its
+portfolio construction models skip changes below a minimum order margin for the same reason)."""
 
 MARKED = 5  # a trade still open after the last window, marked at its close (Fills' reason codes go to 4)
 REASON_NAMES = {CLOSE: "close", TAKE_PROFIT: "take_profit", NEXT_OPEN: "next_open", MARKED: "marked"}

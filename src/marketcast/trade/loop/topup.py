@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from marketcast.backtest.holding import TOP_UP_BAND  # the one band: backtest --hold scores what the loop buys
 from marketcast.backtest.orders import LONG
 from marketcast.trade.journal.ids import TAKE_PROFIT, TOP_UP, client_order_id
 from marketcast.trade.journal.state import Intent, decision_json
@@ -43,13 +44,6 @@ if TYPE_CHECKING:
     from marketcast.trade.loop.cycle import CycleReport, TradingLoop
 
 log = logging.getLogger("marketcast.trade")
-
-TOP_UP_BAND = 0.10
-"""A held position is bought up only when it is short of its target by more than this fraction of the target.
-The target moves with the bar's close and the equity every bar, so without a band a position would be traded a
-little at nearly every bar (each a cancel of its take-profit, a fee and a new take-profit); 10 % keeps a top-up
-for a real gap, as a rebalancing band does (LEAN's ``SetHoldings`` trades any difference; its portfolio
-construction models skip changes below a minimum order margin for the same reason)."""
 
 
 def shortfall(target: float, held: float, band: float = TOP_UP_BAND) -> float:
