@@ -70,7 +70,8 @@ def main(argv=None) -> int:
     print(f"{'':58} {'':6} {'kelly within the ES budget':>36} | {'kelly alone (before)':>22} | {'skill 1':>14}")
     print(header)
     for label, bars, windows in cases():
-        config = BacktestConfig(sizing="kelly", windows=windows, spa=False, bootstrap_reps=10, exit="close")  # measured (docs, tests) under close
+        # under close: the rule the docs' figures and tests/backtest/test_calibrated_sizing.py were measured under
+        config = BacktestConfig(sizing="kelly", windows=windows, spa=False, bootstrap_reps=10, exit="close")
         result = run_backtest(bars, BaselineForecaster(), config)
         alone = run_backtest(bars, BaselineForecaster(), replace(config, risk_per_trade=1.0))
         sizes, widths = placed_orders(result)
