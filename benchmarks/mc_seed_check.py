@@ -7,8 +7,9 @@ synthetic daily series with Student-t(3) returns. Per figure: the seed sd of the
 the seeds and their ratio, in how many seeds the band is flagged unreliable, the run's exponent; per case: the
 pooled coverage of other seeds by a seed's band, and how often a window's side differs in another seed where the
 seed called it close and elsewhere. On the embedded pair also the error's scaling: the seed sd of full runs at
-32, 128, 256 and 512 samples over 40 seeds, and the 10 seeds' band over the 40-seed sd (``scaling``). Writes
-``benchmarks/results/mc_seed_check.json``; about 50 s of CPU.
+32, 128, 256 and 512 samples over 40 seeds, and the 10 seeds' band over the 40-seed sd (``scaling``), and the
+band a delete-half jackknife of each run would give (``halves``: :func:`half_sample_bands`). Writes
+``benchmarks/results/mc_seed_check.json``; about 90 s of CPU.
 ``--markdown`` prints docs/backtest.md's table from the results file instead.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -68,6 +70,65 @@ def scaling(bars, rule: str) -> dict:
             continue
         out["figures"][name] = {"seed_sd": {s: float(np.std(returns[s][name], ddof=1)) for s in SCALING_SAMPLES},
                                 "band_over_sd": float(np.median(bands[name])) / sd}
+    return out
+
+
+class HalfOf:
+    """One half of another forecaster's samples: sample i of S is kept where batch i mod 8 (the Monte Carlo
+    error's strided batches) lies on ``side`` of Hadamard column ``column`` (parity of popcount(b & column)), so
+    a whole run on it is a run on half the samples the full run read."""
+
+    def __init__(self, inner, column: int, side: int) -> None:
+        self.inner, self.column, self.side = inner, column, side
+        self.name, self.fields = inner.name, inner.fields
+
+    def forecast(self, batch, horizon, num_samples, seed=0):
+        from marketcast.forecast.base import Forecast
+
+        full = self.inner.forecast(batch, horizon, 2 * num_samples, seed)
+        keep = [i for i in range(2 * num_samples) if bin((i % 8) & self.column).count("1") % 2 == self.side]
+        return Forecast(full.samples[:, :, keep], full.fields, dict(full.meta))
+
+
+def half_sample_bands(bars, rule: str, seeds: int = 10) -> dict:
+    """The fallback tried for the bands that run wide: balanced half-samples (McCarthy 1969, "Pseudo-replication:
+    half samples", Rev. Int. Stat. Inst. 37:239-264), the delete-half jackknife of Shao & Wu (1989, Ann. Statist.
+    17:1176-1197; consistent for non-smooth statistics such as quantiles, where the delete-one jackknife is not).
+    The 7 non-constant columns of the order-8 Hadamard matrix split the 8 batches into complementary halves of
+    S/2 samples; SE^2 = mean over the columns of (half - other half)^2 / 4 (with the finite-population factor
+    1/2 of a half drawn without replacement, the variance of the full-sample figure; for a mean it equals the
+    batch-means SE^2 with 7 dof), the band t(0.975, 7) * sqrt(2) * SE. Per figure: the median band over the
+    seeds over the seed sd, and the median over the seeds of SE / the run's own SE (the two in-run estimates
+    agree where about 1). Costs 14 more runs a seed: measured here, not in the default run."""
+    from scipy.stats import t as student
+
+    from marketcast.backtest.engine import run_many
+    from marketcast.forecast.baseline import BaselineForecaster
+
+    full = BacktestConfig(spa=False, exit=rule)
+    runs = seed_runs(bars, seeds=seeds, config=full)
+    columns = range(1, 8)
+
+    def figures(r) -> dict:
+        return {**{n: s.metrics["return"] for n, s in r.strategies.items()}, "walk-forward": r.walk_forward["metrics"]["return"]}
+
+    half_config = BacktestConfig(spa=False, exit=rule, num_samples=full.num_samples // 2)
+    ses = []
+    for seed in range(seeds):
+        pairs = [[figures(run_many([bars], HalfOf(BaselineForecaster(), c, side), replace(half_config, seed=seed))[0])
+                  for side in (0, 1)] for c in columns]
+        ses.append({n: float(np.sqrt(np.mean([(a[n] - b[n]) ** 2 / 4 for a, b in pairs]))) for n in pairs[0][0]})
+    t = float(student.ppf(0.975, len(columns)))
+    out = {"columns": len(columns), "figures": {}}
+    for name in ses[0]:
+        values = [figures(r)[name] for r in runs]
+        sd = float(np.std(values, ddof=1))
+        if sd < 1e-12:
+            continue
+        own = [r.monte_carlo.walk_forward if name == "walk-forward" else r.monte_carlo.strategies[name] for r in runs]
+        out["figures"][name] = {
+            "band_over_sd": float(np.median([t * np.sqrt(2.0) * s[name] for s in ses])) / sd,
+            "se_over_run_se": float(np.median([s[name] / e.se for s, e in zip(ses, own) if e.se > 0]))}
     return out
 
 
@@ -143,6 +204,16 @@ def main() -> None:
         for name, f in sc["figures"].items():
             sd = f["seed_sd"]
             table.add_row(name, *(f"{sd[s] / sd[full]:.2f}" for s in SCALING_SAMPLES), f"{f['band_over_sd']:.2f}")
+        console.print(table)
+    report["halves"] = {}
+    for label in ("SP500", "NASDAQ"):
+        h = report["halves"][label] = half_sample_bands(load_embedded(label), args.rule)
+        table = Table(title=f"{label}: the delete-half jackknife's band ({h['columns']} balanced half-sample pairs) "
+                            f"over the seed sd, and its SE over the run's own")
+        for col in ("figure", "band / sd", "SE / run's SE"):
+            table.add_column(col, justify="left" if col == "figure" else "right")
+        for name, f in h["figures"].items():
+            table.add_row(name, f"{f['band_over_sd']:.2f}", f"{f['se_over_run_se']:.2f}")
         console.print(table)
     write_report(results_file(args.rule), report, console)
 
