@@ -159,6 +159,12 @@ def markdown(report: dict) -> str:
                     f"{span}{' (outside: ' + ', '.join(outside) + ')' if outside else ''} | {flagged} | "
                     f"{100 * c['flip_rate_close']:.1f} % vs {100 * c['flip_rate_other']:.1f} % "
                     f"({100 * c['close_share']:.0f} % of decisions close) |")
+    if "halves" in report:  # the delete-half jackknife tried as a fallback (half_sample_bands)
+        rows += ["", "| data (10 seeds) | delete-half jackknife: band / seed sd | its SE / the run's SE |", "|---|---|---|"]
+        for label, h in report["halves"].items():
+            f = h["figures"]
+            rows.append(f"| {label} | " + ", ".join(f"{n} {v['band_over_sd']:.2f}" for n, v in f.items()) + " | "
+                        + ", ".join(f"{n} {v['se_over_run_se']:.2f}" for n, v in f.items()) + " |")
     return "\n".join(rows)
 
 

@@ -10,7 +10,8 @@ earlier period and a heavy-tailed synthetic series, to benchmarks/results/mc_see
   wide and unflagged, and stay so against 40 seeds' sd (4.5 and 7.2), so it is not the 10-seed sd's own noise
   (its 90 % interval, sigma / s in 0.73-1.65 with 9 dof). The cause (docs/backtest.md): the error does not fall
   as a power of the samples: full runs' seed sd is flat from 32 to 128 samples and drops 1.2-1.7 times to 256,
-  which no line through batches of 32-128 samples can see;
+  which no line through batches of 32-128 samples can see, nor the delete-half jackknife over 7 balanced
+  half-sample pairs (``halves`` in the results file: maxdiff 4.98 seed sds);
 * windows a seed calls close (its side on a batch of 64 samples differs from the run's) have their side differ
   in another seed at least twice as often as the other windows.
 

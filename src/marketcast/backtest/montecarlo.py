@@ -49,6 +49,13 @@ tried: the jackknife over the batches (Efron & Stein 1981; the delete-a-group fo
 of 1.1-2.9 seed standard deviations on the embedded SP500 and NASDAQ (the Efron-Stein inequality makes it
 conservative, and a threshold decision is far from the smooth statistic it is exact for), a bootstrap of the
 samples at full size (Koehler, Brown & Haneuse 2009) 0.9-2.2: wider than the batches, so the flag stays a flag.
+For the bands that run wide, the delete-half jackknife (balanced half-samples from the 7 non-constant columns of
+the order-8 Hadamard matrix over the 8 batches, McCarthy 1969, Rev. Int. Stat. Inst. 37:239-264; consistent for
+non-smooth statistics, Shao & Wu 1989, Ann. Statist. 17:1176-1197) was measured too (``halves`` in
+benchmarks/results/mc_seed_check.json): its SE is 0.51-1.00 of this one's, SP500's ``maxdiff`` band still 4.98
+seed sds, at 26 batch runs instead of 14. A half-sample's spread stands for the full run's only where the error
+falls as a mean's from S/2 to S; ``maxdiff``'s falls faster, which no subset of the run's samples shows, so
+neither an estimate nor a check on the batches singles these bands out: ``--seeds`` measures them.
 
 Close calls: the windows whose side on any of the B/2 batches (4 batches of 64 samples at S = 256, settled
 for the scaling anyway) differs from the full run's: a per-window estimate, from the run itself, of whether
