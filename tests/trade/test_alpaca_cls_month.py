@@ -13,13 +13,14 @@ would refuse it) and the position leaves at the next open, as the backtest score
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from decimal import Decimal
 
 import pandas as pd
 import pytest
 
 from marketcast.data import load_symbol
-from marketcast.trade.loop.planner import BacktestPlanner
+from marketcast.trade.loop.planner import PLANNER_CONFIG, BacktestPlanner
 from marketcast.trade.test_kit.alpaca_env import alpaca_loop, embedded_fake
 from marketcast.forecast import load_forecaster
 
@@ -35,7 +36,7 @@ def month(tmp_path, cash: float, symbols: tuple[str, ...] = ("SP500",)) -> dict:
         fake.exchange.cash = Decimal(cash)
         sessions = days(START, END)
         fake.exchange.clock = (sessions[0] - pd.Timedelta(days=1)).strftime("%Y-%m-%dT21:00:00Z")
-        planner = BacktestPlanner(load_forecaster("baseline"))  # PLANNER_CONFIG: exit close
+        planner = BacktestPlanner(load_forecaster("baseline"), replace(PLANNER_CONFIG, exit="close"))
         loop = alpaca_loop(fake, tmp_path, symbols, planner=planner, loop_config={"exit": "close"})  # gates open
         last = None
         for ts in sessions:
