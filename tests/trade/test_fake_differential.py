@@ -27,12 +27,15 @@ $25,000), 1x or 2x, long, short or no position and another symbol's, the quote w
 over $1.00 and limits of 2 to 5 decimals (now and then 10x or 1/10 of the quote), crypto at three price
 grids, market and limit, OTO take-profits, 0-2 working orders of either side (some OTO with a held leg,
 queued or being cancelled, ``gtc`` up to 120 days old), the account's flags, day trades reported or not, and
-four in ten orders sized within 5 % of the buying power left, where the collar and the short's 3 % decide.
-The test can fail: each order sent to the fake again with one of :data:`PLANTS` in its rules (a figure or a
-table changed; the pre-check's verdict and the account it read stay as they were) must give disagreements, and
-does (of 6,000: collar 0 gives 27, a 1 % short markup 4, a $1,000 margin floor 8, PDT after 4 day trades 22, a
-0.001 stock grid 69, two limits that always cross 128). Planted for the whole run instead (generator and
-account included), collar 0 gives 27 and a 1 % short markup 3, as before the judge wrote its own bodies.
+four in ten orders sized within 5 % of the buying power left, where the collar and the short's 3 % decide;
+one in five a ``cls`` order, and the other symbol's position opened today (its working orders then a pending
+day trade) half the time it has one. The test can fail: each order sent to the fake again with one of
+:data:`PLANTS` in its rules (a figure or a table changed; the pre-check's verdict and the account it read stay
+as they were) must give disagreements, and does (of 6,000: collar 0 gives 16, a 1 % short markup 4, a $1,000
+margin floor 8, PDT after 4 day trades 21, a 0.001 stock grid 57, two limits that always cross 116, the cls
+cutoff at 3:45 pm 53, PDT blind to the day trades pending on other symbols 2: that rule's own case below holds
+it on both sides of its boundary). Planted for the whole run instead (generator and account included), collar
+0 gave 27 and a 1 % short markup 3 before ``cls`` orders were drawn.
 """
 
 from __future__ import annotations
