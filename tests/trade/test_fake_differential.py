@@ -104,7 +104,7 @@ def verdicts(ex: Exchange, sent: dict) -> Verdict:
     today = {p.symbol: p.qty for p in (position_of(ex.position_json(s)) for s in ex.positions)
              if ex.opened_on.get(p.symbol) == day}
     orders = working_of(working, parents)
-    crypto = frozenset(o.symbol.replace("/", "") for o in orders if asset_of(ex.assets[o.symbol.replace("/", "")], o.symbol).crypto)
+    crypto = frozenset(k for k in (o.symbol.replace("/", "") for o in orders) if asset_of(ex.assets[k], k).crypto)
     now = market.market_clock(ex.clock)["timestamp"]  # GET /v2/clock: the broker's time the loop reads
     standing = Standing(acct, float(ask), 0.0 if position is None else position.qty,
                         0.0 if position is None else position.available, orders, float(bid), opened, 0.0, today, now,

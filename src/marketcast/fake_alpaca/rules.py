@@ -64,8 +64,8 @@ The pages, and what each gives:
     account being flagged as a PDT, the order is rejected", so the fake adds the potential day trades pending on
     the account's other symbols (a working order closing a position opened today, or a working buy and sell;
     users report unfilled bracket orders counted so, forum.alpaca.markets/t/12560) to those made; an account
-    flagged PDT under $25,000 may not day trade at all; crypto is not evaluated. An account that does not report ``daytrade_count`` (Alpaca
-    deprecated the PDT fields in 2026) is not evaluated.
+    flagged PDT under $25,000 may not day trade at all; crypto is not evaluated. An account that does not
+    report ``daytrade_count`` (Alpaca deprecated the PDT fields in 2026) is not evaluated.
 * **The account's flags** (``GET /v2/account``; the account entity as alpaca-py's ``TradeAccount`` documents
   it, ``alpaca/trading/models.py``): ``account_blocked`` ("the account activity by user is prohibited"),
   ``trading_blocked`` and ``trade_suspended_by_user`` ("the account is not allowed to place orders"),

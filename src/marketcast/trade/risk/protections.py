@@ -252,9 +252,9 @@ def flag_refusals(request: OrderRequest, asset: Asset, account: Account, positio
 # ------------------------------------------------------------------ the one answer
 def refusals(request: OrderRequest, asset: Asset, standing: Standing) -> list[Refusal]:
     """Every reason the venue would refuse ``request`` now (empty: it accepts it): the order's shape, a ``cls``
-    order's cutoff, the take-profit's base price, what the account can carry (crypto on non-marginable buying power, shorts
-    valued 3 % over the ask, crypto market buys at the collar), the $2,000 for shorts, wash trades and
-    pattern-day-trader protection; first what the account's flags forbid."""
+    order's cutoff, the take-profit's base price, what the account can carry (crypto on non-marginable buying
+    power, shorts valued 3 % over the ask, crypto market buys at the collar), the $2,000 for shorts, wash trades
+    and pattern-day-trader protection; first what the account's flags forbid."""
     out = flag_refusals(request, asset, standing.account, standing.position_qty)
     out += [Refusal("shape", 422, 42210000, r) for r in violations(request, asset)]
     late = on_close(request, standing.now)
