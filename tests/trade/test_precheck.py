@@ -150,15 +150,16 @@ def test_the_fake_counts_day_trades_as_finras_examples_do():
 def test_the_pre_check_judges_a_cls_order_by_the_brokers_clock(fake, tmp_path):
     """A market-on-close buy, asked of the loop's pre-check with what the fake shows, and then sent to the fake:
     both take it until 3:50 pm ET, refuse it after (to 7:00 pm), take it again from 7:00 pm (queued for the next
-    close); on the day after Thanksgiving the cutoff is 12:50 pm. The pre-check reads the broker's clock
-    (``GET /v2/clock``), never the machine's."""
+    close); on the day after Thanksgiving the cutoff is 12:50 pm; on a day without a session nothing is late. The
+    pre-check reads the broker's clock (``GET /v2/clock``), never the machine's."""
     loop = alpaca_loop(fake, tmp_path)
     broker, precheck = loop.broker, loop.checks.precheck
     asset = broker.asset("AAPL")
     for n, (clock, taken) in enumerate((("2024-05-01T19:49:00Z", True), ("2024-05-01T19:50:00Z", True),
                                         ("2024-05-01T19:51:00Z", False), ("2024-05-01T22:59:00Z", False),
                                         ("2024-05-01T23:00:00Z", True), ("2024-11-29T17:49:00Z", True),
-                                        ("2024-11-29T17:51:00Z", False))):
+                                        ("2024-11-29T17:51:00Z", False), ("2024-07-04T19:55:00Z", True),
+                                        ("2024-05-04T20:00:00Z", True))):  # a holiday, a Saturday: no session
         fake.exchange.clock = clock
         request = OrderRequest("AAPL", "buy", 1.0, f"mc-cls-{n}", MARKET, None, None, CLS)
         standing = precheck.standing("AAPL", broker.account(), broker.open_orders(), None, 100.0)
