@@ -175,3 +175,34 @@ def test_a_planted_cutoff_changes_the_fakes_verdicts_on_the_generators_cls_order
     moved = [post(ex, sent).accepted for ex, sent in worlds]
     assert 20 < sum(plain) < 200
     assert sum(a != b for a, b in zip(plain, moved)) > 0
+
+
+def test_a_cls_is_refused_when_the_cls_working_on_another_symbol_would_make_the_fourth_day_trade():
+    """Two day trades made on Monday and Tuesday; on Wednesday ABC and XYZ are bought at the open. ABC's cls is
+    the third potential day trade: taken. XYZ's would be the fourth while ABC's still works (user-protection:
+    pending orders count, "If the order could potentially result in the account being flagged as a PDT, the
+    order is rejected"): refused, also while ABC's cancel is pending (it may still fill), taken once the venue
+    has confirmed the cancel."""
+    ex = Exchange({"ABC": dict(STOCK), "XYZ": dict(STOCK)}, cash=Decimal(20_000), clock="2024-05-06T01:00:00Z")
+    ex.last.update(ABC=Decimal(100), XYZ=Decimal(100))
+    assert [day_trade_day(ex, d, n) for n, d in enumerate(["2024-05-06", "2024-05-07"])] == [(200, None, None)] * 2
+    assert post(ex, body("ABC", "buy", 10, "in-abc", type="market")).accepted
+    assert post(ex, body("XYZ", "buy", 10, "in-xyz", type="market")).accepted
+    ex.session("2024-05-08", {"ABC": BAR, "XYZ": BAR}, phase="open")
+    assert ex.daytrade_count() == 2
+    assert reply(ex, moc(cid="out-abc")) == (200, None, None)
+    xyz = iter(range(3))
+
+    def xyz_cls():
+        return reply(ex, body("XYZ", "sell", 10, f"out-xyz-{next(xyz)}", type="market", time_in_force="cls"))
+
+    refused = (403, 40310100, "trade denied due to pattern day trading protection")
+    assert xyz_cls() == refused
+    abc = ex.orders[-1]
+    ex.cancel(abc["id"])
+    assert abc["status"] == "pending_cancel" and xyz_cls() == refused
+    ex.poll(abc), ex.poll(abc)  # the venue confirms the cancel
+    assert abc["status"] == "canceled" and xyz_cls() == (200, None, None)
+    ex.session("2024-05-08", {"ABC": BAR, "XYZ": BAR}, phase="close")
+    assert ex.day_trades == ["2024-05-06", "2024-05-07", "2024-05-08"] and ex.positions["ABC"].qty == 10
+    assert "XYZ" not in ex.positions

@@ -13,11 +13,9 @@ which must equal the judge's (numbers compared as decimals). Every disagreement,
 fails with the order and the state printed. Then one case per documented rule, each on both sides of its
 boundary.
 
-Market-on-close orders (``time_in_force`` ``cls``, refused after the 3:50 pm cutoff until 7:00 pm) wait behind
-:data:`tests.trade.wire_judge.CLS_ORDERS`: off until the loop's pre-check judges a ``cls`` order by the clock
-(issue 53's helper wt-cls); on, one order in five is a ``cls`` order sent around the cutoff (full and early-close
-days) and :data:`PLANTS` adds the cutoff moved to 3:45 pm. Until then the fake's own cases hold the rule
-(``tests/trade/test_fake_cls.py``, the planted cutoff included).
+Market-on-close orders (``time_in_force`` ``cls``, refused after the 3:50 pm cutoff until 7:00 pm): one order in
+five is a ``cls`` order sent around the cutoff (full and early-close days), judged on the side under test by the
+broker's clock as the loop reads it (``GET /v2/clock``), and :data:`PLANTS` moves the cutoff to 3:45 pm.
 
 Asymmetries: none in the verdicts (accept or refuse); the wording differs where Alpaca documents none. One by
 design outside this test's reach: a ``gtc`` order a broker still reports as working after 90 days is counted by
@@ -29,12 +27,15 @@ $25,000), 1x or 2x, long, short or no position and another symbol's, the quote w
 over $1.00 and limits of 2 to 5 decimals (now and then 10x or 1/10 of the quote), crypto at three price
 grids, market and limit, OTO take-profits, 0-2 working orders of either side (some OTO with a held leg,
 queued or being cancelled, ``gtc`` up to 120 days old), the account's flags, day trades reported or not, and
-four in ten orders sized within 5 % of the buying power left, where the collar and the short's 3 % decide.
-The test can fail: each order sent to the fake again with one of :data:`PLANTS` in its rules (a figure or a
-table changed; the pre-check's verdict and the account it read stay as they were) must give disagreements, and
-does (of 6,000: collar 0 gives 27, a 1 % short markup 4, a $1,000 margin floor 8, PDT after 4 day trades 22, a
-0.001 stock grid 69, two limits that always cross 128). Planted for the whole run instead (generator and
-account included), collar 0 gives 27 and a 1 % short markup 3, as before the judge wrote its own bodies.
+four in ten orders sized within 5 % of the buying power left, where the collar and the short's 3 % decide;
+one in five a ``cls`` order, and the other symbol's position opened today (its working orders then a pending
+day trade) half the time it has one. The test can fail: each order sent to the fake again with one of
+:data:`PLANTS` in its rules (a figure or a table changed; the pre-check's verdict and the account it read stay
+as they were) must give disagreements, and does (of 6,000: collar 0 gives 16, a 1 % short markup 4, a $1,000
+margin floor 8, PDT after 4 day trades 21, a 0.001 stock grid 57, two limits that always cross 116, the cls
+cutoff at 3:45 pm 53, PDT blind to the day trades pending on other symbols 2: that rule's own case below holds
+it on both sides of its boundary). Planted for the whole run instead (generator and account included), collar
+0 gave 27 and a 1 % short markup 3 before ``cls`` orders were drawn.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ from marketcast.trade.risk.protections import Refusal, Standing, refusals
 from marketcast.trade.types import OrderRequest
 from marketcast.trade.venues.alpaca import account_of, asset_of, order_request, position_of, working_of
 
-from .wire_judge import CLS_ORDERS, TODAY, Reply, account, body, placed, post, read, world
+from .wire_judge import TODAY, Reply, account, body, placed, post, read, world
 
 N = 6_000
 
@@ -98,10 +99,16 @@ def verdicts(ex: Exchange, sent: dict) -> Verdict:
     working = [public(o, False) for o in ex.everything() if o["status"] not in TERMINAL]
     parents = {leg["id"]: o["client_order_id"] for o in recent for leg in o.get("legs") or []}
     bid, ask = ex.quote(sym)
-    opened = ex.opened_on.get(sym) == ny_day(ex.clock)  # the loop's journal knows the fills it made today
+    day = ny_day(ex.clock)
+    opened = ex.opened_on.get(sym) == day  # the loop's journal knows the fills it made today
+    today = {p.symbol: p.qty for p in (position_of(ex.position_json(s)) for s in ex.positions)
+             if ex.opened_on.get(p.symbol) == day}
+    orders = working_of(working, parents)
+    crypto = frozenset(k for k in (o.symbol.replace("/", "") for o in orders) if asset_of(ex.assets[k], k).crypto)
+    now = market.market_clock(ex.clock)["timestamp"]  # GET /v2/clock: the broker's time the loop reads
     standing = Standing(acct, float(ask), 0.0 if position is None else position.qty,
-                        0.0 if position is None else position.available, working_of(working, parents), float(bid),
-                        opened)
+                        0.0 if position is None else position.available, orders, float(bid), opened, 0.0, today, now,
+                        crypto)
     mine = refusals(request, asset, standing)
     adapter = json.loads(json.dumps(order_request(request, asset.crypto, not asset.crypto).to_request_fields()))
     return Verdict(post(ex, sent), mine, sent, adapter)
@@ -124,9 +131,9 @@ PLANTS = {  # a documented figure or table of the fake's rules (marketcast.fake_
     "PDT after 4 day trades": [(rules, "PDT_TRADES", 4)],
     "stock price grid 0.001": [(rules, "CENT", Decimal("0.001"))],
     "wash: two limits always cross": [(rules, "WORKS", ())],
+    "cls cutoff 3:45 pm": [(market, "CLS_CUTOFF", pd.Timedelta(minutes=15))],  # marketcast.fake_alpaca.market
+    "PDT: nothing pending on other symbols": [(rules, "pending", lambda *_: set())],
 }
-if CLS_ORDERS:  # the cls cutoff at 3:45 pm instead of 3:50 pm (marketcast.fake_alpaca.market)
-    PLANTS["cls cutoff 3:45 pm"] = [(market, "CLS_CUTOFF", pd.Timedelta(minutes=15))]
 
 
 @contextmanager
@@ -174,8 +181,8 @@ def test_the_pre_check_and_the_fake_agree_on_thousands_of_orders_and_account_sta
     assert not run.disagreements, (f"{len(run.disagreements)} of {N} disagree; the first:"
                                    + "".join(run.disagreements[:5]))
     # the generator reaches every rule, and accepts as well as refuses
-    assert set(run.refused_by) >= {"account_flags", "shape", "take_profit_price", "account", "short_equity",
-                                   "wash_trade", "pattern_day_trader"}, run.refused_by
+    assert set(run.refused_by) >= {"account_flags", "shape", "cls_cutoff", "take_profit_price", "account",
+                                   "short_equity", "wash_trade", "pattern_day_trader"}, run.refused_by
     assert 500 < run.accepted < N - 500, run.accepted
 
 
@@ -263,6 +270,35 @@ def test_pattern_day_trader_protection_where_the_account_reports_it():
     assert both(ex, closing) == (None, [])
     ex.opened_on["ABC"], ex.reports_day_trades = TODAY, False  # Alpaca since 2026-07-06: no fields, no protection
     assert both(ex, closing) == (None, [])
+
+
+def test_pattern_day_trader_protection_counts_the_day_trades_pending_on_other_symbols():
+    """Two day trades made, ABC opened today and its close about to go: a working order that would close XYZ,
+    also opened today, is a third potential day trade ("could potentially result"), so ABC's close is refused;
+    so it is against a working buy and sell pair on XYZ (an OTO entry with its held leg), and not against a
+    close of a position opened on an earlier day, nor of a crypto position."""
+    ex = account(cash=20_000)
+    ex.assets["XYZ"] = dict(ex.assets["ABC"])
+    ex.last["XYZ"] = ex.last["BTCUSD"] = Decimal(50)
+    ex.positions.update(ABC=Position(Decimal(10), Decimal(100)), XYZ=Position(Decimal(10), Decimal(50)),
+                        BTCUSD=Position(Decimal(1), Decimal(100)))
+    ex.day_trades = [TODAY] * 2
+    ex.opened_on.update(ABC=TODAY, XYZ=TODAY, BTCUSD=TODAY)
+    closing = order(side="sell", type="market", limit_price=None)
+    assert both(ex, closing) == (None, [])  # the third day trade: allowed
+    btc = placed(ex, order("btc-close", symbol="BTC/USD", side="sell", qty=1, limit_price=120.0,
+                           time_in_force="gtc"))
+    assert both(ex, closing) == (None, [])  # crypto is not evaluated
+    btc["status"] = "canceled"
+    xyz = placed(ex, order("xyz-close", symbol="XYZ", side="sell", limit_price=60.0))
+    assert both(ex, closing) == ("trade denied due to pattern day trading protection", ["pattern_day_trader"])
+    ex.opened_on["XYZ"] = "2024-04-30"  # XYZ held overnight: its close is no day trade
+    assert both(ex, closing) == (None, [])
+    xyz["status"] = "canceled"
+    placed(ex, order("xyz-oto", symbol="XYZ", qty=5, limit_price=45.0, take_profit=55.0))  # a pair by itself
+    assert both(ex, closing) == ("trade denied due to pattern day trading protection", ["pattern_day_trader"])
+    ex.day_trades = [TODAY]
+    assert both(ex, closing) == (None, [])  # 1 made + 1 pending + this one: 3
 
 
 def test_a_short_is_valued_three_percent_over_the_ask():

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from marketcast.trade.interface import OrderRejected
 from marketcast.trade.journal.ids import CLOSE, client_order_id
 from marketcast.trade.loop.cycle import describe
 from marketcast.trade.test_kit.alpaca_env import D0, D1, adapter, alpaca_loop, embedded_fake, order, submitted
+from marketcast.trade.types import CLS, MARKET, OrderRequest
 from marketcast.fake_alpaca.server import STOCK
 from marketcast.fake_alpaca.exchange import Exchange, ny_day
 
@@ -143,3 +145,29 @@ def test_the_fake_counts_day_trades_as_finras_examples_do():
         venue.fill({"symbol": sym, "side": "buy" if qty > 0 else "sell", "qty": str(abs(qty)), "filled_qty": "0",
                     "filled_avg_price": None, "legs": None}, Decimal(abs(qty)), Decimal(10), "2024-05-01T17:00:00Z")
     assert len(venue.day_trades) == 2 and venue.daytrade_count() == 2
+
+
+def test_the_pre_check_judges_a_cls_order_by_the_brokers_clock(fake, tmp_path):
+    """A market-on-close buy, asked of the loop's pre-check with what the fake shows, and then sent to the fake:
+    both take it until 3:50 pm ET, refuse it after (to 7:00 pm), take it again from 7:00 pm (queued for the next
+    close); on the day after Thanksgiving the cutoff is 12:50 pm; on a day without a session nothing is late. The
+    pre-check reads the broker's clock (``GET /v2/clock``), never the machine's."""
+    loop = alpaca_loop(fake, tmp_path)
+    broker, precheck = loop.broker, loop.checks.precheck
+    asset = broker.asset("AAPL")
+    for n, (clock, taken) in enumerate((("2024-05-01T19:49:00Z", True), ("2024-05-01T19:50:00Z", True),
+                                        ("2024-05-01T19:51:00Z", False), ("2024-05-01T22:59:00Z", False),
+                                        ("2024-05-01T23:00:00Z", True), ("2024-11-29T17:49:00Z", True),
+                                        ("2024-11-29T17:51:00Z", False), ("2024-07-04T19:55:00Z", True),
+                                        ("2024-05-04T20:00:00Z", True))):  # a holiday, a Saturday: no session
+        fake.exchange.clock = clock
+        request = OrderRequest("AAPL", "buy", 1.0, f"mc-cls-{n}", MARKET, None, None, CLS)
+        standing = precheck.standing("AAPL", broker.account(), broker.open_orders(), None, 100.0)
+        refused = [r.rule for r in precheck.refusals(request, asset, standing)]
+        assert refused == ([] if taken else ["cls_cutoff"]), clock
+        try:
+            broker.submit(request)
+            sent = True
+        except OrderRejected:
+            sent = False
+        assert sent == taken, clock

@@ -45,7 +45,7 @@ def test_the_planner_sizes_and_picks_as_the_sized_backtest(policy):
     same days: the same pick, decision and size at every bar (sized to 0 too), and a size that is not always 1."""
     bars = load_symbol("SP500")
     forecaster = load_forecaster("baseline")
-    config = replace(PLANNER_CONFIG, sizing=policy, risk_per_trade=0.003)
+    config = replace(PLANNER_CONFIG, sizing=policy, risk_per_trade=0.003, exit="close")  # both sides the one rule
     planner = BacktestPlanner(forecaster, config)
     index = bars.frame.index
     start, days = int(index.searchsorted(pd.Timestamp("2017-03-01", tz="UTC"))), 40
@@ -54,8 +54,8 @@ def test_the_planner_sizes_and_picks_as_the_sized_backtest(policy):
     signals = [planner.plan(bars.head(start + d + 1), costs, learn_from) for d in range(days)]
 
     first = start - PLANNER_CONFIG.windows
-    result = run_backtest(bars.head(start + days + 1), forecaster,  # exit close: the planner's step settles there
-                          replace(config, windows=start + days - first, include_latest=False, exit="close"))
+    result = run_backtest(bars.head(start + days + 1), forecaster,
+                          replace(config, windows=start + days - first, include_latest=False))
     trades = result.trades().set_index(["strategy", "decision_time"])
     picked = dict(zip((t.isoformat() for t in result.decision_times), result.walk_forward["picked"]))
     sizes = []

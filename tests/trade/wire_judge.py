@@ -17,8 +17,8 @@ its source, alpacahq/alpaca-docs ``data/webapi/endpoints/orders.yaml``, ``POST /
   and ``limit``, the two the loop sends;
 * ``time_in_force``: the values of "Time in Force" (https://docs.alpaca.markets/docs/orders-at-alpaca):
   ``day`` and ``gtc`` for stocks, ``gtc`` and ``ioc`` for crypto ("We only support gtc and ioc time in force
-  options for crypto orders", crypto-orders), and now and then a ``day`` crypto order the venue refuses; with
-  :data:`CLS_ORDERS` on, one order in five becomes ``cls`` ("market on close" or "limit on close": "CLS orders
+  options for crypto orders", crypto-orders), and now and then a ``day`` crypto order the venue refuses; one
+  order in five becomes ``cls`` ("market on close" or "limit on close": "CLS orders
   submitted after 3:50pm but before 7:00pm ET will be rejected. CLS orders submitted after 7:00pm will be queued
   and routed to the following day's closing auction", same section) sent at one of :data:`CLS_CLOCKS`;
 * ``limit_price``: ``string<number>``, "required if type is limit or stop_limit" (absent on a market order);
@@ -53,10 +53,6 @@ from marketcast.fake_alpaca.rules import Flags
 from marketcast.fake_alpaca.server import post_order
 
 CLOCK = "2024-05-01T19:00:00Z"  # a Wednesday, in the session
-#: Off until the loop's pre-check judges ``cls`` orders by the clock (helper wt-cls, issue 53): then the
-#: coordinator turns it on, and the differential test's random orders include ``cls`` orders and its plants
-#: the cutoff moved to 3:45 pm. Off, the generator's stream is the one it always drew.
-CLS_ORDERS = False
 CLS_CLOCKS = (  # around the cutoff (3:50 pm EDT = 19:50Z; 12:50 pm EST = 17:50Z on 2024-11-29's 1:00 pm close)
     "2024-05-01T13:00:00Z", "2024-05-01T19:46:00Z", "2024-05-01T19:50:00Z", "2024-05-01T19:50:01Z",
     "2024-05-01T20:00:00Z", "2024-05-01T22:59:59Z", "2024-05-01T23:00:00Z", "2024-11-29T17:47:00Z",
@@ -210,8 +206,12 @@ def world(rng: random.Random, i: int) -> tuple[Exchange, dict]:
         ex.orders.append(existing(rng, ex, "XYZ", other, Decimal("50"), f"other-{i}"))
     sent = request(rng, sym, asset, p, f"mc-{i}", size)
     sent = near_power(rng, ex, sent, asset) if rng.random() < 0.4 else sent
-    own = random.Random(i)  # its own draws: with CLS_ORDERS off the stream above is unchanged
-    return ex, (on_close(own, ex, sent) if CLS_ORDERS and own.random() < 0.2 else sent)
+    own = random.Random(i)  # draws of its own, so the stream above is the one it always drew
+    if "XYZ" in ex.positions and own.random() < 0.5:  # the other symbol's position opened today: a working
+        ex.opened_on["XYZ"] = TODAY  # order that would close it is a pending day trade (PDT protection)
+    if own.random() < 0.3:
+        ex.orders.append(existing(own, ex, "XYZ", other, Decimal("50"), f"xyz-{i}"))
+    return ex, (on_close(own, ex, sent) if own.random() < 0.2 else sent)
 
 
 def on_close(rng: random.Random, ex: Exchange, sent: dict) -> dict:
@@ -225,8 +225,8 @@ def on_close(rng: random.Random, ex: Exchange, sent: dict) -> dict:
 
 
 def cls_world(rng: random.Random, i: int) -> tuple[Exchange, dict]:
-    """One seeded account state and a ``cls`` order sent to it (what :func:`world` draws with
-    :data:`CLS_ORDERS` on, every time)."""
+    """One seeded account state and a ``cls`` order sent to it (what :func:`world` draws one time in five, here
+    every time)."""
     ex, sent = world(rng, i)
     return ex, on_close(rng, ex, sent)
 

@@ -216,10 +216,13 @@ class Exchange:
         power = self.non_marginable_buying_power() if crypto else self.buying_power()
         rules.carry(body, asset, held, self.free(sym), equity, power, ask)
         rules.wash(rules.legs(body, cid), self.working(), self.key)
-        opposite = any(self.key(w.symbol) == sym and w.side != body["side"] for w in self.working())
-        rules.day_trade(body, crypto, held, self.opened_on.get(sym) == ny_day(self.clock), opposite,
-                        self.reports_day_trades, self.previous_equity(), self.daytrade_count(),
-                        self.pattern_day_trader)
+        working, today = self.working(), ny_day(self.clock)
+        opposite = any(self.key(w.symbol) == sym and w.side != body["side"] for w in working)
+        fresh = {s: p.qty for s, p in self.positions.items() if self.opened_on.get(s) == today}
+        stocks = [w for w in working if self.asset(w.symbol)["class"] != "crypto"]  # crypto: no PDT evaluation
+        elsewhere = len(rules.pending(stocks, fresh, self.key) - {sym})
+        rules.day_trade(body, crypto, held, self.opened_on.get(sym) == today, opposite, self.reports_day_trades,
+                        self.previous_equity(), self.daytrade_count(), self.pattern_day_trader, elsewhere)
         order = self._order(cid, body, D(body["qty"]), body.get("order_class") or "simple")
         order["auction"] = auction  # the session whose close a cls order joins (not shown on the wire)
         self.orders.append(order)

@@ -60,9 +60,12 @@ The pages, and what each gives:
   - "Pattern Day Trader (PDT) Protection at Alpaca": when "the previous day's closing account equity is less
     than $25,000", an order that could be a 4th day trade in 5 business days is 403 ``{"code": 40310100,
     "message": "trade denied due to pattern day trading protection"}``; "a pair of buy and sell orders is
-    counted as a potential day trade" regardless of their order; an account flagged PDT under $25,000 may not
-    day trade at all; crypto is not evaluated. An account that does not report ``daytrade_count`` (Alpaca
-    deprecated the PDT fields in 2026) is not evaluated.
+    counted as a potential day trade" regardless of their order; "If the order could potentially result in the
+    account being flagged as a PDT, the order is rejected", so the fake adds the potential day trades pending on
+    the account's other symbols (a working order closing a position opened today, or a working buy and sell;
+    users report unfilled bracket orders counted so, forum.alpaca.markets/t/12560) to those made; an account
+    flagged PDT under $25,000 may not day trade at all; crypto is not evaluated. An account that does not
+    report ``daytrade_count`` (Alpaca deprecated the PDT fields in 2026) is not evaluated.
 * **The account's flags** (``GET /v2/account``; the account entity as alpaca-py's ``TradeAccount`` documents
   it, ``alpaca/trading/models.py``): ``account_blocked`` ("the account activity by user is prohibited"),
   ``trading_blocked`` and ``trade_suspended_by_user`` ("the account is not allowed to place orders"),
@@ -290,13 +293,32 @@ def wash(new: list[Working], existing: Iterable[Working], key) -> None:
             raise Refused(403, 40310000, WASH)
 
 
+def pending(working: Iterable[Working], opened_today: dict[str, Decimal], key) -> set[str]:
+    """The symbols whose working orders are a potential day trade before any of them fills: a buy and a sell
+    both working (a held take-profit leg and its entry among them: "regardless of the order of pending orders,
+    a pair of buy and sell orders is counted as a potential day trade"), or an order that would close a
+    position opened today (``opened_today``: symbol -> signed quantity; the opening fill and the working close
+    are the pair)."""
+    sides: dict[str, set[str]] = {}
+    for w in working:
+        sides.setdefault(key(w.symbol), set()).add(w.side)
+    out = set()
+    for sym, have in sides.items():
+        qty = opened_today.get(sym, Decimal(0))
+        if have == {"buy", "sell"} or (qty > 0 and "sell" in have) or (qty < 0 and "buy" in have):
+            out.add(sym)
+    return out
+
+
 def day_trade(body: dict, crypto: bool, held: Decimal, opened_today: bool, opposite_working: bool,
-              reported: bool, last_equity: Decimal, count: int, flagged: bool) -> None:
-    """PDT protection: under $25,000 of previous-close equity, a potential day trade is refused once 3 were
-    made in 5 business days, or at once on an account flagged PDT."""
+              reported: bool, last_equity: Decimal, count: int, flagged: bool, elsewhere: int = 0) -> None:
+    """PDT protection: under $25,000 of previous-close equity, a potential day trade is refused once the day
+    trades made in 5 business days and the potential ones pending on other symbols (``elsewhere``,
+    :func:`pending`) reach 3, or at once on an account flagged PDT. "If the order could potentially result in
+    the account being flagged as a PDT, the order is rejected": any pending one may fill before the close."""
     if crypto or not reported or last_equity >= PDT_EQUITY:
         return
     closes_today = opened_today and ((body["side"] == "sell" and held > 0) or (body["side"] == "buy" and held < 0))
     potential = closes_today or bool(body.get("take_profit")) or opposite_working
-    if potential and (count >= PDT_TRADES or flagged):
+    if potential and (count + elsewhere >= PDT_TRADES or flagged):
         raise Refused(403, 40310100, PDT)

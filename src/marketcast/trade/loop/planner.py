@@ -48,10 +48,10 @@ from marketcast.data.bars import Bars
 from marketcast.errors import ConfigError
 from marketcast.forecast.base import Forecaster
 
-# The original live loop ran 70 walk-forward simulations per symbol before each decision.
-# Its one-window step settles at bar t+1's close (fills.settle), so its backtest scores the same rule, whatever the
-# backtest's default (marketcast.backtest.execution.DEFAULT_EXIT) is, until the loop takes --exit (issue 53).
-PLANNER_CONFIG = BacktestConfig(windows=70, exit="close")
+# The original live loop ran 70 walk-forward simulations per symbol before each decision. Its exit rule is the
+# backtest's default (marketcast.backtest.execution.DEFAULT_EXIT), as LoopConfig's: a planner built without a
+# config scores what a loop built without one trades; `trade run`/`replay` pass the configured rule.
+PLANNER_CONFIG = BacktestConfig(windows=70)
 # Bars a cycle must load so every backtest window sees a full context, exactly as the offline backtest does.
 PLANNER_HISTORY = PLANNER_CONFIG.context + PLANNER_CONFIG.windows + 1
 # The broker feed (trade run) loads a year beyond that, so MaxDiff can learn from the loop's first bar on for a

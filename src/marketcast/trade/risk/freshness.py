@@ -152,6 +152,25 @@ def cls_cutoff(now) -> pd.Timestamp | None:
     return calendar.next_close(when) - CLS_CUTOFF
 
 
+CLS_REOPENS = pd.Timedelta(hours=19)  # 7:00 pm New York time: from then a cls order is queued for the next close
+
+
+def cls_rejected_at(now) -> pd.Timestamp | None:
+    """The cutoff for which Alpaca rejects a ``cls`` order sent at ``now`` (the venue's rule, which the pre-check
+    judges: :func:`marketcast.trade.risk.protections.on_close`), or None when it takes it: rejected on a stock
+    session day after the session's cutoff (:data:`CLS_CUTOFF` before its close: 3:50 pm ET, 12:50 pm on an
+    early close; "after 3:50pm", so 3:50:00 itself is in time) and before 7:00 pm ET; taken before the cutoff
+    (for today's close), from 7:00 pm and on a day without a session (queued for the next session's close).
+    Same page and wording as :func:`cls_cutoff`; the loop's own rule, stricter, is :func:`before_cls_cutoff`."""
+    t = utc(now)
+    day = t.tz_convert("America/New_York").normalize()
+    session = calendar_for("stock").sessions(day.tz_localize(None), day.tz_localize(None))
+    if session.empty:
+        return None
+    cutoff = session["close"].iloc[0] - CLS_CUTOFF
+    return cutoff if cutoff < t < day + CLS_REOPENS else None
+
+
 def before_cls_cutoff(now) -> bool:
     """Whether a ``cls`` order sent at ``now`` reaches this session's closing auction (:func:`cls_cutoff`)."""
     cutoff = cls_cutoff(now)

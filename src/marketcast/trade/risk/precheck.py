@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from marketcast.trade.interface import Broker
-from marketcast.trade.risk.protections import PDT_EQUITY, Refusal, Standing, refusals, wash_trades
+from marketcast.trade.risk.protections import Refusal, Standing, day_trades_apply, key, refusals, wash_trades
 from marketcast.trade.risk.rules import opening_value
-from marketcast.trade.types import BUY, LIMIT, MARKET, SELL, Account, Asset, Order, OrderRequest, Position
+from marketcast.trade.types import BUY, CLS, LIMIT, MARKET, SELL, Account, Asset, Order, OrderRequest, Position
 from marketcast.trade.journal.ids import is_loops
 from marketcast.trade.journal.state import Intent, Journal, request_of
 
@@ -58,27 +58,35 @@ class PreCheck:
     def __init__(self, broker: Broker, journal: Journal, desk: OrderDesk) -> None:
         self.broker, self.journal, self.desk = broker, journal, desk
 
-    def opened_today(self, symbol: str, account: Account) -> bool:
-        """Whether the loop's journal has a fill of ``symbol`` on the broker's trading day: only asked where
-        pattern-day-trader protection applies; without a broker clock, assumed (fail closed)."""
-        if account.daytrade_count is None:
-            return False
-        equity = account.last_equity if account.last_equity is not None else account.equity
-        if equity >= PDT_EQUITY:
-            return False
+    def traded_today(self) -> set[str] | None:
+        """The symbols (keys) the loop's journal has a fill of on the broker's trading day; without a broker
+        clock, None: every symbol is taken as traded today (fail closed)."""
         clock = self.broker.market_clock()
         if clock is None:
-            return True
+            return None
         today = ny_day(clock.now)
-        return any(f.symbol == symbol and ny_day(f.timestamp) == today for f in self.journal.fills())
+        return {key(f.symbol) for f in self.journal.fills() if ny_day(f.timestamp) == today}
 
     def standing(self, symbol: str, account: Account, orders: list[Order], position: Position | None,
                  ask: float, spent: float = 0.0, bid: float | None = None) -> Standing:
+        """What ``symbol``'s next order meets; where pattern-day-trader protection applies, with whether it was
+        traded today and every position opened today (the pending day trades of the account's other symbols
+        count: :func:`~.protections.pending_day_trades`), read for it alone."""
+        opened, today, crypto = False, {}, frozenset()
+        if day_trades_apply(account):
+            traded = self.traded_today()
+            opened = traded is None or key(symbol) in traded
+            today = {key(p.symbol): p.qty for p in self.broker.positions() if traded is None or key(p.symbol) in traded}
+            crypto = frozenset(key(o.symbol) for o in orders if self.broker.asset(o.symbol).crypto)
         return Standing(account, ask, 0.0 if position is None else position.qty,
-                        0.0 if position is None else position.available, orders,
-                        ask if bid is None else bid, self.opened_today(symbol, account), spent)
+                        0.0 if position is None else position.available, orders, ask if bid is None else bid,
+                        opened, spent, today, None, crypto)
 
     def refusals(self, request: OrderRequest, asset: Asset, standing: Standing) -> list[Refusal]:
+        """:func:`~.protections.refusals`; a ``cls`` order judged by the broker's clock (read for it alone)."""
+        if request.time_in_force == CLS and standing.now is None:
+            clock = self.broker.market_clock()
+            standing = standing if clock is None else replace(standing, now=clock.now)
         return refusals(request, asset, standing)
 
     def as_sent(self, intent: Intent) -> OrderRequest:

@@ -17,16 +17,30 @@ this module adds what the account's other orders and its history decide, each as
   new OTO order is checked as well as its entry; a new complex order is not exempt from the account's other
   orders.
 * **Pattern-day-trader protection** (user-protection, "Pattern Day Trader (PDT) Protection at Alpaca",
-  "Alpaca's Order Rejection"): when "the previous day's closing account equity is less than $25,000", an
-  order that could complete a 4th day trade within 5 business days is refused with 403 ``{"code": 40310100,
-  "message": "trade denied due to pattern day trading protection"}``. A day trade is a position opened and
-  closed the same day; "regardless of the order of pending orders, a pair of buy and sell orders is counted
-  as a potential day trade", so a new order with a working opposite order on the symbol counts (a working OTO
-  entry's held take-profit leg is one), and so (read conservatively) does an OTO entry with its take-profit
-  leg. An account flagged PDT under $25,000 is "restricted from placing any new day trades". Crypto is exempt
-  ("crypto orders are not evaluated by PDT protection logic"). Alpaca removed ``daytrade_count`` and ``pattern_day_trader`` from the account on
-  2026-07-06 (changelog 2026-06-03 "Pattern day trading and DTBP fields ... are deprecated"; FINRA's revised
-  Rule 4210): an account that does not report them is not evaluated.
+  "Alpaca's Order Rejection"): the platform "checks the PDT rule condition every time an order is submitted"
+  and "if the order could potentially result in the account being flagged as a PDT, the order is rejected";
+  it applies when "the previous day's closing account equity is less than $25,000"; the refusal is 403
+  ``{"code": 40310100, "message": "trade denied due to pattern day trading protection"}``. A day trade is a
+  position opened and closed the same day; "In addition to the filled orders, the system also takes into
+  consideration pending orders in the account. In this case, regardless of the order of pending orders, a pair
+  of buy and sell orders is counted as a potential day trade. This is because orders that are active (pending)
+  in the marketplace may fill in random orders." So a new order is a potential day trade when it would close a
+  position opened today, carries a take-profit leg (an OTO entry: a pair by itself), or meets a working
+  opposite order on its symbol (a working OTO entry's held leg is one). Read conservatively, "could
+  potentially result" counts the potential day trades already pending on the account's *other* symbols too
+  (:func:`pending_day_trades`: a working order that would close a position opened today, or a pending pair):
+  each may fill before the close, so the new one is refused once the day trades made in 5 business days and
+  those pending reach 3 (Alpaca staff and users on forum.alpaca.markets/t/12560: orders that close same-day
+  positions, and unfilled bracket orders, counted as day trades, the 4th order "denied"). An account flagged
+  PDT under $25,000 is "restricted from placing any new day trades". Crypto is exempt ("crypto orders are not
+  evaluated by PDT protection logic"). Alpaca removed ``daytrade_count`` and ``pattern_day_trader`` from the
+  account on 2026-07-06 (changelog 2026-06-03 "Pattern day trading and DTBP fields ... are deprecated"; FINRA's
+  revised Rule 4210): an account that does not report them is not evaluated.
+* **Market on close** (orders-at-alpaca, "Time in Force", ``cls``): "CLS orders submitted after 3:50pm but
+  before 7:00pm ET will be rejected" (the window, early closes included, is
+  :func:`~marketcast.trade.risk.freshness.cls_rejected_at`'s); judged by the broker's clock (``Standing.now``;
+  a broker without one, the paper venue, judges a ``cls`` by its own bar). Crypto takes no ``cls`` and a
+  bracket or OTO order takes ``day`` or ``gtc`` only (same page): :func:`~marketcast.trade.risk.rules.violations`.
 * **OTO/bracket take-profit price** (orders-at-alpaca, "Threshold on stop price of stop-loss orders": the
   base price "is the limit price of the entry order, for bracket or OTO orders if the entry type is limit",
   else "the current market price"; the take-profit side as Alpaca's staff state it, forum.alpaca.markets/t/
@@ -51,13 +65,14 @@ this module adds what the account's other orders and its history decide, each as
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Mapping, Sequence
 
+from marketcast.trade.risk.freshness import cls_rejected_at
 from marketcast.trade.risk.rules import account_violations, opening_value, opposite, violations
 
 from marketcast.trade.types import Asset, dec
-from marketcast.trade.types import BUY, LIMIT, SELL, Account, Order, OrderRequest, status_kind
+from marketcast.trade.types import BUY, CLS, LIMIT, SELL, Account, Order, OrderRequest, status_kind
 
 PDT_EQUITY = 25_000.0  # the protection applies below this previous-close equity
 PDT_LIMIT = 3  # day trades already made in 5 business days: one more would flag the account
@@ -70,7 +85,8 @@ EXEMPT = ("trailing_stop",)
 class Refusal:
     """One reason the venue refuses an order, with the HTTP status and code Alpaca answers it with."""
 
-    rule: str  # account_flags | shape | take_profit_price | account | short_equity | wash_trade | pattern_day_trader
+    rule: str  # account_flags | shape | cls_cutoff | take_profit_price | account | short_equity | wash_trade |
+    #            pattern_day_trader
     status: int
     code: int
     message: str
@@ -87,8 +103,10 @@ PDT_MESSAGE = "trade denied due to pattern day trading protection"
 class Standing:
     """The account as one order meets it: the account's figures, the symbol's position (signed) and what of it
     is free, every working or held order of the account (any symbol), the quote (``ask`` values buys and
-    shorts; ``bid`` is a market sell's base price), whether the position was opened today, and what earlier
-    orders of the same pass will draw from buying power that the account does not show yet."""
+    shorts; ``bid`` is a market sell's base price), whether the position was opened today, what earlier
+    orders of the same pass will draw from buying power that the account does not show yet, the positions of
+    any symbol opened today (key -> signed quantity; read where PDT protection applies), the broker's clock
+    (``now``, ISO; None: the broker keeps none) and which of the orders' symbols are crypto."""
 
     account: Account
     ask: float  # what a market buy fills at and a short is valued from: never guessed
@@ -98,6 +116,9 @@ class Standing:
     bid: float | None = None
     opened_today: bool = False
     spent: float = 0.0
+    today: Mapping[str, float] = field(default_factory=dict)
+    now: str | None = None
+    crypto: frozenset[str] = frozenset()  # keys of the crypto symbols among ``orders``: PDT protection skips them
 
 
 def key(symbol: str) -> str:
@@ -145,21 +166,57 @@ def closes(request: OrderRequest, position_qty: float) -> bool:
     return (request.side == SELL and position_qty > 0) or (request.side == BUY and position_qty < 0)
 
 
+def pending_day_trades(orders: Iterable[Order], today: Mapping[str, float], crypto: frozenset[str]) -> set[str]:
+    """The stock symbols (keys) on which the account's working orders hold a potential day trade: one would
+    close a position opened today (``today``: key -> signed quantity), or they pair a buy and a sell (an OTO
+    order with its take-profit leg is a pair by itself). Each counts once (FINRA's examples: a symbol's buys
+    then sells in a day are one day trade); ``crypto`` symbols are not evaluated."""
+    sides: dict[str, set[str]] = {}
+    for o in orders:
+        if status_kind(o.status) != "terminal" and key(o.symbol) not in crypto:
+            sides.setdefault(key(o.symbol), set()).update((o.side, opposite(o.side)) if o.take_profit is not None
+                                                           else (o.side,))
+    closing = {k: SELL if qty > 0 else BUY for k, qty in today.items() if qty}
+    return {k for k, s in sides.items() if len(s) == 2 or closing.get(k) in s}
+
+
+def day_trades_apply(account: Account) -> bool:
+    """Whether PDT protection evaluates the account's orders: it reports ``daytrade_count`` and its previous
+    close's equity (its equity without one) is under $25,000."""
+    if account.daytrade_count is None:
+        return False
+    return (account.last_equity if account.last_equity is not None else account.equity) < PDT_EQUITY
+
+
 def day_trade(request: OrderRequest, asset: Asset, standing: Standing) -> Refusal | None:
     """Alpaca's PDT protection: under $25,000 of previous-close equity, an order that could complete a day
-    trade is refused once 3 day trades were made in 5 business days (or the account is flagged PDT)."""
+    trade is refused once the day trades made in 5 business days and those pending on the account's other
+    symbols (:func:`pending_day_trades`) reach 3, or the account is flagged PDT (module docstring)."""
     account = standing.account
-    if asset.crypto or account.daytrade_count is None:
-        return None
-    equity = account.last_equity if account.last_equity is not None else account.equity
-    if equity >= PDT_EQUITY:
+    if asset.crypto or not day_trades_apply(account):
         return None
     pair = ((standing.opened_today and closes(request, standing.position_qty)) or request.take_profit is not None
             or any(key(o.symbol) == key(request.symbol) and status_kind(o.status) != "terminal"
                    and (o.side == opposite(request.side) or o.take_profit is not None) for o in standing.orders))
-    if pair and (account.daytrade_count >= PDT_LIMIT or account.pattern_day_trader):
+    if not pair:
+        return None
+    others = pending_day_trades(standing.orders, standing.today, standing.crypto) - {key(request.symbol)}
+    if account.daytrade_count + len(others) >= PDT_LIMIT or account.pattern_day_trader:
         return Refusal("pattern_day_trader", 403, 40310100, PDT_MESSAGE)
     return None
+
+
+def on_close(request: OrderRequest, now: str | None) -> Refusal | None:
+    """A ``cls`` order sent at the broker's ``now`` after the session's cutoff and before 7:00 pm New York
+    time (module docstring); None without a clock."""
+    if request.time_in_force != CLS or now is None:
+        return None
+    cutoff = cls_rejected_at(now)
+    if cutoff is None:
+        return None
+    at = cutoff.tz_convert("America/New_York").strftime("%I:%M %p").lstrip("0").lower()
+    return Refusal("cls_cutoff", 422, 42210000, f"cls orders are rejected from {at} until 7:00 pm ET (sent at "
+                                                f"{now})")
 
 
 # ------------------------------------------------------------------ OTO take-profit
@@ -194,12 +251,15 @@ def flag_refusals(request: OrderRequest, asset: Asset, account: Account, positio
 
 # ------------------------------------------------------------------ the one answer
 def refusals(request: OrderRequest, asset: Asset, standing: Standing) -> list[Refusal]:
-    """Every reason the venue would refuse ``request`` now (empty: it accepts it): the order's shape, the
-    take-profit's base price, what the account can carry (crypto on non-marginable buying power, shorts
-    valued 3 % over the ask, crypto market buys at the collar), the $2,000 for shorts, wash trades and
-    pattern-day-trader protection; first what the account's flags forbid."""
+    """Every reason the venue would refuse ``request`` now (empty: it accepts it): the order's shape, a ``cls``
+    order's cutoff, the take-profit's base price, what the account can carry (crypto on non-marginable buying
+    power, shorts valued 3 % over the ask, crypto market buys at the collar), the $2,000 for shorts, wash trades
+    and pattern-day-trader protection; first what the account's flags forbid."""
     out = flag_refusals(request, asset, standing.account, standing.position_qty)
     out += [Refusal("shape", 422, 42210000, r) for r in violations(request, asset)]
+    late = on_close(request, standing.now)
+    if late is not None:
+        out.append(late)
     tp = take_profit_price(request, asset, standing.ask, standing.bid)
     if tp is not None:
         out.append(tp)

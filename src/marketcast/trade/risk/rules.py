@@ -36,7 +36,7 @@ import math
 from dataclasses import dataclass, replace
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 
-from marketcast.trade.types import BUY, CLS, FINEST_QTY, GTC, IOC, LIMIT, SELL, Asset, OrderRequest, dec
+from marketcast.trade.types import BUY, CLS, DAY, FINEST_QTY, GTC, IOC, LIMIT, SELL, Asset, OrderRequest, dec
 
 CRYPTO_COLLAR = 0.02  # a crypto market order becomes a limit at ask x (1 + collar): valued so at the broker
 CRYPTO_FEE_CAP = 0.0025  # Alpaca crypto, tier 1 taker: the most of a bought quantity a fill can cost
@@ -128,6 +128,9 @@ def violations(request: OrderRequest, asset: Asset) -> list[str]:
             out.append(f"qty {request.qty!r} is below the minimum order size {asset.min_order_size}")
         if not on_grid(request.qty, asset.qty_step):
             out.append(f"qty {request.qty!r} is not a multiple of the minimum trade increment {asset.qty_step}")
+    elif request.take_profit is not None and request.time_in_force not in (DAY, GTC):
+        # orders-at-alpaca, "Bracket Orders": "time_in_force must be "day" or "gtc"" (OTO: "the same")
+        out.append(f"invalid time_in_force {request.time_in_force} for order_class oto: day or gtc only")
     elif not on_grid(request.qty, Decimal(1)):
         if not asset.fractionable:
             out.append("requested asset is not fractionable")
