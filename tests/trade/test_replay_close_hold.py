@@ -24,6 +24,7 @@ from marketcast.trade.journal.state import Journal
 from marketcast.trade.loop.cycle import LoopConfig
 from marketcast.trade.loop.planner import PLANNER_CONFIG, BacktestPlanner
 from marketcast.trade.replay import replay
+from marketcast.trade.risk.freshness import in_a_later_session
 from marketcast.trade.risk.portfolio import PortfolioConfig
 from marketcast.trade.types import CLS
 from marketcast.trade.venues.paper import PaperBroker
@@ -115,3 +116,91 @@ def test_a_held_24_7_replay_under_close_exits_at_the_next_open(tmp_path):
     assert counted["next_open"] >= 3 and counted["take_profit"] >= 1, counted
     assert not [i for i in journal.intents() if i.kind == ON_CLOSE]  # no closing auction on 24/7 bars
     journal.close()
+
+
+# ---------------------------------------------------------------------------------------------------- restarts
+STRAIGHT = ("2018-01-02", "2018-02-28")
+STOPS = ("2018-01-19", "2018-02-07")
+
+
+class Killed(BaseException):
+    """A kill: nothing after it runs in that process (not an ``Exception``: no handler of the loop catches it)."""
+
+
+def _close_hold_replay(state, end: str = STRAIGHT[1]) -> None:
+    bars = {"SP500": load_symbol("SP500")}
+    replay(bars, BacktestPlanner(load_forecaster("baseline"), strategies=GUARD), state, STRAIGHT[0], end,
+           LoopConfig(("SP500",), gates=OPEN_GATES, exit=RULE), hold=True)
+
+
+def _books(state) -> dict:
+    broker = PaperBroker(state / "broker.db", {"SP500": load_symbol("SP500")}, hold=True)
+    books = {"orders": [(o.client_order_id, o.side, o.qty, o.type, o.limit_price, o.time_in_force, o.status,
+                         o.submitted_at) for o in broker.order_history()],
+             "fills": [(f.client_order_id, f.side, f.qty, f.price, f.timestamp, f.kind) for f in broker.fills()],
+             "equity": broker.equity_curve(), "log": broker.submit_log()}
+    broker.close()
+    return books
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory):
+    state = tmp_path_factory.mktemp("straight")
+    _close_hold_replay(state)
+    books = _books(state)
+    journal = Journal(state / "journal.db")
+    exits = [i for i in journal.intents() if i.kind == ON_CLOSE]
+    journal.close()
+    assert len(exits) >= 5 and all(i.status == "submitted" for i in exits), exits  # the restarts cross cls exits
+    return books
+
+
+def test_a_close_hold_replay_stopped_and_resumed_ends_as_the_straight_one(tmp_path, straight):
+    for stop in STOPS:
+        _close_hold_replay(tmp_path, stop)
+    _close_hold_replay(tmp_path)
+    resumed = _books(tmp_path)
+    assert resumed["orders"] == straight["orders"] and resumed["fills"] == straight["fills"]
+    assert resumed["equity"].equals(straight["equity"])
+
+
+@pytest.mark.parametrize("kill_at", [1, 3])
+def test_a_kill_after_a_cls_exit_is_journalled_sends_it_once_on_restart(tmp_path, monkeypatch, straight, kill_at):
+    """Killed between the ``on_close`` intent's write-ahead and its submit (the look between the bar's halves): the
+    restart finishes the bar, its look re-finds the pending intent and sends it once; the books end the same."""
+    real, seen = PaperBroker.submit, []
+
+    def submit(self, request):
+        if request.time_in_force == CLS:
+            seen.append(request.client_order_id)
+            if len(seen) == kill_at:
+                raise Killed
+        return real(self, request)
+
+    monkeypatch.setattr(PaperBroker, "submit", submit)
+    with pytest.raises(Killed):
+        _close_hold_replay(tmp_path)
+    journal = Journal(tmp_path / "journal.db")
+    assert journal.intent(seen[-1]).status == "pending"  # written ahead, never sent
+    journal.close()
+    monkeypatch.setattr(PaperBroker, "submit", real)
+    _close_hold_replay(tmp_path)
+    books = _books(tmp_path)
+    assert books["orders"] == straight["orders"] and books["fills"] == straight["fills"]
+    assert books["equity"].equals(straight["equity"])
+    assert [cid for cid, _ in books["log"]].count(seen[-1]) == 1
+
+
+# ---------------------------------------------------------------------------------------------------- the live look
+@pytest.mark.parametrize("now, decision, later", [
+    ("2018-01-03 15:00", "2018-01-02", True),  # 10:00 ET the session after bar 2018-01-02's
+    ("2018-01-02 20:00", "2018-01-02", False),  # 3:00 pm ET, bar 2018-01-02's own session
+    ("2018-01-03 13:00", "2018-01-02", False),  # 8:00 am ET: the next session is not open yet
+    ("2018-01-03 22:00", "2018-01-02", False),  # 5:00 pm ET: closed
+    ("2018-01-05 15:00", "2018-01-02", True),  # a later session still (the look came late)
+    ("2018-01-02 15:00", "2017-12-29", True),  # over the New Year holiday: the next session is 2018-01-02
+])
+def test_a_held_position_leaves_only_while_a_later_session_is_open(now, decision, later):
+    """Daily bars are labelled by their session's date at 00:00 UTC; NYSE opens 14:30 UTC and closes 21:00 UTC
+    in January (EST); 2018-01-01 is a holiday."""
+    assert in_a_later_session(pd.Timestamp(now, tz="UTC"), pd.Timestamp(decision, tz="UTC").isoformat()) is later

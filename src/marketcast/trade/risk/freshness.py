@@ -164,4 +164,4 @@ def in_a_later_session(now, decision_ts: str) -> bool:
     the label): a held position's ``cls`` exit goes out only then (:mod:`marketcast.trade.loop.on_close`)."""
     calendar = calendar_for("stock")
     when = utc(now)
-    return calendar.is_open(when) and calendar.next_close(when) > calendar.next_close(utc(decision_ts))
+    return bool(calendar.is_open(when) and calendar.next_close(when) > calendar.next_close(utc(decision_ts)))
