@@ -11,15 +11,20 @@ leaves at the next bar's open under both rules."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from marketcast.backtest.costs import Costs
+from marketcast.backtest.holding import REASON_NAMES, hold
 from marketcast.data import load_symbol
 from marketcast.forecast import load_forecaster
-from marketcast.trade.journal.ids import CLOSE, ENTRY, ON_CLOSE
+from marketcast.trade.journal.ids import CLOSE, ENTRY, ON_CLOSE, TOP_UP
+from marketcast.trade.journal.ids import TAKE_PROFIT as TP_ORDER
 from marketcast.trade.journal.state import Journal
 from marketcast.trade.loop.cycle import LoopConfig
 from marketcast.trade.loop.planner import PLANNER_CONFIG, BacktestPlanner
@@ -38,6 +43,7 @@ CASH = 1e8  # whole shares of an index-level price leave a $100,000 position up 
 # at this cash the rounding is under 0.02 % and the replay buys up where the backtest does (sizing apart)
 GUARD = ("ci_guard",)  # a market entry without a take-profit: every position leaves by a cls order
 MAXDIFF = ("maxdiff",)  # a limit entry with a take-profit
+PICK = PLANNER_CONFIG.strategies  # the walk-forward pick of every strategy the planner trades
 
 
 def _judge(tmp_path, symbol: str, start: str, end: str, strategy: tuple[str]) -> tuple[Counter, list, Journal]:
@@ -51,7 +57,7 @@ def _judge(tmp_path, symbol: str, start: str, end: str, strategy: tuple[str]) ->
     k0 = PLANNER_CONFIG.windows + int(np.argmax(flat[PLANNER_CONFIG.windows:]))
     begin = index[lo - PLANNER_CONFIG.windows + k0]
 
-    planner = BacktestPlanner(load_forecaster("baseline"), strategies=strategy)
+    planner = BacktestPlanner(load_forecaster("baseline"), replace(PLANNER_CONFIG, exit=RULE), strategies=strategy)
     replay({symbol: bars}, planner, tmp_path, begin.isoformat(), index[hi].isoformat(),
            LoopConfig((symbol,), gates=OPEN_GATES, exit=RULE), hold=True, starting_cash=CASH)
     broker = PaperBroker(tmp_path / "broker.db", {symbol: bars}, hold=True)
@@ -80,17 +86,23 @@ def _judge(tmp_path, symbol: str, start: str, end: str, strategy: tuple[str]) ->
     return counted, got, Journal(tmp_path / "journal.db")
 
 
-@pytest.mark.parametrize("symbol, strategy, closes, take_profits", [("SP500", TAKE_PROFIT, 0, 10),
-                                                                    ("NASDAQ", TAKE_PROFIT, 0, 10),
-                                                                    ("SP500", GUARD, 10, 0),
-                                                                    ("NASDAQ", GUARD, 10, 0),
-                                                                    ("NASDAQ", MAXDIFF, 1, 3)])
-def test_a_held_close_replay_enters_and_exits_as_the_held_close_backtest(tmp_path, symbol, strategy, closes,
+@pytest.mark.parametrize("symbol, strategy, start, closes, take_profits", [
+    ("SP500", TAKE_PROFIT, "2018-01-01", 0, 10),
+    ("NASDAQ", TAKE_PROFIT, "2018-01-01", 0, 10),
+    ("SP500", GUARD, "2018-01-01", 10, 0),
+    ("NASDAQ", GUARD, "2018-01-01", 10, 0),
+    ("NASDAQ", MAXDIFF, "2018-01-01", 1, 3),
+    ("SP500", PICK, "2018-01-01", 10, 0),
+    ("NASDAQ", PICK, "2018-03-19", 10, 0),  # the pick holds NASDAQ from 2017-11-06 to 2018-03-16
+])
+def test_a_held_close_replay_enters_and_exits_as_the_held_close_backtest(tmp_path, symbol, strategy, start, closes,
                                                                            take_profits):
-    counted, got, journal = _judge(tmp_path, symbol, "2018-01-01", "2018-03-31", strategy)
+    end = "2018-03-31" if start < "2018-03-01" else "2018-06-30"
+    counted, got, journal = _judge(tmp_path, symbol, start, end, strategy)
     print(symbol, strategy, counted)
     # 2018-01 .. 03: entry_takeprofit's positions leave by their take-profits, resting overnight too (3 on SP500,
-    # 6 on NASDAQ); ci_guard's by a cls order at a later close (16, 15); maxdiff's both ways (3 and 1)
+    # 6 on NASDAQ); ci_guard's by a cls order at a later close (16, 15); maxdiff's both ways (3 and 1); the pick's
+    # by cls orders (14 on SP500; NASDAQ, 2018-03-19 .. 06-29: 16)
     assert counted["close"] >= closes and counted["take_profit"] >= take_profits, counted
     assert counted["held overnight"] >= 3, counted
     assert set(counted) <= {"close", "take_profit", "marked", "held overnight"}, counted
@@ -204,3 +216,57 @@ def test_a_held_position_leaves_only_while_a_later_session_is_open(now, decision
     """Daily bars are labelled by their session's date at 00:00 UTC; NYSE opens 14:30 UTC and closes 21:00 UTC
     in January (EST); 2018-01-01 is a holiday."""
     assert in_a_later_session(pd.Timestamp(now, tz="UTC"), pd.Timestamp(decision, tz="UTC").isoformat()) is later
+
+
+# ---------------------------------------------------------------------------------------------------- top-ups
+@pytest.mark.parametrize("low_close, exit_k, price", [(96.0, 1, 95.0), (94.0, 2, 95.0)])
+def test_the_backtest_scores_a_top_ups_new_take_profit_as_sent_once_it_filled(low_close, exit_k, price):
+    """By hand, a stock under ``--exit close --hold``, no costs: window 0 buys 0.5 of equity 1 at 100 (take-profit
+    110, not reached: close 80, equity 0.9); window 1 agrees with take-profit 95: the target 0.45 / 80 = 0.005625
+    units is 12.5 % over the 0.005 held, so it is bought up at bar 2's open (80) and the new take-profit for the
+    whole position goes out while bar 2 trades: it fills there only at a close at or beyond it (96: at 95), else it
+    rests and fills at 95 in bar 3, which trades through it before window 2's cls (flat) would go out. The old
+    leg's 110 is never reached."""
+    bars = (np.array([100.0, 100.0, 80.0, 90.0]), np.array([100.0, 105.0, 98.0, 99.0]),
+            np.array([100.0, 79.0, 79.0, 89.0]), np.array([100.0, 80.0, low_close, 98.0]))
+    held = hold(np.array([1, 1, 0]), np.full(3, np.nan), np.array([110.0, 95.0, 95.0]), np.full(3, 0.5), bars,
+                Costs(0.0), RULE, np.ones(3, dtype=bool), False)
+    t = held.trades
+    assert list(t.top_ups) == [1] and list(t.exit_window) == [exit_k] and list(t.exit_price) == [price]
+    assert REASON_NAMES[int(t.reason[0])] == "take_profit"
+
+
+def test_a_top_up_under_close_cancels_the_leg_and_rests_a_gtc_take_profit_for_the_whole_position(tmp_path):
+    """$100,000 on NASDAQ (about 7,000): 6 whole shares at the cap's $50,000 are 1/7 short of the target after the
+    2018-02 fall, so the loop buys 1 up (decided 2018-02-08). The entry's gtc take-profit leg is cancelled and
+    confirmed before the top-up goes out (it would wash), the top-up carries no leg, and once it filled a gtc
+    take-profit for all 7 shares at the top-up decision's take-profit goes out while 2018-02-09 trades; it fills
+    there at its limit only because the bar closes beyond it."""
+    bars = load_symbol("NASDAQ")
+    replay({"NASDAQ": bars}, BacktestPlanner(load_forecaster("baseline"), replace(PLANNER_CONFIG, exit=RULE),
+                                             strategies=TAKE_PROFIT), tmp_path, "2018-01-29", "2018-02-16",
+           LoopConfig(("NASDAQ",), gates=OPEN_GATES, exit=RULE), hold=True)
+    journal = Journal(tmp_path / "journal.db")
+    broker = PaperBroker(tmp_path / "broker.db", {"NASDAQ": bars}, hold=True)
+    (top_up,) = [i for i in journal.intents() if i.kind == TOP_UP]
+    (whole,) = [i for i in journal.intents() if i.kind == TP_ORDER]
+    assert top_up.decision_ts.startswith("2018-02-08") and top_up.take_profit is None and top_up.type == "market"
+    orders = {o.client_order_id: o for o in broker.order_history()}
+    (entry,) = [i for i in journal.intents() if i.kind == ENTRY and i.status == "submitted"
+                and orders[i.client_order_id].status == "filled" and i.decision_ts < top_up.decision_ts]
+    (leg,) = [o for o in orders.values() if o.parent_client_order_id == entry.client_order_id]
+    sent = orders[top_up.client_order_id]
+    assert leg.time_in_force == "gtc" and leg.status == "canceled"
+    assert leg.limit_price == entry.take_profit and pd.Timestamp(leg.submitted_at) < pd.Timestamp(sent.submitted_at)
+    assert list(orders).index(leg.client_order_id) < list(orders).index(sent.client_order_id)
+    tp = json.loads(top_up.decision)["take_profit"]
+    day = pd.Timestamp("2018-02-09", tz="UTC")
+    assert (whole.time_in_force, whole.qty, whole.limit_price) == ("gtc", entry.qty + top_up.qty, round(tp, 2))
+    assert whole.limit_price >= tp and pd.Timestamp(orders[whole.client_order_id].submitted_at) == day
+    bar = bars.frame.loc[day]
+    assert bar.close >= whole.limit_price  # sent while the bar traded: filled at its limit as the close is beyond
+    (fill,) = [f for f in broker.fills() if f.client_order_id == whole.client_order_id]
+    assert (pd.Timestamp(fill.timestamp), fill.price, fill.qty) == (day, whole.limit_price, whole.qty)
+    assert sum(f.qty if f.side == "buy" else -f.qty for f in broker.fills() if pd.Timestamp(f.timestamp) <= day) == 0
+    broker.close()
+    journal.close()

@@ -65,21 +65,25 @@ def replay_trades(broker: PaperBroker, symbol: str) -> list[tuple]:
 
 
 def as_sent(result, bars: Bars, broker: PaperBroker, size: float) -> list[tuple]:
-    """The backtest's held trades scored on its picks' orders as the broker took them (their prices on the grid:
-    a buy rounded down, a sell up) at ``size`` of the equity, as (side, entry time, entry price, exit time, exit
-    price, reason)."""
-    (name, run), = result.strategies.items()
-    d, n = run.decisions, result.windows
-    picked = result.config.selection.walk_forward({name: run.returns}, {name: run.filled},
-                                                  result.settle_delay)["picked"]
-    side = np.where([p is not None for p in picked], d.side, 0)
+    """The backtest's held trades scored on its walk-forward picks' orders as the broker took them (their prices
+    on the grid: a buy rounded down, a sell up) at ``size`` of the equity, as (side, entry time, entry price, exit
+    time, exit price, reason)."""
+    runs, n = result.strategies, result.windows
+    picked = result.config.selection.walk_forward({k: r.returns for k, r in runs.items()},
+                                                  {k: r.filled for k, r in runs.items()}, result.settle_delay)["picked"]
+
+    def of_pick(field: str, none: float) -> np.ndarray:  # each window's decision of its walk-forward pick
+        return np.array([none if p is None else float(getattr(runs[p].decisions, field)[k])
+                         for k, p in enumerate(picked)])
+
+    side, limit, tp = of_pick("side", 0.0), of_pick("entry_limit", np.nan), of_pick("take_profit", np.nan)
     asset = broker.asset(bars.symbol)
 
     def grid(prices, buy) -> np.ndarray:
         return np.array([np.nan if p != p else round_price(float(p), asset, "buy" if b else "sell")
                          for p, b in zip(prices, buy)])
 
-    limit, tp = grid(d.entry_limit, side > 0), grid(d.take_profit, side < 0)
+    limit, tp = grid(limit, side > 0), grid(tp, side < 0)
     frame = bars.frame
     rows = frame.index.get_indexer(result.decision_times)
     rows = np.append(rows, rows[-1] + 1)
