@@ -76,8 +76,8 @@ def leave_at_the_close(rec, decision_ts: str, result) -> None:
         live = rec.now is not None and in_a_later_session(rec.now, decision_ts)
         if not rec.broker.takes_cls(symbol) or not (rec.now is None or live):
             continue  # the cycle after bar t's close, or a look before the next session: the leg keeps working
-        side = BUY if qty > 0 else SELL
-        _exit(rec, symbol, side, decision_ts, result, lambda: abs(_owned(rec, symbol)),
+        side, sign = (BUY, 1.0) if qty > 0 else (SELL, -1.0)
+        _exit(rec, symbol, side, decision_ts, result, lambda: max(0.0, sign * _owned(rec, symbol)),
               lambda book: [o for o in book.own_orders if o.symbol == symbol and o.side != side],
               "the look came after the cls cutoff (3:50 pm ET, 10 minutes before an early close): the position "
               "keeps its take-profit and is judged again by the next decision")

@@ -43,8 +43,9 @@ def entry_intent(signal: Signal, qty: float, decision_ts: str, gtc: bool) -> Int
     ``gtc``: crypto (``gtc`` or ``ioc`` only), or a stock held on under exit rule ``close``, whose take-profit
     leg must rest across sessions: a leg inherits its entry's time in force, and an OTO order takes ``day`` or
     ``gtc`` (https://docs.alpaca.markets/docs/orders-at-alpaca, "Bracket Orders": "time_in_force must be "day"
-    or "gtc""; "OTO Orders": "the rest of requirements are the same as the bracket orders"). An unfilled
-    entry is still cancelled by the next cycle as an order of a passed bar."""
+    or "gtc""; "OTO Orders": "the rest of requirements are the same as the bracket orders"; Alpaca's OTO example,
+    https://alpaca.markets/blog/oco-oto/, is a market buy with ``"time_in_force": "gtc"``). An unfilled entry is
+    still cancelled by the next cycle as an order of a passed bar."""
     d = signal.decision
     return Intent(client_order_id(signal.symbol, decision_ts, ENTRY), decision_ts, signal.strategy, signal.symbol,
                   BUY if d.side == LONG else SELL, qty, LIMIT if d.entry_limit is not None else MARKET, d.entry_limit,
