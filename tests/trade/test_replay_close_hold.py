@@ -23,10 +23,11 @@ from marketcast.backtest.costs import Costs
 from marketcast.backtest.holding import REASON_NAMES, hold
 from marketcast.data import load_symbol
 from marketcast.forecast import load_forecaster
-from marketcast.trade.journal.ids import CLOSE, ENTRY, ON_CLOSE, TOP_UP
+from marketcast.trade.journal.ids import CLOSE, ENTRY, ON_CLOSE, TOP_UP, client_order_id
 from marketcast.trade.journal.ids import TAKE_PROFIT as TP_ORDER
 from marketcast.trade.journal.state import Journal
-from marketcast.trade.loop.cycle import LoopConfig
+from marketcast.trade.loop.cycle import LoopConfig, TradingLoop
+from marketcast.trade.loop.feed import history_feed
 from marketcast.trade.loop.planner import PLANNER_CONFIG, BacktestPlanner
 from marketcast.trade.replay import replay
 from marketcast.trade.risk.freshness import in_a_later_session
@@ -164,7 +165,7 @@ def straight(tmp_path_factory):
     exits = [i for i in journal.intents() if i.kind == ON_CLOSE]
     journal.close()
     assert len(exits) >= 5 and all(i.status == "submitted" for i in exits), exits  # the restarts cross cls exits
-    return books
+    return {**books, "turned": min(i.decision_ts for i in exits)}
 
 
 def test_a_close_hold_replay_stopped_and_resumed_ends_as_the_straight_one(tmp_path, straight):
@@ -268,5 +269,45 @@ def test_a_top_up_under_close_cancels_the_leg_and_rests_a_gtc_take_profit_for_th
     (fill,) = [f for f in broker.fills() if f.client_order_id == whole.client_order_id]
     assert (pd.Timestamp(fill.timestamp), fill.price, fill.qty) == (day, whole.limit_price, whole.qty)
     assert sum(f.qty if f.side == "buy" else -f.qty for f in broker.fills() if pd.Timestamp(f.timestamp) <= day) == 0
+    broker.close()
+    journal.close()
+
+
+@pytest.mark.parametrize("at, sent", [("15:00", "submitted"), ("20:55", "refused"), ("13:00", None)])
+def test_a_live_look_sends_the_cls_only_in_the_next_session_before_the_cutoff(tmp_path, straight, at, sent):
+    """The loop stopped right after the first decision that turned against a held position (the straight replay's
+    first ``on_close``), then a look with a wall clock while the next bar trades, as ``trade run``'s watch: at
+    10:00 am ET the ``cls`` goes out; at 3:55 pm ET (past the 3:50 pm cutoff) it is journalled as refused, never
+    sent, and the position stays; at 8:00 am ET (the session not open) nothing is journalled."""
+    bars = {"SP500": load_symbol("SP500")}
+    index = bars["SP500"].frame.index
+    turned = straight["turned"]
+    cycles = int(((index >= pd.Timestamp(STRAIGHT[0], tz="UTC")) & (index <= pd.Timestamp(turned))).sum())
+    state = tmp_path / "look"
+    planner = BacktestPlanner(load_forecaster("baseline"), replace(PLANNER_CONFIG, exit=RULE), strategies=GUARD)
+    config = LoopConfig(("SP500",), gates=OPEN_GATES, exit=RULE)
+    replay(bars, planner, state, STRAIGHT[0], STRAIGHT[1], config, hold=True, max_cycles=cycles)
+    journal = Journal(state / "journal.db")
+    assert journal.last_done_cycle("stock") == turned and not [i for i in journal.intents() if i.kind == ON_CLOSE]
+    broker = PaperBroker(state / "broker.db", bars, hold=True)
+    loop = TradingLoop(broker, journal, planner, history_feed(bars, lambda: broker.clock, None),
+                       replace(config, hold_agreeing=True), asset_classes={"SP500": "stock"})
+    nxt = index[index.get_loc(pd.Timestamp(turned)) + 1]
+    assert nxt.month in (1, 2)  # ET is UTC - 5
+    now = pd.Timestamp(f"{nxt:%Y-%m-%d} {at}", tz="UTC")
+    looked = []
+    broker.advance_to(nxt, lambda stamp: looked.append(loop.reconcile(turned, now=now)))
+    exit_ = journal.intent(client_order_id("SP500", turned, ON_CLOSE))
+    held = {p.symbol: p.qty for p in broker.positions()}
+    if sent is None:
+        assert exit_ is None and held["SP500"] > 0
+    elif sent == "refused":
+        assert exit_.status == "refused" and "after the cls cutoff" in exit_.error and held["SP500"] > 0
+        assert looked[0].late == [exit_.client_order_id]
+        assert exit_.client_order_id not in [cid for cid, _ in broker.submit_log()]
+    else:
+        assert exit_.status == "submitted" and exit_.time_in_force == CLS and "SP500" not in held
+        (fill,) = [f for f in broker.fills() if f.client_order_id == exit_.client_order_id]
+        assert (pd.Timestamp(fill.timestamp), fill.price) == (nxt, bars["SP500"].frame.at[nxt, "close"])
     broker.close()
     journal.close()
