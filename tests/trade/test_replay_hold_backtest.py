@@ -6,7 +6,7 @@ same per-trade returns (sizing apart: the replay sizes by its portfolio, the bac
 One stateless strategy is traded (a market entry with a take-profit; a limit entry) (the walk-forward pick is then that strategy on both sides whatever its lookback),
 so the comparison is of holding, not of the pick: the pick's exit-rule lag in the live planner is the loop's
 change (issue 53). Each replay starts on a day the backtest holds nothing, as the replay does.
-(``--exit close`` with ``--hold`` needs the loop's market-on-close exit; its replay comparison is not here.)"""
+(``--exit close`` with ``--hold``: tests/trade/test_replay_close_hold.py, with these helpers.)"""
 
 from __future__ import annotations
 
@@ -40,10 +40,10 @@ def crypto() -> Bars:
     return Bars("ETHUSD", crypto_frame("2014-01-01", "2015-12-31", seed=11), "crypto", "test")
 
 
-def backtest(bars: Bars, first: int, last: int, strategy: tuple[str]):
-    """``backtest --hold --exit next-open`` of the one strategy, windows deciding on rows ``first`` .. ``last``."""
+def backtest(bars: Bars, first: int, last: int, strategy: tuple[str], rule: str = "next-open"):
+    """``backtest --hold --exit RULE`` of the one strategy, windows deciding on rows ``first`` .. ``last``."""
     config = replace(PLANNER_CONFIG, windows=last - first + 1, include_latest=False, strategies=strategy,
-                     exit="next-open", hold=True)
+                     exit=rule, hold=True)
     return run_backtest(bars.head(last + 2), load_forecaster("baseline"), config)
 
 
@@ -65,26 +65,30 @@ def replay_trades(broker: PaperBroker, symbol: str) -> list[tuple]:
 
 
 def as_sent(result, bars: Bars, broker: PaperBroker, size: float) -> list[tuple]:
-    """The backtest's held trades scored on its picks' orders as the broker took them (their prices on the grid:
-    a buy rounded down, a sell up) at ``size`` of the equity, as (side, entry time, entry price, exit time, exit
-    price, reason)."""
-    (name, run), = result.strategies.items()
-    d, n = run.decisions, result.windows
-    picked = result.config.selection.walk_forward({name: run.returns}, {name: run.filled},
-                                                  result.settle_delay)["picked"]
-    side = np.where([p is not None for p in picked], d.side, 0)
+    """The backtest's held trades scored on its walk-forward picks' orders as the broker took them (their prices
+    on the grid: a buy rounded down, a sell up) at ``size`` of the equity, as (side, entry time, entry price, exit
+    time, exit price, reason)."""
+    runs, n = result.strategies, result.windows
+    picked = result.config.selection.walk_forward({k: r.returns for k, r in runs.items()},
+                                                  {k: r.filled for k, r in runs.items()}, result.settle_delay)["picked"]
+
+    def of_pick(field: str, none: float) -> np.ndarray:  # each window's decision of its walk-forward pick
+        return np.array([none if p is None else float(getattr(runs[p].decisions, field)[k])
+                         for k, p in enumerate(picked)])
+
+    side, limit, tp = of_pick("side", 0.0), of_pick("entry_limit", np.nan), of_pick("take_profit", np.nan)
     asset = broker.asset(bars.symbol)
 
     def grid(prices, buy) -> np.ndarray:
         return np.array([np.nan if p != p else round_price(float(p), asset, "buy" if b else "sell")
                          for p, b in zip(prices, buy)])
 
-    limit, tp = grid(d.entry_limit, side > 0), grid(d.take_profit, side < 0)
+    limit, tp = grid(limit, side > 0), grid(tp, side < 0)
     frame = bars.frame
     rows = frame.index.get_indexer(result.decision_times)
     rows = np.append(rows, rows[-1] + 1)
     ohlc = tuple(frame[c].to_numpy()[rows] for c in ("open", "high", "low", "close"))
-    held = hold(side, limit, tp, np.full(n, size), ohlc, result.costs, "next-open",
+    held = hold(side, limit, tp, np.full(n, size), ohlc, result.costs, result.config.exit,
                 session_last(frame.index, bars.asset_class)[rows[1:]], bars.asset_class == "crypto")
     return trades_of(held.trades, result.settle_times)
 

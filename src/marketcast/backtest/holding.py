@@ -23,9 +23,13 @@ Window k decides at bar t (after it closes) and trades on bar t+1:
     take-profit resting until then (:mod:`marketcast.backtest.execution`).
 
 * A take-profit rests after its entry bar while the position is held where it lives on at the broker: a crypto
-  one (``gtc``, sent apart), and under ``--exit close`` a stock's (the leg the close keeps working until the cls
-  order goes out). A resting take-profit fills on a later bar that trades through it, at its limit or at that
-  bar's open on a gap (:func:`~.fills.limit_fill`). Under ``--exit next-open`` a stock's leg is a ``day`` order
+  one (``gtc``, sent apart), and under ``--exit close`` a stock's (a ``gtc`` leg, kept working until the cls
+  order goes out). A top-up cancels a resting take-profit first (the broker refuses a market order that could
+  trade against the account's own opposite order) and a new one for the whole position, at the top-up's
+  decision's take-profit (or the old one's price), goes out once it filled, while the bar trades: it fills in
+  that bar only at a close beyond it (:func:`~marketcast.trade.venues.holding.late_price`). A resting
+  take-profit fills on a later bar that trades through it, at its limit or at that bar's open on a gap
+  (:func:`~.fills.limit_fill`). Under ``--exit next-open`` a stock's leg is a ``day`` order
   and ends with its entry bar: the held position has no resting exit.
 
 Each window's return is what the book earned over its bar t+1: the held position marked from bar t's close to
@@ -143,7 +147,7 @@ def hold(side, entry_limit, take_profit, size, bars: tuple, costs: Costs, rule: 
         if pos is not None:
             filled[k] = True
             pnl, left = _held_bar(pos, s, float(size[k]) * equity, tp, bar, c[k], k - pos.opened, costs, rests,
-                                  apart, bool(close_auction[k]), fill_mode)
+                                  bool(close_auction[k]), fill_mode)
             if left is not None:
                 rows.append(pos.row(k, *left))
                 pos = None
@@ -172,7 +176,7 @@ def hold(side, entry_limit, take_profit, size, bars: tuple, costs: Costs, rule: 
 
 
 def _held_bar(pos: _Position, side: int, target_value: float, tp: float, bar: Bar, mark: float, bars_held: int,
-              costs: Costs, rests: bool, apart: bool, auction: bool, fill_mode: str) -> tuple[float, tuple | None]:
+              costs: Costs, rests: bool, auction: bool, fill_mode: str) -> tuple[float, tuple | None]:
     """What ``pos`` (held at bar t, marked at ``mark``, its close, entered ``bars_held`` bars before ``bar``)
     earns in ``bar`` (t+1) under the decision ``side`` at t of ``target_value`` (its size times the equity) and
     take-profit ``tp``: ``(pnl, (exit price, reason) or None)``."""
@@ -184,11 +188,11 @@ def _held_bar(pos: _Position, side: int, target_value: float, tp: float, bar: Ba
             pnl = -costs.per_side * add * bar.open + pos.side * add * (mark - bar.open)  # marked from its price
             pos.avg = (pos.units * pos.avg + add * bar.open) / target
             pos.units, pos.ups, topped = target, pos.ups + 1, True
-            if apart and tp == tp:  # a crypto top-up's take-profit covers the whole position, sent while it trades
+            if rests and tp == tp:  # a top-up's new take-profit covers the whole position, sent while it trades
                 pos.tp = tp
         else:
             pnl = 0.0
-        price, reason = _resting_exit(pos.side, pos.tp if rests else np.nan, bar, fill_mode, late=apart and topped)
+        price, reason = _resting_exit(pos.side, pos.tp if rests else np.nan, bar, fill_mode, late=rests and topped)
     elif auction:  # a market-on-close order by the close, the take-profit resting until then
         pnl = 0.0
         price, reason = _resting_exit(pos.side, pos.tp if rests else np.nan, bar, fill_mode)

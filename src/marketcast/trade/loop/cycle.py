@@ -127,6 +127,7 @@ class TradingLoop:
         self.reconciler = Reconciler(broker, journal, self.desk, config.resolve)
         self.reconciler.keeps = self._agrees
         self.reconciler.on_close = self._exits_on_close
+        self.reconciler.leaves_at_close = self._held_to_the_close
         self._signals: dict[str, tuple[str, Signal]] = {}  # symbol -> (decision bar, its signal) (hold_agreeing)
         self.risk = RiskGuard(journal, config.risk, config.resume)
         # the loop's one set of checks, asked of every entry, close, take-profit and halt exit
@@ -162,13 +163,25 @@ class TradingLoop:
         return out
 
     # ----------------------------------------------------------- the exit rule
-    def _exits_on_close(self, symbol: str) -> bool:
-        """Whether ``symbol``'s entries leave at their session's close by a ``cls`` order: exit rule ``close``, a
+    def _closing_auction(self, symbol: str) -> bool:
+        """Whether ``symbol``'s positions leave by a ``cls`` order at a session's close: exit rule ``close``, a
         stock, daily bars (each is its session's last; an intraday stock bar and 24/7 bars have no closing
         auction after them and exit at the next decision)."""
-        if self.config.exit != "close" or self.config.hold_agreeing or self.clock_of(symbol) != "stock":
+        if self.config.exit != "close" or self.clock_of(symbol) != "stock":
             return False
         return infer_interval(self.feed(symbol).frame.index[-SPACING_BARS:]).kind == "daily"
+
+    def _exits_on_close(self, symbol: str) -> bool:
+        """Whether ``symbol``'s entries leave at their own session's close (:meth:`_closing_auction`, not holding
+        on: a held position leaves at the close of the session after the decision that turns,
+        :attr:`Reconciler.leaves_at_close`)."""
+        return not self.config.hold_agreeing and self._closing_auction(symbol)
+
+    def _held_to_the_close(self, symbol: str) -> bool:
+        """Holding on under exit rule ``close`` (:meth:`_closing_auction`): a position is held overnight while the
+        decisions agree, its take-profit a ``gtc`` leg resting across sessions, and it leaves by a ``cls`` order
+        in the session after the decision that turns (:func:`~marketcast.trade.loop.on_close.leave_at_the_close`)."""
+        return self.config.hold_agreeing and self._closing_auction(symbol)
 
     # ----------------------------------------------------------- holding on
     def _agrees(self, symbol: str, decision_ts: str, qty: float) -> bool:
@@ -299,7 +312,8 @@ class TradingLoop:
         for alloc in allocate(candidates, account.equity, self.config.portfolio, exposure, held, steps, prices,
                               self.config.risk.entry_cap, power, draws):
             crypto = assets[alloc.signal.symbol].crypto
-            report.planned.append(entry_intent(alloc.signal, alloc.qty, decision_ts, crypto))
+            report.planned.append(entry_intent(alloc.signal, alloc.qty, decision_ts,
+                                               crypto or self._held_to_the_close(alloc.signal.symbol)))
         return report
 
     # ----------------------------------------------------------- check

@@ -19,6 +19,18 @@ bar t+1 trades (the supervisor's watch before the cutoff; in a replay, between t
   the exit is journalled as refused with the reason, counted in :attr:`Reconciled.late`, logged, and the take-
   profit keeps working; the next cycle closes the position as a leftover, queued to the next open.
 
+Holding on (``LoopConfig.hold_agreeing``, :mod:`marketcast.backtest.holding`) no ``cls`` goes out on the entry's
+session: whether the position leaves is decided after that close. The entry is ``gtc`` (its take-profit leg
+inherits it and rests across sessions, :func:`~marketcast.trade.loop.orders.entry_intent`); while the decisions
+agree the position is held. The decision that turns (made after bar t closes) leaves it to
+:func:`leave_at_the_close`: the next cycle neither closes it at market nor cancels its take-profit; a look while
+bar t+1 trades (the paper broker's bar between its halves; live, the stock session after bar t's, before the
+cutoff) cancels the loop's take-profit orders on the symbol (they reserve the shares), awaits their
+confirmation, and sends a ``cls`` order for what the loop owns, journalled under bar t (kind ``on_close``, id
+(symbol, t, ``on_close``): a restart re-finds it). A take-profit that filled first leaves nothing to send, as
+the backtest's resting take-profit counts when the bar trades through it. A look after the cutoff journals the
+exit as refused; the position, still under its take-profit, is judged again by the next decision.
+
 Pattern-day-trader protection (:func:`marketcast.trade.risk.protections.day_trade`) is asked of every ``cls``
 before its leg is cancelled: under $25,000 a 4th day trade in 5 business days is not sent, the take-profit keeps
 working, and the position then leaves at the next open as a leftover. A replay's looks carry no wall clock
@@ -32,7 +44,8 @@ from dataclasses import replace
 
 from marketcast.trade.journal.ids import ENTRY, ON_CLOSE, client_order_id
 from marketcast.trade.journal.state import Intent, Journal, request_of
-from marketcast.trade.risk.freshness import before_cls_cutoff
+from marketcast.trade.loop.ownership import owned
+from marketcast.trade.risk.freshness import before_cls_cutoff, in_a_later_session
 from marketcast.trade.risk.protections import PDT_EQUITY, PDT_LIMIT, day_trade
 from marketcast.trade.risk.rules import round_qty
 from marketcast.trade.types import BUY, CLS, MARKET, SELL
@@ -46,7 +59,7 @@ def close_at_the_close(rec, decision_ts: str, result) -> None:
     for entry in rec.journal.intents():
         if (entry.kind == ENTRY and entry.decision_ts == decision_ts and entry.status == "submitted"
                 and rec.scope(entry.symbol) and rec.on_close(entry.symbol)):
-            _exit(rec, entry, decision_ts, result)
+            _entry_exit(rec, entry, decision_ts, result)
 
 
 def held_of(journal: Journal, entry: Intent) -> float:
@@ -56,23 +69,48 @@ def held_of(journal: Journal, entry: Intent) -> float:
     return journal.filled_qty(cid) - sum(journal.filled_qty(cid, kind) for kind in ("take_profit", "close"))
 
 
-def _exit(rec, entry: Intent, decision_ts: str, result) -> None:
-    symbol = entry.symbol
+def leave_at_the_close(rec, decision_ts: str, result) -> None:
+    """Holding on: each position the decision at ``decision_ts`` turned against (``rec.leaving``) leaves by a
+    ``cls`` order while the session after that decision's bar trades (module docstring); outside it, nothing."""
+    for symbol, qty in sorted(rec.leaving.items()):
+        live = rec.now is not None and in_a_later_session(rec.now, decision_ts)
+        if not rec.broker.takes_cls(symbol) or not (rec.now is None or live):
+            continue  # the cycle after bar t's close, or a look before the next session: the leg keeps working
+        side, sign = (BUY, 1.0) if qty > 0 else (SELL, -1.0)
+        _exit(rec, symbol, side, decision_ts, result, lambda: max(0.0, sign * _owned(rec, symbol)),
+              lambda book: [o for o in book.own_orders if o.symbol == symbol and o.side != side],
+              "the look came after the cls cutoff (3:50 pm ET, 10 minutes before an early close): the position "
+              "keeps its take-profit and is judged again by the next decision")
+
+
+def _owned(rec, symbol: str) -> float:
+    """What the loop holds of ``symbol`` by its journal, every fill booked."""
+    return owned(rec.journal.booked(), rec.journal.adjustments(), rec.assets([symbol])).get(symbol, 0.0)
+
+
+def _entry_exit(rec, entry: Intent, decision_ts: str, result) -> None:
+    _exit(rec, entry.symbol, entry.side, decision_ts, result, lambda: held_of(rec.journal, entry),
+          lambda book: [o for o in book.own_orders if o.parent_client_order_id == entry.client_order_id],
+          "the entry's fill was seen after the cls cutoff (3:50 pm ET, 10 minutes before an early close): the "
+          "position exits at the next open")
+
+
+def _exit(rec, symbol: str, side: str, decision_ts: str, result, held_now, reserving, late: str) -> None:
+    """Send the ``cls`` exit of the loop's ``held_now()`` of a ``side`` position: asked of the cutoff and
+    pattern-day-trader protection, then the ``reserving(book)`` take-profits cancelled and confirmed."""
     cid = client_order_id(symbol, decision_ts, ON_CLOSE)
     stored = rec.journal.intent(cid)
     if stored is not None:  # sent (or refused) at an earlier look; written ahead before a kill: send it now
         if stored.status == "pending":
             rec._submit(stored, result.closes, result)
         return
-    held = held_of(rec.journal, entry)
+    held = held_now()
     if held <= 0:
         return
-    intent = Intent(cid, decision_ts, "exit at the close", symbol, SELL if entry.side == BUY else BUY, held, MARKET,
+    intent = Intent(cid, decision_ts, "exit at the close", symbol, SELL if side == BUY else BUY, held, MARKET,
                     None, None, CLS, kind=ON_CLOSE)
     if not rec.broker.takes_cls(symbol) or (rec.now is not None and not before_cls_cutoff(rec.now)):
-        when = "" if rec.now is None else f"at {rec.now}, "
-        why = (f"the entry's fill was seen {when}after the cls cutoff (3:50 pm ET, 10 minutes before an early "
-               "close): the position exits at the next open")
+        why = late if rec.now is None else late.replace(" after", f" at {rec.now}, after", 1)
         rec.desk.refuse(intent, (why,))
         result.late.append(cid)
         log.warning("%s: %s", symbol, why)
@@ -81,7 +119,7 @@ def _exit(rec, entry: Intent, decision_ts: str, result) -> None:
         result.deferred[symbol] = refused
         log.warning("%s: cls %s not sent: %s; the position leaves at the next open", symbol, cid, refused)
         return
-    legs = [o for o in result.book.own_orders if o.parent_client_order_id == entry.client_order_id]
+    legs = reserving(result.book)
     for leg in legs:
         if leg.status != "pending_cancel":
             rec.desk.cancel(leg, decision_ts, "the position exits at the close (cls)", True)
@@ -92,12 +130,12 @@ def _exit(rec, entry: Intent, decision_ts: str, result) -> None:
             log.warning("%s: %s", symbol, result.deferred[symbol])
             return
         result.book = rec._read(result)[0]  # the leg may have filled before the cancel: booked now
-        held = held_of(rec.journal, entry)
+        held = held_now()
         if held <= 0:
             return
     asset = rec.assets([symbol])[symbol]
     position = next((p for p in rec.broker.positions() if p.symbol == symbol), None)
-    free = 0.0 if position is None or (position.qty > 0) != (entry.side == BUY) else abs(position.available)
+    free = 0.0 if position is None or (position.qty > 0) != (side == BUY) else abs(position.available)
     size = round_qty(min(held, free), asset.qty_step)
     if size <= 0:
         result.deferred[symbol] = f"the entry holds {held:g} but the position has {free:g} free"

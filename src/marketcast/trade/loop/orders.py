@@ -37,13 +37,19 @@ class Sent:
     error: str | None = None
 
 
-def entry_intent(signal: Signal, qty: float, decision_ts: str, crypto: bool) -> Intent:
+def entry_intent(signal: Signal, qty: float, decision_ts: str, gtc: bool) -> Intent:
     """The bar's entry for ``signal`` (MaxDiff: a limit with its take-profit; market without a limit), as
-    decided: :func:`~marketcast.trade.risk.rules.conform` puts it on the broker's grid before it is sent."""
+    decided: :func:`~marketcast.trade.risk.rules.conform` puts it on the broker's grid before it is sent.
+    ``gtc``: crypto (``gtc`` or ``ioc`` only), or a stock held on under exit rule ``close``, whose take-profit
+    leg must rest across sessions: a leg inherits its entry's time in force, and an OTO order takes ``day`` or
+    ``gtc`` (https://docs.alpaca.markets/docs/orders-at-alpaca, "Bracket Orders": "time_in_force must be "day"
+    or "gtc""; "OTO Orders": "the rest of requirements are the same as the bracket orders"; Alpaca's OTO example,
+    https://alpaca.markets/blog/oco-oto/, is a market buy with ``"time_in_force": "gtc"``). An unfilled entry is
+    still cancelled by the next cycle as an order of a passed bar."""
     d = signal.decision
     return Intent(client_order_id(signal.symbol, decision_ts, ENTRY), decision_ts, signal.strategy, signal.symbol,
                   BUY if d.side == LONG else SELL, qty, LIMIT if d.entry_limit is not None else MARKET, d.entry_limit,
-                  d.take_profit, "gtc" if crypto else "day", decision=decision_json(d.side, d.entry_limit,
+                  d.take_profit, "gtc" if gtc else "day", decision=decision_json(d.side, d.entry_limit,
                                                                                      d.take_profit))
 
 

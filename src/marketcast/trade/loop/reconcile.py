@@ -28,6 +28,7 @@ pattern-day-trader protection, defers it with the reason.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -39,12 +40,12 @@ from marketcast.trade.journal.ids import CLOSE, ENTRY, TAKE_PROFIT, TOP_UP, clie
 from marketcast.trade.loop.orders import OrderDesk
 from marketcast.trade.risk.check import RiskCheck
 from marketcast.trade.risk.freshness import queued_until
-from marketcast.trade.loop.on_close import close_at_the_close
+from marketcast.trade.loop.on_close import close_at_the_close, leave_at_the_close
 from marketcast.trade.loop.ownership import Book, dust, fee_slack, owned
 from marketcast.trade.risk.rules import round_qty
 from marketcast.trade.types import Asset
 from marketcast.trade.journal.state import TERMINAL_INTENTS, Intent, Journal
-from marketcast.trade.types import BUY, LIMIT, MARKET, SELL, Order, status_kind, utc_text, utc_time
+from marketcast.trade.types import BUY, GTC, LIMIT, MARKET, SELL, Order, status_kind, utc_text, utc_time
 
 log = logging.getLogger("marketcast.trade")
 RECONCILE = "reconcile"
@@ -78,7 +79,12 @@ class Reconciler:
         # whether a symbol's entry exits at its session's close by a cls order (exit rule `close`, a stock on daily
         # bars: marketcast.trade.loop.on_close); never, by default: every position leaves at the next decision
         self.on_close: Callable[[str], bool] = lambda symbol: False
+        # whether a position of a symbol held on (hold_agreeing) leaves by a cls order in the session after the
+        # decision that turns, its take-profit resting until then (exit rule `close`, a stock on daily bars:
+        # marketcast.trade.loop.on_close.leave_at_the_close); never, by default: it is closed at that decision
+        self.leaves_at_close: Callable[[str], bool] = lambda symbol: False
         self.held_on: dict[str, float] = {}  # this pass's positions held on, with their resting exits
+        self.leaving: dict[str, float] = {}  # ... and those leaving at the next session's close (leaves_at_close)
 
     def assets(self, symbols) -> dict[str, Asset]:
         for s in symbols:
@@ -245,6 +251,7 @@ class Reconciler:
         self.unconfirmed, self.scope, self.now, self.checks = [], scope, now, checks
         intents = {i.client_order_id: i for i in self.journal.intents()}
         self.held_on = self._held_on(decision_ts, result, intents)
+        self.leaving = self._leaving(decision_ts, result)
         stale = [o for o in result.book.own_orders if scope(o.symbol)
                  and (root := intents.get(o.root_client_order_id)) is not None and root.decision_ts < decision_ts
                  and not self._resting_exit(o, intents)]
@@ -260,6 +267,7 @@ class Reconciler:
         self._close_leftovers(decision_ts, result, act)
         if act:
             close_at_the_close(self, decision_ts, result)
+            leave_at_the_close(self, decision_ts, result)
             self._take_profits(decision_ts, result)
 
     def _held_on(self, decision_ts: str, result: Reconciled, intents: dict[str, Intent]) -> dict[str, float]:
@@ -272,9 +280,20 @@ class Reconciler:
                 if self.scope(s) and abs(q) >= dust(self._assets.get(s)) and s not in held_back
                 and client_order_id(s, decision_ts, CLOSE) not in intents and self.keeps(s, decision_ts, q)}
 
+    def _leaving(self, decision_ts: str, result: Reconciled) -> dict[str, float]:
+        """What earlier bars left that the decision at ``decision_ts`` no longer holds on to, of the symbols that
+        leave at the next session's close (:attr:`leaves_at_close`): not closed at market, its take-profit kept
+        working until the ``cls`` order goes out (:func:`~marketcast.trade.loop.on_close.leave_at_the_close`)."""
+        leftover = owned(self.journal.booked(), self.journal.adjustments(), self._assets, before=decision_ts)
+        held_back = result.book.unexpected(self._assets)
+        return {s: q for s, q in sorted(leftover.items())
+                if self.scope(s) and abs(q) >= dust(self._assets.get(s)) and s not in held_back
+                and s not in self.held_on and self.leaves_at_close(s)}
+
     def _resting_exit(self, order: Order, intents: dict[str, Intent]) -> bool:
-        """Whether ``order`` is the take-profit of a position held on (a leg, or one sent apart): it rests."""
-        held = self.held_on.get(order.symbol)
+        """Whether ``order`` is the take-profit of a position held on, or leaving at the next close (a leg, or
+        one sent apart): it rests."""
+        held = self.held_on.get(order.symbol, self.leaving.get(order.symbol))
         if held is None or (order.side == SELL) != (held > 0):
             return False
         own = intents.get(order.client_order_id)
@@ -296,6 +315,8 @@ class Reconciler:
             if symbol in self.held_on:
                 log.info("%s: the decision at %s is still on the side of the loop's %g: held on", symbol, decision_ts,
                          qty)
+                continue
+            if symbol in self.leaving:  # a cls order in the next session (on_close.leave_at_the_close)
                 continue
             if symbol in (held_back := result.book.unexpected(assets)):  # the split's or outside trade's symbol
                 result.deferred[symbol] = held_back[symbol]
@@ -356,11 +377,13 @@ class Reconciler:
 
     def _whole_take_profit(self, top_up: Intent, decision_ts: str, result: Reconciled) -> None:
         """A filled top-up's take-profit (:mod:`~marketcast.trade.loop.topup`): the loop's resting one was
-        cancelled before it, so this one covers the whole free position, at the top-up's take-profit; its id is
+        cancelled before it, so this one covers the whole free position, at the top-up's take-profit (its
+        decision's: a stock's is not on the order), ``gtc`` so it rests as the cancelled one did; its id is
         (symbol, bar, take_profit@top_up@filled qty), so a restart re-finds it and a later fill level covers
         only what is new."""
-        if (top_up.take_profit is None or top_up.status != "submitted" or top_up.decision_ts != decision_ts
-                or not self.scope(top_up.symbol) or self.broker.attaches_take_profit(top_up.symbol)):
+        take_profit = json.loads(top_up.decision)["take_profit"] if top_up.decision else None
+        if (take_profit is None or top_up.status != "submitted" or top_up.decision_ts != decision_ts
+                or not self.scope(top_up.symbol)):
             return
         asset = self.assets([top_up.symbol])[top_up.symbol]
         filled = self.journal.filled_qty(top_up.client_order_id, TOP_UP)
@@ -372,8 +395,8 @@ class Reconciler:
         if self.journal.intent(cid) is not None:
             return
         side = SELL if top_up.side == BUY else BUY
-        self._submit(Intent(cid, decision_ts, TAKE_PROFIT, top_up.symbol, side, qty, LIMIT, top_up.take_profit, None,
-                            top_up.time_in_force, kind=TAKE_PROFIT), result.take_profits, result)
+        self._submit(Intent(cid, decision_ts, TAKE_PROFIT, top_up.symbol, side, qty, LIMIT, take_profit, None, GTC,
+                            kind=TAKE_PROFIT), result.take_profits, result)
 
     def _submit(self, intent: Intent, sent: list[str], result: Reconciled) -> None:
         """Send a close or take-profit once the risk checks say the broker would take it: one off the venue's

@@ -4,7 +4,8 @@ market order for the difference. The target is what this bar's entry would be si
 (:func:`~marketcast.trade.risk.portfolio.allocate`, at this bar's price and equity, with the other symbols'
 exposure and slots as they stand); only a shortfall beyond :data:`TOP_UP_BAND` of it is bought.
 
-A crypto position's take-profit is a sell limit the loop sent apart; it rests while the position is held. A buy
+A crypto position's take-profit is a sell limit the loop sent apart; it rests while the position is held, and so
+does a stock's ``gtc`` take-profit leg under exit rule ``close`` (:mod:`~marketcast.trade.loop.on_close`). A buy
 on the same symbol could fill against it, and Alpaca refuses an order that could interact with the account's own
 opposite order as a potential wash trade ("against a market order: always rejected",
 https://docs.alpaca.markets/docs/user-protection, "Preventing Wash Trades at Alpaca"; a cancel is a request, the
@@ -113,14 +114,18 @@ def _sized(loop: TradingLoop, report: CycleReport, symbol: str, qty: float, acco
         return None  # what the buying power leaves is within the band: not worth a cancel, a fee and a resend
     log.info("%s: the loop holds %g, this bar's target is %g: top-up of %g", symbol, qty, target, size)
     take_profit = None
-    if not loop.broker.attaches_take_profit(symbol):  # crypto: a new take-profit for the whole position follows
+    attaches = loop.broker.attaches_take_profit(symbol)
+    if not attaches or loop._held_to_the_close(symbol):  # its resting take-profit is cancelled for the top-up:
+        # a new one for the whole position follows it (reconcile's _whole_take_profit), at this bar's price
         resting = [o.limit_price for o in book.own_orders if o.symbol == symbol and o.side != side
-                   and (i := loop.journal.intent(o.client_order_id)) is not None and i.kind == TAKE_PROFIT]
+                   and (o.parent_client_order_id is not None or
+                        ((i := loop.journal.intent(o.client_order_id)) is not None and i.kind == TAKE_PROFIT))]
         take_profit = signal.decision.take_profit if signal.decision.take_profit is not None else \
             (resting[0] if resting else None)
+    # a stock's goes in the decision only: on the order it would be an OTO leg for the top-up's quantity alone
     return Intent(client_order_id(symbol, report.decision_ts, TOP_UP), report.decision_ts, TOP_UP, symbol, side,
-                  size, MARKET, None, take_profit, "gtc" if asset.crypto else "day", kind=TOP_UP,
-                  decision=decision_json(LONG if qty > 0 else -LONG, None, take_profit))
+                  size, MARKET, None, None if attaches else take_profit, "gtc" if asset.crypto else "day",
+                  kind=TOP_UP, decision=decision_json(LONG if qty > 0 else -LONG, None, take_profit))
 
 
 def _others(book, assets, symbol: str) -> tuple[frozenset[str], float]:

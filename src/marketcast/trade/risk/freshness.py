@@ -175,3 +175,12 @@ def before_cls_cutoff(now) -> bool:
     """Whether a ``cls`` order sent at ``now`` reaches this session's closing auction (:func:`cls_cutoff`)."""
     cutoff = cls_cutoff(now)
     return cutoff is not None and utc(now) < cutoff
+
+
+def in_a_later_session(now, decision_ts: str) -> bool:
+    """Whether the stock session is open at ``now`` and is a later one than daily bar ``decision_ts``'s (a daily
+    bar is labelled by its session's date, at or after midnight UTC, so its session is the first to close after
+    the label): a held position's ``cls`` exit goes out only then (:mod:`marketcast.trade.loop.on_close`)."""
+    calendar = calendar_for("stock")
+    when = utc(now)
+    return bool(calendar.is_open(when) and calendar.next_close(when) > calendar.next_close(utc(decision_ts)))
