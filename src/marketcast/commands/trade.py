@@ -338,8 +338,10 @@ ReplayState = Annotated[Optional[Path], typer.Option("--state-dir",
 Cash = Annotated[float, typer.Option("--cash", min=0.01, help="Starting cash of the paper account.")]
 Png = Annotated[Optional[Path], typer.Option("--png", help="Equity curve (default STATE_DIR/equity.png).")]
 Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="INFO on stderr (trade.log always has it).")]
-Hold = Annotated[bool, typer.Option("--hold", help="Hold a position while the next decision stays on its side "
-                                    "(its take-profit resting), instead of closing it at each decision.")]
+Hold = Annotated[Optional[bool], typer.Option("--hold/--no-hold", show_default=False,
+                                              help="Hold a position while the next decision stays on its side (its "
+                                              "take-profit resting), instead of closing it at each decision "
+                                              "(default: the config's trade.hold, else no).")]
 
 
 @app.command("replay")
@@ -351,8 +353,8 @@ def replay_cmd(
     asset_class: options.AssetClass = None, periods_per_year: options.PeriodsPerYear = None,
     fee: options.Fee = None,
     cash: Cash = 100_000.0, png: Png = None, verbose: Verbose = False, as_json: options.AsJson = False,
-    hold: Hold = False, require_clean: options.RequireClean = False,
-    exit_rule: options.Exit = None,  # None: the config's trade.exit
+    hold: Hold = None, require_clean: options.RequireClean = False,
+    exit_rule: options.Exit = None,  # None: the config's trade.exit, as hold's None the config's trade.hold
 ) -> None:
     """Run the loop with the paper broker over history (resumable: same --state-dir carries on).
 
@@ -370,6 +372,7 @@ def replay_cmd(
     trade_rules = rules(settings, seed)
     if exit_rule is not None:
         trade_rules = replace(trade_rules, planner=replace(trade_rules.planner, exit=exit_rule))
+    hold = bool(settings["hold"]) if hold is None else hold
     result, seconds = replay_history(ReplayRequest(
         start, end, syms, pins, state_dir, trade_rules, model, weights, device, dtype, seed, data_dir,
         on_duplicate, asset_class, periods_per_year, fee, cash, png, verbose, hold, require_clean,

@@ -136,6 +136,10 @@ SETTINGS = (
             "market-on-close (cls) order, next-open = at the next decision, queued to the next open; 24/7 bars at "
             "the next bar's open either way. A state folder keeps the rule it was made with.", "--exit",
             metavar=options.choice_list(EXIT_RULES)),
+    Setting("hold", False, boolean, "Hold a position while the next decision stays on its side, its take-profit "
+            "resting, bought up beyond a 10% band (the backtest's --hold; docs/trading.md#holding): costs only when "
+            "the position changes. The paper broker then holds as Alpaca does. A state folder keeps the setting it "
+            "was made with.", "--hold/--no-hold", bool),
     Setting("add_latest", None, optional(boolean), "Real bid/ask from the broker: the mid replaces the last "
             "close, the spread goes into the costs.", "--add-latest/--no-add-latest", bool, env=("ADD_LATEST",),
             shown="auto: on when the broker has quotes (alpaca); the paper broker's are synthetic"),

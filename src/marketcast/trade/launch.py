@@ -84,7 +84,8 @@ class PaperVenue:
     changes: a file that grows a bar at a time is traded a bar at a time."""
 
     def __init__(self, syms: tuple[str, ...], state_dir: Path, data_dir: Path | None, fee: float | None,
-                 clock: Callable[[], pd.Timestamp], on_duplicate: str = "error", market: Market = Market()) -> None:
+                 clock: Callable[[], pd.Timestamp], on_duplicate: str = "error", market: Market = Market(),
+                 hold: bool = False) -> None:
         from marketcast.trade.loop.feed import history_feed
         from marketcast.trade.venues.paper import PaperBroker, written_mode
 
@@ -95,8 +96,9 @@ class PaperVenue:
         self.bars: dict[str, Bars] = {}  # cut at the clock; shared with the broker and the feed
         self._load(self.now())
         last = min(b.frame.index[-1] for b in self.bars.values())
-        # a replay's folder (`trade reconcile`, `resume`, `status` on it) is opened as its broker was written: holding
-        hold = written_mode(state_dir / "broker.db") == "hold"
+        # a replay's or a `trade run --hold`'s folder (`trade reconcile`, `resume`, `status` on it) is opened as its
+        # broker was written: holding
+        hold = hold or written_mode(state_dir / "broker.db") == "hold"
         self.broker = PaperBroker(state_dir / "broker.db", self.bars, fee=fee, start=last, hold=hold)
         self.feed = history_feed(self.bars, lambda: self.broker.clock)
         self.asset_classes = {s: b.asset_class for s, b in self.bars.items()}
@@ -201,13 +203,14 @@ def file_clock(path: Path) -> Callable[[], pd.Timestamp]:
 
 def open_venue(broker_name: str, live: bool, syms: tuple[str, ...], state_dir: Path, data_dir: Path | None,
                fee: float | None, clock_file: Path | None = None, on_duplicate: str = "error",
-               market: Market | None = None):
+               market: Market | None = None, hold: bool = False):
     """The embedded paper broker over ``data_dir`` bars (its clock the system's or ``clock_file``), or Alpaca
-    on the host ``live`` selects (checked against ``APCA_API_BASE_URL`` before any request)."""
+    on the host ``live`` selects (checked against ``APCA_API_BASE_URL`` before any request). ``hold``: the
+    loop holds positions across decisions, so the paper broker must hold as Alpaca does."""
     market = market or Market()
     if broker_name == "paper":
         clock = system_clock if clock_file is None else file_clock(clock_file)
-        return PaperVenue(syms, state_dir, data_dir, fee, clock, on_duplicate, market)
+        return PaperVenue(syms, state_dir, data_dir, fee, clock, on_duplicate, market, hold)
     if clock_file is not None:
         raise ConfigError("--clock-file drives the paper broker only; Alpaca's clock is Alpaca's")
     return AlpacaVenue(syms, live, market)

@@ -171,19 +171,20 @@ def start_loop(settings: Settings, rules: TradeRules, request: LoopRequest, *, s
     r, syms = request, settings["symbols"]
     _refuse(settings, r)
     data_dir = None if settings["data_dir"] is None else Path(settings["data_dir"])
-    rule = rules.planner.exit
-    if (mismatch := setting_mismatch(r.state_dir / "journal.db", exit=rule)) is not None:
+    rule, hold = rules.planner.exit, bool(settings["hold"])
+    bound = {"exit": rule, "hold": "yes" if hold else "no"}  # a state folder keeps both (as a replay's does)
+    if (mismatch := setting_mismatch(r.state_dir / "journal.db", **bound)) is not None:
         raise ConfigError(mismatch)
     journal = Journal(r.state_dir / "journal.db")  # first: a damaged journal stops the run before the broker moves
     if r.began is not None:  # before the broker moves: a new state folder that failed before here is removed
         r.began()
-    journal.set_meta(exit=rule)
+    journal.set_meta(**bound)
     chain, weights = _active_model(settings, journal)
     _no_baseline_shadow(r.shadow, r.shadow_model or chain[0])  # the promoted model, when there is one
     market = Market(asset_classes(list(settings["data.asset_class"] or ()), syms),
                     settings["data.periods_per_year"])
     venue = open_venue(r.broker_name, r.live, syms, r.state_dir, data_dir, settings["fee"], r.clock_file,
-                       settings["data.on_duplicate"], market)
+                       settings["data.on_duplicate"], market, hold=hold)
     now = venue.now()  # the first request: refused keys or an unavailable broker end the run here
     check_markets(venue)
     console.print(describe_exit(rule), highlight=False, soft_wrap=True)  # the rule traded, stated at start
@@ -217,7 +218,7 @@ def start_loop(settings: Settings, rules: TradeRules, request: LoopRequest, *, s
     mode = "live" if r.live else "paper"
     loop_config = LoopConfig(syms, gates=rules.gates, portfolio=rules.portfolio, risk=rules.risk,
                              freshness=rules.freshness, add_latest=add_latest, fee=settings["fee"], mode=mode,
-                             exit=rule,
+                             exit=rule, hold_agreeing=hold,
                              resolve=resolve_command(where, r.broker_name, r.live, syms, data_dir),
                              resume=f"marketcast trade resume --state-dir {where}")
     loop = TradingLoop(venue.broker, journal, BacktestPlanner(loaded.forecaster, config, pinned=settings["strategy"]),
