@@ -5,7 +5,9 @@ Time line of one window (t = a row position of the symbol's frame):
     bars[..t] --make_batch--> forecaster --> WindowView(t) --strategy--> Decision --settle(bar t+1)--> return
 
 Where a settled position exits is the execution rule's (``--exit``, :mod:`marketcast.backtest.execution`,
-applied by :class:`Exits`): bar t+1's close, or bar t+2's open with a wash refusal of the next same-side entry.
+applied by :class:`Exits`): bar t+1's close, or bar t+2's open with a wash refusal of the next same-side entry
+in each strategy's own record; the walk-forward record trades the picks as the loop does (:meth:`Exits.traded`:
+no entry while the previous pick's position waits for its exit at the next open).
 
 All windows of a symbol (and of every symbol in :func:`run_many`) go to the forecaster in one batched call.
 The window ending at the last bar (no t+1 yet) rides in the same call: its decisions are returned as
@@ -680,6 +682,7 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
         latest_view=latest,
         monte_carlo=None if calibration_only else monte_carlo(
             returns, views, {n: w.fills for n, w in walks.items()}, settle, config.selection, params, exits.delay,
+            # the walk-forward record of each batch's run: the picks as the loop trades them, or held (--hold)
             _traded_record(traded_of) if held_of is None else lambda run: _returns_filled(held_of(run[2], run[1])),
             {n: w.orders for n, w in walks.items()}),
         settle_delay=exits.delay,
