@@ -522,40 +522,48 @@ class Exits:
 
     def traded(self, picked: Sequence[str | None], orders: dict[str, Orders], fills: dict[str, Fills], bar: Bar,
                params: StrategyParams) -> dict:
-        """The walk-forward record as the loop trades it: ``returns``, ``filled`` and ``refused`` ``[N]`` of window
-        k's pick ``picked[k]`` (``orders`` and ``fills``: each strategy's own, ``bar`` the windows' bars t+1).
+        """The walk-forward record as the loop trades it: ``returns``, ``filled``, ``refused`` ``[N]`` and the
+        ``fills`` (:class:`Fills`) of window k's pick ``picked[k]`` (``orders`` and ``fills``: each strategy's
+        own, ``bar`` the windows' bars t+1).
 
         Window k trades its pick's order unless the trade made at k - 1 on this path still waits for its exit
         at bar t+2's open (:func:`~marketcast.backtest.execution.held_refused`): the loop holds that symbol at
-        k's decision and sends no entry. A window its strategy's own walk refused as a wash (against that
-        strategy's previous window, where the pick may have been another) is settled again here, and so is an
-        exit the loop makes at bar t+2's open that the strategy's record marks at bar t+1's close (``close``,
-        bars without a closing auction); both from bars t+1 and t+2 only. Each strategy's pattern-day-trader
-        refusals (``--equity``) stay as its own walk scored them."""
+        k's decision and sends no entry (reason ``refused_wash``). A window its strategy's own walk refused as a
+        wash (against that strategy's previous window, where the pick may have been another) is settled again
+        here, and so is an exit the loop makes at bar t+2's open that the strategy's record marks at bar t+1's
+        close (``close``, bars without a closing auction); both from bars t+1 and t+2 only. Each strategy's
+        pattern-day-trader refusals (``--equity``) stay as its own walk scored them."""
         n = len(picked)
         names = list(fills)
         which = np.array([-1 if p is None else names.index(p) for p in picked], dtype=np.int64)
         side = np.zeros(n, dtype=np.int8)
-        limit, tp, size = np.full(n, np.nan), np.full(n, np.nan), np.ones(n)
-        filled, reason = np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int8)
-        gross, fees = np.zeros(n), np.zeros(n)
+        limit, tp = np.full(n, np.nan), np.full(n, np.nan)
+        sized = any(f.size is not None for f in fills.values())
+        path = {"filled": np.zeros(n, dtype=bool), "entry_price": np.full(n, np.nan),
+                "exit_price": np.full(n, np.nan), "reason": np.zeros(n, dtype=np.int8), "gross": np.zeros(n),
+                "fees": np.zeros(n), "size": np.ones(n) if sized else None}
         for j, name in enumerate(names):
             k = which == j
             o, f = orders[name], fills[name]
             side[k], limit[k], tp[k] = o.side[k], o.entry_limit[k], o.take_profit[k]
-            filled[k], reason[k], gross[k], fees[k] = f.filled[k], f.reason[k], f.gross[k], f.fees[k]
-            if f.size is not None:
-                size[k] = f.size[k]
+            for col, values in path.items():
+                if values is not None:
+                    own = getattr(f, col)
+                    values[k] = 1.0 if own is None else own[k]  # a strategy without sizes: 1.0
         market = np.full(n, np.nan) if self.market_open is None else self.market_open
-        again = (reason == WASH) | ((reason == CLOSE) & ~np.isnan(market))
+        again = (path["reason"] == WASH) | ((path["reason"] == CLOSE) & ~np.isnan(market))
         if again.any():
             s = settle_all(side[again], limit[again], tp[again], bar.open[again], bar.high[again], bar.low[again],
-                           bar.close[again], params.costs, params.fill_mode, params.same_bar,
-                           market[again]).sized(size[again])
-            filled[again], reason[again], gross[again], fees[again] = s.filled, s.reason, s.gross, s.fees
-        refused = execution.held_refused(side, filled & (reason == NEXT_OPEN))
-        filled &= ~refused
-        return {"returns": np.where(filled, size * (gross - fees), 0.0), "filled": filled, "refused": refused}
+                           bar.close[again], params.costs, params.fill_mode, params.same_bar, market[again])
+            if sized:
+                s = s.sized(path["size"][again])
+            for col, values in path.items():
+                if col != "size":
+                    values[again] = getattr(s, col)
+        traded = Fills(**path)
+        refused = execution.held_refused(side, traded.filled & (traded.reason == NEXT_OPEN))
+        traded = traded.refused(refused)
+        return {"returns": traded.net, "filled": traded.filled, "refused": refused, "fills": traded}
 
 
 def held_picks(orders: dict[str, Orders], fills: dict[str, Fills], config: BacktestConfig, delay: int, ohlc: tuple,
