@@ -75,15 +75,15 @@ def test_a_state_folder_keeps_its_exit_rule(close_replay):
 # ---------------------------------------------------------------------------------------------- any rule, any bars
 def _walk_forward(bars, forecaster, journal, config, last_decision):
     """The backtest of ``bars`` over the replay's windows: its trades by (strategy, decision time) and its
-    walk-forward record by decision time: (pick, refused, return)."""
+    walk-forward record by decision time: (pick, refused, return, fill)."""
     frame = bars.frame
     first = int(frame.index.searchsorted(pd.Timestamp(journal.first_cycle()))) - PLANNER_CONFIG.windows
     last = frame.index.get_loc(pd.Timestamp(last_decision))
     # decisions on rows first .. last + 1, the last one's bar t+2 (its next open) in the bars; it is not judged
     r = run_backtest(bars.head(last + 3), forecaster, replace(config, windows=last - first + 2, include_latest=False))
     wf = r.walk_forward
-    record = {t.isoformat(): (p, bool(no), float(ret))
-              for t, p, no, ret in zip(r.decision_times, wf["picked"], wf["refused"], wf["returns"])}
+    record = {t.isoformat(): (p, bool(no), float(ret), fill)
+              for t, p, no, ret, fill in zip(r.decision_times, wf["picked"], wf["refused"], wf["returns"], wf["fills"])}
     return r.trades().set_index(["strategy", "decision_time"]), record
 
 
@@ -112,7 +112,7 @@ def compare(tmp_path, bars: dict, rule: str, start: str, end: str) -> Counter:
         days = _cycles(journal, frame.index)
         trades, record = _walk_forward(bars[sym], forecaster, journal, config, days[-1])
         for day in days:
-            (pick, refused, earned), i = record[day], entries.get((sym, day))
+            (pick, refused, earned, traded), i = record[day], entries.get((sym, day))
             row = None if pick is None else trades.loc[(pick, day)]
             if row is None or row.side == 0:
                 assert i is None and not refused and earned == 0.0, (sym, day, i)  # flat: nothing sent
@@ -150,7 +150,8 @@ def compare(tmp_path, bars: dict, rule: str, start: str, end: str) -> Counter:
             s = settle(sent, bar, costs, exit_open=float(frame["open"].iloc[pos + 2]) if at_open else None)
             got = fills.get(i.client_order_id, [])
             if not s.filled:
-                assert not got and earned == 0.0 and (own_wash or not row.filled), (i, row)
+                assert not got and earned == 0.0 and (own_wash or not row.filled) and (sent != decision
+                                                                                       or not traded.filled), (i, row)
                 counted["unfilled"] += 1
                 continue
             entry = next(f for f in got if f.kind == "entry")
@@ -166,7 +167,9 @@ def compare(tmp_path, bars: dict, rule: str, start: str, end: str) -> Counter:
             assert (pd.Timestamp(exit_.timestamp), exit_.price) == (stamp, s.exit_price), (i, exit_, s)
             pnl = decision.side * i.qty * (exit_.price - entry.price) - entry.fee - exit_.fee
             assert pnl == pytest.approx(i.qty * s.entry_price * s.net_return, rel=1e-9, abs=1e-9)
-            if sent == decision:  # the backtest's own trade, to the digit: the walk-forward record's return
+            if sent == decision:  # the backtest's own trade, to the digit: the walk-forward record's fill and return
+                assert (s.entry_price, s.exit_price, s.exit_reason) == (traded.entry_price, traded.exit_price,
+                                                                        traded.exit_reason), (s, traded)
                 assert s.net_return == pytest.approx(earned, abs=1e-15), (i, s, earned)
                 if not own_wash:
                     assert (s.entry_price, s.exit_price) == (row.entry_price, row.exit_price), (s, row)
