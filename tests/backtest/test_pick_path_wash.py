@@ -131,11 +131,27 @@ def _walk_the_picks(result, bars, rule):
             continue
         bar = Bar(*map(float, frame.iloc[t1][["open", "high", "low", "close"]]))
         nxt = float(frame.iloc[t1 + 1]["open"]) if market and t1 + 1 < len(frame) else None
-        s = settle(d, bar, params.costs, params.fill_mode, params.same_bar, exit_open=nxt)
+        size = float(result.strategies[pick].sizes[k])
+        s = settle(d, bar, params.costs, params.fill_mode, params.same_bar, size, exit_open=nxt)
         returns.append(s.net_return)
         refused.append(False)
         holding = s.filled and s.exit_reason == "next_open"
     return np.array(returns), np.array(refused)
+
+
+@pytest.mark.parametrize("rule, asset_class", [("next-open", "stock"), ("close", "crypto")])
+def test_a_sized_walk_forward_record_equals_the_loops_walk_of_the_picks(rule, asset_class):
+    """``--sizing kelly``: each traded window earns its size times the unit return, a window sized to 0 trades
+    nothing (and holds nothing after it)."""
+    bars = random_bars(300, seed=8, asset_class=asset_class)
+    config = BacktestConfig(windows=220, context=64, num_samples=32, maxdiff_min_history=5, exit=rule,
+                            sizing="kelly", bootstrap_reps=50, spa=False, include_latest=False)
+    result = run_backtest(bars, MomentumForecaster(), config)
+    returns, refused = _walk_the_picks(result, bars, rule)
+    sizes = [result.strategies[p].sizes[k] for k, p in enumerate(result.walk_forward["picked"]) if p]
+    assert 0 < min(s for s in sizes if s > 0) < 1.0  # sized, not all at 1
+    assert list(result.walk_forward["refused"]) == list(refused) and refused.sum() >= 3
+    np.testing.assert_allclose(result.walk_forward["returns"], returns, rtol=0, atol=1e-15)
 
 
 @pytest.mark.parametrize("rule", ["close", "next-open"])

@@ -534,22 +534,22 @@ class Exits:
         close (``close``, bars without a closing auction); both from bars t+1 and t+2 only. Each strategy's
         pattern-day-trader refusals (``--equity``) stay as its own walk scored them."""
         n = len(picked)
-        names = list(fills)
-        which = np.array([-1 if p is None else names.index(p) for p in picked], dtype=np.int64)
-        side = np.zeros(n, dtype=np.int8)
-        limit, tp = np.full(n, np.nan), np.full(n, np.nan)
+        names = {name: j for j, name in enumerate(fills)}
+        which = np.array([-1 if p is None else names[p] for p in picked], dtype=np.int64)
+        rows = np.flatnonzero(which >= 0)
         sized = any(f.size is not None for f in fills.values())
-        path = {"filled": np.zeros(n, dtype=bool), "entry_price": np.full(n, np.nan),
-                "exit_price": np.full(n, np.nan), "reason": np.zeros(n, dtype=np.int8), "gross": np.zeros(n),
-                "fees": np.zeros(n), "size": np.ones(n) if sized else None}
-        for j, name in enumerate(names):
-            k = which == j
-            o, f = orders[name], fills[name]
-            side[k], limit[k], tp[k] = o.side[k], o.entry_limit[k], o.take_profit[k]
-            for col, values in path.items():
-                if values is not None:
-                    own = getattr(f, col)
-                    values[k] = 1.0 if own is None else own[k]  # a strategy without sizes: 1.0
+
+        def of_pick(values: list, flat) -> np.ndarray:  # window k's value of its pick's array, ``flat`` unpicked
+            out = np.full(n, flat, dtype=np.asarray(values[0]).dtype)
+            out[rows] = np.stack(values)[which[rows], rows]
+            return out
+
+        side, limit, tp = (of_pick([getattr(orders[name], col) for name in names], flat)
+                           for col, flat in (("side", 0), ("entry_limit", np.nan), ("take_profit", np.nan)))
+        path = {col: of_pick([getattr(fills[name], col) for name in names], flat) for col, flat in (
+            ("filled", False), ("entry_price", np.nan), ("exit_price", np.nan), ("reason", 0), ("gross", 0.0),
+            ("fees", 0.0))} | {"size": of_pick([np.ones(n) if fills[name].size is None else fills[name].size
+                                              for name in names], 1.0) if sized else None}
         market = np.full(n, np.nan) if self.market_open is None else self.market_open
         again = (path["reason"] == WASH) | ((path["reason"] == CLOSE) & ~np.isnan(market))
         if again.any():
