@@ -10,7 +10,8 @@ next-open rule's fills of every decision: the issue's "traded" column, which ign
 ``next-open`` as the backtest scores it, where an entry against the previous window's queued close is
 refused (:func:`marketcast.backtest.execution.wash_refused`). Gross: before fees, spread, slippage and borrow,
 compounded over the windows (``prod(1 + gross) - 1``). The walk-forward row is the pick's net record under each
-rule (its pick lags a window under next-open).
+rule (its pick lags a window under next-open), as the loop trades the picks
+(:meth:`marketcast.backtest.engine.Exits.traded`).
 
 Holding (``--hold``, ``hold`` in the config, issue 53 item 3) gets two more columns, ``close, hold`` and
 ``next-open, hold``: each strategy's own decisions under that rule held while they stay on their side

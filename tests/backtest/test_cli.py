@@ -164,7 +164,7 @@ def test_csv_text_equals_pandas_to_csv():
 def test_the_default_run_says_the_answer_first(tmp_path):
     """``make run`` (``marketcast backtest``, no argument, piped as a log sees it): each symbol's strip opens with
     the answer, and on the embedded bars' last 70 windows that is "no edge": the walk-forward record loses money
-    while a falling buy & hold loses more, which the strip's figures alone ("+1.03 pts") would not say; the strip
+    while a falling buy & hold loses more, which the strip's figures alone ("+7.95 pts") would not say; the strip
     names the default exit rule, next-open."""
     import os
     import subprocess
@@ -184,6 +184,6 @@ def test_the_default_run_says_the_answer_first(tmp_path):
         title = next(i for i, line in enumerate(lines) if line.startswith(f"{symbol} · stock"))
         assert lines[title + 1] == f"{symbol} verdict {said}"  # the strip's first line, without --verbose
         assert doc["verdict"]["status"]["vs_buy_hold"] != "green"  # ahead of buy & hold, but not good
-    assert "SP500 verdict no edge: the walk-forward record lost 13.23% (buy & hold -14.26%)" in lines
-    strip = lines[lines.index("SP500 verdict no edge: the walk-forward record lost 13.23% (buy & hold -14.26%)") + 1]
-    assert strip.startswith("  exit next-open · vs buy & hold +1.03 pts, Sharpe -1.27 · ")  # the README's figures
+    assert "SP500 verdict no edge: the walk-forward record lost 6.31% (buy & hold -14.26%)" in lines
+    strip = lines[lines.index("SP500 verdict no edge: the walk-forward record lost 6.31% (buy & hold -14.26%)") + 1]
+    assert strip.startswith("  exit next-open · vs buy & hold +7.95 pts, Sharpe +0.48 · ")  # the README's figures

@@ -35,8 +35,9 @@ def garbage_after(bars: Bars, t: int, seed: int) -> Bars:
 
 def _same_up_to(a, b, t_stamp):
     """Everything decided at or before ``t_stamp`` is equal in both runs (views, decisions, offsets, the
-    walk-forward pick), and so is every settlement whose bars all lie at or before it: bar t+1 (``--exit close``),
-    or bars t+1 and t+2 (``next-open``: window k settles on bar t_k + 2's open). Returns the windows checked."""
+    walk-forward pick and which windows its record skips), and so is every settlement whose bars all lie at or
+    before it: bar t+1 (``--exit close``), or bars t+1 and t+2 (``next-open``: window k settles on bar t_k + 2's
+    open; the walk-forward record under either rule). Returns the windows checked."""
     checked = 0
     assert a.annualisation == b.annualisation  # bar spacing and calendar: prices after t cannot change them
     reads = 2 if a.config.exit == "next-open" else 1  # bars after its decision bar a window's settlement reads
@@ -49,6 +50,10 @@ def _same_up_to(a, b, t_stamp):
             assert a.benchmark.returns[k] == b.benchmark.returns[k], f"benchmark at {ts} changed"
             assert a.benchmark.intraday[k] == b.benchmark.intraday[k], f"intraday benchmark at {ts} changed"
         assert a.walk_forward["picked"][k] == b.walk_forward["picked"][k], f"walk-forward pick at {ts} changed"
+        if "refused" in a.walk_forward:  # skipped while the previous pick's exit waits: known at the decision
+            assert a.walk_forward["refused"][k] == b.walk_forward["refused"][k], f"refusal at {ts} changed"
+            if k + 2 <= at:  # the record's exit reads bar t+2's open at most (24/7 bars under close too)
+                assert a.walk_forward["returns"][k] == b.walk_forward["returns"][k], f"record at {ts} changed"
         for name in a.strategies:
             ra, rb = a.strategies[name], b.strategies[name]
             assert ra.decisions[k] == rb.decisions[k], f"{name} at {ts} changed"

@@ -1,18 +1,19 @@
 """A default replay trades the exit rule the backtest scores (issue 53, items 1-2), judged window by window against
-``marketcast backtest --exit RULE``'s own trade list and walk-forward pick (``run_backtest(...).trades()``) over the
-replay's windows, every gate open: the pick, the decision, the entry (bar and price; where the broker's price grid
-moved a limit, the backtest's settle rule applied to the order as sent), the exit (bar and price) and the round
-trip's net return, from the paper broker's own books.
+``marketcast backtest --exit RULE``'s walk-forward record (``run_backtest(...).walk_forward``: the pick, which
+windows it trades and what each earns) and its trade list (``run_backtest(...).trades()``) over the replay's
+windows, every gate open: the pick, the decision, the entry (bar and price; where the broker's price grid moved a
+limit, the backtest's settle rule applied to the order as sent), the exit (bar and price) and the round trip's net
+return, from the paper broker's own books, equal to the walk-forward record's return of the window.
 
 * ``close``, embedded SP500 and NASDAQ: every window equal; a filled stock entry leaves by a market-on-close
   (``cls``) order at its bar's close, a take-profit that filled first sends none.
-* ``next-open``, the same: equal, the exit at bar t+2's open; where the backtest refuses a wash against the
-  previous window's queued close, the loop sends no entry (it still holds the symbol). Counted apart: an entry the
-  backtest refuses against its strategy's own previous window where the walk-forward pick was another strategy
-  (the backtest's wash follows each strategy's walk, the loop the pick's: the backtest's to fix).
+* ``next-open``, the same: equal, the exit at bar t+2's open; where the previous pick's position waits for that
+  open (its close queued), the loop holds the symbol and sends no entry, and the walk-forward record refuses the
+  window along the pick's path (among them every wash the pick's own record refuses, and none it refuses against
+  its own previous window where the pick was another strategy).
 * A synthetic 24/7 series under each rule: a position leaves by a market order at the next decision, filled at
-  the next bar's open (equal to the bar's close on these bars). Counted apart: the window after a traded one, which
-  the backtest trades and the loop skips, since it holds the symbol until that close fills at the next open.
+  the next bar's open; the window after a traded one is skipped by the loop, which holds the symbol until that
+  close fills, and refused by the walk-forward record.
 """
 
 from __future__ import annotations
@@ -74,20 +75,22 @@ def test_a_state_folder_keeps_its_exit_rule(close_replay):
 # ---------------------------------------------------------------------------------------------- any rule, any bars
 def _walk_forward(bars, forecaster, journal, config, last_decision):
     """The backtest of ``bars`` over the replay's windows: its trades by (strategy, decision time) and its
-    walk-forward pick by decision time."""
+    walk-forward record by decision time: (pick, refused, return, fill)."""
     frame = bars.frame
     first = int(frame.index.searchsorted(pd.Timestamp(journal.first_cycle()))) - PLANNER_CONFIG.windows
     last = frame.index.get_loc(pd.Timestamp(last_decision))
     # decisions on rows first .. last + 1, the last one's bar t+2 (its next open) in the bars; it is not judged
     r = run_backtest(bars.head(last + 3), forecaster, replace(config, windows=last - first + 2, include_latest=False))
-    picked = dict(zip((t.isoformat() for t in r.decision_times), r.walk_forward["picked"]))
-    return r.trades().set_index(["strategy", "decision_time"]), picked
+    wf = r.walk_forward
+    record = {t.isoformat(): (p, bool(no), float(ret), fill)
+              for t, p, no, ret, fill in zip(r.decision_times, wf["picked"], wf["refused"], wf["returns"], wf["fills"])}
+    return r.trades().set_index(["strategy", "decision_time"]), record
 
 
 def compare(tmp_path, bars: dict, rule: str, start: str, end: str) -> Counter:
     """Replay ``bars`` under exit rule ``rule`` (every gate open) and judge every window against the backtest with
-    ``--exit rule``: the pick, the decision, the entry (time, price on the broker's grid), the exit (time, price)
-    and the round trip's net return; returns what was counted."""
+    ``--exit rule``: the pick, the refusal, the decision, the entry (time, price on the broker's grid), the exit
+    (time, price) and the round trip's net return, equal to the walk-forward record's; returns what was counted."""
     forecaster = load_forecaster("baseline")
     config = replace(PLANNER_CONFIG, exit=rule)
     syms = tuple(bars)
@@ -101,57 +104,40 @@ def compare(tmp_path, bars: dict, rule: str, start: str, end: str) -> Counter:
     fills: dict[str, list] = {}
     for f in broker.fills():
         fills.setdefault(f.client_order_id, []).append(f)
-    counted, held_apart = Counter(), set()
+    counted = Counter()
     for sym in syms:
         frame, crypto = bars[sym].frame, bars[sym].asset_class == "crypto"
         asset = broker.asset(sym)
         costs = Costs.for_asset(bars[sym].asset_class, periods_per_year=bars[sym].periods_per_year)
         days = _cycles(journal, frame.index)
-        trades, picked = _walk_forward(bars[sym], forecaster, journal, config, days[-1])
+        trades, record = _walk_forward(bars[sym], forecaster, journal, config, days[-1])
         for day in days:
-            pick, i = picked.get(day), entries.get((sym, day))
+            (pick, refused, earned, traded), i = record[day], entries.get((sym, day))
             row = None if pick is None else trades.loc[(pick, day)]
             if row is None or row.side == 0:
-                assert i is None, (sym, day, i)  # flat: nothing sent
+                assert i is None and not refused and earned == 0.0, (sym, day, i)  # flat: nothing sent
                 counted["flat"] += 1
                 continue
-            if i is None or i.status == "refused":
-                # the previous window's position is closed at this decision, queued to the next open: the loop
-                # holds the symbol until then and sends no entry (a wash the backtest refuses too)
+            if refused:
+                # the previous window's position is closed at this decision, its exit waiting for the next open:
+                # the loop holds the symbol until then and sends no entry, and the walk-forward record trades none
+                assert i is None and earned == 0.0, (sym, day, i, row)
                 close = closes.get((sym, day))
                 assert close is not None and close.kind == CLOSE and close.status == "submitted", (sym, day, row)
-                if row.exit_reason == "refused_wash":
-                    counted["wash"] += 1
-                elif crypto:  # no queued close in the backtest: it trades the window the loop skips (the report)
-                    counted["24/7: the backtest trades, the loop holds until its close fills"] += 1
-                    held_apart.add((sym, day))
-                else:  # the backtest trades an opposite-side entry without a take-profit against the queued close
-                    prev = trades.loc[(picked[_before(frame, day)], _before(frame, day))]
-                    assert row.side == -prev.side and pd.isna(row.take_profit), (row, prev)
-                    counted["backtest trades, the loop holds: opposite side, no take-profit"] += 1
-                    held_apart.add((sym, day))
+                counted["wash" if row.exit_reason == "refused_wash" else "held, no wash"] += 1
                 continue
+            assert i is not None and i.status != "refused", (sym, day, i, row)  # the record trades it: so does the loop
             assert i.strategy == pick, (sym, day, i.strategy, pick)
             d = json.loads(i.decision)
             decision = Decision(d["side"], d["entry_limit"], d["take_profit"])
             assert (decision.side, decision.take_profit) == (row.side, None if pd.isna(row.take_profit)
                                                              else row.take_profit)
-            regraded = row.exit_reason == "refused_wash"  # the backtest refused it, the replay had no close queued:
-            if regraded:  # the previous entry, on the broker's price grid, did not fill as the unrounded one did
-                assert closes.get((sym, day)) is None, (i, row)
+            own_wash = row.exit_reason == "refused_wash"  # refused in the pick's own walk, traded on the pick's path
+            if own_wash:
                 prev_day = _before(frame, day)
-                prev = entries.get((sym, prev_day))
-                if picked.get(prev_day) != i.strategy:  # ... or the backtest's wash is the strategy's own: its
-                    # previous window traded in its own walk, where the walk-forward pick was another one
-                    assert trades.loc[(i.strategy, prev_day)].exit_reason == "next_open", (i, row)
-                    counted["the backtest refuses against its own walk, not the pick's"] += 1
-                elif prev is None:  # ... or the backtest traded the previous window where the loop held (below)
-                    assert (sym, prev_day) in held_apart, (i, row)
-                    counted["after a held window: the backtest refuses, the loop trades"] += 1
-                else:
-                    assert prev.limit_price is not None and prev.limit_price != json.loads(prev.decision)["entry_limit"]
-                    assert not fills.get(prev.client_order_id), prev
-                    counted["grid: the previous entry's rounded limit did not fill"] += 1
+                assert record[prev_day][0] != pick, (sym, day, row)  # the own walk's previous window was not picked
+                assert trades.loc[(pick, prev_day)].exit_reason == "next_open", (sym, day, row)
+                counted["the pick's own walk refuses, its path trades"] += 1
             side, exit_side = ("buy", "sell") if decision.side > 0 else ("sell", "buy")
             sent = Decision(decision.side,
                             None if decision.entry_limit is None else round_price(decision.entry_limit, asset, side),
@@ -164,7 +150,8 @@ def compare(tmp_path, bars: dict, rule: str, start: str, end: str) -> Counter:
             s = settle(sent, bar, costs, exit_open=float(frame["open"].iloc[pos + 2]) if at_open else None)
             got = fills.get(i.client_order_id, [])
             if not s.filled:
-                assert not got and (regraded or not row.filled)
+                assert not got and earned == 0.0 and (own_wash or not row.filled) and (sent != decision
+                                                                                       or not traded.filled), (i, row)
                 counted["unfilled"] += 1
                 continue
             entry = next(f for f in got if f.kind == "entry")
@@ -180,9 +167,12 @@ def compare(tmp_path, bars: dict, rule: str, start: str, end: str) -> Counter:
             assert (pd.Timestamp(exit_.timestamp), exit_.price) == (stamp, s.exit_price), (i, exit_, s)
             pnl = decision.side * i.qty * (exit_.price - entry.price) - entry.fee - exit_.fee
             assert pnl == pytest.approx(i.qty * s.entry_price * s.net_return, rel=1e-9, abs=1e-9)
-            if sent == decision and not regraded:  # the backtest's own trade, to the digit
-                assert (s.entry_price, s.exit_price) == (row.entry_price, row.exit_price), (s, row)
-                assert s.net_return == pytest.approx(row.net_return, abs=1e-15)
+            if sent == decision:  # the backtest's own trade, to the digit: the walk-forward record's fill and return
+                assert (s.entry_price, s.exit_price, s.exit_reason) == (traded.entry_price, traded.exit_price,
+                                                                        traded.exit_reason), (s, traded)
+                assert s.net_return == pytest.approx(earned, abs=1e-15), (i, s, earned)
+                if not own_wash:
+                    assert (s.entry_price, s.exit_price) == (row.entry_price, row.exit_price), (s, row)
             counted[f"exit {s.exit_reason}"] += 1
     assert not any(outcome == "rejected" for _, outcome in broker.submit_log())
     broker.close()
@@ -203,7 +193,10 @@ def _before(frame, day):
 def test_next_open_replay_trades_as_the_backtest_on_sp500_and_nasdaq(tmp_path):
     counted = compare(tmp_path, {s: load_symbol(s) for s in ("SP500", "NASDAQ")}, "next-open", START, END)
     print(counted)
+    # 2018-01 .. 03: 38 next-open exits, 14 windows refused as washes along the pick's path, 1 the pick's own walk
+    # refused against its previous window (another strategy was picked there) that the pick's path trades
     assert counted["wash"] >= 5 and counted["exit next_open"] >= 10, counted
+    assert counted["the pick's own walk refuses, its path trades"] >= 1, counted
 
 
 @pytest.mark.parametrize("rule", ["close", "next-open"])
@@ -213,7 +206,9 @@ def test_a_24_7_replay_trades_as_the_backtest_under_each_rule(tmp_path, rule):
     bars = {"ETHUSD": Bars("ETHUSD", crypto_frame("2016-01-01", "2018-03-31", seed=11), "crypto", "test")}
     counted = compare(tmp_path, bars, rule, "2018-01-01", "2018-02-28")
     print(counted)
-    assert counted["exit next_open"] >= 10, counted
+    # 2018-01 .. 02: 15 next-open exits and 7 (close) or 8 (next-open) windows after a traded one, which the loop
+    # skips while it holds the symbol, refused by the walk-forward record
+    assert counted["exit next_open"] >= 10 and counted["held, no wash"] >= 5, counted
 
 
 def test_trade_replay_states_its_rule_and_a_folder_made_under_the_other_is_one_line_exit_2(tmp_path, capsys):

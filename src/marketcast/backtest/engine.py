@@ -5,7 +5,9 @@ Time line of one window (t = a row position of the symbol's frame):
     bars[..t] --make_batch--> forecaster --> WindowView(t) --strategy--> Decision --settle(bar t+1)--> return
 
 Where a settled position exits is the execution rule's (``--exit``, :mod:`marketcast.backtest.execution`,
-applied by :class:`Exits`): bar t+1's close, or bar t+2's open with a wash refusal of the next same-side entry.
+applied by :class:`Exits`): bar t+1's close, or bar t+2's open with a wash refusal of the next same-side entry
+in each strategy's own record; the walk-forward record trades the picks as the loop does (:meth:`Exits.traded`:
+no entry while the previous pick's position waits for its exit at the next open).
 
 All windows of a symbol (and of every symbol in :func:`run_many`) go to the forecaster in one batched call.
 The window ending at the last bar (no t+1 yet) rides in the same call: its decisions are returned as
@@ -47,7 +49,7 @@ from marketcast.backtest.benchmark import buy_and_hold_metrics, buy_and_hold_ret
 from marketcast.backtest.config import BacktestConfig
 from marketcast.backtest.costs import Costs
 from marketcast.backtest.day_trades import DayTrades
-from marketcast.backtest.fills import NEXT_OPEN, REASONS, Fills
+from marketcast.backtest.fills import CLOSE, NEXT_OPEN, REASONS, WASH, Fills, settle_all
 from marketcast.backtest.holding import Held, hold
 from marketcast.backtest.metrics import equity_curve
 from marketcast.backtest.montecarlo import MonteCarlo, monte_carlo
@@ -151,6 +153,7 @@ class SymbolResult:
     seeds: dict | None = None  # --seeds N: the returns over N seeds (marketcast.backtest.montecarlo.seed_spread)
     settle_delay: int = 0  # 1 when an exit may wait for bar t+2's open (execution.waits_for_next_open), else 0
     held: Held | None = None  # --hold: the walk-forward pick's position held (marketcast.backtest.holding)
+    traded: dict | None = None  # the picks as the loop trades them (Exits.traded): the walk-forward record
 
     @property
     def context_text(self) -> str:
@@ -200,10 +203,11 @@ class SymbolResult:
     @cached_property
     def walk_forward(self) -> dict:
         """Out of sample: trading each window's pick of ``config.selection`` (the live planner's rule, see
-        :mod:`marketcast.backtest.selection`), with its metrics."""
-        sel = self.config.selection.walk_forward({n: r.returns for n, r in self.strategies.items()},
-                                                 {n: r.filled for n, r in self.strategies.items()},
-                                                 self.settle_delay)
+        :mod:`marketcast.backtest.selection`) as the loop trades it (:meth:`Exits.traded`: ``refused`` marks the
+        windows skipped while the previous pick's position waits for its exit), with its metrics."""
+        sel = self.traded or self.config.selection.walk_forward({n: r.returns for n, r in self.strategies.items()},
+                                                                {n: r.filled for n, r in self.strategies.items()},
+                                                                self.settle_delay)
         if self.held is None:
             return {**sel, "metrics": self.score(sel["returns"], sel["filled"])}
         # --hold: what the picks' position earned held while they agreed; its windows in the market are its
@@ -211,7 +215,7 @@ class SymbolResult:
         h = self.held
         trades = int(h.entered.sum())
         metrics = {**self.score(h.returns, h.filled), "trades": trades, "turnover": 2.0 * trades / self.windows}
-        return {**sel, "returns": h.returns, "filled": h.filled, "metrics": metrics}
+        return {"picked": sel["picked"], "returns": h.returns, "filled": h.filled, "metrics": metrics}
 
     @property
     def best_strategy(self) -> str | None:
@@ -476,23 +480,31 @@ def decision_mean(decision: Decision, view: WindowView, samples: dict) -> float:
 @dataclass(frozen=True)
 class Exits:
     """The execution rule (:mod:`marketcast.backtest.execution`) applied to one symbol's settled windows:
-    ``exit_open`` ``[N]`` bar t+2's open where a window exits there (NaN: at bar t+1's close; also for the last
-    window when the bars end before its bar t+2: it is marked at bar t+1's close), ``queues`` ``[N]`` where that
-    exit waits queued for the open (a next entry can wash against it), ``delay`` the walk-forward pick's lag."""
+    ``exit_open`` ``[N]`` bar t+2's open where a window exits there in each strategy's own record (NaN: at bar
+    t+1's close; also for the last window when the bars end before its bar t+2: it is marked at bar t+1's
+    close), ``queues`` ``[N]`` where that exit waits queued for the open (a next entry can wash against it),
+    ``delay`` the walk-forward pick's lag, ``market_open`` ``[N]`` bar t+2's open where the loop's exit is a
+    market order filled there (:func:`~marketcast.backtest.execution.market_exit`; NaN: at bar t+1's close, or
+    no bar t+2): the walk-forward record's exit (:meth:`traded`)."""
 
     exit_open: np.ndarray
     queues: np.ndarray
     delay: int
+    market_open: np.ndarray | None = None
 
     @classmethod
     def of(cls, rule: str, index: pd.DatetimeIndex, asset_class: str, opens: np.ndarray, settled: np.ndarray
            ) -> "Exits":
-        if not execution.waits_for_next_open(rule):  # every exit at bar t+1's close: nothing to look up
-            return cls(np.full(len(settled), np.nan), np.zeros(len(settled), dtype=bool), 0)
         auction = execution.session_last(index, asset_class)[settled + 1]
-        held = execution.next_open_exit(rule, auction) & (settled + 2 < len(opens))
-        exit_open = np.where(held, opens[np.minimum(settled + 2, len(opens) - 1)], np.nan)
-        return cls(exit_open, execution.queued_close(rule, auction) & held, int(execution.waits_for_next_open(rule)))
+        after = settled + 2 < len(opens)
+        t2_open = opens[np.minimum(settled + 2, len(opens) - 1)]
+        market_open = np.where(execution.market_exit(rule, auction) & after, t2_open, np.nan)
+        if not execution.waits_for_next_open(rule):  # every strategy's exit at bar t+1's close
+            return cls(np.full(len(settled), np.nan), np.zeros(len(settled), dtype=bool), 0, market_open)
+        held = execution.next_open_exit(rule, auction) & after
+        exit_open = np.where(held, t2_open, np.nan)
+        return cls(exit_open, execution.queued_close(rule, auction) & held, int(execution.waits_for_next_open(rule)),
+                   market_open)
 
     def washed(self, walks: dict) -> dict:
         """Each strategy's walk with the entries the broker refuses as a wash against the previous window's
@@ -507,6 +519,51 @@ class Exits:
                                              f.filled & (f.reason == NEXT_OPEN) & self.queues)
             out[name] = replace(w, fills=f.refused(refused)) if refused.any() else w
         return out
+
+    def traded(self, picked: Sequence[str | None], orders: dict[str, Orders], fills: dict[str, Fills], bar: Bar,
+               params: StrategyParams) -> dict:
+        """The walk-forward record as the loop trades it: ``returns``, ``filled``, ``refused`` ``[N]`` and the
+        ``fills`` (:class:`Fills`) of window k's pick ``picked[k]`` (``orders`` and ``fills``: each strategy's
+        own, ``bar`` the windows' bars t+1).
+
+        Window k trades its pick's order unless the trade made at k - 1 on this path still waits for its exit
+        at bar t+2's open (:func:`~marketcast.backtest.execution.held_refused`): the loop holds that symbol at
+        k's decision and sends no entry (reason ``refused_wash``). A window its strategy's own walk refused as a
+        wash (against that strategy's previous window, where the pick may have been another) is settled again
+        here, and so is an exit the loop makes at bar t+2's open that the strategy's record marks at bar t+1's
+        close (``close``, bars without a closing auction); both from bars t+1 and t+2 only. Each strategy's
+        pattern-day-trader refusals (``--equity``) stay as its own walk scored them."""
+        n = len(picked)
+        names = {name: j for j, name in enumerate(fills)}
+        which = np.array([-1 if p is None else names[p] for p in picked], dtype=np.int64)
+        rows = np.flatnonzero(which >= 0)
+        sized = any(f.size is not None for f in fills.values())
+
+        def of_pick(values: list, flat) -> np.ndarray:  # window k's value of its pick's array, ``flat`` unpicked
+            out = np.full(n, flat, dtype=np.asarray(values[0]).dtype)
+            out[rows] = np.stack(values)[which[rows], rows]
+            return out
+
+        side, limit, tp = (of_pick([getattr(orders[name], col) for name in names], flat)
+                           for col, flat in (("side", 0), ("entry_limit", np.nan), ("take_profit", np.nan)))
+        path = {col: of_pick([getattr(fills[name], col) for name in names], flat) for col, flat in (
+            ("filled", False), ("entry_price", np.nan), ("exit_price", np.nan), ("reason", 0), ("gross", 0.0),
+            ("fees", 0.0))} | {"size": of_pick([np.ones(n) if fills[name].size is None else fills[name].size
+                                              for name in names], 1.0) if sized else None}
+        market = np.full(n, np.nan) if self.market_open is None else self.market_open
+        again = (path["reason"] == WASH) | ((path["reason"] == CLOSE) & ~np.isnan(market))
+        if again.any():
+            s = settle_all(side[again], limit[again], tp[again], bar.open[again], bar.high[again], bar.low[again],
+                           bar.close[again], params.costs, params.fill_mode, params.same_bar, market[again])
+            if sized:
+                s = s.sized(path["size"][again])
+            for col, values in path.items():
+                if col != "size":
+                    values[again] = getattr(s, col)
+        traded = Fills(**path)
+        refused = execution.held_refused(side, traded.filled & (traded.reason == NEXT_OPEN))
+        traded = traded.refused(refused)
+        return {"returns": traded.net, "filled": traded.filled, "refused": refused, "fills": traded}
 
 
 def held_picks(orders: dict[str, Orders], fills: dict[str, Fills], config: BacktestConfig, delay: int, ohlc: tuple,
@@ -529,6 +586,15 @@ def held_picks(orders: dict[str, Orders], fills: dict[str, Fills], config: Backt
 
 def _returns_filled(held: Held) -> tuple[np.ndarray, np.ndarray]:
     return held.returns, held.filled
+
+
+def _traded_record(traded_of: Callable[[dict, dict], dict]) -> Callable[[tuple], tuple[np.ndarray, np.ndarray]]:
+    """A Monte Carlo run's ``(views, {name: Fills}, {name: Orders})`` -> its walk-forward (returns, filled) as
+    the loop trades the picks (:meth:`Exits.traded`)."""
+    def record(run: tuple) -> tuple[np.ndarray, np.ndarray]:
+        t = traded_of(run[2], run[1])
+        return t["returns"], t["filled"]
+    return record
 
 
 def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestConfig,
@@ -566,6 +632,11 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
                          batch.samples, params, config, n_settled, exits.delay)
         w = pdt.scored(exits.washed(w))
         return v, {n: x.fills for n, x in w.items()}, {n: x.orders for n, x in w.items()}
+
+    def traded_of(orders: dict, fills: dict) -> dict:  # the walk-forward record, as the loop trades the picks
+        picked = config.selection.walk_forward({n: f.net for n, f in fills.items()},
+                                               {n: f.filled for n, f in fills.items()}, exits.delay)["picked"]
+        return {"picked": picked, **exits.traded(picked, orders, fills, bars_next, params)}
 
     held_of = None
     if config.hold:  # the walk-forward pick held (marketcast.backtest.holding): only with --hold
@@ -619,11 +690,14 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
         latest_view=latest,
         monte_carlo=None if calibration_only else monte_carlo(
             returns, views, {n: w.fills for n, w in walks.items()}, settle, config.selection, params, exits.delay,
-            None if held_of is None else lambda run: _returns_filled(held_of(run[2], run[1])),
+            # the walk-forward record of each batch's run: the picks as the loop trades them, or held (--hold)
+            _traded_record(traded_of) if held_of is None else lambda run: _returns_filled(held_of(run[2], run[1])),
             {n: w.orders for n, w in walks.items()}),
         settle_delay=exits.delay,
         held=held_of({n: w.orders for n, w in walks.items()}, {n: w.fills for n, w in walks.items()})
         if held_of is not None and walks else None,
+        traded=traded_of({n: w.orders for n, w in walks.items()}, {n: w.fills for n, w in walks.items()})
+        if walks else None,
         calibrated=None if calibrated is None else calibrated[:n_settled],
         context_seen=seen_context.seen(settled, config.context),
         calibration_report=report_calibration(samples, actual, None if calibrated is None

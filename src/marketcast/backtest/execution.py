@@ -9,9 +9,10 @@ bar t+1                                     ``--exit close``            ``--exit
 ==========================================  ==========================  ==========================================
 a stock's session-last bar (every daily     bar t+1's close             bar t+2's open: the close is sent after
 bar; the last intraday bar of a session)    (market-on-close)           the session and queued to the next open
-any other bar: 24/7 (crypto), forex,        bar t+1's close (scored;    bar t+2's open: a market order at the
-futures; an intraday stock bar before the   see below)                  bar's end fills at the first price after
-session's last                                                          it
+any other bar: 24/7 (crypto), forex,        bar t+2's open: a market    bar t+2's open: a market order at the
+futures; an intraday stock bar before the   order at the bar's end      bar's end fills at the first price after
+session's last                              (the walk-forward record;   it
+                                            see below)
 ==========================================  ==========================  ==========================================
 
 Why ``next-open`` is the default: it is the rule every account can execute every day. Its round trip spans two
@@ -30,21 +31,30 @@ Why each rule exits where it does:
 * ``trade run`` decides after the session, so a stock's leftover close is sent while the market is closed and
   Alpaca queues it "for execution at the time of the next market open" (docs/trading.md): ``next-open``.
 * A bar with no closing auction after it (24/7 crypto, or an intraday bar the session goes on after) exits with
-  a market order at the bar's end, whose price is the next bar's open under either rule. ``next-open`` scores
-  it there. ``close`` still scores it at bar t+1's close, as the live planner's one-window step and the paper
-  broker do today: on continuous 24/7 bars the next open is the close carried over, and moving these bars
-  under ``close`` is one change with the planner and the replay broker (issue 53, items 1-2), so that a replay
-  keeps reproducing a ``close`` backtest.
+  a market order at the bar's end, whose price is the next bar's open under either rule (:func:`market_exit`).
+  Under ``close`` each strategy's own record still marks these bars at bar t+1's close, as the live planner
+  records them (its pick reads only windows settled by its decision bar, so the pick lags no window); the
+  walk-forward record, what the loop earns, exits them at bar t+2's open (on continuous 24/7 bars the next
+  open is the close carried over, so the two agree there).
 
-An exit that waits for bar t+2's open has one more consequence the loop meets: while the close of window k's
-position is queued (sent after the session, not yet filled), window k+1's entry on the same symbol could fill
-against it and Alpaca refuses it as a wash trade (https://docs.alpaca.markets/docs/user-protection, "Preventing
-Wash Trades at Alpaca": against a market order of the other side, "always rejected";
-:func:`marketcast.trade.risk.protections.washes`, planned away by the loop's cycle). The queued close of a long
-is a market sell: a new long entry (a buy) washes, and so does a new short entry with a take-profit (its buy
-leg). :func:`wash_refused` scores these refusals: the entry never trades (the window is flat), so in a run of
-same-side decisions every other one trades. A crypto close is not queued (the market never closes): it fills
-at once and nothing washes.
+Two refusals follow from an exit that waits for bar t+2's open:
+
+* Alpaca's wash: while the close of window k's position is queued (sent after the session, not yet filled),
+  window k+1's entry on the same symbol could fill against it and Alpaca refuses it as a wash trade
+  (https://docs.alpaca.markets/docs/user-protection, "Preventing Wash Trades at Alpaca": against a market order
+  of the other side, "always rejected"; :func:`marketcast.trade.risk.protections.washes`). The queued close of a
+  long is a market sell: a new long entry (a buy) washes, and so does a new short entry with a take-profit (its
+  buy leg). :func:`wash_refused` scores these on each strategy's own windows (:func:`queued_close`: a stock's
+  session-last bar under ``next-open``), as the live planner records each strategy, so the pick reads the
+  planner's record: the entry never trades, and in a run of same-side decisions every other one trades.
+* The loop's hold: the loop trades only the walk-forward pick, and it sends no entry on a symbol it still
+  holds or has a working order on (``trade/loop/cycle.py`` ``plan``: ``Book.entry_conflicts``). Whenever a
+  traded position's exit is a market order that fills at bar t+2's open (:func:`market_exit`: every bar under
+  ``next-open``, every bar without a closing auction under ``close``, 24/7 crypto included), the next
+  window's entry, on either side, is skipped: :func:`held_refused` along the pick's path (window k trades its
+  pick's decision unless the trade made at k - 1, itself not refused there, still waits for its exit). Every
+  wash is one of these. The walk-forward record (its returns, equity, Monte Carlo, verdict) is scored so
+  (:meth:`marketcast.backtest.engine.Exits.traded`); each strategy's own record keeps its own walk.
 
 The rule never moves a decision: every decision still reads bars <= t. Under a next-open exit a window settles on
 bar t+2's open, so the walk-forward pick at window k reads the windows settled by then, k - 2 and before
@@ -121,6 +131,15 @@ def waits_for_next_open(rule: str) -> bool:
     return rule == "next-open"
 
 
+def market_exit(rule: str, closing_auction: np.ndarray) -> np.ndarray:
+    """``[N]`` bool per window: the loop's exit, where no take-profit filled, is a market order sent at the
+    decision after bar t+1 and filled at bar t+2's open, so it still holds the symbol at that decision: every
+    window under ``next-open``; under ``close`` each whose bar t+1 has no closing auction (24/7 bars, an
+    intraday stock bar before the session's last)."""
+    auction = np.asarray(closing_auction, dtype=bool)
+    return next_open_exit(rule, auction) | ~auction
+
+
 def wash_refused(side: np.ndarray, take_profit: np.ndarray, queues: np.ndarray) -> np.ndarray:
     """``[N]`` bool: window k's entry is refused as a wash against window k - 1's queued close.
 
@@ -129,14 +148,32 @@ def wash_refused(side: np.ndarray, take_profit: np.ndarray, queues: np.ndarray) 
     Window k is refused when k - 1 traded and queued its close and k's order meets it: the same side, or the
     other side with a take-profit leg (the leg is on the queued close's other side). A refused window trades
     nothing, so it queues nothing and window k + 1 is free: in a run of windows that would each be refused
-    after a traded one, every other one trades. Vectorised over the runs (no loop over windows)."""
+    after a traded one, every other one trades."""
     side = np.asarray(side)
-    queues = np.asarray(queues, dtype=bool)
-    n = len(side)
-    if n == 0:
-        return np.zeros(0, dtype=bool)
     prev = np.concatenate([[0], side[:-1]])
     meets = (side != 0) & ((side == prev) | ((side == -prev) & ~np.isnan(np.asarray(take_profit, dtype=float))))
+    return _after_traded(meets, queues)
+
+
+def held_refused(side: np.ndarray, waits: np.ndarray) -> np.ndarray:
+    """``[N]`` bool along one path of windows (the walk-forward pick's): window k's entry is not sent because
+    the loop still holds the symbol that window k - 1 traded, whose exit waits for bar t+2's open.
+
+    ``side`` ``[N]`` in {-1, 0, 1}: the path's decisions (0: flat or no pick); ``waits`` ``[N]``: window k's
+    position, if it trades, is still held at the next decision (filled, not taken profit, its exit a
+    :func:`market_exit`). Any side is refused (the loop skips every entry on a symbol it holds, a wash or not);
+    a refused window trades nothing and holds nothing, so window k + 1 is free."""
+    return _after_traded(np.asarray(side) != 0, waits)
+
+
+def _after_traded(meets: np.ndarray, queues: np.ndarray) -> np.ndarray:
+    """``[N]`` bool: ``meets[k]`` and window k - 1 traded and left ``queues[k - 1]`` standing, where a window
+    refused so trades nothing (so leaves nothing standing). Vectorised over the runs (no loop over windows)."""
+    meets = np.array(meets, dtype=bool)
+    queues = np.asarray(queues, dtype=bool)
+    n = len(meets)
+    if n == 0:
+        return np.zeros(0, dtype=bool)
     meets[0] = False
     chained = queues & meets  # would queue if traded, and is refused if k - 1 queued
     # queued[k] (traded and queued): queues[k] & not (queued[k - 1] & meets[k]). Inside a run of chained

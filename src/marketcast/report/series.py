@@ -73,13 +73,15 @@ class Trade:
 
 
 def walk_forward_trades(result: SymbolResult) -> list[Trade]:
-    """The trades of the walk-forward record: at each window, the picked strategy's fill (if it filled)."""
+    """The trades of the walk-forward record: at each window, the picked strategy's fill (if it filled), as the
+    loop trades the picks (the record's own ``fills``, where it has them: ``Exits.traded``)."""
     out = []
-    for k, name in enumerate(result.walk_forward["picked"]):
+    wf = result.walk_forward
+    for k, name in enumerate(wf["picked"]):
         if name is None:
             continue
         run = result.strategies[name]
-        s = run.settlements[k]
+        s = wf["fills"][k] if "fills" in wf else run.settlements[k]
         if s.filled:
             out.append(Trade(result.settle_times[k], name, run.decisions[k].side, float(s.entry_price),
                              float(s.exit_price), s.exit_reason or "close", float(s.net_return)))
