@@ -3,9 +3,9 @@
 A reader sees the old file or the new one, never a half one, even when the writer is killed; the temporary
 name (``.<name>.<random>.tmp``) matches no glob of real files. :func:`write_files` writes a set of files (a
 run's reports) all or nothing: every file is written first, then all are flushed (side by side), and only then
-are they renamed, so an error (a full disk on the third file) leaves the folder as it was. A target that exists keeps its permissions, unless
-``mode`` is given: then each temporary file has exactly ``mode`` from its creation, before its first byte (a
-private file is never readable by others, not even while it is written).
+are they renamed, so an error (a full disk on the third file) leaves the folder as it was. A target that exists
+keeps its permissions, unless ``mode`` is given: then each temporary file has exactly ``mode`` from its creation,
+before its first byte (a private file is never readable by others, not even while it is written).
 
 :func:`output_folder` makes a whole output folder one transaction: the files go into a hidden sibling folder
 (``.<dest>.<random>.tmp``) and :meth:`OutputFolder.commit` swaps it in for ``<dest>`` in one rename, after
