@@ -570,8 +570,8 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
 
     def settle(batch: ForecastReturns) -> tuple:  # the run's steps on a batch's samples (MC)
         v = batch.views(index[ends], config.point, config.ci_band, atr)[:n_settled]
-        w, _, _ = _sized({n: walk(n, v, bars_next, params, exits.exit_open) for n in config.strategies}, v, None,
-                         batch.samples, params, config, n_settled, exits.delay)
+        w, _, _ = _sized({n: walk(n, v, bars_next, params, exits.exit_open, state=False) for n in config.strategies},
+                         v, None, batch.samples, params, config, n_settled, exits.delay)
         w = pdt.scored(exits.washed(w))
         return v, {n: x.fills for n, x in w.items()}, {n: x.orders for n, x in w.items()}
 
