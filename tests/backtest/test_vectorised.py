@@ -102,3 +102,36 @@ def test_settle_all_equals_settle_on_every_kind_of_order():
                 assert fills[k] == expected, (fill_mode, same_bar, k)
                 reasons.add(expected.exit_reason)
             assert reasons == {None, "close", "take_profit"}
+
+
+@pytest.mark.parametrize("exit_rule", ["close", "next-open"])
+def test_a_walk_without_state_decides_and_settles_as_the_walk_with_it(exit_rule):
+    """The Monte Carlo batches walk without the final state (never read there): every strategy's orders,
+    fills and MaxDiff's offsets are the full walk's, bit for bit; MaxDiff's state alone is left out."""
+    from marketcast.backtest.engine import Exits
+    from marketcast.backtest.vectorised import walk
+    from marketcast.backtest.views import ForecastReturns, atr_fraction
+
+    bars, ends, fc = _forecast("embedded", "stock")
+    config = replace(CONFIG, exit=exit_rule)
+    frame = bars.frame
+    o, h, lo, c = (frame[col].to_numpy(dtype=np.float64) for col in ("open", "high", "low", "close"))
+    settled = ends[:-1] if config.include_latest else ends
+    views = ForecastReturns.from_forecast(fc, c[ends]).views(frame.index[ends], config.point, config.ci_band,
+                                                            atr_fraction(h, lo, c, ends))[:len(settled)]
+    params = StrategyParams.from_config(config, bars.asset_class, bars.periods_per_year)
+    bar = Bar(o[settled + 1], h[settled + 1], lo[settled + 1], c[settled + 1])
+    exit_open = Exits.of(exit_rule, frame.index, bars.asset_class, o, settled).exit_open
+    for name in STRATEGY_NAMES:
+        full, bare = walk(name, views, bar, params, exit_open), walk(name, views, bar, params, exit_open, state=False)
+        for field in ("side", "entry_limit", "take_profit"):
+            assert np.array_equal(getattr(full.orders, field), getattr(bare.orders, field), equal_nan=True), name
+        for field in ("filled", "entry_price", "exit_price", "reason", "gross", "fees"):
+            assert np.array_equal(getattr(full.fills, field), getattr(bare.fills, field), equal_nan=True), name
+        assert (full.offsets is None) == (bare.offsets is None), name
+        if name == "maxdiff":
+            assert np.array_equal(full.offsets, bare.offsets) and full.offsets.any()
+            assert isinstance(full.final_state, MaxDiffState) and bare.final_state is None
+            assert len(full.final_state.pending) == (exit_rule == "next-open")
+        else:
+            assert _same_state(full.final_state, bare.final_state), name
