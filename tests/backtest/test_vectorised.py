@@ -135,3 +135,32 @@ def test_a_walk_without_state_decides_and_settles_as_the_walk_with_it(exit_rule)
             assert len(full.final_state.pending) == (exit_rule == "next-open")
         else:
             assert _same_state(full.final_state, bare.final_state), name
+
+
+@pytest.mark.parametrize("fill_mode", ["touch", "penetrate"])
+@pytest.mark.parametrize("same_bar", ["pessimistic", "nearest"])
+def test_settle_all_on_a_grid_equals_it_on_arrays_broadcast_first(fill_mode, same_bar):
+    """MaxDiff's grid settles each window's bar ``[N, 1]`` against ``[N, K]`` prices, a side given once: every
+    field equals the settlement of the same orders with every argument broadcast to ``[N, K]`` first, and has
+    that shape."""
+    rng = np.random.default_rng(3)
+    n, k = 40, 25
+    o = 100 + rng.standard_normal((n, 1))
+    h, lo = o + np.abs(rng.standard_normal((n, 1))), o - np.abs(rng.standard_normal((n, 1)))
+    c = lo + (h - lo) * rng.random((n, 1))
+    exit_open = np.where(rng.random((n, 1)) < 0.5, 100 + rng.standard_normal((n, 1)), np.nan)
+    costs = Costs(fee=0.0005, spread=0.0002, borrow_rate=0.03)
+    for side in (1, -1):
+        low, high = (lo, h) if side == 1 else (h, lo)
+        entry = low * (1 + 0.01 * rng.standard_normal(k))
+        entry[::7] = np.nan  # market entries at the open
+        tp = high * (1 + 0.01 * rng.standard_normal(k))
+        tp[:, ::5] = np.nan  # no take profit
+        grid = settle_all(side, entry, tp, o, h, lo, c, costs, fill_mode, same_bar, exit_open)
+        wide = settle_all(*np.broadcast_arrays(np.full((n, k), side), entry, tp, o, h, lo, c), costs, fill_mode,
+                          same_bar, np.broadcast_to(exit_open, (n, k)))
+        for field in ("filled", "entry_price", "exit_price", "reason", "gross", "fees"):
+            a, b = getattr(grid, field), getattr(wide, field)
+            assert a.shape == (n, k) and a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True), (side, field)
+        assert grid.filled.flags.writeable and 0 < grid.filled.sum() < n * k
+        assert set(np.unique(grid.reason)) >= {1, 2}  # fills that took profit and fills that did not
