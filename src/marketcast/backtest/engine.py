@@ -247,7 +247,7 @@ class SymbolResult:
     def trades(self) -> pd.DataFrame:
         """One row per (strategy, window): the forecast used, the orders, the fills and the net return, the
         strategies one after another. Built column by column over every strategy at once (a frame per
-        strategy and their concatenation took a tenth of the default backtest's run)."""
+        strategy and their concatenation took about 15 ms of the default backtest)."""
         v, n, runs = self.views, self.windows, list(self.strategies.values())
 
         def each(column: Callable[[StrategyRun], np.ndarray]) -> np.ndarray:
@@ -257,10 +257,8 @@ class SymbolResult:
             return np.full((n, 2), np.nan) if run.offset_array is None else run.offset_array
 
         reasons = np.array([None, *REASONS.values()], dtype=object)
-        orders = {name: each(lambda r, f=field: getattr(r.decisions, f)) for name, field in (
-            ("entry_limit", "entry_limit"), ("take_profit", "take_profit"))}
-        fills = {name: each(lambda r, f=field: getattr(r.settlements, f)) for name, field in (
-            ("filled", "filled"), ("entry_price", "entry_price"), ("exit_price", "exit_price"))}
+        orders = {f: each(lambda r, f=f: getattr(r.decisions, f)) for f in ("entry_limit", "take_profit")}
+        fills = {f: each(lambda r, f=f: getattr(r.settlements, f)) for f in ("filled", "entry_price", "exit_price")}
         return pd.DataFrame({
             "symbol": self.symbol, "strategy": np.repeat(np.array([run.name for run in runs], dtype=object), n),
             "decision_time": [t.isoformat() for t in self.decision_times] * len(runs),

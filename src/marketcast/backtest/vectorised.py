@@ -129,7 +129,7 @@ def maxdiff(v: ForecastViews, bars: Bar, p: StrategyParams, exit_open: np.ndarra
             state: bool = True) -> tuple[Orders, np.ndarray, MaxDiffState | None]:
     """MaxDiff's orders with each window's offsets learned from the windows settled by its decision, each
     scored with the exit the run's rule gives it (``exit_open``, as :func:`walk`); the offsets; the state (None
-    without ``state``: its pending windows are scored again, one call each)."""
+    without ``state``: the state scores each of its pending windows again, one call each)."""
     scores = grid_scores(v, bars, p.allow_short, p.costs, p.fill_mode, p.same_bar, p.maxdiff_grid, exit_open)
     lag = min(p.settle_delay, len(v))
     offsets = learned_offsets(scores[:-1], p.maxdiff_min_history, p.maxdiff_grid, grid_scale(v, p.maxdiff_grid),
