@@ -102,3 +102,65 @@ def test_settle_all_equals_settle_on_every_kind_of_order():
                 assert fills[k] == expected, (fill_mode, same_bar, k)
                 reasons.add(expected.exit_reason)
             assert reasons == {None, "close", "take_profit"}
+
+
+@pytest.mark.parametrize("exit_rule", ["close", "next-open"])
+def test_a_walk_without_state_decides_and_settles_as_the_walk_with_it(exit_rule):
+    """The Monte Carlo batches walk without the final state (never read there): every strategy's orders,
+    fills and MaxDiff's offsets are the full walk's, bit for bit; MaxDiff's state alone is left out."""
+    from marketcast.backtest.engine import Exits
+    from marketcast.backtest.vectorised import walk
+    from marketcast.backtest.views import ForecastReturns, atr_fraction
+
+    bars, ends, fc = _forecast("embedded", "stock")
+    config = replace(CONFIG, exit=exit_rule)
+    frame = bars.frame
+    o, h, lo, c = (frame[col].to_numpy(dtype=np.float64) for col in ("open", "high", "low", "close"))
+    settled = ends[:-1] if config.include_latest else ends
+    views = ForecastReturns.from_forecast(fc, c[ends]).views(frame.index[ends], config.point, config.ci_band,
+                                                            atr_fraction(h, lo, c, ends))[:len(settled)]
+    params = StrategyParams.from_config(config, bars.asset_class, bars.periods_per_year)
+    bar = Bar(o[settled + 1], h[settled + 1], lo[settled + 1], c[settled + 1])
+    exit_open = Exits.of(exit_rule, frame.index, bars.asset_class, o, settled).exit_open
+    for name in STRATEGY_NAMES:
+        full, bare = walk(name, views, bar, params, exit_open), walk(name, views, bar, params, exit_open, state=False)
+        for field in ("side", "entry_limit", "take_profit"):
+            assert np.array_equal(getattr(full.orders, field), getattr(bare.orders, field), equal_nan=True), name
+        for field in ("filled", "entry_price", "exit_price", "reason", "gross", "fees"):
+            assert np.array_equal(getattr(full.fills, field), getattr(bare.fills, field), equal_nan=True), name
+        assert (full.offsets is None) == (bare.offsets is None), name
+        if name == "maxdiff":
+            assert np.array_equal(full.offsets, bare.offsets) and full.offsets.any()
+            assert isinstance(full.final_state, MaxDiffState) and bare.final_state is None
+            assert len(full.final_state.pending) == (exit_rule == "next-open")
+        else:
+            assert _same_state(full.final_state, bare.final_state), name
+
+
+@pytest.mark.parametrize("fill_mode", ["touch", "penetrate"])
+@pytest.mark.parametrize("same_bar", ["pessimistic", "nearest"])
+def test_settle_all_on_a_grid_equals_it_on_arrays_broadcast_first(fill_mode, same_bar):
+    """MaxDiff's grid settles each window's bar ``[N, 1]`` against ``[N, K]`` prices, a side given once: every
+    field equals the settlement of the same orders with every argument broadcast to ``[N, K]`` first, and has
+    that shape."""
+    rng = np.random.default_rng(3)
+    n, k = 40, 25
+    o = 100 + rng.standard_normal((n, 1))
+    h, lo = o + np.abs(rng.standard_normal((n, 1))), o - np.abs(rng.standard_normal((n, 1)))
+    c = lo + (h - lo) * rng.random((n, 1))
+    exit_open = np.where(rng.random((n, 1)) < 0.5, 100 + rng.standard_normal((n, 1)), np.nan)
+    costs = Costs(fee=0.0005, spread=0.0002, borrow_rate=0.03)
+    for side in (1, -1):
+        low, high = (lo, h) if side == 1 else (h, lo)
+        entry = low * (1 + 0.01 * rng.standard_normal(k))
+        entry[::7] = np.nan  # market entries at the open
+        tp = high * (1 + 0.01 * rng.standard_normal(k))
+        tp[:, ::5] = np.nan  # no take profit
+        grid = settle_all(side, entry, tp, o, h, lo, c, costs, fill_mode, same_bar, exit_open)
+        wide = settle_all(*np.broadcast_arrays(np.full((n, k), side), entry, tp, o, h, lo, c), costs, fill_mode,
+                          same_bar, np.broadcast_to(exit_open, (n, k)))
+        for field in ("filled", "entry_price", "exit_price", "reason", "gross", "fees"):
+            a, b = getattr(grid, field), getattr(wide, field)
+            assert a.shape == (n, k) and a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True), (side, field)
+        assert grid.filled.flags.writeable and 0 < grid.filled.sum() < n * k
+        assert set(np.unique(grid.reason)) >= {1, 2}  # fills that took profit and fills that did not

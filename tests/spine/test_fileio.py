@@ -156,3 +156,39 @@ def test_a_run_id_that_is_not_one_name_is_refused(tmp_path, run_id):
         with run_folder(tmp_path / "out", run_id, DataError):
             pass
     assert _names(tmp_path) == []
+
+
+def test_a_flush_that_fails_names_its_own_file_and_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
+    """The files of a set are flushed side by side: an error met flushing the second of three (a full disk
+    found at fsync, as delayed allocation reports it) names that file, and nothing of the set is renamed."""
+    import marketcast.fileio as fileio
+
+    (tmp_path / "a.json").write_text("old a")
+    real = os.fsync
+    flushed = []
+
+    def fsync(fd):
+        name = os.readlink(f"/proc/self/fd/{fd}")
+        flushed.append(os.path.basename(name))
+        if ".b.md." in name:
+            raise OSError(28, os.strerror(28))
+        real(fd)
+
+    monkeypatch.setattr(fileio.os, "fsync", fsync)
+    with pytest.raises(StateError) as caught:
+        write_files(tmp_path, {"a.json": "new a", "b.md": "b", "c.csv": "c"}, DataError)
+    assert str(caught.value).startswith(f"{tmp_path / 'b.md'}: cannot write (No space left on device)")
+    assert sorted(n.split(".")[1] for n in flushed) == ["a", "b", "c"]  # every file of the set was flushed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json"] and (tmp_path / "a.json").read_text() == "old a"
+
+
+def test_every_file_of_a_set_is_flushed_before_the_first_rename(tmp_path, monkeypatch):
+    import marketcast.fileio as fileio
+
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(fileio.os, "fsync", lambda fd: (events.append("fsync"), real_fsync(fd))[1])
+    monkeypatch.setattr(fileio.os, "replace", lambda a, b: (events.append("rename"), real_replace(a, b))[1])
+    write_files(tmp_path, {f"f{i}.txt": str(i) for i in range(5)})
+    assert events[:5] == ["fsync"] * 5 and events[5:10] == ["rename"] * 5  # then the folder's own fsync
+    assert [(tmp_path / f"f{i}.txt").read_text() for i in range(5)] == [str(i) for i in range(5)]

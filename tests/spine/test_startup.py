@@ -58,3 +58,35 @@ def test_the_help_listing_is_each_commands_own_summary():
         assert command.name == name
         assert command.help.strip().splitlines()[0] == summary, name
     assert group.list_commands(None) == list(COMMANDS)
+
+
+def test_loading_a_command_restores_the_collector_and_freezes_once_per_process():
+    """The cyclic GC pauses while a command imports (marketcast.commands.lazy.imports_untraced) and is on again
+    afterwards; what the imports made is frozen the first time only, so a process that loads commands again
+    and again (the tests) never freezes the garbage made between two loads. Checked in a fresh interpreter."""
+    probe = """
+import gc, json
+from marketcast.commands import app
+import typer
+group = typer.main.get_command(app)
+seen = [gc.isenabled(), gc.get_freeze_count()]
+group.load("backtest")
+seen += [gc.isenabled(), gc.get_freeze_count()]
+junk = [[] for _ in range(1000)]
+for a, b in zip(junk, junk[1:]):
+    a.append(b); b.append(a)  # cyclic garbage made between two loads
+del junk, a, b
+group.load("schema")
+seen += [gc.isenabled(), gc.get_freeze_count()]
+gc.disable()
+group.load("data")
+seen += [gc.isenabled()]
+print(json.dumps(seen))
+"""
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    enabled_before, frozen_before, enabled_after, frozen_after, enabled_again, frozen_again, left_off = json.loads(
+        out.stdout.strip().splitlines()[-1])
+    assert enabled_before and enabled_after and enabled_again
+    assert frozen_before == 0 and frozen_after > 10_000  # numpy, pandas and the backtest's modules
+    assert frozen_again <= frozen_after  # the second load froze nothing more (not the 1,000 lists of garbage)
+    assert left_off is False  # a caller that had turned the collector off finds it off

@@ -249,27 +249,33 @@ class SymbolResult:
         return pd.DataFrame({n: r.equity for n, r in self.strategies.items()}, index=self.settle_times)
 
     def trades(self) -> pd.DataFrame:
-        """One row per (strategy, window): the forecast used, the orders, the fills and the net return."""
-        v, n = self.views, self.windows
-        common = {
-            "symbol": self.symbol,
-            "decision_time": [t.isoformat() for t in self.decision_times],
-            "settle_time": [t.isoformat() for t in self.settle_times],
-            "close_t": v.close, "fc_close_ret": v.close_ret, "fc_high_ret": v.high_ret, "fc_low_ret": v.low_ret,
-            "fc_band_low": v.band_low, "fc_band_high": v.band_high,
-        }
-        frames = []
-        for name, run in self.strategies.items():
-            d, s = run.decisions, run.settlements
-            off = np.full((n, 2), np.nan) if run.offset_array is None else run.offset_array
-            frames.append(pd.DataFrame({
-                **common, "strategy": name, "side": d.side.astype(np.int64), "entry_limit": d.entry_limit,
-                "take_profit": d.take_profit, "offset_entry": off[:, 0], "offset_exit": off[:, 1],
-                "filled": s.filled, "entry_price": s.entry_price, "exit_price": s.exit_price,
-                "exit_reason": np.array([None, *REASONS.values()], dtype=object)[s.reason],
-                "fees": s.fees, "gross_return": s.gross, "net_return": run.returns, "size": run.sizes,
-            }, columns=TRADE_COLUMNS))
-        return pd.concat(frames, ignore_index=True)
+        """One row per (strategy, window): the forecast used, the orders, the fills and the net return, the
+        strategies one after another. Built column by column over every strategy at once (a frame per
+        strategy and their concatenation took about 15 ms of the default backtest)."""
+        v, n, runs = self.views, self.windows, list(self.strategies.values())
+
+        def each(column: Callable[[StrategyRun], np.ndarray]) -> np.ndarray:
+            return np.concatenate([column(run) for run in runs])
+
+        def offsets(run: StrategyRun) -> np.ndarray:
+            return np.full((n, 2), np.nan) if run.offset_array is None else run.offset_array
+
+        reasons = np.array([None, *REASONS.values()], dtype=object)
+        orders = {f: each(lambda r, f=f: getattr(r.decisions, f)) for f in ("entry_limit", "take_profit")}
+        fills = {f: each(lambda r, f=f: getattr(r.settlements, f)) for f in ("filled", "entry_price", "exit_price")}
+        return pd.DataFrame({
+            "symbol": self.symbol, "strategy": np.repeat(np.array([run.name for run in runs], dtype=object), n),
+            "decision_time": [t.isoformat() for t in self.decision_times] * len(runs),
+            "settle_time": [t.isoformat() for t in self.settle_times] * len(runs),
+            **{name: np.tile(values, len(runs)) for name, values in (
+                ("close_t", v.close), ("fc_close_ret", v.close_ret), ("fc_high_ret", v.high_ret),
+                ("fc_low_ret", v.low_ret), ("fc_band_low", v.band_low), ("fc_band_high", v.band_high))},
+            "side": each(lambda r: r.decisions.side.astype(np.int64)), **orders,
+            "offset_entry": each(lambda r: offsets(r)[:, 0]), "offset_exit": each(lambda r: offsets(r)[:, 1]),
+            **fills, "exit_reason": reasons[each(lambda r: r.settlements.reason)],
+            "fees": each(lambda r: r.settlements.fees), "gross_return": each(lambda r: r.settlements.gross),
+            "net_return": each(lambda r: r.returns), "size": each(lambda r: r.sizes),
+        }, columns=TRADE_COLUMNS)
 
 
 TRADE_COLUMNS = ("symbol", "strategy", "decision_time", "settle_time", "close_t", "fc_close_ret", "fc_high_ret",
@@ -628,8 +634,8 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
 
     def settle(batch: ForecastReturns) -> tuple:  # the run's steps on a batch's samples (MC)
         v = batch.views(index[ends], config.point, config.ci_band, atr)[:n_settled]
-        w, _, _ = _sized({n: walk(n, v, bars_next, params, exits.exit_open) for n in config.strategies}, v, None,
-                         batch.samples, params, config, n_settled, exits.delay)
+        w, _, _ = _sized({n: walk(n, v, bars_next, params, exits.exit_open, state=False) for n in config.strategies},
+                         v, None, batch.samples, params, config, n_settled, exits.delay)
         w = pdt.scored(exits.washed(w))
         return v, {n: x.fills for n, x in w.items()}, {n: x.orders for n, x in w.items()}
 

@@ -187,9 +187,12 @@ def settle_all(side, entry_limit, take_profit, bar_open, bar_high, bar_low, bar_
         raise ValueError(f"fill mode {fill_mode!r} is not one of {FILL_MODES}")
     if same_bar not in SAME_BAR_MODES:
         raise ValueError(f"same-bar mode {same_bar!r} is not one of {SAME_BAR_MODES}")
-    side, limit, tp, o, h, lo, c, o2 = np.broadcast_arrays(*(np.asarray(a) for a in (
+    # not broadcast up front: MaxDiff's grid passes each window's bar as [N, 1] against [N, 441] prices, and a
+    # rule that reads the bar alone is computed once a window (the same values: element by element either way)
+    side, limit, tp, o, h, lo, c, o2 = (np.asarray(a) for a in (
         side, entry_limit, take_profit, bar_open, bar_high, bar_low, bar_close,
-        np.nan if exit_open is None else exit_open)))
+        np.nan if exit_open is None else exit_open))
+    shape = np.broadcast_shapes(*(a.shape for a in (side, limit, tp, o, h, lo, c, o2)))
     margin = PENETRATION if fill_mode == "penetrate" else 0.0
     long = side > 0
     by_side = _by_side(long)
@@ -197,7 +200,7 @@ def settle_all(side, entry_limit, take_profit, bar_open, bar_high, bar_low, bar_
     with np.errstate(invalid="ignore"):
         limit = np.where(market, o, limit)
         reached = by_side(lambda: lo <= limit * (1.0 - margin), lambda: h >= limit * (1.0 + margin))
-        filled = (side != 0) & (market | reached)
+        filled = np.broadcast_to((side != 0) & (market | reached), shape)  # every field of the fills has the shape
         entry = np.where(market, o, by_side(lambda: np.minimum(o, limit), lambda: np.maximum(o, limit)))
         at_open = entry == o
         # False where tp is NaN
@@ -219,7 +222,7 @@ def settle_all(side, entry_limit, take_profit, bar_open, bar_high, bar_low, bar_
         gross = side * (exit_price / entry - 1.0)
     nan = np.float64(np.nan)
     return Fills(
-        filled=filled,
+        filled=filled.copy(),
         entry_price=np.where(filled, entry, nan),
         exit_price=np.where(filled, exit_price, nan),
         reason=np.where(filled, np.where(took_profit, TAKE_PROFIT, np.where(at_next_open, NEXT_OPEN, CLOSE)),

@@ -125,10 +125,11 @@ def unprofit_shutdown(v: ForecastViews, bars: Bar, p: StrategyParams) -> tuple[O
     return Orders.market(np.where(trade, _side(v.close_ret > 0, p), FLAT)), bool(right[-1])
 
 
-def maxdiff(v: ForecastViews, bars: Bar, p: StrategyParams, exit_open: np.ndarray | None = None
-            ) -> tuple[Orders, np.ndarray, MaxDiffState]:
+def maxdiff(v: ForecastViews, bars: Bar, p: StrategyParams, exit_open: np.ndarray | None = None,
+            state: bool = True) -> tuple[Orders, np.ndarray, MaxDiffState | None]:
     """MaxDiff's orders with each window's offsets learned from the windows settled by its decision, each
-    scored with the exit the run's rule gives it (``exit_open``, as :func:`walk`); the offsets; the state."""
+    scored with the exit the run's rule gives it (``exit_open``, as :func:`walk`); the offsets; the state (None
+    without ``state``: the state scores each of its pending windows again, one call each)."""
     scores = grid_scores(v, bars, p.allow_short, p.costs, p.fill_mode, p.same_bar, p.maxdiff_grid, exit_open)
     lag = min(p.settle_delay, len(v))
     offsets = learned_offsets(scores[:-1], p.maxdiff_min_history, p.maxdiff_grid, grid_scale(v, p.maxdiff_grid),
@@ -137,6 +138,8 @@ def maxdiff(v: ForecastViews, bars: Bar, p: StrategyParams, exit_open: np.ndarra
     entry, tp = maxdiff_prices(side, v.price(v.high_ret), v.price(v.low_ret), offsets[:, 0], offsets[:, 1])
     flat = side == FLAT
     orders = Orders(side, np.where(flat, NONE, entry), np.where(flat, NONE, tp))
+    if not state:
+        return orders, offsets, None
     n = len(v) - lag  # windows settled after the last one: the rest wait in the state, as MaxDiffState.add
     pending = tuple(grid_scores(v[k:k + 1], Bar(*(x[k:k + 1] for x in bars)), p.allow_short, p.costs, p.fill_mode,
                                 p.same_bar, p.maxdiff_grid, None if exit_open is None else exit_open[k:k + 1])[1]
@@ -153,18 +156,20 @@ def decision_sides(name: str, views: ForecastViews, p: StrategyParams) -> np.nda
     return STATELESS["simple" if name == "unprofit_shutdown" else name](views, p).side
 
 
-def walk(name: str, views: ForecastViews, bars: Bar, p: StrategyParams, exit_open: np.ndarray | None = None) -> Walk:
+def walk(name: str, views: ForecastViews, bars: Bar, p: StrategyParams, exit_open: np.ndarray | None = None,
+         state: bool = True) -> Walk:
     """Strategy ``name`` decided on every view and settled on its bar t+1 (``bars``: a :class:`Bar` of arrays
     ``[N]``), starting from the strategy's initial state; ``exit_open`` ``[N]``: bar t+2's open where the
     execution rule exits there (NaN: at bar t+1's close; :mod:`marketcast.backtest.execution`). MaxDiff learns
-    its offsets from the grid returns of the windows settled by each decision, exiting where these fills do."""
-    offsets, state = None, initial_state(name)
+    its offsets from the grid returns of the windows settled by each decision, exiting where these fills do.
+    Without ``state`` (the Monte Carlo batches, which decide nothing next) MaxDiff's final state is None."""
+    offsets, final = None, initial_state(name)
     if name == "maxdiff":
-        orders, offsets, state = maxdiff(views, bars, p, exit_open)
+        orders, offsets, final = maxdiff(views, bars, p, exit_open, state)
     elif name == "unprofit_shutdown":
-        orders, state = unprofit_shutdown(views, bars, p)
+        orders, final = unprofit_shutdown(views, bars, p)
     else:
         orders = STATELESS[name](views, p)
     fills = settle_all(orders.side, orders.entry_limit, orders.take_profit, *bars, p.costs, p.fill_mode, p.same_bar,
                        exit_open)
-    return Walk(orders, fills, offsets, state)
+    return Walk(orders, fills, offsets, final)

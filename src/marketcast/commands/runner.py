@@ -17,7 +17,6 @@ import logging
 import os
 import re
 import signal
-import sqlite3
 import sys
 import warnings
 from contextlib import contextmanager, nullcontext
@@ -115,7 +114,8 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
     if isinstance(exc, UnicodeDecodeError):
         return (f"cannot read text as {exc.encoding}: byte 0x{exc.object[exc.start]:02x} at position {exc.start} is "
                 "not valid there; save the file as UTF-8", ExitCode.USAGE)
-    if isinstance(exc, sqlite3.DatabaseError):
+    sqlite3 = sys.modules.get("sqlite3")  # its errors exist only where it was imported: not at start-up
+    if sqlite3 is not None and isinstance(exc, sqlite3.DatabaseError):
         fix = ("another marketcast process is using it; stop that one first" if "locked" in str(exc) else
                "the state folder holds a damaged or foreign database: move it away or choose another --state-dir")
         return f"database error ({first_line(exc)}); {fix}", ExitCode.STATE
