@@ -43,7 +43,7 @@ def measure(start: str, end: str, state: Path) -> dict:
     bars = {s: load_symbol(s) for s in SYMBOLS}
     result = replay(bars, BacktestPlanner(load_forecaster("baseline"), replace(PLANNER_CONFIG, seed=0)), state, start,
                     end, LoopConfig(SYMBOLS))
-    journal, broker = Journal(state / "journal.db"), PaperBroker(state / "broker.db", bars)
+    journal, broker = Journal(state / "journal.db"), PaperBroker(state / "broker.db", bars, hold=True)
     equity = {r["decision_ts"]: r["equity"] for r in read_records(state)}
     cap = LoopConfig(SYMBOLS).portfolio.per_symbol_cap
     rows = {"orders": 0, "fills_raw": 0, "fills_sent": 0, "price_moved": 0, "gained": 0, "lost": 0,

@@ -96,9 +96,11 @@ class PaperVenue:
         self.bars: dict[str, Bars] = {}  # cut at the clock; shared with the broker and the feed
         self._load(self.now())
         last = min(b.frame.index[-1] for b in self.bars.values())
-        # a replay's or a `trade run --hold`'s folder (`trade reconcile`, `resume`, `status` on it) is opened as its
-        # broker was written: holding
-        hold = hold or written_mode(state_dir / "broker.db") == "hold"
+        # A new folder gets the broker that holds as Alpaca does (positions overnight, a close queued to the next
+        # open), so that `trade run` on paper trades what the backtest scores and a replay sends; a folder is
+        # opened as its broker was written (one from before the modes, or a bar-settling one, stays so).
+        written = written_mode(state_dir / "broker.db")
+        hold = hold or written == "hold" or (written is None and not (state_dir / "broker.db").exists())
         self.broker = PaperBroker(state_dir / "broker.db", self.bars, fee=fee, start=last, hold=hold)
         self.feed = history_feed(self.bars, lambda: self.broker.clock)
         self.asset_classes = {s: b.asset_class for s, b in self.bars.items()}
