@@ -273,6 +273,8 @@ def test_the_one_window_step_equals_the_vectorised_engine_with_sizes(settings, a
         assert run.next_decision == nxt
         assert run.next_size == decision_size(nxt, result.latest_view, latest, config, skill.factor)
     assert sized_somewhere
+    if asset_class == "crypto":  # a 24/7 record follows the pick's path (exits at the next open, windows skipped
+        return                   # while one waits): tests/backtest/test_pick_path_wash.py judges it
     wf = result.walk_forward  # the pick reads the sized returns
     assert np.array_equal(wf["returns"][[p is not None for p in wf["picked"]]],
                           np.array([result.strategies[p].returns[k] for k, p in enumerate(wf["picked"]) if p]))

@@ -37,9 +37,10 @@ def _info(annotation):
 
 
 def _flags(info) -> set[str]:
-    """The option's --names (inside Annotated, typer reads a first positional "--name" as a declaration)."""
+    """The option's --names (inside Annotated, typer reads a first positional "--name" as a declaration; a
+    boolean "--name/--no-name" declares both)."""
     first = (info.default,) if isinstance(info.default, str) else ()
-    return {d for d in (*first, *(info.param_decls or ())) if d.startswith("--")}
+    return {part for d in (*first, *(info.param_decls or ())) for part in d.split("/") if part.startswith("--")}
 
 
 def shared() -> dict[str, object]:
