@@ -52,12 +52,16 @@ def _check(root: Path, cells_expected: int) -> None:
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory, results, embedded_bars):
     """A run compacted once, then resumed: 20 cells in the manifest's files, 200 more in one-cell parts."""
-    root = tmp_path_factory.mktemp("store")
+    return _resumed(tmp_path_factory.mktemp("store"), results, embedded_bars, 220)
+
+
+def _resumed(root: Path, results, embedded_bars, cells_total: int) -> Path:
+    """20 cells compacted, then the rest of ``cells_total`` in one-cell parts."""
     store = RunStore(root)
-    store.write_info(RUN, {"kind": "sweep", "created_at": "2024-01-01T00:00:00+00:00", "cells_total": 220})
+    store.write_info(RUN, {"kind": "sweep", "created_at": "2024-01-01T00:00:00+00:00", "cells_total": cells_total})
     _fill(store, results, embedded_bars, 0, 20)
     store.compact(RUN)
-    _fill(store, results, embedded_bars, 20, 220)
+    _fill(store, results, embedded_bars, 20, cells_total)
     return root
 
 
@@ -131,13 +135,7 @@ PRELOAD = ["marketcast.commands.runs", "marketcast.runs.compact", "duckdb", "pan
 def small(tmp_path_factory, results, embedded_bars):
     """:func:`pristine`'s shape at a quarter of its size (20 cells compacted, 40 in parts): each of the kill test's
     runs compacts it in about a second, through the same steps."""
-    root = tmp_path_factory.mktemp("small")
-    store = RunStore(root)
-    store.write_info(RUN, {"kind": "sweep", "created_at": "2024-01-01T00:00:00+00:00", "cells_total": 60})
-    _fill(store, results, embedded_bars, 0, 20)
-    store.compact(RUN)
-    _fill(store, results, embedded_bars, 20, 60)
-    return root
+    return _resumed(tmp_path_factory.mktemp("small"), results, embedded_bars, 60)
 
 
 def _compact_child(context, root: Path):
