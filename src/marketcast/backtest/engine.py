@@ -604,7 +604,7 @@ def _traded_record(traded_of: Callable[[dict, dict], dict]) -> Callable[[tuple],
 
 
 def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestConfig,
-             calibration_only: bool = False) -> SymbolResult:
+             calibration_only: bool = False, sampling_error: bool = True) -> SymbolResult:
     """Decide and settle every window of one symbol from its (already computed) forecasts, all windows of a
     strategy at once (:func:`marketcast.backtest.vectorised.walk`), after the optional recalibration and with
     the optional sizing (module docstring). ``calibration_only`` stops after the skill and calibration report:
@@ -694,7 +694,7 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
         benchmark=benchmark,
         asset_reason=bars.asset_reason or explain_asset_class(bars.symbol, bars.asset_class),
         latest_view=latest,
-        monte_carlo=None if calibration_only else monte_carlo(
+        monte_carlo=None if calibration_only or not sampling_error else monte_carlo(
             returns, views, {n: w.fills for n, w in walks.items()}, settle, config.selection, params, exits.delay,
             # the walk-forward record of each batch's run: the picks as the loop trades them, or held (--hold)
             _traded_record(traded_of) if held_of is None else lambda run: _returns_filled(held_of(run[2], run[1])),
@@ -717,9 +717,10 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
 
 def run_many(bars_list: Sequence[Bars], forecaster: Forecaster, config: BacktestConfig,
              batched: bool = True, on_step: Callable[[str], None] | None = None,
-             calibration_only: bool = False) -> list[SymbolResult]:
+             calibration_only: bool = False, sampling_error: bool = True) -> list[SymbolResult]:
     """Backtest several symbols with one batched forecaster call for all their windows (``calibration_only``:
-    forecasts, skill and calibration without strategies, see :func:`simulate`).
+    forecasts, skill and calibration without strategies, see :func:`simulate`; ``sampling_error=False``: no
+    Monte Carlo error, ``SymbolResult.monte_carlo`` None, for a caller that reads none, as the live planner).
 
     ``on_step`` (a progress display) hears of the forecast call and of each symbol's simulation as they start.
     """
@@ -734,10 +735,11 @@ def run_many(bars_list: Sequence[Bars], forecaster: Forecaster, config: Backtest
     results = []
     for (bars, ends), fc in zip(jobs, forecasts):
         step(f"simulating {bars.symbol}")
-        results.append(simulate(bars, fc, ends, config, calibration_only))
+        results.append(simulate(bars, fc, ends, config, calibration_only, sampling_error))
     return results
 
 
-def run_backtest(bars: Bars, forecaster: Forecaster, config: BacktestConfig | None = None) -> SymbolResult:
-    """Walk-forward backtest of one symbol (see the module docstring)."""
-    return run_many([bars], forecaster, config or BacktestConfig())[0]
+def run_backtest(bars: Bars, forecaster: Forecaster, config: BacktestConfig | None = None,
+                 sampling_error: bool = True) -> SymbolResult:
+    """Walk-forward backtest of one symbol (see the module docstring; ``sampling_error``: :func:`run_many`'s)."""
+    return run_many([bars], forecaster, config or BacktestConfig(), sampling_error=sampling_error)[0]
