@@ -13,7 +13,8 @@ import pandas as pd
 from marketcast.backtest.orders import Decision
 from marketcast.data import load_symbol
 from marketcast.trade.journal.ids import ENTRY, client_order_id
-from marketcast.trade.loop.planner import Signal
+from marketcast.forecast import load_forecaster
+from marketcast.trade.loop.planner import BacktestPlanner, Signal
 
 from marketcast.trade.ops import blotter
 from marketcast.trade.test_kit.alpaca_env import adapter, alpaca_loop, embedded_fake, order
@@ -44,7 +45,10 @@ def test_a_year_of_orders_that_alpaca_accepts_and_the_users_holdings_untouched(t
         fake.hold("NASDAQ", 7, 4000.0)
         user = adapter(fake).submit(order("user-exit", symbol="NASDAQ", side="sell", qty=7, limit_price=9999.0,
                                           take_profit=None, time_in_force="gtc"))
-        loop = alpaca_loop(fake, tmp_path, SYMBOLS, CLASSES, monitor=True)
+        # SP500 pinned to MaxDiff so its orders include limits on the penny grid (under the default exit rule the
+        # walk-forward pick there sends market orders only)
+        planner = BacktestPlanner(load_forecaster("baseline"), pinned={"SP500": "maxdiff"})
+        loop = alpaca_loop(fake, tmp_path, SYMBOLS, CLASSES, planner=planner, monitor=True)
         refused = Counter()
         for ts in first:
             fake.session(ts)

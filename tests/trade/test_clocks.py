@@ -50,7 +50,9 @@ def test_a_crypto_and_stock_replay_decides_each_on_its_own_bars(tmp_path):
     # ETHUSD pinned to maxdiff (as in MIXED_CONFIG below) so the blotter audit below sees crypto limit buys: with
     # MaxDiff's ATR-scaled grid (the default) the walk-forward pick on these bars is buy_hold or simple, market
     # orders only (with the fixed +-1 % grid it happened to pick maxdiff 3 times).
-    planner = BacktestPlanner(load_forecaster("baseline"), pinned={"ETHUSD": "maxdiff"})
+    # SP500 pinned to MaxDiff too: under the default exit rule (next-open) its walk-forward pick sends market
+    # entries only, and the audit below checks stock limits on the penny grid
+    planner = BacktestPlanner(load_forecaster("baseline"), pinned={"ETHUSD": "maxdiff", "SP500": "maxdiff"})
     state = tmp_path / "st"  # the blotter's CSV goes beside it: an output inside the state folder is refused
     result = replay(bars, planner, state, "2015-03-01", "2015-04-15",
                     LoopConfig(("SP500", "ETHUSD"), gates=OPEN_GATES))
@@ -78,8 +80,7 @@ def test_a_crypto_and_stock_replay_decides_each_on_its_own_bars(tmp_path):
     assert result.refusals == 0 and records[-1]["broker_refusals"] == 0
     out = cli(["orders", "--state-dir", str(state), "--csv", str(tmp_path / "orders.csv")], tmp_path)
     assert out.returncode == 0, out.stderr
-    # SP500 sends limit entries too (10 here) since the stock class's default costs (marketcast.backtest.costs)
-    # changed its picks; with the fee alone they were market entries. Their prices are checked for whole cents.
+    # SP500's MaxDiff sends limit entries: their prices are checked for whole cents.
     audit_blotter(pd.read_csv(tmp_path / "orders.csv"), weekends=True, stock_limits=True)
 
 
