@@ -6,17 +6,19 @@ entry), by hand and against a window-by-window walk of the picks with the one-wi
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from marketcast.backtest.config import BacktestConfig
 from marketcast.backtest.engine import Exits, run_backtest
-from marketcast.backtest.execution import held_refused, market_exit, wash_refused
+from marketcast.backtest.execution import closing_auction, held_refused, market_exit, wash_refused
 from marketcast.backtest.fills import NEXT_OPEN, settle, settle_all
 from marketcast.backtest.orders import Bar, Costs
 from marketcast.backtest.strategies import StrategyParams
 from marketcast.backtest.vectorised import Orders
+from marketcast.data.bars import Bars
 
 from .helpers import MomentumForecaster, random_bars
 
@@ -115,12 +117,14 @@ def test_the_pick_path_by_hand_on_24_7_bars_under_close():
 
 def _walk_the_picks(result, bars, rule):
     """The judge: the loop's trades of the result's picks, window by window, with :func:`settle`: an exit at
-    bar t+2's open where the loop's is a market order (``next-open``; 24/7 bars under either rule), and no entry
-    while the previous window's position waits for that open."""
+    bar t+2's open where the loop's is a market order (``next-open``; 24/7 and intraday bars under either rule:
+    the loop sends a market-on-close order on daily stock bars only), and no entry while the previous window's
+    position waits for that open."""
     frame = bars.frame
+    intraday = np.median(np.diff(frame.index.asi8)) < 86_400 * 10**9
     params = StrategyParams.from_config(result.config, bars.asset_class, bars.periods_per_year)
     rows = frame.index.get_indexer(result.settle_times)
-    market = rule == "next-open" or bars.asset_class == "crypto"
+    market = rule == "next-open" or bars.asset_class == "crypto" or intraday
     returns, refused, holding = [], [], False
     for k, (pick, t1) in enumerate(zip(result.walk_forward["picked"], rows)):
         d = None if pick is None else result.strategies[pick].decisions[k]
@@ -188,3 +192,36 @@ def test_hold_keeps_its_own_record():
     assert "refused" not in result.walk_forward
     plain = run_backtest(bars, MomentumForecaster(), replace(config, hold=False))
     assert plain.walk_forward["picked"] == result.walk_forward["picked"]
+
+
+def hourly_stock_bars(sessions: int, seed: int) -> Bars:
+    """Random stock bars stamped 14:30 .. 20:30 UTC (NYSE's regular session in January, 7 bars a day) over the
+    first ``sessions`` weekdays of 2024 from 2 January (1 January is a holiday)."""
+    days = pd.bdate_range("2024-01-02", periods=sessions + 5)
+    holidays = {pd.Timestamp("2024-01-15"), pd.Timestamp("2024-02-19")}  # MLK Day, Washington's Birthday
+    days = [d for d in days if d not in holidays][:sessions]
+    index = pd.DatetimeIndex([d + pd.Timedelta(hours=14, minutes=30 + 60 * h) for d in days for h in range(7)],
+                             tz="UTC", name="timestamp")
+    frame = random_bars(len(index), seed=seed).frame.set_axis(index)
+    return Bars("HRLY", frame, "stock", "test")
+
+
+def test_intraday_stock_bars_under_close_exit_at_the_next_open_a_session_last_one_included():
+    """The loop sends ``cls`` on daily bars only: under ``close`` an intraday position, on a session's last bar
+    too, leaves by a market order at the bar's end, at the next bar's open (the next session's)."""
+    bars = hourly_stock_bars(40, seed=5)
+    index = bars.frame.index
+    assert not closing_auction(index, "stock", "close").any()
+    last = closing_auction(index, "stock", "next-open")
+    assert last.sum() == 40 and list(index[last].hour) == [20] * 40  # next-open: each session's last, queued
+    assert closing_auction(random_bars(10).frame.index, "stock", "close").all()  # daily: every bar, cls
+    config = BacktestConfig(windows=220, context=64, num_samples=32, maxdiff_min_history=5, exit="close",
+                            bootstrap_reps=50, spa=False, include_latest=False)
+    result = run_backtest(bars, MomentumForecaster(), config)
+    returns, refused = _walk_the_picks(result, bars, "close")
+    assert list(result.walk_forward["refused"]) == list(refused) and refused.sum() >= 5
+    np.testing.assert_allclose(result.walk_forward["returns"], returns, rtol=0, atol=1e-15)
+    rows = index.get_indexer(result.settle_times)
+    traded_on_last = [k for k, (p, t1) in enumerate(zip(result.walk_forward["picked"], rows))
+                      if p and index[t1].hour == 20 and not refused[k] and result.strategies[p].decisions[k].side]
+    assert traded_on_last, "no window traded on a session's last bar"

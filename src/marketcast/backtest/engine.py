@@ -501,7 +501,7 @@ class Exits:
     @classmethod
     def of(cls, rule: str, index: pd.DatetimeIndex, asset_class: str, opens: np.ndarray, settled: np.ndarray
            ) -> "Exits":
-        auction = execution.session_last(index, asset_class)[settled + 1]
+        auction = execution.closing_auction(index, asset_class, rule)[settled + 1]
         after = settled + 2 < len(opens)
         t2_open = opens[np.minimum(settled + 2, len(opens) - 1)]
         market_open = np.where(execution.market_exit(rule, auction) & after, t2_open, np.nan)
@@ -646,7 +646,7 @@ def simulate(bars: Bars, forecast: Forecast, ends: np.ndarray, config: BacktestC
 
     held_of = None
     if config.hold:  # the walk-forward pick held (marketcast.backtest.holding): only with --hold
-        auction = execution.session_last(index, bars.asset_class)[settled + 1]
+        auction = execution.closing_auction(index, bars.asset_class, config.exit)[settled + 1]
 
         def held_of(orders: dict, fills: dict) -> Held:
             return held_picks(orders, fills, config, exits.delay, (o, h, lo, c), settled, auction, bars.asset_class,

@@ -7,8 +7,12 @@ fills inside bar t+1 (unchanged by the rule), exits where the rule says:
 ==========================================  ==========================  ==========================================
 bar t+1                                     ``--exit close``            ``--exit next-open`` (default)
 ==========================================  ==========================  ==========================================
-a stock's session-last bar (every daily     bar t+1's close             bar t+2's open: the close is sent after
-bar; the last intraday bar of a session)    (market-on-close)           the session and queued to the next open
+a daily stock bar (each is its session's     bar t+1's close             bar t+2's open: the close is sent after
+last)                                       (market-on-close)           the session and queued to the next open
+an intraday stock bar that ends a session   bar t+2's open: a market    the same (queued to the next session)
+                                            order at the bar's end (the
+                                            loop sends ``cls`` on daily
+                                            bars only)
 any other bar: 24/7 (crypto), forex,        bar t+2's open: a market    bar t+2's open: a market order at the
 futures; an intraday stock bar before the   order at the bar's end      bar's end fills at the first price after
 session's last                              (the walk-forward record;   it
@@ -108,6 +112,18 @@ def session_last(index: "pd.DatetimeIndex", asset_class: str) -> np.ndarray:
 
     session = calendar_for("stock").session_positions(index)
     return np.append(session[1:] != session[:-1], True)
+
+
+def closing_auction(index: "pd.DatetimeIndex", asset_class: str, rule: str) -> np.ndarray:
+    """``[n]`` bool: what the engine reads as bar j's closing auction under ``rule``. Under ``next-open`` it is
+    :func:`session_last` (the bars after which a close waits queued for the next session). Under ``close`` a
+    position leaves by a market-on-close order only where the loop sends one: on daily stock bars
+    (``trade/loop/cycle.py`` ``_closing_auction``); an intraday stock bar, a session's last included, exits with
+    a market order at the bar's end, filled at the next bar's open (the next session's), as 24/7 bars do."""
+    last = session_last(index, asset_class)
+    stamps = np.asarray(index.asi8)
+    intraday = len(stamps) >= 2 and np.median(np.diff(stamps)) < DAY_NS
+    return np.zeros_like(last) if check_exit(rule) == "close" and intraday else last
 
 
 def next_open_exit(rule: str, closing_auction: np.ndarray) -> np.ndarray:
