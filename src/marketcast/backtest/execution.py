@@ -105,8 +105,7 @@ def session_last(index: "pd.DatetimeIndex", asset_class: str) -> np.ndarray:
     False for every other class."""
     if asset_class != "stock":
         return np.zeros(len(index), dtype=bool)
-    stamps = np.asarray(index.asi8)
-    if len(stamps) < 2 or np.median(np.diff(stamps)) >= DAY_NS:
+    if not _intraday(index):
         return np.ones(len(index), dtype=bool)
     from marketcast.data.calendar import calendar_for
 
@@ -121,9 +120,13 @@ def closing_auction(index: "pd.DatetimeIndex", asset_class: str, rule: str) -> n
     (``trade/loop/cycle.py`` ``_closing_auction``); an intraday stock bar, a session's last included, exits with
     a market order at the bar's end, filled at the next bar's open (the next session's), as 24/7 bars do."""
     last = session_last(index, asset_class)
+    return np.zeros_like(last) if check_exit(rule) == "close" and _intraday(index) else last
+
+
+def _intraday(index: "pd.DatetimeIndex") -> bool:
+    """Bars closer than a day apart (the median spacing; one bar counts as daily)."""
     stamps = np.asarray(index.asi8)
-    intraday = len(stamps) >= 2 and np.median(np.diff(stamps)) < DAY_NS
-    return np.zeros_like(last) if check_exit(rule) == "close" and intraday else last
+    return len(stamps) >= 2 and bool(np.median(np.diff(stamps)) < DAY_NS)
 
 
 def next_open_exit(rule: str, closing_auction: np.ndarray) -> np.ndarray:
