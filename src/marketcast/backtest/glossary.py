@@ -27,7 +27,8 @@ GLOSSARY: tuple[tuple[str, str, str], ...] = (
     ("g-mc-error", "MC error",
      ("Monte Carlo error of the walk-forward return: the 95% band, in percentage points, of where a re-run with "
      "another --seed lands (batch means over the forecast samples); '(unreliable for X: use --seeds)' where the "
-     "batches of figure X are biased against the full run or their trade counts are overdispersed.")),
+     "batches of figure X are biased against the full run or their trade counts are overdispersed, or X's state "
+     "carries every earlier window's samples (maxdiff).")),
     ("g-trials", "trials",
      ("Strategies with enough trades that the selection rule could pick them; 'eff.': the effective number of "
      "independent ones (eigenvalues of their correlation, Li & Ji 2005).")),

@@ -15,8 +15,15 @@ median return crosses 0), so a total return's error falls more slowly, at a rate
 and the data (0.04-0.30 seen on a held-out daily file, issue 54). Each run therefore also settles B/2 and B/4
 batches (8, 4, 2 batches of 32, 64, 128 samples at S = 256) and fits log(sd) against log(samples per batch),
 one slope for the run over every figure, each at its own level (:func:`exponent`: a figure's own 7 + 3 + 1
-degrees of freedom give a slope that is mostly noise); the exponent is clipped to [0, 1/2] (no figure's error
-falls faster than a mean's) and each figure's line is read at S (:func:`scaled`). The fit reads each log sd less
+degrees of freedom give a slope that is mostly noise). Pooled, the slope still scatters by about 0.23 (sd) from
+seed to seed on the embedded pair (its least-squares variance, 1 / sum(w x^2), says the same), where the rates
+themselves differ by about 0.1: read alone it clipped to 0 in half of SP500's seeds and put bands at 8-11 seed
+sds. The band reads the slope combined with the rate theory gives a threshold decision, 1/4, in proportion to
+their precisions (:func:`rate`, a normal posterior mean with a prior sd of 0.1): a statistic whose error falls
+as S^-1/2 flips a decision only in the windows within about one error of the threshold, whose number falls as
+S^-1/2 where the windows' distances from it have a density at 0, so the figure's variance falls as S^-1/2 and
+its sd as S^-1/4. The exponent is clipped to [0, 1/2] (no figure's error falls faster than a mean's) and each
+figure's line is read at S (:func:`scaled`). The fit reads each log sd less
 its bias and weighted by its inverse variance: the log of a normal sample's sd with n degrees of freedom lies
 (digamma(n/2) + log(2/n)) / 2 below log sigma on average, with variance trigamma(n/2) / 4 (Bartlett & Kendall
 1946, "The statistical analysis of variance-heterogeneity and the logarithmic transformation", JRSS Suppl.
@@ -26,9 +33,10 @@ window's trade to the window before (:mod:`marketcast.backtest.execution`), one 
 run of same-side windows and the error barely falls between 32 and 256 samples; the raw fit's steeper slope put
 NASDAQ's bands at 1.4 seed sds and pooled coverage at 85-88 %. The line assumes the error falls as a power of the
 samples; on the embedded pair a full run's error is about flat from 32 to 128 samples and falls 1.1-1.7 times to
-256, a drop no batch of at most S/2 samples sees, so the bands run wide (3.1-7.0 times the seed sd over 40 seeds,
-above 4 for SP500's ``entry_takeprofit`` and ``maxdiff``, unflagged). The seed check
-(benchmarks/mc_seed_check.py) says how far the band can be trusted.
+256, a drop no batch of at most S/2 samples sees, so the bands run wide: read with the run's own slope, 3.1-7.0
+times the seed sd over 40 seeds, above 4 for SP500's ``entry_takeprofit`` and ``maxdiff``, unflagged; with
+:func:`rate`, 2.6-3.8 where not flagged (over 10 seeds 2.2-4.1). The seed check (benchmarks/mc_seed_check.py)
+says how far the band can be trusted.
 
 The bias test. Batches stand for the full run only if they settle the same strategy: a strategy that trades
 rarely on S samples (``ci_guard``: its band's edge must clear 0) trades far more often on 32 (a blurrier band),
@@ -44,7 +52,10 @@ carries one batch's noise into all its later windows: its batches' trade counts 
 batch spread no longer scales to S (NASDAQ's ``maxdiff``: a band 6 times its seed-to-seed sd, its batches trading
 15-57 times where the full runs trade 31-42). The index-of-dispersion test (:attr:`McError.trades_dispersion`
 beyond the chi-square 0.95 quantile with B - 1 dof; conservative for the Poisson-binomial counts of independent
-windows) flags those bands unreliable too. Two fallbacks were
+windows) flags those bands unreliable too; where the strategy's state sums every earlier window's outcome
+(``maxdiff``, :attr:`~marketcast.backtest.strategies.Strategy.carries_samples`) its band is flagged whatever the
+test says (:attr:`McError.unreliable`): the test caught it in 3 of 10 seeds on SP500, where its band ran 5.3
+seed sds. Two fallbacks were
 tried: the jackknife over the batches (Efron & Stein 1981; the delete-a-group form, Efron 1982, 2.2) gave SEs
 of 1.1-2.9 seed standard deviations on the embedded SP500 and NASDAQ (the Efron-Stein inequality makes it
 conservative, and a threshold decision is far from the smooth statistic it is exact for), a bootstrap of the
@@ -84,7 +95,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from marketcast.backtest.selection import SelectionRule
-from marketcast.backtest.strategies import StrategyParams
+from marketcast.backtest.strategies import STRATEGIES, StrategyParams
 from marketcast.backtest.vectorised import decision_sides
 from marketcast.backtest.views import ForecastReturns, ForecastViews
 
@@ -93,6 +104,8 @@ MIN_BATCH = 8  # samples per batch below which a batch's median is too coarse to
 MIN_BATCHES = 4  # fewer batches than this (S < 32): no estimate, the spread of 2-3 figures says nothing
 RECORDED_EXPONENT = 0.25  # the fixed exponent of runs recorded before it was measured (their bands as printed)
 MAX_EXPONENT = 0.5  # no figure's error falls faster than a mean's, S^-1/2 (module docstring)
+PRIOR_EXPONENT = 0.25  # a threshold decision's rate, S^-1/4 (module docstring, "The scaling")
+PRIOR_SD = 0.10  # how far a run's own rate lies from it: 0.09-0.40 over 40 seeds (benchmarks/mc_seed_check.py)
 LEVEL = 0.95
 T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365}  # Student t 0.975 by dof
 CHI2_95 = {1: 3.841, 2: 5.991, 3: 7.815, 4: 9.488, 5: 11.070, 6: 12.592, 7: 14.067}  # chi-square 0.95 by dof
@@ -102,8 +115,9 @@ LOG_SD_BIAS = {1: -0.63518, 2: -0.28861, 3: -0.18449, 4: -0.13518, 5: -0.10657, 
 LOG_SD_VAR = {1: 1.23370, 2: 0.41123, 3: 0.23370, 4: 0.16123, 5: 0.12259, 6: 0.09873, 7: 0.08259}
 BAND = ("95% band of a re-run with another seed, about this run's figure: t(0.975, B-1) * sqrt(2) * SE, where SE "
         "= the batch spread scaled to S samples with the exponent measured from batches of S/B, 2S/B, 4S/B "
-        "samples; flagged unreliable where the batches are biased against the full run or their trade counts are "
-        "overdispersed (docs/backtest.md)")
+        "samples, combined with 1/4 by their precisions; flagged unreliable where the batches are biased against "
+        "the full run or their trade counts are overdispersed, or the strategy's state carries every earlier "
+        "window's samples (docs/backtest.md)")
 
 
 def batch_count(num_samples: int) -> int:
@@ -155,13 +169,11 @@ def _line(spreads: Mapping[int, float], debiased: bool = True) -> tuple[np.ndarr
             1.0 / np.array([LOG_SD_VAR[d] for d in dof]))
 
 
-def exponent(figures: Sequence[Mapping[int, float]]) -> float | None:
-    """The run's measured rate ``a`` of error ~ S^-a: the common slope of log(sd) on log(samples per batch) over
-    every figure's ``spreads`` ({B_k: sd of its figures on B_k batches}), each figure with its own level (a
-    fixed-effects fit of the bias-corrected log sds, weighted by their inverse variances: :func:`_line`),
-    clipped to [0, 1/2]. One run's 7 + 3 + 1
-    degrees of freedom per figure make a figure's own slope mostly noise; pooled over the figures it is not.
-    None where no figure moves at every batch size."""
+def _fit(figures: Sequence[Mapping[int, float]]) -> tuple[float, float] | None:
+    """The common slope of every figure's ``spreads`` ({B_k: sd of its figures on B_k batches}), unclipped, and
+    its variance: a fixed-effects fit of the bias-corrected log sds, each figure with its own level, weighted by
+    their inverse variances (:func:`_line`), so the slope's variance is 1 / sum(w x^2) (the least-squares
+    variance with known weights). None where no figure moves at every batch size."""
     xs, ys, ws = [], [], []
     for spreads in figures:
         if len(spreads) < 2 or min(spreads.values()) <= 0.0:
@@ -173,7 +185,30 @@ def exponent(figures: Sequence[Mapping[int, float]]) -> float | None:
     if not xs:
         return None
     x, y, w = (np.concatenate(v) for v in (xs, ys, ws))
-    return float(np.clip(-np.sum(w * x * y) / np.sum(w * x * x), 0.0, MAX_EXPONENT))
+    return float(-np.sum(w * x * y) / np.sum(w * x * x)), float(1.0 / np.sum(w * x * x))
+
+
+def exponent(figures: Sequence[Mapping[int, float]]) -> float | None:
+    """The run's measured rate ``a`` of error ~ S^-a alone: the common slope of log(sd) on log(samples per batch)
+    over every figure's spreads (:func:`_fit`), clipped to [0, 1/2]. One run's 7 + 3 + 1 degrees of freedom per
+    figure make a figure's own slope mostly noise; pooled over the figures less so, but still about 0.23 (sd)
+    from run to run: :func:`rate` is what the band reads. None where no figure moves at every batch size."""
+    fit = _fit(figures)
+    return None if fit is None else float(np.clip(fit[0], 0.0, MAX_EXPONENT))
+
+
+def rate(figures: Sequence[Mapping[int, float]]) -> float | None:
+    """The exponent the band reads: the run's measured slope (:func:`_fit`) and the threshold decision's rate
+    :data:`PRIOR_EXPONENT` combined in proportion to their precisions (the posterior mean of a normal slope
+    under a normal prior of sd :data:`PRIOR_SD`; Gelman et al. 2013, *Bayesian Data Analysis*, 3rd ed., 2.5),
+    clipped to [0, 1/2]. A run whose batches measure a steep or a flat rate precisely moves it; one whose
+    spreads scatter (most: the slope's sd is about 0.23) stays near 1/4. None where :func:`_fit` is."""
+    fit = _fit(figures)
+    if fit is None:
+        return None
+    slope, variance = fit
+    w_run, w_prior = 1.0 / variance, PRIOR_SD ** -2
+    return float(np.clip((w_run * slope + w_prior * PRIOR_EXPONENT) / (w_run + w_prior), 0.0, MAX_EXPONENT))
 
 
 def scaled(spreads: Mapping[int, float], a: float | None, debiased: bool = True) -> float:
@@ -198,7 +233,8 @@ class McError:
     coarse: tuple[tuple[float, ...], ...] = ()
     trades: int = 0
     batch_trades: tuple[int, ...] = ()
-    exponent: float | None = None  # the run's measured exponent (:func:`exponent`)
+    exponent: float | None = None  # the run's exponent (:func:`rate`)
+    carried: bool = False  # its strategy's state carries every earlier window's samples (Strategy.carries_samples)
     debiased: bool = False  # the line read the log sds less their bias (:func:`_line`); False: recorded before
 
     @property
@@ -241,6 +277,14 @@ class McError:
         return self.bias_z > t or self.trades_z > t or self.trades_dispersion > CHI2_95[b - 1]
 
     @property
+    def unreliable(self) -> bool:
+        """The band is not to be trusted: its batches are :attr:`biased`, or its strategy's state carries every
+        earlier window's samples (:attr:`carried`) and its batches move (a model deciding from its own quantiles
+        has no samples to carry), which batches of S/B samples cannot stand for (module docstring, "The bias
+        test")."""
+        return self.biased or (self.carried and float(np.ptp(self.batch_values)) > 0.0)
+
+    @property
     def se(self) -> float:
         b = len(self.batch_values)
         if not self.coarse:  # a run store record from before the scaling was measured: as it was printed
@@ -259,7 +303,7 @@ class McError:
     def as_dict(self) -> dict:
         return {"se": self.se, "band": self.band, "batch_returns": list(self.batch_values),
                 "exponent": self.exponent, "bias_z": self.bias_z, "trades_z": self.trades_z,
-                "trades_dispersion": self.trades_dispersion, "unreliable": self.biased}
+                "trades_dispersion": self.trades_dispersion, "unreliable": self.unreliable}
 @dataclass(frozen=True)
 class MonteCarlo:
     """The Monte Carlo error of one symbol's backtest: per strategy and for the walk-forward record, and each
@@ -278,7 +322,7 @@ class MonteCarlo:
     def unreliable(self) -> list[str]:
         """The strategies (and ``walk-forward``) whose batches are biased (:attr:`McError.biased`): their band is
         not to be trusted; ``--seeds`` measures the spread instead."""
-        return [n for n, e in {**self.strategies, "walk-forward": self.walk_forward}.items() if e.biased]
+        return [n for n, e in {**self.strategies, "walk-forward": self.walk_forward}.items() if e.unreliable]
 
     def as_dict(self) -> dict:
         close_any = None if self.close is None else np.any([np.zeros(self.windows, bool), *self.close.values()],
@@ -319,15 +363,16 @@ def _errors(full: tuple, runs: Mapping[int, list], selection: SelectionRule, del
     figures["walk-forward"] = record
     b = max(runs)
 
-    def error(f) -> McError:
+    def error(n: str, f) -> McError:
         value, trades = f(full)
         batch = [f(r) for r in runs[b]]
         return McError(value, tuple(x[0] for x in batch),
                        tuple(tuple(f(r)[0] for r in rs) for k, rs in runs.items() if k != b),
-                       trades, tuple(x[1] for x in batch), debiased=True)
+                       trades, tuple(x[1] for x in batch), debiased=True,
+                       carried=n in STRATEGIES and STRATEGIES[n].carries_samples)
 
-    out = {n: error(f) for n, f in figures.items()}
-    a = exponent([e.spreads for e in out.values()])
+    out = {n: error(n, f) for n, f in figures.items()}
+    a = rate([e.spreads for e in out.values()])
     out = {n: replace(e, exponent=a) for n, e in out.items()}
     wf = out.pop("walk-forward")
     return out, wf

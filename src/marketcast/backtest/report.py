@@ -90,7 +90,7 @@ def mc_keys(error, close_calls: int | None = None, strategy: bool = False) -> di
     keys = {"mc_se": None if error is None else error.se, "mc_band": None if error is None else error.band,
             "mc_batch_returns": None if error is None else list(error.batch_values),
             "mc_exponent": None if error is None else error.exponent,
-            "mc_unreliable": None if error is None else error.biased}
+            "mc_unreliable": None if error is None else error.unreliable}
     return {**keys, "close_calls": close_calls} if strategy else keys
 
 

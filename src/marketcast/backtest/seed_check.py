@@ -66,7 +66,7 @@ def check(runs: list) -> dict:
         figures[name] = {"seed_sd": sd, "band_median": float(np.median(bands)), "band_min": float(bands.min()),
                          "band_max": float(bands.max()),
                          "ratio": float(np.median(bands)) / sd if sd >= 1e-12 else None,  # None: never moved
-                         "flagged": int(sum(e.biased for e in errors)), "covered": int(covered),
+                         "flagged": int(sum(e.unreliable for e in errors)), "covered": int(covered),
                          "seeds": len(runs), "pairs": len(runs) * (len(runs) - 1)}
     flips = {True: [0, 0], False: [0, 0]}
     for name in runs[0].strategies:

@@ -177,6 +177,9 @@ class Strategy:
     initial_state: Callable[[], Any] = lambda: None
     update: Callable[[Any, WindowView, Bar, Settlement, StrategyParams, float | None], Any] = _no_state
     reads_forecast: bool = True  # False: forecast-blind (module docstring)
+    # True: its state sums what every earlier window's forecast led to (maxdiff's offsets), so one draw of samples
+    # moves all its later decisions: its Monte Carlo band is flagged (marketcast.backtest.montecarlo, "The bias test")
+    carries_samples: bool = False
 
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
@@ -193,7 +196,7 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
              highlow),
     Strategy("maxdiff", "buy the forecast low, sell the forecast high, offsets learned from earlier windows "
              "scored with the run's exit rule",
-             maxdiff, MaxDiffState.initial, _update_maxdiff),
+             maxdiff, MaxDiffState.initial, _update_maxdiff, carries_samples=True),
 )}
 assert tuple(STRATEGIES) == STRATEGY_NAMES
 FORECAST_DRIVEN = tuple(name for name, s in STRATEGIES.items() if s.reads_forecast)
