@@ -7,6 +7,9 @@ PIP    := $(BIN)/python -m pip
 PIPC   := $(PIP) install -q -c constraints.txt
 TORCH  ?= torch==2.13.0
 ARGS   ?=
+# `make test` runs the suite on this many pytest-xdist workers, each test file on one worker (its module fixtures
+# made once); 2 = the CI machine's cores. WORKERS=0 runs it in one process.
+WORKERS ?= 2
 
 .PHONY: run test fuzz install install-dev bench clean lock
 
@@ -43,7 +46,7 @@ run: install
 # a broken suite, not a pass.
 test: install-dev
 	$(BIN)/lint-imports --no-cache
-	@$(BIN)/python -m pytest $(ARGS); rc=$$?; \
+	@$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile $(ARGS); rc=$$?; \
 	if [ $$rc = 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
 # The fuzz suite's long profile (MARKETCAST_FUZZ=long: >= 4,000 examples of damaged bars, specs, configs,

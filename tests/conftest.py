@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -14,6 +16,41 @@ from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 # torch writes there itself), so the tests' folder is a sibling of that default. Set at import, before any
 # test module imports torch's compiler.
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", default_cache_dir() + "_marketcast_tests")
+
+# `make test` runs the suite on pytest-xdist's workers, which start with COLUMNS=80 and LINES=24 set where the
+# controller had its own (none, when piped): marketcast.console sizes piped output from COLUMNS, so a worker
+# takes back the controller's terminal settings, passed down in the environment, before anything imports it.
+_TERMINAL = ("COLUMNS", "LINES")
+if "PYTEST_XDIST_WORKER" not in os.environ:
+    os.environ["MARKETCAST_TESTS_TERMINAL"] = json.dumps({k: os.environ.get(k) for k in _TERMINAL})
+elif "MARKETCAST_TESTS_TERMINAL" in os.environ:
+    for _key, _value in json.loads(os.environ["MARKETCAST_TESTS_TERMINAL"]).items():
+        if _value is None:
+            os.environ.pop(_key, None)
+        else:
+            os.environ[_key] = _value
+
+
+@pytest.fixture(scope="session")
+def once_per_session(tmp_path_factory):
+    """``once_per_session(name, make)``: ``make(folder)`` run once per test session, its files shared by every
+    xdist worker: the first worker makes them under a file lock in the session's own base folder, the others wait
+    and use the same folder (pytest-xdist's recipe for session fixtures,
+    https://pytest-xdist.readthedocs.io/en/stable/how-to.html). ``make`` returns what it wrote: a dict of paths."""
+    from filelock import FileLock
+
+    def once(name: str, make):
+        if "PYTEST_XDIST_WORKER" not in os.environ:
+            return make(tmp_path_factory.mktemp(name))
+        root = tmp_path_factory.getbasetemp().parent  # this session's, shared by its workers only
+        folder, done = root / name, root / f"{name}.done"
+        with FileLock(str(root / f"{name}.lock")):
+            if not done.exists():
+                folder.mkdir()
+                done.write_text(json.dumps({k: str(v) for k, v in make(folder).items()}))
+        return {k: Path(v) for k, v in json.loads(done.read_text()).items()}
+
+    return once
 
 
 def make_ohlcv(n: int = 40, start: str = "2024-01-01", seed: int = 0, freq: str = "D") -> pd.DataFrame:

@@ -13,10 +13,14 @@ REFERENCE_LOG = Path(__file__).with_name("reference_log.py")
 
 
 @pytest.fixture(scope="session")
-def reference_logs(tmp_path_factory) -> dict[str, Path]:
+def reference_logs(once_per_session) -> dict[str, Path]:
     """``TORCH_LOGS=recompiles,graph_breaks`` stderr of toto-ts and upstream Kronos (``reference_log.py``, its
-    default tiny configs), both processes at once (~35 s on 2 busy cores); nothing is committed."""
-    folder = tmp_path_factory.mktemp("reference_logs")
+    default tiny configs), both processes at once (~35 s on 2 busy cores), once for all workers; nothing is
+    committed."""
+    return once_per_session("reference_logs", _write_logs)
+
+
+def _write_logs(folder: Path) -> dict[str, Path]:
     env = {**os.environ, "TORCH_LOGS": "recompiles,graph_breaks"}
     running = {}
     for model in ("toto", "kronos"):
