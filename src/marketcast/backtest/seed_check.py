@@ -45,7 +45,8 @@ def seed_runs(bars, seeds: int = 10, config: BacktestConfig | None = None) -> li
 
 def check(runs: list) -> dict:
     """Per figure (each strategy, ``walk-forward``): the seed sd of the returns, each seed's band over it (median,
-    min, max), in how many seeds the band is flagged unreliable, and how many other seeds each seed's band covers; the
+    min, max), in how many seeds the band is flagged unreliable, and how many other seeds each seed's band covers
+    (also counted over the seeds whose band is not flagged: ``coverage_unflagged``, the bands the strip shows); the
     close calls: how often a window's side differs from another seed's, in the windows a seed called close and
     in the others (pooled over strategies, seeds and the other seeds)."""
     first = runs[0]
@@ -61,13 +62,16 @@ def check(runs: list) -> dict:
             errors = [r.monte_carlo.strategies[name] for r in runs]
         sd = float(np.std(values, ddof=1))
         bands = np.array([e.band for e in errors])
-        covered = sum(abs(values[j] - values[i]) <= bands[i] + 1e-12
-                      for i in range(len(runs)) for j in range(len(runs)) if i != j)
+        inside = [[abs(values[j] - values[i]) <= bands[i] + 1e-12 for j in range(len(runs)) if j != i]
+                  for i in range(len(runs))]
+        covered = sum(map(sum, inside))
+        trusted = [row for row, e in zip(inside, errors) if not e.unreliable]  # the bands the strip does not flag
         figures[name] = {"seed_sd": sd, "band_median": float(np.median(bands)), "band_min": float(bands.min()),
                          "band_max": float(bands.max()),
                          "ratio": float(np.median(bands)) / sd if sd >= 1e-12 else None,  # None: never moved
                          "flagged": int(sum(e.unreliable for e in errors)), "covered": int(covered),
-                         "seeds": len(runs), "pairs": len(runs) * (len(runs) - 1)}
+                         "seeds": len(runs), "pairs": len(runs) * (len(runs) - 1),
+                         "covered_unflagged": int(sum(map(sum, trusted))), "pairs_unflagged": sum(map(len, trusted))}
     flips = {True: [0, 0], False: [0, 0]}
     for name in runs[0].strategies:
         if name == "buy_hold":
@@ -82,4 +86,6 @@ def check(runs: list) -> dict:
     rate = {k: v[0] / v[1] if v[1] else None for k, v in flips.items()}
     return {"figures": figures, "flip_rate_close": rate[True], "flip_rate_other": rate[False],
             "close_share": flips[True][1] / max(1, flips[True][1] + flips[False][1]),
-            "coverage": sum(f["covered"] for f in figures.values()) / sum(f["pairs"] for f in figures.values())}
+            "coverage": sum(f["covered"] for f in figures.values()) / sum(f["pairs"] for f in figures.values()),
+            "coverage_unflagged": sum(f["covered_unflagged"] for f in figures.values())
+            / max(1, sum(f["pairs_unflagged"] for f in figures.values()))}
