@@ -226,8 +226,8 @@ def _calendar(name: str) -> MarketCalendar:
     start, end = "1970-01-01", f"{pd.Timestamp.now().year + 5}-12-31"
     source = find_spec("exchange_calendars")
     tag = fingerprint(source.origin, __file__) if source is not None and source.origin else "unknown"
-    key = f"calendar-{name.replace('/', '')}-{start[:4]}-{end[:4]}-{tag}"
-    return MarketCalendar(name, **cached_arrays(key, lambda: _sessions(name, start, end)))
+    family = f"calendar-{name.replace('/', '')}-{start[:4]}-{end[:4]}"
+    return MarketCalendar(name, **cached_arrays(f"{family}-{tag}", lambda: _sessions(name, start, end), family))
 
 
 def calendar_for(asset_class: str) -> MarketCalendar:

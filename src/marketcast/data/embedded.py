@@ -56,7 +56,8 @@ def _arch_frame(module: str) -> pd.DataFrame:
     """``module``'s bars as the ``timestamp``-indexed (UTC) float64 frame of :data:`COLUMNS`, parsed once per
     machine (the cache is keyed by the file's size and time)."""
     path = _arch_csv_path(module)
-    arrays = cached_arrays(f"embedded-{module.rsplit('.', 1)[1]}-{fingerprint(path)}", lambda: _parsed(module))
+    family = f"embedded-{module.rsplit('.', 1)[1]}"
+    arrays = cached_arrays(f"{family}-{fingerprint(path)}", lambda: _parsed(module), family)
     index = pd.DatetimeIndex(arrays["time"].view("datetime64[ns]"), name="timestamp").tz_localize("UTC")
     return pd.DataFrame({c: arrays[c] for c in COLUMNS}, index=index)
 
