@@ -46,7 +46,7 @@ def once_per_session(tmp_path_factory):
         folder, done = root / name, root / f"{name}.done"
         with FileLock(str(root / f"{name}.lock")):
             if not done.exists():
-                folder.mkdir()
+                folder.mkdir(exist_ok=True)  # a worker whose make failed may have left it
                 done.write_text(json.dumps({k: str(v) for k, v in make(folder).items()}))
         return {k: Path(v) for k, v in json.loads(done.read_text()).items()}
 
