@@ -156,8 +156,9 @@ def test_the_scaling_is_one_slope_fitted_over_the_runs_figures():
     """Two figures whose sd falls as m^-0.3 at levels 0.1 and 0.02 on 8, 4, 2 batches of 32, 64, 128 samples
     (S = 256), each sd at its expected log (sigma times exp(LOG_SD_BIAS) for its 7, 3, 1 dof): the run's
     exponent 0.3, each SE = level * 256^-0.3. Slopes 0.2 and 0.4 (weights equal): 0.3. Spreads growing with m
-    clip to 0 (SE = the inverse-variance weighted geometric mean of the debiased spreads), falling as m^-0.8 to
-    1/2; a figure with a spread of 0 is left out of the fit and scaled at the mean's rate."""
+    clip to 0 (SE = the finest spread less its bias; a run recorded before: the inverse-variance weighted
+    geometric mean of the debiased spreads), falling as m^-0.8 to 1/2; a figure with a spread of 0 is left out
+    of the fit and scaled at the mean's rate."""
     from marketcast.backtest.montecarlo import exponent, scaled
 
     def law(level, a):
@@ -170,7 +171,9 @@ def test_the_scaling_is_one_slope_fitted_over_the_runs_figures():
     assert exponent([growing]) == 0.0
     w = {b: 1.0 / LOG_SD_VAR[b - 1] for b in growing}
     centre = sum(w[b] * (math.log(v) - LOG_SD_BIAS[b - 1]) for b, v in growing.items()) / sum(w.values())
-    assert scaled(growing, 0.0) == pytest.approx(math.exp(centre), rel=1e-12)
+    assert scaled(growing, 0.0, finest=False) == pytest.approx(math.exp(centre), rel=1e-12)
+    assert scaled(growing, 0.0) == pytest.approx(0.02 * math.exp(-LOG_SD_BIAS[7]), rel=1e-12)
+    assert scaled(growing, 0.2) == pytest.approx(0.02 * math.exp(-LOG_SD_BIAS[7]) * 8 ** -0.2, rel=1e-12)
     assert exponent([law(1.0, 0.8)]) == 0.5
     still = {8: 0.02, 4: 0.0, 2: 0.01}
     assert exponent([still, law(0.1, 0.3)]) == pytest.approx(0.3, abs=1e-12) and exponent([still]) is None
@@ -251,7 +254,8 @@ def test_the_fitted_exponent_is_unbiased_for_normal_batch_figures(a):
 
 def test_a_run_recorded_before_the_log_sds_were_debiased_keeps_its_printed_band():
     """A stored McError with coarse batches and an exponent but no ``debiased`` field reads its line as it was
-    printed (raw log sds weighted 7, 3, 1); a new one reads the debiased line (weights 1 / var(log sd))."""
+    printed (raw log sds weighted 7, 3, 1); one with ``debiased`` but no ``finest`` the debiased line through
+    the weighted centre (weights 1 / var(log sd)); a new one the debiased line through the finest spread."""
     from marketcast.runs.codec import decode, encode
 
     fine, mid, coarse = (0.01, 0.03, 0.02, 0.04, 0.0, 0.05, 0.02, 0.03), (0.02, 0.03, 0.01, 0.035), (0.02, 0.03)
@@ -264,9 +268,14 @@ def test_a_run_recorded_before_the_log_sds_were_debiased_keeps_its_printed_band(
     raw = sum((b - 1) * (math.log(sd) + 0.3 * x[b]) for b, sd in sds.items()) / 11
     w = {b: 1 / LOG_SD_VAR[b - 1] for b in sds}
     fit = sum(w[b] * (math.log(sd) - LOG_SD_BIAS[b - 1] + 0.3 * x[b]) for b, sd in sds.items()) / sum(w.values())
+    centred = decode(json.dumps({"$dc": "marketcast.backtest.montecarlo:McError",
+                                 "fields": {**fields, "debiased": True}}))
+    finest = McError(0.025, fine, (mid, coarse), exponent=0.3, debiased=True, finest=True)
     assert old.se == pytest.approx(math.exp(raw), rel=1e-12)
-    assert new.se == pytest.approx(math.exp(fit), rel=1e-12)
+    assert new.se == pytest.approx(math.exp(fit), rel=1e-12) and centred.se == new.se
+    assert finest.se == pytest.approx(sds[8] * math.exp(-LOG_SD_BIAS[7]) * 8 ** -0.3, rel=1e-12)
     assert decode(encode(new)).band == new.band and new.band > old.band
+    assert decode(encode(finest)).band == finest.band
 
 
 def test_biased_batches_flag_the_band_by_return_or_by_trades():
