@@ -35,14 +35,15 @@ NASDAQ's bands at 1.4 seed sds and pooled coverage at 85-88 %. The line assumes 
 samples; on the embedded pair a full run's error is about flat from 32 to 128 samples and falls 1.1-1.7 times to
 256, a drop no batch of at most S/2 samples sees, so the bands run wide: read with the run's own slope, 3.1-7.0
 times the seed sd over 40 seeds, above 4 for SP500's ``entry_takeprofit`` and ``maxdiff``, unflagged; with
-:func:`rate`, 2.6-3.8 where not flagged (over 10 seeds 2.2-4.1). The seed check (benchmarks/mc_seed_check.py)
+:func:`rate` and the line through the centre of the spreads, 2.6-3.8 where not flagged (over 10 seeds
+2.20-4.09); through the finest spread, below ("The level"). The seed check (benchmarks/mc_seed_check.py)
 says how far the band can be trusted.
 
 The level. Each figure's line runs through its finest spread (B batches, B - 1 dof), not through the weighted
 centre of all three: the rate read is the run's over the whole span from S/B to S samples (1/4, the prior, is a
 rate from few samples to many), so it is applied over that whole span. Through the centre, the coarser spreads
 (of unions of the same batches) pulled a figure whose error is flat from 32 to 128 samples up by the rate times
-their distance from the finest: 2.2-4.09 seed sds over 10 seeds where not flagged in most (SP500's
+their distance from the finest: 2.20-4.09 seed sds over 10 seeds where not flagged in most (SP500's
 ``entry_takeprofit`` 4.09, flagged in 5), against 2.07-3.60 now, 2.54-3.45 against 40 seeds' sd; pooled coverage
 95.9 % and 95.6 % on the embedded pair (96.2 % and 95.8 % before). Under the power law both read the same line.
 
